@@ -1,0 +1,67 @@
+// The code that runs between clone and exec, and the flat, pre-built data
+// it reads. Everything the child needs is allocated and formatted by the
+// supervisor before clone (ChildPlanStorage); the child only reads it and
+// makes system calls, so it stays async-signal-safe.
+#pragma once
+
+#include <sys/capability.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "linuxjail/spec.h"
+
+namespace pj::linuxjail {
+
+struct ChildMount {
+  MountKind kind;
+  const char* dest;
+  const char* source;   // bind: "/oldroot" + host path; symlink: target
+  const char* options;  // tmpfs options "k=v,k=v"
+  unsigned attrs;       // MOUNT_ATTR_* to set
+  Node node;
+  bool optional;
+  dev_t dev;
+  ino_t ino;
+};
+
+struct ChildPlan {
+  const ChildMount* mounts;
+  size_t mount_count;
+  const char* exec_path;
+  char* const* argv;
+  char* const* envp;
+  const char* cwd;
+  const char* hostname;
+  const char* uid_map;   // "uid uid 1\n"
+  const char* gid_map;
+  cap_t empty_caps;      // allocated before clone; cap_set_proc does not allocate
+  int sync_fd;           // the child's end of the sync socket
+  int parent_sync_fd;    // the supervisor's end, closed first thing
+  int grace_ms;          // TERM -> KILL when the command has exited
+};
+
+// Owns the strings and arrays a ChildPlan points into.
+class ChildPlanStorage {
+public:
+  ChildPlanStorage(const JailSpec& spec, int sync_fd, int parent_sync_fd);
+  ~ChildPlanStorage();
+  ChildPlanStorage(const ChildPlanStorage&) = delete;
+  ChildPlanStorage& operator=(const ChildPlanStorage&) = delete;
+  const ChildPlan& plan() const { return plan_; }
+
+private:
+  std::vector<std::string> sources_;
+  std::vector<ChildMount> mounts_;
+  std::vector<char*> argv_;
+  std::vector<char*> envp_;
+  std::string uid_map_, gid_map_;
+  ChildPlan plan_{};
+};
+
+// Runs in the cloned child: builds the jail, becomes its init, starts the
+// command. Never returns. Async-signal-safe.
+[[noreturn]] void jail_main(const ChildPlan& plan);
+
+}  // namespace pj::linuxjail

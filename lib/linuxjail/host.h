@@ -1,0 +1,37 @@
+// What this host offers: facts about paths for the planner, and the
+// kernel features `doctor` reports. Reads only; changes nothing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "linuxjail/plan.h"
+#include "util/result.h"
+
+namespace pj::linuxjail {
+
+// lstat/realpath/stat each path (symlinks are reported, not followed
+// blindly: the planner decides).
+Facts probe_paths(const std::vector<std::string>& paths);
+
+struct Check {
+  std::string name;
+  enum class State { ok, missing, info } state;
+  std::string detail;  // what was found
+  std::string fix;     // what to do when missing
+};
+
+// Everything `pi-jail doctor` reports. `jail_possible` is true only when
+// every required check passed, proven by building a throw-away jail.
+struct HostReport {
+  std::vector<Check> checks;
+  bool jail_possible = false;
+};
+
+HostReport probe_host();
+
+// The fix for a failure to create the jail's namespaces with `err`,
+// naming the sysctl or LSM that refuses it on this host.
+std::string namespace_fix(int err);
+
+}  // namespace pj::linuxjail

@@ -1,0 +1,134 @@
+#include "linuxjail/launch.h"
+
+#include <dirent.h>
+#include <linux/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "linuxjail/child.h"
+#include "linuxjail/sys.h"
+
+namespace pj::linuxjail {
+
+using util::Error;
+using util::UniqueFd;
+
+namespace {
+
+constexpr int kGraceMs = 1000;
+
+unsigned attrs_for(const MountOp& op) {
+  unsigned a = MOUNT_ATTR_NOSUID;
+  if (op.devices == Devices::denied) a |= MOUNT_ATTR_NODEV;
+  if (op.access == Access::read_only) a |= MOUNT_ATTR_RDONLY;
+  if (op.kind == MountKind::proc || op.kind == MountKind::devpts) a |= MOUNT_ATTR_NOEXEC;
+  if (op.kind == MountKind::devpts) a &= ~static_cast<unsigned>(MOUNT_ATTR_NODEV);
+  return a;
+}
+
+util::Status require_single_thread() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return Error::from_errno("count threads (/proc/self/task)", errno);
+  int n = 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  if (n != 1)
+    return Error::invalid(fmt::format("pi-jail has {} threads; the jail must be cloned from a "
+                                      "single-threaded process (this is a bug in pi-jail)", n));
+  return {};
+}
+
+}  // namespace
+
+ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, int sync_fd, int parent_sync_fd) {
+  sources_.reserve(spec.mounts.size());
+  for (const auto& op : spec.mounts)
+    sources_.push_back(op.kind == MountKind::bind ? "/oldroot" + op.source : op.source);
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    const MountOp& op = spec.mounts[i];
+    mounts_.push_back(ChildMount{op.kind, op.dest.c_str(), sources_[i].c_str(), op.options.c_str(),
+                                 attrs_for(op), op.node, op.optional, op.dev, op.ino});
+  }
+  for (const auto& a : spec.argv) argv_.push_back(const_cast<char*>(a.c_str()));
+  argv_.push_back(nullptr);
+  for (const auto& e : spec.env) envp_.push_back(const_cast<char*>(e.c_str()));
+  envp_.push_back(nullptr);
+  uid_map_ = fmt::format("{0} {0} 1\n", spec.uid);
+  gid_map_ = fmt::format("{0} {0} 1\n", spec.gid);
+  cap_max_bits();  // libcap reads the kernel's cap count lazily: do it here
+  plan_ = ChildPlan{mounts_.data(), mounts_.size(), spec.exec_path.c_str(), argv_.data(), envp_.data(),
+                    spec.cwd.c_str(), spec.hostname.c_str(), uid_map_.c_str(), gid_map_.c_str(),
+                    cap_init(), sync_fd, parent_sync_fd, kGraceMs};
+}
+
+ChildPlanStorage::~ChildPlanStorage() { cap_free(plan_.empty_caps); }
+
+util::Result<Jail> Jail::launch(const JailSpec& spec) {
+  if (auto st = require_single_thread(); !st) return st.take_error();
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return Error::from_errno("create the sync socket", errno);
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  ChildPlanStorage storage(spec, theirs.get(), ours.get());
+  if (!storage.plan().empty_caps) return Error::from_errno("allocate an empty capability set", errno);
+
+  constexpr unsigned long kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                        CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+  int pidfd = -1;
+  long pid = sys::clone_process(kNamespaces | CLONE_PIDFD | SIGCHLD, &pidfd);
+  if (pid < 0) return Error::from_errno("create the jail's namespaces (clone)", errno);
+  if (pid == 0) jail_main(storage.plan());
+  return Jail(static_cast<pid_t>(pid), UniqueFd(pidfd), std::move(ours));
+}
+
+Jail::Jail(Jail&& other) noexcept
+    : pid_(other.pid_), pidfd_(std::move(other.pidfd_)), sync_(std::move(other.sync_)), reaped_(other.reaped_) {
+  other.reaped_ = true;
+}
+
+Jail::~Jail() {
+  if (reaped_ || !pidfd_.valid()) return;
+  sys::pidfd_send_signal(pidfd_.get(), SIGKILL);
+  siginfo_t si{};
+  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED);
+}
+
+util::Result<std::optional<SyncRecord>> Jail::read_sync() {
+  SyncRecord rec{};
+  ssize_t n = ::recv(sync_.get(), &rec, sizeof rec, MSG_DONTWAIT);
+  if (n < 0) {
+    if (errno == EAGAIN) return std::optional<SyncRecord>{};
+    return Error::from_errno("read the sync socket", errno);
+  }
+  if (n == 0) {
+    sync_.reset();
+    return std::optional<SyncRecord>{};
+  }
+  if (n != sizeof rec || rec.magic != kSyncMagic)
+    return Error::invalid("the jail sent a malformed setup record (this is a bug in pi-jail)");
+  return std::optional<SyncRecord>{rec};
+}
+
+util::Status Jail::signal(int sig) {
+  if (reaped_) return {};
+  if (sys::pidfd_send_signal(pidfd_.get(), sig) != 0 && errno != ESRCH)
+    return Error::from_errno(fmt::format("send signal {} to the jail", sig), errno);
+  return {};
+}
+
+util::Result<int> Jail::reap() {
+  siginfo_t si{};
+  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0)
+    return Error::from_errno("wait for the jail", errno);
+  reaped_ = true;
+  if (si.si_code == CLD_EXITED) return si.si_status;
+  return 128 + si.si_status;
+}
+
+}  // namespace pj::linuxjail

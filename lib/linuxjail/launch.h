@@ -1,0 +1,51 @@
+// Jail: the owner of a running jail (its init's pidfd and the sync
+// socket). Destroying it kills and reaps whatever is left of the jail.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+
+#include "linuxjail/spec.h"
+#include "linuxjail/stage.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace pj::linuxjail {
+
+class Jail {
+public:
+  // Clone the jail's init into new user, mount, PID, network, IPC, UTS
+  // and cgroup namespaces. The caller must be single-threaded (checked):
+  // the kernel refuses CLONE_NEWUSER from a multithreaded process.
+  // Signals the supervisor wants to handle must already be blocked.
+  static util::Result<Jail> launch(const JailSpec& spec);
+
+  Jail(Jail&& other) noexcept;
+  Jail& operator=(Jail&&) = delete;
+  Jail(const Jail&) = delete;
+  ~Jail();
+
+  int pidfd() const { return pidfd_.get(); }
+  int sync_fd() const { return sync_.get(); }
+  pid_t pid() const { return pid_; }
+
+  // Read one record from the sync socket when sync_fd() is readable.
+  // nullopt when there was none; at EOF (the command was executed, or the
+  // jail is gone) sync_fd() becomes -1.
+  util::Result<std::optional<SyncRecord>> read_sync();
+  // Deliver `sig` to the jail's init.
+  util::Status signal(int sig);
+  // Reap init once pidfd() is readable: the command's exit code (init
+  // exits with it; 128+N for signal N).
+  util::Result<int> reap();
+
+private:
+  Jail(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sync) : pid_(pid), pidfd_(std::move(pidfd)), sync_(std::move(sync)) {}
+  pid_t pid_;
+  util::UniqueFd pidfd_;
+  util::UniqueFd sync_;
+  bool reaped_ = false;
+};
+
+}  // namespace pj::linuxjail

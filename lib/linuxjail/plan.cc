@@ -1,0 +1,244 @@
+#include "linuxjail/plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "linuxjail/view.h"
+#include "util/paths.h"
+
+namespace pj::linuxjail {
+
+namespace {
+
+using util::Error;
+using util::path_within;
+
+const SourceFact kAbsent{};
+
+const SourceFact& fact(const Facts& facts, std::string_view path) {
+  auto it = facts.find(std::string(path));
+  return it == facts.end() ? kAbsent : it->second;
+}
+
+Node node_of(const SourceFact& f) {
+  return f.kind == SourceFact::Kind::directory ? Node::directory : Node::file;
+}
+
+MountOp bind_op(std::string dest, const SourceFact& f, Access access, std::string why) {
+  MountOp op;
+  op.kind = MountKind::bind;
+  op.dest = std::move(dest);
+  op.source = f.resolved;
+  op.access = access;
+  op.node = node_of(f);
+  op.dev = f.dev;
+  op.ino = f.ino;
+  op.why = std::move(why);
+  return op;
+}
+
+MountOp simple_op(MountKind kind, std::string_view dest, std::string_view source,
+                  std::string_view why) {
+  MountOp op;
+  op.kind = kind;
+  op.dest = std::string(dest);
+  op.source = std::string(source);
+  op.why = std::string(why);
+  return op;
+}
+
+bool usable(const SourceFact& f) {
+  return f.kind == SourceFact::Kind::directory || f.kind == SourceFact::Kind::file;
+}
+
+size_t depth(std::string_view path) { return util::path_components(path).size(); }
+
+// The jail's view before grants: system directories, /etc, scratch
+// file systems, /proc and /dev.
+void add_default_view(const Facts& facts, std::vector<MountOp>& ops) {
+  for (const auto& e : view::system_roots()) {
+    const SourceFact& f = fact(facts, e.path);
+    if (f.is_symlink)
+      ops.push_back(simple_op(MountKind::symlink, e.path, f.link_target, e.why));
+    else if (f.kind == SourceFact::Kind::directory)
+      ops.push_back(bind_op(std::string(e.path), f, Access::read_only, std::string(e.why)));
+  }
+  for (const auto& e : view::etc_entries()) {
+    const SourceFact& f = fact(facts, e.path);
+    if (usable(f)) ops.push_back(bind_op(std::string(e.path), f, Access::read_only, std::string(e.why)));
+  }
+  for (const auto& e : view::scratch()) {
+    MountOp op = simple_op(MountKind::tmpfs, e.path, "", e.why);
+    op.options = std::string(e.options);
+    op.access = Access::read_write;
+    ops.push_back(std::move(op));
+  }
+  ops.push_back(simple_op(MountKind::proc, "/proc", "", "a new procfs for the jail's PID namespace"));
+  ops.push_back(simple_op(MountKind::devpts, "/dev/pts", "", "the jail's own pseudo-terminals"));
+  for (const auto& e : view::devices()) {
+    const SourceFact& f = fact(facts, e.path);
+    if (f.kind != SourceFact::Kind::other) continue;  // character devices only
+    MountOp op = bind_op(std::string(e.path), f, Access::read_write, std::string(e.why));
+    op.node = Node::file;
+    op.devices = Devices::allowed;
+    ops.push_back(std::move(op));
+  }
+  for (const auto& e : view::dev_links())
+    ops.push_back(simple_op(MountKind::symlink, e.path, e.target, e.why));
+}
+
+// Does `path` show the host's object inside the jail: is the closest
+// operation covering it a bind (not a tmpfs, not a mask)?
+bool visible(const std::vector<MountOp>& ops, std::string_view path) {
+  const MountOp* best = nullptr;
+  for (const auto& op : ops) {
+    if (op.kind == MountKind::symlink || op.kind == MountKind::seal) continue;
+    if (path_within(path, op.dest) && (!best || op.dest.size() >= best->dest.size())) best = &op;
+  }
+  return best && best->kind == MountKind::bind;
+}
+
+// Keep one operation per destination: a mask always wins; otherwise the
+// later entry (grants come after the defaults) replaces the earlier one.
+std::vector<MountOp> dedupe(std::vector<MountOp> ops) {
+  std::vector<MountOp> out;
+  for (auto& op : ops) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const MountOp& o) { return o.dest == op.dest; });
+    if (same == out.end()) {
+      out.push_back(std::move(op));
+    } else if (same->kind != MountKind::mask) {
+      *same = std::move(op);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> filter_env(const PlanInput& in) {
+  std::map<std::string, std::string> env;
+  for (const auto& kv : in.host_env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string name = kv.substr(0, eq);
+    bool pass = std::find(view::env_pass().begin(), view::env_pass().end(), name) != view::env_pass().end();
+    for (auto prefix : view::env_pass_prefixes())
+      if (name.starts_with(prefix)) pass = true;
+    if (pass) env[name] = kv.substr(eq + 1);
+  }
+  if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  env["HOME"] = in.home;
+  env["TMPDIR"] = "/tmp";
+  env["PI_JAIL"] = "1";
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace
+
+std::string describe(const MountOp& op) {
+  const char* access = op.access == Access::read_write ? "rw" : "ro";
+  switch (op.kind) {
+    case MountKind::bind:
+      if (op.source == op.dest) return fmt::format("bind {} {}", access, op.dest);
+      return fmt::format("bind {} {} <- {}", access, op.dest, op.source);
+    case MountKind::tmpfs: return fmt::format("tmpfs {} ({})", op.dest, op.options);
+    case MountKind::proc: return fmt::format("proc {}", op.dest);
+    case MountKind::devpts: return fmt::format("devpts {}", op.dest);
+    case MountKind::mask: return fmt::format("mask {}", op.dest);
+    case MountKind::symlink: return fmt::format("symlink {} -> {}", op.dest, op.source);
+    case MountKind::seal: return fmt::format("seal read-only {}", op.dest);
+  }
+  return "?";
+}
+
+std::vector<std::string> paths_to_probe(const PlanInput& in) {
+  std::vector<std::string> out;
+  for (const auto& e : view::system_roots()) out.emplace_back(e.path);
+  for (const auto& e : view::etc_entries()) out.emplace_back(e.path);
+  for (const auto& e : view::secret_masks()) out.emplace_back(e.path);
+  for (const auto& e : view::devices()) out.emplace_back(e.path);
+  out.push_back(in.workspace);
+  for (const auto& g : in.grants) out.push_back(g.path);
+  for (const auto& d : in.denies) out.push_back(d.path);
+  return out;
+}
+
+util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
+  std::vector<std::string> problems;
+  std::vector<MountOp> ops;
+  add_default_view(facts, ops);
+
+  const bool private_home = in.home != "/" && !in.home.empty();
+  if (private_home) {
+    MountOp home = simple_op(MountKind::tmpfs, in.home, "", "$HOME: empty and read-only except grants");
+    home.options = "size=1m,mode=0700";
+    home.access = Access::read_write;
+    ops.push_back(std::move(home));
+  }
+
+  std::vector<PathGrant> grants;
+  grants.push_back({in.workspace, Access::read_write, "workspace"});
+  grants.insert(grants.end(), in.grants.begin(), in.grants.end());
+  for (const auto& g : grants) {
+    const SourceFact& f = fact(facts, g.path);
+    if (!usable(f)) {
+      problems.push_back(fmt::format("{} {}: {}", g.why, g.path,
+                                     f.kind == SourceFact::Kind::absent ? "no such file or directory"
+                                                                       : "not a file or directory"));
+      continue;
+    }
+    ops.push_back(bind_op(f.resolved, f, g.access, g.why));
+  }
+
+  std::vector<PathDeny> denies(in.denies);
+  for (const auto& e : view::secret_masks()) denies.push_back({std::string(e.path), std::string(e.why)});
+  for (const auto& d : denies) {
+    const SourceFact& f = fact(facts, d.path);
+    if (!usable(f)) continue;  // nothing there to hide
+    std::string dest = f.resolved;
+    if (!visible(ops, dest)) continue;  // not in the view anyway
+    MountOp mask = simple_op(MountKind::mask, dest, "", d.why);
+    mask.node = node_of(f);
+    ops.push_back(std::move(mask));
+  }
+
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+    return Error::invalid(all);
+  }
+
+  ops = dedupe(std::move(ops));
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const MountOp& a, const MountOp& b) { return depth(a.dest) < depth(b.dest); });
+
+  // Seals: tmpfs mounts that hold mountpoints are made read-only once
+  // everything below them is in place; /proc's writable knobs too.
+  auto seal_tmpfs = [&](std::string_view dest, std::string_view why) {
+    bool still_tmpfs = std::any_of(ops.begin(), ops.end(), [&](const MountOp& o) {
+      return o.dest == dest && o.kind == MountKind::tmpfs;
+    });
+    if (still_tmpfs) ops.push_back(simple_op(MountKind::seal, dest, "", why));
+  };
+  seal_tmpfs("/dev", "no new device entries");
+  if (private_home) seal_tmpfs(in.home, "$HOME is read-only except grants");
+  for (const auto& e : view::proc_read_only()) {
+    MountOp seal = simple_op(MountKind::seal, e.path, "", e.why);
+    seal.optional = true;
+    ops.push_back(std::move(seal));
+  }
+
+  JailSpec spec;
+  spec.mounts = std::move(ops);
+  spec.exec_path = in.exec_path;
+  spec.argv = in.argv;
+  spec.env = filter_env(in);
+  spec.cwd = visible(spec.mounts, in.cwd) ? in.cwd : in.workspace;
+  spec.uid = in.uid;
+  spec.gid = in.gid;
+  return spec;
+}
+
+}  // namespace pj::linuxjail

@@ -1,0 +1,65 @@
+// plan(): from what was asked and what the host has, decide the jail.
+//
+// Pure: the facts about host paths are gathered beforehand by
+// probe_paths() (host.h), so every decision here is unit-tested without
+// privileges. Until the policy module lands, the filesystem view comes
+// from the default table in view.cc plus the operator's command-line
+// grants.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "linuxjail/spec.h"
+#include "util/result.h"
+
+namespace pj::linuxjail {
+
+// What the host has at one path. `kind` describes what the path resolves
+// to; `is_symlink` whether the path itself is a symlink.
+struct SourceFact {
+  enum class Kind { absent, directory, file, other };
+  Kind kind = Kind::absent;
+  bool is_symlink = false;
+  std::string link_target;  // readlink(2) of the path when is_symlink
+  std::string resolved;     // realpath(3) when it exists
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+using Facts = std::map<std::string, SourceFact>;
+
+struct PathGrant {
+  std::string path;  // absolute, normalised
+  Access access;
+  std::string why;   // "--allow-read", "workspace", ...
+};
+
+struct PathDeny {
+  std::string path;
+  std::string why;
+};
+
+struct PlanInput {
+  std::string workspace;  // absolute, normalised, resolved
+  std::string cwd;        // the caller's current directory
+  std::string home;       // $HOME as the jail will see it
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<PathGrant> grants;  // beyond the default view
+  std::vector<PathDeny> denies;
+  std::vector<std::string> host_env;  // "NAME=value" of the caller
+  std::string exec_path;
+  std::vector<std::string> argv;
+};
+
+// Every host path plan() will ask about; probe_paths() answers them.
+std::vector<std::string> paths_to_probe(const PlanInput& in);
+
+// The jail for `in`. Fails (with every problem listed) when a grant names
+// a path that does not exist or the input is inconsistent.
+util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts);
+
+}  // namespace pj::linuxjail

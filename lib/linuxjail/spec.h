@@ -1,0 +1,60 @@
+// JailSpec: everything the launcher needs, decided in advance as plain
+// data. Built by plan() (pure, golden-tested); consumed by launch().
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace pj::linuxjail {
+
+// How a grant may be used from inside the jail.
+enum class Access { read_only, read_write };
+
+// What happens at one path of the new root, in order.
+enum class MountKind {
+  bind,        // host `source` (already resolved) at `dest`, file or directory
+  tmpfs,       // a fresh tmpfs at `dest` (`options`: size, mode)
+  proc,        // a new procfs for the jail's PID namespace
+  devpts,      // a new devpts instance (newinstance, ptmxmode=0666)
+  mask,        // an empty read-only directory or file over `dest`
+  symlink,     // `dest` -> `source`, created in the tmpfs root
+  seal,        // make the mount at `dest` read-only (after everything else)
+};
+
+// Device nodes on a mount: denied everywhere except the few /dev binds.
+enum class Devices { denied, allowed };
+
+// Which kind of object the destination is.
+enum class Node { directory, file };
+
+struct MountOp {
+  MountKind kind = MountKind::bind;
+  std::string dest;      // absolute path inside the jail
+  std::string source;    // bind: host path; symlink: link target
+  std::string options;   // tmpfs: "size=...,mode=..."
+  Access access = Access::read_only;
+  Devices devices = Devices::denied;
+  Node node = Node::directory;
+  dev_t dev = 0;         // bind: the inode the planner saw, verified at mount time
+  ino_t ino = 0;
+  bool optional = false; // seal of a path the kernel may not have (/proc/bus)
+  std::string why;       // where this entry comes from, for messages and explain
+};
+
+struct JailSpec {
+  std::vector<MountOp> mounts;       // parents before children; seals last
+  std::string exec_path;             // absolute host path of the program
+  std::vector<std::string> argv;     // argv[0] as the user typed it
+  std::vector<std::string> env;      // "NAME=value", already filtered
+  std::string cwd;                   // where the command starts
+  std::string hostname = "pi-jail";
+  uid_t uid = 0;                     // mapped to itself
+  gid_t gid = 0;
+};
+
+// One line per operation, for `--verbose`, messages and golden tests.
+std::string describe(const MountOp& op);
+
+}  // namespace pj::linuxjail

@@ -1,0 +1,81 @@
+// Result<T>: a value or an Error carrying errno and a chain of context.
+//
+// Fallible functions return [[nodiscard]] Result<T>. An Error names what
+// failed ("bind /home/u/.gitconfig -> /home/u/.gitconfig") and why (errno
+// and/or a reason); callers add context on the way up with .context().
+// No exceptions cross module boundaries.
+#pragma once
+
+#include <cerrno>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace pj::util {
+
+class Error {
+public:
+  // An error from a failed system call: `what` names the operation and
+  // its object, `err` is the errno it returned.
+  static Error from_errno(std::string what, int err) { return Error(std::move(what), err); }
+  // An error with no errno: `what` says what is wrong.
+  static Error invalid(std::string what) { return Error(std::move(what), 0); }
+
+  int err() const { return err_; }
+  const std::string& what() const { return what_; }
+  // The full message: "outer: inner: Reason (ENAME)".
+  std::string message() const;
+  // Prefix more context ("set up mounts") to the message.
+  Error context(std::string outer) && {
+    what_ = std::move(outer) + ": " + what_;
+    return std::move(*this);
+  }
+
+private:
+  Error(std::string what, int err) : what_(std::move(what)), err_(err) {}
+  std::string what_;
+  int err_;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+public:
+  Result(T value) : v_(std::move(value)) {}
+  Result(Error error) : v_(std::move(error)) {}
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T& value() & { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  const T& value() const& { return std::get<0>(v_); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() { return value(); }
+  const Error& error() const { return std::get<1>(v_); }
+  Error&& take_error() { return std::get<1>(std::move(v_)); }
+
+private:
+  std::variant<T, Error> v_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+public:
+  Result() = default;
+  Result(Error error) : err_(std::move(error)), failed_(true) {}
+  bool ok() const { return !failed_; }
+  explicit operator bool() const { return ok(); }
+  const Error& error() const { return err_; }
+  Error&& take_error() { return std::move(err_); }
+
+private:
+  Error err_ = Error::invalid("");
+  bool failed_ = false;
+};
+
+using Status = Result<void>;
+
+// errno's symbolic name ("ENOENT"), or "errno N" for unknown values.
+std::string errno_name(int err);
+
+}  // namespace pj::util

@@ -1,0 +1,104 @@
+#include "cli.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace pj::cli {
+
+using util::Error;
+
+const char* const kUsage = R"(usage:
+  pi-jail [OPTIONS] [--] COMMAND [ARG...]   run COMMAND in a jail (e.g. pi-jail pi)
+  pi-jail explain [OPTIONS]                 the filesystem view the jail would have; runs nothing
+  pi-jail doctor [--json]                   can this host build a jail? what is missing, and the fix
+  pi-jail shell-init [bash|zsh|fish]        print the alias lines
+
+options:
+  -w, --workspace DIR   the read-write workspace (default: the git top level of the
+                        current directory, else the current directory)
+  --allow-read PATH     also show PATH, read-only
+  --allow-write PATH    also show PATH, read-write
+  --deny PATH           hide PATH (an empty read-only file or directory), even under a grant
+  --unsandboxed         run COMMAND with NO isolation at all (explicit, announced)
+  -v, --verbose         print the jail's mounts before running
+  -q, --quiet           only errors
+  --version, --help
+
+exit status: the command's; 128+N if it died of signal N; 125 if pi-jail failed
+before the command ran; 126 command not executable; 127 command not found.
+)";
+
+namespace {
+
+bool takes_value(std::string_view opt) {
+  return opt == "-w" || opt == "--workspace" || opt == "--allow-read" || opt == "--allow-write" ||
+         opt == "--deny";
+}
+
+}  // namespace
+
+util::Result<Invocation> parse(int argc, char** argv) {
+  Invocation inv;
+  int i = 1;
+  if (i < argc) {
+    std::string_view first = argv[i];
+    if (first == "doctor") inv.mode = Mode::doctor, ++i;
+    else if (first == "explain") inv.mode = Mode::explain, ++i;
+    else if (first == "shell-init") inv.mode = Mode::shell_init, ++i;
+  }
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-' || arg == "-") break;
+    std::string_view name = arg;
+    std::optional<std::string> value;
+    if (auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = std::string(arg.substr(eq + 1));
+    }
+    if (takes_value(name) && !value) {
+      if (i + 1 >= argc) return Error::invalid(fmt::format("option {} needs a value", name));
+      value = argv[++i];
+    } else if (!takes_value(name) && value) {
+      return Error::invalid(fmt::format("option {} takes no value", name));
+    }
+    if (name == "-w" || name == "--workspace") inv.workspace = *value;
+    else if (name == "--allow-read") inv.allow_read.push_back(*value);
+    else if (name == "--allow-write") inv.allow_write.push_back(*value);
+    else if (name == "--deny") inv.deny.push_back(*value);
+    else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
+    else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;
+    else if (name == "-q" || name == "--quiet") inv.verbosity = util::Verbosity::quiet;
+    else if (name == "--json" && (inv.mode == Mode::doctor)) inv.json = true;
+    else if (name == "-h" || name == "--help") inv.mode = Mode::help;
+    else if (name == "--version") inv.mode = Mode::version;
+    else return Error::invalid(fmt::format("unknown option {} (see pi-jail --help)", name));
+  }
+  for (; i < argc; ++i) inv.command.emplace_back(argv[i]);
+
+  switch (inv.mode) {
+    case Mode::run:
+      if (inv.command.empty()) return Error::invalid("no command given (see pi-jail --help)");
+      break;
+    case Mode::shell_init:
+      if (inv.command.size() > 1) return Error::invalid("shell-init takes one shell name");
+      inv.shell = inv.command.empty() ? "bash" : inv.command.front();
+      if (inv.shell != "bash" && inv.shell != "zsh" && inv.shell != "fish")
+        return Error::invalid(fmt::format("shell-init: unknown shell '{}' (bash, zsh or fish)", inv.shell));
+      inv.command.clear();
+      break;
+    case Mode::doctor:
+    case Mode::explain:
+      if (!inv.command.empty())
+        return Error::invalid(fmt::format("unexpected argument '{}'", inv.command.front()));
+      break;
+    default: break;
+  }
+  return inv;
+}
+
+}  // namespace pj::cli

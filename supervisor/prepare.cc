@@ -1,0 +1,139 @@
+#include "prepare.h"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "util/paths.h"
+
+extern char** environ;
+
+namespace pj::supervisor {
+
+using util::Error;
+
+namespace {
+
+util::Result<std::string> current_dir() {
+  char buf[PATH_MAX];
+  if (!::getcwd(buf, sizeof buf)) return Error::from_errno("get the current directory", errno);
+  return std::string(buf);
+}
+
+util::Result<std::string> resolve_dir(const std::string& path, const std::string& base, std::string_view what) {
+  auto norm = util::normalize_path(path, base);
+  if (!norm) return std::move(norm.take_error()).context(std::string(what));
+  char real[PATH_MAX];
+  if (!::realpath(norm->c_str(), real)) return Error::from_errno(fmt::format("{} {}", what, *norm), errno);
+  struct stat st;
+  if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+    return Error::invalid(fmt::format("{} {}: not a directory", what, *norm));
+  return std::string(real);
+}
+
+std::string home_dir() {
+  const char* h = std::getenv("HOME");
+  if (h && *h == '/') return h;
+  if (passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) return pw->pw_dir;
+  return "/";
+}
+
+bool executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string default_workspace(const std::string& cwd) {
+  std::string dir = cwd;
+  while (true) {
+    struct stat st;
+    if (::lstat((dir + "/.git").c_str(), &st) == 0) return dir;
+    if (dir == "/") return cwd;
+    dir = std::string(util::parent_path(dir));
+  }
+}
+
+util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFailure& failure) {
+  failure = PrepareFailure::other;
+  linuxjail::PlanInput in;
+  auto cwd = current_dir();
+  if (!cwd) return cwd.take_error();
+  in.cwd = *cwd;
+
+  auto ws = resolve_dir(inv.workspace ? *inv.workspace : default_workspace(in.cwd), in.cwd, "workspace");
+  if (!ws) return ws.take_error();
+  in.workspace = *ws;
+
+  auto home = util::normalize_path(home_dir());
+  if (!home) return std::move(home.take_error()).context("$HOME");
+  in.home = *home;
+  if (in.workspace == "/" || util::path_within(in.home, in.workspace))
+    return Error::invalid(fmt::format(
+        "refusing workspace {}: it contains your home directory, so secrets such as ~/.ssh would be "
+        "writable inside the jail; cd into a project or pass -w DIR",
+        in.workspace));
+
+  for (const auto& [list, access, why] :
+       {std::tuple{&inv.allow_read, linuxjail::Access::read_only, "--allow-read"},
+        std::tuple{&inv.allow_write, linuxjail::Access::read_write, "--allow-write"}}) {
+    for (const auto& p : *list) {
+      auto norm = util::normalize_path(p, in.cwd);
+      if (!norm) return std::move(norm.take_error()).context(fmt::format("{} {}", why, p));
+      in.grants.push_back({*norm, access, why});
+    }
+  }
+  for (const auto& p : inv.deny) {
+    auto norm = util::normalize_path(p, in.cwd);
+    if (!norm) return std::move(norm.take_error()).context(fmt::format("--deny {}", p));
+    in.denies.push_back({*norm, "--deny"});
+  }
+
+  in.uid = ::getuid();
+  in.gid = ::getgid();
+  for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);
+
+  if (inv.mode != cli::Mode::run) return in;
+  const std::string& name = inv.command.front();
+  if (name.find('/') != std::string::npos) {
+    auto norm = util::normalize_path(name, in.cwd);
+    if (!norm) return norm.take_error();
+    struct stat st;
+    if (::stat(norm->c_str(), &st) != 0) {
+      failure = PrepareFailure::not_found;
+      return Error::from_errno(name, errno);
+    }
+    if (!executable_file(*norm)) {
+      failure = PrepareFailure::not_executable;
+      return Error::invalid(fmt::format("{}: not an executable file", name));
+    }
+    in.exec_path = *norm;
+  } else {
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    while (in.exec_path.empty()) {
+      size_t colon = dirs.find(':');
+      std::string dir(dirs.substr(0, colon));
+      if (dir.empty()) dir = ".";
+      auto cand = util::normalize_path(dir + "/" + name, in.cwd);
+      if (cand && executable_file(*cand)) in.exec_path = *cand;
+      if (colon == std::string_view::npos) break;
+      dirs.remove_prefix(colon + 1);
+    }
+    if (in.exec_path.empty()) {
+      failure = PrepareFailure::not_found;
+      return Error::invalid(fmt::format("{}: command not found on PATH", name));
+    }
+  }
+  in.argv = inv.command;
+  return in;
+}
+
+}  // namespace pj::supervisor

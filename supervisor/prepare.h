@@ -1,0 +1,24 @@
+// From the command line and the caller's environment to the planner's
+// input: the workspace, the program to run, $HOME, grants.
+#pragma once
+
+#include "cli.h"
+#include "linuxjail/plan.h"
+#include "util/result.h"
+
+namespace pj::supervisor {
+
+// Why preparing failed: the command could not be found (exit 127) or
+// anything else (exit 125).
+enum class PrepareFailure { not_found, not_executable, other };
+
+// Resolve everything the planner needs. Touches the filesystem (stat,
+// realpath, PATH search) but changes nothing. On failure, `failure` says
+// which exit status it maps to.
+util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFailure& failure);
+
+// The default workspace: the nearest ancestor of `cwd` holding `.git`,
+// else `cwd` itself.
+std::string default_workspace(const std::string& cwd);
+
+}  // namespace pj::supervisor
