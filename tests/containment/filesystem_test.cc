@@ -1,0 +1,120 @@
+// The filesystem view: what the jail can see and change.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+TEST_CASE("a file written in the workspace appears on the host") {
+  Sandbox sb;
+  auto o = sb.probe({"write", sb.ws + "/made-inside"});
+  CHECK(trim(o.out) == "ok");
+  CHECK(o.status == 0);
+  CHECK(read_file(sb.ws + "/made-inside") == "probe\n");
+}
+
+TEST_CASE("writes outside the workspace fail") {
+  Sandbox sb;
+  for (const std::string& path : {sb.home + "/x", sb.home + "/.ssh/authorized_keys", std::string("/etc/x"),
+                                 std::string("/usr/x"), std::string("/x"), sb.outside + "/x",
+                                 std::string("/proc/sys/kernel/hostname"), std::string("/dev/x")}) {
+    CAPTURE(path);
+    auto o = sb.probe({"write", path});
+    CHECK(o.status == 1);
+    CHECK(trim(o.out) != "ok");
+  }
+  CHECK_FALSE(exists(sb.outside + "/x"));
+  CHECK_FALSE(exists(sb.home + "/x"));
+}
+
+TEST_CASE("a write next to the workspace under /tmp lands in the jail's scratch /tmp, not on the host") {
+  Sandbox sb;  // base is /tmp/pj-test.XXXXXX, so base/x is under the jail's private /tmp
+  auto o = sb.probe({"write", sb.base + "/x"});
+  CHECK(trim(o.out) == "ok");
+  CHECK_FALSE(exists(sb.base + "/x"));
+}
+
+TEST_CASE("/tmp is private both ways") {
+  Sandbox sb;
+  std::string canary = "/tmp/pj-host-canary-" + unique_token();
+  write_file(canary, "host\n");
+  auto seen = sb.probe({"read", canary});
+  CHECK(trim(seen.out) == "ENOENT");
+  ::unlink(canary.c_str());
+
+  std::string inside = "/tmp/pj-jail-file-" + unique_token();
+  auto w = sb.probe({"write", inside});
+  CHECK(trim(w.out) == "ok");
+  CHECK_FALSE(exists(inside));
+}
+
+TEST_CASE("secrets in $HOME, /root and /etc/shadow cannot be read") {
+  Sandbox sb;
+  for (const std::string& path : {sb.home + "/.ssh/id_ed25519", sb.home + "/.aws/credentials",
+                                 sb.outside + "/secret", std::string("/etc/shadow"), std::string("/etc/gshadow")}) {
+    CAPTURE(path);
+    auto o = sb.probe({"read", path});
+    CHECK(o.status == 1);
+    CHECK(trim(o.out) == "ENOENT");
+  }
+  if (::getuid() == 0) {
+    std::string canary = "/root/pj-canary-" + unique_token();
+    write_file(canary, "CANARY-ROOT\n");
+    auto o = sb.probe({"read", canary});
+    ::unlink(canary.c_str());
+    CHECK(trim(o.out) == "ENOENT");
+  }
+}
+
+TEST_CASE("a workspace symlink to a secret leads nowhere") {
+  Sandbox sb;
+  ::symlink((sb.home + "/.ssh/id_ed25519").c_str(), (sb.ws + "/key").c_str());
+  ::symlink("/etc/shadow", (sb.ws + "/shadow").c_str());
+  CHECK(trim(sb.probe({"read", sb.ws + "/key"}).out) == "ENOENT");
+  CHECK(trim(sb.probe({"read", sb.ws + "/shadow"}).out) == "ENOENT");
+}
+
+TEST_CASE("--deny masks a path inside the workspace with an empty read-only file") {
+  Sandbox sb;
+  write_file(sb.ws + "/.env", "TOKEN=secret\n");
+  auto r = sb.probe({"read", sb.ws + "/.env"}, {"--deny", sb.ws + "/.env"});
+  CHECK(trim(r.out) == "ok 0");
+  auto w = sb.probe({"write", sb.ws + "/.env"}, {"--deny", sb.ws + "/.env"});
+  CHECK(trim(w.out) == "EROFS");
+  CHECK(read_file(sb.ws + "/.env") == "TOKEN=secret\n");
+}
+
+TEST_CASE("--allow-read shows a path read-only; --allow-write read-write") {
+  Sandbox sb;
+  auto r = sb.probe({"read", sb.outside + "/secret"}, {"--allow-read", sb.outside});
+  CHECK(trim(r.out) == "ok 15");
+  auto w = sb.probe({"write", sb.outside + "/secret"}, {"--allow-read", sb.outside});
+  CHECK(trim(w.out) == "EROFS");
+  auto w2 = sb.probe({"write", sb.outside + "/new"}, {"--allow-write", sb.outside});
+  CHECK(trim(w2.out) == "ok");
+  CHECK(exists(sb.outside + "/new"));
+}
+
+TEST_CASE("the command starts in the caller's directory inside the workspace") {
+  Sandbox sb;
+  std::filesystem::create_directories(sb.ws + "/sub/dir");
+  auto o = sb.jail({probe(), "cwd"}, {}, sb.ws + "/sub/dir");
+  CHECK(trim(o.out) == sb.ws + "/sub/dir");
+}
+
+TEST_CASE("/dev holds only the minimal devices") {
+  Sandbox sb;
+  auto o = sb.probe({"ls", "/dev"});
+  CHECK(o.out.find("null") != std::string::npos);
+  CHECK(o.out.find("ptmx") != std::string::npos);
+  CHECK(o.out.find("pts") != std::string::npos);
+  for (const char* absent : {"sda", "vda", "mem", "kmsg", "loop0", "fuse", "net", "kvm"}) {
+    CAPTURE(absent);
+    CHECK(o.out.find(std::string(absent) + "\n") == std::string::npos);
+  }
+  CHECK(trim(sb.probe({"write", "/dev/null"}).out) == "ok");
+  CHECK(trim(sb.probe({"read", "/sys/kernel/notes"}).out) == "ENOENT");
+}

@@ -1,0 +1,194 @@
+#include "harness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace pj::test {
+
+namespace {
+
+std::string env_or_die(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set (run through tests/run)");
+  return v;
+}
+
+}  // namespace
+
+const std::string& pi_jail() {
+  static const std::string p = env_or_die("PJ_BIN");
+  return p;
+}
+const std::string& probe() {
+  static const std::string p = env_or_die("PJ_PROBE");
+  return p;
+}
+const std::string& probe_dir() {
+  static const std::string d = std::filesystem::path(probe()).parent_path().string();
+  return d;
+}
+std::string probe_suid() {
+  const char* v = std::getenv("PJ_PROBE_SUID");
+  return v && exists(v) ? v : "";
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string name = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const auto& o : env)
+      if (o.substr(0, o.find('=')) == name) replaced = true;
+    if (!replaced) envs.push_back(kv);
+  }
+  envs.insert(envs.end(), env.begin(), env.end());
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  pid_t pid;
+  int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) throw std::runtime_error("spawn " + argv[0] + ": " + std::strerror(rc));
+
+  Outcome o;
+  // A guard against a hung jail, not a timing assertion.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      o.err += "\n[harness: killed after 60 s]";
+      break;
+    }
+    if (::poll(fds, 2, 1000) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !fds[i].revents) continue;
+      char buf[4096];
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      } else {
+        (i == 0 ? o.out : o.err).append(buf, static_cast<size_t>(n));
+      }
+    }
+  }
+  for (auto& f : fds)
+    if (f.fd >= 0) ::close(f.fd);
+  int status;
+  ::waitpid(pid, &status, 0);
+  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream out(path);
+  out << content;
+  if (!out) throw std::runtime_error("write " + path);
+}
+
+std::string unique_token() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return std::to_string(rng() % 1000000000000ULL);
+}
+
+std::vector<pid_t> host_processes_with(const std::string& needle) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    std::string cmd = read_file(std::string("/proc/") + e->d_name + "/cmdline");
+    for (auto& c : cmd)
+      if (c == '\0') c = ' ';
+    if (cmd.find(needle) != std::string::npos) out.push_back(std::atoi(e->d_name));
+  }
+  ::closedir(d);
+  return out;
+}
+
+Sandbox::Sandbox() {
+  char tmpl[] = "/tmp/pj-test.XXXXXX";
+  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
+  base = tmpl;
+  ::chmod(base.c_str(), 0755);
+  ws = base + "/ws";
+  home = base + "/home";
+  outside = base + "/outside";
+  for (const auto& d : {ws, home, home + "/.ssh", home + "/.aws", outside})
+    std::filesystem::create_directories(d);
+  write_file(home + "/.ssh/id_ed25519", "CANARY-SSH-KEY\n");
+  write_file(home + "/.aws/credentials", "CANARY-AWS\n");
+  write_file(outside + "/secret", "CANARY-OUTSIDE\n");
+}
+
+Sandbox::~Sandbox() {
+  std::error_code ec;
+  std::filesystem::remove_all(base, ec);
+}
+
+Outcome Sandbox::jail(const std::vector<std::string>& args, const std::vector<std::string>& extra,
+                      const std::string& cwd) const {
+  std::vector<std::string> argv{"/usr/bin/env", "-C", cwd.empty() ? ws : cwd, pi_jail(), "-q", "-w", ws,
+                                "--allow-read", probe_dir()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, {"HOME=" + home});
+}
+
+Outcome Sandbox::probe(const std::vector<std::string>& args, const std::vector<std::string>& extra) const {
+  std::vector<std::string> full{test::probe()};
+  full.insert(full.end(), args.begin(), args.end());
+  return jail(full, extra);
+}
+
+}  // namespace pj::test

@@ -1,0 +1,56 @@
+// Helpers for containment tests: run pi-jail (a real jail) with the probe
+// and capture what happened. One pi-jail process per check.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace pj::test {
+
+struct Outcome {
+  int status = -1;  // exit code, or 128+N for signal N
+  std::string out;
+  std::string err;
+};
+
+// Paths of the binaries under test, from the environment (PJ_BIN,
+// PJ_PROBE, PJ_PROBE_SUID), set by tests/run.
+const std::string& pi_jail();
+const std::string& probe();
+const std::string& probe_dir();
+std::string probe_suid();  // empty when not staged (not run as root)
+
+// Run argv with stdin from /dev/null; stdout/stderr captured. `env` adds
+// or replaces NAME=value entries of this process's environment.
+Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+
+// A fresh layout under /tmp for one test: base/{ws,home,outside}, with
+// canaries in home/.ssh and home/.aws. Removed on destruction.
+class Sandbox {
+public:
+  Sandbox();
+  ~Sandbox();
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  std::string base, ws, home, outside;
+
+  // pi-jail -w ws --allow-read probe_dir [extra...] -- args..., with
+  // HOME=home, from cwd `cwd` (default ws).
+  Outcome jail(const std::vector<std::string>& args, const std::vector<std::string>& extra = {},
+               const std::string& cwd = "") const;
+  // The same, running the probe: jail_probe({"write", path}).
+  Outcome probe(const std::vector<std::string>& args, const std::vector<std::string>& extra = {}) const;
+};
+
+std::string read_file(const std::string& path);
+bool exists(const std::string& path);
+void write_file(const std::string& path, const std::string& content);
+std::string unique_token();
+// PIDs on the host whose command line contains `needle`.
+std::vector<pid_t> host_processes_with(const std::string& needle);
+std::string trim(std::string s);
+
+}  // namespace pj::test

@@ -1,0 +1,152 @@
+// pj-probe: runs inside a jail and reports what the kernel allowed.
+// Each subcommand prints "ok" or the errno name of the refusal (and exits
+// 0 or 1), or prints the facts it was asked for.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// `ok` must be computed in an earlier statement than `errno` is read:
+// argument evaluation order is unspecified.
+int result(bool ok, int err) {
+  if (ok) {
+    std::puts("ok");
+    return 0;
+  }
+  std::puts(strerrorname_np(err) ? strerrorname_np(err) : "EUNKNOWN");
+  return 1;
+}
+
+int do_write(const char* path) {
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return result(false, errno);
+  bool ok = ::write(fd, "probe\n", 6) == 6;
+  int err = errno;
+  ::close(fd);
+  return result(ok, err);
+}
+
+int do_read(const char* path) {
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return result(false, errno);
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) return result(false, err);
+  std::printf("ok %zd\n", n);
+  return 0;
+}
+
+std::vector<std::string> list_dir(const char* path, bool numeric_only) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(path)) {
+    int own = ::dirfd(d);
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      if (numeric_only && name.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (numeric_only && std::atoi(name.c_str()) == own && std::string(path) == "/proc/self/fd") continue;
+      out.push_back(name);
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+int do_status() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("Cap") || line.starts_with("NoNewPrivs") || line.starts_with("Seccomp:"))
+      std::cout << line << "\n";
+  std::cout << "uid " << ::getuid() << " euid " << ::geteuid() << "\n";
+  return 0;
+}
+
+int do_connect(const char* host, const char* port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return result(false, errno);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::atoi(port)));
+  if (::inet_pton(AF_INET, host, &sa.sin_addr) != 1) return result(false, EINVAL);
+  int r = ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  int err = errno;
+  return result(r == 0, err);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: pj-probe write|read|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|env|cwd ...\n");
+    return 2;
+  }
+  std::string cmd = argv[1];
+  const char* a = argc > 2 ? argv[2] : "";
+  if (cmd == "write") return do_write(a);
+  if (cmd == "read") return do_read(a);
+  long r = -1;
+  if (cmd == "mount-tmpfs") {
+    r = ::mount("tmpfs", a, "tmpfs", 0, nullptr);
+    return result(r == 0, errno);
+  }
+  if (cmd == "umount") {
+    r = ::umount2(a, MNT_DETACH);
+    return result(r == 0, errno);
+  }
+  if (cmd == "remount-rw") {
+    r = ::mount(nullptr, a, nullptr, MS_REMOUNT | MS_BIND, nullptr);
+    return result(r == 0, errno);
+  }
+  if (cmd == "setattr-rw") {
+    mount_attr attr{};
+    attr.attr_clr = MOUNT_ATTR_RDONLY;
+    r = ::syscall(SYS_mount_setattr, AT_FDCWD, a, 0, &attr, sizeof attr);
+    return result(r == 0, errno);
+  }
+  if (cmd == "status") return do_status();
+  if (cmd == "fds" || cmd == "pids") {
+    for (const auto& n : list_dir(cmd == "fds" ? "/proc/self/fd" : "/proc", true)) std::cout << n << " ";
+    std::cout << "\n";
+    return 0;
+  }
+  if (cmd == "ls") {
+    for (const auto& n : list_dir(a, false)) std::cout << n << "\n";
+    return 0;
+  }
+  if (cmd == "kill") {
+    r = ::kill(std::atoi(a), 0);
+    return result(r == 0, errno);
+  }
+  if (cmd == "connect" && argc > 3) return do_connect(a, argv[3]);
+  if (cmd == "env") {
+    const char* v = std::getenv(a);
+    std::puts(v ? v : "(unset)");
+    return 0;
+  }
+  if (cmd == "cwd") {
+    char buf[4096];
+    std::puts(::getcwd(buf, sizeof buf) ? buf : "(none)");
+    return 0;
+  }
+  std::fprintf(stderr, "pj-probe: unknown command %s\n", cmd.c_str());
+  return 2;
+}

@@ -1,0 +1,185 @@
+// Processes, privileges, lifetime and exit status of the jailed command.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+TEST_CASE("only the jail's processes are visible, host PIDs cannot be signalled") {
+  Sandbox sb;
+  auto o = sb.probe({"pids"});
+  // init (1) and the probe itself: nothing else exists in the namespace.
+  CHECK(trim(o.out) == "1 2");
+  auto k = sb.probe({"kill", std::to_string(::getpid())});
+  CHECK(trim(k.out) == "ESRCH");
+}
+
+TEST_CASE("mount, umount and remounting read-write are refused") {
+  Sandbox sb;
+  CHECK(trim(sb.probe({"mount-tmpfs", sb.ws}).out) == "EPERM");
+  CHECK(trim(sb.probe({"umount", "/proc"}).out) == "EPERM");
+  CHECK(trim(sb.probe({"umount", sb.ws}).out) == "EPERM");
+  CHECK(trim(sb.probe({"remount-rw", "/usr"}).out) == "EPERM");
+  CHECK(trim(sb.probe({"setattr-rw", "/"}).out) == "EPERM");
+  CHECK(trim(sb.probe({"setattr-rw", "/usr"}).out) == "EPERM");
+}
+
+TEST_CASE("no capabilities, no_new_privs") {
+  Sandbox sb;
+  auto o = sb.probe({"status"});
+  for (const char* line : {"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+                           "CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1"}) {
+    CAPTURE(line);
+    CHECK(o.out.find(line) != std::string::npos);
+  }
+  CHECK(o.out.find("uid " + std::to_string(::getuid()) + " euid " + std::to_string(::geteuid())) !=
+        std::string::npos);
+}
+
+TEST_CASE("a setuid-root binary gains nothing") {
+  std::string suid = probe_suid();
+  REQUIRE_MESSAGE(!suid.empty(), "tests/run stages a setuid-root probe when it runs as root");
+  Sandbox sb;
+  std::string dir = std::filesystem::path(suid).parent_path().string();
+  auto o = sb.jail({suid, "status"}, {"--allow-read", dir});
+  CHECK(o.out.find("CapEff:\t0000000000000000") != std::string::npos);
+  CHECK(o.out.find("euid " + std::to_string(::getuid()) + "\n") != std::string::npos);
+}
+
+TEST_CASE("only fds 0, 1 and 2 reach the command") {
+  Sandbox sb;
+  // An fd this test leaks on purpose (no O_CLOEXEC) into pi-jail.
+  int leak = ::open("/dev/null", O_RDONLY);
+  REQUIRE(leak > 2);
+  auto o = sb.probe({"fds"});
+  ::close(leak);
+  CHECK(trim(o.out) == "0 1 2");
+}
+
+TEST_CASE("the environment is an allowlist") {
+  Sandbox sb;
+  std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, "AWS_SECRET_ACCESS_KEY=leak", "GITHUB_TOKEN=leak",
+                                "LC_TIME=C", pi_jail(), "-q", "-w", sb.ws, "--allow-read", probe_dir(), "--",
+                                "/usr/bin/env"};
+  auto o = run(argv, {"HOME=" + sb.home});
+  CHECK(o.status == 0);
+  CHECK(o.out.find("AWS_SECRET_ACCESS_KEY") == std::string::npos);
+  CHECK(o.out.find("GITHUB_TOKEN") == std::string::npos);
+  CHECK(o.out.find("LC_TIME=C\n") != std::string::npos);
+  CHECK(o.out.find("HOME=" + sb.home + "\n") != std::string::npos);
+  CHECK(o.out.find("TMPDIR=/tmp\n") != std::string::npos);
+}
+
+TEST_CASE("the jail has its own network namespace: host loopback services are unreachable") {
+  Sandbox sb;
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  REQUIRE(::listen(s, 1) == 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
+  std::string port = std::to_string(ntohs(sa.sin_port));
+  auto o = sb.probe({"connect", "127.0.0.1", port});
+  ::close(s);
+  CHECK(trim(o.out) == "ECONNREFUSED");
+  auto ls = sb.probe({"ls", "/sys/class/net"});
+  CHECK(trim(ls.out).empty());
+}
+
+TEST_CASE("exit status: the command's code, 128+signal, 126, 127") {
+  Sandbox sb;
+  CHECK(sb.jail({"/bin/sh", "-c", "exit 7"}).status == 7);
+  CHECK(sb.jail({"/bin/sh", "-c", "kill -TERM $$"}).status == 128 + SIGTERM);
+  CHECK(sb.jail({"/bin/sh", "-c", "kill -KILL $$"}).status == 128 + SIGKILL);
+
+  auto missing = sb.jail({"no-such-command-" + unique_token()});
+  CHECK(missing.status == 127);
+  CHECK(missing.err.find("command not found") != std::string::npos);
+
+  write_file(sb.ws + "/not-executable", "#!/bin/sh\n");
+  CHECK(sb.jail({sb.ws + "/not-executable"}).status == 126);
+
+  // Exists on the host, but not in the jail's view.
+  std::filesystem::copy_file(probe(), sb.outside + "/probe-copy");
+  auto hidden = sb.jail({sb.outside + "/probe-copy", "cwd"});
+  CHECK(hidden.status == 127);
+  CHECK(hidden.err.find("not visible inside the jail") != std::string::npos);
+}
+
+TEST_CASE("nothing survives the command: setsid and background jobs are ended") {
+  Sandbox sb;
+  std::string marker = "1000." + unique_token();
+  auto o = sb.jail({"/bin/sh", "-c", "setsid sh -c 'sleep " + marker + " &' ; nohup sleep " + marker +
+                                         " >/dev/null 2>&1 & exit 0"});
+  CHECK(o.status == 0);
+  CHECK(host_processes_with("sleep " + marker).empty());
+}
+
+TEST_CASE("SIGKILL of the supervisor leaves nothing of the jail") {
+  Sandbox sb;
+  std::string marker = "1000." + unique_token();
+  std::vector<std::string> argv{pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c",
+                                "setsid sleep " + marker + " & sleep " + marker};
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid;
+  REQUIRE(posix_spawn(&pid, cargv[0], nullptr, nullptr, cargv.data(), environ) == 0);
+  bool started = false;
+  for (int i = 0; i < 200 && !started; ++i) {
+    started = host_processes_with("sleep " + marker).size() >= 2;
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  REQUIRE(started);
+  ::kill(pid, SIGKILL);
+  int status;
+  ::waitpid(pid, &status, 0);
+  bool gone = false;
+  for (int i = 0; i < 40 && !gone; ++i) {
+    gone = host_processes_with("sleep " + marker).empty();
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  CHECK_MESSAGE(gone, "jail processes outlived a SIGKILLed supervisor by more than a second");
+}
+
+TEST_CASE("fail closed: no user namespaces means nothing runs (exit 125); --unsandboxed is explicit") {
+  Sandbox sb;
+  std::string flag = sb.ws + "/ran";
+  // Inside a user namespace of our own, forbid further user namespaces.
+  auto o = run({"/usr/bin/unshare", "-Ur", "/bin/sh", "-c",
+                "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" -w \"$1\" -- /bin/sh -c 'touch \"$1\"' sh \"$2\"",
+                pi_jail(), sb.ws, flag},
+               {"HOME=" + sb.home});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("nothing was run") != std::string::npos);
+  CHECK(o.err.find("max_user_namespaces") != std::string::npos);
+  CHECK_FALSE(exists(flag));
+
+  auto u = run({"/usr/bin/unshare", "-Ur", "/bin/sh", "-c",
+                "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" --unsandboxed -w \"$1\" -- /bin/sh -c 'touch \"$1\"' sh \"$2\"",
+                pi_jail(), sb.ws, flag},
+               {"HOME=" + sb.home});
+  CHECK(u.status == 0);
+  CHECK(u.err.find("NO isolation") != std::string::npos);
+  CHECK(exists(flag));
+}
+
+TEST_CASE("a workspace that contains $HOME is refused") {
+  Sandbox sb;
+  auto o = run({pi_jail(), "-w", sb.base, "--", "/bin/true"}, {"HOME=" + sb.home});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("contains your home directory") != std::string::npos);
+}
