@@ -1,0 +1,209 @@
+// The planner, fed invented host facts: no privileges, no filesystem.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "linuxjail/plan.h"
+#include "util/paths.h"
+
+using namespace pj::linuxjail;
+
+namespace {
+
+SourceFact dir(const std::string& path, ino_t ino) {
+  SourceFact f;
+  f.kind = SourceFact::Kind::directory;
+  f.resolved = path;
+  f.dev = 1;
+  f.ino = ino;
+  return f;
+}
+SourceFact file(const std::string& path, ino_t ino) {
+  SourceFact f = dir(path, ino);
+  f.kind = SourceFact::Kind::file;
+  return f;
+}
+SourceFact link(const std::string& target, SourceFact resolved) {
+  resolved.is_symlink = true;
+  resolved.link_target = target;
+  return resolved;
+}
+SourceFact device(const std::string& path, ino_t ino) {
+  SourceFact f = dir(path, ino);
+  f.kind = SourceFact::Kind::other;
+  return f;
+}
+
+// A Debian-like host with merged /usr.
+Facts debian_host() {
+  Facts f;
+  ino_t ino = 100;
+  f["/usr"] = dir("/usr", ++ino);
+  f["/bin"] = link("usr/bin", dir("/usr/bin", ++ino));
+  f["/lib"] = link("usr/lib", dir("/usr/lib", ++ino));
+  f["/lib64"] = link("usr/lib64", dir("/usr/lib64", ++ino));
+  f["/etc/passwd"] = file("/etc/passwd", ++ino);
+  f["/etc/resolv.conf"] = link("../run/systemd/resolve/stub-resolv.conf",
+                               file("/run/systemd/resolve/stub-resolv.conf", ++ino));
+  f["/etc/ssl"] = dir("/etc/ssl", ++ino);
+  f["/etc/ssl/private"] = dir("/etc/ssl/private", ++ino);
+  for (const char* d : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"})
+    f[d] = device(d, ++ino);
+  f["/home/u/src/proj"] = dir("/home/u/src/proj", ++ino);
+  return f;
+}
+
+PlanInput debian_input() {
+  PlanInput in;
+  in.workspace = "/home/u/src/proj";
+  in.cwd = "/home/u/src/proj/lib";
+  in.home = "/home/u";
+  in.uid = 1000;
+  in.gid = 1000;
+  in.exec_path = "/usr/bin/pi";
+  in.argv = {"pi", "-p", "hello"};
+  in.host_env = {"PATH=/usr/bin:/bin", "TERM=xterm-256color", "LC_ALL=C.UTF-8", "AWS_SECRET_ACCESS_KEY=x",
+                 "GITHUB_TOKEN=y", "HOME=/elsewhere", "TMPDIR=/run/user/1000", "=broken", "NOEQUALS"};
+  return in;
+}
+
+std::string render(const JailSpec& spec) {
+  std::ostringstream out;
+  for (const auto& op : spec.mounts) out << describe(op) << "\n";
+  out << "cwd " << spec.cwd << "\n";
+  for (const auto& e : spec.env) out << "env " << e << "\n";
+  return out.str();
+}
+
+void check_golden(const std::string& name, const std::string& actual) {
+  std::string path = std::string(PJ_GOLDEN_DIR) + "/" + name;
+  if (std::getenv("PJ_UPDATE_GOLDEN")) {
+    std::ofstream(path) << actual;
+    return;
+  }
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), "missing golden file " << path << " (PJ_UPDATE_GOLDEN=1 writes it)");
+  std::stringstream want;
+  want << in.rdbuf();
+  CHECK(actual == want.str());
+}
+
+const MountOp* find(const JailSpec& spec, const std::string& dest, MountKind kind) {
+  for (const auto& op : spec.mounts)
+    if (op.dest == dest && op.kind == kind) return &op;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("the default view of a merged-/usr host (golden)") {
+  auto spec = plan(debian_input(), debian_host());
+  REQUIRE(spec.ok());
+  check_golden("debian_default_view.txt", render(*spec));
+}
+
+TEST_CASE("parents are mounted before children, seals come last") {
+  auto spec = plan(debian_input(), debian_host());
+  REQUIRE(spec.ok());
+  const auto& ops = spec->mounts;
+  bool in_seals = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == MountKind::seal) {
+      in_seals = true;
+      continue;
+    }
+    CHECK_FALSE(in_seals);
+    for (size_t j = i + 1; j < ops.size(); ++j) {
+      if (ops[j].kind == MountKind::seal) continue;
+      CAPTURE(ops[i].dest);
+      CAPTURE(ops[j].dest);
+      CHECK_FALSE((ops[i].dest != ops[j].dest && pj::util::path_within(ops[i].dest, ops[j].dest)));
+    }
+  }
+}
+
+TEST_CASE("secrets are masked and the environment is an allowlist") {
+  auto spec = plan(debian_input(), debian_host());
+  REQUIRE(spec.ok());
+  CHECK(find(*spec, "/etc/ssl/private", MountKind::mask));
+  const std::string env = render(*spec);
+  CHECK(env.find("AWS_SECRET") == std::string::npos);
+  CHECK(env.find("GITHUB_TOKEN") == std::string::npos);
+  CHECK(env.find("env HOME=/home/u\n") != std::string::npos);
+  CHECK(env.find("env TMPDIR=/tmp\n") != std::string::npos);
+  CHECK(env.find("env LC_ALL=C.UTF-8\n") != std::string::npos);
+}
+
+TEST_CASE("a symlinked /etc entry is bound from its target at its own name") {
+  auto spec = plan(debian_input(), debian_host());
+  REQUIRE(spec.ok());
+  const MountOp* op = find(*spec, "/etc/resolv.conf", MountKind::bind);
+  REQUIRE(op);
+  CHECK(op->source == "/run/systemd/resolve/stub-resolv.conf");
+  CHECK(op->node == Node::file);
+  CHECK(op->access == Access::read_only);
+}
+
+TEST_CASE("grants that do not exist are all reported at once") {
+  PlanInput in = debian_input();
+  in.grants.push_back({"/nope/one", Access::read_only, "--allow-read"});
+  in.grants.push_back({"/nope/two", Access::read_write, "--allow-write"});
+  auto spec = plan(in, debian_host());
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.error().message().find("--allow-read /nope/one") != std::string::npos);
+  CHECK(spec.error().message().find("--allow-write /nope/two") != std::string::npos);
+}
+
+TEST_CASE("a grant through a symlink is mounted at the resolved path") {
+  PlanInput in = debian_input();
+  in.grants.push_back({"/home/u/link-to-data", Access::read_only, "--allow-read"});
+  Facts facts = debian_host();
+  facts["/home/u/link-to-data"] = link("/srv/data", dir("/srv/data", 999));
+  auto spec = plan(in, facts);
+  REQUIRE(spec.ok());
+  const MountOp* op = find(*spec, "/srv/data", MountKind::bind);
+  REQUIRE(op);
+  CHECK(op->ino == 999);
+  CHECK_FALSE(find(*spec, "/home/u/link-to-data", MountKind::bind));
+}
+
+TEST_CASE("a deny beats a grant of the same path, and hides only what is visible") {
+  PlanInput in = debian_input();
+  Facts facts = debian_host();
+  facts["/home/u/src/proj/.env"] = file("/home/u/src/proj/.env", 500);
+  facts["/home/u/.netrc"] = file("/home/u/.netrc", 501);
+  in.grants.push_back({"/home/u/src/proj/.env", Access::read_write, "--allow-write"});
+  in.denies.push_back({"/home/u/src/proj/.env", "--deny"});
+  in.denies.push_back({"/home/u/.netrc", "--deny"});  // not in the view: nothing to mask
+  in.denies.push_back({"/home/u/missing", "--deny"});
+  auto spec = plan(in, facts);
+  REQUIRE(spec.ok());
+  const MountOp* mask = find(*spec, "/home/u/src/proj/.env", MountKind::mask);
+  REQUIRE(mask);
+  CHECK(mask->node == Node::file);
+  CHECK_FALSE(find(*spec, "/home/u/src/proj/.env", MountKind::bind));
+  CHECK_FALSE(find(*spec, "/home/u/.netrc", MountKind::mask));
+  CHECK_FALSE(find(*spec, "/home/u/missing", MountKind::mask));
+}
+
+TEST_CASE("$HOME is an empty tmpfs sealed read-only; the cwd falls back to the workspace when hidden") {
+  PlanInput in = debian_input();
+  in.cwd = "/srv";
+  auto spec = plan(in, debian_host());
+  REQUIRE(spec.ok());
+  CHECK(find(*spec, "/home/u", MountKind::tmpfs));
+  CHECK(find(*spec, "/home/u", MountKind::seal));
+  CHECK(find(*spec, "/dev", MountKind::seal));
+  CHECK(spec->cwd == "/home/u/src/proj");
+}
+
+TEST_CASE("devices keep device access; nothing else does") {
+  auto spec = plan(debian_input(), debian_host());
+  REQUIRE(spec.ok());
+  for (const auto& op : spec->mounts) {
+    CAPTURE(op.dest);
+    bool is_dev_node = op.dest.starts_with("/dev/") && op.kind == MountKind::bind;
+    CHECK((op.devices == Devices::allowed) == is_dev_node);
+  }
+}
