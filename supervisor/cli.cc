@@ -25,6 +25,10 @@ options:
   -q, --quiet           only errors
   --version, --help
 
+testing aid (only ever narrows the jail):
+  --test-landlock-read-only DIR   make the Landlock rule for the mount at DIR read-only
+                                  while the mount stays writable, to show Landlock alone holds
+
 exit status: the command's; 128+N if it died of signal N; 125 if pi-jail failed
 before the command ran; 126 command not executable; 127 command not found.
 )";
@@ -33,7 +37,7 @@ namespace {
 
 bool takes_value(std::string_view opt) {
   return opt == "-w" || opt == "--workspace" || opt == "--allow-read" || opt == "--allow-write" ||
-         opt == "--deny";
+         opt == "--deny" || opt == "--test-landlock-read-only";
 }
 
 }  // namespace
@@ -70,6 +74,7 @@ util::Result<Invocation> parse(int argc, char** argv) {
     else if (name == "--allow-read") inv.allow_read.push_back(*value);
     else if (name == "--allow-write") inv.allow_write.push_back(*value);
     else if (name == "--deny") inv.deny.push_back(*value);
+    else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
     else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
     else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;
     else if (name == "-q" || name == "--quiet") inv.verbosity = util::Verbosity::quiet;

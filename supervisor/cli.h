@@ -21,6 +21,7 @@ struct Invocation {
   std::vector<std::string> allow_read;
   std::vector<std::string> allow_write;
   std::vector<std::string> deny;
+  std::vector<std::string> test_landlock_read_only;  // test aid; only narrows
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;

@@ -26,8 +26,28 @@ int shell_init(const std::string& shell) {
 }
 
 void print_view(const linuxjail::JailSpec& spec) {
+  fmt::print("# filesystem view (in mount order)\n");
   for (const auto& op : spec.mounts) fmt::print("{:60} # {}\n", linuxjail::describe(op), op.why);
-  fmt::print("cwd {}\n", spec.cwd);
+  fmt::print("\n# layers\n");
+  fmt::print("namespaces: user (uid {} gid {} mapped to themselves), mount, pid, net (lo only), ipc, uts, cgroup\n",
+             spec.uid, spec.gid);
+  fmt::print("capabilities: none; no_new_privs; securebits locked\n");
+  size_t rows = 0;
+  for (const auto& row : linuxjail::command_table())
+    if (!(row.gate == linuxjail::Gate::debugging && spec.seccomp.debugging == linuxjail::Debugging::allowed) &&
+        !(row.gate == linuxjail::Gate::nested_userns &&
+          spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed))
+      ++rows;
+  fmt::print("seccomp: {} denied-call rules, non-native ABIs killed; debugging other processes {}; nested user "
+             "namespaces {}\n",
+             rows, spec.seccomp.debugging == linuxjail::Debugging::allowed ? "ALLOWED" : "denied",
+             spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed ? "ALLOWED (unsafe)" : "denied");
+  if (spec.landlock.handled_fs)
+    fmt::print("landlock: ABI {}, {} rules; {}\n", spec.landlock.abi, spec.landlock.rules.size(),
+               linuxjail::describe_landlock(spec.landlock.abi));
+  else
+    fmt::print("landlock: not available on this kernel; the mount view is the only filesystem layer\n");
+  fmt::print("\n# process\ncwd {}\n", spec.cwd);
   for (const auto& e : spec.env) fmt::print("env {}\n", e.substr(0, e.find('=')));
 }
 

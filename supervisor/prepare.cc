@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "linuxjail/host.h"
 #include "util/paths.h"
 
 extern char** environ;
@@ -96,6 +97,12 @@ util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFa
     in.denies.push_back({*norm, "--deny"});
   }
 
+  in.landlock_abi = linuxjail::landlock_abi();
+  for (const auto& p : inv.test_landlock_read_only) {
+    auto norm = util::normalize_path(p, in.cwd);
+    if (!norm) return std::move(norm.take_error()).context(fmt::format("--test-landlock-read-only {}", p));
+    in.landlock_read_only.push_back(*norm);
+  }
   in.uid = ::getuid();
   in.gid = ::getgid();
   for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);

@@ -5,6 +5,7 @@
 #include "linuxjail/child.h"
 
 #include <fcntl.h>
+#include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <net/if.h>
 #include <poll.h>
@@ -318,8 +319,43 @@ void bring_up_loopback() {
   ::close(s);
 }
 
+// Landlock, from the rules planned in the supervisor. Every path is
+// opened inside the finished root without following symlinks.
+void apply_landlock(const ChildPlan& p) {
+  if (p.landlock_fs == 0) return;
+  struct {
+    std::uint64_t handled_access_fs;
+    std::uint64_t handled_access_net;
+    std::uint64_t scoped;
+  } attr{p.landlock_fs, 0, p.landlock_scoped};
+  // Network rights stay unhandled: the network namespace and the proxy
+  // decide where connections go.
+  int ruleset = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U));
+  if (ruleset < 0) fail(Stage::landlock, errno);
+  int root = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) fail(Stage::landlock, errno);
+  for (size_t i = 0; i < p.landlock_rule_count; ++i) {
+    const ChildLandlockRule& r = p.landlock_rules[i];
+    if (r.access == 0) continue;
+    int fd = open_in_root(root, r.path, O_PATH);
+    if (fd < 0) fail(Stage::landlock, errno);
+    struct __attribute__((packed)) {
+      std::uint64_t allowed_access;
+      std::int32_t parent_fd;
+    } beneath{r.access, fd};
+    constexpr int kRulePathBeneath = 1;
+    if (::syscall(SYS_landlock_add_rule, ruleset, kRulePathBeneath, &beneath, 0U) != 0)
+      fail(Stage::landlock, errno, static_cast<int>(i));
+    ::close(fd);
+  }
+  ::close(root);
+  if (::syscall(SYS_landlock_restrict_self, ruleset, 0U) != 0) fail(Stage::landlock, errno);
+  ::close(ruleset);
+}
+
 // The command's last steps: its own session, only fds 0-2, no privilege
-// of any kind, then execve. Exec failures exit 127 (not found) or 126.
+// of any kind, Landlock, then the syscall filter and execve. Exec
+// failures exit 127 (not found) or 126.
 [[noreturn]] void exec_command(const ChildPlan& p) {
   if (::setsid() < 0) fail(Stage::new_session, errno);
   if (::chdir(p.cwd) != 0) fail(Stage::workdir, errno);
@@ -335,6 +371,9 @@ void bring_up_loopback() {
   if (::cap_reset_ambient() != 0) fail(Stage::capabilities, errno);
   if (::cap_set_proc(p.empty_caps) != 0) fail(Stage::capabilities, errno);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::no_new_privs, errno);
+  apply_landlock(p);
+  // Last: from here on the table in seccomp.cc rules every call.
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.command_filter) != 0) fail(Stage::seccomp, errno);
   sigset_t none;
   sigemptyset(&none);
   if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail(Stage::signal_mask, errno);
@@ -367,6 +406,13 @@ int exit_code(int status) {
   if (child < 0) fail(Stage::fork_command, errno);
   if (child == 0) exec_command(p);
   ::close(p.sync_fd);
+  // Init's own filter, allowing only what the loop below calls. A failure
+  // here cannot be reported any more (the sync fd is closed): end the jail.
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.init_filter) != 0) {
+    ::kill(static_cast<pid_t>(child), SIGKILL);
+    ::_exit(125);
+  }
 
   int code = -1;
   while (code < 0) {

@@ -4,9 +4,11 @@
 // makes system calls, so it stays async-signal-safe.
 #pragma once
 
+#include <linux/filter.h>
 #include <sys/capability.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,11 @@ struct ChildMount {
   ino_t ino;
 };
 
+struct ChildLandlockRule {
+  const char* path;
+  std::uint64_t access;  // already narrowed to what the kernel handles
+};
+
 struct ChildPlan {
   const ChildMount* mounts;
   size_t mount_count;
@@ -40,12 +47,20 @@ struct ChildPlan {
   int sync_fd;           // the child's end of the sync socket
   int parent_sync_fd;    // the supervisor's end, closed first thing
   int grace_ms;          // TERM -> KILL when the command has exited
+  sock_fprog command_filter;
+  sock_fprog init_filter;
+  std::uint64_t landlock_fs;      // handled fs rights; 0: no Landlock
+  std::uint64_t landlock_scoped;
+  const ChildLandlockRule* landlock_rules;
+  size_t landlock_rule_count;
 };
 
 // Owns the strings and arrays a ChildPlan points into.
 class ChildPlanStorage {
 public:
-  ChildPlanStorage(const JailSpec& spec, int sync_fd, int parent_sync_fd);
+  // The filters are compiled by the caller (compiling allocates).
+  ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter, int sync_fd,
+                   int parent_sync_fd);
   ~ChildPlanStorage();
   ChildPlanStorage(const ChildPlanStorage&) = delete;
   ChildPlanStorage& operator=(const ChildPlanStorage&) = delete;
@@ -57,6 +72,8 @@ private:
   std::vector<char*> argv_;
   std::vector<char*> envp_;
   std::string uid_map_, gid_map_;
+  BpfProgram command_filter_, init_filter_;
+  std::vector<ChildLandlockRule> landlock_;
   ChildPlan plan_{};
 };
 

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "linuxjail/landlock.h"
 #include "linuxjail/sys.h"
 
 namespace pj::linuxjail {
@@ -105,6 +106,14 @@ int try_namespaces(std::string& step) {
 
 }  // namespace
 
+std::string describe_landlock(int abi) {
+  std::string out = fmt::format("filesystem rights 0x{:x}", landlock_handled_fs(abi));
+  if (landlock_handled_fs(abi) & ll::kIoctlDev) out += " (incl. device ioctl)";
+  if (landlock_scopes(abi)) out += ", scoped: abstract unix sockets, signals";
+  out += "; network rights left to the network namespace";
+  return out;
+}
+
 Facts probe_paths(const std::vector<std::string>& paths) {
   Facts facts;
   for (const auto& path : paths) {
@@ -128,6 +137,11 @@ Facts probe_paths(const std::vector<std::string>& paths) {
     facts.emplace(path, std::move(f));
   }
   return facts;
+}
+
+int landlock_abi() {
+  int abi = sys::landlock_abi();
+  return abi > 0 ? abi : 0;
 }
 
 std::string namespace_fix(int err) {
@@ -191,15 +205,21 @@ HostReport probe_host() {
        err == 0 ? "built and torn down" : fmt::format("{} failed: {}", step, std::strerror(err)),
        err == 0 ? "" : namespace_fix(err));
 
-  bool seccomp = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
-  r.checks.push_back({"seccomp", seccomp ? State::info : State::missing,
-                      seccomp ? "available (the syscall filter is not enforced by this version yet)" : "missing",
-                      seccomp ? "" : "build the kernel with CONFIG_SECCOMP_FILTER"});
-  int abi = sys::landlock_abi();
-  r.checks.push_back({"Landlock", State::info,
-                      abi > 0 ? fmt::format("ABI {} (not enforced by this version yet)", abi)
-                              : fmt::format("unavailable ({})", errno == EOPNOTSUPP ? "disabled at boot" : "not built"),
-                      abi > 0 ? "" : "boot with lsm=...,landlock to enable it"});
+  std::string actions;
+  {
+    std::ifstream in("/proc/sys/kernel/seccomp/actions_avail");
+    std::getline(in, actions);
+  }
+  bool seccomp = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && actions.find("kill_process") != std::string::npos &&
+                 actions.find("errno") != std::string::npos;
+  need("seccomp filter (required: the syscall table is always loaded)", seccomp,
+       seccomp ? fmt::format("available (actions: {})", actions) : "missing or without kill_process/errno",
+       "use a kernel built with CONFIG_SECCOMP_FILTER (Linux 4.14 or newer)");
+  int abi = landlock_abi();
+  r.checks.push_back({"Landlock (second filesystem layer, used when available)", abi > 0 ? State::ok : State::info,
+                      abi > 0 ? fmt::format("ABI {}: {}", abi, describe_landlock(abi))
+                              : "unavailable: jails run with the mount view as the only filesystem layer",
+                      abi > 0 ? "" : "boot with Landlock enabled (lsm=...,landlock) to add the second layer"});
   r.jail_possible = required_ok;
   return r;
 }

@@ -30,6 +30,13 @@ struct HostReport {
 
 HostReport probe_host();
 
+// The kernel's Landlock ABI version; 0 when Landlock is not built or not
+// enabled at boot.
+int landlock_abi();
+
+// What Landlock ABI `abi` enforces, in one line.
+std::string describe_landlock(int abi);
+
 // The fix for a failure to create the jail's namespaces with `err`,
 // naming the sysctl or LSM that refuses it on this host.
 std::string namespace_fix(int err);

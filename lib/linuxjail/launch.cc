@@ -46,7 +46,9 @@ util::Status require_single_thread() {
 
 }  // namespace
 
-ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, int sync_fd, int parent_sync_fd) {
+ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter,
+                                   int sync_fd, int parent_sync_fd)
+    : command_filter_(std::move(command_filter)), init_filter_(std::move(init_filter)) {
   sources_.reserve(spec.mounts.size());
   for (const auto& op : spec.mounts)
     sources_.push_back(op.kind == MountKind::bind ? "/oldroot" + op.source : op.source);
@@ -61,10 +63,15 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, int sync_fd, int parent
   envp_.push_back(nullptr);
   uid_map_ = fmt::format("{0} {0} 1\n", spec.uid);
   gid_map_ = fmt::format("{0} {0} 1\n", spec.gid);
+  for (const auto& r : spec.landlock.rules)
+    landlock_.push_back(ChildLandlockRule{r.path.c_str(), r.access & spec.landlock.handled_fs});
   cap_max_bits();  // libcap reads the kernel's cap count lazily: do it here
   plan_ = ChildPlan{mounts_.data(), mounts_.size(), spec.exec_path.c_str(), argv_.data(), envp_.data(),
                     spec.cwd.c_str(), spec.hostname.c_str(), uid_map_.c_str(), gid_map_.c_str(),
-                    cap_init(), sync_fd, parent_sync_fd, kGraceMs};
+                    cap_init(), sync_fd, parent_sync_fd, kGraceMs,
+                    sock_fprog{static_cast<unsigned short>(command_filter_.size()), command_filter_.data()},
+                    sock_fprog{static_cast<unsigned short>(init_filter_.size()), init_filter_.data()},
+                    spec.landlock.handled_fs, spec.landlock.scoped, landlock_.data(), landlock_.size()};
 }
 
 ChildPlanStorage::~ChildPlanStorage() { cap_free(plan_.empty_caps); }
@@ -75,7 +82,11 @@ util::Result<Jail> Jail::launch(const JailSpec& spec) {
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return Error::from_errno("create the sync socket", errno);
   UniqueFd ours(sv[0]), theirs(sv[1]);
-  ChildPlanStorage storage(spec, theirs.get(), ours.get());
+  auto command_filter = compile_command_filter(spec.seccomp);
+  if (!command_filter) return std::move(command_filter.take_error()).context("compile the syscall filter");
+  auto init_filter = compile_init_filter();
+  if (!init_filter) return std::move(init_filter.take_error()).context("compile the init's syscall filter");
+  ChildPlanStorage storage(spec, std::move(*command_filter), std::move(*init_filter), theirs.get(), ours.get());
   if (!storage.plan().empty_caps) return Error::from_errno("allocate an empty capability set", errno);
 
   constexpr unsigned long kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |

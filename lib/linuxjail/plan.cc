@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "linuxjail/landlock.h"
 #include "linuxjail/view.h"
 #include "util/paths.h"
 
@@ -76,7 +77,10 @@ void add_default_view(const Facts& facts, std::vector<MountOp>& ops) {
     ops.push_back(std::move(op));
   }
   ops.push_back(simple_op(MountKind::proc, "/proc", "", "a new procfs for the jail's PID namespace"));
-  ops.push_back(simple_op(MountKind::devpts, "/dev/pts", "", "the jail's own pseudo-terminals"));
+  MountOp pts = simple_op(MountKind::devpts, "/dev/pts", "", "the jail's own pseudo-terminals");
+  pts.options = "newinstance,ptmxmode=0666,mode=0620";
+  pts.access = Access::read_write;
+  ops.push_back(std::move(pts));
   for (const auto& e : view::devices()) {
     const SourceFact& f = fact(facts, e.path);
     if (f.kind != SourceFact::Kind::other) continue;  // character devices only
@@ -145,7 +149,7 @@ std::string describe(const MountOp& op) {
       return fmt::format("bind {} {} <- {}", access, op.dest, op.source);
     case MountKind::tmpfs: return fmt::format("tmpfs {} ({})", op.dest, op.options);
     case MountKind::proc: return fmt::format("proc {}", op.dest);
-    case MountKind::devpts: return fmt::format("devpts {}", op.dest);
+    case MountKind::devpts: return fmt::format("devpts {} ({})", op.dest, op.options);
     case MountKind::mask: return fmt::format("mask {}", op.dest);
     case MountKind::symlink: return fmt::format("symlink {} -> {}", op.dest, op.source);
     case MountKind::seal: return fmt::format("seal read-only {}", op.dest);
@@ -204,6 +208,9 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     ops.push_back(std::move(mask));
   }
 
+  if (in.landlock_use == LandlockUse::required && in.landlock_abi < 1)
+    problems.push_back("Landlock is required by the policy but this kernel does not offer it (see pi-jail doctor)");
+
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
@@ -238,6 +245,25 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   spec.cwd = visible(spec.mounts, in.cwd) ? in.cwd : in.workspace;
   spec.uid = in.uid;
   spec.gid = in.gid;
+  spec.seccomp = in.seccomp;
+  spec.landlock.use = in.landlock_use;
+  spec.landlock.abi = in.landlock_abi;
+  spec.landlock.handled_fs = landlock_handled_fs(in.landlock_abi);
+  spec.landlock.scoped = landlock_scopes(in.landlock_abi);
+  if (spec.landlock.handled_fs != 0) spec.landlock.rules = landlock_rules(spec.mounts, in.landlock_read_only);
+  // Landlock rights add up along a path: a rule can only be narrowed if no
+  // writable rule covers it from above. Say so rather than do nothing.
+  for (const auto& ro : in.landlock_read_only) {
+    for (const auto& r : spec.landlock.rules) {
+      if (r.path != ro && util::path_within(ro, r.path) && (r.access & ll::kWriteFile))
+        return Error::invalid(fmt::format("--test-landlock-read-only {}: {} is writable for Landlock and covers it",
+                                          ro, r.path));
+    }
+    bool is_mount = std::any_of(spec.landlock.rules.begin(), spec.landlock.rules.end(),
+                                [&](const LandlockRule& r) { return r.path == ro; });
+    if (!is_mount && spec.landlock.handled_fs != 0)
+      return Error::invalid(fmt::format("--test-landlock-read-only {}: not a mount of the jail's view", ro));
+  }
   return spec;
 }
 

@@ -53,6 +53,10 @@ struct PlanInput {
   std::vector<std::string> host_env;  // "NAME=value" of the caller
   std::string exec_path;
   std::vector<std::string> argv;
+  SeccompOptions seccomp;
+  int landlock_abi = 0;  // the host kernel's (host probe); 0: none
+  LandlockUse landlock_use = LandlockUse::if_available;
+  std::vector<std::string> landlock_read_only;  // test aid: narrows only
 };
 
 // Every host path plan() will ask about; probe_paths() answers them.

@@ -4,8 +4,11 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "linuxjail/syscall_filter.h"
 
 namespace pj::linuxjail {
 
@@ -43,6 +46,24 @@ struct MountOp {
   std::string why;       // where this entry comes from, for messages and explain
 };
 
+// One Landlock rule: `access` beneath the jail path `path`.
+struct LandlockRule {
+  std::string path;
+  std::uint64_t access = 0;
+  Node node = Node::directory;
+};
+
+// Whether a run may go on without Landlock.
+enum class LandlockUse { if_available, required };
+
+struct LandlockSpec {
+  LandlockUse use = LandlockUse::if_available;
+  int abi = 0;                   // the host kernel's; 0 when unavailable
+  std::uint64_t handled_fs = 0;  // 0: Landlock not applied
+  std::uint64_t scoped = 0;
+  std::vector<LandlockRule> rules;
+};
+
 struct JailSpec {
   std::vector<MountOp> mounts;       // parents before children; seals last
   std::string exec_path;             // absolute host path of the program
@@ -52,6 +73,8 @@ struct JailSpec {
   std::string hostname = "pi-jail";
   uid_t uid = 0;                     // mapped to itself
   gid_t gid = 0;
+  SeccompOptions seccomp;
+  LandlockSpec landlock;
 };
 
 // One line per operation, for `--verbose`, messages and golden tests.

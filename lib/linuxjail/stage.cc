@@ -30,6 +30,9 @@ std::string_view stage_name(Stage s) {
     case Stage::securebits: return "lock securebits";
     case Stage::capabilities: return "drop all capabilities";
     case Stage::no_new_privs: return "set no_new_privs";
+    case Stage::landlock: return "apply the Landlock ruleset";
+    case Stage::seccomp: return "load the syscall filter";
+    case Stage::init_seccomp: return "load the jail init's syscall filter";
     case Stage::signal_mask: return "reset the signal mask";
     case Stage::exec: return "execute the command";
   }
@@ -64,6 +67,11 @@ std::string_view stage_fix(Stage s, int err) {
       if (err == ENOENT) return "the program (or its interpreter) is not visible inside the jail: grant its directory with --allow-read";
       return "check that the program is executable and its interpreter is visible inside the jail";
     case Stage::parent_died: return "pi-jail was killed during setup";
+    case Stage::landlock:
+      return "the kernel refused the Landlock ruleset; run `pi-jail doctor`, and report a bug with its output";
+    case Stage::seccomp:
+    case Stage::init_seccomp:
+      return "the kernel refused the seccomp filter; is seccomp filtering (CONFIG_SECCOMP_FILTER) enabled?";
     default: return "run `pi-jail doctor`; report a bug if it says the host is fine";
   }
 }

@@ -37,6 +37,9 @@ enum class Stage : std::uint32_t {
   securebits,
   capabilities,     // empty bounding, ambient, inheritable, permitted, effective
   no_new_privs,
+  landlock,         // build and apply the Landlock ruleset
+  seccomp,          // load the command's syscall filter
+  init_seccomp,     // load init's own filter
   signal_mask,
   exec,             // execve of the command itself
 };

@@ -137,6 +137,24 @@ int main(int argc, char** argv) {
     return result(r == 0, errno);
   }
   if (cmd == "connect" && argc > 3) return do_connect(a, argv[3]);
+  if (cmd == "syscall" && argc > 2) {
+    // syscall NR [ARG...]: the raw call, numbers in C notation.
+    unsigned long long n[7] = {};
+    for (int i = 2; i < argc && i < 9; ++i) n[i - 2] = std::strtoull(argv[i], nullptr, 0);
+    r = ::syscall(static_cast<long>(n[0]), n[1], n[2], n[3], n[4], n[5], n[6]);
+    return result(r >= 0, errno);
+  }
+  if (cmd == "int80") {
+    // getpid through the i386 entry point, from a 64-bit process.
+    long ret;
+    asm volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
+    std::printf("ok %ld\n", ret);
+    return 0;
+  }
+  if (cmd == "x32") {
+    r = ::syscall(39L | 0x40000000L);  // getpid with the x32 bit
+    return result(r >= 0, errno);
+  }
   if (cmd == "env") {
     const char* v = std::getenv(a);
     std::puts(v ? v : "(unset)");
