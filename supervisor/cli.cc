@@ -20,6 +20,9 @@ options:
   --allow-read PATH     also show PATH, read-only
   --allow-write PATH    also show PATH, read-write
   --deny PATH           hide PATH (an empty read-only file or directory), even under a grant
+  --timeout DURATION    stop the jail after DURATION (TERM, --grace, KILL) and exit 124;
+                        DURATION is a number with an optional unit: ms, s (default), m, h
+  --grace DURATION      time between TERM and KILL when stopping (default 5s)
   --unsandboxed         run COMMAND with NO isolation at all (explicit, announced)
   -v, --verbose         print the jail's mounts before running
   -q, --quiet           only errors
@@ -37,10 +40,27 @@ namespace {
 
 bool takes_value(std::string_view opt) {
   return opt == "-w" || opt == "--workspace" || opt == "--allow-read" || opt == "--allow-write" ||
-         opt == "--deny" || opt == "--test-landlock-read-only";
+         opt == "--deny" || opt == "--test-landlock-read-only" || opt == "--timeout" || opt == "--grace";
 }
 
 }  // namespace
+
+util::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string_view unit = text.substr(digits);
+  if (digits == 0 || digits > 9)
+    return Error::invalid(fmt::format("'{}' is not a duration (a number with an optional unit ms, s, m, h)", text));
+  long long n = std::stoll(std::string(text.substr(0, digits)));
+  long long ms;
+  if (unit == "ms") ms = n;
+  else if (unit.empty() || unit == "s") ms = n * 1000;
+  else if (unit == "m") ms = n * 60 * 1000;
+  else if (unit == "h") ms = n * 3600 * 1000;
+  else return Error::invalid(fmt::format("'{}': unknown unit '{}' (ms, s, m, h)", text, unit));
+  if (ms <= 0) return Error::invalid(fmt::format("'{}': the duration must be positive", text));
+  return std::chrono::milliseconds(ms);
+}
 
 util::Result<Invocation> parse(int argc, char** argv) {
   Invocation inv;
@@ -75,6 +95,15 @@ util::Result<Invocation> parse(int argc, char** argv) {
     else if (name == "--allow-write") inv.allow_write.push_back(*value);
     else if (name == "--deny") inv.deny.push_back(*value);
     else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
+    else if (name == "--timeout" || name == "--grace") {
+      auto d = parse_duration(*value);
+      if (!d) return std::move(d.take_error()).context(std::string(name));
+      if (name == "--timeout") inv.timeout = *d;
+      else inv.grace = *d;
+    }
+#ifdef PJ_TEST_SWITCHES
+    else if (name == "--unsafe-test-no-seccomp") inv.unsafe_test_no_seccomp = true;
+#endif
     else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
     else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;
     else if (name == "-q" || name == "--quiet") inv.verbosity = util::Verbosity::quiet;

@@ -1,6 +1,7 @@
 // The command line: argv -> Invocation (plain data).
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct Invocation {
   std::vector<std::string> allow_write;
   std::vector<std::string> deny;
   std::vector<std::string> test_landlock_read_only;  // test aid; only narrows
+  std::optional<std::chrono::milliseconds> timeout;
+  std::chrono::milliseconds grace{5000};
+  bool unsafe_test_no_seccomp = false;  // test builds only (-Dtest_switches=true)
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;
@@ -30,6 +34,9 @@ struct Invocation {
 };
 
 util::Result<Invocation> parse(int argc, char** argv);
+
+// "90", "90s", "1500ms", "5m", "2h" -> milliseconds; > 0.
+util::Result<std::chrono::milliseconds> parse_duration(std::string_view text);
 
 extern const char* const kUsage;
 

@@ -53,7 +53,7 @@ void print_view(const linuxjail::JailSpec& spec) {
 
 int run(const cli::Invocation& inv) {
   // Before anything can clone: the forwarded signals go to a signalfd.
-  supervisor::block_forwarded_signals();
+  supervisor::block_handled_signals();
   supervisor::PrepareFailure failure;
   auto input = supervisor::prepare(inv, failure);
   if (!input) {
@@ -78,7 +78,12 @@ int run(const cli::Invocation& inv) {
     util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec->cwd);
   if (util::verbosity() == util::Verbosity::verbose)
     for (const auto& op : spec->mounts) util::debug("{}  # {}", linuxjail::describe(op), op.why);
-  return supervisor::run_jailed(*spec);
+  supervisor::choose_streams(*spec);
+  supervisor::RunOptions opts;
+  opts.timeout = inv.timeout;
+  opts.grace = inv.grace;
+  auto outcome = supervisor::run_jailed(*spec, opts);
+  return outcome.exit_code;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "linuxjail/host.h"
+#include "util/log.h"
 #include "util/paths.h"
 
 extern char** environ;
@@ -98,6 +99,10 @@ util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFa
   }
 
   in.landlock_abi = linuxjail::landlock_abi();
+  if (inv.unsafe_test_no_seccomp) {
+    util::emit("WARNING", "--unsafe-test-no-seccomp: the command runs WITHOUT its syscall filter (test build)");
+    in.seccomp.use = linuxjail::FilterUse::unsafe_test_disabled;
+  }
   for (const auto& p : inv.test_landlock_read_only) {
     auto norm = util::normalize_path(p, in.cwd);
     if (!norm) return std::move(norm.take_error()).context(fmt::format("--test-landlock-read-only {}", p));

@@ -1,7 +1,9 @@
 #include "run.h"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +13,7 @@
 
 #include "linuxjail/host.h"
 #include "linuxjail/launch.h"
+#include "terminal.h"
 #include "util/log.h"
 
 namespace pj::supervisor {
@@ -18,102 +21,258 @@ namespace pj::supervisor {
 using linuxjail::Jail;
 using linuxjail::Stage;
 using linuxjail::SyncRecord;
+using Ending = RunOutcome::Ending;
 
 namespace {
 
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+constexpr int kHandled[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
-sigset_t forwarded_set() {
+sigset_t handled_set() {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : kForwarded) sigaddset(&set, s);
+  for (int s : kHandled) sigaddset(&set, s);
   return set;
 }
 
 bool terminating(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
 
-void explain_failure(const SyncRecord& rec, const linuxjail::JailSpec& spec) {
+std::string describe_failure(const SyncRecord& rec, const linuxjail::JailSpec& spec) {
   std::string step(linuxjail::stage_name(rec.stage));
   if (rec.op >= 0 && static_cast<size_t>(rec.op) < spec.mounts.size())
     step = fmt::format("{} ({}; {})", step, linuxjail::describe(spec.mounts[static_cast<size_t>(rec.op)]),
                        spec.mounts[static_cast<size_t>(rec.op)].why);
+  return fmt::format("{}: {} ({})", step, std::strerror(rec.err), util::errno_name(rec.err));
+}
+
+void report_failure(const SyncRecord& rec, const linuxjail::JailSpec& spec) {
   if (rec.stage == Stage::exec) {
     util::error("cannot execute {} inside the jail: {} ({})\n  fix: {}", spec.exec_path, std::strerror(rec.err),
                 util::errno_name(rec.err), linuxjail::stage_fix(rec.stage, rec.err));
     return;
   }
-  util::error("jail setup failed, nothing was run\n  step: {}\n  error: {} ({})\n  fix: {}", step,
-              std::strerror(rec.err), util::errno_name(rec.err), linuxjail::stage_fix(rec.stage, rec.err));
+  util::error("jail setup failed, nothing was run\n  step: {}\n  fix: {}", describe_failure(rec, spec),
+              linuxjail::stage_fix(rec.stage, rec.err));
+}
+
+// A one-shot timer on the monotonic clock.
+struct Timer {
+  util::UniqueFd fd{::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)};
+  bool armed = false;
+  void arm(std::chrono::milliseconds after) {
+    itimerspec its{};
+    its.it_value.tv_sec = after.count() / 1000;
+    its.it_value.tv_nsec = (after.count() % 1000) * 1000000L + 1;  // 0 would disarm
+    ::timerfd_settime(fd.get(), 0, &its, nullptr);
+    armed = true;
+  }
+  bool fired(const pollfd& p) {
+    if (!(p.revents & POLLIN)) return false;
+    uint64_t n;
+    ssize_t r = ::read(fd.get(), &n, sizeof n);
+    (void)r;
+    armed = false;
+    return true;
+  }
+};
+
+// Everything one supervised run owns; torn down in reverse order.
+class Supervisor {
+public:
+  Supervisor(const linuxjail::JailSpec& spec, const RunOptions& opts, Jail jail, util::UniqueFd sfd)
+      : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)) {
+    const auto& t = spec.terminal;
+    if (t.streams == linuxjail::Streams::pty) {
+      tty_ = (t.pty_fds & 1U) ? 0 : 1;
+      auto mode = TerminalMode::capture(tty_);
+      if (mode) mode_.emplace(std::move(*mode));
+    }
+  }
+
+  RunOutcome run();
+
+private:
+  void on_signal(int sig);
+  void on_control();
+  void suspend();
+  void begin_termination(int sig);
+
+  const linuxjail::JailSpec& spec_;
+  const RunOptions& opts_;
+  Jail jail_;
+  util::UniqueFd sfd_;
+  int tty_ = -1;
+  std::optional<TerminalMode> mode_;
+  std::optional<PtyRelay> relay_;
+  Timer deadline_, grace_;
+  std::optional<SyncRecord> failure_;
+  int terminations_ = 0;
+  bool timed_out_ = false;
+};
+
+void Supervisor::begin_termination(int sig) {
+  (void)jail_.signal(sig);
+  if (!grace_.armed) grace_.arm(opts_.grace);
+}
+
+void Supervisor::on_signal(int sig) {
+  if (sig == SIGCONT) {
+    // Back from a suspend (ours or the shell's): raw mode, current size.
+    if (mode_ && relay_) {
+      (void)mode_->enter_raw();
+      relay_->sync_size(tty_);
+    }
+    (void)jail_.signal(SIGCONT);
+    return;
+  }
+  if (sig == SIGWINCH && relay_) {
+    relay_->sync_size(tty_);  // the kernel tells the jail's foreground group
+    return;
+  }
+  if (terminating(sig)) {
+    if (++terminations_ >= 2) {
+      util::warn("second termination signal: killing the whole jail");
+      (void)jail_.signal(SIGKILL);
+      return;
+    }
+    begin_termination(sig);
+    return;
+  }
+  (void)jail_.signal(sig);
+}
+
+void Supervisor::suspend() {
+  // The command stopped itself as a whole: give the terminal back and stop
+  // too, so the user's shell regains control. `fg` sends SIGCONT.
+  if (mode_) mode_->leave();
+  ::raise(SIGSTOP);
+}
+
+void Supervisor::on_control() {
+  auto msg = jail_.read_control();
+  if (!msg || !*msg) return;
+  if ((*msg)->fd.valid()) {
+    int out = (spec_.terminal.pty_fds & 2U) ? 1 : 2;
+    int in = (spec_.terminal.pty_fds & 1U) ? 0 : -1;
+    relay_.emplace(std::move((*msg)->fd), in, out);
+    if (mode_ && in >= 0) {
+      if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
+    }
+    relay_->sync_size(tty_);
+  }
+  if ((*msg)->stopped) suspend();
+}
+
+RunOutcome Supervisor::run() {
+  if (opts_.timeout) deadline_.arm(*opts_.timeout);
+  std::vector<pollfd> fds;
+  while (true) {
+    fds.clear();
+    fds.push_back({jail_.pidfd(), POLLIN, 0});
+    fds.push_back({sfd_.get(), POLLIN, 0});
+    fds.push_back({deadline_.fd.get(), POLLIN, 0});
+    fds.push_back({grace_.fd.get(), POLLIN, 0});
+    fds.push_back({jail_.sync_fd(), POLLIN, 0});      // -1 once closed: poll skips it
+    fds.push_back({jail_.control_fd(), POLLIN, 0});
+    if (relay_) relay_->add_pollfds(fds);
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      util::error("poll: {}", std::strerror(errno));
+      break;
+    }
+    if (fds[4].revents) {
+      auto rec = jail_.read_sync();
+      if (!rec) util::error("{}", rec.error().message());
+      else if (*rec && !failure_) failure_ = **rec;
+    }
+    if (fds[5].revents) on_control();
+    if (relay_) relay_->on_poll(fds);
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (::read(sfd_.get(), &si, sizeof si) == sizeof si) on_signal(static_cast<int>(si.ssi_signo));
+    }
+    if (deadline_.fired(fds[2])) {
+      util::warn("--timeout reached: stopping the jail");
+      timed_out_ = true;
+      begin_termination(SIGTERM);
+    }
+    if (grace_.fired(fds[3])) (void)jail_.signal(SIGKILL);
+    if (fds[0].revents & POLLIN) break;
+  }
+  if (relay_) relay_->drain();
+  if (mode_) mode_->leave();
+  while (jail_.sync_fd() >= 0 && !failure_) {
+    auto rec = jail_.read_sync();
+    if (!rec || !*rec) break;
+    failure_ = **rec;
+  }
+
+  RunOutcome out;
+  auto code = jail_.reap();
+  if (!code) {
+    util::error("{}", code.error().message());
+    out.failure = code.error().message();
+    return out;
+  }
+  if (failure_) {
+    report_failure(*failure_, spec_);
+    out.failure = describe_failure(*failure_, spec_);
+    if (failure_->stage != Stage::exec) return out;  // setup_failed, 125
+    out.ending = Ending::not_executed;
+    out.exit_code = out.command_status = *code;
+    return out;
+  }
+  out.command_status = *code;
+  out.exit_code = *code;
+  out.ending = *code > 128 ? Ending::signaled : Ending::exited;
+  if (timed_out_) {
+    out.ending = Ending::timed_out;
+    out.exit_code = 124;
+  }
+  return out;
 }
 
 }  // namespace
 
-void block_forwarded_signals() {
-  sigset_t set = forwarded_set();
+void block_handled_signals() {
+  sigset_t set = handled_set();
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
 }
 
-int run_jailed(const linuxjail::JailSpec& spec) {
+void choose_streams(linuxjail::JailSpec& spec) {
+  auto& t = spec.terminal;
+  t.pty_fds = 0;
+  for (int fd = 0; fd < 3; ++fd)
+    if (::isatty(fd)) t.pty_fds |= 1U << fd;
+  if (!(t.pty_fds & 3U)) {
+    t.streams = linuxjail::Streams::inherit;
+    t.pty_fds = 0;
+    return;
+  }
+  t.streams = linuxjail::Streams::pty;
+  int tty = (t.pty_fds & 1U) ? 0 : 1;
+  ::tcgetattr(tty, &t.mode);
+  ::ioctl(tty, TIOCGWINSZ, &t.size);
+}
+
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts) {
+  RunOutcome failed;
   auto launched = Jail::launch(spec);
   if (!launched) {
     const util::Error& e = launched.error();
     util::error("cannot build the jail, nothing was run\n  step: {}\n  fix: {}", e.message(),
                 e.err() ? linuxjail::namespace_fix(e.err()) : "report a bug");
-    return 125;
+    failed.failure = e.message();
+    return failed;
   }
-  Jail& jail = *launched;
-
-  sigset_t set = forwarded_set();
-  int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) {
+  sigset_t set = handled_set();
+  util::UniqueFd sfd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sfd.valid()) {
     util::error("create a signalfd: {}", std::strerror(errno));
-    return 125;
+    failed.failure = "signalfd";
+    return failed;
   }
-  std::optional<SyncRecord> failure;
-  int terminations = 0;
-  while (true) {
-    pollfd fds[3] = {{jail.pidfd(), POLLIN, 0}, {sfd, POLLIN, 0}, {jail.sync_fd(), POLLIN, 0}};
-    nfds_t n = jail.sync_fd() >= 0 ? 3 : 2;
-    if (::poll(fds, n, -1) < 0) {
-      if (errno == EINTR) continue;
-      util::error("poll: {}", std::strerror(errno));
-      return 125;
-    }
-    if (n == 3 && fds[2].revents) {
-      auto rec = jail.read_sync();
-      if (!rec) util::error("{}", rec.error().message());
-      else if (*rec && !failure) failure = **rec;
-    }
-    if (fds[1].revents & POLLIN) {
-      signalfd_siginfo si;
-      while (::read(sfd, &si, sizeof si) == sizeof si) {
-        int sig = static_cast<int>(si.ssi_signo);
-        if (terminating(sig) && ++terminations >= 2) {
-          util::warn("second termination signal: killing the whole jail");
-          (void)jail.signal(SIGKILL);
-        } else {
-          (void)jail.signal(sig);
-        }
-      }
-    }
-    if (fds[0].revents & POLLIN) break;
-  }
-  ::close(sfd);
-  while (jail.sync_fd() >= 0 && !failure) {
-    auto rec = jail.read_sync();
-    if (!rec || !*rec) break;
-    failure = **rec;
-  }
-  auto code = jail.reap();
-  if (!code) {
-    util::error("{}", code.error().message());
-    return 125;
-  }
-  if (failure) {
-    explain_failure(*failure, spec);
-    if (failure->stage != Stage::exec) return 125;
-  }
-  return *code;
+  Supervisor sup(spec, opts, std::move(*launched), std::move(sfd));
+  return sup.run();
 }
 
 void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv) {

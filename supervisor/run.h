@@ -1,16 +1,38 @@
 #pragma once
 
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "linuxjail/spec.h"
 
 namespace pj::supervisor {
 
-// The signals the supervisor forwards to the jail. Block them (before
-// cloning the jail) with block_forwarded_signals().
-void block_forwarded_signals();
+struct RunOptions {
+  std::optional<std::chrono::milliseconds> timeout;  // --timeout
+  std::chrono::milliseconds grace{5000};             // --grace: TERM -> KILL
+};
 
-// Launch the jail for `spec` and supervise it until it ends. Returns the
-// exit status for pi-jail (see DESIGN.md: the command's, 128+N, 125-127).
-int run_jailed(const linuxjail::JailSpec& spec);
+// How the run ended, for the exit status and the report.
+struct RunOutcome {
+  enum class Ending { exited, signaled, timed_out, setup_failed, not_executed };
+  Ending ending = Ending::setup_failed;
+  int exit_code = 125;  // what pi-jail exits with
+  int command_status = -1;  // the command's code or 128+N, when it ran
+  std::string failure;  // the setup step and error, when it failed
+};
+
+// The signals the supervisor handles itself. Block them (before cloning
+// the jail) with block_handled_signals().
+void block_handled_signals();
+
+// If stdin or stdout is a terminal: give the command a PTY (fills
+// spec.terminal from the outer terminal). Otherwise streams pass through.
+void choose_streams(linuxjail::JailSpec& spec);
+
+// Launch the jail for `spec` and supervise it until it ends.
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts);
 
 // --unsandboxed: announce loudly, then exec the command in place.
 [[noreturn]] void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv);

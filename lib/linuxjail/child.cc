@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -356,8 +357,16 @@ void apply_landlock(const ChildPlan& p) {
 // The command's last steps: its own session, only fds 0-2, no privilege
 // of any kind, Landlock, then the syscall filter and execve. Exec
 // failures exit 127 (not found) or 126.
-[[noreturn]] void exec_command(const ChildPlan& p) {
+[[noreturn]] void exec_command(const ChildPlan& p, int slave) {
   if (::setsid() < 0) fail(Stage::new_session, errno);
+  if (slave >= 0) {
+    // The PTY becomes the controlling terminal of the new session, on the
+    // standard fds that were terminals outside.
+    if (::ioctl(slave, TIOCSCTTY, 0) != 0) fail(Stage::terminal, errno);
+    for (int fd = 0; fd < 3; ++fd)
+      if ((p.pty_fds & (1U << fd)) && ::dup2(slave, fd) < 0) fail(Stage::terminal, errno);
+    if (slave > 2) ::close(slave);
+  }
   if (::chdir(p.cwd) != 0) fail(Stage::workdir, errno);
   if (sys::close_range_cloexec(3) != 0) fail(Stage::close_fds, errno);
   rlimit no_core{0, 0};
@@ -373,7 +382,9 @@ void apply_landlock(const ChildPlan& p) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::no_new_privs, errno);
   apply_landlock(p);
   // Last: from here on the table in seccomp.cc rules every call.
-  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.command_filter) != 0) fail(Stage::seccomp, errno);
+  if (p.command_filter_enforced &&
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.command_filter) != 0)
+    fail(Stage::seccomp, errno);
   sigset_t none;
   sigemptyset(&none);
   if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail(Stage::signal_mask, errno);
@@ -389,6 +400,39 @@ int exit_code(int status) {
   return 125;
 }
 
+void send_fd(int sock, int fd) {
+  char byte = 'M';
+  iovec iov{&byte, 1};
+  char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  cmsghdr* h = CMSG_FIRSTHDR(&msg);
+  h->cmsg_level = SOL_SOCKET;
+  h->cmsg_type = SCM_RIGHTS;
+  h->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(h), &fd, sizeof fd);
+  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != 1) fail(Stage::terminal, errno);
+}
+
+// A PTY in the jail's own devpts: the master goes to the supervisor (which
+// keeps the real terminal), the slave to the command. Returns the slave.
+int open_terminal(const ChildPlan& p) {
+  int master = ::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) fail(Stage::terminal, errno);
+  int unlock = 0;
+  if (::ioctl(master, TIOCSPTLCK, &unlock) != 0) fail(Stage::terminal, errno);
+  int slave = ::ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (slave < 0) fail(Stage::terminal, errno);
+  if (::ioctl(slave, TCSETS, &p.pty_mode) != 0) fail(Stage::terminal, errno);
+  if (::ioctl(master, TIOCSWINSZ, &p.pty_size) != 0) fail(Stage::terminal, errno);
+  send_fd(p.control_fd, master);
+  ::close(master);
+  return slave;
+}
+
 // PID 1 of the jail: forward signals to the command, reap everything, and
 // when the command exits end the rest (TERM, grace, KILL) and exit with
 // the command's status. Signals reach a PID-namespace init only when it
@@ -397,15 +441,17 @@ int exit_code(int status) {
 [[noreturn]] void run_init(const ChildPlan& p) {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH})
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT})
     sigaddset(&set, s);
   if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) fail(Stage::signal_mask, errno);
   if (::setsid() < 0) fail(Stage::new_session, errno);
 
+  const int slave = p.pty ? open_terminal(p) : -1;
   long child = sys::clone_process(SIGCHLD, nullptr);
   if (child < 0) fail(Stage::fork_command, errno);
-  if (child == 0) exec_command(p);
+  if (child == 0) exec_command(p, slave);
   ::close(p.sync_fd);
+  if (slave >= 0) ::close(slave);
   // Init's own filter, allowing only what the loop below calls. A failure
   // here cannot be reported any more (the sync fd is closed): end the jail.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
@@ -419,14 +465,29 @@ int exit_code(int status) {
     siginfo_t si;
     int sig = ::sigwaitinfo(&set, &si);
     if (sig < 0) continue;
+    if (sig == SIGCONT) {
+      // Resume the command's whole process group after a suspend.
+      ::kill(-static_cast<pid_t>(child), SIGCONT);
+      continue;
+    }
     if (sig != SIGCHLD) {
       ::kill(static_cast<pid_t>(child), sig);
       continue;
     }
     int status;
     pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0)
-      if (pid == child) code = exit_code(status);
+    while ((pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
+      if (pid != child) continue;
+      if (WIFSTOPPED(status)) {
+        // The command stopped itself as a whole: tell the supervisor, which
+        // gives the terminal back and stops too.
+        char note = kControlStopped;
+        ssize_t n = ::write(p.control_fd, &note, 1);
+        (void)n;
+      } else {
+        code = exit_code(status);
+      }
+    }
   }
 
   // The command is gone: everything else in the namespace goes too.
@@ -463,6 +524,7 @@ int exit_code(int status) {
 [[noreturn]] void jail_main(const ChildPlan& p) {
   g_sync_fd = p.sync_fd;
   ::close(p.parent_sync_fd);
+  ::close(p.parent_control_fd);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail(Stage::die_with_parent, errno);
   // The supervisor may have died before PDEATHSIG was armed: its end of
   // the sync socket is then closed.

@@ -46,8 +46,15 @@ struct ChildPlan {
   cap_t empty_caps;      // allocated before clone; cap_set_proc does not allocate
   int sync_fd;           // the child's end of the sync socket
   int parent_sync_fd;    // the supervisor's end, closed first thing
+  int control_fd;        // init -> supervisor: the PTY master, "stopped" notes
+  int parent_control_fd;
+  bool pty;
+  unsigned pty_fds;
+  termios pty_mode;
+  winsize pty_size;
   int grace_ms;          // TERM -> KILL when the command has exited
   sock_fprog command_filter;
+  bool command_filter_enforced;
   sock_fprog init_filter;
   std::uint64_t landlock_fs;      // handled fs rights; 0: no Landlock
   std::uint64_t landlock_scoped;
@@ -59,8 +66,10 @@ struct ChildPlan {
 class ChildPlanStorage {
 public:
   // The filters are compiled by the caller (compiling allocates).
-  ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter, int sync_fd,
-                   int parent_sync_fd);
+  struct Fds {
+    int sync, parent_sync, control, parent_control;
+  };
+  ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter, Fds fds);
   ~ChildPlanStorage();
   ChildPlanStorage(const ChildPlanStorage&) = delete;
   ChildPlanStorage& operator=(const ChildPlanStorage&) = delete;
@@ -76,6 +85,10 @@ private:
   std::vector<ChildLandlockRule> landlock_;
   ChildPlan plan_{};
 };
+
+// The byte init sends on the control socket when the command stopped
+// itself as a whole (a shell's `suspend`, Pi's Ctrl-Z).
+inline constexpr char kControlStopped = 'S';
 
 // Runs in the cloned child: builds the jail, becomes its init, starts the
 // command. Never returns. Async-signal-safe.

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -47,7 +48,7 @@ util::Status require_single_thread() {
 }  // namespace
 
 ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter,
-                                   int sync_fd, int parent_sync_fd)
+                                   Fds fds)
     : command_filter_(std::move(command_filter)), init_filter_(std::move(init_filter)) {
   sources_.reserve(spec.mounts.size());
   for (const auto& op : spec.mounts)
@@ -68,8 +69,11 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
   cap_max_bits();  // libcap reads the kernel's cap count lazily: do it here
   plan_ = ChildPlan{mounts_.data(), mounts_.size(), spec.exec_path.c_str(), argv_.data(), envp_.data(),
                     spec.cwd.c_str(), spec.hostname.c_str(), uid_map_.c_str(), gid_map_.c_str(),
-                    cap_init(), sync_fd, parent_sync_fd, kGraceMs,
+                    cap_init(), fds.sync, fds.parent_sync, fds.control, fds.parent_control,
+                    spec.terminal.streams == Streams::pty, spec.terminal.pty_fds, spec.terminal.mode,
+                    spec.terminal.size, kGraceMs,
                     sock_fprog{static_cast<unsigned short>(command_filter_.size()), command_filter_.data()},
+                    spec.seccomp.use == FilterUse::enforced,
                     sock_fprog{static_cast<unsigned short>(init_filter_.size()), init_filter_.data()},
                     spec.landlock.handled_fs, spec.landlock.scoped, landlock_.data(), landlock_.size()};
 }
@@ -86,7 +90,12 @@ util::Result<Jail> Jail::launch(const JailSpec& spec) {
   if (!command_filter) return std::move(command_filter.take_error()).context("compile the syscall filter");
   auto init_filter = compile_init_filter();
   if (!init_filter) return std::move(init_filter.take_error()).context("compile the init's syscall filter");
-  ChildPlanStorage storage(spec, std::move(*command_filter), std::move(*init_filter), theirs.get(), ours.get());
+  int cv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) != 0)
+    return Error::from_errno("create the control socket", errno);
+  UniqueFd control_ours(cv[0]), control_theirs(cv[1]);
+  ChildPlanStorage storage(spec, std::move(*command_filter), std::move(*init_filter),
+                           {theirs.get(), ours.get(), control_theirs.get(), control_ours.get()});
   if (!storage.plan().empty_caps) return Error::from_errno("allocate an empty capability set", errno);
 
   constexpr unsigned long kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
@@ -95,11 +104,15 @@ util::Result<Jail> Jail::launch(const JailSpec& spec) {
   long pid = sys::clone_process(kNamespaces | CLONE_PIDFD | SIGCHLD, &pidfd);
   if (pid < 0) return Error::from_errno("create the jail's namespaces (clone)", errno);
   if (pid == 0) jail_main(storage.plan());
-  return Jail(static_cast<pid_t>(pid), UniqueFd(pidfd), std::move(ours));
+  return Jail(static_cast<pid_t>(pid), UniqueFd(pidfd), std::move(ours), std::move(control_ours));
 }
 
 Jail::Jail(Jail&& other) noexcept
-    : pid_(other.pid_), pidfd_(std::move(other.pidfd_)), sync_(std::move(other.sync_)), reaped_(other.reaped_) {
+    : pid_(other.pid_),
+      pidfd_(std::move(other.pidfd_)),
+      sync_(std::move(other.sync_)),
+      control_(std::move(other.control_)),
+      reaped_(other.reaped_) {
   other.reaped_ = true;
 }
 
@@ -124,6 +137,35 @@ util::Result<std::optional<SyncRecord>> Jail::read_sync() {
   if (n != sizeof rec || rec.magic != kSyncMagic)
     return Error::invalid("the jail sent a malformed setup record (this is a bug in pi-jail)");
   return std::optional<SyncRecord>{rec};
+}
+
+util::Result<std::optional<Jail::Control>> Jail::read_control() {
+  char byte = 0;
+  char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&byte, 1};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  ssize_t n = ::recvmsg(control_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) {
+    if (errno == EAGAIN) return std::optional<Control>{};
+    return Error::from_errno("read the control socket", errno);
+  }
+  if (n == 0) {
+    control_.reset();
+    return std::optional<Control>{};
+  }
+  Control c;
+  c.stopped = byte == kControlStopped;
+  for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
+    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(h), sizeof fd);
+      c.fd = UniqueFd(fd);
+    }
+  return std::optional<Control>{std::move(c)};
 }
 
 util::Status Jail::signal(int sig) {

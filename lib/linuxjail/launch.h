@@ -34,6 +34,17 @@ public:
   // nullopt when there was none; at EOF (the command was executed, or the
   // jail is gone) sync_fd() becomes -1.
   util::Result<std::optional<SyncRecord>> read_sync();
+  // What init says on the control socket: the PTY master (once, at start)
+  // or that the command stopped itself as a whole.
+  struct Control {
+    util::UniqueFd fd;
+    bool stopped = false;
+  };
+  int control_fd() const { return control_.get(); }
+  // Read one control message when control_fd() is readable; at EOF
+  // control_fd() becomes -1.
+  util::Result<std::optional<Control>> read_control();
+
   // Deliver `sig` to the jail's init.
   util::Status signal(int sig);
   // Reap init once pidfd() is readable: the command's exit code (init
@@ -41,10 +52,12 @@ public:
   util::Result<int> reap();
 
 private:
-  Jail(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sync) : pid_(pid), pidfd_(std::move(pidfd)), sync_(std::move(sync)) {}
+  Jail(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sync, util::UniqueFd control)
+      : pid_(pid), pidfd_(std::move(pidfd)), sync_(std::move(sync)), control_(std::move(control)) {}
   pid_t pid_;
   util::UniqueFd pidfd_;
   util::UniqueFd sync_;
+  util::UniqueFd control_;
   bool reaped_ = false;
 };
 

@@ -2,7 +2,9 @@
 // data. Built by plan() (pure, golden-tested); consumed by launch().
 #pragma once
 
+#include <sys/ioctl.h>
 #include <sys/types.h>
+#include <termios.h>
 
 #include <cstdint>
 #include <string>
@@ -64,6 +66,19 @@ struct LandlockSpec {
   std::vector<LandlockRule> rules;
 };
 
+// How the command's standard streams are connected.
+enum class Streams {
+  inherit,  // straight through: pi-jail's own fds 0-2 (pipes, files)
+  pty,      // a PTY of the jail's own devpts, relayed by the supervisor
+};
+
+struct TerminalSpec {
+  Streams streams = Streams::inherit;
+  unsigned pty_fds = 0;      // bit i: fd i gets the PTY (the others pass through)
+  termios mode{};            // the outer terminal's settings, for the inner one
+  winsize size{};
+};
+
 struct JailSpec {
   std::vector<MountOp> mounts;       // parents before children; seals last
   std::string exec_path;             // absolute host path of the program
@@ -75,6 +90,7 @@ struct JailSpec {
   gid_t gid = 0;
   SeccompOptions seccomp;
   LandlockSpec landlock;
+  TerminalSpec terminal;
 };
 
 // One line per operation, for `--verbose`, messages and golden tests.

@@ -23,9 +23,14 @@ enum class Debugging { denied, allowed };
 // it). Allowing it is a weakening: only an operator's unsafe_* switch.
 enum class NestedUserns { denied, unsafe_allowed };
 
+// Whether the command's filter is loaded at all. Only test builds can
+// turn it off (--unsafe-test-no-seccomp), to show other layers alone.
+enum class FilterUse { enforced, unsafe_test_disabled };
+
 struct SeccompOptions {
   Debugging debugging = Debugging::denied;
   NestedUserns nested_userns = NestedUserns::denied;
+  FilterUse use = FilterUse::enforced;
 };
 
 // When a row applies to a call.

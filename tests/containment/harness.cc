@@ -117,6 +117,45 @@ Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>
   return o;
 }
 
+std::vector<std::string> Tmux::tmux(std::vector<std::string> args) {
+  args.insert(args.begin(), {"/usr/bin/tmux", "-L", socket_, "-f", "/dev/null"});
+  return args;
+}
+
+Tmux::Tmux(const std::string& command, int width, int height) : socket_("pj-" + unique_token()) {
+  auto o = run(tmux({"new-session", "-d", "-s", "t", "-x", std::to_string(width), "-y", std::to_string(height),
+                     command}),
+               {"TMUX=", "TERM=xterm-256color"});
+  if (o.status != 0) throw std::runtime_error("tmux new-session failed: " + o.err);
+}
+
+Tmux::~Tmux() { run(tmux({"kill-server"})); }
+
+void Tmux::send(const std::vector<std::string>& keys) {
+  std::vector<std::string> args{"send-keys", "-t", "t"};
+  args.insert(args.end(), keys.begin(), keys.end());
+  run(tmux(args));
+}
+
+void Tmux::type(const std::string& line) {
+  run(tmux({"send-keys", "-t", "t", "-l", line}));
+  run(tmux({"send-keys", "-t", "t", "Enter"}));
+}
+
+std::string Tmux::screen() { return run(tmux({"capture-pane", "-t", "t", "-p", "-S", "-200"})).out; }
+
+bool Tmux::wait_for(const std::string& text) {
+  for (int i = 0; i < 400; ++i) {
+    if (screen().find(text) != std::string::npos) return true;
+    ::usleep(25000);
+  }
+  return false;
+}
+
+void Tmux::resize(int width, int height) {
+  run(tmux({"resize-window", "-t", "t", "-x", std::to_string(width), "-y", std::to_string(height)}));
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -149,7 +188,7 @@ std::vector<pid_t> host_processes_with(const std::string& needle) {
     std::string cmd = read_file(std::string("/proc/") + e->d_name + "/cmdline");
     for (auto& c : cmd)
       if (c == '\0') c = ' ';
-    if (cmd.find(needle) != std::string::npos) out.push_back(std::atoi(e->d_name));
+    if (cmd.starts_with(needle)) out.push_back(std::atoi(e->d_name));
   }
   ::closedir(d);
   return out;

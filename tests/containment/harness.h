@@ -45,11 +45,32 @@ public:
   Outcome probe(const std::vector<std::string>& args, const std::vector<std::string>& extra = {}) const;
 };
 
+// A real terminal: a private tmux server running one window.
+class Tmux {
+public:
+  Tmux(const std::string& command, int width = 100, int height = 30);
+  ~Tmux();
+  Tmux(const Tmux&) = delete;
+  Tmux& operator=(const Tmux&) = delete;
+  void send(const std::vector<std::string>& keys);  // tmux send-keys words
+  void type(const std::string& line);               // literal text + Enter
+  std::string screen();
+  // Poll the screen until `text` shows (a guard of 10 s, not a timing
+  // assertion). Returns whether it showed.
+  bool wait_for(const std::string& text);
+  void resize(int width, int height);
+
+private:
+  std::vector<std::string> tmux(std::vector<std::string> args);
+  std::string socket_;
+};
+
 std::string read_file(const std::string& path);
 bool exists(const std::string& path);
 void write_file(const std::string& path, const std::string& content);
 std::string unique_token();
-// PIDs on the host whose command line contains `needle`.
+// PIDs on the host whose command line (arguments joined by spaces)
+// starts with `needle`.
 std::vector<pid_t> host_processes_with(const std::string& needle);
 std::string trim(std::string s);
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -154,6 +155,19 @@ int main(int argc, char** argv) {
   if (cmd == "x32") {
     r = ::syscall(39L | 0x40000000L);  // getpid with the x32 bit
     return result(r >= 0, errno);
+  }
+  if (cmd == "tiocsti") {
+    // Push TEXT into each standard fd's terminal input, as an attacker
+    // would to make the user's shell run it after the jail exits.
+    for (int fd = 0; fd < 3; ++fd) {
+      int first = 0;
+      for (const char* c = a; *c; ++c) {
+        r = ::ioctl(fd, TIOCSTI, c);
+        if (c == a) first = r == 0 ? 0 : errno;
+      }
+      std::printf("fd%d %s\n", fd, first == 0 ? "ok" : strerrorname_np(first));
+    }
+    return 0;
   }
   if (cmd == "env") {
     const char* v = std::getenv(a);
