@@ -10,19 +10,25 @@ using util::Error;
 
 const char* const kUsage = R"(usage:
   pi-jail [OPTIONS] [--] COMMAND [ARG...]   run COMMAND in a jail (e.g. pi-jail pi)
-  pi-jail explain [OPTIONS]                 the filesystem view the jail would have; runs nothing
+  pi-jail explain [OPTIONS] [--json]        the effective policy with provenance; runs nothing
   pi-jail doctor [--json]                   can this host build a jail? what is missing, and the fix
   pi-jail shell-init [bash|zsh|fish]        print the alias lines
 
 options:
   -w, --workspace DIR   the read-write workspace (default: the git top level of the
                         current directory, else the current directory)
+  -p, --profile NAME|FILE  base profile (default: pi; built in, or a .toml file)
+  --config FILE         operator policy file to use instead of /etc/pi-jail/policy.toml
+                        and ~/.config/pi-jail/policy.toml
+  --no-project-config   ignore <workspace>/.pi/jail.toml
   --allow-read PATH     also show PATH, read-only
   --allow-write PATH    also show PATH, read-write
   --deny PATH           hide PATH (an empty read-only file or directory), even under a grant
+  --allow-net HOST[:PORT]  a network rule for the filter (see pi-jail.toml(5))
   --timeout DURATION    stop the jail after DURATION (TERM, --grace, KILL) and exit 124;
                         DURATION is a number with an optional unit: ms, s (default), m, h
   --grace DURATION      time between TERM and KILL when stopping (default 5s)
+  --report FILE         write a JSON report of the run to FILE (see pi-jail(1))
   --unsandboxed         run COMMAND with NO isolation at all (explicit, announced)
   -v, --verbose         print the jail's mounts before running
   -q, --quiet           only errors
@@ -39,8 +45,10 @@ before the command ran; 126 command not executable; 127 command not found.
 namespace {
 
 bool takes_value(std::string_view opt) {
-  return opt == "-w" || opt == "--workspace" || opt == "--allow-read" || opt == "--allow-write" ||
-         opt == "--deny" || opt == "--test-landlock-read-only" || opt == "--timeout" || opt == "--grace";
+  return opt == "-w" || opt == "--workspace" || opt == "-p" || opt == "--profile" || opt == "--config" ||
+         opt == "--allow-net" || opt == "--allow-read" || opt == "--allow-write" ||
+         opt == "--deny" || opt == "--test-landlock-read-only" || opt == "--timeout" || opt == "--grace" ||
+         opt == "--report";
 }
 
 }  // namespace
@@ -91,10 +99,15 @@ util::Result<Invocation> parse(int argc, char** argv) {
       return Error::invalid(fmt::format("option {} takes no value", name));
     }
     if (name == "-w" || name == "--workspace") inv.workspace = *value;
+    else if (name == "-p" || name == "--profile") inv.profile = *value;
+    else if (name == "--config") inv.config = *value;
+    else if (name == "--no-project-config") inv.no_project_config = true;
+    else if (name == "--allow-net") inv.allow_net.push_back(*value);
     else if (name == "--allow-read") inv.allow_read.push_back(*value);
     else if (name == "--allow-write") inv.allow_write.push_back(*value);
     else if (name == "--deny") inv.deny.push_back(*value);
     else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
+    else if (name == "--report") inv.report = *value;
     else if (name == "--timeout" || name == "--grace") {
       auto d = parse_duration(*value);
       if (!d) return std::move(d.take_error()).context(std::string(name));
@@ -107,7 +120,7 @@ util::Result<Invocation> parse(int argc, char** argv) {
     else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
     else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;
     else if (name == "-q" || name == "--quiet") inv.verbosity = util::Verbosity::quiet;
-    else if (name == "--json" && (inv.mode == Mode::doctor)) inv.json = true;
+    else if (name == "--json" && (inv.mode == Mode::doctor || inv.mode == Mode::explain)) inv.json = true;
     else if (name == "-h" || name == "--help") inv.mode = Mode::help;
     else if (name == "--version") inv.mode = Mode::version;
     else return Error::invalid(fmt::format("unknown option {} (see pi-jail --help)", name));

@@ -22,9 +22,14 @@ struct Invocation {
   std::vector<std::string> allow_read;
   std::vector<std::string> allow_write;
   std::vector<std::string> deny;
+  std::vector<std::string> allow_net;
+  std::string profile = "pi";
+  std::optional<std::string> config;  // replaces the operator file locations
+  bool no_project_config = false;
   std::vector<std::string> test_landlock_read_only;  // test aid; only narrows
   std::optional<std::chrono::milliseconds> timeout;
   std::chrono::milliseconds grace{5000};
+  std::optional<std::string> report;  // --report FILE
   bool unsafe_test_no_seccomp = false;  // test builds only (-Dtest_switches=true)
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;

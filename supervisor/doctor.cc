@@ -3,25 +3,11 @@
 #include <fmt/format.h>
 
 #include "linuxjail/host.h"
+#include "util/json.h"
 
 namespace pj::supervisor {
 
 namespace {
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += c;
-    }
-  }
-  return out + "\"";
-}
 
 const char* state_word(linuxjail::Check::State s) {
   switch (s) {
@@ -37,13 +23,18 @@ const char* state_word(linuxjail::Check::State s) {
 int doctor(bool json) {
   linuxjail::HostReport r = linuxjail::probe_host();
   if (json) {
-    fmt::print("{{\"jail_possible\": {}, \"checks\": [", r.jail_possible);
-    for (size_t i = 0; i < r.checks.size(); ++i) {
-      const auto& c = r.checks[i];
-      fmt::print("{}\n  {{\"name\": {}, \"state\": \"{}\", \"detail\": {}, \"fix\": {}}}", i ? "," : "",
-                 json_string(c.name), state_word(c.state), json_string(c.detail), json_string(c.fix));
+    util::JsonWriter j;
+    j.begin_object();
+    j.field("jail_possible", r.jail_possible);
+    j.key("checks").begin_array();
+    for (const auto& c : r.checks) {
+      j.begin_object();
+      j.field("name", c.name).field("state", state_word(c.state)).field("detail", c.detail).field("fix", c.fix);
+      j.end_object();
     }
-    fmt::print("\n]}}\n");
+    j.end_array();
+    j.end_object();
+    fmt::print("{}", j.str());
   } else {
     for (const auto& c : r.checks) {
       fmt::print("{:8} {}: {}\n", state_word(c.state), c.name, c.detail);

@@ -1,13 +1,18 @@
 // pi-jail: run a command (usually Pi) inside a rootless namespace jail.
 #include <unistd.h>
 
+#include <chrono>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "cli.h"
 #include "doctor.h"
 #include "linuxjail/host.h"
 #include "linuxjail/plan.h"
+#include "policy/explain.h"
 #include "prepare.h"
+#include "report.h"
 #include "run.h"
 #include "util/log.h"
 
@@ -51,38 +56,97 @@ void print_view(const linuxjail::JailSpec& spec) {
   for (const auto& e : spec.env) fmt::print("env {}\n", e.substr(0, e.find('=')));
 }
 
-int run(const cli::Invocation& inv) {
-  // Before anything can clone: the forwarded signals go to a signalfd.
-  supervisor::block_handled_signals();
+// Plan and run one command; fills `content` for the report as it goes.
+supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Report::Content& content,
+                                    std::optional<linuxjail::JailSpec>& spec_out) {
+  supervisor::RunOutcome out;  // setup_failed, 125 until something runs
   supervisor::PrepareFailure failure;
-  auto input = supervisor::prepare(inv, failure);
-  if (!input) {
-    util::error("{}", input.error().message());
-    if (failure == supervisor::PrepareFailure::not_found) return 127;
-    if (failure == supervisor::PrepareFailure::not_executable) return 126;
-    return kSetupFailed;
+  auto prepared = supervisor::prepare(inv, failure);
+  if (!prepared) {
+    util::error("{}", prepared.error().message());
+    out.failure = prepared.error().message();
+    if (failure == supervisor::PrepareFailure::not_found) out.exit_code = 127;
+    if (failure == supervisor::PrepareFailure::not_executable) out.exit_code = 126;
+    if (out.exit_code != kSetupFailed) out.ending = supervisor::RunOutcome::Ending::not_executed;
+    return out;
   }
-  if (inv.isolation == cli::Isolation::unsandboxed) supervisor::exec_unsandboxed(input->exec_path, input->argv);
+  linuxjail::PlanInput* input = &prepared->input;
+  content.workspace = input->workspace;
+  content.refused = prepared->policy.resolved.refused;
+  if (inv.isolation == cli::Isolation::unsandboxed) {
+    if (inv.report) util::warn("--report is not written for --unsandboxed runs: nothing is enforced to report");
+    supervisor::exec_unsandboxed(input->exec_path, input->argv);
+  }
+
+  if (inv.mode == cli::Mode::explain) {
+    policy::ExplainInput ex;
+    const auto& lp = prepared->policy;
+    ex.policy = lp.resolved.policy ? &*lp.resolved.policy : nullptr;
+    ex.resolved = &lp.resolved;
+    ex.layers = lp.info;
+    ex.workspace = input->workspace;
+    policy::Resolved with_load_errors = lp.resolved;
+    with_load_errors.errors.insert(with_load_errors.errors.begin(), lp.errors.begin(), lp.errors.end());
+    ex.resolved = &with_load_errors;
+    if (inv.json) {
+      fmt::print("{}", policy::explain_json(ex));
+    } else {
+      fmt::print("{}", policy::explain_text(ex));
+    }
+    out.exit_code = with_load_errors.errors.empty() ? 0 : kSetupFailed;
+    if (!ex.policy || inv.json || util::verbosity() != util::Verbosity::verbose) return out;
+  }
 
   auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(*input));
   auto spec = linuxjail::plan(*input, facts);
   if (!spec) {
     util::error("{}", spec.error().message());
-    return kSetupFailed;
+    out.failure = spec.error().message();
+    return out;
   }
+  spec_out.emplace(std::move(*spec));
+  content.spec = &*spec_out;
   if (inv.mode == cli::Mode::explain) {
-    print_view(*spec);
-    return 0;
+    fmt::print("\n");
+    print_view(*spec_out);
+    return out;
   }
-  if (spec->cwd != input->cwd)
-    util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec->cwd);
+  if (spec_out->cwd != input->cwd)
+    util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec_out->cwd);
   if (util::verbosity() == util::Verbosity::verbose)
-    for (const auto& op : spec->mounts) util::debug("{}  # {}", linuxjail::describe(op), op.why);
-  supervisor::choose_streams(*spec);
+    for (const auto& op : spec_out->mounts) util::debug("{}  # {}", linuxjail::describe(op), op.why);
+  supervisor::choose_streams(*spec_out);
   supervisor::RunOptions opts;
   opts.timeout = inv.timeout;
   opts.grace = inv.grace;
-  auto outcome = supervisor::run_jailed(*spec, opts);
+  return supervisor::run_jailed(*spec_out, opts);
+}
+
+int run(const cli::Invocation& inv) {
+  // Before anything can clone: the handled signals go to a signalfd.
+  supervisor::block_handled_signals();
+  std::optional<supervisor::Report> report;
+  if (inv.report && inv.mode == cli::Mode::run) {
+    auto r = supervisor::Report::open(*inv.report);
+    if (!r) {
+      util::error("{}; nothing was run", r.error().message());
+      return kSetupFailed;
+    }
+    report.emplace(std::move(*r));
+  }
+  supervisor::Report::Content content;
+  content.command = inv.command;
+  content.started = std::chrono::system_clock::now();
+  std::optional<linuxjail::JailSpec> spec;
+  supervisor::RunOutcome outcome = plan_and_run(inv, content, spec);
+  content.ended = std::chrono::system_clock::now();
+  content.outcome = outcome;
+  if (report) {
+    if (auto st = report->write(content); !st) {
+      util::error("{}", st.error().message());
+      if (outcome.exit_code == 0) return kSetupFailed;
+    }
+  }
   return outcome.exit_code;
 }
 

@@ -63,9 +63,31 @@ std::string default_workspace(const std::string& cwd) {
   }
 }
 
-util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFailure& failure) {
+namespace {
+
+// The resolved policy as the planner's lists.
+void apply_policy(const policy::Policy& pol, linuxjail::PlanInput& in) {
+  using linuxjail::Access;
+  for (const auto& r : pol.system()) in.system.push_back({r.path, r.src.str()});
+  for (const auto& g : pol.grants())
+    in.grants.push_back({g.path, g.access == policy::PathAccess::read_write ? Access::read_write : Access::read_only,
+                         g.src.str()});
+  for (const auto& r : pol.denies()) in.denies.push_back({r.path, r.src.str()});
+  for (const auto& r : pol.read_only()) in.read_only.push_back({r.path, r.src.str()});
+  for (const auto& e : pol.env_pass()) in.env_pass.push_back(e.name);
+  for (const auto& e : pol.env_set()) in.env_set.emplace_back(e.name, e.value);
+  if (pol.ptrace_allowed()) in.seccomp.debugging = linuxjail::Debugging::allowed;
+  if (pol.nested_userns_allowed()) in.seccomp.nested_userns = linuxjail::NestedUserns::unsafe_allowed;
+  in.landlock_use = pol.landlock() == policy::LandlockUse::required ? linuxjail::LandlockUse::required
+                                                                    : linuxjail::LandlockUse::if_available;
+}
+
+}  // namespace
+
+util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failure) {
   failure = PrepareFailure::other;
-  linuxjail::PlanInput in;
+  Prepared prepared;
+  linuxjail::PlanInput& in = prepared.input;
   auto cwd = current_dir();
   if (!cwd) return cwd.take_error();
   in.cwd = *cwd;
@@ -83,20 +105,18 @@ util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFa
         "writable inside the jail; cd into a project or pass -w DIR",
         in.workspace));
 
-  for (const auto& [list, access, why] :
-       {std::tuple{&inv.allow_read, linuxjail::Access::read_only, "--allow-read"},
-        std::tuple{&inv.allow_write, linuxjail::Access::read_write, "--allow-write"}}) {
-    for (const auto& p : *list) {
-      auto norm = util::normalize_path(p, in.cwd);
-      if (!norm) return std::move(norm.take_error()).context(fmt::format("{} {}", why, p));
-      in.grants.push_back({*norm, access, why});
-    }
+  prepared.policy = load_policy(inv, in.workspace, in.home, in.cwd);
+  LoadedPolicy& lp = prepared.policy;
+  std::vector<policy::Diagnostic> problems = lp.errors;
+  problems.insert(problems.end(), lp.resolved.errors.begin(), lp.resolved.errors.end());
+  if (!problems.empty() && inv.mode != cli::Mode::explain) {
+    std::string all = "the policy has problems; nothing was run:";
+    for (const auto& d : problems) all += "\n  " + d.str();
+    return Error::invalid(all);
   }
-  for (const auto& p : inv.deny) {
-    auto norm = util::normalize_path(p, in.cwd);
-    if (!norm) return std::move(norm.take_error()).context(fmt::format("--deny {}", p));
-    in.denies.push_back({*norm, "--deny"});
-  }
+  for (const auto& r : lp.resolved.refused)
+    util::warn("refused {} request: {}", policy::authority_name(r.by), r.str());
+  if (lp.resolved.policy) apply_policy(*lp.resolved.policy, in);
 
   in.landlock_abi = linuxjail::landlock_abi();
   if (inv.unsafe_test_no_seccomp) {
@@ -112,7 +132,7 @@ util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFa
   in.gid = ::getgid();
   for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);
 
-  if (inv.mode != cli::Mode::run) return in;
+  if (inv.mode != cli::Mode::run) return prepared;
   const std::string& name = inv.command.front();
   if (name.find('/') != std::string::npos) {
     auto norm = util::normalize_path(name, in.cwd);
@@ -145,7 +165,7 @@ util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFa
     }
   }
   in.argv = inv.command;
-  return in;
+  return prepared;
 }
 
 }  // namespace pj::supervisor

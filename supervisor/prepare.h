@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "linuxjail/plan.h"
+#include "policy_layers.h"
 #include "util/result.h"
 
 namespace pj::supervisor {
@@ -12,10 +13,16 @@ namespace pj::supervisor {
 // anything else (exit 125).
 enum class PrepareFailure { not_found, not_executable, other };
 
-// Resolve everything the planner needs. Touches the filesystem (stat,
-// realpath, PATH search) but changes nothing. On failure, `failure` says
-// which exit status it maps to.
-util::Result<linuxjail::PlanInput> prepare(const cli::Invocation& inv, PrepareFailure& failure);
+struct Prepared {
+  linuxjail::PlanInput input;
+  LoadedPolicy policy;
+};
+
+// Resolve everything the planner needs: workspace, program, policy
+// layers. Touches the filesystem (stat, realpath, PATH search, reading
+// policy files) but changes nothing. On failure, `failure` says which
+// exit status it maps to; policy problems are all in the message.
+util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failure);
 
 // The default workspace: the nearest ancestor of `cwd` holding `.git`,
 // else `cwd` itself.

@@ -56,20 +56,30 @@ bool usable(const SourceFact& f) {
 
 size_t depth(std::string_view path) { return util::path_components(path).size(); }
 
-// The jail's view before grants: system directories, /etc, scratch
-// file systems, /proc and /dev.
-void add_default_view(const Facts& facts, std::vector<MountOp>& ops) {
-  for (const auto& e : view::system_roots()) {
+// System paths: a symlink whose target lies in another system directory
+// (merged /usr: /bin -> usr/bin) is recreated as the same symlink; other
+// entries are bound read-only from what they resolve to; absent ones are
+// skipped.
+void add_system(const PlanInput& in, const Facts& facts, std::vector<MountOp>& ops) {
+  auto in_system_dir = [&](const std::string& target) {
+    for (const auto& s : in.system) {
+      const SourceFact& f = fact(facts, s.path);
+      if (!f.is_symlink && f.kind == SourceFact::Kind::directory && util::path_within(target, s.path)) return true;
+    }
+    return false;
+  };
+  for (const auto& e : in.system) {
     const SourceFact& f = fact(facts, e.path);
-    if (f.is_symlink)
+    if (!usable(f)) continue;
+    if (f.is_symlink && in_system_dir(f.resolved))
       ops.push_back(simple_op(MountKind::symlink, e.path, f.link_target, e.why));
-    else if (f.kind == SourceFact::Kind::directory)
-      ops.push_back(bind_op(std::string(e.path), f, Access::read_only, std::string(e.why)));
+    else
+      ops.push_back(bind_op(e.path, f, Access::read_only, e.why));
   }
-  for (const auto& e : view::etc_entries()) {
-    const SourceFact& f = fact(facts, e.path);
-    if (usable(f)) ops.push_back(bind_op(std::string(e.path), f, Access::read_only, std::string(e.why)));
-  }
+}
+
+// The structural view: scratch file systems, /proc and /dev.
+void add_structure(const Facts& facts, std::vector<MountOp>& ops) {
   for (const auto& e : view::scratch()) {
     MountOp op = simple_op(MountKind::tmpfs, e.path, "", e.why);
     op.options = std::string(e.options);
@@ -119,18 +129,23 @@ std::vector<MountOp> dedupe(std::vector<MountOp> ops) {
   return out;
 }
 
+bool env_passes(const PlanInput& in, std::string_view name) {
+  for (const auto& p : in.env_pass) {
+    if (p.ends_with("*") ? name.starts_with(std::string_view(p).substr(0, p.size() - 1)) : name == p) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> filter_env(const PlanInput& in) {
   std::map<std::string, std::string> env;
   for (const auto& kv : in.host_env) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) continue;
     std::string name = kv.substr(0, eq);
-    bool pass = std::find(view::env_pass().begin(), view::env_pass().end(), name) != view::env_pass().end();
-    for (auto prefix : view::env_pass_prefixes())
-      if (name.starts_with(prefix)) pass = true;
-    if (pass) env[name] = kv.substr(eq + 1);
+    if (env_passes(in, name)) env[name] = kv.substr(eq + 1);
   }
   if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& [k, v] : in.env_set) env[k] = v;
   env["HOME"] = in.home;
   env["TMPDIR"] = "/tmp";
   env["PI_JAIL"] = "1";
@@ -159,20 +174,20 @@ std::string describe(const MountOp& op) {
 
 std::vector<std::string> paths_to_probe(const PlanInput& in) {
   std::vector<std::string> out;
-  for (const auto& e : view::system_roots()) out.emplace_back(e.path);
-  for (const auto& e : view::etc_entries()) out.emplace_back(e.path);
-  for (const auto& e : view::secret_masks()) out.emplace_back(e.path);
+  for (const auto& e : in.system) out.push_back(e.path);
   for (const auto& e : view::devices()) out.emplace_back(e.path);
   out.push_back(in.workspace);
   for (const auto& g : in.grants) out.push_back(g.path);
   for (const auto& d : in.denies) out.push_back(d.path);
+  for (const auto& r : in.read_only) out.push_back(r.path);
   return out;
 }
 
 util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   std::vector<std::string> problems;
   std::vector<MountOp> ops;
-  add_default_view(facts, ops);
+  add_system(in, facts, ops);
+  add_structure(facts, ops);
 
   const bool private_home = in.home != "/" && !in.home.empty();
   if (private_home) {
@@ -196,9 +211,15 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     ops.push_back(bind_op(f.resolved, f, g.access, g.why));
   }
 
-  std::vector<PathDeny> denies(in.denies);
-  for (const auto& e : view::secret_masks()) denies.push_back({std::string(e.path), std::string(e.why)});
-  for (const auto& d : denies) {
+  // Read-only marks: the same object bound read-only over itself, inside
+  // a writable grant. (Absent paths are not covered yet.)
+  for (const auto& r : in.read_only) {
+    const SourceFact& f = fact(facts, r.path);
+    if (!usable(f) || !visible(ops, f.resolved)) continue;
+    ops.push_back(bind_op(f.resolved, f, Access::read_only, r.why));
+  }
+
+  for (const auto& d : in.denies) {
     const SourceFact& f = fact(facts, d.path);
     if (!usable(f)) continue;  // nothing there to hide
     std::string dest = f.resolved;

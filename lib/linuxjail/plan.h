@@ -37,10 +37,13 @@ struct PathGrant {
   std::string why;   // "--allow-read", "workspace", ...
 };
 
-struct PathDeny {
+// A path with a meaning given by the list it is in (system, mask,
+// read-only).
+struct PathRule {
   std::string path;
   std::string why;
 };
+using PathDeny = PathRule;
 
 struct PlanInput {
   std::string workspace;  // absolute, normalised, resolved
@@ -48,8 +51,12 @@ struct PlanInput {
   std::string home;       // $HOME as the jail will see it
   uid_t uid = 0;
   gid_t gid = 0;
-  std::vector<PathGrant> grants;  // beyond the default view
-  std::vector<PathDeny> denies;
+  std::vector<PathRule> system;     // read-only when present; symlinks kept
+  std::vector<PathGrant> grants;    // beyond the workspace
+  std::vector<PathRule> denies;     // masked
+  std::vector<PathRule> read_only;  // read-only even under a writable grant
+  std::vector<std::string> env_pass;  // names, or NAME* prefixes
+  std::vector<std::pair<std::string, std::string>> env_set;
   std::vector<std::string> host_env;  // "NAME=value" of the caller
   std::string exec_path;
   std::vector<std::string> argv;
@@ -60,6 +67,8 @@ struct PlanInput {
 };
 
 // Every host path plan() will ask about; probe_paths() answers them.
+// (The policy module turns profiles and operator files into these lists;
+// see supervisor/prepare.cc.)
 std::vector<std::string> paths_to_probe(const PlanInput& in);
 
 // The jail for `in`. Fails (with every problem listed) when a grant names

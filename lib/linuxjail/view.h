@@ -1,6 +1,6 @@
-// The default filesystem view and environment allowlist: one table of
-// data, each row with its reason. The policy module will replace it with
-// profiles/; until then this is the whole built-in view.
+// The structural part of every jail's view, one table of data with a
+// reason per row: scratch file systems, devices, /proc. What is policy
+// (system paths, /etc, masks, environment) lives in profiles/pi.toml.
 #pragma once
 
 #include <span>
@@ -25,15 +25,6 @@ struct LinkEntry {
   std::string_view why;
 };
 
-// System directories, bound read-only when they are directories on the
-// host and recreated as the same symlink when they are symlinks (merged
-// /usr), skipped when absent.
-std::span<const Entry> system_roots();
-// /etc entries every program may read; absent ones are skipped. Nothing
-// only root may read (shadow, gshadow, sudoers, ssh host keys) is listed.
-std::span<const Entry> etc_entries();
-// Paths inside the entries above that are masked anyway.
-std::span<const Entry> secret_masks();
 // Private scratch file systems.
 std::span<const TmpfsEntry> scratch();
 // Host device nodes bound into the jail's /dev.
@@ -41,9 +32,5 @@ std::span<const Entry> devices();
 std::span<const LinkEntry> dev_links();
 // procfs paths made read-only.
 std::span<const Entry> proc_read_only();
-// Environment variables passed through from the caller (exact names), and
-// name prefixes passed through.
-std::span<const std::string_view> env_pass();
-std::span<const std::string_view> env_pass_prefixes();
 
 }  // namespace pj::linuxjail::view

@@ -53,7 +53,9 @@ std::string trim(std::string s) {
   return s;
 }
 
-Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+namespace {
+
+std::vector<std::string> merged_env(const std::vector<std::string>& env) {
   std::vector<std::string> envs;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -64,6 +66,36 @@ Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>
     if (!replaced) envs.push_back(kv);
   }
   envs.insert(envs.end(), env.begin(), env.end());
+  return envs;
+}
+
+}  // namespace
+
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::vector<std::string> envs = merged_env(env);
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("spawn " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+int wait_status(pid_t pid) {
+  int status;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::vector<std::string> envs = merged_env(env);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);

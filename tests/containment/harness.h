@@ -26,6 +26,12 @@ std::string probe_suid();  // empty when not staged (not run as root)
 // or replaces NAME=value entries of this process's environment.
 Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
 
+// Start argv in the background (stdin /dev/null, output inherited); `env`
+// as for run(). The caller waits for it.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+// Wait for `pid`: its exit code, or 128+N for signal N.
+int wait_status(pid_t pid);
+
 // A fresh layout under /tmp for one test: base/{ws,home,outside}, with
 // canaries in home/.ssh and home/.aws. Removed on destruction.
 class Sandbox {

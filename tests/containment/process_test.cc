@@ -133,13 +133,9 @@ TEST_CASE("nothing survives the command: setsid and background jobs are ended") 
 TEST_CASE("SIGKILL of the supervisor leaves nothing of the jail") {
   Sandbox sb;
   std::string marker = "1000." + unique_token();
-  std::vector<std::string> argv{pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c",
-                                "setsid sleep " + marker + " & sleep " + marker};
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  pid_t pid;
-  REQUIRE(posix_spawn(&pid, cargv[0], nullptr, nullptr, cargv.data(), environ) == 0);
+  pid_t pid = spawn({pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c",
+                     "setsid sleep " + marker + " & sleep " + marker},
+                    {"HOME=" + sb.home});
   bool started = false;
   for (int i = 0; i < 200 && !started; ++i) {
     started = host_processes_with("sleep " + marker).size() >= 2;
@@ -147,8 +143,7 @@ TEST_CASE("SIGKILL of the supervisor leaves nothing of the jail") {
   }
   REQUIRE(started);
   ::kill(pid, SIGKILL);
-  int status;
-  ::waitpid(pid, &status, 0);
+  wait_status(pid);
   bool gone = false;
   for (int i = 0; i < 40 && !gone; ++i) {
     gone = host_processes_with("sleep " + marker).empty();

@@ -21,32 +21,12 @@ std::string outer_shell(const Sandbox& sb) {
   return "env PS1='outer$ ' HOME=" + sb.home + " bash --norc --noprofile";
 }
 
-pid_t spawn(std::vector<std::string> argv) {
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  pid_t pid;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  REQUIRE(rc == 0);
-  return pid;
-}
-
 bool eventually(const std::function<bool()>& cond) {
   for (int i = 0; i < 400; ++i) {
     if (cond()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   return false;
-}
-
-int wait_status(pid_t pid) {
-  int status;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace
@@ -155,7 +135,8 @@ TEST_CASE("SIGTERM reaches the command first; after the grace nothing is left") 
   std::string marker = "1000." + unique_token();
   std::string cleanup = sb.ws + "/cleaned-up";
   pid_t pid = spawn({pi_jail(), "-q", "-w", sb.ws, "--grace", "3s", "--", "/bin/sh", "-c",
-                     "trap 'echo yes > " + cleanup + "; exit 3' TERM; sleep " + marker + " & wait"});
+                     "trap 'echo yes > " + cleanup + "; exit 3' TERM; sleep " + marker + " & wait"},
+                    {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return !host_processes_with("sleep " + marker).empty(); }));
   ::kill(pid, SIGTERM);
   CHECK(wait_status(pid) == 3);
@@ -165,7 +146,8 @@ TEST_CASE("SIGTERM reaches the command first; after the grace nothing is left") 
   // A command that ignores TERM is killed when the grace ends.
   std::string stubborn = "1000." + unique_token();
   pid = spawn({pi_jail(), "-q", "-w", sb.ws, "--grace", "300ms", "--", "/bin/sh", "-c",
-               "trap '' TERM; sleep " + stubborn});
+               "trap '' TERM; sleep " + stubborn},
+              {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return !host_processes_with("sleep " + stubborn).empty(); }));
   ::kill(pid, SIGTERM);
   CHECK(wait_status(pid) == 128 + SIGKILL);

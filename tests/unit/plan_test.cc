@@ -63,6 +63,11 @@ PlanInput debian_input() {
   in.gid = 1000;
   in.exec_path = "/usr/bin/pi";
   in.argv = {"pi", "-p", "hello"};
+  for (const char* sys : {"/usr", "/bin", "/lib", "/lib64", "/lib32", "/etc/passwd", "/etc/resolv.conf", "/etc/ssl"})
+    in.system.push_back({sys, "profile"});
+  in.denies.push_back({"/etc/ssl/private", "profile: keys"});
+  in.env_pass = {"PATH", "TERM", "LC_*"};
+  in.env_set = {{"EDITOR", "vi"}};
   in.host_env = {"PATH=/usr/bin:/bin", "TERM=xterm-256color", "LC_ALL=C.UTF-8", "AWS_SECRET_ACCESS_KEY=x",
                  "GITHUB_TOKEN=y", "HOME=/elsewhere", "TMPDIR=/run/user/1000", "=broken", "NOEQUALS"};
   return in;
@@ -133,6 +138,32 @@ TEST_CASE("secrets are masked and the environment is an allowlist") {
   CHECK(env.find("env HOME=/home/u\n") != std::string::npos);
   CHECK(env.find("env TMPDIR=/tmp\n") != std::string::npos);
   CHECK(env.find("env LC_ALL=C.UTF-8\n") != std::string::npos);
+  CHECK(env.find("env EDITOR=vi\n") != std::string::npos);
+}
+
+TEST_CASE("a system symlink into another system directory stays a symlink; others are bound resolved") {
+  auto spec = plan(debian_input(), debian_host());
+  REQUIRE(spec.ok());
+  CHECK(find(*spec, "/bin", MountKind::symlink));
+  CHECK_FALSE(find(*spec, "/bin", MountKind::bind));
+  CHECK(find(*spec, "/etc/resolv.conf", MountKind::bind));  // target under /run: not a system dir
+  CHECK_FALSE(find(*spec, "/lib32", MountKind::bind));       // absent on this host
+}
+
+TEST_CASE("a read-only mark inside the writable workspace is bound read-only over itself") {
+  PlanInput in = debian_input();
+  Facts facts = debian_host();
+  facts["/home/u/src/proj/.git/hooks"] = dir("/home/u/src/proj/.git/hooks", 600);
+  facts["/srv/elsewhere"] = dir("/srv/elsewhere", 601);
+  in.read_only.push_back({"/home/u/src/proj/.git/hooks", "profile: hooks run on the host"});
+  in.read_only.push_back({"/srv/elsewhere", "not in the view"});
+  auto spec = plan(in, facts);
+  REQUIRE(spec.ok());
+  const MountOp* op = find(*spec, "/home/u/src/proj/.git/hooks", MountKind::bind);
+  REQUIRE(op);
+  CHECK(op->access == Access::read_only);
+  CHECK(op->ino == 600);
+  CHECK_FALSE(find(*spec, "/srv/elsewhere", MountKind::bind));
 }
 
 TEST_CASE("a symlinked /etc entry is bound from its target at its own name") {

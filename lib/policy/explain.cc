@@ -1,0 +1,171 @@
+#include "policy/explain.h"
+
+#include <fmt/format.h>
+
+#include "util/json.h"
+
+namespace pj::policy {
+
+namespace {
+
+const char* access_word(PathAccess a) { return a == PathAccess::read_write ? "read-write" : "read-only"; }
+
+// Every filesystem entry as (kind, path, source), in the order applied.
+struct FsRow {
+  const char* kind;
+  std::string path;
+  const Source* src;
+};
+
+std::vector<FsRow> fs_rows(const Policy& p) {
+  std::vector<FsRow> rows;
+  for (const auto& s : p.system()) rows.push_back({"system", s.path, &s.src});
+  for (const auto& g : p.grants()) rows.push_back({access_word(g.access), g.path, &g.src});
+  for (const auto& r : p.read_only()) rows.push_back({"kept-read-only", r.path, &r.src});
+  for (const auto& d : p.denies()) rows.push_back({"denied", d.path, &d.src});
+  return rows;
+}
+
+}  // namespace
+
+std::string explain_text(const ExplainInput& in) {
+  std::string out;
+  auto line = [&](std::string_view kind, std::string_view what, const Source& src) {
+    out += fmt::format("  {:15} {:45} {}\n", kind, what, src.str());
+  };
+  out += "layers (in order; later operators add, the project only asks):\n";
+  for (const auto& l : in.layers)
+    out += fmt::format("  {:22} {}{}\n", authority_name(l.authority), l.name, l.present ? "" : "  (absent)");
+  if (in.policy) {
+    const Policy& p = *in.policy;
+    out += fmt::format("\nfilesystem (besides the workspace {} read-write and the built-in scratch mounts):\n",
+                       in.workspace);
+    for (const auto& r : fs_rows(p)) line(r.kind, r.path, *r.src);
+    out += "\nnetwork (rules for the network filter; until it exists the jail has no network at all):\n";
+    if (p.net_allow().empty() && p.net_deny().empty()) out += "  (no rules)\n";
+    for (const auto& r : p.net_allow()) line("allow", r.pattern, r.src);
+    for (const auto& r : p.net_deny()) line("deny", r.pattern, r.src);
+    out += "\nenvironment:\n";
+    for (const auto& e : p.env_pass()) line("pass", e.name, e.src);
+    for (const auto& e : p.env_set()) line("set", e.name + "=" + e.value, e.src);
+    out += "\nhardening:\n";
+    line("landlock", p.landlock() == LandlockUse::required ? "required" : "if-available", p.landlock_src());
+    line("ptrace", p.ptrace_allowed() ? "ALLOWED (unsafe_allow_ptrace)" : "denied", p.ptrace_src());
+    line("nested-userns", p.nested_userns_allowed() ? "ALLOWED (unsafe_nested_user_namespaces)" : "denied",
+         p.nested_userns_src());
+  }
+  if (in.resolved) {
+    out += "\nrefused requests:\n";
+    if (in.resolved->refused.empty()) out += "  (none)\n";
+    for (const auto& r : in.resolved->refused) out += "  " + r.str() + "\n";
+    if (!in.resolved->errors.empty()) {
+      out += "\nerrors (nothing runs until they are fixed):\n";
+      for (const auto& e : in.resolved->errors) out += "  " + e.str() + "\n";
+    }
+  }
+  return out;
+}
+
+std::string explain_json(const ExplainInput& in) {
+  util::JsonWriter j;
+  auto src = [&](const Source& s) {
+    j.key("source").begin_object();
+    j.field("file", s.file);
+    j.field("line", s.line);
+    j.field("column", s.column);
+    j.end_object();
+  };
+  j.begin_object();
+  j.field("schema", "pi-jail-explain/1");
+  j.field("workspace", in.workspace);
+  j.key("layers").begin_array();
+  for (const auto& l : in.layers) {
+    j.begin_object();
+    j.field("authority", authority_name(l.authority));
+    j.field("name", l.name);
+    j.field("present", l.present);
+    j.end_object();
+  }
+  j.end_array();
+  if (in.policy) {
+    const Policy& p = *in.policy;
+    j.key("filesystem").begin_array();
+    for (const auto& r : fs_rows(p)) {
+      j.begin_object();
+      j.field("kind", r.kind);
+      j.field("path", r.path);
+      src(*r.src);
+      j.end_object();
+    }
+    j.end_array();
+    auto rules = [&](const char* key, const std::vector<Policy::NetRule>& v) {
+      j.key(key).begin_array();
+      for (const auto& r : v) {
+        j.begin_object();
+        j.field("pattern", r.pattern);
+        src(r.src);
+        j.end_object();
+      }
+      j.end_array();
+    };
+    j.key("network").begin_object();
+    rules("allow", p.net_allow());
+    rules("deny", p.net_deny());
+    j.end_object();
+    j.key("env").begin_object();
+    j.key("pass").begin_array();
+    for (const auto& e : p.env_pass()) {
+      j.begin_object();
+      j.field("name", e.name);
+      src(e.src);
+      j.end_object();
+    }
+    j.end_array();
+    j.key("set").begin_array();
+    for (const auto& e : p.env_set()) {
+      j.begin_object();
+      j.field("name", e.name);
+      j.field("value", e.value);
+      src(e.src);
+      j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+    j.key("hardening").begin_object();
+    j.field("landlock", p.landlock() == LandlockUse::required ? "required" : "if-available");
+    j.field("ptrace", p.ptrace_allowed() ? "allowed" : "denied");
+    j.field("nested_user_namespaces", p.nested_userns_allowed() ? "allowed" : "denied");
+    j.end_object();
+  }
+  j.key("refused").begin_array();
+  if (in.resolved)
+    for (const auto& r : in.resolved->refused) {
+      j.begin_object();
+      j.field("what", r.what);
+      j.field("reason", r.reason);
+      j.field("by", authority_name(r.by));
+      src(r.request);
+      if (r.limit) {
+        j.key("limit").begin_object();
+        j.field("file", r.limit->file);
+        j.field("line", r.limit->line);
+        j.field("column", r.limit->column);
+        j.end_object();
+      }
+      j.end_object();
+    }
+  j.end_array();
+  j.key("errors").begin_array();
+  if (in.resolved)
+    for (const auto& e : in.resolved->errors) {
+      j.begin_object();
+      j.field("message", e.message);
+      src(e.where);
+      j.end_object();
+    }
+  j.end_array();
+  j.end_object();
+  return j.str();
+}
+
+}  // namespace pj::policy

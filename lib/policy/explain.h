@@ -1,0 +1,29 @@
+// The effective policy with the source of every entry, and the refused
+// requests: as text for people, and as JSON (schema pi-jail-explain/1,
+// documented in pi-jail(1); stable: fields are only ever added).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+
+namespace pj::policy {
+
+struct LayerInfo {
+  Authority authority;
+  std::string name;
+  bool present;  // false: an optional operator file that does not exist
+};
+
+struct ExplainInput {
+  const Policy* policy = nullptr;  // null when resolution failed
+  const Resolved* resolved = nullptr;
+  std::vector<LayerInfo> layers;
+  std::string workspace;
+};
+
+std::string explain_text(const ExplainInput& in);
+std::string explain_json(const ExplainInput& in);
+
+}  // namespace pj::policy

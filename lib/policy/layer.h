@@ -1,0 +1,102 @@
+// A policy layer as written in one file (or on the command line): plain
+// data with the source of every entry. Loading checks the schema (unknown
+// keys, wrong types, bad patterns) and reports every problem at once; it
+// judges nothing: resolve() does.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pj::policy {
+
+// Where an entry came from: "file:line:column", or a command-line flag.
+struct Source {
+  std::string file;  // path, "profile pi (built in)", or "--allow-read"
+  int line = 0;      // 0: no position (command line)
+  int column = 0;
+  std::string str() const;
+};
+
+struct Diagnostic {
+  Source where;
+  std::string message;
+  std::string str() const { return where.str() + ": " + message; }
+};
+
+// Who wrote a layer. Operators decide; a project only asks.
+enum class Authority { profile, system, user, command_line, project };
+const char* authority_name(Authority a);
+inline bool is_operator(Authority a) { return a != Authority::project; }
+
+struct Entry {
+  std::string text;
+  Source src;
+};
+
+struct Setting {
+  std::string name;
+  std::string value;
+  Source src;
+};
+
+struct Flag {
+  bool value = false;
+  Source src;
+};
+
+// Each limit key is either absent (no bound from this layer) or a list.
+struct Limits {
+  std::optional<std::vector<Entry>> read, write, network, env;
+  Source src;  // the [limits] table
+};
+
+struct Layer {
+  Authority authority = Authority::project;
+  std::string name;
+  // [filesystem]
+  std::vector<Entry> system;     // read-only when present; symlinks kept as symlinks
+  std::vector<Entry> read;       // read-only grants
+  std::vector<Entry> write;      // read-write grants
+  std::vector<Entry> deny;       // masked, even under a grant
+  std::vector<Entry> read_only;  // read-only even under a writable grant
+  // [network]
+  std::vector<Entry> net_allow, net_deny;
+  // [env]
+  std::vector<Entry> env_pass;   // names or NAME_* globs
+  std::vector<Setting> env_set;
+  // [limits]
+  std::optional<Limits> limits;
+  // [hardening]
+  std::optional<Entry> landlock;  // "if-available" | "required"
+  std::optional<Flag> unsafe_allow_ptrace;
+  std::optional<Flag> unsafe_nested_user_namespaces;
+  // [policy]
+  std::optional<Entry> on_excess;  // "warn" | "error"
+};
+
+struct Loaded {
+  Layer layer;
+  std::vector<Diagnostic> errors;
+};
+
+// Parse TOML `text` as a layer named `name`.
+Loaded load_layer(std::string_view text, const std::string& name, Authority authority);
+
+// Read and parse `path`. A missing file gives an empty layer when
+// `optional` (the default operator locations); any other failure is an
+// error. Files over 1 MiB are refused.
+enum class Presence { required, optional };
+Loaded load_file(const std::string& path, Authority authority, Presence presence);
+
+// A network pattern: "host", "*.domain", "1.2.3.4", "[::1]", each with an
+// optional ":port". Returns the normalised form or an error message.
+struct NetPattern {
+  std::string host;        // lower case, no trailing dot; "*.x" for wildcards
+  bool wildcard = false;   // matches subdomains of host (not host itself)
+  int port = 0;            // 0: the default ports (80 and 443)
+  std::string str() const;
+};
+std::optional<NetPattern> parse_net_pattern(std::string_view text, std::string& error);
+
+}  // namespace pj::policy

@@ -1,0 +1,101 @@
+// Policy: the effective, immutable result of all layers. Only resolve()
+// can make one: operator layers grant and set limits, the project layer
+// only requests within those limits, denies from any layer win, and every
+// entry keeps the source that caused it.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/layer.h"
+
+namespace pj::policy {
+
+enum class PathAccess { read_only, read_write };
+enum class LandlockUse { if_available, required };
+enum class OnExcess { warn, error };
+
+class Policy {
+public:
+  struct PathGrant {
+    std::string path;       // absolute, normalised, symlinks resolved
+    PathAccess access;
+    Source src;
+  };
+  struct PathRule {         // a system path, a mask or a read-only path
+    std::string path;
+    Source src;
+  };
+  struct NetRule {
+    std::string pattern;    // normalised (parse_net_pattern)
+    Source src;
+  };
+  struct EnvPass {
+    std::string name;       // a name, or a NAME* prefix
+    Source src;
+  };
+
+  const std::vector<PathRule>& system() const { return system_; }
+  const std::vector<PathGrant>& grants() const { return grants_; }
+  const std::vector<PathRule>& denies() const { return denies_; }
+  const std::vector<PathRule>& read_only() const { return read_only_; }
+  const std::vector<NetRule>& net_allow() const { return net_allow_; }
+  const std::vector<NetRule>& net_deny() const { return net_deny_; }
+  const std::vector<EnvPass>& env_pass() const { return env_pass_; }
+  const std::vector<Setting>& env_set() const { return env_set_; }
+  LandlockUse landlock() const { return landlock_; }
+  const Source& landlock_src() const { return landlock_src_; }
+  bool ptrace_allowed() const { return ptrace_.value; }
+  const Source& ptrace_src() const { return ptrace_.src; }
+  bool nested_userns_allowed() const { return nested_userns_.value; }
+  const Source& nested_userns_src() const { return nested_userns_.src; }
+
+private:
+  Policy() = default;
+  friend struct Resolver;
+  std::vector<PathRule> system_;
+  std::vector<PathGrant> grants_;
+  std::vector<PathRule> denies_;
+  std::vector<PathRule> read_only_;
+  std::vector<NetRule> net_allow_, net_deny_;
+  std::vector<EnvPass> env_pass_;
+  std::vector<Setting> env_set_;
+  LandlockUse landlock_ = LandlockUse::if_available;
+  Source landlock_src_{"default", 0, 0};
+  Flag ptrace_{false, {"default", 0, 0}};
+  Flag nested_userns_{false, {"default", 0, 0}};
+};
+
+// A request that was not applied, and why.
+struct Refusal {
+  Source request;
+  std::string what;    // "write ~/x", "network evil.example", "unsafe_allow_ptrace"
+  std::string reason;  // "outside the write limit", ...
+  std::optional<Source> limit;  // the limit it exceeds, when there is one
+  Authority by = Authority::project;
+  std::string str() const;
+};
+
+// What resolve() needs from outside: where things are, and how to resolve
+// symlinks (injected, so tests can invent a filesystem).
+struct Context {
+  std::string workspace;
+  std::string home;
+  std::string cwd;
+  // realpath(3): the resolved path, or nullopt when it does not exist.
+  std::function<std::optional<std::string>(const std::string&)> realpath;
+};
+
+struct Resolved {
+  std::optional<Policy> policy;      // absent when errors is not empty
+  std::vector<Refusal> refused;      // project requests (and operator excesses) not applied
+  std::vector<Diagnostic> errors;    // problems that stop the run (exit 125)
+  OnExcess on_excess = OnExcess::warn;
+};
+
+// Layers in order: profile, system, user, command line, project.
+Resolved resolve(const std::vector<Layer>& layers, const Context& ctx);
+
+}  // namespace pj::policy

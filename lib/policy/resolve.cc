@@ -1,0 +1,345 @@
+// resolve(): layers -> Policy. Operators grant; the system file's limits
+// bound every layer below it; the user file's limits bound the project;
+// a project only requests. Denies from any layer win.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "policy/policy.h"
+#include "util/paths.h"
+
+namespace pj::policy {
+
+using util::path_within;
+
+std::string Refusal::str() const {
+  std::string s = fmt::format("{}: {}: {}", request.str(), what, reason);
+  if (limit) s += fmt::format(" (limit: {})", limit->str());
+  return s;
+}
+
+namespace {
+
+// Does limit pattern `l` cover request pattern `r`? Both normalised.
+bool net_covers(const NetPattern& l, const NetPattern& r) {
+  bool host_ok;
+  if (l.wildcard) {
+    std::string suffix = l.host.substr(1);  // ".example.com"
+    std::string rh = r.wildcard ? r.host.substr(1) : "." + r.host;
+    host_ok = rh.size() > suffix.size() ? rh.ends_with(suffix) : rh == suffix && r.wildcard;
+  } else {
+    host_ok = !r.wildcard && r.host == l.host;
+  }
+  if (!host_ok) return false;
+  if (l.port == 0) return r.port == 0 || r.port == 80 || r.port == 443;
+  return r.port == l.port;
+}
+
+bool env_covers(std::string_view l, std::string_view r) {
+  bool lg = l.ends_with("*"), rg = r.ends_with("*");
+  if (!lg) return !rg && l == r;
+  l.remove_suffix(1);
+  if (rg) r.remove_suffix(1);
+  return r.starts_with(l);
+}
+
+}  // namespace
+
+struct Resolver {
+  const Context& ctx;
+  Resolved out;
+  Policy pol;
+
+  // Limits, per key: the entries in force and the layer that set them.
+  struct Bound {
+    std::vector<Entry> entries;  // paths expanded; network normalised
+    bool set = false;
+  };
+  struct Bounds {
+    Bound read, write, network, env;
+  };
+  Bounds system_bounds;   // bound user, command line and project
+  Bounds project_bounds;  // bound the project
+
+  explicit Resolver(const Context& c) : ctx(c) {}
+
+  void error(const Source& s, std::string msg) { out.errors.push_back({s, std::move(msg)}); }
+  Authority current = Authority::profile;  // the layer being resolved
+  void refuse(const Source& s, std::string what, std::string reason, std::optional<Source> limit = std::nullopt) {
+    out.refused.push_back({s, std::move(what), std::move(reason), std::move(limit), current});
+  }
+
+  // "~", "~/x", "${home}", "${workspace}"; relative paths are relative to
+  // the workspace (project) or the current directory (command line).
+  std::optional<std::string> expand(const Entry& e, Authority a, std::string& why) {
+    std::string t = e.text;
+    if (t == "~" || t.starts_with("~/")) t = ctx.home + t.substr(1);
+    for (auto [var, val] : {std::pair<std::string, std::string>{"${home}", ctx.home},
+                            std::pair<std::string, std::string>{"${workspace}", ctx.workspace}}) {
+      for (size_t at; (at = t.find(var)) != std::string::npos;) t.replace(at, var.size(), val);
+    }
+    if (t.find("${") != std::string::npos) {
+      why = "unknown variable (known: ${home}, ${workspace}, ~)";
+      return std::nullopt;
+    }
+    std::string base = "/";
+    if (t.front() != '/') {
+      if (a == Authority::project) base = ctx.workspace;
+      else if (a == Authority::command_line) base = ctx.cwd;
+      else {
+        why = "operator paths must be absolute (or start with ~ or ${workspace})";
+        return std::nullopt;
+      }
+    }
+    auto norm = util::normalize_path(t, base);
+    if (!norm) {
+      why = norm.error().message();
+      return std::nullopt;
+    }
+    return *norm;
+  }
+
+  // A limit root: resolved through symlinks when it exists.
+  std::string limit_root(const std::string& p) {
+    auto r = ctx.realpath(p);
+    return r ? *r : p;
+  }
+
+  void load_bounds(const Layer& l, Bounds& b, const Bounds* within) {
+    if (!l.limits) return;
+    auto take = [&](const std::optional<std::vector<Entry>>& src, Bound& dst, const Bound* outer, const char* key,
+                    bool paths, bool network) {
+      if (!src) return;
+      dst.entries.clear();
+      dst.set = true;
+      for (const auto& e : *src) {
+        Entry x = e;
+        if (paths) {
+          std::string why;
+          auto p = expand(e, Authority::system, why);
+          if (!p) {
+            error(e.src, fmt::format("limits.{} \"{}\": {}", key, e.text, why));
+            continue;
+          }
+          x.text = limit_root(*p);
+        }
+        if (outer && outer->set && !covered(x, *outer, paths, network)) {
+          refuse(e.src, fmt::format("limits.{} {}", key, e.text), "wider than the system operator's limit",
+                 outer->entries.empty() ? std::nullopt : std::optional<Source>(outer->entries.front().src));
+          continue;
+        }
+        dst.entries.push_back(x);
+      }
+    };
+    take(l.limits->read, b.read, within ? &within->read : nullptr, "read", true, false);
+    take(l.limits->write, b.write, within ? &within->write : nullptr, "write", true, false);
+    take(l.limits->network, b.network, within ? &within->network : nullptr, "network", false, true);
+    take(l.limits->env, b.env, within ? &within->env : nullptr, "env", false, false);
+  }
+
+  bool covered(const Entry& x, const Bound& b, bool paths, bool network) {
+    for (const auto& l : b.entries) {
+      if (paths && path_within(x.text, l.text)) return true;
+      if (network) {
+        std::string e1, e2;
+        auto lp = parse_net_pattern(l.text, e1), rp = parse_net_pattern(x.text, e2);
+        if (lp && rp && net_covers(*lp, *rp)) return true;
+      }
+      if (!paths && !network && env_covers(l.text, x.text)) return true;
+    }
+    return false;
+  }
+
+  const Entry* covering(const std::string& path, const Bound& b) {
+    for (const auto& l : b.entries)
+      if (path_within(path, l.text)) return &l;
+    return nullptr;
+  }
+
+  // A path grant from layer `l`. Returns the resolved path when applied.
+  void path_grant(const Entry& e, const Layer& l, PathAccess access, const Bounds* bounds) {
+    const char* verb = access == PathAccess::read_write ? "write" : "read";
+    std::string why;
+    auto p = expand(e, l.authority, why);
+    if (!p) {
+      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", verb, e.text), why);
+      else error(e.src, fmt::format("{} \"{}\": {}", verb, e.text, why));
+      return;
+    }
+    auto real = ctx.realpath(*p);
+    if (!real) {
+      refuse(e.src, fmt::format("{} {}", verb, e.text), "does not exist");
+      return;
+    }
+    std::string shown = *real == *p ? *p : fmt::format("{} (resolves to {})", *p, *real);
+    if (bounds) {
+      // Writing needs the write limit; reading either limit.
+      const Bound& wb = bounds->write;
+      bool ok_write = !wb.set || covering(*real, wb);
+      bool ok_read = ok_write || !bounds->read.set || covering(*real, bounds->read);
+      bool ok = access == PathAccess::read_write ? ok_write : ok_read;
+      if (!ok) {
+        const Bound& b = access == PathAccess::read_write ? wb : bounds->read;
+        refuse(e.src, fmt::format("{} {}", verb, e.text), fmt::format("{} is outside the {} limit", shown, verb),
+               b.entries.empty() ? std::nullopt : std::optional<Source>(b.entries.front().src));
+        return;
+      }
+    }
+    if (l.authority == Authority::project) {
+      for (const auto& d : pol.denies_)
+        if (path_within(*real, d.path)) {
+          refuse(e.src, fmt::format("{} {}", verb, e.text), fmt::format("{} is denied", shown), d.src);
+          return;
+        }
+      if (access == PathAccess::read_write)
+        for (const auto& r : pol.read_only_)
+          if (path_within(*real, r.path)) {
+            refuse(e.src, fmt::format("write {}", e.text), fmt::format("{} is kept read-only", shown), r.src);
+            return;
+          }
+    }
+    pol.grants_.push_back({*real, access, e.src});
+  }
+
+  void path_rule(const Entry& e, const Layer& l, std::vector<Policy::PathRule>& dst, const char* what) {
+    std::string why;
+    auto p = expand(e, l.authority, why);
+    if (!p) {
+      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", what, e.text), why);
+      else error(e.src, fmt::format("{} \"{}\": {}", what, e.text, why));
+      return;
+    }
+    // Masks and read-only marks apply to what the path resolves to (the
+    // object reachable inside), and to the path itself when it is absent.
+    auto real = ctx.realpath(*p);
+    dst.push_back({real ? *real : *p, e.src});
+  }
+
+  void operator_layer(const Layer& l) {
+    const bool bounded = l.authority == Authority::user || l.authority == Authority::command_line;
+    const Bounds* b = bounded ? &system_bounds : nullptr;
+    for (const auto& e : l.system) {
+      std::string why;
+      auto p = expand(e, l.authority, why);
+      if (!p) error(e.src, fmt::format("system \"{}\": {}", e.text, why));
+      else pol.system_.push_back({*p, e.src});
+    }
+    for (const auto& e : l.deny) path_rule(e, l, pol.denies_, "deny");
+    for (const auto& e : l.read_only) path_rule(e, l, pol.read_only_, "read_only");
+    for (const auto& e : l.read) path_grant(e, l, PathAccess::read_only, b);
+    for (const auto& e : l.write) path_grant(e, l, PathAccess::read_write, b);
+    for (const auto& e : l.net_allow) {
+      if (b && b->network.set && !covered(e, b->network, false, true))
+        refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
+      else pol.net_allow_.push_back({e.text, e.src});
+    }
+    for (const auto& e : l.net_deny) pol.net_deny_.push_back({e.text, e.src});
+    for (const auto& e : l.env_pass) {
+      if (b && b->env.set && !covered(e, b->env, false, false))
+        refuse(e.src, fmt::format("env {}", e.text), "outside the system operator's env limit");
+      else pol.env_pass_.push_back({e.text, e.src});
+    }
+    for (const auto& s : l.env_set) pol.env_set_.push_back(s);
+    if (l.landlock) {
+      pol.landlock_ = l.landlock->text == "required" ? LandlockUse::required : LandlockUse::if_available;
+      pol.landlock_src_ = l.landlock->src;
+    }
+    if (l.unsafe_allow_ptrace) pol.ptrace_ = *l.unsafe_allow_ptrace;
+    if (l.unsafe_nested_user_namespaces) pol.nested_userns_ = *l.unsafe_nested_user_namespaces;
+    if (l.on_excess) out.on_excess = l.on_excess->text == "error" ? OnExcess::error : OnExcess::warn;
+  }
+
+  void project_layer(const Layer& l) {
+    const Bounds& b = project_bounds;
+    for (const auto& e : l.deny) path_rule(e, l, pol.denies_, "deny");  // narrowing: always fine
+    for (const auto& e : l.read_only) path_rule(e, l, pol.read_only_, "read_only");
+    for (const auto& e : l.system) path_grant(e, l, PathAccess::read_only, &b);
+    for (const auto& e : l.read) path_grant(e, l, PathAccess::read_only, &b);
+    for (const auto& e : l.write) path_grant(e, l, PathAccess::read_write, &b);
+    for (const auto& e : l.net_allow) {
+      if (!covered(e, b.network, false, true))
+        refuse(e.src, fmt::format("network {}", e.text), "outside the network limit",
+               b.network.entries.empty() ? std::nullopt : std::optional<Source>(b.network.entries.front().src));
+      else pol.net_allow_.push_back({e.text, e.src});
+    }
+    for (const auto& e : l.net_deny) pol.net_deny_.push_back({e.text, e.src});
+    for (const auto& e : l.env_pass) {
+      if (!covered(e, b.env, false, false)) refuse(e.src, fmt::format("env {}", e.text), "outside the env limit");
+      else pol.env_pass_.push_back({e.text, e.src});
+    }
+    for (const auto& s : l.env_set) {
+      if (!covered(Entry{s.name, s.src}, b.env, false, false))
+        refuse(s.src, fmt::format("env.set {}", s.name), "outside the env limit");
+      else pol.env_set_.push_back(s);
+    }
+    if (l.limits) refuse(l.limits->src, "[limits]", "limits are set by operators, not by projects");
+    if (l.unsafe_allow_ptrace)
+      refuse(l.unsafe_allow_ptrace->src, "unsafe_allow_ptrace", "unsafe_* switches are for operators only");
+    if (l.unsafe_nested_user_namespaces)
+      refuse(l.unsafe_nested_user_namespaces->src, "unsafe_nested_user_namespaces",
+             "unsafe_* switches are for operators only");
+    if (l.landlock) {
+      if (l.landlock->text == "required") {
+        pol.landlock_ = LandlockUse::required;
+        pol.landlock_src_ = l.landlock->src;
+      } else if (pol.landlock_ == LandlockUse::required) {
+        refuse(l.landlock->src, "landlock = \"if-available\"", "the operator requires Landlock", pol.landlock_src_);
+      }
+    }
+    if (l.on_excess) refuse(l.on_excess->src, "[policy] on_excess", "set by operators, not by projects");
+  }
+
+  Resolved run(const std::vector<Layer>& layers) {
+    // Project limits default to the workspace and nothing else.
+    Source builtin{"built-in default limits", 0, 0};
+    project_bounds.read = {{Entry{limit_root(ctx.workspace), builtin}}, true};
+    project_bounds.write = {{Entry{limit_root(ctx.workspace), builtin}}, true};
+    project_bounds.network = {{}, true};
+    project_bounds.env = {{}, true};
+    auto adopt = [&](const Bounds& from) {
+      if (from.read.set) project_bounds.read = from.read;
+      if (from.write.set) project_bounds.write = from.write;
+      if (from.network.set) project_bounds.network = from.network;
+      if (from.env.set) project_bounds.env = from.env;
+    };
+    for (const auto& l : layers) {
+      current = l.authority;
+      switch (l.authority) {
+        case Authority::profile: {
+          Bounds b;
+          load_bounds(l, b, nullptr);
+          adopt(b);
+          operator_layer(l);
+          break;
+        }
+        case Authority::system:
+          load_bounds(l, system_bounds, nullptr);
+          adopt(system_bounds);
+          operator_layer(l);
+          break;
+        case Authority::user: {
+          Bounds b;
+          load_bounds(l, b, &system_bounds);
+          adopt(b);
+          operator_layer(l);
+          break;
+        }
+        case Authority::command_line: operator_layer(l); break;
+        case Authority::project: project_layer(l); break;
+      }
+    }
+    if (out.on_excess == OnExcess::error)
+      for (const auto& r : out.refused)
+        if (r.by == Authority::project)
+          error(r.request, fmt::format("refused (the operator's on_excess = \"error\"): {}: {}", r.what, r.reason));
+    if (out.errors.empty()) out.policy = std::move(pol);
+    return std::move(out);
+  }
+};
+
+Resolved resolve(const std::vector<Layer>& layers, const Context& ctx) {
+  Resolver r(ctx);
+  return r.run(layers);
+}
+
+}  // namespace pj::policy

@@ -1,0 +1,45 @@
+// A small streaming JSON writer (objects, arrays, strings, numbers,
+// booleans, null), for reports and `--json` output. Strings are escaped
+// per RFC 8259; output is indented for people.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pj::util {
+
+class JsonWriter {
+public:
+  JsonWriter& begin_object();
+  JsonWriter& end_object();
+  JsonWriter& begin_array();
+  JsonWriter& end_array();
+  JsonWriter& key(std::string_view k);
+  JsonWriter& value(std::string_view s);
+  JsonWriter& value(const char* s) { return value(std::string_view(s)); }
+  JsonWriter& value(std::int64_t n);
+  JsonWriter& value(int n) { return value(static_cast<std::int64_t>(n)); }
+  JsonWriter& value(std::uint64_t n);
+  JsonWriter& value(bool b);
+  JsonWriter& null();
+  // key + value in one call.
+  template <typename T>
+  JsonWriter& field(std::string_view k, const T& v) {
+    key(k);
+    return value(v);
+  }
+  const std::string& str() const { return out_; }
+
+private:
+  void before_value();
+  void newline();
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no element yet
+  bool after_key_ = false;
+};
+
+std::string json_escape(std::string_view s);
+
+}  // namespace pj::util

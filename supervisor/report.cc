@@ -1,0 +1,181 @@
+#include "report.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "linuxjail/landlock.h"
+#include "linuxjail/syscall_filter.h"
+#include "util/json.h"
+#include "util/log.h"
+
+namespace pj::supervisor {
+
+using util::Error;
+using util::JsonWriter;
+
+namespace {
+
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+}
+
+const char* ending_word(RunOutcome::Ending e) {
+  switch (e) {
+    case RunOutcome::Ending::exited: return "exited";
+    case RunOutcome::Ending::signaled: return "signaled";
+    case RunOutcome::Ending::timed_out: return "timed_out";
+    case RunOutcome::Ending::setup_failed: return "setup_failed";
+    case RunOutcome::Ending::not_executed: return "not_executed";
+  }
+  return "?";
+}
+
+const char* kind_word(linuxjail::MountKind k) {
+  using K = linuxjail::MountKind;
+  switch (k) {
+    case K::bind: return "bind";
+    case K::tmpfs: return "tmpfs";
+    case K::proc: return "proc";
+    case K::devpts: return "devpts";
+    case K::mask: return "mask";
+    case K::symlink: return "symlink";
+    case K::seal: return "seal";
+  }
+  return "?";
+}
+
+void write_layers(JsonWriter& j, const linuxjail::JailSpec& spec) {
+  j.key("layers").begin_object();
+  j.key("namespaces").begin_array();
+  for (const char* ns : {"user", "mount", "pid", "net", "ipc", "uts", "cgroup"}) j.value(ns);
+  j.end_array();
+  j.field("capabilities", "none");
+  j.field("no_new_privs", true);
+  j.key("seccomp").begin_object();
+  j.field("enforced", spec.seccomp.use == linuxjail::FilterUse::enforced);
+  j.field("debugging", spec.seccomp.debugging == linuxjail::Debugging::allowed ? "allowed" : "denied");
+  j.field("nested_user_namespaces",
+          spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed ? "allowed" : "denied");
+  j.end_object();
+  j.key("landlock").begin_object();
+  j.field("active", spec.landlock.handled_fs != 0);
+  j.field("abi", spec.landlock.abi);
+  j.field("required", spec.landlock.use == linuxjail::LandlockUse::required);
+  j.field("rules", static_cast<std::uint64_t>(spec.landlock.rules.size()));
+  j.end_object();
+  j.field("terminal", spec.terminal.streams == linuxjail::Streams::pty ? "pty" : "inherit");
+  j.end_object();
+}
+
+void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
+  j.key("policy").begin_object();
+  j.key("mounts").begin_array();
+  for (const auto& op : spec.mounts) {
+    j.begin_object();
+    j.field("kind", kind_word(op.kind));
+    j.field("path", op.dest);
+    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::symlink)
+      j.field("source", op.source);
+    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::tmpfs)
+      j.field("access", op.access == linuxjail::Access::read_write ? "read-write" : "read-only");
+    j.field("why", op.why);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("environment").begin_array();
+  for (const auto& e : spec.env) j.value(std::string_view(e).substr(0, e.find('=')));
+  j.end_array();
+  j.end_object();
+}
+
+}  // namespace
+
+std::string render_report(const Report::Content& c) {
+  JsonWriter j;
+  j.begin_object();
+  j.field("schema", "pi-jail-report/1");
+  j.field("version", PI_JAIL_VERSION);
+  j.field("backend", "linux");
+  j.key("command").begin_array();
+  for (const auto& a : c.command) j.value(a);
+  j.end_array();
+  j.field("workspace", c.workspace);
+  j.field("started", rfc3339(c.started));
+  j.field("ended", rfc3339(c.ended));
+  j.field("duration_ms",
+          static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(c.ended - c.started).count()));
+  j.key("exit").begin_object();
+  j.field("code", c.outcome.exit_code);
+  j.field("ending", ending_word(c.outcome.ending));
+  if (c.outcome.command_status >= 0) j.field("command_status", c.outcome.command_status);
+  else j.key("command_status").null();
+  if (c.outcome.command_status > 128 && c.outcome.ending != RunOutcome::Ending::not_executed)
+    j.field("signal", c.outcome.command_status - 128);
+  else j.key("signal").null();
+  if (!c.outcome.failure.empty()) j.field("failure", c.outcome.failure);
+  else j.key("failure").null();
+  j.end_object();
+  if (c.spec) {
+    write_layers(j, *c.spec);
+    write_policy(j, *c.spec);
+  } else {
+    j.key("layers").null();
+    j.key("policy").null();
+  }
+  j.key("refused_requests").begin_array();
+  for (const auto& r : c.refused) {
+    j.begin_object();
+    j.field("request", r.request.str());
+    j.field("what", r.what);
+    j.field("reason", r.reason);
+    j.field("by", policy::authority_name(r.by));
+    if (r.limit) j.field("limit", r.limit->str());
+    j.end_object();
+  }
+  j.end_array();
+  j.key("network").begin_object();
+  j.field("filter", "none: the jail has only its own loopback interface");
+  j.key("decisions").begin_array().end_array();
+  j.end_object();
+  j.end_object();
+  return j.str();
+}
+
+util::Result<Report> Report::open(const std::string& path) {
+  util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Error::from_errno(fmt::format("open the report file {}", path), errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Error::from_errno(fmt::format("stat the report file {}", path), errno);
+  if (!S_ISREG(st.st_mode)) return Error::invalid(fmt::format("the report file {} is not a regular file", path));
+  return Report(path, std::move(fd), st.st_dev, st.st_ino);
+}
+
+util::Status Report::write(const Content& c) {
+  std::string text = render_report(c);
+  if (::ftruncate(fd_.get(), 0) != 0) return Error::from_errno(fmt::format("truncate {}", path_), errno);
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::pwrite(fd_.get(), text.data() + off, text.size() - off, static_cast<off_t>(off));
+    if (n < 0) return Error::from_errno(fmt::format("write the report {}", path_), errno);
+    off += static_cast<size_t>(n);
+  }
+  struct stat st;
+  if (::stat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_)
+    return Error::invalid(fmt::format("{} was replaced during the run; the report went to the file opened at the "
+                                      "start (keep reports outside the workspace)",
+                                      path_));
+  return {};
+}
+
+}  // namespace pj::supervisor

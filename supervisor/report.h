@@ -1,0 +1,48 @@
+// `--report FILE`: a JSON account of one run (schema in
+// man/pi-jail-report.schema.json, described in pi-jail(1)).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "linuxjail/spec.h"
+#include "policy/policy.h"
+#include "run.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace pj::supervisor {
+
+// The report file, opened before anything runs (a path that cannot be
+// written stops the run with 125) and filled in when the run ends.
+class Report {
+public:
+  static util::Result<Report> open(const std::string& path);
+
+  // Everything the report says; fields the run did not reach stay empty.
+  struct Content {
+    std::vector<std::string> command;
+    std::string workspace;
+    std::chrono::system_clock::time_point started, ended;
+    const linuxjail::JailSpec* spec = nullptr;  // null when planning failed
+    std::vector<policy::Refusal> refused;
+    RunOutcome outcome;
+  };
+
+  util::Status write(const Content& c);
+
+private:
+  Report(std::string path, util::UniqueFd fd, dev_t dev, ino_t ino)
+      : path_(std::move(path)), fd_(std::move(fd)), dev_(dev), ino_(ino) {}
+  std::string path_;
+  util::UniqueFd fd_;
+  dev_t dev_;
+  ino_t ino_;
+};
+
+// The report's JSON text (pure; unit-tested).
+std::string render_report(const Report::Content& c);
+
+}  // namespace pj::supervisor

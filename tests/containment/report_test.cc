@@ -1,0 +1,81 @@
+// --report: written for every ending, valid against the documented schema.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+namespace {
+
+std::string data_dir() {
+  const char* d = std::getenv("PJ_DATA_DIR");
+  REQUIRE_MESSAGE(d, "PJ_DATA_DIR is not set (run through tests/run)");
+  return d;
+}
+
+// Validate `report` against the schema; returns the validator's output.
+Outcome validate(const std::string& report) {
+  return run({"/usr/bin/python3", data_dir() + "/validate_json.py", data_dir() + "/pi-jail-report.schema.json",
+              report});
+}
+
+}  // namespace
+
+TEST_CASE("the report validates against the documented schema, for every way a run ends") {
+  Sandbox sb;
+  struct Case {
+    std::vector<std::string> args;
+    int status;
+    const char* ending;
+  } cases[] = {
+      {{"--", "/bin/sh", "-c", "exit 3"}, 3, "\"ending\": \"exited\""},
+      {{"--", "/bin/sh", "-c", "kill -TERM $$"}, 143, "\"signal\": 15"},
+      {{"--timeout", "200ms", "--grace", "200ms", "--", "/bin/sleep", "30"}, 124, "\"ending\": \"timed_out\""},
+      {{"--config", sb.base + "/missing.toml", "--", "/bin/true"}, 125, "\"ending\": \"setup_failed\""},
+      {{"--", "no-such-program-" + unique_token()}, 127, "\"ending\": \"not_executed\""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.ending);
+    std::string report = sb.outside + "/report-" + unique_token() + ".json";
+    std::vector<std::string> argv{pi_jail(), "-q", "-w", sb.ws, "--report", report};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    auto o = run(argv, {"HOME=" + sb.home});
+    CHECK(o.status == c.status);
+    std::string text = read_file(report);
+    CHECK(text.find(c.ending) != std::string::npos);
+    CHECK(text.find("\"code\": " + std::to_string(c.status)) != std::string::npos);
+    auto v = validate(report);
+    CHECK_MESSAGE(v.status == 0, v.out << v.err);
+  }
+}
+
+TEST_CASE("the report names the layers, the view the run had and refused requests") {
+  Sandbox sb;
+  std::string report = sb.outside + "/r.json";
+  std::filesystem::create_directories(sb.ws + "/.pi");
+  write_file(sb.ws + "/.pi/jail.toml", "[network]\nallow = [\"evil.example\"]\n");
+  auto o = run({pi_jail(), "-q", "-w", sb.ws, "--report", report, "--", "/bin/true"}, {"HOME=" + sb.home});
+  REQUIRE(o.status == 0);
+  std::string text = read_file(report);
+  CHECK(text.find("\"enforced\": true") != std::string::npos);
+  CHECK(text.find("\"terminal\": \"inherit\"") != std::string::npos);
+  CHECK(text.find("\"path\": \"" + sb.ws + "\"") != std::string::npos);
+  CHECK(text.find("\"why\": \"workspace\"") != std::string::npos);
+  CHECK(text.find("\"what\": \"network evil.example\"") != std::string::npos);
+  CHECK(text.find("\"reason\": \"outside the network limit\"") != std::string::npos);
+  auto v = validate(report);
+  CHECK_MESSAGE(v.status == 0, v.out << v.err);
+}
+
+TEST_CASE("an unwritable report path stops the run before anything runs") {
+  Sandbox sb;
+  std::string flag = sb.ws + "/ran";
+  auto o = run({pi_jail(), "-w", sb.ws, "--report", sb.base + "/no/such/dir/r.json", "--", "/usr/bin/touch", flag},
+               {"HOME=" + sb.home});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("nothing was run") != std::string::npos);
+  CHECK_FALSE(exists(flag));
+}

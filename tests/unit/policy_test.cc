@@ -1,0 +1,320 @@
+// Policy loading and resolution, on invented files and an invented
+// filesystem: no privileges, no real paths.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include "policy/explain.h"
+#include "policy/policy.h"
+
+using namespace pj::policy;
+
+namespace {
+
+// A pretend filesystem: paths that exist, and symlinks (absolute targets).
+struct FakeFs {
+  std::set<std::string> exists;
+  std::map<std::string, std::string> links;
+
+  std::optional<std::string> realpath(const std::string& p) const {
+    std::string cur;
+    std::string rest = p;
+    for (int hops = 0; hops < 40; ++hops) {
+      cur.clear();
+      size_t i = 1;
+      bool relinked = false;
+      while (i <= rest.size()) {
+        size_t j = rest.find('/', i);
+        if (j == std::string::npos) j = rest.size();
+        cur += "/" + rest.substr(i, j - i);
+        if (auto l = links.find(cur); l != links.end()) {
+          rest = l->second + rest.substr(j);
+          relinked = true;
+          break;
+        }
+        i = j + 1;
+      }
+      if (!relinked) break;
+    }
+    if (!exists.count(rest)) return std::nullopt;
+    return rest;
+  }
+};
+
+FakeFs host() {
+  FakeFs fs;
+  for (const char* p : {"/", "/usr", "/etc", "/etc/ssl", "/home/u", "/home/u/.ssh", "/home/u/proj",
+                        "/home/u/proj/src", "/home/u/proj/.env", "/home/u/.cache", "/opt/tools", "/srv/data",
+                        "/home/u/x"})
+    fs.exists.insert(p);
+  fs.links["/home/u/proj/escape"] = "/home/u/.ssh";
+  fs.links["/home/u/proj/inside"] = "/home/u/proj/src";
+  return fs;
+}
+
+Context context(const FakeFs& fs) {
+  return Context{"/home/u/proj", "/home/u", "/home/u/proj", [&fs](const std::string& p) { return fs.realpath(p); }};
+}
+
+Layer layer(const std::string& text, const std::string& name, Authority a) {
+  auto loaded = load_layer(text, name, a);
+  for (const auto& e : loaded.errors) FAIL_CHECK(e.str());
+  return loaded.layer;
+}
+
+const char* kProfile = R"(
+[filesystem]
+system = ["/usr"]
+deny = ["${workspace}/.env"]
+[limits]
+read = ["${workspace}", "/opt"]
+write = ["${workspace}"]
+network = ["*.npmjs.org", "pypi.org:443"]
+env = ["NPM_*", "DEBUG"]
+)";
+
+Resolved resolve_with(const std::string& project, const std::string& user = "", const std::string& system = "") {
+  static FakeFs fs = host();
+  std::vector<Layer> layers{layer(kProfile, "pi.toml", Authority::profile)};
+  if (!system.empty()) layers.push_back(layer(system, "/etc/pi-jail/policy.toml", Authority::system));
+  if (!user.empty()) layers.push_back(layer(user, "user.toml", Authority::user));
+  layers.push_back(layer(project, ".pi/jail.toml", Authority::project));
+  return resolve(layers, context(fs));
+}
+
+bool has_grant(const Resolved& r, const std::string& path, PathAccess a) {
+  if (!r.policy) return false;
+  for (const auto& g : r.policy->grants())
+    if (g.path == path && g.access == a) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("project requests beyond the limits are refused and reported with both sources") {
+  struct Case {
+    const char* name;
+    std::string project;
+    std::string what;    // in the refusal
+    std::string reason;  // in the refusal
+  } cases[] = {
+      {"more network", "[network]\nallow = [\"evil.example\"]\n", "network evil.example", "outside the network limit"},
+      {"the apex of a wildcard limit", "[network]\nallow = [\"npmjs.org\"]\n", "network npmjs.org",
+       "outside the network limit"},
+      {"a wildcard wider than the limit", "[network]\nallow = [\"*.js.org\"]\n", "network *.js.org",
+       "outside the network limit"},
+      {"another port", "[network]\nallow = [\"pypi.org:22\"]\n", "network pypi.org:22", "outside the network limit"},
+      {"write outside the workspace", "[filesystem]\nwrite = [\"~/x\"]\n", "write ~/x", "outside the write limit"},
+      {"write into a read-only limit", "[filesystem]\nwrite = [\"/opt/tools\"]\n", "write /opt/tools",
+       "outside the write limit"},
+      {"lift a deny", "[filesystem]\nread = [\".env\"]\n", "read .env", "is denied"},
+      {"a symlink out of the limit", "[filesystem]\nread = [\"escape\"]\n", "read escape",
+       "resolves to /home/u/.ssh"},
+      {"a .. escape", "[filesystem]\nread = [\"../.ssh\"]\n", "read ../.ssh", "outside the read limit"},
+      {"climbing above /", "[filesystem]\nread = [\"../../../../..\"]\n", "read ../../../../..", "climbs above /"},
+      {"a missing path", "[filesystem]\nread = [\"nope\"]\n", "read nope", "does not exist"},
+      {"an env name", "[env]\npass = [\"AWS_SECRET_ACCESS_KEY\"]\n", "env AWS_SECRET_ACCESS_KEY", "outside the env limit"},
+      {"an env value", "[env]\nset = { LD_PRELOAD = \"/x.so\" }\n", "env.set LD_PRELOAD", "outside the env limit"},
+      {"unsafe ptrace", "[hardening]\nunsafe_allow_ptrace = true\n", "unsafe_allow_ptrace", "for operators only"},
+      {"unsafe userns", "[hardening]\nunsafe_nested_user_namespaces = true\n", "unsafe_nested_user_namespaces",
+       "for operators only"},
+      {"its own limits", "[limits]\nwrite = [\"/\"]\n", "[limits]", "set by operators"},
+      {"the excess switch", "[policy]\non_excess = \"warn\"\n", "on_excess", "set by operators"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    Resolved r = resolve_with(c.project);
+    REQUIRE(r.errors.empty());
+    REQUIRE(r.refused.size() == 1);
+    CHECK(r.refused[0].what.find(c.what) != std::string::npos);
+    CHECK(r.refused[0].reason.find(c.reason) != std::string::npos);
+    CHECK(r.refused[0].request.file == ".pi/jail.toml");
+    CHECK(r.refused[0].request.line >= 1);
+    CHECK(r.refused[0].by == Authority::project);
+    REQUIRE(r.policy);
+    CHECK_FALSE(r.policy->ptrace_allowed());
+    CHECK_FALSE(r.policy->nested_userns_allowed());
+  }
+}
+
+TEST_CASE("a refusal names the limit it exceeds") {
+  Resolved r = resolve_with("[network]\nallow = [\"evil.example\"]\n");
+  REQUIRE(r.refused.size() == 1);
+  REQUIRE(r.refused[0].limit);
+  CHECK(r.refused[0].limit->str() == "pi.toml:8:12");
+  CHECK(r.refused[0].str() ==
+        ".pi/jail.toml:2:10: network evil.example: outside the network limit (limit: pi.toml:8:12)");
+}
+
+TEST_CASE("project requests within the limits are applied with their source") {
+  Resolved r = resolve_with(
+      "[filesystem]\nread = [\"/opt/tools\", \"inside\"]\nwrite = [\"src\"]\n"
+      "[network]\nallow = [\"registry.npmjs.org\", \"PyPI.org.:443\"]\n[env]\npass = [\"NPM_TOKEN\"]\n"
+      "[hardening]\nlandlock = \"required\"\n");
+  CHECK(r.refused.empty());
+  REQUIRE(r.policy);
+  CHECK(has_grant(r, "/opt/tools", PathAccess::read_only));
+  CHECK(has_grant(r, "/home/u/proj/src", PathAccess::read_only));  // "inside" resolved
+  CHECK(has_grant(r, "/home/u/proj/src", PathAccess::read_write));
+  REQUIRE(r.policy->net_allow().size() == 2);
+  CHECK(r.policy->net_allow()[1].pattern == "pypi.org:443");
+  CHECK(r.policy->net_allow()[0].src.str() == ".pi/jail.toml:5:10");
+  CHECK(r.policy->landlock() == LandlockUse::required);
+}
+
+TEST_CASE("user limits cannot exceed the system operator's; system limits bound the user's grants") {
+  const std::string system = "[limits]\nwrite = [\"${workspace}\"]\nnetwork = [\"*.npmjs.org\"]\n";
+  const std::string user =
+      "[filesystem]\nwrite = [\"~/.cache\"]\n[network]\nallow = [\"github.com\"]\n"
+      "[limits]\nwrite = [\"${home}\"]\nnetwork = [\"registry.npmjs.org\"]\n";
+  Resolved r = resolve_with("[network]\nallow = [\"registry.npmjs.org\"]\n", user, system);
+  REQUIRE(r.policy);
+  std::set<std::string> refused;
+  for (const auto& x : r.refused) refused.insert(x.what);
+  CHECK(refused.count("write ~/.cache"));       // user grant outside the system write limit
+  CHECK(refused.count("network github.com"));   // user grant outside the system network limit
+  CHECK(refused.count("limits.write ${home}"));  // user limit wider than the system's
+  CHECK(refused.size() == 3);
+  CHECK(r.policy->net_allow().size() == 1);     // the project's request, within the user's limit
+  for (const auto& x : r.refused) CHECK(x.by == Authority::user);
+}
+
+TEST_CASE("operator layers grant; denies from any layer win; provenance is kept in order") {
+  FakeFs fs = host();
+  std::vector<Layer> layers{
+      layer(kProfile, "pi.toml", Authority::profile),
+      layer("[filesystem]\nread = [\"/srv/data\"]\n[hardening]\nunsafe_allow_ptrace = true\n", "/etc/pi-jail/policy.toml",
+            Authority::system),
+  };
+  Layer cli;
+  cli.authority = Authority::command_line;
+  cli.name = "command line";
+  cli.write.push_back({"/home/u/x", {"--allow-write", 0, 0}});
+  layers.push_back(cli);
+  layers.push_back(layer("[filesystem]\ndeny = [\"/srv/data\"]\n", ".pi/jail.toml", Authority::project));
+  Resolved r = resolve(layers, context(fs));
+  REQUIRE(r.policy);
+  REQUIRE(r.policy->grants().size() == 2);
+  CHECK(r.policy->grants()[0].src.str() == "/etc/pi-jail/policy.toml:2:9");
+  CHECK(r.policy->grants()[1].src.str() == "--allow-write");
+  CHECK(r.policy->ptrace_allowed());
+  CHECK(r.policy->ptrace_src().str() == "/etc/pi-jail/policy.toml:4:23");
+  // The project may narrow: its deny is kept (the planner masks the grant).
+  REQUIRE(r.policy->denies().size() == 2);
+  CHECK(r.policy->denies()[1].path == "/srv/data");
+}
+
+TEST_CASE("on_excess = \"error\" turns project refusals into errors") {
+  Resolved r = resolve_with("[network]\nallow = [\"evil.example\"]\n", "[policy]\non_excess = \"error\"\n");
+  CHECK_FALSE(r.policy);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].str().find(".pi/jail.toml:2:10: refused") == 0);
+}
+
+TEST_CASE("malformed files: every problem, each with file:line:column, never a crash") {
+  struct Case {
+    const char* name;
+    std::string text;
+    std::vector<std::string> want;  // substrings of the error lines, in order
+  } cases[] = {
+      {"syntax", "[filesystem\nread = []\n", {"f.toml:1:12:"}},
+      {"unterminated string", "[network]\nallow = [\"a.b]\n", {"f.toml:2:"}},
+      {"unknown table", "[filesytem]\nread = []\n", {"f.toml:1:2: unknown table [filesytem]"}},
+      {"unknown key", "[filesystem]\nwrites = [\"/x\"]\n", {"f.toml:2:1: unknown key \"writes\" in [filesystem]"}},
+      {"wrong type", "[filesystem]\nread = \"/x\"\n", {"f.toml:2:8: filesystem.read must be an array of strings"}},
+      {"wrong item type", "[filesystem]\nread = [\"/x\", 3]\n", {"f.toml:2:15: filesystem.read must contain only strings"}},
+      {"bad pattern", "[network]\nallow = [\"exa mple.com\", \"*.com\", \"a.b:99999\", \"::1\", \"*\"]\n",
+       {"f.toml:2:10: bad network pattern \"exa mple.com\"", "f.toml:2:26: bad network pattern \"*.com\"",
+        "f.toml:2:35: bad network pattern \"a.b:99999\"", "f.toml:2:48: bad network pattern \"::1\"",
+        "f.toml:2:55: bad network pattern \"*\""}},
+      {"bad enum", "[hardening]\nlandlock = \"sometimes\"\n", {"f.toml:2:12: hardening.landlock must be one of"}},
+      {"bad bool", "[hardening]\nunsafe_allow_ptrace = \"yes\"\n", {"f.toml:2:23: hardening.unsafe_allow_ptrace must be true or false"}},
+      {"bad env name", "[env]\npass = [\"A B\"]\nset = { \"X-Y\" = \"1\", OK = 2 }\n",
+       {"f.toml:2:9: \"A B\" is not an environment variable name", "f.toml:3:9: \"X-Y\" is not", "f.toml:3:27: env.set.OK must be a string"}},
+      {"table as value", "filesystem = 3\n", {"f.toml:1:14: \"filesystem\" must be a table"}},
+      {"several at once", "[filesystem]\nbogus = 1\nread = 2\n[network]\nallow = [\"\"]\n",
+       {"f.toml:2:1: unknown key", "f.toml:3:8:", "f.toml:5:10: network.allow: empty string"}},
+      {"deep nesting", std::string(10000, '[') + std::string(10000, ']'), {"f.toml:1:"}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto loaded = load_layer(c.text, "f.toml", Authority::project);
+    REQUIRE(loaded.errors.size() >= c.want.size());
+    for (size_t i = 0; i < c.want.size(); ++i) {
+      CAPTURE(loaded.errors[i].str());
+      CHECK(loaded.errors[i].str().find(c.want[i]) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("huge and unreadable files are errors, a missing optional file is not") {
+  std::string big = "/tmp/pj-unit-big-" + std::to_string(::getpid()) + ".toml";
+  {
+    std::ofstream out(big);
+    out << "[filesystem]\nread = [\n";
+    for (int i = 0; i < 60000; ++i) out << "  \"/some/rather/long/path/number/" << i << "\",\n";
+    out << "]\n";
+  }
+  auto loaded = load_file(big, Authority::project, Presence::optional);
+  std::remove(big.c_str());
+  REQUIRE(loaded.errors.size() == 1);
+  CHECK(loaded.errors[0].str().find("limited to 1 MiB") != std::string::npos);
+
+  auto missing = load_file("/nonexistent/pi-jail.toml", Authority::user, Presence::optional);
+  CHECK(missing.errors.empty());
+  auto required = load_file("/nonexistent/pi-jail.toml", Authority::system, Presence::required);
+  REQUIRE(required.errors.size() == 1);
+  CHECK(required.errors[0].str() == "/nonexistent/pi-jail.toml: cannot read: No such file or directory");
+  auto dir = load_file("/tmp", Authority::project, Presence::optional);
+  REQUIRE(dir.errors.size() == 1);
+  CHECK(dir.errors[0].message == "not a regular file");
+}
+
+TEST_CASE("network patterns normalise") {
+  struct Case {
+    const char* in;
+    const char* out;
+  } cases[] = {
+      {"Example.COM", "example.com"}, {"example.com.", "example.com"}, {"*.Example.com:8443", "*.example.com:8443"},
+      {"10.0.0.1:80", "10.0.0.1:80"},  {"[::1]:11434", "[::1]:11434"},   {"[2001:DB8::1]", "[2001:db8::1]"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.in);
+    std::string why;
+    auto p = parse_net_pattern(c.in, why);
+    REQUIRE_MESSAGE(p, why);
+    CHECK(p->str() == c.out);
+  }
+}
+
+TEST_CASE("explain: golden text and JSON") {
+  FakeFs fs = host();
+  std::vector<Layer> layers{layer(kProfile, "pi.toml", Authority::profile),
+                            layer("[network]\nallow = [\"registry.npmjs.org\", \"evil.example\"]\n"
+                                  "[filesystem]\nwrite = [\"src\"]\n",
+                                  ".pi/jail.toml", Authority::project)};
+  Resolved r = resolve(layers, context(fs));
+  ExplainInput ex{r.policy ? &*r.policy : nullptr, &r,
+                  {{Authority::profile, "pi.toml", true},
+                   {Authority::system, "/etc/pi-jail/policy.toml", false},
+                   {Authority::project, ".pi/jail.toml", true}},
+                  "/home/u/proj"};
+  for (const auto& [file, text] : {std::pair<std::string, std::string>{"explain.txt", explain_text(ex)},
+                                   std::pair<std::string, std::string>{"explain.json", explain_json(ex)}}) {
+    CAPTURE(file);
+    std::string path = std::string(PJ_GOLDEN_DIR) + "/" + file;
+    if (std::getenv("PJ_UPDATE_GOLDEN")) {
+      std::ofstream(path) << text;
+      continue;
+    }
+    std::ifstream in(path);
+    REQUIRE(in.good());
+    std::stringstream want;
+    want << in.rdbuf();
+    CHECK(text == want.str());
+  }
+}
