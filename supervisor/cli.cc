@@ -29,6 +29,8 @@ options:
                         DURATION is a number with an optional unit: ms, s (default), m, h
   --grace DURATION      time between TERM and KILL when stopping (default 5s)
   --report FILE         write a JSON report of the run to FILE (see pi-jail(1))
+  --net-log FILE        append the network filter's decisions to FILE as JSON lines
+                        (default: ~/.local/state/pi-jail/network.jsonl)
   --unsandboxed         run COMMAND with NO isolation at all (explicit, announced)
   -v, --verbose         print the jail's mounts before running
   -q, --quiet           only errors
@@ -48,7 +50,7 @@ bool takes_value(std::string_view opt) {
   return opt == "-w" || opt == "--workspace" || opt == "-p" || opt == "--profile" || opt == "--config" ||
          opt == "--allow-net" || opt == "--allow-read" || opt == "--allow-write" ||
          opt == "--deny" || opt == "--test-landlock-read-only" || opt == "--timeout" || opt == "--grace" ||
-         opt == "--report";
+         opt == "--report" || opt == "--net-log";
 }
 
 }  // namespace
@@ -108,6 +110,7 @@ util::Result<Invocation> parse(int argc, char** argv) {
     else if (name == "--deny") inv.deny.push_back(*value);
     else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
     else if (name == "--report") inv.report = *value;
+    else if (name == "--net-log") inv.net_log = *value;
     else if (name == "--timeout" || name == "--grace") {
       auto d = parse_duration(*value);
       if (!d) return std::move(d.take_error()).context(std::string(name));

@@ -30,6 +30,7 @@ struct Invocation {
   std::optional<std::chrono::milliseconds> timeout;
   std::chrono::milliseconds grace{5000};
   std::optional<std::string> report;  // --report FILE
+  std::optional<std::string> net_log;  // --net-log FILE
   bool unsafe_test_no_seccomp = false;  // test builds only (-Dtest_switches=true)
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;

@@ -119,7 +119,17 @@ supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Repo
   supervisor::RunOptions opts;
   opts.timeout = inv.timeout;
   opts.grace = inv.grace;
-  return supervisor::run_jailed(*spec_out, opts);
+  opts.rules = prepared->rules;
+  auto log = supervisor::open_net_log(inv.net_log);
+  if (!log) {
+    util::error("{}; nothing was run", log.error().message());
+    out.failure = log.error().message();
+    return out;
+  }
+  opts.net_log_fd = log->get();
+  auto result = supervisor::run_jailed(*spec_out, opts);
+  supervisor::summarise_refusals(result.decisions);
+  return result;
 }
 
 int run(const cli::Invocation& inv) {
@@ -140,6 +150,7 @@ int run(const cli::Invocation& inv) {
   std::optional<linuxjail::JailSpec> spec;
   supervisor::RunOutcome outcome = plan_and_run(inv, content, spec);
   content.ended = std::chrono::system_clock::now();
+  content.decisions = outcome.decisions;
   content.outcome = outcome;
   if (report) {
     if (auto st = report->write(content); !st) {

@@ -116,7 +116,12 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   }
   for (const auto& r : lp.resolved.refused)
     util::warn("refused {} request: {}", policy::authority_name(r.by), r.str());
-  if (lp.resolved.policy) apply_policy(*lp.resolved.policy, in);
+  if (lp.resolved.policy) {
+    apply_policy(*lp.resolved.policy, in);
+    for (const auto& r : lp.resolved.policy->net_allow()) prepared.rules.allow(r.pattern, r.src.str());
+    for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
+    for (const auto& f : prepared.rules.forwards()) in.forwards.emplace_back(f.addr.str(), f.port);
+  }
 
   in.landlock_abi = linuxjail::landlock_abi();
   if (inv.unsafe_test_no_seccomp) {

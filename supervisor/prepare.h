@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "linuxjail/plan.h"
+#include "netproxy/rules.h"
 #include "policy_layers.h"
 #include "util/result.h"
 
@@ -16,6 +17,7 @@ enum class PrepareFailure { not_found, not_executable, other };
 struct Prepared {
   linuxjail::PlanInput input;
   LoadedPolicy policy;
+  netproxy::Rules rules;  // the network filter's, from the policy
 };
 
 // Resolve everything the planner needs: workspace, program, policy

@@ -145,8 +145,23 @@ std::string render_report(const Report::Content& c) {
   }
   j.end_array();
   j.key("network").begin_object();
-  j.field("filter", "none: the jail has only its own loopback interface");
-  j.key("decisions").begin_array().end_array();
+  j.field("filter", "proxy: HTTP 127.0.0.1:3128, SOCKS5 127.0.0.1:1080, forwarded host-loopback ports");
+  j.key("decisions").begin_array();
+  for (const auto& d : c.decisions) {
+    j.begin_object();
+    j.field("time", rfc3339(d.time));
+    j.field("protocol", d.protocol);
+    j.field("host", d.host);
+    j.field("port", d.port);
+    j.field("address", d.address);
+    j.field("allowed", d.allowed);
+    j.field("reason", d.reason);
+    j.field("bytes_up", d.bytes_up);
+    j.field("bytes_down", d.bytes_down);
+    j.field("duration_ms", d.duration_ms);
+    j.end_object();
+  }
+  j.end_array();
   j.end_object();
   j.end_object();
   return j.str();

@@ -28,6 +28,7 @@ public:
     std::chrono::system_clock::time_point started, ended;
     const linuxjail::JailSpec* spec = nullptr;  // null when planning failed
     std::vector<policy::Refusal> refused;
+    std::vector<netproxy::Decision> decisions;
     RunOutcome outcome;
   };
 

@@ -1,6 +1,8 @@
 #include "run.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -12,9 +14,11 @@
 #include <optional>
 
 #include "linuxjail/host.h"
+#include "linuxjail/child.h"
 #include "linuxjail/launch.h"
 #include "terminal.h"
 #include "util/log.h"
+#include "util/paths.h"
 
 namespace pj::supervisor {
 
@@ -93,6 +97,7 @@ public:
 private:
   void on_signal(int sig);
   void on_control();
+  void start_proxy(std::vector<util::UniqueFd> fds);
   void suspend();
   void begin_termination(int sig);
 
@@ -103,6 +108,7 @@ private:
   int tty_ = -1;
   std::optional<TerminalMode> mode_;
   std::optional<PtyRelay> relay_;
+  std::unique_ptr<netproxy::Proxy> proxy_;
   Timer deadline_, grace_;
   std::optional<SyncRecord> failure_;
   int terminations_ = 0;
@@ -147,13 +153,51 @@ void Supervisor::suspend() {
   ::raise(SIGSTOP);
 }
 
+void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
+  if (fds.size() != spec_.listeners.size()) {
+    util::error("the jail sent {} listeners, {} were planned: stopping it", fds.size(), spec_.listeners.size());
+    (void)jail_.signal(SIGKILL);
+    return;
+  }
+  auto proxy = netproxy::Proxy::start(opts_.rules, opts_.net_log_fd);
+  if (!proxy) {
+    util::error("{}: stopping the jail", proxy.error().message());
+    (void)jail_.signal(SIGKILL);
+    return;
+  }
+  proxy_ = std::move(*proxy);
+  auto forwards = opts_.rules.forwards();
+  for (size_t i = 0; i < fds.size(); ++i) {
+    const auto& l = spec_.listeners[i];
+    using K = linuxjail::ListenSpec::Kind;
+    std::optional<netproxy::Rules::Forward> target;
+    if (l.kind == K::forward)
+      for (const auto& f : forwards)
+        if (f.addr.str() == l.address && f.port == l.port) target = f;
+    auto kind = l.kind == K::http_proxy    ? netproxy::ListenerKind::http
+                : l.kind == K::socks_proxy ? netproxy::ListenerKind::socks
+                                           : netproxy::ListenerKind::forward;
+    if (auto st = proxy_->add_listener(std::move(fds[i]), kind, target); !st) {
+      util::error("{}: stopping the jail", st.error().message());
+      (void)jail_.signal(SIGKILL);
+      return;
+    }
+  }
+}
+
 void Supervisor::on_control() {
   auto msg = jail_.read_control();
-  if (!msg || !*msg) return;
-  if ((*msg)->fd.valid()) {
+  if (!msg) {
+    util::error("{}: stopping the jail", msg.error().message());
+    (void)jail_.signal(SIGKILL);
+    return;
+  }
+  if (!*msg) return;
+  if ((*msg)->tag == linuxjail::kControlListeners) start_proxy(std::move((*msg)->fds));
+  if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
     int out = (spec_.terminal.pty_fds & 2U) ? 1 : 2;
     int in = (spec_.terminal.pty_fds & 1U) ? 0 : -1;
-    relay_.emplace(std::move((*msg)->fd), in, out);
+    relay_.emplace(std::move((*msg)->fds.front()), in, out);
     if (mode_ && in >= 0) {
       if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
     }
@@ -173,6 +217,7 @@ RunOutcome Supervisor::run() {
     fds.push_back({grace_.fd.get(), POLLIN, 0});
     fds.push_back({jail_.sync_fd(), POLLIN, 0});      // -1 once closed: poll skips it
     fds.push_back({jail_.control_fd(), POLLIN, 0});
+    fds.push_back({proxy_ ? proxy_->fd() : -1, POLLIN, 0});
     if (relay_) relay_->add_pollfds(fds);
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
@@ -185,6 +230,7 @@ RunOutcome Supervisor::run() {
       else if (*rec && !failure_) failure_ = **rec;
     }
     if (fds[5].revents) on_control();
+    if (fds[6].revents & POLLIN) proxy_->run_once();
     if (relay_) relay_->on_poll(fds);
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si;
@@ -200,13 +246,17 @@ RunOutcome Supervisor::run() {
   }
   if (relay_) relay_->drain();
   if (mode_) mode_->leave();
+  RunOutcome out;
+  if (proxy_) {
+    proxy_->shutdown();
+    out.decisions = proxy_->decisions();
+  }
   while (jail_.sync_fd() >= 0 && !failure_) {
     auto rec = jail_.read_sync();
     if (!rec || !*rec) break;
     failure_ = **rec;
   }
 
-  RunOutcome out;
   auto code = jail_.reap();
   if (!code) {
     util::error("{}", code.error().message());
@@ -273,6 +323,40 @@ RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts) {
   }
   Supervisor sup(spec, opts, std::move(*launched), std::move(sfd));
   return sup.run();
+}
+
+util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path) {
+  if (path) {
+    util::UniqueFd fd(::open(path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd.valid()) return util::Error::from_errno(fmt::format("open the network log {}", *path), errno);
+    return fd;
+  }
+  const char* state = std::getenv("XDG_STATE_HOME");
+  const char* home = std::getenv("HOME");
+  std::string dir = state && *state == '/' ? std::string(state) + "/pi-jail"
+                    : home && *home == '/' ? std::string(home) + "/.local/state/pi-jail"
+                                          : "";
+  if (dir.empty()) return util::UniqueFd();
+  std::string partial;
+  for (auto part : util::path_components(dir)) {
+    partial += "/" + std::string(part);
+    ::mkdir(partial.c_str(), 0700);
+  }
+  std::string file = dir + "/network.jsonl";
+  util::UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid())
+    util::warn("cannot open the network log {}: {}; decisions go to --report and stderr only", file,
+               std::strerror(errno));
+  return fd;
+}
+
+void summarise_refusals(const std::vector<netproxy::Decision>& decisions) {
+  size_t refused = 0;
+  for (const auto& d : decisions) refused += !d.allowed;
+  if (refused == 0) return;
+  util::warn("the network filter refused {} connection{}:", refused, refused == 1 ? "" : "s");
+  for (const auto& d : decisions)
+    if (!d.allowed) util::warn("  {} {}:{}: {}", d.protocol, d.host, d.port, d.reason);
 }
 
 void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv) {

@@ -6,12 +6,17 @@
 #include <vector>
 
 #include "linuxjail/spec.h"
+#include "netproxy/proxy.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
 
 namespace pj::supervisor {
 
 struct RunOptions {
   std::optional<std::chrono::milliseconds> timeout;  // --timeout
   std::chrono::milliseconds grace{5000};             // --grace: TERM -> KILL
+  netproxy::Rules rules;                             // the network filter's
+  int net_log_fd = -1;                               // JSON lines of decisions
 };
 
 // How the run ended, for the exit status and the report.
@@ -21,6 +26,7 @@ struct RunOutcome {
   int exit_code = 125;  // what pi-jail exits with
   int command_status = -1;  // the command's code or 128+N, when it ran
   std::string failure;  // the setup step and error, when it failed
+  std::vector<netproxy::Decision> decisions;  // the network filter's
 };
 
 // The signals the supervisor handles itself. Block them (before cloning
@@ -33,6 +39,14 @@ void choose_streams(linuxjail::JailSpec& spec);
 
 // Launch the jail for `spec` and supervise it until it ends.
 RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts);
+
+// The network decision log: FILE when given (failure is an error), else
+// $XDG_STATE_HOME/pi-jail/network.jsonl (~/.local/state/...), which the
+// jail cannot see; if that cannot be opened, a warning and no file.
+util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path);
+
+// Unless --quiet: one line per refused connection, at the end of a run.
+void summarise_refusals(const std::vector<netproxy::Decision>& decisions);
 
 // --unsandboxed: announce loudly, then exec the command in place.
 [[noreturn]] void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv);

@@ -8,6 +8,7 @@
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -400,21 +401,44 @@ int exit_code(int status) {
   return 125;
 }
 
-void send_fd(int sock, int fd) {
-  char byte = 'M';
-  iovec iov{&byte, 1};
-  char cbuf[CMSG_SPACE(sizeof(int))] = {};
+// Send `count` fds in one message tagged `tag`.
+void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage) {
+  iovec iov{&tag, 1};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 64)] = {};
+  if (count > 64) fail(stage, E2BIG);
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * count);
   cmsghdr* h = CMSG_FIRSTHDR(&msg);
   h->cmsg_level = SOL_SOCKET;
   h->cmsg_type = SCM_RIGHTS;
-  h->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(h), &fd, sizeof fd);
-  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != 1) fail(Stage::terminal, errno);
+  h->cmsg_len = CMSG_LEN(sizeof(int) * count);
+  std::memcpy(CMSG_DATA(h), fds, sizeof(int) * count);
+  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != 1) fail(stage, errno);
+}
+
+// The network filter's listening sockets, made here inside the jail's
+// network namespace (nothing inside can bind these ports afterwards) and
+// handed to the supervisor, which accepts and connects out from the host.
+void open_listeners(const ChildPlan& p) {
+  if (p.listener_count == 0) return;
+  int fds[64];
+  if (p.listener_count > 64) fail(Stage::listeners, E2BIG);
+  for (size_t i = 0; i < p.listener_count; ++i) {
+    const ChildListener& l = p.listeners[i];
+    int s = ::socket(l.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) fail(Stage::listeners, errno, static_cast<int>(i));
+    int one = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (l.addr.ss_family == AF_INET6) ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (::bind(s, reinterpret_cast<const sockaddr*>(&l.addr), l.len) != 0 || ::listen(s, 128) != 0)
+      fail(Stage::listeners, errno, static_cast<int>(i));
+    fds[i] = s;
+  }
+  send_fds(p.control_fd, kControlListeners, fds, p.listener_count, Stage::listeners);
+  for (size_t i = 0; i < p.listener_count; ++i) ::close(fds[i]);
 }
 
 // A PTY in the jail's own devpts: the master goes to the supervisor (which
@@ -428,7 +452,7 @@ int open_terminal(const ChildPlan& p) {
   if (slave < 0) fail(Stage::terminal, errno);
   if (::ioctl(slave, TCSETS, &p.pty_mode) != 0) fail(Stage::terminal, errno);
   if (::ioctl(master, TIOCSWINSZ, &p.pty_size) != 0) fail(Stage::terminal, errno);
-  send_fd(p.control_fd, master);
+  send_fds(p.control_fd, kControlMaster, &master, 1, Stage::terminal);
   ::close(master);
   return slave;
 }
@@ -535,6 +559,7 @@ int open_terminal(const ChildPlan& p) {
   build_filesystem(p);
   if (::sethostname(p.hostname, std::strlen(p.hostname)) != 0) fail(Stage::hostname, errno);
   bring_up_loopback();
+  open_listeners(p);
   run_init(p);
 }
 

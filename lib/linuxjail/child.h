@@ -6,6 +6,7 @@
 
 #include <linux/filter.h>
 #include <sys/capability.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -31,6 +32,11 @@ struct ChildMount {
 struct ChildLandlockRule {
   const char* path;
   std::uint64_t access;  // already narrowed to what the kernel handles
+};
+
+struct ChildListener {
+  sockaddr_storage addr;
+  socklen_t len;
 };
 
 struct ChildPlan {
@@ -60,6 +66,8 @@ struct ChildPlan {
   std::uint64_t landlock_scoped;
   const ChildLandlockRule* landlock_rules;
   size_t landlock_rule_count;
+  const ChildListener* listeners;  // created by init, sent on control_fd
+  size_t listener_count;
 };
 
 // Owns the strings and arrays a ChildPlan points into.
@@ -83,12 +91,16 @@ private:
   std::string uid_map_, gid_map_;
   BpfProgram command_filter_, init_filter_;
   std::vector<ChildLandlockRule> landlock_;
+  std::vector<ChildListener> listeners_;
   ChildPlan plan_{};
 };
 
 // The byte init sends on the control socket when the command stopped
 // itself as a whole (a shell's `suspend`, Pi's Ctrl-Z).
 inline constexpr char kControlStopped = 'S';
+// The tags of the messages that carry fds: the PTY master, the listeners.
+inline constexpr char kControlMaster = 'M';
+inline constexpr char kControlListeners = 'L';
 
 // Runs in the cloned child: builds the jail, becomes its init, starts the
 // command. Never returns. Async-signal-safe.

@@ -1,5 +1,6 @@
 #include "linuxjail/launch.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <linux/mount.h>
 #include <sys/socket.h>
@@ -66,6 +67,23 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
   gid_map_ = fmt::format("{0} {0} 1\n", spec.gid);
   for (const auto& r : spec.landlock.rules)
     landlock_.push_back(ChildLandlockRule{r.path.c_str(), r.access & spec.landlock.handled_fs});
+  for (const auto& l : spec.listeners) {
+    ChildListener cl{};
+    if (l.address.find(':') != std::string::npos) {
+      auto* s6 = reinterpret_cast<sockaddr_in6*>(&cl.addr);
+      s6->sin6_family = AF_INET6;
+      ::inet_pton(AF_INET6, l.address.c_str(), &s6->sin6_addr);
+      s6->sin6_port = htons(static_cast<uint16_t>(l.port));
+      cl.len = sizeof *s6;
+    } else {
+      auto* s4 = reinterpret_cast<sockaddr_in*>(&cl.addr);
+      s4->sin_family = AF_INET;
+      ::inet_pton(AF_INET, l.address.c_str(), &s4->sin_addr);
+      s4->sin_port = htons(static_cast<uint16_t>(l.port));
+      cl.len = sizeof *s4;
+    }
+    listeners_.push_back(cl);
+  }
   cap_max_bits();  // libcap reads the kernel's cap count lazily: do it here
   plan_ = ChildPlan{mounts_.data(), mounts_.size(), spec.exec_path.c_str(), argv_.data(), envp_.data(),
                     spec.cwd.c_str(), spec.hostname.c_str(), uid_map_.c_str(), gid_map_.c_str(),
@@ -75,7 +93,8 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
                     sock_fprog{static_cast<unsigned short>(command_filter_.size()), command_filter_.data()},
                     spec.seccomp.use == FilterUse::enforced,
                     sock_fprog{static_cast<unsigned short>(init_filter_.size()), init_filter_.data()},
-                    spec.landlock.handled_fs, spec.landlock.scoped, landlock_.data(), landlock_.size()};
+                    spec.landlock.handled_fs, spec.landlock.scoped, landlock_.data(), landlock_.size(),
+                    listeners_.data(), listeners_.size()};
 }
 
 ChildPlanStorage::~ChildPlanStorage() { cap_free(plan_.empty_caps); }
@@ -141,7 +160,7 @@ util::Result<std::optional<SyncRecord>> Jail::read_sync() {
 
 util::Result<std::optional<Jail::Control>> Jail::read_control() {
   char byte = 0;
-  char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 64)] = {};
   iovec iov{&byte, 1};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -158,13 +177,18 @@ util::Result<std::optional<Jail::Control>> Jail::read_control() {
     return std::optional<Control>{};
   }
   Control c;
+  c.tag = byte;
   c.stopped = byte == kControlStopped;
   for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
     if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(h), sizeof fd);
-      c.fd = UniqueFd(fd);
+      size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+        c.fds.emplace_back(fd);
+      }
     }
+  if (msg.msg_flags & MSG_CTRUNC) return Error::invalid("the jail sent more descriptors than expected");
   return std::optional<Control>{std::move(c)};
 }
 

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <vector>
 
 #include "linuxjail/spec.h"
 #include "linuxjail/stage.h"
@@ -37,7 +38,8 @@ public:
   // What init says on the control socket: the PTY master (once, at start)
   // or that the command stopped itself as a whole.
   struct Control {
-    util::UniqueFd fd;
+    char tag = 0;                     // kControlMaster, kControlListeners, kControlStopped
+    std::vector<util::UniqueFd> fds;  // the master, or the listeners in spec order
     bool stopped = false;
   };
   int control_fd() const { return control_.get(); }

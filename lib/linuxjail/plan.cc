@@ -149,6 +149,20 @@ std::vector<std::string> filter_env(const PlanInput& in) {
   env["HOME"] = in.home;
   env["TMPDIR"] = "/tmp";
   env["PI_JAIL"] = "1";
+  if (in.network_filter) {
+    // Every client library's spelling of "use this proxy"; loopback stays
+    // inside the jail (forwarded services answer there directly).
+    const std::string http = "http://127.0.0.1:" + std::to_string(kHttpProxyPort);
+    const std::string socks = "socks5h://127.0.0.1:" + std::to_string(kSocksProxyPort);
+    const std::string no_proxy = "localhost,127.0.0.1,::1";
+    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy",
+                             "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
+                             "GLOBAL_AGENT_HTTP_PROXY", "GLOBAL_AGENT_HTTPS_PROXY"})
+      env[name] = http;
+    env["ALL_PROXY"] = env["all_proxy"] = socks;
+    env["NO_PROXY"] = env["no_proxy"] = env["npm_config_noproxy"] = env["GLOBAL_AGENT_NO_PROXY"] = no_proxy;
+    env["NODE_USE_ENV_PROXY"] = "1";
+  }
   std::vector<std::string> out;
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;
@@ -259,6 +273,18 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   }
 
   JailSpec spec;
+  if (in.network_filter) {
+    spec.listeners.push_back({ListenSpec::Kind::http_proxy, "127.0.0.1", kHttpProxyPort});
+    spec.listeners.push_back({ListenSpec::Kind::socks_proxy, "127.0.0.1", kSocksProxyPort});
+    for (const auto& [addr, port] : in.forwards) {
+      if ((port == kHttpProxyPort || port == kSocksProxyPort) && addr == "127.0.0.1") {
+        problems.push_back(fmt::format("cannot forward {}:{}: the jail's proxy listens there", addr, port));
+        continue;
+      }
+      spec.listeners.push_back({ListenSpec::Kind::forward, addr, port});
+    }
+    if (!problems.empty()) return Error::invalid(problems.front());
+  }
   spec.mounts = std::move(ops);
   spec.exec_path = in.exec_path;
   spec.argv = in.argv;

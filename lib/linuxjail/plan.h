@@ -18,6 +18,10 @@
 
 namespace pj::linuxjail {
 
+// Where the network filter listens inside the jail.
+inline constexpr int kHttpProxyPort = 3128;
+inline constexpr int kSocksProxyPort = 1080;
+
 // What the host has at one path. `kind` describes what the path resolves
 // to; `is_symlink` whether the path itself is a symlink.
 struct SourceFact {
@@ -61,6 +65,10 @@ struct PlanInput {
   std::string exec_path;
   std::vector<std::string> argv;
   SeccompOptions seccomp;
+  // The network filter's listeners inside the jail: the HTTP and SOCKS
+  // proxies, and host-loopback services forwarded at the same address.
+  bool network_filter = true;
+  std::vector<std::pair<std::string, int>> forwards;  // (address, port)
   int landlock_abi = 0;  // the host kernel's (host probe); 0: none
   LandlockUse landlock_use = LandlockUse::if_available;
   std::vector<std::string> landlock_read_only;  // test aid: narrows only

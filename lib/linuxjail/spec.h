@@ -79,6 +79,14 @@ struct TerminalSpec {
   winsize size{};
 };
 
+// A listening socket the jail's init creates inside the jail's network
+// namespace and hands to the supervisor (the network filter).
+struct ListenSpec {
+  enum class Kind { http_proxy, socks_proxy, forward } kind;
+  std::string address;  // "127.0.0.1" or "::1"
+  int port = 0;
+};
+
 struct JailSpec {
   std::vector<MountOp> mounts;       // parents before children; seals last
   std::string exec_path;             // absolute host path of the program
@@ -91,6 +99,7 @@ struct JailSpec {
   SeccompOptions seccomp;
   LandlockSpec landlock;
   TerminalSpec terminal;
+  std::vector<ListenSpec> listeners;
 };
 
 // One line per operation, for `--verbose`, messages and golden tests.

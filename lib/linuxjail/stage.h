@@ -29,6 +29,7 @@ enum class Stage : std::uint32_t {
   root_read_only,   // seal / itself
   hostname,
   loopback,         // bring lo up
+  listeners,        // the network filter's sockets inside the jail
   terminal,         // allocate the PTY in the jail's devpts, pass the master out
   fork_command,     // init forks the command
   new_session,      // setsid for the command

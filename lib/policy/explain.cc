@@ -41,7 +41,8 @@ std::string explain_text(const ExplainInput& in) {
     out += fmt::format("\nfilesystem (besides the workspace {} read-write and the built-in scratch mounts):\n",
                        in.workspace);
     for (const auto& r : fs_rows(p)) line(r.kind, r.path, *r.src);
-    out += "\nnetwork (rules for the network filter; until it exists the jail has no network at all):\n";
+    out += "\nnetwork (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
+           "loopback rules with a port are forwarded):\n";
     if (p.net_allow().empty() && p.net_deny().empty()) out += "  (no rules)\n";
     for (const auto& r : p.net_allow()) line("allow", r.pattern, r.src);
     for (const auto& r : p.net_deny()) line("deny", r.pattern, r.src);

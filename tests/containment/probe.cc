@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -168,6 +169,28 @@ int main(int argc, char** argv) {
       std::printf("fd%d %s\n", fd, first == 0 ? "ok" : strerrorname_np(first));
     }
     return 0;
+  }
+  if (cmd == "resolve") {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* ai = nullptr;
+    int rc = ::getaddrinfo(a, "80", &hints, &ai);
+    if (rc != 0) {
+      std::printf("failed %s\n", gai_strerror(rc));
+      return 1;
+    }
+    ::freeaddrinfo(ai);
+    std::puts("ok");
+    return 0;
+  }
+  if (cmd == "udp" && argc > 3) {
+    int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(std::atoi(argv[3])));
+    ::inet_pton(AF_INET, a, &sa.sin_addr);
+    r = ::sendto(s, "probe", 5, 0, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    return result(r == 5, errno);
   }
   if (cmd == "env") {
     const char* v = std::getenv(a);

@@ -1,0 +1,205 @@
+#include "netproxy/protocol.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace pj::netproxy {
+
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+HttpRequest bad(int status, std::string error) {
+  HttpRequest r;
+  r.progress = Progress::bad;
+  r.status = status;
+  r.error = std::move(error);
+  return r;
+}
+
+// "host:port" or "[v6]:port" -> Target. `default_port` when none given.
+std::optional<Target> split_authority(std::string_view a, int default_port) {
+  Target t;
+  std::string_view port;
+  if (a.starts_with("[")) {
+    size_t close = a.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    t.host = std::string(a.substr(0, close + 1));
+    std::string_view rest = a.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') return std::nullopt;
+      port = rest.substr(1);
+    }
+  } else {
+    size_t colon = a.rfind(':');
+    if (colon != std::string_view::npos) {
+      t.host = std::string(a.substr(0, colon));
+      port = a.substr(colon + 1);
+    } else {
+      t.host = std::string(a);
+    }
+  }
+  if (t.host.empty() || t.host.find_first_of("/@\\") != std::string::npos) return std::nullopt;
+  for (unsigned char ch : t.host)
+    if (ch <= 0x20 || ch >= 0x7f) return std::nullopt;  // controls, spaces, NUL, non-ASCII
+  if (port.empty()) {
+    if (default_port == 0) return std::nullopt;
+    t.port = default_port;
+    return t;
+  }
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  t.port = std::stoi(std::string(port));
+  if (t.port < 1 || t.port > 65535) return std::nullopt;
+  return t;
+}
+
+}  // namespace
+
+HttpRequest parse_http_request(std::string_view buf) {
+  size_t end = buf.find("\r\n\r\n");
+  if (end == std::string_view::npos) {
+    if (buf.size() > kMaxHttpHead) return bad(431, "request head too large");
+    return {};
+  }
+  if (end + 4 > kMaxHttpHead) return bad(431, "request head too large");
+  std::string_view head = buf.substr(0, end + 2);  // keep the last header's CRLF
+  size_t eol = head.find("\r\n");
+  std::string_view line = head.substr(0, eol);
+  size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
+  if (sp1 == std::string_view::npos || sp2 == sp1) return bad(400, "malformed request line");
+  std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1),
+                   version = line.substr(sp2 + 1);
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") return bad(505, "only HTTP/1.0 and HTTP/1.1");
+  if (method.empty() || method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string_view::npos)
+    return bad(400, "malformed method");
+  // Header lines: NAME: value. Reject obsolete folding and bare LFs.
+  std::string_view headers = head.substr(eol + 2);
+  std::string kept;
+  bool has_host = false;
+  while (!headers.empty()) {
+    size_t e = headers.find("\r\n");
+    std::string_view h = headers.substr(0, e);
+    headers.remove_prefix(e + 2);
+    size_t colon = h.find(':');
+    if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t' ||
+        h.find('\n') != std::string_view::npos || h.find('\r') != std::string_view::npos)
+      return bad(400, "malformed header line");
+    std::string_view name = h.substr(0, colon);
+    if (iequals(name, "proxy-authorization") || iequals(name, "proxy-connection") || iequals(name, "connection") ||
+        iequals(name, "keep-alive"))
+      continue;
+    if (iequals(name, "host")) has_host = true;
+    kept.append(h).append("\r\n");
+  }
+
+  HttpRequest r;
+  r.consumed = end + 4;
+  if (method == "CONNECT") {
+    auto t = split_authority(target, 0);
+    if (!t) return bad(400, "CONNECT needs host:port");
+    r.tunnel = true;
+    r.target = *t;
+    r.progress = Progress::done;
+    return r;
+  }
+  // Absolute form: http://authority/path. https:// would need TLS here.
+  constexpr std::string_view kHttp = "http://";
+  if (target.size() < kHttp.size() || !iequals(target.substr(0, kHttp.size()), kHttp))
+    return bad(400, "a proxy request needs CONNECT or an absolute http:// URL");
+  std::string_view rest = target.substr(kHttp.size());
+  size_t slash = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? "/" : rest.substr(slash);
+  if (path.front() != '/') path = "/";
+  auto t = split_authority(authority, 80);
+  if (!t) return bad(400, "malformed URL authority");
+  r.target = *t;
+  r.upstream = fmt::format("{} {} {}\r\n", method, path, version);
+  if (!has_host) r.upstream += fmt::format("Host: {}\r\n", authority);
+  r.upstream += kept;
+  r.upstream += "Connection: close\r\n\r\n";
+  r.progress = Progress::done;
+  return r;
+}
+
+std::string http_response(int status, std::string_view reason, std::string_view body) {
+  return fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\nX-Pi-Jail: "
+      "refused\r\n\r\n{}",
+      status, reason, body.size(), body);
+}
+
+SocksGreeting parse_socks_greeting(std::string_view buf) {
+  SocksGreeting g;
+  if (buf.size() < 2) return g;
+  if (static_cast<uint8_t>(buf[0]) != 5) {
+    g.progress = Progress::bad;
+    return g;
+  }
+  size_t n = static_cast<uint8_t>(buf[1]);
+  if (n == 0) {
+    g.progress = Progress::bad;
+    return g;
+  }
+  if (buf.size() < 2 + n) return g;
+  for (size_t i = 0; i < n; ++i)
+    if (buf[2 + i] == 0) g.no_auth_offered = true;
+  g.consumed = 2 + n;
+  g.progress = Progress::done;
+  return g;
+}
+
+SocksRequest parse_socks_request(std::string_view buf) {
+  SocksRequest r;
+  auto fail = [&](SocksReply reply) {
+    r.progress = Progress::bad;
+    r.reply = reply;
+    return r;
+  };
+  if (buf.size() < 4) return r;
+  if (static_cast<uint8_t>(buf[0]) != 5 || buf[2] != 0) return fail(SocksReply::general_failure);
+  r.command = static_cast<uint8_t>(buf[1]);
+  uint8_t atyp = static_cast<uint8_t>(buf[3]);
+  size_t addr_len;
+  if (atyp == 1) addr_len = 4;
+  else if (atyp == 4) addr_len = 16;
+  else if (atyp == 3) {
+    if (buf.size() < 5) return r;
+    addr_len = 1 + static_cast<uint8_t>(buf[4]);
+    if (addr_len == 1) return fail(SocksReply::general_failure);
+  } else {
+    return fail(SocksReply::address_type_not_supported);
+  }
+  if (buf.size() < 4 + addr_len + 2) return r;
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(buf.data()) + 4;
+  char text[INET6_ADDRSTRLEN];
+  if (atyp == 1) r.target.host = ::inet_ntop(AF_INET, p, text, sizeof text);
+  else if (atyp == 4) r.target.host = std::string("[") + ::inet_ntop(AF_INET6, p, text, sizeof text) + "]";
+  else {
+    r.target.host.assign(reinterpret_cast<const char*>(p) + 1, addr_len - 1);
+    if (r.target.host.find('\0') != std::string::npos) return fail(SocksReply::general_failure);
+  }
+  r.target.port = (p[addr_len] << 8) | p[addr_len + 1];
+  r.consumed = 4 + addr_len + 2;
+  if (r.command != 1) return fail(SocksReply::command_not_supported);  // BIND, UDP ASSOCIATE
+  if (r.target.port == 0) return fail(SocksReply::general_failure);
+  r.progress = Progress::done;
+  return r;
+}
+
+std::string socks_reply(SocksReply reply) {
+  std::string out{'\x05', static_cast<char>(reply), '\x00', '\x01'};
+  out.append(6, '\0');  // BND.ADDR 0.0.0.0, BND.PORT 0
+  return out;
+}
+
+}  // namespace pj::netproxy

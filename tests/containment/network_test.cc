@@ -1,0 +1,172 @@
+// The network filter in real jails, against test servers on the host's
+// loopback. Names resolve through an /etc/hosts of the test's own, bound
+// in a mount namespace the test creates: no traffic leaves the machine.
+#include <doctest/doctest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+namespace {
+
+// An HTTP server on 127.0.0.1: answers every request with `body`.
+class HttpServer {
+public:
+  explicit HttpServer(std::string body) : body_(std::move(body)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    REQUIRE(::listen(fd_, 16) == 0);
+    socklen_t len = sizeof sa;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~HttpServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  std::string port_str() const { return std::to_string(port_); }
+  int hits() const { return hits_; }
+
+private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      ++hits_;
+      std::string req;
+      char buf[4096];
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        pollfd q{c, POLLIN, 0};
+        if (::poll(&q, 1, 2000) <= 0) break;
+        ssize_t n = ::read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
+                         "\r\nConnection: close\r\n\r\n" + body_;
+      ssize_t w = ::write(c, resp.data(), resp.size());
+      (void)w;
+      ::close(c);
+    }
+  }
+  std::string body_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> hits_{0};
+};
+
+const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
+
+}  // namespace
+
+TEST_CASE("an allowed host-loopback service: forwarded, and through the HTTP proxy and SOCKS5") {
+  Sandbox sb;
+  HttpServer server("served-by-host\n");
+  std::string url = "http://127.0.0.1:" + server.port_str() + "/";
+  std::string report = sb.outside + "/r.json";
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "curl -sS " + url + " && " + kNoProxyEnv + "curl -sS -x http://127.0.0.1:3128 " + url + " && " +
+                        kNoProxyEnv + "curl -sS -p -x http://127.0.0.1:3128 " + url + " && " + kNoProxyEnv +
+                        "curl -sS --socks5-hostname 127.0.0.1:1080 " + url},
+                   {"--allow-net", "127.0.0.1:" + server.port_str(), "--report", report});
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  CHECK(o.out == "served-by-host\nserved-by-host\nserved-by-host\nserved-by-host\n");
+  CHECK(server.hits() == 4);
+  std::string text = read_file(report);
+  for (const char* proto : {"\"forward\"", "\"http\"", "\"http-connect\"", "\"socks5\""}) {
+    CAPTURE(proto);
+    CHECK(text.find("\"protocol\": " + std::string(proto)) != std::string::npos);
+  }
+}
+
+TEST_CASE("refused destinations: 403 from the HTTP proxy, a SOCKS refusal, a log line each") {
+  Sandbox sb;
+  HttpServer server("must-not-be-served\n");
+  std::string url = "http://127.0.0.1:" + server.port_str() + "/";
+  std::string log = sb.outside + "/net.jsonl";
+  auto o = sb.jail({"/bin/sh", "-c",
+                    kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 " + url + "; " +
+                        kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 http://blocked.example/; " +
+                        kNoProxyEnv + "curl -s -p -x http://127.0.0.1:3128 https://blocked.example/; echo connect=$?; " +
+                        kNoProxyEnv + "curl -s --socks5-hostname 127.0.0.1:1080 " + url + "; echo socks=$?; " +
+                        "curl -s " + url + "; echo direct=$?"},
+                   {"--net-log", log});
+  CHECK(o.out.find("403\n403\n") == 0);
+  CHECK(o.out.find("connect=56") != std::string::npos);  // CONNECT tunnel failed, response 403
+  CHECK(o.out.find("socks=97") != std::string::npos);    // SOCKS5 request refused
+  CHECK(o.out.find("direct=7") != std::string::npos);    // not forwarded: nothing listens inside
+  CHECK(server.hits() == 0);
+  std::string lines = read_file(log);
+  size_t refusals = 0;
+  for (size_t at = 0; (at = lines.find("\"allowed\": false", at)) != std::string::npos; ++at) ++refusals;
+  CHECK(refusals == 4);
+  CHECK(lines.find("\"reason\": \"no rule allows blocked.example:443\"") != std::string::npos);
+  CHECK(lines.find("\"protocol\": \"socks5\"") != std::string::npos);
+}
+
+TEST_CASE("UDP reaches nothing, raw sockets and DNS fail inside") {
+  Sandbox sb;
+  int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(u, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(u, reinterpret_cast<sockaddr*>(&sa), &len);
+  auto sent = sb.probe({"udp", "127.0.0.1", std::to_string(ntohs(sa.sin_port))});
+  CHECK(trim(sent.out) == "ok");  // sent... to the jail's own loopback
+  pollfd p{u, POLLIN, 0};
+  CHECK(::poll(&p, 1, 300) == 0);  // and nothing arrived on the host
+  ::close(u);
+  CHECK(trim(sb.probe({"syscall", "41", "2", "3", "1"}).out) == "EPERM");  // socket(AF_INET, SOCK_RAW, ICMP)
+  auto dns = sb.probe({"resolve", "example.com"});
+  CHECK(dns.status == 1);
+  CHECK(dns.out.find("failed") == 0);
+}
+
+TEST_CASE("an allowed name that resolves to a refused range is refused, unless named exactly") {
+  Sandbox sb;
+  HttpServer server("internal-service\n");
+  std::string hosts = sb.base + "/hosts";
+  write_file(hosts, "127.0.0.1 localhost\n127.0.0.1 svc.pjtest.example\n10.0.0.7 db.pjtest.example\n");
+  // Resolution happens in the supervisor, outside the jail: give it our
+  // own /etc/hosts in a mount namespace of this test.
+  auto in_ns = [&](const std::string& rule, const std::string& url) {
+    std::string cmd = "mount --bind \"$0\" /etc/hosts && exec \"$1\" -q -w \"$2\" --allow-net \"$3\" -- " +
+                      kNoProxyEnv + "curl -s -w ' %{http_code}' -x http://127.0.0.1:3128 " + url;
+    std::vector<std::string> argv{"/usr/bin/unshare"};
+    if (::getuid() != 0) argv.push_back("-Ur");
+    argv.insert(argv.end(), {"-m", "/bin/sh", "-c", cmd, hosts, pi_jail(), sb.ws, rule});
+    return run(argv, {"HOME=" + sb.home});
+  };
+  std::string port = server.port_str();
+  auto wild = in_ns("*.pjtest.example:" + port, "http://svc.pjtest.example:" + port + "/");
+  CHECK(wild.out.find("resolves to 127.0.0.1, loopback") != std::string::npos);
+  CHECK(wild.out.find(" 403") != std::string::npos);
+  auto priv = in_ns("*.pjtest.example:" + port, "http://db.pjtest.example:" + port + "/");
+  CHECK(priv.out.find("resolves to 10.0.0.7, private") != std::string::npos);
+  CHECK(server.hits() == 0);
+  auto exact = in_ns("svc.pjtest.example:" + port, "http://svc.pjtest.example:" + port + "/");
+  CHECK(exact.out == "internal-service\n 200");
+  CHECK(server.hits() == 1);
+}
