@@ -1,4 +1,5 @@
 // pi-jail: run a command (usually Pi) inside a rootless namespace jail.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -128,6 +129,13 @@ supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Repo
   }
   opts.net_log_fd = log->get();
   auto result = supervisor::run_jailed(*spec_out, opts);
+  // The jail is gone: remove the placeholders it was given, if still empty.
+  for (const auto& [path, node] : linuxjail::placeholders(*spec_out)) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (node == linuxjail::Node::directory && S_ISDIR(st.st_mode)) ::rmdir(path.c_str());
+    else if (node == linuxjail::Node::file && S_ISREG(st.st_mode) && st.st_size == 0) ::unlink(path.c_str());
+  }
   supervisor::summarise_refusals(result.decisions);
   return result;
 }

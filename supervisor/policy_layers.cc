@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "policy/profiles.h"
+#include "util/paths.h"
 
 namespace pj::supervisor {
 
@@ -74,6 +75,15 @@ policy::Layer command_line_layer(const cli::Invocation& inv) {
 
 }  // namespace
 
+std::string pi_agent_dir(const std::string& home) {
+  const char* dir = std::getenv("PI_CODING_AGENT_DIR");
+  if (dir && *dir == '/') {
+    auto norm = util::normalize_path(dir);
+    if (norm) return *norm;
+  }
+  return home + "/.pi/agent";
+}
+
 LoadedPolicy load_policy(const cli::Invocation& inv, const std::string& workspace, const std::string& home,
                          const std::string& cwd) {
   LoadedPolicy lp;
@@ -112,7 +122,7 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const std::string& workspac
     lp.info.push_back({Authority::project, "(ignored: --no-project-config)", false});
   }
 
-  policy::Context ctx{workspace, home, cwd, real_path};
+  policy::Context ctx{workspace, home, cwd, {{"pi_agent_dir", pi_agent_dir(home)}}, real_path};
   lp.resolved = policy::resolve(lp.layers, ctx);
   return lp;
 }

@@ -19,6 +19,9 @@ struct LoadedPolicy {
   policy::Resolved resolved;
 };
 
+// Pi's agent directory: $PI_CODING_AGENT_DIR, else ~/.pi/agent.
+std::string pi_agent_dir(const std::string& home);
+
 // `workspace`, `home`, `cwd` are resolved absolute paths.
 LoadedPolicy load_policy(const cli::Invocation& inv, const std::string& workspace, const std::string& home,
                          const std::string& cwd);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "linuxjail/host.h"
+#include "runtime/program.h"
 #include "util/log.h"
 #include "util/paths.h"
 
@@ -46,11 +47,6 @@ std::string home_dir() {
   return "/";
 }
 
-bool executable_file(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
 }  // namespace
 
 std::string default_workspace(const std::string& cwd) {
@@ -73,7 +69,8 @@ void apply_policy(const policy::Policy& pol, linuxjail::PlanInput& in) {
     in.grants.push_back({g.path, g.access == policy::PathAccess::read_write ? Access::read_write : Access::read_only,
                          g.src.str()});
   for (const auto& r : pol.denies()) in.denies.push_back({r.path, r.src.str()});
-  for (const auto& r : pol.read_only()) in.read_only.push_back({r.path, r.src.str()});
+  for (const auto& r : pol.read_only())
+    in.read_only.push_back({r.path, r.src.str(), r.directory ? linuxjail::Node::directory : linuxjail::Node::file});
   for (const auto& e : pol.env_pass()) in.env_pass.push_back(e.name);
   for (const auto& e : pol.env_set()) in.env_set.emplace_back(e.name, e.value);
   if (pol.ptrace_allowed()) in.seccomp.debugging = linuxjail::Debugging::allowed;
@@ -105,6 +102,15 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
         "writable inside the jail; cd into a project or pass -w DIR",
         in.workspace));
 
+  if (inv.profile == "pi") {
+    // The pi profile grants Pi's agent directory: make it if it is not
+    // there yet, as Pi would on its first run (0700, the caller's own).
+    std::string partial;
+    for (auto part : util::path_components(pi_agent_dir(in.home))) {
+      partial += "/" + std::string(part);
+      ::mkdir(partial.c_str(), 0700);
+    }
+  }
   prepared.policy = load_policy(inv, in.workspace, in.home, in.cwd);
   LoadedPolicy& lp = prepared.policy;
   std::vector<policy::Diagnostic> problems = lp.errors;
@@ -138,37 +144,16 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);
 
   if (inv.mode != cli::Mode::run) return prepared;
-  const std::string& name = inv.command.front();
-  if (name.find('/') != std::string::npos) {
-    auto norm = util::normalize_path(name, in.cwd);
-    if (!norm) return norm.take_error();
-    struct stat st;
-    if (::stat(norm->c_str(), &st) != 0) {
-      failure = PrepareFailure::not_found;
-      return Error::from_errno(name, errno);
-    }
-    if (!executable_file(*norm)) {
-      failure = PrepareFailure::not_executable;
-      return Error::invalid(fmt::format("{}: not an executable file", name));
-    }
-    in.exec_path = *norm;
-  } else {
-    const char* path = std::getenv("PATH");
-    std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-    while (in.exec_path.empty()) {
-      size_t colon = dirs.find(':');
-      std::string dir(dirs.substr(0, colon));
-      if (dir.empty()) dir = ".";
-      auto cand = util::normalize_path(dir + "/" + name, in.cwd);
-      if (cand && executable_file(*cand)) in.exec_path = *cand;
-      if (colon == std::string_view::npos) break;
-      dirs.remove_prefix(colon + 1);
-    }
-    if (in.exec_path.empty()) {
-      failure = PrepareFailure::not_found;
-      return Error::invalid(fmt::format("{}: command not found on PATH", name));
-    }
+  const char* path_env = std::getenv("PATH");
+  runtime::Missing missing;
+  auto program = runtime::discover(inv.command.front(), {path_env ? path_env : "", in.cwd, in.home}, missing);
+  if (!program) {
+    failure = missing == runtime::Missing::not_executable ? PrepareFailure::not_executable : PrepareFailure::not_found;
+    return program.take_error();
   }
+  in.exec_path = program->exec_path;
+  for (const auto& need : program->needs) in.grants.push_back({need.path, linuxjail::Access::read_only, need.why});
+  prepared.program = std::move(*program);
   in.argv = inv.command;
   return prepared;
 }

@@ -6,6 +6,7 @@
 #include "linuxjail/plan.h"
 #include "netproxy/rules.h"
 #include "policy_layers.h"
+#include "runtime/program.h"
 #include "util/result.h"
 
 namespace pj::supervisor {
@@ -18,6 +19,7 @@ struct Prepared {
   linuxjail::PlanInput input;
   LoadedPolicy policy;
   netproxy::Rules rules;  // the network filter's, from the policy
+  runtime::Program program;  // run mode: what is executed and what it needs
 };
 
 // Resolve everything the planner needs: workspace, program, policy

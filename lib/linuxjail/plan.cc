@@ -114,6 +114,16 @@ bool visible(const std::vector<MountOp>& ops, std::string_view path) {
   return best && best->kind == MountKind::bind;
 }
 
+// Is `path` below a writable bind (where a jail could create it)?
+bool writable(const std::vector<MountOp>& ops, std::string_view path) {
+  const MountOp* best = nullptr;
+  for (const auto& op : ops) {
+    if (op.kind == MountKind::symlink || op.kind == MountKind::seal) continue;
+    if (path_within(path, op.dest) && (!best || op.dest.size() >= best->dest.size())) best = &op;
+  }
+  return best && best->kind == MountKind::bind && best->access == Access::read_write;
+}
+
 // Keep one operation per destination: a mask always wins; otherwise the
 // later entry (grants come after the defaults) replaces the earlier one.
 std::vector<MountOp> dedupe(std::vector<MountOp> ops) {
@@ -186,6 +196,13 @@ std::string describe(const MountOp& op) {
   return "?";
 }
 
+std::vector<std::pair<std::string, Node>> placeholders(const JailSpec& spec) {
+  std::vector<std::pair<std::string, Node>> out;
+  for (const auto& op : spec.mounts)
+    if (op.placeholder) out.emplace_back(op.dest, op.node);
+  return out;
+}
+
 std::vector<std::string> paths_to_probe(const PlanInput& in) {
   std::vector<std::string> out;
   for (const auto& e : in.system) out.push_back(e.path);
@@ -193,7 +210,10 @@ std::vector<std::string> paths_to_probe(const PlanInput& in) {
   out.push_back(in.workspace);
   for (const auto& g : in.grants) out.push_back(g.path);
   for (const auto& d : in.denies) out.push_back(d.path);
-  for (const auto& r : in.read_only) out.push_back(r.path);
+  for (const auto& r : in.read_only) {
+    out.push_back(r.path);
+    out.emplace_back(util::parent_path(r.path));
+  }
   return out;
 }
 
@@ -225,12 +245,28 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     ops.push_back(bind_op(f.resolved, f, g.access, g.why));
   }
 
-  // Read-only marks: the same object bound read-only over itself, inside
-  // a writable grant. (Absent paths are not covered yet.)
+  // Read-only marks: the same object bound read-only over itself inside
+  // a writable grant; an absent one covered by an empty read-only
+  // placeholder so it cannot be created either. A symlink cannot be
+  // mounted over: refuse to start rather than leave it replaceable.
   for (const auto& r : in.read_only) {
     const SourceFact& f = fact(facts, r.path);
-    if (!usable(f) || !visible(ops, f.resolved)) continue;
-    ops.push_back(bind_op(f.resolved, f, Access::read_only, r.why));
+    if (f.is_symlink) {
+      problems.push_back(fmt::format("{} is a symlink; it must stay read-only ({}), which needs the real file or "
+                                     "directory there: replace the link with what it points to, or remove it",
+                                     r.path, r.why));
+      continue;
+    }
+    if (usable(f)) {
+      if (visible(ops, f.resolved)) ops.push_back(bind_op(f.resolved, f, Access::read_only, r.why));
+      continue;
+    }
+    const SourceFact& parent = fact(facts, util::parent_path(r.path));
+    if (parent.kind != SourceFact::Kind::directory || parent.is_symlink || !writable(ops, r.path)) continue;
+    MountOp cover = simple_op(MountKind::mask, r.path, "", r.why);
+    cover.node = r.node;
+    cover.placeholder = true;
+    ops.push_back(std::move(cover));
   }
 
   for (const auto& d : in.denies) {

@@ -46,6 +46,7 @@ struct PathGrant {
 struct PathRule {
   std::string path;
   std::string why;
+  Node node = Node::file;  // read-only marks: what to cover when absent
 };
 using PathDeny = PathRule;
 
@@ -73,6 +74,11 @@ struct PlanInput {
   LandlockUse landlock_use = LandlockUse::if_available;
   std::vector<std::string> landlock_read_only;  // test aid: narrows only
 };
+
+// Read-only paths that were absent and are covered by an empty read-only
+// placeholder: pi-jail creates the mountpoint on the host (through the
+// writable grant) and removes it after the run if it is still empty.
+std::vector<std::pair<std::string, Node>> placeholders(const JailSpec& spec);
 
 // Every host path plan() will ask about; probe_paths() answers them.
 // (The policy module turns profiles and operator files into these lists;

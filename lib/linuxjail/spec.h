@@ -45,6 +45,7 @@ struct MountOp {
   dev_t dev = 0;         // bind: the inode the planner saw, verified at mount time
   ino_t ino = 0;
   bool optional = false; // seal of a path the kernel may not have (/proc/bus)
+  bool placeholder = false;  // mask over a path that did not exist: created on the host
   std::string why;       // where this entry comes from, for messages and explain
 };
 

@@ -27,6 +27,7 @@ public:
   struct PathRule {         // a system path, a mask or a read-only path
     std::string path;
     Source src;
+    bool directory = false;  // written with a trailing "/": a directory even when absent
   };
   struct NetRule {
     std::string pattern;    // normalised (parse_net_pattern)
@@ -84,6 +85,8 @@ struct Context {
   std::string workspace;
   std::string home;
   std::string cwd;
+  // More ${name} variables (e.g. pi_agent_dir), already absolute.
+  std::vector<std::pair<std::string, std::string>> vars;
   // realpath(3): the resolved path, or nullopt when it does not exist.
   std::function<std::optional<std::string>(const std::string&)> realpath;
 };

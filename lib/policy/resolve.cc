@@ -74,12 +74,15 @@ struct Resolver {
   std::optional<std::string> expand(const Entry& e, Authority a, std::string& why) {
     std::string t = e.text;
     if (t == "~" || t.starts_with("~/")) t = ctx.home + t.substr(1);
-    for (auto [var, val] : {std::pair<std::string, std::string>{"${home}", ctx.home},
-                            std::pair<std::string, std::string>{"${workspace}", ctx.workspace}}) {
+    std::vector<std::pair<std::string, std::string>> vars{{"${home}", ctx.home}, {"${workspace}", ctx.workspace}};
+    for (const auto& [name, val] : ctx.vars) vars.emplace_back("${" + name + "}", val);
+    for (const auto& [var, val] : vars) {
       for (size_t at; (at = t.find(var)) != std::string::npos;) t.replace(at, var.size(), val);
     }
     if (t.find("${") != std::string::npos) {
-      why = "unknown variable (known: ${home}, ${workspace}, ~)";
+      std::string known;
+      for (const auto& v : vars) known += v.first + ", ";
+      why = "unknown variable (known: " + known + "~)";
       return std::nullopt;
     }
     std::string base = "/";
@@ -201,7 +204,11 @@ struct Resolver {
     pol.grants_.push_back({*real, access, e.src});
   }
 
-  void path_rule(const Entry& e, const Layer& l, std::vector<Policy::PathRule>& dst, const char* what) {
+  // Masks apply to what the path resolves to (the object reachable
+  // inside), or the path itself when absent. Read-only marks keep the path
+  // as written: the planner must see a symlink there to refuse it.
+  void path_rule(const Entry& e, const Layer& l, std::vector<Policy::PathRule>& dst, const char* what,
+                 bool resolve_links) {
     std::string why;
     auto p = expand(e, l.authority, why);
     if (!p) {
@@ -209,10 +216,8 @@ struct Resolver {
       else error(e.src, fmt::format("{} \"{}\": {}", what, e.text, why));
       return;
     }
-    // Masks and read-only marks apply to what the path resolves to (the
-    // object reachable inside), and to the path itself when it is absent.
-    auto real = ctx.realpath(*p);
-    dst.push_back({real ? *real : *p, e.src});
+    auto real = resolve_links ? ctx.realpath(*p) : std::nullopt;
+    dst.push_back({real ? *real : *p, e.src, e.text.ends_with("/")});
   }
 
   void operator_layer(const Layer& l) {
@@ -224,8 +229,8 @@ struct Resolver {
       if (!p) error(e.src, fmt::format("system \"{}\": {}", e.text, why));
       else pol.system_.push_back({*p, e.src});
     }
-    for (const auto& e : l.deny) path_rule(e, l, pol.denies_, "deny");
-    for (const auto& e : l.read_only) path_rule(e, l, pol.read_only_, "read_only");
+    for (const auto& e : l.deny) path_rule(e, l, pol.denies_, "deny", true);
+    for (const auto& e : l.read_only) path_rule(e, l, pol.read_only_, "read_only", false);
     for (const auto& e : l.read) path_grant(e, l, PathAccess::read_only, b);
     for (const auto& e : l.write) path_grant(e, l, PathAccess::read_write, b);
     for (const auto& e : l.net_allow) {
@@ -251,8 +256,8 @@ struct Resolver {
 
   void project_layer(const Layer& l) {
     const Bounds& b = project_bounds;
-    for (const auto& e : l.deny) path_rule(e, l, pol.denies_, "deny");  // narrowing: always fine
-    for (const auto& e : l.read_only) path_rule(e, l, pol.read_only_, "read_only");
+    for (const auto& e : l.deny) path_rule(e, l, pol.denies_, "deny", true);  // narrowing: always fine
+    for (const auto& e : l.read_only) path_rule(e, l, pol.read_only_, "read_only", false);
     for (const auto& e : l.system) path_grant(e, l, PathAccess::read_only, &b);
     for (const auto& e : l.read) path_grant(e, l, PathAccess::read_only, &b);
     for (const auto& e : l.write) path_grant(e, l, PathAccess::read_write, &b);

@@ -57,7 +57,8 @@ FakeFs host() {
 }
 
 Context context(const FakeFs& fs) {
-  return Context{"/home/u/proj", "/home/u", "/home/u/proj", [&fs](const std::string& p) { return fs.realpath(p); }};
+  return Context{"/home/u/proj", "/home/u", "/home/u/proj", {{"pi_agent_dir", "/home/u/.pi/agent"}},
+                 [&fs](const std::string& p) { return fs.realpath(p); }};
 }
 
 Layer layer(const std::string& text, const std::string& name, Authority a) {

@@ -1,0 +1,132 @@
+#include "runtime/program.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "util/paths.h"
+
+namespace pj::runtime {
+
+using util::Error;
+using util::path_within;
+
+namespace {
+
+bool executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string real(const std::string& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+
+std::optional<std::string> search_path(const std::string& name, const Lookup& lk) {
+  std::string_view dirs = lk.path_env.empty() ? std::string_view("/usr/local/bin:/usr/bin:/bin")
+                                             : std::string_view(lk.path_env);
+  while (true) {
+    size_t colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    if (dir.empty()) dir = ".";
+    auto cand = util::normalize_path(dir + "/" + name, lk.cwd);
+    if (cand && executable_file(*cand)) return *cand;
+    if (colon == std::string_view::npos) return std::nullopt;
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
+// The directory that holds an installation: the parent of a `bin`
+// directory, else the file's own directory. Never `/`, never $HOME or
+// one of its ancestors (that would show every secret in it): then just
+// the file.
+std::string installation_of(const std::string& file, const Lookup& lk) {
+  std::string dir(util::parent_path(file));
+  std::string root = util::path_components(dir).empty() || util::path_components(dir).back() != "bin"
+                         ? dir
+                         : std::string(util::parent_path(dir));
+  if (root == "/" || path_within(lk.home, root)) return file;
+  return root;
+}
+
+// A script inside a node_modules tree needs the outermost node_modules
+// (npm hoists its dependencies there).
+std::string package_tree_of(const std::string& file, const Lookup& lk) {
+  size_t at = file.find("/node_modules/");
+  if (at == std::string::npos) return installation_of(file, lk);
+  return file.substr(0, at + std::string("/node_modules").size());
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> parse_shebang(std::string_view line) {
+  if (!line.starts_with("#!")) return {};
+  line.remove_prefix(2);
+  auto next = [&]() {
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    size_t end = line.find_first_of(" \t\r\n");
+    std::string_view word = line.substr(0, end);
+    line.remove_prefix(end == std::string_view::npos ? line.size() : end);
+    return std::string(word);
+  };
+  std::string interp = next();
+  std::string arg = next();
+  if (interp.ends_with("/env"))
+    while (arg.starts_with("-")) arg = next();  // env -S node --flags
+  return {interp, arg};
+}
+
+util::Result<Program> discover(const std::string& name, const Lookup& lk, Missing& missing) {
+  missing = Missing::not_found;
+  std::string found;
+  if (name.find('/') != std::string::npos) {
+    auto norm = util::normalize_path(name, lk.cwd);
+    if (!norm) return norm.take_error();
+    struct stat st;
+    if (::stat(norm->c_str(), &st) != 0) return Error::from_errno(name, errno);
+    if (!executable_file(*norm)) {
+      missing = Missing::not_executable;
+      return Error::invalid(fmt::format("{}: not an executable file", name));
+    }
+    found = *norm;
+  } else {
+    auto hit = search_path(name, lk);
+    if (!hit) return Error::invalid(fmt::format("{}: command not found on PATH", name));
+    found = *hit;
+  }
+
+  Program p;
+  p.exec_path = real(found);
+  p.needs.push_back({package_tree_of(p.exec_path, lk), fmt::format("runtime: {} itself", name)});
+
+  std::ifstream in(p.exec_path, std::ios::binary);
+  std::string first(256, '\0');
+  in.read(first.data(), static_cast<std::streamsize>(first.size()));
+  first.resize(static_cast<size_t>(in.gcount()));
+  first = first.substr(0, first.find('\n'));
+  auto [interp, arg] = parse_shebang(first);
+  if (!interp.empty()) {
+    std::string why = fmt::format("runtime: interpreter of {} ({})", name, first);
+    std::string program = interp;
+    if (interp.ends_with("/env") && !arg.empty()) {
+      auto hit = search_path(arg, lk);
+      if (!hit) {
+        return Error::invalid(fmt::format("{}: its interpreter \"{}\" ({}) is not on PATH", name, arg, first));
+      }
+      program = *hit;
+    }
+    p.interpreter = real(program);
+    p.needs.push_back({installation_of(p.interpreter, lk), why});
+  }
+  return p;
+}
+
+}  // namespace pj::runtime

