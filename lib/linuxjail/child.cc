@@ -218,6 +218,8 @@ void do_mask(int root, const ChildMount& m, int op) {
   if (scratch < 0) fail(Stage::mount, -scratch, op);
   int f = ::openat(scratch, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
   if (f < 0) fail(Stage::mount, errno, op);
+  const size_t len = std::strlen(m.options);  // the placeholder's content ("{}" for JSON)
+  if (len > 0 && ::write(f, m.options, len) != static_cast<ssize_t>(len)) fail(Stage::mount, errno, op);
   ::close(f);
   int tree = ::open_tree(scratch, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (tree < 0) fail(Stage::mount, errno, op);

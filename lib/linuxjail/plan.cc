@@ -266,6 +266,8 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     MountOp cover = simple_op(MountKind::mask, r.path, "", r.why);
     cover.node = r.node;
     cover.placeholder = true;
+    // A reader must still parse it: an empty JSON object, not an empty file.
+    if (r.node == Node::file && r.path.ends_with(".json")) cover.options = "{}\n";
     ops.push_back(std::move(cover));
   }
 

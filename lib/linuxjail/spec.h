@@ -38,7 +38,7 @@ struct MountOp {
   MountKind kind = MountKind::bind;
   std::string dest;      // absolute path inside the jail
   std::string source;    // bind: host path; symlink: link target
-  std::string options;   // tmpfs: "size=...,mode=..."
+  std::string options;   // tmpfs: "size=...,mode=..."; file mask: its content
   Access access = Access::read_only;
   Devices devices = Devices::denied;
   Node node = Node::directory;

@@ -44,24 +44,25 @@ std::optional<std::string> search_path(const std::string& name, const Lookup& lk
   }
 }
 
-// The directory that holds an installation: the parent of a `bin`
-// directory, else the file's own directory. Never `/`, never $HOME or
-// one of its ancestors (that would show every secret in it): then just
-// the file.
+// An interpreter's installation: the prefix above its `bin` directory
+// (nvm, fnm, volta, asdf, Homebrew, /opt/...), which holds its libraries.
+// Never `/`, $HOME, an ancestor of it, or ~/.local (they hold secrets):
+// then just the file.
 std::string installation_of(const std::string& file, const Lookup& lk) {
   std::string dir(util::parent_path(file));
-  std::string root = util::path_components(dir).empty() || util::path_components(dir).back() != "bin"
-                         ? dir
-                         : std::string(util::parent_path(dir));
-  if (root == "/" || path_within(lk.home, root)) return file;
-  return root;
+  auto parts = util::path_components(dir);
+  if (parts.empty() || parts.back() != "bin") return file;
+  std::string prefix(util::parent_path(dir));
+  if (prefix == "/" || path_within(lk.home, prefix) || prefix == lk.home + "/.local") return file;
+  return prefix;
 }
 
 // A script inside a node_modules tree needs the outermost node_modules
-// (npm hoists its dependencies there).
-std::string package_tree_of(const std::string& file, const Lookup& lk) {
+// (npm hoists its dependencies there); any other program, only itself
+// (never its siblings).
+std::string package_tree_of(const std::string& file) {
   size_t at = file.find("/node_modules/");
-  if (at == std::string::npos) return installation_of(file, lk);
+  if (at == std::string::npos) return file;
   return file.substr(0, at + std::string("/node_modules").size());
 }
 
@@ -105,7 +106,7 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk, Missin
 
   Program p;
   p.exec_path = real(found);
-  p.needs.push_back({package_tree_of(p.exec_path, lk), fmt::format("runtime: {} itself", name)});
+  p.needs.push_back({package_tree_of(p.exec_path), fmt::format("runtime: {} itself", name)});
 
   std::ifstream in(p.exec_path, std::ios::binary);
   std::string first(256, '\0');
@@ -124,6 +125,9 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk, Missin
       program = *hit;
     }
     p.interpreter = real(program);
+    if (!executable_file(p.interpreter))
+      return Error::invalid(fmt::format("{}: its interpreter {} ({}) is not an executable file", name, p.interpreter,
+                                        first));
     p.needs.push_back({installation_of(p.interpreter, lk), why});
   }
   return p;

@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -114,11 +115,20 @@ TEST_CASE("exit status: the command's code, 128+signal, 126, 127") {
   write_file(sb.ws + "/not-executable", "#!/bin/sh\n");
   CHECK(sb.jail({sb.ws + "/not-executable"}).status == 126);
 
-  // Exists on the host, but not in the jail's view.
+  // A script whose interpreter does not exist: not found, before any jail.
+  write_file(sb.ws + "/orphan", "#!/opt/pj-no-such-interpreter\n");
+  ::chmod((sb.ws + "/orphan").c_str(), 0755);
+  auto orphan = sb.jail({sb.ws + "/orphan"});
+  CHECK(orphan.status == 127);
+  CHECK(orphan.err.find("its interpreter /opt/pj-no-such-interpreter") != std::string::npos);
+}
+
+TEST_CASE("a program outside the view is shown alone, never its neighbours") {
+  Sandbox sb;
   std::filesystem::copy_file(probe(), sb.outside + "/probe-copy");
-  auto hidden = sb.jail({sb.outside + "/probe-copy", "cwd"});
-  CHECK(hidden.status == 127);
-  CHECK(hidden.err.find("not visible inside the jail") != std::string::npos);
+  auto ran = sb.jail({sb.outside + "/probe-copy", "read", sb.outside + "/secret"});
+  CHECK(ran.status == 1);
+  CHECK(trim(ran.out) == "ENOENT");
 }
 
 TEST_CASE("nothing survives the command: setsid and background jobs are ended") {

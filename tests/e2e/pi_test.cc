@@ -121,6 +121,15 @@ std::string json_str(const std::string& s) {
   return out + "\"";
 }
 
+// Wait (a guard of 10 s) until no host process's command line starts with `prefix`.
+bool eventually_gone(const std::string& prefix) {
+  for (int i = 0; i < 400; ++i) {
+    if (host_processes_with(prefix).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
 std::string tool(const std::string& name, const std::string& args) {
   return "{\"tool\": \"" + name + "\", \"args\": " + args + "}";
 }
@@ -319,4 +328,32 @@ TEST_CASE("a project .pi/jail.toml asking for more is refused, and the report sa
   CHECK(text.find("\"what\": \"network evil.example\"") != std::string::npos);
   CHECK(text.find("\"what\": \"write ~/.ssh\"") != std::string::npos);
   CHECK(text.find("\"host\": \"evil.example\"") != std::string::npos);
+}
+
+TEST_CASE("the interactive TUI starts in a real terminal, answers a prompt and exits with the terminal restored") {
+  PiWorld w("[{\"text\": \"hello from the scripted model\"}]");
+  std::string env;
+  for (const auto& e : w.env()) env += " '" + e + "'";
+  Tmux t("env PS1='outer$ '" + env + " bash --norc --noprofile", 120, 35);
+  REQUIRE(t.wait_for("outer$"));
+  t.type("cd " + w.sb.ws + " && stty -a > ../before && " + pi_jail() + " --allow-net 127.0.0.1:" + w.port +
+         " -- pi --provider scripted --model m");
+  REQUIRE_MESSAGE(t.wait_for("(auto)"), t.screen());
+  // Pi refuses a prompt while its start-up (e.g. its refused fd/rg
+  // downloads) is in progress: press Enter until it takes it.
+  t.send({"-l", "say hello"});
+  bool answered = false;
+  for (int i = 0; i < 20 && !answered; ++i) {
+    t.send({"Enter"});
+    for (int j = 0; j < 20 && !answered; ++j) {
+      answered = t.screen().find("hello from the scripted model") != std::string::npos;
+      if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  CHECK_MESSAGE(answered, t.screen());
+  CHECK(t.screen().find("Unexpected end of JSON") == std::string::npos);  // placeholders parse
+  t.send({"C-d"});
+  REQUIRE(eventually_gone(pi_jail() + " --allow-net"));
+  t.type("stty -a > ../after; cmp ../before ../after && echo STTY-SAME-$((6*7))");
+  CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
 }
