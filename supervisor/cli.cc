@@ -119,6 +119,7 @@ util::Result<Invocation> parse(int argc, char** argv) {
     }
 #ifdef PJ_TEST_SWITCHES
     else if (name == "--unsafe-test-no-seccomp") inv.unsafe_test_no_seccomp = true;
+    else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
 #endif
     else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
     else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;

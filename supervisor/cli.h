@@ -32,6 +32,7 @@ struct Invocation {
   std::optional<std::string> report;  // --report FILE
   std::optional<std::string> net_log;  // --net-log FILE
   bool unsafe_test_no_seccomp = false;  // test builds only (-Dtest_switches=true)
+  bool unsafe_test_no_landlock = false;  // test builds only
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;

@@ -105,8 +105,9 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   if (inv.profile == "pi") {
     // The pi profile grants Pi's agent directory: make it if it is not
     // there yet, as Pi would on its first run (0700, the caller's own).
+    const std::string agent_dir = pi_agent_dir(in.home);  // the views below point into it
     std::string partial;
-    for (auto part : util::path_components(pi_agent_dir(in.home))) {
+    for (auto part : util::path_components(agent_dir)) {
       partial += "/" + std::string(part);
       ::mkdir(partial.c_str(), 0700);
     }
@@ -130,6 +131,10 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   }
 
   in.landlock_abi = linuxjail::landlock_abi();
+  if (inv.unsafe_test_no_landlock) {
+    util::emit("WARNING", "--unsafe-test-no-landlock: the jail runs WITHOUT Landlock (test build)");
+    in.landlock_abi = 0;
+  }
   if (inv.unsafe_test_no_seccomp) {
     util::emit("WARNING", "--unsafe-test-no-seccomp: the command runs WITHOUT its syscall filter (test build)");
     in.seccomp.use = linuxjail::FilterUse::unsafe_test_disabled;

@@ -1,6 +1,9 @@
 #include "harness.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -69,15 +72,38 @@ std::vector<std::string> merged_env(const std::vector<std::string>& env) {
   return envs;
 }
 
+// argv and envp arrays for posix_spawn, pointing into owned strings.
+struct SpawnArgs {
+  SpawnArgs(const std::vector<std::string>& argv, const std::vector<std::string>& env) : envs(merged_env(env)) {
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+  }
+  std::vector<std::string> envs;
+  std::vector<char*> cargv, cenv;
+};
+
 }  // namespace
 
+int loopback_socket(int type, int& port) {
+  int s = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      (type == SOCK_STREAM && ::listen(s, 16) != 0))
+    throw std::runtime_error(std::string("loopback socket: ") + std::strerror(errno));
+  socklen_t len = sizeof sa;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
+  port = ntohs(sa.sin_port);
+  return s;
+}
+
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  std::vector<std::string> envs = merged_env(env);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
+  SpawnArgs args(argv, env);
+  auto& cargv = args.cargv;
+  auto& cenv = args.cenv;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -95,12 +121,9 @@ int wait_status(pid_t pid) {
 }
 
 Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  std::vector<std::string> envs = merged_env(env);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
+  SpawnArgs args(argv, env);
+  auto& cargv = args.cargv;
+  auto& cenv = args.cenv;
 
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");

@@ -32,6 +32,10 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 // Wait for `pid`: its exit code, or 128+N for signal N.
 int wait_status(pid_t pid);
 
+// A socket bound to 127.0.0.1 on a free port (SOCK_STREAM: listening).
+// Returns the fd; `port` gets the port. Throws on failure.
+int loopback_socket(int type, int& port);
+
 // A fresh layout under /tmp for one test: base/{ws,home,outside}, with
 // canaries in home/.ssh and home/.aws. Removed on destruction.
 class Sandbox {

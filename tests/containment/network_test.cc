@@ -22,15 +22,7 @@ namespace {
 class HttpServer {
 public:
   explicit HttpServer(std::string body) : body_(std::move(body)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-    REQUIRE(::listen(fd_, 16) == 0);
-    socklen_t len = sizeof sa;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-    port_ = ntohs(sa.sin_port);
+    fd_ = loopback_socket(SOCK_STREAM, port_);
     thread_ = std::thread([this] { serve(); });
   }
   ~HttpServer() {
@@ -126,14 +118,9 @@ TEST_CASE("refused destinations: 403 from the HTTP proxy, a SOCKS refusal, a log
 
 TEST_CASE("UDP reaches nothing, raw sockets and DNS fail inside") {
   Sandbox sb;
-  int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(u, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-  socklen_t len = sizeof sa;
-  ::getsockname(u, reinterpret_cast<sockaddr*>(&sa), &len);
-  auto sent = sb.probe({"udp", "127.0.0.1", std::to_string(ntohs(sa.sin_port))});
+  int udp_port = 0;
+  int u = loopback_socket(SOCK_DGRAM, udp_port);
+  auto sent = sb.probe({"udp", "127.0.0.1", std::to_string(udp_port)});
   CHECK(trim(sent.out) == "ok");  // sent... to the jail's own loopback
   pollfd p{u, POLLIN, 0};
   CHECK(::poll(&p, 1, 300) == 0);  // and nothing arrived on the host

@@ -86,15 +86,9 @@ TEST_CASE("the environment is an allowlist") {
 
 TEST_CASE("the jail has its own network namespace: host loopback services are unreachable") {
   Sandbox sb;
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-  REQUIRE(::listen(s, 1) == 0);
-  socklen_t len = sizeof sa;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
-  std::string port = std::to_string(ntohs(sa.sin_port));
+  int listening_port = 0;
+  int s = loopback_socket(SOCK_STREAM, listening_port);
+  std::string port = std::to_string(listening_port);
   auto o = sb.probe({"connect", "127.0.0.1", port});
   ::close(s);
   CHECK(trim(o.out) == "ECONNREFUSED");

