@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -79,6 +80,32 @@ void apply_policy(const policy::Policy& pol, linuxjail::PlanInput& in) {
                                                                     : linuxjail::LandlockUse::if_available;
 }
 
+// A git worktree's .git is a file naming its git dir, which lives in the
+// main repository's .git: commits need that writable (objects, refs,
+// the worktree's index); its hooks and config stay read-only, as the
+// workspace's own would.
+void add_worktree_git_dir(linuxjail::PlanInput& in) {
+  std::ifstream dotgit(in.workspace + "/.git");
+  std::string line;
+  if (!dotgit || !std::getline(dotgit, line) || !line.starts_with("gitdir: ")) return;
+  auto gitdir = util::normalize_path(line.substr(8), in.workspace);
+  if (!gitdir) return;
+  std::string common = *gitdir;
+  std::ifstream commondir(*gitdir + "/commondir");
+  std::string rel;
+  if (commondir && std::getline(commondir, rel)) {
+    auto c = util::normalize_path(rel, *gitdir);
+    if (c) common = *c;
+  }
+  char real[PATH_MAX];
+  if (!::realpath(common.c_str(), real)) return;
+  common = real;
+  if (util::path_within(in.home, common)) return;  // never all of $HOME
+  in.grants.push_back({common, linuxjail::Access::read_write, "git worktree: the main repository's git dir"});
+  in.read_only.push_back({common + "/hooks", "git worktree: hooks run on the host", linuxjail::Node::directory});
+  in.read_only.push_back({common + "/config", "git worktree: config names commands", linuxjail::Node::file});
+}
+
 }  // namespace
 
 util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failure) {
@@ -125,6 +152,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     util::warn("refused {} request: {}", policy::authority_name(r.by), r.str());
   if (lp.resolved.policy) {
     apply_policy(*lp.resolved.policy, in);
+    add_worktree_git_dir(in);
     for (const auto& r : lp.resolved.policy->net_allow()) prepared.rules.allow(r.pattern, r.src.str());
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
     for (const auto& f : prepared.rules.forwards()) in.forwards.emplace_back(f.addr.str(), f.port);

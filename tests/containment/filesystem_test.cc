@@ -118,3 +118,28 @@ TEST_CASE("/dev holds only the minimal devices") {
   CHECK(trim(sb.probe({"write", "/dev/null"}).out) == "ok");
   CHECK(trim(sb.probe({"read", "/sys/kernel/notes"}).out) == "ENOENT");
 }
+
+TEST_CASE("in a git worktree, commits work and the main repository's hooks and config stay read-only") {
+  Sandbox sb;
+  std::string main_repo = sb.outside + "/main";
+  std::string wt = sb.ws + "/wt";
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-c", "user.name=t", "-c", "user.email=t@e"});
+    return run(args, {"HOME=" + sb.home});
+  };
+  REQUIRE(git({"init", "-q", main_repo}).status == 0);
+  REQUIRE(git({"-C", main_repo, "commit", "-q", "--allow-empty", "-m", "first"}).status == 0);
+  REQUIRE(git({"-C", main_repo, "worktree", "add", "-q", wt}).status == 0);
+  auto o = run({"/usr/bin/env", "-C", wt, pi_jail(), "-q", "-w", wt, "--", "/bin/sh", "-c",
+                "echo x > f && git add f && git -c user.name=t -c user.email=t@e commit -qm jailed && echo committed; "
+                "echo evil > " + main_repo + "/.git/hooks/pre-commit; echo hooks=$?; "
+                "git config core.fsmonitor 'touch pwned'; echo config=$?"},
+               {"HOME=" + sb.home});
+  CAPTURE(o.err);
+  CHECK(o.out.find("committed") != std::string::npos);
+  CHECK(o.out.find("hooks=0") == std::string::npos);
+  CHECK(o.out.find("config=0") == std::string::npos);
+  CHECK(git({"-C", wt, "log", "--oneline"}).out.find("jailed") != std::string::npos);
+  CHECK_FALSE(exists(main_repo + "/.git/hooks/pre-commit"));
+  CHECK(read_file(main_repo + "/.git/config").find("fsmonitor") == std::string::npos);
+}

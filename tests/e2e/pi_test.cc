@@ -178,8 +178,18 @@ TEST_CASE("Pi's read tool cannot read secrets") {
              "[" + tool("read", "{\"path\": " + json_str(w.sb.home + "/.ssh/id_ed25519") + "}") + ", " +
                  tool("read", "{\"path\": " + json_str(w.sb.home + "/.aws/credentials") + "}") + ", " +
                  tool("read", "{\"path\": \"/etc/shadow\"}") + "]");
-  auto o = w.pi();
+  std::string report = w.sb.outside + "/report.json";
+  auto o = w.pi({"--report", report});
   CHECK(o.status == 0);
+  // Pi's own traffic: only its model endpoint, through the filter.
+  std::string text = read_file(report);
+  size_t decisions = 0;
+  for (size_t at = 0; (at = text.find("\"protocol\": ", at)) != std::string::npos; ++at) ++decisions;
+  size_t to_model = 0;
+  for (size_t at = 0; (at = text.find("\"port\": " + w.port + ",", at)) != std::string::npos; ++at) ++to_model;
+  CHECK(decisions >= 4);  // one per model request
+  CHECK(decisions == to_model);
+  CHECK(text.find("\"allowed\": false") == std::string::npos);
   auto r = w.tool_results();
   REQUIRE(r.size() == 3);
   for (const auto& res : r) {
@@ -356,4 +366,42 @@ TEST_CASE("the interactive TUI starts in a real terminal, answers a prompt and e
   REQUIRE(eventually_gone(pi_jail() + " --allow-net"));
   t.type("stty -a > ../after; cmp ../before ../after && echo STTY-SAME-$((6*7))");
   CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
+}
+
+TEST_CASE("background jobs an extension starts, on pipes and on a PTY, are jailed and do not outlive the run") {
+  PiWorld w("[]");
+  std::string m1 = "1000." + unique_token(), m2 = "1000." + unique_token();
+  std::string canary = w.sb.home + "/.ssh/id_ed25519";
+  write_file(w.sb.ws + "/jobs.js", R"(
+import { spawn } from "node:child_process";
+export default function (pi) {
+  const ws = process.cwd();
+  // The way a jobs extension runs long jobs: detached, on pipes or a PTY.
+  const job = (name) => `sleep )" + m1 + R"( & cat )" + canary + R"( > ${ws}/${name}-read.txt 2>&1; ` +
+      `{ echo x > /etc/${name}.txt; } 2> ${ws}/${name}-write.txt; wait`;
+  // Our ends of the pipes are closed so that Node lets Pi exit; the jobs
+  // keep theirs.
+  const a = spawn("sh", ["-c", job("pipe")], { detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  a.stdout.destroy();
+  a.stderr.destroy();
+  a.unref();
+  const b = spawn("script", ["-qec", job("pty").replace(")" + m1 + R"(", ")" + m2 + R"("), "/dev/null"],
+                  { detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  b.stdout.destroy();
+  b.stderr.destroy();
+  b.unref();
+}
+)");
+  write_file(w.sb.base + "/script.json", "[" + bash("sleep 1; echo waited") + "]");
+  auto o = w.pi({}, {"-e", w.sb.ws + "/jobs.js"});
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  for (const char* name : {"pipe", "pty"}) {
+    CAPTURE(name);
+    CHECK(read_file(w.sb.ws + "/" + name + "-read.txt").find("No such file") != std::string::npos);
+    CHECK(read_file(w.sb.ws + "/" + name + "-write.txt").find("Read-only file system") != std::string::npos);
+  }
+  CHECK_FALSE(exists("/etc/pipe.txt"));
+  CHECK(host_processes_with("sleep " + m1).empty());
+  CHECK(host_processes_with("sleep " + m2).empty());
 }
