@@ -97,7 +97,7 @@ jail = [PI_JAIL, "-q", "-w", WS, "--"]
 bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
          "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
          "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc/passwd", "/etc/passwd", "--ro-bind", "/etc/ld.so.cache",
-         "/etc/ld.so.cache", "--bind", WS, WS, "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", WS, "--"]
+         "/etc/ld.so.cache", "--tmpfs", "/tmp", "--bind", WS, WS, "--proc", "/proc", "--dev", "/dev", "--chdir", WS, "--"]
 srt = [SRT, "-c"]
 
 section("start-up: one trivial command (/bin/true)")
@@ -122,6 +122,7 @@ each_sr = timed("each wrapped in its own srt", ["bash", "-c", f"for i in $(seq 1
 ratio("inside one jail / outside", inside, outside)
 ratio("per-command srt / inside one jail", each_sr, inside)
 ratio("per-command bwrap / inside one jail", each_bw, inside)
+ratio("per-command pi-jail / inside one jail", each_pj, inside)
 
 section("Pi itself")
 pv_bare = timed("pi --version, bare", ["pi", "--version"], 10)

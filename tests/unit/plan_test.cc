@@ -238,3 +238,31 @@ TEST_CASE("devices keep device access; nothing else does") {
     CHECK((op.devices == Devices::allowed) == is_dev_node);
   }
 }
+
+TEST_CASE("Landlock: required without kernel support stops the run; available means rules from the mounts") {
+  PlanInput in = debian_input();
+  in.landlock_use = LandlockUse::required;
+  in.landlock_abi = 0;
+  auto refused = plan(in, debian_host());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("Landlock is required") != std::string::npos);
+
+  in.landlock_use = LandlockUse::if_available;
+  auto without = plan(in, debian_host());
+  REQUIRE(without.ok());
+  CHECK(without->landlock.handled_fs == 0);
+  CHECK(without->landlock.rules.empty());
+
+  in.landlock_abi = 5;
+  auto with = plan(in, debian_host());
+  REQUIRE(with.ok());
+  CHECK(with->landlock.handled_fs == 0xffff);  // ABI 5: through device ioctl
+  CHECK(with->landlock.scoped == 0);           // scopes arrive with ABI 6
+  bool workspace_rw = false, usr_ro = false;
+  for (const auto& r : with->landlock.rules) {
+    if (r.path == "/home/u/src/proj") workspace_rw = (r.access & 2) != 0;  // WRITE_FILE
+    if (r.path == "/usr") usr_ro = (r.access & 2) == 0 && (r.access & 4) != 0;
+  }
+  CHECK(workspace_rw);
+  CHECK(usr_ro);
+}
