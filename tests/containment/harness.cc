@@ -180,7 +180,9 @@ std::vector<std::string> Tmux::tmux(std::vector<std::string> args) {
 Tmux::Tmux(const std::string& command, int width, int height) : socket_("pj-" + unique_token()) {
   auto o = run(tmux({"new-session", "-d", "-s", "t", "-x", std::to_string(width), "-y", std::to_string(height),
                      command}),
-               {"TMUX=", "TERM=xterm-256color"});
+               // SHELL: without it tmux runs commands with the account's login
+               // shell, which for nobody is nologin.
+               {"TMUX=", "TERM=xterm-256color", "SHELL=/bin/sh"});
   if (o.status != 0) throw std::runtime_error("tmux new-session failed: " + o.err);
 }
 
