@@ -98,6 +98,7 @@ private:
   void on_signal(int sig);
   void on_control();
   void start_proxy(std::vector<util::UniqueFd> fds);
+  void abort_jail(std::string why);
   void suspend();
   void begin_termination(int sig);
 
@@ -113,6 +114,7 @@ private:
   std::optional<SyncRecord> failure_;
   int terminations_ = 0;
   bool timed_out_ = false;
+  std::string supervisor_failure_;  // set by abort_jail()
 };
 
 void Supervisor::begin_termination(int sig) {
@@ -153,17 +155,21 @@ void Supervisor::suspend() {
   ::raise(SIGSTOP);
 }
 
+// The supervisor's own part of the setup failed: kill the whole jail and
+// end the run as a setup failure (125), naming the step.
+void Supervisor::abort_jail(std::string why) {
+  util::error("jail setup failed, the jail was stopped\n  step: {}\n  fix: report a bug if it persists", why);
+  if (supervisor_failure_.empty()) supervisor_failure_ = std::move(why);
+  (void)jail_.signal(SIGKILL);
+}
+
 void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   if (fds.size() != spec_.listeners.size()) {
-    util::error("the jail sent {} listeners, {} were planned: stopping it", fds.size(), spec_.listeners.size());
-    (void)jail_.signal(SIGKILL);
-    return;
+    return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", fds.size(), spec_.listeners.size()));
   }
   auto proxy = netproxy::Proxy::start(opts_.rules, opts_.net_log_fd);
   if (!proxy) {
-    util::error("{}: stopping the jail", proxy.error().message());
-    (void)jail_.signal(SIGKILL);
-    return;
+    return abort_jail("start the network filter: " + proxy.error().message());
   }
   proxy_ = std::move(*proxy);
   auto forwards = opts_.rules.forwards();
@@ -178,9 +184,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
                 : l.kind == K::socks_proxy ? netproxy::ListenerKind::socks
                                            : netproxy::ListenerKind::forward;
     if (auto st = proxy_->add_listener(std::move(fds[i]), kind, target); !st) {
-      util::error("{}: stopping the jail", st.error().message());
-      (void)jail_.signal(SIGKILL);
-      return;
+      return abort_jail("start the network filter: " + st.error().message());
     }
   }
 }
@@ -188,9 +192,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
 void Supervisor::on_control() {
   auto msg = jail_.read_control();
   if (!msg) {
-    util::error("{}: stopping the jail", msg.error().message());
-    (void)jail_.signal(SIGKILL);
-    return;
+    return abort_jail(msg.error().message());
   }
   if (!*msg) return;
   if ((*msg)->tag == linuxjail::kControlListeners) start_proxy(std::move((*msg)->fds));
@@ -262,6 +264,10 @@ RunOutcome Supervisor::run() {
     util::error("{}", code.error().message());
     out.failure = code.error().message();
     return out;
+  }
+  if (!supervisor_failure_.empty()) {
+    out.failure = supervisor_failure_;
+    return out;  // setup_failed, 125
   }
   if (failure_) {
     report_failure(*failure_, spec_);

@@ -476,15 +476,13 @@ int open_terminal(const ChildPlan& p) {
   long child = sys::clone_process(SIGCHLD, nullptr);
   if (child < 0) fail(Stage::fork_command, errno);
   if (child == 0) exec_command(p, slave);
-  ::close(p.sync_fd);
   if (slave >= 0) ::close(slave);
-  // Init's own filter, allowing only what the loop below calls. A failure
-  // here cannot be reported any more (the sync fd is closed): end the jail.
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.init_filter) != 0) {
-    ::kill(static_cast<pid_t>(child), SIGKILL);
-    ::_exit(125);
-  }
+  // Init's own filter, allowing only what the loop below calls; loaded
+  // while the sync fd is still open, so a failure is reported (init's exit
+  // takes the command with it: the PID namespace ends).
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::init_seccomp, errno);
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.init_filter) != 0) fail(Stage::init_seccomp, errno);
+  ::close(p.sync_fd);
 
   int code = -1;
   while (code < 0) {

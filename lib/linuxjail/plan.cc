@@ -103,25 +103,28 @@ void add_structure(const Facts& facts, std::vector<MountOp>& ops) {
     ops.push_back(simple_op(MountKind::symlink, e.path, e.target, e.why));
 }
 
-// Does `path` show the host's object inside the jail: is the closest
-// operation covering it a bind (not a tmpfs, not a mask)?
-bool visible(const std::vector<MountOp>& ops, std::string_view path) {
+// The operation that decides what `path` is inside the jail: the mount
+// (bind, tmpfs, mask, ...) closest above it, or nullptr.
+const MountOp* closest_mount(const std::vector<MountOp>& ops, std::string_view path) {
   const MountOp* best = nullptr;
   for (const auto& op : ops) {
     if (op.kind == MountKind::symlink || op.kind == MountKind::seal) continue;
     if (path_within(path, op.dest) && (!best || op.dest.size() >= best->dest.size())) best = &op;
   }
-  return best && best->kind == MountKind::bind;
+  return best;
+}
+
+// Does `path` show the host's object inside the jail: is the closest
+// operation covering it a bind (not a tmpfs, not a mask)?
+bool visible(const std::vector<MountOp>& ops, std::string_view path) {
+  const MountOp* m = closest_mount(ops, path);
+  return m && m->kind == MountKind::bind;
 }
 
 // Is `path` below a writable bind (where a jail could create it)?
 bool writable(const std::vector<MountOp>& ops, std::string_view path) {
-  const MountOp* best = nullptr;
-  for (const auto& op : ops) {
-    if (op.kind == MountKind::symlink || op.kind == MountKind::seal) continue;
-    if (path_within(path, op.dest) && (!best || op.dest.size() >= best->dest.size())) best = &op;
-  }
-  return best && best->kind == MountKind::bind && best->access == Access::read_write;
+  const MountOp* m = closest_mount(ops, path);
+  return m && m->kind == MountKind::bind && m->access == Access::read_write;
 }
 
 // Keep one operation per destination: a mask always wins; otherwise the
