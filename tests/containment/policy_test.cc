@@ -117,3 +117,14 @@ TEST_CASE("explain on a fresh workspace says where each rule came from") {
   CHECK(j.status == 0);
   CHECK(j.out.find("\"schema\": \"pi-jail-explain/1\"") != std::string::npos);
 }
+
+TEST_CASE("a symlink where a protected path should be stops the run: it could not be kept read-only") {
+  Sandbox sb;
+  std::string flag = sb.ws + "/ran";
+  write_file(sb.outside + "/real-envrc", "export X=1\n");
+  ::symlink((sb.outside + "/real-envrc").c_str(), (sb.ws + "/.envrc").c_str());
+  auto o = run({pi_jail(), "-w", sb.ws, "--", "/usr/bin/touch", flag}, {"HOME=" + sb.home});
+  CHECK(o.status == 125);
+  CHECK(o.err.find(sb.ws + "/.envrc is a symlink") != std::string::npos);
+  CHECK_FALSE(exists(flag));
+}
