@@ -142,45 +142,6 @@ std::vector<MountOp> dedupe(std::vector<MountOp> ops) {
   return out;
 }
 
-bool env_passes(const PlanInput& in, std::string_view name) {
-  for (const auto& p : in.env_pass) {
-    if (p.ends_with("*") ? name.starts_with(std::string_view(p).substr(0, p.size() - 1)) : name == p) return true;
-  }
-  return false;
-}
-
-std::vector<std::string> filter_env(const PlanInput& in) {
-  std::map<std::string, std::string> env;
-  for (const auto& kv : in.host_env) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) continue;
-    std::string name = kv.substr(0, eq);
-    if (env_passes(in, name)) env[name] = kv.substr(eq + 1);
-  }
-  if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
-  for (const auto& [k, v] : in.env_set) env[k] = v;
-  env["HOME"] = in.home;
-  env["TMPDIR"] = "/tmp";
-  env["PI_JAIL"] = "1";
-  if (in.network_filter) {
-    // Every client library's spelling of "use this proxy"; loopback stays
-    // inside the jail (forwarded services answer there directly).
-    const std::string http = "http://127.0.0.1:" + std::to_string(kHttpProxyPort);
-    const std::string socks = "socks5h://127.0.0.1:" + std::to_string(kSocksProxyPort);
-    const std::string no_proxy = "localhost,127.0.0.1,::1";
-    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy",
-                             "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
-                             "GLOBAL_AGENT_HTTP_PROXY", "GLOBAL_AGENT_HTTPS_PROXY"})
-      env[name] = http;
-    env["ALL_PROXY"] = env["all_proxy"] = socks;
-    env["NO_PROXY"] = env["no_proxy"] = env["npm_config_noproxy"] = env["GLOBAL_AGENT_NO_PROXY"] = no_proxy;
-    env["NODE_USE_ENV_PROXY"] = "1";
-  }
-  std::vector<std::string> out;
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
-}
-
 }  // namespace
 
 std::string describe(const MountOp& op) {
@@ -329,7 +290,9 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   spec.mounts = std::move(ops);
   spec.exec_path = in.exec_path;
   spec.argv = in.argv;
-  spec.env = filter_env(in);
+  std::optional<runtime::ProxyEndpoints> proxy;
+  if (in.network_filter) proxy = runtime::ProxyEndpoints{"127.0.0.1", kHttpProxyPort, kSocksProxyPort};
+  spec.env = runtime::jail_env(in, "/tmp", proxy);
   spec.cwd = visible(spec.mounts, in.cwd) ? in.cwd : in.workspace;
   spec.uid = in.uid;
   spec.gid = in.gid;

@@ -35,41 +35,16 @@ struct SourceFact {
 };
 using Facts = std::map<std::string, SourceFact>;
 
-struct PathGrant {
-  std::string path;  // absolute, normalised
-  Access access;
-  std::string why;   // "--allow-read", "workspace", ...
-};
-
-// A path with a meaning given by the list it is in (system, mask,
-// read-only).
-struct PathRule {
-  std::string path;
-  std::string why;
-  Node node = Node::file;  // read-only marks: what to cover when absent
-};
+using runtime::PathGrant;
+using runtime::PathRule;
 using PathDeny = PathRule;
 
-struct PlanInput {
-  std::string workspace;  // absolute, normalised, resolved
-  std::string cwd;        // the caller's current directory
-  std::string home;       // $HOME as the jail will see it
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<PathRule> system;     // read-only when present; symlinks kept
-  std::vector<PathGrant> grants;    // beyond the workspace
-  std::vector<PathRule> denies;     // masked
-  std::vector<PathRule> read_only;  // read-only even under a writable grant
-  std::vector<std::string> env_pass;  // names, or NAME* prefixes
-  std::vector<std::pair<std::string, std::string>> env_set;
-  std::vector<std::string> host_env;  // "NAME=value" of the caller
-  std::string exec_path;
-  std::vector<std::string> argv;
+// The request (runtime/request.h) and what only the Linux jail uses.
+struct PlanInput : runtime::Request {
   SeccompOptions seccomp;
   // The network filter's listeners inside the jail: the HTTP and SOCKS
-  // proxies, and host-loopback services forwarded at the same address.
+  // proxies, and the request's host-loopback forwards at the same address.
   bool network_filter = true;
-  std::vector<std::pair<std::string, int>> forwards;  // (address, port)
   int landlock_abi = 0;  // the host kernel's (host probe); 0: none
   LandlockUse landlock_use = LandlockUse::if_available;
   std::vector<std::string> landlock_read_only;  // test aid: narrows only

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "linuxjail/syscall_filter.h"
+#include "runtime/request.h"
 
 namespace pj::linuxjail {
 
-// How a grant may be used from inside the jail.
-enum class Access { read_only, read_write };
+using runtime::Access;
 
 // What happens at one path of the new root, in order.
 enum class MountKind {
@@ -31,8 +31,7 @@ enum class MountKind {
 // Device nodes on a mount: denied everywhere except the few /dev binds.
 enum class Devices { denied, allowed };
 
-// Which kind of object the destination is.
-enum class Node { directory, file };
+using runtime::Node;  // which kind of object the destination is
 
 struct MountOp {
   MountKind kind = MountKind::bind;

@@ -1,0 +1,71 @@
+// Request: what a run asks for, the same for every backend (the Linux
+// namespace jail and the macOS Seatbelt jail): the workspace, the program,
+// the path lists of the resolved policy, the environment. The supervisor
+// fills it from the command line and the policy; each backend's planner
+// turns it into its own spec.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pj::runtime {
+
+// How a grant may be used from inside the jail.
+enum class Access { read_only, read_write };
+
+// Which kind of object a path is (or, when absent, is to be covered as).
+enum class Node { directory, file };
+
+struct PathGrant {
+  std::string path;  // absolute, normalised
+  Access access;
+  std::string why;   // "--allow-read", "workspace", ...
+};
+
+// A path with a meaning given by the list it is in (system, mask,
+// read-only).
+struct PathRule {
+  std::string path;
+  std::string why;
+  Node node = Node::file;  // read-only marks: what to cover when absent
+};
+
+struct Request {
+  std::string workspace;  // absolute, normalised, resolved
+  std::string cwd;        // the caller's current directory
+  std::string home;       // $HOME as the jail will see it
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<PathRule> system;     // read-only when present; symlinks kept
+  std::vector<PathGrant> grants;    // beyond the workspace
+  std::vector<PathRule> denies;     // masked
+  std::vector<PathRule> read_only;  // read-only even under a writable grant
+  std::vector<std::string> env_pass;  // names, or NAME* prefixes
+  std::vector<std::pair<std::string, std::string>> env_set;
+  std::vector<std::string> host_env;  // "NAME=value" of the caller
+  std::string exec_path;
+  std::vector<std::string> argv;
+  // Host-loopback services the policy names with a port: (address, port).
+  std::vector<std::pair<std::string, int>> forwards;
+};
+
+// Where the jailed command finds the network filter.
+struct ProxyEndpoints {
+  std::string host;  // "127.0.0.1"
+  int http_port = 0;
+  int socks_port = 0;
+};
+
+// The command's environment: the caller's variables that the policy
+// passes, the policy's settings, then what pi-jail sets itself (HOME,
+// TMPDIR, PI_JAIL=1 and, with a network filter, every client library's
+// proxy variables). Sorted by name.
+std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
+                                  const std::optional<ProxyEndpoints>& proxy);
+
+}  // namespace pj::runtime
