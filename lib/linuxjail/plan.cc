@@ -127,6 +127,35 @@ bool writable(const std::vector<MountOp>& ops, std::string_view path) {
   return m && m->kind == MountKind::bind && m->access == Access::read_write;
 }
 
+// A read-only mark or a mask inside a writable grant is a mountpoint, so
+// it cannot itself be renamed or removed, but its parent directories
+// could: `mv .git .git2; mkdir -p .git/hooks` would leave the host a new,
+// writable hooks directory. Each directory between the writable grant and
+// the mark is bound over itself (read-write, as it was), which makes it a
+// mountpoint too: rename(2) and rmdir(2) of a mountpoint in the caller's
+// mount namespace fail with EBUSY (vfs_rename, is_local_mountpoint).
+void pin_ancestors(const Facts& facts, std::vector<MountOp>& ops) {
+  std::vector<MountOp> pins;
+  auto taken = [&](const std::string& dest) {
+    auto same = [&](const MountOp& o) { return o.dest == dest; };
+    return std::any_of(ops.begin(), ops.end(), same) || std::any_of(pins.begin(), pins.end(), same);
+  };
+  for (const auto& op : ops) {
+    bool protects = op.kind == MountKind::mask || (op.kind == MountKind::bind && op.access == Access::read_only);
+    if (!protects || op.dest == "/") continue;
+    std::string parent(util::parent_path(op.dest));
+    const MountOp* above = closest_mount(ops, parent);
+    if (!above || above->kind != MountKind::bind || above->access != Access::read_write) continue;
+    for (std::string dir = parent; dir != above->dest && dir != "/"; dir = std::string(util::parent_path(dir))) {
+      const SourceFact& f = fact(facts, dir);
+      if (f.kind != SourceFact::Kind::directory || f.is_symlink || f.resolved != dir || taken(dir)) continue;
+      pins.push_back(bind_op(dir, f, Access::read_write,
+                             fmt::format("pinned: holds {} (cannot be renamed or removed)", op.dest)));
+    }
+  }
+  for (auto& p : pins) ops.push_back(std::move(p));
+}
+
 // Keep one operation per destination: a mask always wins; otherwise the
 // later entry (grants come after the defaults) replaces the earlier one.
 std::vector<MountOp> dedupe(std::vector<MountOp> ops) {
@@ -173,11 +202,12 @@ std::vector<std::string> paths_to_probe(const PlanInput& in) {
   for (const auto& e : view::devices()) out.emplace_back(e.path);
   out.push_back(in.workspace);
   for (const auto& g : in.grants) out.push_back(g.path);
-  for (const auto& d : in.denies) out.push_back(d.path);
-  for (const auto& r : in.read_only) {
-    out.push_back(r.path);
-    out.emplace_back(util::parent_path(r.path));
-  }
+  // Marks and masks, and their parents (pin_ancestors() asks about them).
+  auto with_ancestors = [&](const std::string& path) {
+    for (std::string p = path; p != "/"; p = std::string(util::parent_path(p))) out.push_back(p);
+  };
+  for (const auto& d : in.denies) with_ancestors(d.path);
+  for (const auto& r : in.read_only) with_ancestors(r.path);
   return out;
 }
 
@@ -244,6 +274,8 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     mask.node = node_of(f);
     ops.push_back(std::move(mask));
   }
+
+  pin_ancestors(facts, ops);
 
   if (in.landlock_use == LandlockUse::required && in.landlock_abi < 1)
     problems.push_back("Landlock is required by the policy but this kernel does not offer it (see pi-jail doctor)");

@@ -143,3 +143,21 @@ TEST_CASE("in a git worktree, commits work and the main repository's hooks and c
   CHECK_FALSE(exists(main_repo + "/.git/hooks/pre-commit"));
   CHECK(read_file(main_repo + "/.git/config").find("fsmonitor") == std::string::npos);
 }
+
+TEST_CASE("the parents of read-only paths cannot be renamed or removed to rebuild them writable") {
+  // `mv .git .git2; mkdir -p .git/hooks` would hand the host a hooks
+  // directory the jail wrote; the kernel must refuse the rename (EBUSY).
+  Sandbox sb;
+  REQUIRE(run({"/usr/bin/git", "init", "-q", sb.ws}).status == 0);
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "mv .git .git2; echo mv=$?; rmdir .git 2>/dev/null; echo rmdir=$?; "
+                    "mkdir -p .git/hooks2 && echo inside=$?; mkdir -p .pi2 && mv .pi2 .pi; echo pi=$?"});
+  CAPTURE(o.err);
+  CHECK(o.out.find("mv=1") != std::string::npos);
+  CHECK(o.out.find("rmdir=1") != std::string::npos);
+  CHECK(o.out.find("inside=0") != std::string::npos);  // the rest of .git stays writable
+  CHECK(o.out.find("pi=0") == std::string::npos);
+  CHECK(o.err.find("Device or resource busy") != std::string::npos);
+  CHECK_FALSE(exists(sb.ws + "/.git2"));
+  CHECK(exists(sb.ws + "/.git/HEAD"));
+}

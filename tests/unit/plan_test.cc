@@ -166,6 +166,29 @@ TEST_CASE("a read-only mark inside the writable workspace is bound read-only ove
   CHECK_FALSE(find(*spec, "/srv/elsewhere", MountKind::bind));
 }
 
+TEST_CASE("directories between a writable grant and a read-only mark are pinned in place") {
+  PlanInput in = debian_input();
+  Facts facts = debian_host();
+  facts["/home/u/src/proj/.git"] = dir("/home/u/src/proj/.git", 610);
+  facts["/home/u/src/proj/.git/hooks"] = dir("/home/u/src/proj/.git/hooks", 611);
+  facts["/home/u/src/proj/a"] = dir("/home/u/src/proj/a", 612);
+  facts["/home/u/src/proj/a/b"] = dir("/home/u/src/proj/a/b", 613);
+  in.read_only.push_back({"/home/u/src/proj/.git/hooks", "hooks", pj::runtime::Node::directory});
+  in.read_only.push_back({"/home/u/src/proj/a/b/c", "absent, covered", pj::runtime::Node::file});
+  auto spec = plan(in, facts);
+  REQUIRE(spec.ok());
+  const MountOp* git = find(*spec, "/home/u/src/proj/.git", MountKind::bind);
+  REQUIRE(git);
+  CHECK(git->access == Access::read_write);  // pinned, not narrowed
+  CHECK(git->ino == 610);
+  CHECK(find(*spec, "/home/u/src/proj/a", MountKind::bind));
+  CHECK(find(*spec, "/home/u/src/proj/a/b", MountKind::bind));
+  CHECK_FALSE(find(*spec, "/home/u/src/proj", MountKind::bind)->access == Access::read_only);
+  // Nothing is pinned above the grant, nor for marks outside any writable grant.
+  CHECK_FALSE(find(*spec, "/home/u/src", MountKind::bind));
+  CHECK_FALSE(find(*spec, "/usr/lib", MountKind::bind));
+}
+
 TEST_CASE("a symlinked /etc entry is bound from its target at its own name") {
   auto spec = plan(debian_input(), debian_host());
   REQUIRE(spec.ok());
