@@ -62,18 +62,9 @@ std::string default_workspace(const std::string& cwd) {
 
 namespace {
 
-// The resolved policy as the planner's lists.
+// The resolved policy as the planner's lists, and its hardening switches.
 void apply_policy(const policy::Policy& pol, linuxjail::PlanInput& in) {
-  using linuxjail::Access;
-  for (const auto& r : pol.system()) in.system.push_back({r.path, r.src.str()});
-  for (const auto& g : pol.grants())
-    in.grants.push_back({g.path, g.access == policy::PathAccess::read_write ? Access::read_write : Access::read_only,
-                         g.src.str()});
-  for (const auto& r : pol.denies()) in.denies.push_back({r.path, r.src.str()});
-  for (const auto& r : pol.read_only())
-    in.read_only.push_back({r.path, r.src.str(), r.directory ? linuxjail::Node::directory : linuxjail::Node::file});
-  for (const auto& e : pol.env_pass()) in.env_pass.push_back(e.name);
-  for (const auto& e : pol.env_set()) in.env_set.emplace_back(e.name, e.value);
+  runtime::apply_policy(pol, in);
   if (pol.ptrace_allowed()) in.seccomp.debugging = linuxjail::Debugging::allowed;
   if (pol.nested_userns_allowed()) in.seccomp.nested_userns = linuxjail::NestedUserns::unsafe_allowed;
   in.landlock_use = pol.landlock() == policy::LandlockUse::required ? linuxjail::LandlockUse::required

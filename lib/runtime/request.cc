@@ -15,6 +15,18 @@ bool passes(const Request& r, std::string_view name) {
 
 }  // namespace
 
+void apply_policy(const policy::Policy& p, Request& r) {
+  for (const auto& e : p.system()) r.system.push_back({e.path, e.src.str()});
+  for (const auto& g : p.grants())
+    r.grants.push_back(
+        {g.path, g.access == policy::PathAccess::read_write ? Access::read_write : Access::read_only, g.src.str()});
+  for (const auto& d : p.denies()) r.denies.push_back({d.path, d.src.str()});
+  for (const auto& e : p.read_only())
+    r.read_only.push_back({e.path, e.src.str(), e.directory ? Node::directory : Node::file});
+  for (const auto& e : p.env_pass()) r.env_pass.push_back(e.name);
+  for (const auto& e : p.env_set()) r.env_set.emplace_back(e.name, e.value);
+}
+
 std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
                                   const std::optional<ProxyEndpoints>& proxy) {
   std::map<std::string, std::string> env;

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "policy/policy.h"
+
 namespace pj::runtime {
 
 // How a grant may be used from inside the jail.
@@ -53,6 +55,10 @@ struct Request {
   // Host-loopback services the policy names with a port: (address, port).
   std::vector<std::pair<std::string, int>> forwards;
 };
+
+// The resolved policy's lists into `r` (system, grants, masks, read-only
+// marks, environment), each entry keeping its source as the reason.
+void apply_policy(const policy::Policy& p, Request& r);
 
 // Where the jailed command finds the network filter.
 struct ProxyEndpoints {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "golden.h"
 #include "linuxjail/plan.h"
 #include "util/paths.h"
 
@@ -79,19 +80,6 @@ std::string render(const JailSpec& spec) {
   out << "cwd " << spec.cwd << "\n";
   for (const auto& e : spec.env) out << "env " << e << "\n";
   return out.str();
-}
-
-void check_golden(const std::string& name, const std::string& actual) {
-  std::string path = std::string(PJ_GOLDEN_DIR) + "/" + name;
-  if (std::getenv("PJ_UPDATE_GOLDEN")) {
-    std::ofstream(path) << actual;
-    return;
-  }
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in.good(), "missing golden file " << path << " (PJ_UPDATE_GOLDEN=1 writes it)");
-  std::stringstream want;
-  want << in.rdbuf();
-  CHECK(actual == want.str());
 }
 
 const MountOp* find(const JailSpec& spec, const std::string& dest, MountKind kind) {
