@@ -3,11 +3,24 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+// Linux: epoll, an eventfd, a timerfd and splice(2). Elsewhere (macOS), or
+// built with PJ_PROXY_PORTABLE (so Linux CI tests that path too): poll(2),
+// a pipe, the wait's timeout and a buffer copy; POSIX calls only.
+#if defined(__linux__) && !defined(PJ_PROXY_PORTABLE)
+#define PJ_PROXY_EPOLL 1
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <sys/timerfd.h>
-#include <unistd.h>
+#else
+#define PJ_PROXY_EPOLL 0
+#endif
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0  // macOS: sockets get SO_NOSIGPIPE instead (no_sigpipe())
+#endif
 
 #include <cerrno>
 #include <condition_variable>
@@ -42,8 +55,128 @@ namespace {
 
 constexpr size_t kPipeSize = 64 * 1024;
 
+// What a watched fd is waited for, and what happened.
+constexpr std::uint32_t kIn = 1, kOut = 2, kHangup = 4;
+
+struct Event {
+  std::uint64_t tag;
+  std::uint32_t events;
+};
+
+// Non-blocking and close-on-exec, the portable way (no accept4, no
+// SOCK_NONBLOCK on macOS); no SIGPIPE from a socket where that is a flag.
+bool set_flags(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) return false;
+  if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) return false;
+#ifdef SO_NOSIGPIPE
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+  return true;
+}
+
+#if PJ_PROXY_EPOLL
+class Poller {
+public:
+  bool ok() const { return ep_.valid(); }
+  int fd() const { return ep_.get(); }
+  void watch(int fd, std::uint64_t tag, std::uint32_t events) {
+    epoll_event ev{};
+    ev.events = ((events & kIn) ? EPOLLIN : 0U) | ((events & kOut) ? EPOLLOUT : 0U);
+    ev.data.u64 = tag;
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+  void forget(int fd) { ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr); }
+  size_t wait(Event* out, size_t max, int timeout_ms) {
+    epoll_event evs[64];
+    int n = ::epoll_wait(ep_.get(), evs, static_cast<int>(std::min<size_t>(max, 64)), timeout_ms);
+    for (int i = 0; i < n; ++i) {
+      std::uint32_t e = evs[i].events;
+      out[i] = {evs[i].data.u64, ((e & EPOLLIN) ? kIn : 0U) | ((e & EPOLLOUT) ? kOut : 0U) |
+                                     ((e & (EPOLLHUP | EPOLLERR)) ? kHangup : 0U)};
+    }
+    return n < 0 ? 0 : static_cast<size_t>(n);
+  }
+
+private:
+  UniqueFd ep_{::epoll_create1(EPOLL_CLOEXEC)};
+};
+
+// Wakes the loop from another thread.
+class Wakeup {
+public:
+  bool ok() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+  void signal() {
+    std::uint64_t one = 1;
+    ssize_t w = ::write(fd_.get(), &one, sizeof one);
+    (void)w;
+  }
+  void drain() {
+    std::uint64_t n;
+    ssize_t r = ::read(fd_.get(), &n, sizeof n);
+    (void)r;
+  }
+
+private:
+  UniqueFd fd_{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+};
+#else
+class Poller {
+public:
+  bool ok() const { return true; }
+  int fd() const { return -1; }  // no single fd: the owner calls run_for()
+  void watch(int fd, std::uint64_t tag, std::uint32_t events) { fds_[fd] = {tag, events}; }
+  void forget(int fd) { fds_.erase(fd); }
+  size_t wait(Event* out, size_t max, int timeout_ms) {
+    std::vector<pollfd> p;
+    for (const auto& [fd, w] : fds_)
+      p.push_back({fd, static_cast<short>(((w.second & kIn) ? POLLIN : 0) | ((w.second & kOut) ? POLLOUT : 0)), 0});
+    if (::poll(p.data(), p.size(), timeout_ms) <= 0) return 0;
+    size_t n = 0;
+    for (const auto& x : p) {
+      if (!x.revents || n == max) continue;
+      std::uint32_t e = ((x.revents & POLLIN) ? kIn : 0U) | ((x.revents & POLLOUT) ? kOut : 0U) |
+                        ((x.revents & (POLLHUP | POLLERR | POLLNVAL)) ? kHangup : 0U);
+      out[n++] = {fds_[x.fd].first, e};
+    }
+    return n;
+  }
+
+private:
+  std::map<int, std::pair<std::uint64_t, std::uint32_t>> fds_;
+};
+
+class Wakeup {
+public:
+  Wakeup() {
+    int p[2];
+    if (::pipe(p) != 0) return;
+    r_.reset(p[0]);
+    w_.reset(p[1]);
+    if (!set_flags(p[0]) || !set_flags(p[1])) r_.reset();
+  }
+  bool ok() const { return r_.valid(); }
+  int fd() const { return r_.get(); }
+  void signal() {
+    char c = 1;
+    ssize_t w = ::write(w_.get(), &c, 1);
+    (void)w;
+  }
+  void drain() {
+    char buf[64];
+    while (::read(r_.get(), buf, sizeof buf) > 0) {
+    }
+  }
+
+private:
+  UniqueFd r_, w_;
+};
+#endif
+
 // Name resolution off the loop: a few worker threads, results announced
-// on an eventfd.
+// through a Wakeup (an eventfd, or a pipe).
 class Resolver {
 public:
   struct Result {
@@ -52,7 +185,7 @@ public:
     std::string error;
   };
 
-  Resolver() : efd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  Resolver() {
     for (int i = 0; i < 4; ++i) threads_.emplace_back([this] { work(); });
   }
   ~Resolver() {
@@ -63,7 +196,7 @@ public:
     cv_.notify_all();
     for (auto& t : threads_) t.join();
   }
-  int fd() const { return efd_.get(); }
+  int fd() const { return wake_.ok() ? wake_.fd() : -1; }
 
   void submit(std::uint64_t conn, std::string host) {
     {
@@ -74,9 +207,7 @@ public:
   }
 
   std::vector<Result> take() {
-    std::uint64_t n;
-    ssize_t r = ::read(efd_.get(), &n, sizeof n);
-    (void)r;
+    wake_.drain();
     std::lock_guard lock(m_);
     std::vector<Result> out(std::make_move_iterator(done_.begin()), std::make_move_iterator(done_.end()));
     done_.clear();
@@ -126,13 +257,11 @@ private:
         std::lock_guard lock(m_);
         done_.push_back(std::move(res));
       }
-      std::uint64_t one = 1;
-      ssize_t w = ::write(efd_.get(), &one, sizeof one);
-      (void)w;
+      wake_.signal();
     }
   }
 
-  UniqueFd efd_;
+  Wakeup wake_;
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::pair<std::uint64_t, std::string>> queue_;
@@ -143,7 +272,8 @@ private:
 
 enum class State { handshake, socks_request, resolving, connecting, relaying, closing };
 
-// One direction of a relay: pending bytes first, then splice through a pipe.
+// One direction of a relay: pending bytes first, then splice(2) through a
+// pipe (Linux) or a buffer copy (portable).
 struct Flow {
   int src = -1, dst = -1;
   std::string pending;
@@ -161,7 +291,7 @@ struct Flow {
       if (!pending.empty()) {
         ssize_t n = ::send(dst, pending.data(), pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-          if (errno == EAGAIN) want_out = true;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) want_out = true;
           else error = true;
           return;
         }
@@ -169,6 +299,7 @@ struct Flow {
         bytes += static_cast<std::uint64_t>(n);
         continue;
       }
+#if PJ_PROXY_EPOLL
       if (in_pipe > 0) {
         ssize_t n = ::splice(pipe_r.get(), nullptr, dst, nullptr, in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n < 0) {
@@ -191,6 +322,20 @@ struct Flow {
         else in_pipe += static_cast<size_t>(n);
         continue;
       }
+#else
+      if (!src_eof) {
+        char buf[kPipeSize];
+        ssize_t n = ::recv(src, buf, sizeof buf, 0);
+        if (n < 0) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK) want_in = true;
+          else error = true;
+          return;
+        }
+        if (n == 0) src_eof = true;
+        else pending.assign(buf, static_cast<size_t>(n));
+        continue;
+      }
+#endif
       ::shutdown(dst, SHUT_WR);  // half-close: the other direction goes on
       done = true;
     }
@@ -229,8 +374,11 @@ struct Proxy::Impl {
   Rules rules;
   int log_fd;
   ProxyLimits limits;
-  UniqueFd ep{::epoll_create1(EPOLL_CLOEXEC)};
+  Poller poller;
+#if PJ_PROXY_EPOLL
   UniqueFd timer{::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)};
+#endif
+  Clock::time_point last_sweep = Clock::now();
   Resolver resolver;
   struct Listener {
     UniqueFd fd;
@@ -244,12 +392,7 @@ struct Proxy::Impl {
 
   Impl(Rules r, int fd, ProxyLimits l) : rules(std::move(r)), log_fd(fd), limits(l) {}
 
-  void watch(int fd, std::uint64_t tag, std::uint32_t events) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.u64 = tag;
-    if (::epoll_ctl(ep.get(), EPOLL_CTL_MOD, fd, &ev) != 0) ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev);
-  }
+  void watch(int fd, std::uint64_t tag, std::uint32_t events) { poller.watch(fd, tag, events); }
 
   void record(Conn& c, bool allowed, std::string reason) {
     if (c.logged) return;
@@ -278,7 +421,9 @@ struct Proxy::Impl {
     if (it == conns.end()) return;
     Conn& c = *it->second;
     if (!c.logged) record(c, c.verdict.allowed, c.verdict.reason.empty() ? "closed" : c.verdict.reason);
-    conns.erase(it);  // fds close with their owners (epoll forgets them)
+    if (c.client.valid()) poller.forget(c.client.get());
+    if (c.upstream.valid()) poller.forget(c.upstream.get());
+    conns.erase(it);  // fds close with their owners
   }
 
   // Refuse: answer in the protocol's words, then close once flushed.
@@ -298,7 +443,7 @@ struct Proxy::Impl {
       ssize_t n = ::send(c.client.get(), c.to_client.data(), c.to_client.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n <= 0) {
         if (n < 0 && errno == EAGAIN) {
-          watch(c.client.get(), c.id << 1, EPOLLOUT);
+          watch(c.client.get(), c.id << 1, kOut);
           return;
         }
         break;
@@ -310,8 +455,12 @@ struct Proxy::Impl {
 
   void accept_on(Listener& l) {
     while (true) {
-      int fd = ::accept4(l.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int fd = ::accept(l.fd.get(), nullptr, nullptr);
       if (fd < 0) return;
+      if (!set_flags(fd)) {
+        ::close(fd);
+        continue;
+      }
       auto c = std::make_unique<Conn>();
       c->id = next_id++;
       c->kind = l.kind;
@@ -324,7 +473,7 @@ struct Proxy::Impl {
         refuse(ref, 503, SocksReply::general_failure, "too many concurrent connections");
         continue;
       }
-      watch(fd, ref.id << 1, EPOLLIN);
+      watch(fd, ref.id << 1, kIn);
       if (l.kind == ListenerKind::forward) {
         ref.target = {l.target->addr.str(), l.target->port};
         decide(ref);
@@ -440,13 +589,13 @@ struct Proxy::Impl {
         s4->sin_port = htons(static_cast<uint16_t>(c.target.port));
         len = sizeof *s4;
       }
-      c.upstream.reset(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      if (!c.upstream.valid()) continue;
+      c.upstream.reset(::socket(ss.ss_family, SOCK_STREAM, 0));
+      if (!c.upstream.valid() || !set_flags(c.upstream.get())) continue;
       c.address = a.str();
       int rc = ::connect(c.upstream.get(), reinterpret_cast<sockaddr*>(&ss), len);
       if (rc == 0 || errno == EINPROGRESS) {
         c.state = State::connecting;
-        watch(c.upstream.get(), (c.id << 1) | 1, EPOLLOUT);
+        watch(c.upstream.get(), (c.id << 1) | 1, kOut);
         return;
       }
     }
@@ -458,7 +607,7 @@ struct Proxy::Impl {
     socklen_t len = sizeof err;
     ::getsockopt(c.upstream.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
-      ::epoll_ctl(ep.get(), EPOLL_CTL_DEL, c.upstream.get(), nullptr);
+      poller.forget(c.upstream.get());
       c.upstream.reset();
       if (c.next_addr < c.addrs.size()) return try_connect(c);
       return refuse(c, 502, err == ECONNREFUSED ? SocksReply::connection_refused : SocksReply::host_unreachable,
@@ -475,12 +624,14 @@ struct Proxy::Impl {
       c.down.pending = socks_reply(SocksReply::succeeded);
     c.up.pending = c.upstream_head + c.inbuf;
     c.inbuf.clear();
+#if PJ_PROXY_EPOLL
     for (Flow* f : {&c.up, &c.down}) {
       int p[2];
       if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return close_conn(c.id);
       f->pipe_r.reset(p[0]);
       f->pipe_w.reset(p[1]);
     }
+#endif
     relay(c);
   }
 
@@ -491,7 +642,7 @@ struct Proxy::Impl {
       record(c, true, c.verdict.reason);
       return close_conn(c.id);
     }
-    constexpr std::uint32_t in = EPOLLIN, out = EPOLLOUT, none = 0;
+    constexpr std::uint32_t in = kIn, out = kOut, none = 0;
     std::uint32_t client_ev = (c.up.want_in ? in : none) | (c.down.want_out ? out : none);
     std::uint32_t upstream_ev = (c.down.want_in ? in : none) | (c.up.want_out ? out : none);
     // Level-triggered, and only what each flow waits for: a side whose
@@ -510,22 +661,27 @@ struct Proxy::Impl {
         if ((tag & 1) == 0) on_client_handshake(c);
         break;
       case State::resolving:
-        if (events & (EPOLLHUP | EPOLLERR)) close_conn(c.id);  // the client gave up
+        if (events & kHangup) close_conn(c.id);  // the client gave up
         break;
       case State::connecting:
         if (tag & 1) on_connected(c);
-        else if (events & (EPOLLHUP | EPOLLERR)) close_conn(c.id);
+        else if (events & kHangup) close_conn(c.id);
         break;
       case State::relaying: relay(c); break;
       case State::closing: flush_and_close(c); break;
     }
   }
 
+  // Handshakes past their deadline are refused; at most once a second.
   void sweep() {
+#if PJ_PROXY_EPOLL
     std::uint64_t n;
     ssize_t r = ::read(timer.get(), &n, sizeof n);
     (void)r;
+#endif
     auto now = Clock::now();
+    if (!PJ_PROXY_EPOLL && now - last_sweep < std::chrono::seconds(1)) return;
+    last_sweep = now;
     std::vector<std::uint64_t> late;
     for (auto& [id, c] : conns)
       if (c->state != State::relaying && c->state != State::closing && now > c->deadline) late.push_back(id);
@@ -541,40 +697,46 @@ Proxy::~Proxy() = default;
 
 util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, ProxyLimits limits) {
   auto impl = std::make_unique<Impl>(std::move(rules), log_fd, limits);
-  if (!impl->ep.valid()) return Error::from_errno("epoll_create1 for the network filter", errno);
-  if (!impl->timer.valid() || impl->resolver.fd() < 0) return Error::from_errno("network filter timers", errno);
+  if (!impl->poller.ok()) return Error::from_errno("create the network filter's event loop", errno);
+  if (impl->resolver.fd() < 0) return Error::from_errno("network filter wake-up", errno);
+#if PJ_PROXY_EPOLL
+  if (!impl->timer.valid()) return Error::from_errno("network filter timer", errno);
   itimerspec its{};
   its.it_interval.tv_sec = 1;
   its.it_value.tv_sec = 1;
   ::timerfd_settime(impl->timer.get(), 0, &its, nullptr);
-  impl->watch(impl->timer.get(), kTagTimer, EPOLLIN);
-  impl->watch(impl->resolver.fd(), kTagResolver, EPOLLIN);
+  impl->watch(impl->timer.get(), kTagTimer, kIn);
+#endif
+  impl->watch(impl->resolver.fd(), kTagResolver, kIn);
   return std::unique_ptr<Proxy>(new Proxy(std::move(impl)));
 }
 
 util::Status Proxy::add_listener(UniqueFd fd, ListenerKind kind, std::optional<Rules::Forward> target) {
-  int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0)
-    return Error::from_errno("make a jail listener non-blocking", errno);
+  if (!set_flags(fd.get())) return Error::from_errno("make a network filter listener non-blocking", errno);
   std::uint64_t index = impl_->listeners.size();
-  impl_->watch(fd.get(), kTagListener | index, EPOLLIN);
+  impl_->watch(fd.get(), kTagListener | index, kIn);
   impl_->listeners.push_back({std::move(fd), kind, std::move(target)});
   return {};
 }
 
-int Proxy::fd() const { return impl_->ep.get(); }
+int Proxy::fd() const { return impl_->poller.fd(); }
 
-void Proxy::run_once() {
-  epoll_event evs[64];
-  int n = ::epoll_wait(impl_->ep.get(), evs, 64, 0);
-  for (int i = 0; i < n; ++i) {
-    std::uint64_t tag = evs[i].data.u64;
+void Proxy::run_once() { run_for(std::chrono::milliseconds(0)); }
+
+void Proxy::run_for(std::chrono::milliseconds max_wait) {
+  Event evs[64];
+  // Without a timer fd, the wait's timeout drives the handshake sweep.
+  int timeout = static_cast<int>(std::min<std::int64_t>(max_wait.count(), PJ_PROXY_EPOLL ? max_wait.count() : 1000));
+  size_t n = impl_->poller.wait(evs, 64, timeout);
+  for (size_t i = 0; i < n; ++i) {
+    std::uint64_t tag = evs[i].tag;
     if (tag & kTagListener) impl_->accept_on(impl_->listeners[tag & ~kTagListener]);
     else if (tag == kTagResolver)
       for (auto& r : impl_->resolver.take()) impl_->on_resolved(r);
     else if (tag == kTagTimer) impl_->sweep();
     else impl_->on_conn_event(tag, evs[i].events);
   }
+  if (!PJ_PROXY_EPOLL) impl_->sweep();
 }
 
 void Proxy::shutdown() {

@@ -1,9 +1,11 @@
-// The network filter's relay: a non-blocking epoll loop in the supervisor.
+// The network filter's relay: a non-blocking event loop in the supervisor
+// (epoll and splice on Linux; poll and a buffer copy elsewhere).
 // It accepts on listening sockets that the jail's init created inside the
 // jail's network namespace (so no path or port inside can be swapped),
 // checks each request against the rules, resolves names outside the jail
 // (on worker threads: the loop never blocks), connects to the address it
-// checked, and relays with splice(2). Every decision is recorded.
+// checked, and relays. Every decision is recorded. On macOS the listeners
+// are on the host's loopback, reachable from the Seatbelt jail only.
 #pragma once
 
 #include <chrono>
@@ -49,10 +51,13 @@ public:
 
   // A listener to serve; for `forward`, where to connect on the host.
   util::Status add_listener(util::UniqueFd fd, ListenerKind kind, std::optional<Rules::Forward> target);
-  // The loop's fd: readable when run_once() has work.
+  // The loop's fd: readable when run_once() has work (Linux); -1 where
+  // the loop has no single fd (portable path): call run_for() instead.
   int fd() const;
   // Handle everything ready; never blocks.
   void run_once();
+  // Wait up to `max_wait` for work, then handle it (a loop on its own thread).
+  void run_for(std::chrono::milliseconds max_wait);
   // Close every connection (the jail is gone), recording each.
   void shutdown();
   const std::vector<Decision>& decisions() const;

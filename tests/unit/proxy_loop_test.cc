@@ -1,0 +1,225 @@
+// The network filter's loop on loopback sockets: relaying, refusals and
+// handshakes. Built twice: with the Linux loop (epoll, splice) into
+// unit-tests, and with the portable loop (poll, buffer copy: what macOS
+// runs) into proxy-portable-tests.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "netproxy/proxy.h"
+
+using namespace pj;
+using namespace std::chrono_literals;
+
+namespace {
+
+util::UniqueFd listen_loopback(int& port) {
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  REQUIRE(fd.valid());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd.get(), 16) == 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+util::UniqueFd connect_to(int port) {
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  REQUIRE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+void send_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    REQUIRE(n > 0);
+    off += static_cast<size_t>(n);
+  }
+}
+
+// Read until `n` bytes or EOF.
+std::string recv_n(int fd, size_t n) {
+  std::string out;
+  char buf[65536];
+  while (out.size() < n) {
+    ssize_t r = ::recv(fd, buf, std::min(sizeof buf, n - out.size()), 0);
+    if (r <= 0) break;
+    out.append(buf, static_cast<size_t>(r));
+  }
+  return out;
+}
+
+std::string recv_all(int fd) { return recv_n(fd, SIZE_MAX); }
+
+// An upstream that echoes each connection until EOF, then half-closes.
+class EchoServer {
+public:
+  EchoServer() : fd_(listen_loopback(port)) {
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = ::accept(fd_.get(), nullptr, nullptr);
+        if (c < 0 || stop_) {
+          if (c >= 0) ::close(c);
+          return;
+        }
+        std::thread([c] {
+          char buf[65536];
+          ssize_t n;
+          while ((n = ::recv(c, buf, sizeof buf, 0)) > 0)
+            if (::send(c, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+          ::shutdown(c, SHUT_WR);
+          ::close(c);
+        }).detach();
+      }
+    });
+  }
+  ~EchoServer() {
+    stop_ = true;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    { util::UniqueFd wake(::socket(AF_INET, SOCK_STREAM, 0)); }  // accept returns on shutdown
+    thread_.join();
+  }
+  int port = 0;
+
+private:
+  util::UniqueFd fd_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The proxy with an HTTP and a SOCKS listener, its loop on a thread.
+class Running {
+public:
+  explicit Running(netproxy::Rules rules, netproxy::ProxyLimits limits = {}) {
+    auto p = netproxy::Proxy::start(std::move(rules), -1, limits);
+    REQUIRE(p.ok());
+    proxy_ = std::move(*p);
+    REQUIRE(proxy_->add_listener(listen_loopback(http), netproxy::ListenerKind::http, std::nullopt).ok());
+    REQUIRE(proxy_->add_listener(listen_loopback(socks), netproxy::ListenerKind::socks, std::nullopt).ok());
+    thread_ = std::thread([this] {
+      while (!stop_) proxy_->run_for(20ms);
+    });
+  }
+  // Stop the loop; then the decisions may be read.
+  const std::vector<netproxy::Decision>& stop() {
+    if (!stop_.exchange(true)) thread_.join();
+    proxy_->shutdown();
+    return proxy_->decisions();
+  }
+  ~Running() { stop(); }
+  int http = 0, socks = 0;
+
+private:
+  std::unique_ptr<netproxy::Proxy> proxy_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("proxy loop: CONNECT relays a megabyte both ways, half-close included") {
+  EchoServer echo;
+  netproxy::Rules rules;
+  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  Running proxy(rules);
+  auto c = connect_to(proxy.http);
+  send_all(c.get(), "CONNECT 127.0.0.1:" + std::to_string(echo.port) + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n";
+  CHECK(recv_n(c.get(), ok.size()) == ok);
+  std::string payload(1 << 20, 'x');
+  for (size_t i = 0; i < payload.size(); i += 4096) payload[i] = static_cast<char>('a' + i % 26);
+  std::thread writer([&] {
+    send_all(c.get(), payload);
+    ::shutdown(c.get(), SHUT_WR);  // the upstream sees EOF and ends its side
+  });
+  std::string back = recv_all(c.get());
+  writer.join();
+  CHECK(back.size() == payload.size());
+  CHECK(back == payload);
+  c.reset();
+  std::this_thread::sleep_for(100ms);
+  const auto& d = proxy.stop();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].allowed);
+  CHECK(d[0].protocol == "http-connect");
+  CHECK(d[0].bytes_up == payload.size());
+  CHECK(d[0].bytes_down >= payload.size());
+}
+
+TEST_CASE("proxy loop: a host the rules do not name is refused with 403, and recorded") {
+  EchoServer echo;
+  netproxy::Rules rules;
+  rules.allow("example.org", "test");
+  Running proxy(rules);
+  auto c = connect_to(proxy.http);
+  send_all(c.get(), "CONNECT 127.0.0.1:" + std::to_string(echo.port) + " HTTP/1.1\r\n\r\n");
+  std::string reply = recv_all(c.get());
+  CHECK(reply.rfind("HTTP/1.1 403", 0) == 0);
+  const auto& d = proxy.stop();
+  REQUIRE(d.size() == 1);
+  CHECK_FALSE(d[0].allowed);
+  CHECK(d[0].host == "127.0.0.1");
+}
+
+TEST_CASE("proxy loop: SOCKS5 CONNECT by address relays; BIND is refused") {
+  EchoServer echo;
+  netproxy::Rules rules;
+  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  Running proxy(rules);
+  auto request = [&](char cmd) {
+    std::string r{'\x05', cmd, '\x00', '\x01', '\x7f', '\x00', '\x00', '\x01'};
+    r += static_cast<char>(echo.port >> 8);
+    r += static_cast<char>(echo.port & 0xff);
+    return r;
+  };
+  auto c = connect_to(proxy.socks);
+  send_all(c.get(), std::string{'\x05', '\x01', '\x00'});
+  CHECK(recv_n(c.get(), 2) == std::string{'\x05', '\x00'});
+  send_all(c.get(), request('\x01'));
+  std::string reply = recv_n(c.get(), 10);
+  REQUIRE(reply.size() == 10);
+  CHECK(reply[1] == '\x00');
+  send_all(c.get(), "ping");
+  CHECK(recv_n(c.get(), 4) == "ping");
+  auto b = connect_to(proxy.socks);
+  send_all(b.get(), std::string{'\x05', '\x01', '\x00'});
+  CHECK(recv_n(b.get(), 2) == std::string{'\x05', '\x00'});
+  send_all(b.get(), request('\x02'));
+  std::string refused = recv_all(b.get());
+  REQUIRE(refused.size() >= 2);
+  CHECK(refused[1] == '\x07');  // command not supported
+}
+
+TEST_CASE("proxy loop: a client that never finishes its request is cut off at the handshake limit") {
+  netproxy::Rules rules;
+  netproxy::ProxyLimits limits;
+  limits.handshake = 300ms;
+  Running proxy(rules, limits);
+  auto c = connect_to(proxy.http);
+  send_all(c.get(), "CONNECT example.org:443 HTTP/1.1\r\n");  // no blank line: never complete
+  auto start = std::chrono::steady_clock::now();
+  std::string reply = recv_all(c.get());
+  CHECK(reply.rfind("HTTP/1.1 504", 0) == 0);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);  // the sweep runs without a timer fd too
+  const auto& d = proxy.stop();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].reason == "handshake timed out");
+}
