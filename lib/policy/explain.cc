@@ -78,6 +78,7 @@ std::string explain_json(const ExplainInput& in) {
   };
   j.begin_object();
   j.field("schema", "pi-jail-explain/1");
+  j.field("backend", in.backend);
   j.field("workspace", in.workspace);
   j.key("layers").begin_array();
   for (const auto& l : in.layers) {

@@ -21,6 +21,7 @@ struct ExplainInput {
   const Resolved* resolved = nullptr;
   std::vector<LayerInfo> layers;
   std::string workspace;
+  std::string backend = "linux";  // which jail runs it: "linux" or "macos-seatbelt"
 };
 
 std::string explain_text(const ExplainInput& in);

@@ -116,6 +116,7 @@ TEST_CASE("explain on a fresh workspace says where each rule came from") {
   auto j = run({pi_jail(), "explain", "--json", "-w", sb.ws}, {"HOME=" + sb.home});
   CHECK(j.status == 0);
   CHECK(j.out.find("\"schema\": \"pi-jail-explain/1\"") != std::string::npos);
+  CHECK(j.out.find("\"backend\": \"linux\"") != std::string::npos);  // which jail would run it
 }
 
 TEST_CASE("a symlink where a protected path should be stops the run: it could not be kept read-only") {

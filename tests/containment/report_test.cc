@@ -60,6 +60,7 @@ TEST_CASE("the report names the layers, the view the run had and refused request
   auto o = run({pi_jail(), "-q", "-w", sb.ws, "--report", report, "--", "/bin/true"}, {"HOME=" + sb.home});
   REQUIRE(o.status == 0);
   std::string text = read_file(report);
+  CHECK(text.find("\"backend\": \"linux\"") != std::string::npos);  // which jail ran
   CHECK(text.find("\"enforced\": true") != std::string::npos);
   CHECK(text.find("\"terminal\": \"inherit\"") != std::string::npos);
   CHECK(text.find("\"path\": \"" + sb.ws + "\"") != std::string::npos);

@@ -1,0 +1,54 @@
+// Starting the Seatbelt jail: the command runs under /usr/bin/sandbox-exec
+// with the planned profile and parameters, in a new session (its own
+// process group, and the given terminal as its controlling terminal).
+//
+// POSIX only, so it compiles and its wiring is tested on Linux with a
+// stand-in for sandbox-exec; only a Mac shows what Seatbelt enforces.
+// macOS has no PID namespace: what the command leaves behind in its
+// process group is killed at the end, but a process that made its own
+// session escapes that (it stays inside the sandbox, which it inherited
+// and cannot drop).
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+#include "seatbelt/plan.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace pj::seatbelt {
+
+inline constexpr const char* kSandboxExec = "/usr/bin/sandbox-exec";
+
+struct LaunchOptions {
+  std::string sandbox_exec = kSandboxExec;  // tests substitute a stand-in
+  int tty = -1;  // the PTY's terminal side for fds 0-2, or -1: inherit 0-2
+};
+
+// A running sandboxed command; owns the process (killed with its group,
+// and reaped, if still there on destruction).
+class Sandboxed {
+public:
+  static util::Result<Sandboxed> start(const SeatbeltSpec& spec, const LaunchOptions& opts);
+  Sandboxed(Sandboxed&& o) noexcept : pid_(o.pid_), status_(o.status_) { o.pid_ = -1; }
+  Sandboxed& operator=(Sandboxed&&) = delete;
+  ~Sandboxed();
+
+  pid_t pid() const { return pid_; }
+  // Signal the whole process group.
+  util::Status signal(int sig) const;
+  // Non-blocking: the exit code (N, or 128+N for signal N) once it ended.
+  util::Result<std::optional<int>> poll_exit();
+  // After the command ended: end whatever is left in its process group.
+  void kill_leftovers() const;
+
+private:
+  explicit Sandboxed(pid_t pid) : pid_(pid) {}
+  pid_t pid_;
+  std::optional<int> status_;
+};
+
+}  // namespace pj::seatbelt
