@@ -246,9 +246,7 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   for (const auto& r : in.read_only) {
     const SourceFact& f = fact(facts, r.path);
     if (f.is_symlink) {
-      problems.push_back(fmt::format("{} is a symlink; it must stay read-only ({}), which needs the real file or "
-                                     "directory there: replace the link with what it points to, or remove it",
-                                     r.path, r.why));
+      problems.push_back(runtime::symlink_at_protected_path(r));
       continue;
     }
     if (usable(f)) {

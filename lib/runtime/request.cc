@@ -27,6 +27,11 @@ void apply_policy(const policy::Policy& p, Request& r) {
   for (const auto& e : p.env_set()) r.env_set.emplace_back(e.name, e.value);
 }
 
+std::string symlink_at_protected_path(const PathRule& r) {
+  return r.path + " is a symlink; it must stay read-only (" + r.why +
+         "), which needs the real file or directory there: replace the link with what it points to, or remove it";
+}
+
 std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
                                   const std::optional<ProxyEndpoints>& proxy) {
   std::map<std::string, std::string> env;

@@ -60,6 +60,10 @@ struct Request {
 // marks, environment), each entry keeping its source as the reason.
 void apply_policy(const policy::Policy& p, Request& r);
 
+// The problem to report when a path that must stay read-only is a symlink
+// (every backend refuses to start: the link itself could be replaced).
+std::string symlink_at_protected_path(const PathRule& r);
+
 // Where the jailed command finds the network filter.
 struct ProxyEndpoints {
   std::string host;  // "127.0.0.1"

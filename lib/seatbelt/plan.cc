@@ -109,9 +109,7 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
   for (const auto& e : r.read_only) {
     const PathFact& f = fact(facts, e.path);
     if (f.is_symlink) {
-      problems.push_back(fmt::format("{} is a symlink; it must stay read-only ({}), which needs the real file or "
-                                     "directory there: replace the link with what it points to, or remove it",
-                                     e.path, e.why));
+      problems.push_back(runtime::symlink_at_protected_path(e));
       continue;
     }
     if (f.resolved.empty()) continue;
