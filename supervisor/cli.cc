@@ -50,7 +50,7 @@ bool takes_value(std::string_view opt) {
   return opt == "-w" || opt == "--workspace" || opt == "-p" || opt == "--profile" || opt == "--config" ||
          opt == "--allow-net" || opt == "--allow-read" || opt == "--allow-write" ||
          opt == "--deny" || opt == "--test-landlock-read-only" || opt == "--timeout" || opt == "--grace" ||
-         opt == "--report" || opt == "--net-log";
+         opt == "--report" || opt == "--net-log" || opt == "--unsafe-test-sandbox-exec";
 }
 
 }  // namespace
@@ -120,6 +120,7 @@ util::Result<Invocation> parse(int argc, char** argv) {
 #ifdef PJ_TEST_SWITCHES
     else if (name == "--unsafe-test-no-seccomp") inv.unsafe_test_no_seccomp = true;
     else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
+    else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
 #endif
     else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
     else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;

@@ -33,6 +33,9 @@ struct Invocation {
   std::optional<std::string> net_log;  // --net-log FILE
   bool unsafe_test_no_seccomp = false;  // test builds only (-Dtest_switches=true)
   bool unsafe_test_no_landlock = false;  // test builds only
+  // Test builds only: run this program in place of /usr/bin/sandbox-exec
+  // (a stand-in that enforces nothing; the Seatbelt backend's wiring tests).
+  std::optional<std::string> unsafe_test_sandbox_exec;
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;

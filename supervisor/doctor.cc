@@ -2,26 +2,24 @@
 
 #include <fmt/format.h>
 
-#include "linuxjail/host.h"
 #include "util/json.h"
 
 namespace pj::supervisor {
 
 namespace {
 
-const char* state_word(linuxjail::Check::State s) {
+const char* state_word(runtime::Check::State s) {
   switch (s) {
-    case linuxjail::Check::State::ok: return "ok";
-    case linuxjail::Check::State::missing: return "missing";
-    case linuxjail::Check::State::info: return "info";
+    case runtime::Check::State::ok: return "ok";
+    case runtime::Check::State::missing: return "missing";
+    case runtime::Check::State::info: return "info";
   }
   return "?";
 }
 
 }  // namespace
 
-int doctor(bool json) {
-  linuxjail::HostReport r = linuxjail::probe_host();
+int doctor(const runtime::HostReport& r, bool json) {
   if (json) {
     util::JsonWriter j;
     j.begin_object();
@@ -38,7 +36,7 @@ int doctor(bool json) {
   } else {
     for (const auto& c : r.checks) {
       fmt::print("{:8} {}: {}\n", state_word(c.state), c.name, c.detail);
-      if (!c.fix.empty() && c.state == linuxjail::Check::State::missing) fmt::print("         fix: {}\n", c.fix);
+      if (!c.fix.empty() && c.state == runtime::Check::State::missing) fmt::print("         fix: {}\n", c.fix);
     }
     fmt::print("\n{}\n", r.jail_possible ? "This host can build a pi-jail jail."
                                          : "This host cannot build a pi-jail jail; see the fixes above.");

@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "linuxjail/host.h"
 #include "runtime/program.h"
 #include "util/log.h"
 #include "util/paths.h"
@@ -62,20 +61,11 @@ std::string default_workspace(const std::string& cwd) {
 
 namespace {
 
-// The resolved policy as the planner's lists, and its hardening switches.
-void apply_policy(const policy::Policy& pol, linuxjail::PlanInput& in) {
-  runtime::apply_policy(pol, in);
-  if (pol.ptrace_allowed()) in.seccomp.debugging = linuxjail::Debugging::allowed;
-  if (pol.nested_userns_allowed()) in.seccomp.nested_userns = linuxjail::NestedUserns::unsafe_allowed;
-  in.landlock_use = pol.landlock() == policy::LandlockUse::required ? linuxjail::LandlockUse::required
-                                                                    : linuxjail::LandlockUse::if_available;
-}
-
 // A git worktree's .git is a file naming its git dir, which lives in the
 // main repository's .git: commits need that writable (objects, refs,
 // the worktree's index); its hooks and config stay read-only, as the
 // workspace's own would.
-void add_worktree_git_dir(linuxjail::PlanInput& in) {
+void add_worktree_git_dir(runtime::Request& in) {
   std::ifstream dotgit(in.workspace + "/.git");
   std::string line;
   if (!dotgit || !std::getline(dotgit, line) || !line.starts_with("gitdir: ")) return;
@@ -92,9 +82,9 @@ void add_worktree_git_dir(linuxjail::PlanInput& in) {
   if (!::realpath(common.c_str(), real)) return;
   common = real;
   if (util::path_within(in.home, common)) return;  // never all of $HOME
-  in.grants.push_back({common, linuxjail::Access::read_write, "git worktree: the main repository's git dir"});
-  in.read_only.push_back({common + "/hooks", "git worktree: hooks run on the host", linuxjail::Node::directory});
-  in.read_only.push_back({common + "/config", "git worktree: config names commands", linuxjail::Node::file});
+  in.grants.push_back({common, runtime::Access::read_write, "git worktree: the main repository's git dir"});
+  in.read_only.push_back({common + "/hooks", "git worktree: hooks run on the host", runtime::Node::directory});
+  in.read_only.push_back({common + "/config", "git worktree: config names commands", runtime::Node::file});
 }
 
 }  // namespace
@@ -102,7 +92,7 @@ void add_worktree_git_dir(linuxjail::PlanInput& in) {
 util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failure) {
   failure = PrepareFailure::other;
   Prepared prepared;
-  linuxjail::PlanInput& in = prepared.input;
+  runtime::Request& in = prepared.request;
   auto cwd = current_dir();
   if (!cwd) return cwd.take_error();
   in.cwd = *cwd;
@@ -142,27 +132,13 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   for (const auto& r : lp.resolved.refused)
     util::warn("refused {} request: {}", policy::authority_name(r.by), r.str());
   if (lp.resolved.policy) {
-    apply_policy(*lp.resolved.policy, in);
+    runtime::apply_policy(*lp.resolved.policy, in);
     add_worktree_git_dir(in);
     for (const auto& r : lp.resolved.policy->net_allow()) prepared.rules.allow(r.pattern, r.src.str());
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
     for (const auto& f : prepared.rules.forwards()) in.forwards.emplace_back(f.addr.str(), f.port);
   }
 
-  in.landlock_abi = linuxjail::landlock_abi();
-  if (inv.unsafe_test_no_landlock) {
-    util::emit("WARNING", "--unsafe-test-no-landlock: the jail runs WITHOUT Landlock (test build)");
-    in.landlock_abi = 0;
-  }
-  if (inv.unsafe_test_no_seccomp) {
-    util::emit("WARNING", "--unsafe-test-no-seccomp: the command runs WITHOUT its syscall filter (test build)");
-    in.seccomp.use = linuxjail::FilterUse::unsafe_test_disabled;
-  }
-  for (const auto& p : inv.test_landlock_read_only) {
-    auto norm = util::normalize_path(p, in.cwd);
-    if (!norm) return std::move(norm.take_error()).context(fmt::format("--test-landlock-read-only {}", p));
-    in.landlock_read_only.push_back(*norm);
-  }
   in.uid = ::getuid();
   in.gid = ::getgid();
   for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);
@@ -176,7 +152,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     return program.take_error();
   }
   in.exec_path = program->exec_path;
-  for (const auto& need : program->needs) in.grants.push_back({need.path, linuxjail::Access::read_only, need.why});
+  for (const auto& need : program->needs) in.grants.push_back({need.path, runtime::Access::read_only, need.why});
   prepared.program = std::move(*program);
   in.argv = inv.command;
   return prepared;

@@ -3,10 +3,10 @@
 #pragma once
 
 #include "cli.h"
-#include "linuxjail/plan.h"
 #include "netproxy/rules.h"
 #include "policy_layers.h"
 #include "runtime/program.h"
+#include "runtime/request.h"
 #include "util/result.h"
 
 namespace pj::supervisor {
@@ -16,14 +16,14 @@ namespace pj::supervisor {
 enum class PrepareFailure { not_found, not_executable, other };
 
 struct Prepared {
-  linuxjail::PlanInput input;
+  runtime::Request request;  // what every backend plans from
   LoadedPolicy policy;
   netproxy::Rules rules;  // the network filter's, from the policy
   runtime::Program program;  // run mode: what is executed and what it needs
 };
 
-// Resolve everything the planner needs: workspace, program, policy
-// layers. Touches the filesystem (stat, realpath, PATH search, reading
+// Resolve everything a backend's planner needs: workspace, program,
+// policy layers (backend-specific switches are the backend's to read). Touches the filesystem (stat, realpath, PATH search, reading
 // policy files) but changes nothing. On failure, `failure` says which
 // exit status it maps to; policy problems are all in the message.
 util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failure);

@@ -9,8 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "linuxjail/landlock.h"
-#include "linuxjail/syscall_filter.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -41,64 +39,6 @@ const char* ending_word(RunOutcome::Ending e) {
   return "?";
 }
 
-const char* kind_word(linuxjail::MountKind k) {
-  using K = linuxjail::MountKind;
-  switch (k) {
-    case K::bind: return "bind";
-    case K::tmpfs: return "tmpfs";
-    case K::proc: return "proc";
-    case K::devpts: return "devpts";
-    case K::mask: return "mask";
-    case K::symlink: return "symlink";
-    case K::seal: return "seal";
-  }
-  return "?";
-}
-
-void write_layers(JsonWriter& j, const linuxjail::JailSpec& spec) {
-  j.key("layers").begin_object();
-  j.key("namespaces").begin_array();
-  for (const char* ns : {"user", "mount", "pid", "net", "ipc", "uts", "cgroup"}) j.value(ns);
-  j.end_array();
-  j.field("capabilities", "none");
-  j.field("no_new_privs", true);
-  j.key("seccomp").begin_object();
-  j.field("enforced", spec.seccomp.use == linuxjail::FilterUse::enforced);
-  j.field("debugging", spec.seccomp.debugging == linuxjail::Debugging::allowed ? "allowed" : "denied");
-  j.field("nested_user_namespaces",
-          spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed ? "allowed" : "denied");
-  j.end_object();
-  j.key("landlock").begin_object();
-  j.field("active", spec.landlock.handled_fs != 0);
-  j.field("abi", spec.landlock.abi);
-  j.field("required", spec.landlock.use == linuxjail::LandlockUse::required);
-  j.field("rules", static_cast<std::uint64_t>(spec.landlock.rules.size()));
-  j.end_object();
-  j.field("terminal", spec.terminal.streams == linuxjail::Streams::pty ? "pty" : "inherit");
-  j.end_object();
-}
-
-void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
-  j.key("policy").begin_object();
-  j.key("mounts").begin_array();
-  for (const auto& op : spec.mounts) {
-    j.begin_object();
-    j.field("kind", kind_word(op.kind));
-    j.field("path", op.dest);
-    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::symlink)
-      j.field("source", op.source);
-    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::tmpfs)
-      j.field("access", op.access == linuxjail::Access::read_write ? "read-write" : "read-only");
-    j.field("why", op.why);
-    j.end_object();
-  }
-  j.end_array();
-  j.key("environment").begin_array();
-  for (const auto& e : spec.env) j.value(std::string_view(e).substr(0, e.find('=')));
-  j.end_array();
-  j.end_object();
-}
-
 }  // namespace
 
 std::string render_report(const Report::Content& c) {
@@ -106,7 +46,7 @@ std::string render_report(const Report::Content& c) {
   j.begin_object();
   j.field("schema", "pi-jail-report/1");
   j.field("version", PI_JAIL_VERSION);
-  j.field("backend", "linux");
+  j.field("backend", c.backend);
   j.key("command").begin_array();
   for (const auto& a : c.command) j.value(a);
   j.end_array();
@@ -126,9 +66,8 @@ std::string render_report(const Report::Content& c) {
   if (!c.outcome.failure.empty()) j.field("failure", c.outcome.failure);
   else j.key("failure").null();
   j.end_object();
-  if (c.spec) {
-    write_layers(j, *c.spec);
-    write_policy(j, *c.spec);
+  if (c.write_jail) {
+    c.write_jail(j);
   } else {
     j.key("layers").null();
     j.key("policy").null();
@@ -145,7 +84,7 @@ std::string render_report(const Report::Content& c) {
   }
   j.end_array();
   j.key("network").begin_object();
-  j.field("filter", "proxy: HTTP 127.0.0.1:3128, SOCKS5 127.0.0.1:1080, forwarded host-loopback ports");
+  j.field("filter", c.network_filter.empty() ? "not started" : c.network_filter);
   j.key("decisions").begin_array();
   for (const auto& d : c.decisions) {
     j.begin_object();

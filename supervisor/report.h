@@ -3,13 +3,14 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "linuxjail/spec.h"
 #include "policy/policy.h"
 #include "run.h"
+#include "util/json.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
@@ -26,7 +27,11 @@ public:
     std::vector<std::string> command;
     std::string workspace;
     std::chrono::system_clock::time_point started, ended;
-    const linuxjail::JailSpec* spec = nullptr;  // null when planning failed
+    std::string backend;  // "linux" or "macos-seatbelt"
+    // The backend writes the jail's "layers" and "policy" objects; unset
+    // when planning failed (both are then null).
+    std::function<void(util::JsonWriter&)> write_jail;
+    std::string network_filter;  // where the filter listens, as the backend set it up
     std::vector<policy::Refusal> refused;
     std::vector<netproxy::Decision> decisions;
     RunOutcome outcome;

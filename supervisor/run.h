@@ -1,3 +1,5 @@
+// What every backend's run shares: its options, how it ended, the network
+// decision log, and --unsandboxed.
 #pragma once
 
 #include <chrono>
@@ -5,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "linuxjail/spec.h"
 #include "netproxy/proxy.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -28,17 +29,6 @@ struct RunOutcome {
   std::string failure;  // the setup step and error, when it failed
   std::vector<netproxy::Decision> decisions;  // the network filter's
 };
-
-// The signals the supervisor handles itself. Block them (before cloning
-// the jail) with block_handled_signals().
-void block_handled_signals();
-
-// If stdin or stdout is a terminal: give the command a PTY (fills
-// spec.terminal from the outer terminal). Otherwise streams pass through.
-void choose_streams(linuxjail::JailSpec& spec);
-
-// Launch the jail for `spec` and supervise it until it ends.
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts);
 
 // The network decision log: FILE when given (failure is an error), else
 // $XDG_STATE_HOME/pi-jail/network.jsonl (~/.local/state/...), which the

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "linuxjail/plan.h"
+#include "runtime/host_report.h"
 #include "util/result.h"
 
 namespace pj::linuxjail {
@@ -14,20 +15,10 @@ namespace pj::linuxjail {
 // blindly: the planner decides).
 Facts probe_paths(const std::vector<std::string>& paths);
 
-struct Check {
-  std::string name;
-  enum class State { ok, missing, info } state;
-  std::string detail;  // what was found
-  std::string fix;     // what to do when missing
-};
+using Check = runtime::Check;
+using HostReport = runtime::HostReport;
 
-// Everything `pi-jail doctor` reports. `jail_possible` is true only when
-// every required check passed, proven by building a throw-away jail.
-struct HostReport {
-  std::vector<Check> checks;
-  bool jail_possible = false;
-};
-
+// Everything `pi-jail doctor` reports; a throw-away jail proves it.
 HostReport probe_host();
 
 // The kernel's Landlock ABI version; 0 when Landlock is not built or not

@@ -1,0 +1,206 @@
+// The Linux backend: a rootless namespace jail (user, mount, PID, net,
+// IPC, UTS, cgroup namespaces), seccomp and Landlock; lib/linuxjail plans
+// and builds it, linux_run.cc supervises it.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "linux_run.h"
+#include "linuxjail/host.h"
+#include "linuxjail/landlock.h"
+#include "linuxjail/plan.h"
+#include "linuxjail/syscall_filter.h"
+#include "util/log.h"
+#include "util/paths.h"
+
+namespace pj::supervisor::backend {
+
+const char* const kName = "linux";
+
+runtime::HostReport probe_host() { return linuxjail::probe_host(); }
+
+namespace {
+
+using util::JsonWriter;
+
+// The common request plus what only this backend reads: the policy's
+// hardening switches, the kernel's Landlock ABI and the test switches.
+util::Result<linuxjail::PlanInput> plan_input(const cli::Invocation& inv, const Prepared& prepared) {
+  linuxjail::PlanInput in;
+  static_cast<runtime::Request&>(in) = prepared.request;
+  if (const auto& pol = prepared.policy.resolved.policy) {
+    if (pol->ptrace_allowed()) in.seccomp.debugging = linuxjail::Debugging::allowed;
+    if (pol->nested_userns_allowed()) in.seccomp.nested_userns = linuxjail::NestedUserns::unsafe_allowed;
+    in.landlock_use = pol->landlock() == policy::LandlockUse::required ? linuxjail::LandlockUse::required
+                                                                       : linuxjail::LandlockUse::if_available;
+  }
+  in.landlock_abi = linuxjail::landlock_abi();
+  if (inv.unsafe_test_no_landlock) {
+    util::emit("WARNING", "--unsafe-test-no-landlock: the jail runs WITHOUT Landlock (test build)");
+    in.landlock_abi = 0;
+  }
+  if (inv.unsafe_test_no_seccomp) {
+    util::emit("WARNING", "--unsafe-test-no-seccomp: the command runs WITHOUT its syscall filter (test build)");
+    in.seccomp.use = linuxjail::FilterUse::unsafe_test_disabled;
+  }
+  if (inv.unsafe_test_sandbox_exec)
+    return util::Error::invalid("--unsafe-test-sandbox-exec is for the Seatbelt backend; this pi-jail is Linux's");
+  for (const auto& p : inv.test_landlock_read_only) {
+    auto norm = util::normalize_path(p, in.cwd);
+    if (!norm) return std::move(norm.take_error()).context(fmt::format("--test-landlock-read-only {}", p));
+    in.landlock_read_only.push_back(*norm);
+  }
+  return in;
+}
+
+void print_view(const linuxjail::JailSpec& spec) {
+  fmt::print("# filesystem view (in mount order)\n");
+  for (const auto& op : spec.mounts) fmt::print("{:60} # {}\n", linuxjail::describe(op), op.why);
+  fmt::print("\n# layers\n");
+  fmt::print("namespaces: user (uid {} gid {} mapped to themselves), mount, pid, net (lo only), ipc, uts, cgroup\n",
+             spec.uid, spec.gid);
+  fmt::print("capabilities: none; no_new_privs; securebits locked\n");
+  size_t rows = 0;
+  for (const auto& row : linuxjail::command_table())
+    if (!(row.gate == linuxjail::Gate::debugging && spec.seccomp.debugging == linuxjail::Debugging::allowed) &&
+        !(row.gate == linuxjail::Gate::nested_userns &&
+          spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed))
+      ++rows;
+  fmt::print("seccomp: {} denied-call rules, non-native ABIs killed; debugging other processes {}; nested user "
+             "namespaces {}\n",
+             rows, spec.seccomp.debugging == linuxjail::Debugging::allowed ? "ALLOWED" : "denied",
+             spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed ? "ALLOWED (unsafe)" : "denied");
+  if (spec.landlock.handled_fs)
+    fmt::print("landlock: ABI {}, {} rules; {}\n", spec.landlock.abi, spec.landlock.rules.size(),
+               linuxjail::describe_landlock(spec.landlock.abi));
+  else
+    fmt::print("landlock: not available on this kernel; the mount view is the only filesystem layer\n");
+  fmt::print("\n# process\ncwd {}\n", spec.cwd);
+  for (const auto& e : spec.env) fmt::print("env {}\n", e.substr(0, e.find('=')));
+}
+
+const char* kind_word(linuxjail::MountKind k) {
+  using K = linuxjail::MountKind;
+  switch (k) {
+    case K::bind: return "bind";
+    case K::tmpfs: return "tmpfs";
+    case K::proc: return "proc";
+    case K::devpts: return "devpts";
+    case K::mask: return "mask";
+    case K::symlink: return "symlink";
+    case K::seal: return "seal";
+  }
+  return "?";
+}
+
+void write_layers(JsonWriter& j, const linuxjail::JailSpec& spec) {
+  j.key("layers").begin_object();
+  j.key("namespaces").begin_array();
+  for (const char* ns : {"user", "mount", "pid", "net", "ipc", "uts", "cgroup"}) j.value(ns);
+  j.end_array();
+  j.field("capabilities", "none");
+  j.field("no_new_privs", true);
+  j.key("seccomp").begin_object();
+  j.field("enforced", spec.seccomp.use == linuxjail::FilterUse::enforced);
+  j.field("debugging", spec.seccomp.debugging == linuxjail::Debugging::allowed ? "allowed" : "denied");
+  j.field("nested_user_namespaces",
+          spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed ? "allowed" : "denied");
+  j.end_object();
+  j.key("landlock").begin_object();
+  j.field("active", spec.landlock.handled_fs != 0);
+  j.field("abi", spec.landlock.abi);
+  j.field("required", spec.landlock.use == linuxjail::LandlockUse::required);
+  j.field("rules", static_cast<std::uint64_t>(spec.landlock.rules.size()));
+  j.end_object();
+  j.field("terminal", spec.terminal.streams == linuxjail::Streams::pty ? "pty" : "inherit");
+  j.end_object();
+}
+
+void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
+  j.key("policy").begin_object();
+  j.key("mounts").begin_array();
+  for (const auto& op : spec.mounts) {
+    j.begin_object();
+    j.field("kind", kind_word(op.kind));
+    j.field("path", op.dest);
+    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::symlink)
+      j.field("source", op.source);
+    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::tmpfs)
+      j.field("access", op.access == linuxjail::Access::read_write ? "read-write" : "read-only");
+    j.field("why", op.why);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("environment").begin_array();
+  for (const auto& e : spec.env) j.value(std::string_view(e).substr(0, e.find('=')));
+  j.end_array();
+  j.end_object();
+}
+
+
+// The jail is gone: remove the placeholders it was given, if still empty.
+void remove_placeholders(const linuxjail::JailSpec& spec) {
+  for (const auto& [path, node] : linuxjail::placeholders(spec)) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (node == linuxjail::Node::directory && S_ISDIR(st.st_mode)) ::rmdir(path.c_str());
+    else if (node == linuxjail::Node::file && S_ISREG(st.st_mode) && st.st_size == 0) ::unlink(path.c_str());
+  }
+}
+
+}  // namespace
+
+RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
+  // Before anything can clone: the handled signals go to a signalfd.
+  block_handled_signals();
+  RunOutcome out;  // setup_failed, 125 until something runs
+  content.network_filter = "proxy: HTTP 127.0.0.1:3128, SOCKS5 127.0.0.1:1080, forwarded host-loopback ports";
+  auto input = plan_input(inv, prepared);
+  if (!input) {
+    util::error("{}", input.error().message());
+    out.failure = input.error().message();
+    return out;
+  }
+  auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(*input));
+  auto planned = linuxjail::plan(*input, facts);
+  if (!planned) {
+    util::error("{}", planned.error().message());
+    out.failure = planned.error().message();
+    return out;
+  }
+  auto spec = std::make_shared<linuxjail::JailSpec>(std::move(*planned));
+  if (inv.mode == cli::Mode::explain) {
+    print_view(*spec);
+    return out;
+  }
+  if (spec->cwd != input->cwd)
+    util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec->cwd);
+  if (util::verbosity() == util::Verbosity::verbose)
+    for (const auto& op : spec->mounts) util::debug("{}  # {}", linuxjail::describe(op), op.why);
+  choose_streams(*spec);
+  content.write_jail = [spec](JsonWriter& j) {
+    write_layers(j, *spec);
+    write_policy(j, *spec);
+  };
+  RunOptions opts;
+  opts.timeout = inv.timeout;
+  opts.grace = inv.grace;
+  opts.rules = prepared.rules;
+  auto log = open_net_log(inv.net_log);
+  if (!log) {
+    util::error("{}; nothing was run", log.error().message());
+    out.failure = log.error().message();
+    return out;
+  }
+  opts.net_log_fd = log->get();
+  auto result = run_jailed(*spec, opts);
+  remove_placeholders(*spec);
+  summarise_refusals(result.decisions);
+  return result;
+}
+
+}  // namespace pj::supervisor::backend

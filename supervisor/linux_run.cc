@@ -1,0 +1,334 @@
+#include "linux_run.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <optional>
+
+#include "linuxjail/host.h"
+#include "linuxjail/child.h"
+#include "linuxjail/launch.h"
+#include "terminal.h"
+#include "util/log.h"
+#include "util/paths.h"
+
+namespace pj::supervisor {
+
+using linuxjail::Jail;
+using linuxjail::Stage;
+using linuxjail::SyncRecord;
+using Ending = RunOutcome::Ending;
+
+namespace {
+
+constexpr int kHandled[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+
+sigset_t handled_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kHandled) sigaddset(&set, s);
+  return set;
+}
+
+bool terminating(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
+
+std::string describe_failure(const SyncRecord& rec, const linuxjail::JailSpec& spec) {
+  std::string step(linuxjail::stage_name(rec.stage));
+  if (rec.op >= 0 && static_cast<size_t>(rec.op) < spec.mounts.size())
+    step = fmt::format("{} ({}; {})", step, linuxjail::describe(spec.mounts[static_cast<size_t>(rec.op)]),
+                       spec.mounts[static_cast<size_t>(rec.op)].why);
+  return fmt::format("{}: {} ({})", step, std::strerror(rec.err), util::errno_name(rec.err));
+}
+
+void report_failure(const SyncRecord& rec, const linuxjail::JailSpec& spec) {
+  if (rec.stage == Stage::exec) {
+    util::error("cannot execute {} inside the jail: {} ({})\n  fix: {}", spec.exec_path, std::strerror(rec.err),
+                util::errno_name(rec.err), linuxjail::stage_fix(rec.stage, rec.err));
+    return;
+  }
+  util::error("jail setup failed, nothing was run\n  step: {}\n  fix: {}", describe_failure(rec, spec),
+              linuxjail::stage_fix(rec.stage, rec.err));
+}
+
+// A one-shot timer on the monotonic clock.
+struct Timer {
+  util::UniqueFd fd{::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)};
+  bool armed = false;
+  void arm(std::chrono::milliseconds after) {
+    itimerspec its{};
+    its.it_value.tv_sec = after.count() / 1000;
+    its.it_value.tv_nsec = (after.count() % 1000) * 1000000L + 1;  // 0 would disarm
+    ::timerfd_settime(fd.get(), 0, &its, nullptr);
+    armed = true;
+  }
+  bool fired(const pollfd& p) {
+    if (!(p.revents & POLLIN)) return false;
+    uint64_t n;
+    ssize_t r = ::read(fd.get(), &n, sizeof n);
+    (void)r;
+    armed = false;
+    return true;
+  }
+};
+
+// Everything one supervised run owns; torn down in reverse order.
+class Supervisor {
+public:
+  Supervisor(const linuxjail::JailSpec& spec, const RunOptions& opts, Jail jail, util::UniqueFd sfd)
+      : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)) {
+    const auto& t = spec.terminal;
+    if (t.streams == linuxjail::Streams::pty) {
+      tty_ = (t.pty_fds & 1U) ? 0 : 1;
+      auto mode = TerminalMode::capture(tty_);
+      if (mode) mode_.emplace(std::move(*mode));
+    }
+  }
+
+  RunOutcome run();
+
+private:
+  void on_signal(int sig);
+  void on_control();
+  void start_proxy(std::vector<util::UniqueFd> fds);
+  void abort_jail(std::string why);
+  void suspend();
+  void begin_termination(int sig);
+
+  const linuxjail::JailSpec& spec_;
+  const RunOptions& opts_;
+  Jail jail_;
+  util::UniqueFd sfd_;
+  int tty_ = -1;
+  std::optional<TerminalMode> mode_;
+  std::optional<PtyRelay> relay_;
+  std::unique_ptr<netproxy::Proxy> proxy_;
+  Timer deadline_, grace_;
+  std::optional<SyncRecord> failure_;
+  int terminations_ = 0;
+  bool timed_out_ = false;
+  std::string supervisor_failure_;  // set by abort_jail()
+};
+
+void Supervisor::begin_termination(int sig) {
+  (void)jail_.signal(sig);
+  if (!grace_.armed) grace_.arm(opts_.grace);
+}
+
+void Supervisor::on_signal(int sig) {
+  if (sig == SIGCONT) {
+    // Back from a suspend (ours or the shell's): raw mode, current size.
+    if (mode_ && relay_) {
+      (void)mode_->enter_raw();
+      relay_->sync_size(tty_);
+    }
+    (void)jail_.signal(SIGCONT);
+    return;
+  }
+  if (sig == SIGWINCH && relay_) {
+    relay_->sync_size(tty_);  // the kernel tells the jail's foreground group
+    return;
+  }
+  if (terminating(sig)) {
+    if (++terminations_ >= 2) {
+      util::warn("second termination signal: killing the whole jail");
+      (void)jail_.signal(SIGKILL);
+      return;
+    }
+    begin_termination(sig);
+    return;
+  }
+  (void)jail_.signal(sig);
+}
+
+void Supervisor::suspend() {
+  // The command stopped itself as a whole: give the terminal back and stop
+  // too, so the user's shell regains control. `fg` sends SIGCONT.
+  if (mode_) mode_->leave();
+  ::raise(SIGSTOP);
+}
+
+// The supervisor's own part of the setup failed: kill the whole jail and
+// end the run as a setup failure (125), naming the step.
+void Supervisor::abort_jail(std::string why) {
+  util::error("jail setup failed, the jail was stopped\n  step: {}\n  fix: report a bug if it persists", why);
+  if (supervisor_failure_.empty()) supervisor_failure_ = std::move(why);
+  (void)jail_.signal(SIGKILL);
+}
+
+void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
+  if (fds.size() != spec_.listeners.size()) {
+    return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", fds.size(), spec_.listeners.size()));
+  }
+  auto proxy = netproxy::Proxy::start(opts_.rules, opts_.net_log_fd);
+  if (!proxy) {
+    return abort_jail("start the network filter: " + proxy.error().message());
+  }
+  proxy_ = std::move(*proxy);
+  auto forwards = opts_.rules.forwards();
+  for (size_t i = 0; i < fds.size(); ++i) {
+    const auto& l = spec_.listeners[i];
+    using K = linuxjail::ListenSpec::Kind;
+    std::optional<netproxy::Rules::Forward> target;
+    if (l.kind == K::forward)
+      for (const auto& f : forwards)
+        if (f.addr.str() == l.address && f.port == l.port) target = f;
+    auto kind = l.kind == K::http_proxy    ? netproxy::ListenerKind::http
+                : l.kind == K::socks_proxy ? netproxy::ListenerKind::socks
+                                           : netproxy::ListenerKind::forward;
+    if (auto st = proxy_->add_listener(std::move(fds[i]), kind, target); !st) {
+      return abort_jail("start the network filter: " + st.error().message());
+    }
+  }
+}
+
+void Supervisor::on_control() {
+  auto msg = jail_.read_control();
+  if (!msg) {
+    return abort_jail(msg.error().message());
+  }
+  if (!*msg) return;
+  if ((*msg)->tag == linuxjail::kControlListeners) start_proxy(std::move((*msg)->fds));
+  if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
+    int out = (spec_.terminal.pty_fds & 2U) ? 1 : 2;
+    int in = (spec_.terminal.pty_fds & 1U) ? 0 : -1;
+    relay_.emplace(std::move((*msg)->fds.front()), in, out);
+    if (mode_ && in >= 0) {
+      if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
+    }
+    relay_->sync_size(tty_);
+  }
+  if ((*msg)->stopped) suspend();
+}
+
+RunOutcome Supervisor::run() {
+  if (opts_.timeout) deadline_.arm(*opts_.timeout);
+  std::vector<pollfd> fds;
+  while (true) {
+    fds.clear();
+    fds.push_back({jail_.pidfd(), POLLIN, 0});
+    fds.push_back({sfd_.get(), POLLIN, 0});
+    fds.push_back({deadline_.fd.get(), POLLIN, 0});
+    fds.push_back({grace_.fd.get(), POLLIN, 0});
+    fds.push_back({jail_.sync_fd(), POLLIN, 0});      // -1 once closed: poll skips it
+    fds.push_back({jail_.control_fd(), POLLIN, 0});
+    fds.push_back({proxy_ ? proxy_->fd() : -1, POLLIN, 0});
+    if (relay_) relay_->add_pollfds(fds);
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      util::error("poll: {}", std::strerror(errno));
+      break;
+    }
+    if (fds[4].revents) {
+      auto rec = jail_.read_sync();
+      if (!rec) util::error("{}", rec.error().message());
+      else if (*rec && !failure_) failure_ = **rec;
+    }
+    if (fds[5].revents) on_control();
+    if (fds[6].revents & POLLIN) proxy_->run_once();
+    if (relay_) relay_->on_poll(fds);
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (::read(sfd_.get(), &si, sizeof si) == sizeof si) on_signal(static_cast<int>(si.ssi_signo));
+    }
+    if (deadline_.fired(fds[2])) {
+      util::warn("--timeout reached: stopping the jail");
+      timed_out_ = true;
+      begin_termination(SIGTERM);
+    }
+    if (grace_.fired(fds[3])) (void)jail_.signal(SIGKILL);
+    if (fds[0].revents & POLLIN) break;
+  }
+  if (relay_) relay_->drain();
+  if (mode_) mode_->leave();
+  RunOutcome out;
+  if (proxy_) {
+    proxy_->shutdown();
+    out.decisions = proxy_->decisions();
+  }
+  while (jail_.sync_fd() >= 0 && !failure_) {
+    auto rec = jail_.read_sync();
+    if (!rec || !*rec) break;
+    failure_ = **rec;
+  }
+
+  auto code = jail_.reap();
+  if (!code) {
+    util::error("{}", code.error().message());
+    out.failure = code.error().message();
+    return out;
+  }
+  if (!supervisor_failure_.empty()) {
+    out.failure = supervisor_failure_;
+    return out;  // setup_failed, 125
+  }
+  if (failure_) {
+    report_failure(*failure_, spec_);
+    out.failure = describe_failure(*failure_, spec_);
+    if (failure_->stage != Stage::exec) return out;  // setup_failed, 125
+    out.ending = Ending::not_executed;
+    out.exit_code = out.command_status = *code;
+    return out;
+  }
+  out.command_status = *code;
+  out.exit_code = *code;
+  out.ending = *code > 128 ? Ending::signaled : Ending::exited;
+  if (timed_out_) {
+    out.ending = Ending::timed_out;
+    out.exit_code = 124;
+  }
+  return out;
+}
+
+}  // namespace
+
+void block_handled_signals() {
+  sigset_t set = handled_set();
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+}
+
+void choose_streams(linuxjail::JailSpec& spec) {
+  auto& t = spec.terminal;
+  t.pty_fds = 0;
+  for (int fd = 0; fd < 3; ++fd)
+    if (::isatty(fd)) t.pty_fds |= 1U << fd;
+  if (!(t.pty_fds & 3U)) {
+    t.streams = linuxjail::Streams::inherit;
+    t.pty_fds = 0;
+    return;
+  }
+  t.streams = linuxjail::Streams::pty;
+  int tty = (t.pty_fds & 1U) ? 0 : 1;
+  ::tcgetattr(tty, &t.mode);
+  ::ioctl(tty, TIOCGWINSZ, &t.size);
+}
+
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts) {
+  RunOutcome failed;
+  auto launched = Jail::launch(spec);
+  if (!launched) {
+    const util::Error& e = launched.error();
+    util::error("cannot build the jail, nothing was run\n  step: {}\n  fix: {}", e.message(),
+                e.err() ? linuxjail::namespace_fix(e.err()) : "report a bug");
+    failed.failure = e.message();
+    return failed;
+  }
+  sigset_t set = handled_set();
+  util::UniqueFd sfd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sfd.valid()) {
+    util::error("create a signalfd: {}", std::strerror(errno));
+    failed.failure = "signalfd";
+    return failed;
+  }
+  Supervisor sup(spec, opts, std::move(*launched), std::move(sfd));
+  return sup.run();
+}
+
+}  // namespace pj::supervisor

@@ -1,0 +1,21 @@
+// The Linux supervisor: launch the namespace jail for a JailSpec and
+// supervise it (signals, terminal, network filter, timeout) to the end.
+#pragma once
+
+#include "linuxjail/spec.h"
+#include "run.h"
+
+namespace pj::supervisor {
+
+// The signals the supervisor handles itself. Block them (before cloning
+// the jail) with block_handled_signals().
+void block_handled_signals();
+
+// If stdin or stdout is a terminal: give the command a PTY (fills
+// spec.terminal from the outer terminal). Otherwise streams pass through.
+void choose_streams(linuxjail::JailSpec& spec);
+
+// Launch the jail for `spec` and supervise it until it ends.
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts);
+
+}  // namespace pj::supervisor
