@@ -17,8 +17,8 @@ namespace pj::supervisor::backend {
 // `explain --json` and in --report).
 extern const char* const kName;
 
-// What `doctor` checks on this host.
-runtime::HostReport probe_host();
+// What `doctor` checks on this host (test builds: with the stand-ins `inv` names).
+runtime::HostReport probe_host(const cli::Invocation& inv);
 
 // Plan the jail for `prepared` and then, in run mode, run the command in
 // it and supervise it to the end; in explain mode, print the jail's view.

@@ -21,7 +21,7 @@ namespace pj::supervisor::backend {
 
 const char* const kName = "linux";
 
-runtime::HostReport probe_host() { return linuxjail::probe_host(); }
+runtime::HostReport probe_host(const cli::Invocation&) { return linuxjail::probe_host(); }
 
 namespace {
 

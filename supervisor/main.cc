@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   switch (inv->mode) {
     case cli::Mode::help: fmt::print("{}", cli::kUsage); return 0;
     case cli::Mode::version: fmt::print("pi-jail {} ({})\n", PI_JAIL_VERSION, supervisor::backend::kName); return 0;
-    case cli::Mode::doctor: return supervisor::doctor(supervisor::backend::probe_host(), inv->json);
+    case cli::Mode::doctor: return supervisor::doctor(supervisor::backend::probe_host(*inv), inv->json);
     case cli::Mode::shell_init: return shell_init(inv->shell);
     case cli::Mode::explain:
     case cli::Mode::run: return run(*inv);

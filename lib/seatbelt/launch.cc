@@ -27,7 +27,8 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 
 // Between fork and exec: async-signal-safe calls only; a failure is the
 // errno written to `report` (close-on-exec: EOF means exec happened).
-[[noreturn]] void child(char* const* argv, char* const* envp, const char* cwd, int tty, int report) {
+[[noreturn]] void child(char* const* argv, char* const* envp, const char* cwd, int tty, unsigned tty_fds,
+                        int report) {
   auto fail = [&](int err) {
     ssize_t w = ::write(report, &err, sizeof err);
     (void)w;
@@ -41,7 +42,7 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
   if (tty >= 0) {
     if (::ioctl(tty, TIOCSCTTY, 0) != 0) fail(errno);
     for (int fd = 0; fd < 3; ++fd)
-      if (::dup2(tty, fd) < 0) fail(errno);
+      if ((tty_fds & (1U << fd)) && ::dup2(tty, fd) < 0) fail(errno);
   }
   rlimit core{0, 0};
   ::setrlimit(RLIMIT_CORE, &core);
@@ -70,7 +71,7 @@ util::Result<Sandboxed> Sandboxed::start(const SeatbeltSpec& spec, const LaunchO
     return Error::from_errno("set close-on-exec on the launch pipe", errno);
   pid_t pid = ::fork();
   if (pid < 0) return Error::from_errno("fork the sandboxed command", errno);
-  if (pid == 0) child(argv.data(), envp.data(), cwd.c_str(), opts.tty, w.get());
+  if (pid == 0) child(argv.data(), envp.data(), cwd.c_str(), opts.tty, opts.tty_fds, w.get());
   Sandboxed out(pid);
   w.reset();
   int err = 0;
@@ -105,9 +106,14 @@ util::Status Sandboxed::signal(int sig) const {
 util::Result<std::optional<int>> Sandboxed::poll_exit() {
   if (status_) return status_;
   int st;
-  pid_t r = ::waitpid(pid_, &st, WNOHANG);
-  if (r < 0) return Error::from_errno("wait for the sandboxed command", errno);
-  if (r == 0) return std::optional<int>();
+  pid_t r;
+  while (true) {
+    r = ::waitpid(pid_, &st, WNOHANG | WUNTRACED);
+    if (r < 0) return Error::from_errno("wait for the sandboxed command", errno);
+    if (r == 0) return std::optional<int>();
+    if (!WIFSTOPPED(st)) break;
+    stopped_ = true;
+  }
   status_ = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
   return status_;
 }

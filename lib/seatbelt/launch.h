@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "seatbelt/plan.h"
 #include "util/result.h"
@@ -25,7 +26,8 @@ inline constexpr const char* kSandboxExec = "/usr/bin/sandbox-exec";
 
 struct LaunchOptions {
   std::string sandbox_exec = kSandboxExec;  // tests substitute a stand-in
-  int tty = -1;  // the PTY's terminal side for fds 0-2, or -1: inherit 0-2
+  int tty = -1;  // the PTY's terminal side (the controlling terminal), or -1
+  unsigned tty_fds = 7;  // which of fds 0-2 (bit N: fd N) become `tty`; the rest are inherited
 };
 
 // A running sandboxed command; owns the process (killed with its group,
@@ -33,7 +35,7 @@ struct LaunchOptions {
 class Sandboxed {
 public:
   static util::Result<Sandboxed> start(const SeatbeltSpec& spec, const LaunchOptions& opts);
-  Sandboxed(Sandboxed&& o) noexcept : pid_(o.pid_), status_(o.status_) { o.pid_ = -1; }
+  Sandboxed(Sandboxed&& o) noexcept : pid_(o.pid_), status_(o.status_), stopped_(o.stopped_) { o.pid_ = -1; }
   Sandboxed& operator=(Sandboxed&&) = delete;
   ~Sandboxed();
 
@@ -42,6 +44,9 @@ public:
   util::Status signal(int sig) const;
   // Non-blocking: the exit code (N, or 128+N for signal N) once it ended.
   util::Result<std::optional<int>> poll_exit();
+  // Whether the command stopped (SIGTSTP, SIGSTOP) since the last call;
+  // noticed by poll_exit().
+  bool take_stop() { return std::exchange(stopped_, false); }
   // After the command ended: end whatever is left in its process group.
   void kill_leftovers() const;
 
@@ -49,6 +54,7 @@ private:
   explicit Sandboxed(pid_t pid) : pid_(pid) {}
   pid_t pid_;
   std::optional<int> status_;
+  bool stopped_ = false;
 };
 
 }  // namespace pj::seatbelt

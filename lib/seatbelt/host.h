@@ -1,0 +1,32 @@
+// What the host offers the Seatbelt backend: facts about paths for the
+// planner, `doctor`'s checks, and the run's private TMPDIR. POSIX only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/host_report.h"
+#include "seatbelt/plan.h"
+#include "util/result.h"
+
+namespace pj::seatbelt {
+
+// lstat and realpath each path. An absent path is given the real path of
+// its nearest existing ancestor joined with the rest (Seatbelt matches
+// real paths: /tmp is /private/tmp).
+Facts probe_paths(const std::vector<std::string>& paths);
+
+// `doctor`: is this macOS, is `sandbox_exec` there, and does it accept
+// the base profile (a throw-away run of /usr/bin/true under it).
+runtime::HostReport probe_host(const std::string& sandbox_exec);
+
+// A new private directory (0700) under `parent` for the run's TMPDIR;
+// returns its real path.
+util::Result<std::string> make_private_dir(const std::string& parent);
+
+// Remove `path` and everything in it without following symlinks, even if
+// the tree changes underneath (every step is relative to an open
+// directory, opened O_NOFOLLOW). Best effort: what cannot be removed stays.
+void remove_tree(const std::string& path);
+
+}  // namespace pj::seatbelt

@@ -1,0 +1,178 @@
+// The macOS backend: the command runs under Seatbelt (sandbox-exec) with
+// a profile planned by lib/seatbelt from the same request as on Linux;
+// seatbelt_run.cc supervises it. Built on macOS as pi-jail, and on Linux
+// (test builds) as pi-jail-seatbelt, whose tests run it with a stand-in
+// for sandbox-exec: they show the wiring, never containment.
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "seatbelt/host.h"
+#include "seatbelt/plan.h"
+#include "seatbelt_run.h"
+#include "util/log.h"
+
+namespace pj::supervisor::backend {
+
+const char* const kName = "macos-seatbelt";
+
+namespace {
+
+using util::JsonWriter;
+
+std::string sandbox_exec(const cli::Invocation& inv) {
+  return inv.unsafe_test_sandbox_exec ? *inv.unsafe_test_sandbox_exec : std::string(seatbelt::kSandboxExec);
+}
+
+// Switches that only the Linux backend knows stop the run: silently
+// ignoring one would make a test or a script believe it had an effect.
+util::Status check_switches(const cli::Invocation& inv, const Prepared& prepared) {
+  auto linux_only = [](std::string_view what) {
+    return util::Error::invalid(fmt::format("{} is a Linux backend switch; this pi-jail runs Seatbelt jails", what));
+  };
+  if (inv.unsafe_test_no_seccomp) return linux_only("--unsafe-test-no-seccomp");
+  if (inv.unsafe_test_no_landlock) return linux_only("--unsafe-test-no-landlock");
+  if (!inv.test_landlock_read_only.empty()) return linux_only("--test-landlock-read-only");
+  if (inv.unsafe_test_sandbox_exec)
+    util::emit("WARNING", fmt::format("--unsafe-test-sandbox-exec: the command runs under {}, a stand-in for "
+                                      "sandbox-exec that enforces NOTHING (test build)",
+                                      *inv.unsafe_test_sandbox_exec));
+  if (const auto& pol = prepared.policy.resolved.policy; pol && pol->landlock() == policy::LandlockUse::required)
+    util::note("the policy requires Landlock, a Linux layer; on macOS Seatbelt is the filesystem layer");
+  return {};
+}
+
+// Where the run's private TMPDIR is made: the caller's $TMPDIR (on macOS
+// a per-user directory), else /tmp.
+std::string tmp_parent() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t == '/' ? std::string(t) : "/tmp";
+}
+
+// The run's private TMPDIR, removed with everything in it at the end.
+class PrivateDir {
+public:
+  explicit PrivateDir(std::string path) : path_(std::move(path)) {}
+  PrivateDir(PrivateDir&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  ~PrivateDir() {
+    if (!path_.empty()) seatbelt::remove_tree(path_);
+  }
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_;
+};
+
+void print_view(const seatbelt::SeatbeltSpec& spec, bool placeholders) {
+  auto generated = std::string_view(spec.profile).substr(seatbelt::base_profile().size());
+  fmt::print("# Seatbelt profile: the base profile (profiles/seatbelt/pi-jail.sb), then these rules\n{}\n",
+             generated);
+  fmt::print("# parameters (every path and port the rules name; handed to sandbox-exec with -D)\n");
+  for (const auto& p : spec.params) fmt::print("{:12} = {:50} # {}\n", p.name, p.value, p.why);
+  if (placeholders)
+    fmt::print("# TMPDIR and the network filter's ports are made when a run starts; shown as placeholders\n");
+  fmt::print("\n# layers\n");
+  fmt::print("sandbox: Seatbelt (sandbox-exec), deny by default; children inherit it and cannot leave it\n");
+  fmt::print("processes: no PID namespace; the command's process group is killed when it ends\n");
+  fmt::print("network: TCP to the network filter's two ports on localhost, and the host-loopback ports the "
+             "policy names\n");
+  fmt::print("\n# process\ncwd {}\n", spec.cwd);
+  for (const auto& e : spec.env) fmt::print("env {}\n", e.substr(0, e.find('=')));
+}
+
+void write_jail(JsonWriter& j, const seatbelt::SeatbeltSpec& spec, const std::string& sandbox_exec, bool pty) {
+  j.key("layers").begin_object();
+  j.field("sandbox", "seatbelt");
+  j.field("sandbox_exec", sandbox_exec);
+  j.field("processes", "process group");
+  j.field("terminal", pty ? "pty" : "inherit");
+  j.end_object();
+  j.key("policy").begin_object();
+  j.key("parameters").begin_array();
+  for (const auto& p : spec.params) {
+    j.begin_object();
+    j.field("name", p.name).field("value", p.value).field("why", p.why);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("environment").begin_array();
+  for (const auto& e : spec.env) j.value(std::string_view(e).substr(0, e.find('=')));
+  j.end_array();
+  j.end_object();
+}
+
+}  // namespace
+
+runtime::HostReport probe_host(const cli::Invocation& inv) { return seatbelt::probe_host(sandbox_exec(inv)); }
+
+RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
+  RunOutcome out;  // setup_failed, 125 until something runs
+  auto step_failed = [&](const util::Error& e) {
+    util::error("{}", e.message());
+    out.failure = e.message();
+    return out;
+  };
+  if (auto st = check_switches(inv, prepared); !st) return step_failed(st.error());
+  const bool explain = inv.mode == cli::Mode::explain;
+
+  seatbelt::PlanInput in;
+  in.request = prepared.request;
+  std::optional<PrivateDir> tmp;
+  std::optional<Pty> pty;
+  Listeners listeners;
+  if (explain) {
+    in.tmpdir = tmp_parent() + "/pi-jail.XXXXXX";
+    in.http_port = in.socks_port = 65535;
+  } else {
+    auto dir = seatbelt::make_private_dir(tmp_parent());
+    if (!dir) return step_failed(dir.error());
+    tmp.emplace(*dir);
+    in.tmpdir = *dir;
+    auto opened = open_pty();
+    if (!opened) return step_failed(opened.error());
+    pty = std::move(*opened);
+    if (pty) in.tty = pty->path;
+    auto l = open_listeners();
+    if (!l) return step_failed(l.error());
+    listeners = std::move(*l);
+    in.http_port = listeners.http_port;
+    in.socks_port = listeners.socks_port;
+  }
+
+  auto facts = seatbelt::probe_paths(seatbelt::paths_to_probe(in));
+  if (explain) facts[in.tmpdir] = {seatbelt::PathFact::Kind::directory, false, in.tmpdir};
+  auto planned = seatbelt::plan(in, facts);
+  if (!planned) return step_failed(planned.error());
+  auto spec = std::make_shared<seatbelt::SeatbeltSpec>(std::move(*planned));
+  if (explain) {
+    print_view(*spec, true);
+    return out;
+  }
+  if (spec->cwd != in.request.cwd)
+    util::note("{} is not visible inside the jail; starting in the workspace {}", in.request.cwd, spec->cwd);
+  const std::string exec = sandbox_exec(inv);
+  content.network_filter = fmt::format(
+      "proxy on the host's loopback: HTTP 127.0.0.1:{}, SOCKS5 127.0.0.1:{}; the host-loopback ports the policy "
+      "names are reached directly",
+      in.http_port, in.socks_port);
+  content.write_jail = [spec, exec, has_pty = pty.has_value()](JsonWriter& j) { write_jail(j, *spec, exec, has_pty); };
+
+  RunOptions opts;
+  opts.timeout = inv.timeout;
+  opts.grace = inv.grace;
+  opts.rules = prepared.rules;
+  auto log = open_net_log(inv.net_log);
+  if (!log) {
+    util::error("{}; nothing was run", log.error().message());
+    out.failure = log.error().message();
+    return out;
+  }
+  opts.net_log_fd = log->get();
+  auto result = run_sandboxed(*spec, exec, std::move(pty), std::move(listeners), opts);
+  summarise_refusals(result.decisions);
+  return result;
+}
+
+}  // namespace pj::supervisor::backend

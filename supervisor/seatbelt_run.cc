@@ -1,0 +1,333 @@
+#include "seatbelt_run.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "terminal.h"
+#include "util/log.h"
+
+namespace pj::supervisor {
+
+using util::Error;
+using util::UniqueFd;
+using Clock = std::chrono::steady_clock;
+using Ending = RunOutcome::Ending;
+
+namespace {
+
+constexpr int kHandled[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGCHLD};
+
+bool terminating(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
+
+// Signals reach the loop through a pipe (macOS has no signalfd): the
+// handler writes the signal's number, the loop reads it.
+int g_signal_pipe = -1;
+
+extern "C" void on_signal_write(int sig) {
+  int saved = errno;
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t w = ::write(g_signal_pipe, &b, 1);
+  (void)w;
+  errno = saved;
+}
+
+bool set_nonblock_cloexec(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0;
+}
+
+class SignalPipe {
+public:
+  static util::Result<SignalPipe> install() {
+    int p[2];
+    if (::pipe(p) != 0) return Error::from_errno("create the signal pipe", errno);
+    SignalPipe s{UniqueFd(p[0]), UniqueFd(p[1])};
+    if (!set_nonblock_cloexec(p[0]) || !set_nonblock_cloexec(p[1]))
+      return Error::from_errno("set up the signal pipe", errno);
+    g_signal_pipe = p[1];
+    struct sigaction sa {};
+    sa.sa_handler = on_signal_write;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (int sig : kHandled)
+      if (::sigaction(sig, &sa, nullptr) != 0) return Error::from_errno(fmt::format("handle signal {}", sig), errno);
+    ::signal(SIGPIPE, SIG_IGN);  // the network filter writes to sockets whose peers may be gone
+    return s;
+  }
+  SignalPipe(SignalPipe&&) = default;
+  ~SignalPipe() {
+    if (!w_.valid()) return;
+    for (int sig : kHandled) ::signal(sig, SIG_DFL);
+    g_signal_pipe = -1;
+  }
+  int fd() const { return r_.get(); }
+  // The signals that arrived, in order.
+  std::vector<int> take() {
+    std::vector<int> out;
+    unsigned char buf[64];
+    ssize_t n;
+    while ((n = ::read(r_.get(), buf, sizeof buf)) > 0)
+      for (ssize_t i = 0; i < n; ++i) out.push_back(buf[i]);
+    return out;
+  }
+
+private:
+  SignalPipe(UniqueFd r, UniqueFd w) : r_(std::move(r)), w_(std::move(w)) {}
+  UniqueFd r_, w_;
+};
+
+util::Result<UniqueFd> listen_loopback(int& port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  if (!fd.valid()) return Error::from_errno("create a network filter listener", errno);
+  if (!set_nonblock_cloexec(fd.get())) return Error::from_errno("set up a network filter listener", errno);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return Error::from_errno("bind a network filter listener to 127.0.0.1", errno);
+  if (::listen(fd.get(), 128) != 0) return Error::from_errno("listen on 127.0.0.1 for the network filter", errno);
+  socklen_t len = sizeof a;
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return Error::from_errno("read a network filter listener's port", errno);
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+// The network filter's loop on its own thread, stopped before the
+// decisions are read.
+class FilterThread {
+public:
+  explicit FilterThread(netproxy::Proxy& proxy)
+      : proxy_(proxy), thread_([this] {
+          while (!stop_.load()) proxy_.run_for(std::chrono::milliseconds(50));
+        }) {}
+  ~FilterThread() { stop(); }
+  void stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+private:
+  netproxy::Proxy& proxy_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class Supervisor {
+public:
+  Supervisor(seatbelt::Sandboxed cmd, SignalPipe signals, std::optional<Pty> pty, const RunOptions& opts)
+      : cmd_(std::move(cmd)), signals_(std::move(signals)), opts_(opts) {
+    if (!pty) return;
+    tty_ = (pty->fds & 1U) ? 0 : 1;
+    if (auto mode = TerminalMode::capture(tty_)) mode_.emplace(std::move(*mode));
+    int out = (pty->fds & 2U) ? 1 : 2;
+    int in = (pty->fds & 1U) ? 0 : -1;
+    relay_.emplace(std::move(pty->master), in, out);
+    if (mode_ && in >= 0)
+      if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
+    relay_->sync_size(tty_);
+  }
+
+  // Supervise until the command (the process group's leader) ended.
+  util::Result<int> run();
+  bool timed_out() const { return timed_out_; }
+
+private:
+  void on_signal(int sig);
+  void begin_termination(int sig);
+  void suspend();
+
+  seatbelt::Sandboxed cmd_;
+  SignalPipe signals_;
+  const RunOptions& opts_;
+  int tty_ = -1;
+  std::optional<TerminalMode> mode_;
+  std::optional<PtyRelay> relay_;
+  std::optional<Clock::time_point> deadline_, grace_end_;
+  int terminations_ = 0;
+  bool timed_out_ = false;
+};
+
+void Supervisor::begin_termination(int sig) {
+  (void)cmd_.signal(sig);
+  if (!grace_end_) grace_end_ = Clock::now() + opts_.grace;
+}
+
+void Supervisor::suspend() {
+  // The command stopped: give the terminal back and stop too, so the
+  // user's shell regains control; `fg` sends SIGCONT, passed on below.
+  if (mode_) mode_->leave();
+  ::raise(SIGSTOP);
+}
+
+void Supervisor::on_signal(int sig) {
+  if (sig == SIGCHLD) return;  // the loop polls the command's status after every wake-up
+  if (sig == SIGCONT) {
+    if (mode_ && relay_) {
+      (void)mode_->enter_raw();
+      relay_->sync_size(tty_);
+    }
+    (void)cmd_.signal(SIGCONT);
+    return;
+  }
+  if (sig == SIGWINCH) {
+    if (relay_) relay_->sync_size(tty_);  // the kernel tells the PTY's foreground group
+    return;
+  }
+  if (terminating(sig)) {
+    if (++terminations_ >= 2) {
+      util::warn("second termination signal: killing the command's process group");
+      (void)cmd_.signal(SIGKILL);
+      return;
+    }
+    begin_termination(sig);
+    return;
+  }
+  (void)cmd_.signal(sig);
+}
+
+util::Result<int> Supervisor::run() {
+  if (opts_.timeout) deadline_ = Clock::now() + *opts_.timeout;
+  std::vector<pollfd> fds;
+  while (true) {
+    auto status = cmd_.poll_exit();
+    if (!status) return status.take_error();
+    if (*status) break;  // the leader ended: the run is over
+    if (cmd_.take_stop()) suspend();
+
+    auto now = Clock::now();
+    if (deadline_ && now >= *deadline_) {
+      deadline_.reset();
+      util::warn("--timeout reached: stopping the command");
+      timed_out_ = true;
+      begin_termination(SIGTERM);
+    }
+    if (grace_end_ && now >= *grace_end_) {
+      grace_end_.reset();
+      (void)cmd_.signal(SIGKILL);
+    }
+    // Sleep until a signal (SIGCHLD included), terminal bytes or the next
+    // deadline; at most a second, in case SIGCHLD was missed.
+    int wait_ms = 1000;
+    for (const auto& t : {deadline_, grace_end_})
+      if (t)
+        wait_ms = std::min<int>(wait_ms, static_cast<int>(std::max<std::int64_t>(
+                                             0, std::chrono::duration_cast<std::chrono::milliseconds>(*t - now).count() + 1)));
+    fds.clear();
+    fds.push_back({signals_.fd(), POLLIN, 0});
+    if (relay_) relay_->add_pollfds(fds);
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR)
+      return Error::from_errno("wait for the sandboxed command", errno);
+    if (relay_) relay_->on_poll(fds);
+    if (fds[0].revents & POLLIN)
+      for (int sig : signals_.take()) on_signal(sig);
+  }
+  // No PID namespace to end with the leader: what it left in its process
+  // group is killed now (a process in a session of its own is not).
+  cmd_.kill_leftovers();
+  if (relay_) relay_->drain();
+  if (mode_) mode_->leave();
+  return **cmd_.poll_exit();
+}
+
+}  // namespace
+
+util::Result<std::optional<Pty>> open_pty() {
+  unsigned fds = 0;
+  for (int fd = 0; fd < 3; ++fd)
+    if (::isatty(fd)) fds |= 1U << fd;
+  if (!(fds & 3U)) return std::optional<Pty>();
+  Pty pty;
+  pty.fds = fds;
+  pty.master.reset(::posix_openpt(O_RDWR | O_NOCTTY));
+  if (!pty.master.valid()) return Error::from_errno("open a pseudo-terminal for the command (posix_openpt)", errno);
+  if (::fcntl(pty.master.get(), F_SETFD, FD_CLOEXEC) != 0 || ::grantpt(pty.master.get()) != 0 ||
+      ::unlockpt(pty.master.get()) != 0)
+    return Error::from_errno("set up the pseudo-terminal (grantpt, unlockpt)", errno);
+  const char* name = ::ptsname(pty.master.get());
+  if (!name) return Error::from_errno("name the pseudo-terminal (ptsname)", errno);
+  pty.path = name;
+  pty.terminal.reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!pty.terminal.valid()) return Error::from_errno(fmt::format("open the pseudo-terminal {}", name), errno);
+  int outer = (fds & 1U) ? 0 : 1;
+  termios mode;
+  winsize size;
+  if (::tcgetattr(outer, &mode) == 0) ::tcsetattr(pty.terminal.get(), TCSANOW, &mode);
+  if (::ioctl(outer, TIOCGWINSZ, &size) == 0) ::ioctl(pty.terminal.get(), TIOCSWINSZ, &size);
+  return std::optional<Pty>(std::move(pty));
+}
+
+util::Result<Listeners> open_listeners() {
+  Listeners l;
+  auto http = listen_loopback(l.http_port);
+  if (!http) return std::move(http.take_error()).context("network filter (HTTP proxy)");
+  auto socks = listen_loopback(l.socks_port);
+  if (!socks) return std::move(socks.take_error()).context("network filter (SOCKS5 proxy)");
+  l.http = std::move(*http);
+  l.socks = std::move(*socks);
+  return l;
+}
+
+RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& sandbox_exec, std::optional<Pty> pty,
+                         Listeners listeners, const RunOptions& opts) {
+  RunOutcome out;  // setup_failed, 125 until the command runs
+  auto fail = [&](const util::Error& e, std::string_view fix) {
+    util::error("cannot start the Seatbelt jail, nothing was run\n  step: {}\n  fix: {}", e.message(), fix);
+    out.failure = e.message();
+    return out;
+  };
+  auto proxy = netproxy::Proxy::start(opts.rules, opts.net_log_fd);
+  if (!proxy) return fail(std::move(proxy.take_error()).context("start the network filter"), "report a bug");
+  for (auto [fd, kind] : {std::pair{&listeners.http, netproxy::ListenerKind::http},
+                          std::pair{&listeners.socks, netproxy::ListenerKind::socks}})
+    if (auto st = (*proxy)->add_listener(std::move(*fd), kind, std::nullopt); !st)
+      return fail(std::move(st.take_error()).context("start the network filter"), "report a bug");
+  auto signals = SignalPipe::install();
+  if (!signals) return fail(signals.error(), "report a bug");
+
+  seatbelt::LaunchOptions launch{sandbox_exec, pty ? pty->terminal.get() : -1, pty ? pty->fds : 0U};
+  auto cmd = seatbelt::Sandboxed::start(spec, launch);
+  if (pty) pty->terminal.reset();  // the command holds it now
+  if (!cmd)
+    return fail(cmd.error(), cmd.error().err() == ENOENT
+                                 ? "pi-jail's macOS jail needs /usr/bin/sandbox-exec, part of macOS (pi-jail doctor)"
+                                 : "see pi-jail doctor");
+  FilterThread filter(**proxy);
+  Supervisor sup(std::move(*cmd), std::move(*signals), std::move(pty), opts);
+  auto code = sup.run();
+  filter.stop();
+  (*proxy)->shutdown();
+  out.decisions = (*proxy)->decisions();
+  if (!code) {
+    util::error("{}", code.error().message());
+    out.failure = code.error().message();
+    return out;
+  }
+  out.command_status = *code;
+  out.exit_code = *code;
+  out.ending = *code > 128 ? Ending::signaled : Ending::exited;
+  if (sup.timed_out()) {
+    out.ending = Ending::timed_out;
+    out.exit_code = 124;
+  }
+  return out;
+}
+
+}  // namespace pj::supervisor

@@ -1,0 +1,42 @@
+// The macOS supervisor: what a Seatbelt run holds besides the profile
+// (a PTY, the network filter's listeners on the host's loopback) and the
+// loop that supervises the sandboxed command to its end: terminal relay,
+// signals, --timeout and --grace, the network filter on its own thread,
+// and the leftovers of the command's process group. POSIX only.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "run.h"
+#include "seatbelt/launch.h"
+#include "seatbelt/plan.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace pj::supervisor {
+
+// The command's terminal when stdin or stdout is one: a new PTY whose
+// terminal side takes the outer terminal's settings and size.
+struct Pty {
+  util::UniqueFd master;
+  util::UniqueFd terminal;  // handed to the command, closed here once it started
+  std::string path;         // the terminal's device (for the profile)
+  unsigned fds = 0;         // which of 0-2 are terminals (bit N: fd N)
+};
+// nullopt when none of fds 0-2 is a terminal (streams pass through).
+util::Result<std::optional<Pty>> open_pty();
+
+// The network filter's two listeners on 127.0.0.1, on ports the kernel
+// picks.
+struct Listeners {
+  util::UniqueFd http, socks;
+  int http_port = 0, socks_port = 0;
+};
+util::Result<Listeners> open_listeners();
+
+// Start `spec` under sandbox-exec and supervise it until it ends.
+RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& sandbox_exec, std::optional<Pty> pty,
+                         Listeners listeners, const RunOptions& opts);
+
+}  // namespace pj::supervisor
