@@ -28,9 +28,9 @@ int shell_init(const std::string& shell) {
   return 0;
 }
 
-// Print the policy for `explain`; the exit status when nothing more is to
-// be shown, or nullopt to go on to the backend's view (verbose text).
-std::optional<int> explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prepared) {
+// Print the policy for `explain`; `status` is explain's exit status.
+// Returns whether the backend's view is to follow (verbose text).
+bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prepared, int& status) {
   policy::ExplainInput ex;
   const auto& lp = prepared.policy;
   ex.policy = lp.resolved.policy ? &*lp.resolved.policy : nullptr;
@@ -41,9 +41,8 @@ std::optional<int> explain_policy(const cli::Invocation& inv, const supervisor::
   with_load_errors.errors.insert(with_load_errors.errors.begin(), lp.errors.begin(), lp.errors.end());
   ex.resolved = &with_load_errors;
   fmt::print("{}", inv.json ? policy::explain_json(ex) : policy::explain_text(ex));
-  int status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
-  if (!ex.policy || inv.json || util::verbosity() != util::Verbosity::verbose) return status;
-  return std::nullopt;
+  status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
+  return ex.policy && !inv.json && util::verbosity() == util::Verbosity::verbose;
 }
 
 // Prepare, then plan and run one command; fills `content` as it goes.
@@ -65,14 +64,16 @@ supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::R
     if (inv.report) util::warn("--report is not written for --unsandboxed runs: nothing is enforced to report");
     supervisor::exec_unsandboxed(prepared->request.exec_path, prepared->request.argv);
   }
-  if (inv.mode == cli::Mode::explain) {
-    if (auto status = explain_policy(inv, *prepared)) {
-      out.exit_code = *status;
-      return out;
-    }
-    fmt::print("\n");
+  if (inv.mode != cli::Mode::explain) return supervisor::backend::plan_and_run(inv, *prepared, content);
+  int status = kSetupFailed;
+  if (!explain_policy(inv, *prepared, status)) {
+    out.exit_code = status;
+    return out;
   }
-  return supervisor::backend::plan_and_run(inv, *prepared, content);
+  fmt::print("\n");
+  auto view = supervisor::backend::plan_and_run(inv, *prepared, content);
+  if (view.failure.empty()) view.exit_code = status;  // the view was printed
+  return view;
 }
 
 int run(const cli::Invocation& inv) {

@@ -117,6 +117,10 @@ TEST_CASE("explain on a fresh workspace says where each rule came from") {
   CHECK(j.status == 0);
   CHECK(j.out.find("\"schema\": \"pi-jail-explain/1\"") != std::string::npos);
   CHECK(j.out.find("\"backend\": \"linux\"") != std::string::npos);  // which jail would run it
+  auto v = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "explain", "-v", "-w", sb.ws}, {"HOME=" + sb.home});
+  CHECK(v.status == 0);  // the policy and then the jail's view, planned but not built
+  CHECK(v.out.find("# filesystem view (in mount order)") != std::string::npos);
+  CHECK(v.out.find("seccomp: ") != std::string::npos);
 }
 
 TEST_CASE("a symlink where a protected path should be stops the run: it could not be kept read-only") {
