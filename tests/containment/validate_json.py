@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Validate a JSON document against the subset of JSON Schema (draft-07)
 that pi-jail's schemas use: type (incl. lists), enum, required,
-properties, additionalProperties: false, items. Exit 0 when valid; print
+properties, additionalProperties: false, items, oneOf. Exit 0 when valid; print
 every problem otherwise. Unknown schema keywords are an error, so the
 schema cannot silently ask for more than this checks."""
 import json
 import sys
 
 KNOWN = {"$schema", "title", "description", "type", "enum", "required", "properties",
-         "additionalProperties", "items"}
+         "additionalProperties", "items", "oneOf"}
 TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
 
 
@@ -24,6 +24,18 @@ def check(value, schema, where, problems):
     unknown = set(schema) - KNOWN
     if unknown:
         problems.append(f"{where}: schema uses unsupported keywords {sorted(unknown)}")
+    if "oneOf" in schema:
+        results = []
+        for alt in schema["oneOf"]:
+            alt_problems = []
+            check(value, alt, where, alt_problems)
+            results.append(alt_problems)
+        matching = sum(1 for r in results if not r)
+        if matching != 1:
+            problems.append(f"{where}: matches {matching} of the oneOf alternatives (exactly one must match)")
+            if matching == 0:
+                for i, r in enumerate(results):
+                    problems.extend(f"  alternative {i}: {p}" for p in r)
     if "type" in schema:
         names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         if not any(type_ok(value, n) for n in names):

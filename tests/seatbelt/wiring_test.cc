@@ -1,0 +1,313 @@
+// The Seatbelt backend's wiring, on Linux: pi-jail-seatbelt (the macOS
+// supervisor, built here) runs commands through a stand-in for
+// sandbox-exec (pj-fake-sandbox-exec) that ENFORCES NOTHING. These tests
+// show what the supervisor hands to sandbox-exec and how it supervises the
+// command (exit codes, signals, terminal, TMPDIR, network filter,
+// leftovers, report). They prove no containment: only a Mac can.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+#include "harness.h"
+#include "seatbelt/plan.h"
+
+using namespace pj::test;
+
+namespace {
+
+std::string env_or_die(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set (run through tests/run)");
+  return v;
+}
+
+std::string real(const std::string& path) {
+  char buf[PATH_MAX];
+  if (!::realpath(path.c_str(), buf)) throw std::runtime_error("realpath " + path);
+  return buf;
+}
+
+// One test's layout (Sandbox: base/{ws,home,outside}) and its stand-in:
+// base/sandbox-exec, a wrapper that records into base/record.
+struct Wiring {
+  Sandbox box;
+  std::string record = box.base + "/record";
+  std::string standin = box.base + "/sandbox-exec";
+
+  Wiring() {
+    write_file(standin, "#!/bin/sh\nexec '" + env_or_die("PJ_FAKE_SANDBOX_EXEC") + "' '" + record + "' \"$@\"\n");
+    ::chmod(standin.c_str(), 0755);
+  }
+
+  // pi-jail-seatbelt [opts...] -- args..., from the workspace, HOME=home.
+  std::vector<std::string> argv(const std::vector<std::string>& args, const std::vector<std::string>& opts = {},
+                                const std::string& ws = "") const {
+    std::vector<std::string> v{"/usr/bin/env", "-C", ws.empty() ? box.ws : ws, pi_jail(), "-q",
+                               "--unsafe-test-sandbox-exec", standin, "-w", ws.empty() ? box.ws : ws};
+    v.insert(v.end(), opts.begin(), opts.end());
+    v.push_back("--");
+    v.insert(v.end(), args.begin(), args.end());
+    return v;
+  }
+  Outcome jail(const std::vector<std::string>& args, const std::vector<std::string>& opts = {},
+               const std::string& ws = "") const {
+    return run(argv(args, opts, ws), {"HOME=" + box.home});
+  }
+  Outcome sh(const std::string& script, const std::vector<std::string>& opts = {}) const {
+    return jail({"/bin/sh", "-c", script}, opts);
+  }
+
+  // What sandbox-exec was given, argument by argument.
+  std::vector<std::string> recorded() const {
+    std::string all = read_file(record);
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i] == '\0') {
+        out.push_back(all.substr(start, i - start));
+        start = i + 1;
+      }
+    return out;
+  }
+  std::string profile() const {
+    auto r = recorded();
+    REQUIRE(r.size() >= 2);
+    REQUIRE(r[0] == "-p");
+    return r[1];
+  }
+  std::multimap<std::string, std::string> params() const {
+    std::multimap<std::string, std::string> out;
+    auto r = recorded();
+    for (size_t i = 0; i + 1 < r.size() && r[i] != "--"; ++i)
+      if (r[i] == "-D") {
+        auto eq = r[i + 1].find('=');
+        out.emplace(r[i + 1].substr(0, eq), r[i + 1].substr(eq + 1));
+      }
+    return out;
+  }
+  std::vector<std::string> command() const {
+    auto r = recorded();
+    for (size_t i = 0; i < r.size(); ++i)
+      if (r[i] == "--") return {r.begin() + static_cast<long>(i) + 1, r.end()};
+    return {};
+  }
+  bool has_param(const std::string& name, const std::string& value) const {
+    auto all = params();
+    auto [a, b] = all.equal_range(name);
+    for (auto it = a; it != b; ++it)
+      if (it->second == value) return true;
+    return false;
+  }
+  bool any_param_value(const std::string& value) const {
+    for (const auto& [n, v] : params())
+      if (v == value) return true;
+    return false;
+  }
+};
+
+std::string validate_report(const std::string& report) {
+  const std::string dir = env_or_die("PJ_DATA_DIR");
+  auto o = run({"/usr/bin/python3", dir + "/validate_json.py", dir + "/pi-jail-report.schema.json", report});
+  return o.status == 0 ? "" : o.out + o.err;
+}
+
+bool process_gone(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return true;
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
+}  // namespace
+
+TEST_CASE("the command runs under sandbox-exec with the planned profile and every parameter it names") {
+  Wiring w;
+  auto o = w.jail({"/bin/echo", "ran"});
+  INFO(o.err);
+  REQUIRE(o.status == 0);  // the stand-in refuses (65) a malformed profile or a missing parameter
+  CHECK(o.out == "ran\n");
+  std::string profile = w.profile();
+  CHECK(profile.starts_with(std::string(pj::seatbelt::base_profile())));
+  CHECK(profile.find("(deny default)") != std::string::npos);
+  CHECK(w.has_param("ROOT_0", real(w.box.ws)));
+  CHECK(w.command() == std::vector<std::string>{real("/bin/echo"), "ran"});
+  // No path is text of the profile: each is a parameter.
+  CHECK(profile.find(w.box.base) == std::string::npos);
+  // The private TMPDIR and the network filter's ports are parameters too.
+  bool tmp = false;
+  for (const auto& [n, v] : w.params()) tmp = tmp || v.find("/pi-jail.") != std::string::npos;
+  CHECK(tmp);
+  CHECK(w.params().count("PROXY_HTTP") == 1);
+  CHECK(w.params().count("PROXY_SOCKS") == 1);
+  CHECK(w.params().find("PROXY_HTTP")->second.starts_with("localhost:"));
+}
+
+TEST_CASE("a workspace named with quotes, parentheses and newlines reaches sandbox-exec as one parameter") {
+  Wiring w;
+  std::string odd = w.box.base + "/we\"ird (allow default)\n(deny x) ;ws";
+  std::filesystem::create_directories(odd);
+  auto o = w.jail({"/bin/true"}, {}, odd);
+  INFO(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(w.has_param("ROOT_0", real(odd)));
+  std::string profile = w.profile();
+  CHECK(profile.find("we\"ird") == std::string::npos);
+  CHECK(profile.find("(allow default)") == std::string::npos);
+}
+
+TEST_CASE("exit statuses: the command's code, 128+N for a signal, 124 on timeout, 127 for a missing command") {
+  Wiring w;
+  CHECK(w.sh("exit 7").status == 7);
+  CHECK(w.sh("kill -TERM $$").status == 128 + SIGTERM);
+  auto t = w.jail({"/bin/sleep", "30"}, {"--timeout", "1", "--grace", "1"});
+  CHECK(t.status == 124);
+  std::filesystem::remove(w.record);
+  auto missing = w.jail({"no-such-command-" + unique_token()});
+  CHECK(missing.status == 127);
+  CHECK_FALSE(exists(w.record));  // nothing was launched
+}
+
+TEST_CASE("a stand-in that cannot be run stops the run with 125, naming the step and the errno") {
+  Wiring w;
+  std::vector<std::string> args = w.argv({"/bin/true"});
+  for (auto& a : args)
+    if (a == w.standin) a = w.box.base + "/no-such-sandbox-exec";
+  auto o = run(args, {"HOME=" + w.box.home});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("Seatbelt launcher") != std::string::npos);
+  CHECK(o.err.find("ENOENT") != std::string::npos);
+}
+
+TEST_CASE("a profile that sandbox-exec refuses is not run around: the command never starts") {
+  // The stand-in refuses what sandbox-exec would: here, a parameter the
+  // profile names but was not given (the wrapper drops every -D).
+  Wiring w;
+  write_file(w.standin, "#!/bin/bash\nargs=() skip=0\nfor a in \"$@\"; do\n"
+                        "  if [ $skip = 1 ]; then skip=0; continue; fi\n"
+                        "  if [ \"$a\" = -D ]; then skip=1; continue; fi\n"
+                        "  args+=(\"$a\")\ndone\n"
+                        "exec '" + env_or_die("PJ_FAKE_SANDBOX_EXEC") + "' '" + w.record + "' \"${args[@]}\"\n");
+  auto o = w.sh("echo SHOULD-NOT-RUN");
+  CHECK(o.status == 65);
+  CHECK(o.out.find("SHOULD-NOT-RUN") == std::string::npos);
+  CHECK(o.err.find("is not a parameter of this profile") != std::string::npos);
+}
+
+TEST_CASE("the command gets a private TMPDIR (0700), removed at the end, and the network filter's variables") {
+  Wiring w;
+  auto o = w.sh("echo \"$TMPDIR\"; stat -c %a \"$TMPDIR\"; echo x > \"$TMPDIR/f\"; mkdir \"$TMPDIR/d\"; "
+                "ln -s / \"$TMPDIR/d/root\"; echo \"$HTTPS_PROXY\"; echo \"$ALL_PROXY\"; echo \"$PI_JAIL\"");
+  INFO(o.err);
+  REQUIRE(o.status == 0);
+  std::vector<std::string> lines;
+  for (size_t s = 0, e; (e = o.out.find('\n', s)) != std::string::npos; s = e + 1) lines.push_back(o.out.substr(s, e - s));
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0].find("/pi-jail.") != std::string::npos);
+  CHECK(lines[1] == "700");
+  CHECK_FALSE(exists(lines[0]));  // removed, without following the symlink to /
+  CHECK(exists("/etc/passwd"));
+  CHECK(w.has_param("ROOT_1", lines[0]));
+  auto http = w.params().find("PROXY_HTTP")->second;
+  auto socks = w.params().find("PROXY_SOCKS")->second;
+  CHECK(lines[2] == "http://127.0.0.1:" + http.substr(http.find(':') + 1));
+  CHECK(lines[3] == "socks5h://127.0.0.1:" + socks.substr(socks.find(':') + 1));
+  CHECK(lines[4] == "1");
+}
+
+TEST_CASE("the network filter listens on the host's loopback and refuses what the policy does not allow") {
+  Wiring w;
+  std::string report = w.box.base + "/report.json";
+  auto o = w.jail({"/bin/bash", "-c", "p=${HTTP_PROXY##*:}; exec 3<>/dev/tcp/127.0.0.1/$p || exit 9; "
+                "printf 'CONNECT blocked.example:443 HTTP/1.1\\r\\nHost: blocked.example:443\\r\\n\\r\\n' >&3; "
+                "head -n 1 <&3"},
+                 {"--report", report});
+  INFO(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(o.out.starts_with("HTTP/1.1 403"));
+  std::string r = read_file(report);
+  CHECK(validate_report(report) == "");
+  CHECK(r.find("\"backend\": \"macos-seatbelt\"") != std::string::npos);
+  CHECK(r.find("\"host\": \"blocked.example\"") != std::string::npos);
+  CHECK(r.find("\"allowed\": false") != std::string::npos);
+  CHECK(r.find("\"sandbox\": \"seatbelt\"") != std::string::npos);
+}
+
+TEST_CASE("a host-loopback service the policy names is a parameter of its own") {
+  Wiring w;
+  auto o = w.jail({"/bin/true"}, {"--allow-net", "127.0.0.1:5432"});
+  INFO(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(w.has_param("FORWARD_0", "localhost:5432"));
+}
+
+TEST_CASE("what the command leaves in its process group is killed when it ends") {
+  Wiring w;
+  std::string pidfile = w.box.ws + "/pid";
+  auto o = w.sh("sleep 300 & echo $! > '" + pidfile + "'; exit 0");
+  REQUIRE(o.status == 0);
+  pid_t pid = std::stoi(read_file(pidfile));
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {  // a guard while init reaps, not a timing assertion
+    gone = process_gone(pid);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(gone);
+  if (!gone) ::kill(pid, SIGKILL);
+}
+
+TEST_CASE("a termination signal to pi-jail reaches the command, which may exit on its own terms") {
+  Wiring w;
+  std::string ready = w.box.ws + "/ready";
+  pid_t pid = spawn(w.argv({"/bin/sh", "-c", "trap 'exit 3' TERM; touch '" + ready + "'; while :; do sleep 0.1; done"}),
+                    {"HOME=" + w.box.home});
+  for (int i = 0; i < 200 && !exists(ready); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(exists(ready));
+  ::kill(pid, SIGTERM);
+  CHECK(wait_status(pid) == 3);
+}
+
+TEST_CASE("on a terminal the command gets a PTY as its controlling terminal, named in the profile") {
+  Wiring w;
+  std::string out = w.box.ws + "/tty";
+  std::string cmd;
+  for (const auto& a : w.argv({"/bin/sh", "-c", "tty > '" + out + "'; test -t 0 && test -t 1 && echo PTY-OK; sleep 1"}))
+    cmd += "'" + a + "' ";
+  Tmux t("HOME='" + w.box.home + "' " + cmd + "; echo EXIT=$?; sleep 30");
+  CHECK(t.wait_for("EXIT=0"));
+  CHECK(t.screen().find("PTY-OK") != std::string::npos);
+  std::string tty = trim(read_file(out));
+  CHECK(tty.starts_with("/dev/pts/"));
+  CHECK(w.has_param("TTY", tty));
+}
+
+TEST_CASE("explain names the backend and shows the parameters; doctor says no Seatbelt here") {
+  Wiring w;
+  auto j = run({"/usr/bin/env", "-C", w.box.ws, pi_jail(), "explain", "--json", "-w", w.box.ws}, {"HOME=" + w.box.home});
+  CHECK(j.status == 0);
+  CHECK(j.out.find("\"backend\": \"macos-seatbelt\"") != std::string::npos);
+  auto v = run({"/usr/bin/env", "-C", w.box.ws, pi_jail(), "explain", "-v", "-w", w.box.ws}, {"HOME=" + w.box.home});
+  CHECK(v.status == 0);
+  CHECK(v.out.find("ROOT_0       = " + real(w.box.ws)) != std::string::npos);
+  CHECK(v.out.find("(deny file-read* file-write*") != std::string::npos);  // the masks' rule
+  auto d = run({pi_jail(), "doctor", "--unsafe-test-sandbox-exec", w.standin});
+  CHECK(d.status == 1);
+  CHECK(d.out.find("Seatbelt exists only on macOS") != std::string::npos);
+  CHECK(d.out.find("ok       the base profile") != std::string::npos);  // the stand-in took it
+}
+
+TEST_CASE("Linux-only switches are refused, not ignored") {
+  Wiring w;
+  auto o = w.jail({"/bin/true"}, {"--unsafe-test-no-seccomp"});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("Linux backend switch") != std::string::npos);
+  CHECK_FALSE(exists(w.record));
+}
