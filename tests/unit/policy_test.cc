@@ -304,8 +304,10 @@ TEST_CASE("explain: golden text and JSON") {
                    {Authority::system, "/etc/pi-jail/policy.toml", false},
                    {Authority::project, ".pi/jail.toml", true}},
                   "/home/u/proj"};
-  for (const auto& [file, text] : {std::pair<std::string, std::string>{"explain.txt", explain_text(ex)},
-                                   std::pair<std::string, std::string>{"explain.json", explain_json(ex)}}) {
+  for (const auto& golden : {std::pair<std::string, std::string>{"explain.txt", explain_text(ex)},
+                              std::pair<std::string, std::string>{"explain.json", explain_json(ex)}}) {
+    const std::string& file = golden.first;  // not a structured binding: CAPTURE's lambda takes it
+    const std::string& text = golden.second;
     CAPTURE(file);
     std::string path = std::string(PJ_GOLDEN_DIR) + "/" + file;
     if (std::getenv("PJ_UPDATE_GOLDEN")) {
