@@ -70,9 +70,11 @@ void print_view(const seatbelt::SeatbeltSpec& spec, bool placeholders) {
   fmt::print("# Seatbelt profile: the base profile (profiles/seatbelt/pi-jail.sb), then these rules\n{}\n",
              generated);
   fmt::print("# parameters (every path and port the rules name; handed to sandbox-exec with -D)\n");
-  for (const auto& p : spec.params) fmt::print("{:12} = {:50} # {}\n", p.name, p.value, p.why);
-  if (placeholders)
-    fmt::print("# TMPDIR and the network filter's ports are made when a run starts; shown as placeholders\n");
+  for (const auto& p : spec.params) {
+    bool port = placeholders && (p.name == "PROXY_HTTP" || p.name == "PROXY_SOCKS");
+    fmt::print("{:12} = {:50} # {}\n", p.name, port ? "localhost:(a free port, chosen at start)" : p.value, p.why);
+  }
+  if (placeholders) fmt::print("# TMPDIR (pi-jail.XXXXXX) and the network filter's ports are made when a run starts\n");
   fmt::print("\n# layers\n");
   fmt::print("sandbox: Seatbelt (sandbox-exec), deny by default; children inherit it and cannot leave it\n");
   fmt::print("processes: no PID namespace; the command's process group is killed when it ends\n");
@@ -152,6 +154,8 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   }
   if (spec->cwd != in.request.cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", in.request.cwd, spec->cwd);
+  if (util::verbosity() == util::Verbosity::verbose)
+    for (const auto& p : spec->params) util::debug("-D {}={}  # {}", p.name, p.value, p.why);
   const std::string exec = sandbox_exec(inv);
   content.network_filter = fmt::format(
       "proxy on the host's loopback: HTTP 127.0.0.1:{}, SOCKS5 127.0.0.1:{}; the host-loopback ports the policy "
