@@ -186,18 +186,13 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     write_layers(j, *spec);
     write_policy(j, *spec);
   };
-  RunOptions opts;
-  opts.timeout = inv.timeout;
-  opts.grace = inv.grace;
-  opts.rules = prepared.rules;
-  auto log = open_net_log(inv.net_log);
-  if (!log) {
-    util::error("{}; nothing was run", log.error().message());
-    out.failure = log.error().message();
+  auto opts = run_options(inv, prepared.rules);
+  if (!opts) {
+    util::error("{}; nothing was run", opts.error().message());
+    out.failure = opts.error().message();
     return out;
   }
-  opts.net_log_fd = log->get();
-  auto result = run_jailed(*spec, opts);
+  auto result = run_jailed(*spec, *opts);
   remove_placeholders(*spec);
   summarise_refusals(result.decisions);
   return result;

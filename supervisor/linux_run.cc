@@ -167,7 +167,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   if (fds.size() != spec_.listeners.size()) {
     return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", fds.size(), spec_.listeners.size()));
   }
-  auto proxy = netproxy::Proxy::start(opts_.rules, opts_.net_log_fd);
+  auto proxy = netproxy::Proxy::start(opts_.rules, opts_.net_log.get());
   if (!proxy) {
     return abort_jail("start the network filter: " + proxy.error().message());
   }

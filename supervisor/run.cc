@@ -14,6 +14,17 @@
 
 namespace pj::supervisor {
 
+util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy::Rules& rules) {
+  RunOptions opts;
+  opts.timeout = inv.timeout;
+  opts.grace = inv.grace;
+  opts.rules = rules;
+  auto log = open_net_log(inv.net_log);
+  if (!log) return log.take_error();
+  opts.net_log = std::move(*log);
+  return opts;
+}
+
 util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path) {
   if (path) {
     util::UniqueFd fd(::open(path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "netproxy/proxy.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -17,8 +18,12 @@ struct RunOptions {
   std::optional<std::chrono::milliseconds> timeout;  // --timeout
   std::chrono::milliseconds grace{5000};             // --grace: TERM -> KILL
   netproxy::Rules rules;                             // the network filter's
-  int net_log_fd = -1;                               // JSON lines of decisions
+  util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
 };
+
+// The options of a run: --timeout, --grace, the policy's network rules,
+// and the network decision log opened (see open_net_log).
+util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy::Rules& rules);
 
 // How the run ended, for the exit status and the report.
 struct RunOutcome {

@@ -163,18 +163,13 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
       in.http_port, in.socks_port);
   content.write_jail = [spec, exec, has_pty = pty.has_value()](JsonWriter& j) { write_jail(j, *spec, exec, has_pty); };
 
-  RunOptions opts;
-  opts.timeout = inv.timeout;
-  opts.grace = inv.grace;
-  opts.rules = prepared.rules;
-  auto log = open_net_log(inv.net_log);
-  if (!log) {
-    util::error("{}; nothing was run", log.error().message());
-    out.failure = log.error().message();
+  auto opts = run_options(inv, prepared.rules);
+  if (!opts) {
+    util::error("{}; nothing was run", opts.error().message());
+    out.failure = opts.error().message();
     return out;
   }
-  opts.net_log_fd = log->get();
-  auto result = run_sandboxed(*spec, exec, std::move(pty), std::move(listeners), opts);
+  auto result = run_sandboxed(*spec, exec, std::move(pty), std::move(listeners), *opts);
   summarise_refusals(result.decisions);
   return result;
 }

@@ -139,6 +139,22 @@ std::string tool(const std::string& name, const std::string& args) {
 
 std::string bash(const std::string& command) { return tool("bash", "{\"command\": " + json_str(command) + "}"); }
 
+// In a terminal where Pi's TUI started: type `prompt` and press Enter
+// until `answer` shows. Pi refuses a prompt while its start-up (e.g. its
+// refused fd/rg downloads) is in progress. A guard of 20 s, not a timing
+// assertion.
+bool prompt_answered(Tmux& t, const std::string& prompt, const std::string& answer) {
+  t.send({"-l", prompt});
+  for (int i = 0; i < 20; ++i) {
+    t.send({"Enter"});
+    for (int j = 0; j < 20; ++j) {
+      if (t.screen().find(answer) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("Pi's write and edit tools: inside the workspace yes, outside no") {
@@ -352,18 +368,7 @@ TEST_CASE("the interactive TUI starts in a real terminal, answers a prompt and e
   t.type("cd " + w.sb.ws + " && stty -a > ../before && " + pi_jail() + " --allow-net 127.0.0.1:" + w.port +
          " -- pi --provider scripted --model m");
   REQUIRE_MESSAGE(t.wait_for("(auto)"), t.screen());
-  // Pi refuses a prompt while its start-up (e.g. its refused fd/rg
-  // downloads) is in progress: press Enter until it takes it.
-  t.send({"-l", "say hello"});
-  bool answered = false;
-  for (int i = 0; i < 20 && !answered; ++i) {
-    t.send({"Enter"});
-    for (int j = 0; j < 20 && !answered; ++j) {
-      answered = t.screen().find("hello from the scripted model") != std::string::npos;
-      if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  CHECK_MESSAGE(answered, t.screen());
+  CHECK_MESSAGE(prompt_answered(t, "say hello", "hello from the scripted model"), t.screen());
   CHECK(t.screen().find("Unexpected end of JSON") == std::string::npos);  // placeholders parse
   t.send({"C-d"});
   REQUIRE(eventually_gone(pi_jail() + " --allow-net"));
@@ -461,16 +466,7 @@ TEST_CASE("the macOS supervisor runs Pi's TUI on its PTY and restores the termin
   t.type("cd " + w.sb.ws + " && stty -a > ../before && " + cmd + " --allow-net 127.0.0.1:" + w.port +
          " -- pi --provider scripted --model m");
   REQUIRE_MESSAGE(t.wait_for("(auto)"), t.screen());
-  t.send({"-l", "say hello"});
-  bool answered = false;
-  for (int i = 0; i < 20 && !answered; ++i) {
-    t.send({"Enter"});
-    for (int j = 0; j < 20 && !answered; ++j) {
-      answered = t.screen().find("hello from the scripted model") != std::string::npos;
-      if (!answered) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  CHECK_MESSAGE(answered, t.screen());
+  CHECK_MESSAGE(prompt_answered(t, "say hello", "hello from the scripted model"), t.screen());
   t.send({"C-d"});
   REQUIRE(eventually_gone(w.jail.front() + " --unsafe-test-sandbox-exec"));
   t.type("stty -a > ../after; cmp ../before ../after && echo STTY-SAME-$((6*7))");
