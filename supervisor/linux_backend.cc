@@ -135,9 +135,7 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
     j.end_object();
   }
   j.end_array();
-  j.key("environment").begin_array();
-  for (const auto& e : spec.env) j.value(std::string_view(e).substr(0, e.find('=')));
-  j.end_array();
+  write_environment(j, spec.env);
   j.end_object();
 }
 

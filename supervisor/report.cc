@@ -41,6 +41,12 @@ const char* ending_word(RunOutcome::Ending e) {
 
 }  // namespace
 
+void write_environment(JsonWriter& j, const std::vector<std::string>& env) {
+  j.key("environment").begin_array();
+  for (const auto& e : env) j.value(std::string_view(e).substr(0, e.find('=')));
+  j.end_array();
+}
+
 std::string render_report(const Report::Content& c) {
   JsonWriter j;
   j.begin_object();

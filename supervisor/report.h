@@ -48,6 +48,10 @@ private:
   ino_t ino_;
 };
 
+// The "environment" key of a backend's "policy": the variables' names
+// only (values may be secrets the policy passes).
+void write_environment(util::JsonWriter& j, const std::vector<std::string>& env);
+
 // The report's JSON text (pure; unit-tested).
 std::string render_report(const Report::Content& c);
 

@@ -99,9 +99,7 @@ void write_jail(JsonWriter& j, const seatbelt::SeatbeltSpec& spec, const std::st
     j.end_object();
   }
   j.end_array();
-  j.key("environment").begin_array();
-  for (const auto& e : spec.env) j.value(std::string_view(e).substr(0, e.find('=')));
-  j.end_array();
+  write_environment(j, spec.env);
   j.end_object();
 }
 
