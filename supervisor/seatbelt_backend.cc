@@ -114,6 +114,12 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = e.message();
     return out;
   };
+  // A step of pi-jail's own set-up: the step, its errno and the fix.
+  auto setup_failed = [&](const util::Error& e, std::string_view fix) {
+    util::error("cannot start the Seatbelt jail, nothing was run\n  step: {}\n  fix: {}", e.message(), fix);
+    out.failure = e.message();
+    return out;
+  };
   if (auto st = check_switches(inv, prepared); !st) return step_failed(st.error());
   const bool explain = inv.mode == cli::Mode::explain;
 
@@ -127,15 +133,16 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     in.http_port = in.socks_port = 65535;
   } else {
     auto dir = seatbelt::make_private_dir(tmp_parent());
-    if (!dir) return step_failed(dir.error());
+    if (!dir) return setup_failed(dir.error(), "set TMPDIR to a directory you can write, or unset it to use /tmp");
     tmp.emplace(*dir);
     in.tmpdir = *dir;
     auto opened = open_pty();
-    if (!opened) return step_failed(opened.error());
+    if (!opened)
+      return setup_failed(opened.error(), "close unused terminals, or run without a terminal (stdin and stdout redirected)");
     pty = std::move(*opened);
     if (pty) in.tty = pty->path;
     auto l = open_listeners();
-    if (!l) return step_failed(l.error());
+    if (!l) return setup_failed(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up");
     listeners = std::move(*l);
     in.http_port = listeners.http_port;
     in.socks_port = listeners.socks_port;

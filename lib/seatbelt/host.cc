@@ -145,8 +145,10 @@ runtime::HostReport probe_host(const std::string& sandbox_exec) {
 }
 
 util::Result<std::string> make_private_dir(const std::string& parent) {
-  std::string tmpl = (parent.empty() || parent.back() != '/' ? parent + "/" : parent) + "pi-jail.XXXXXX";
-  if (!::mkdtemp(tmpl.data())) return Error::from_errno(fmt::format("make the run's private TMPDIR {}", tmpl), errno);
+  const std::string pattern = (parent.empty() || parent.back() != '/' ? parent + "/" : parent) + "pi-jail.XXXXXX";
+  std::string tmpl = pattern;
+  if (!::mkdtemp(tmpl.data()))
+    return Error::from_errno(fmt::format("make the run's private TMPDIR {}", pattern), errno);
   char real[PATH_MAX];
   if (!::realpath(tmpl.c_str(), real)) {
     int err = errno;

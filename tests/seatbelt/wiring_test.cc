@@ -187,6 +187,17 @@ TEST_CASE("a stand-in that cannot be run stops the run with 125, naming the step
   CHECK(o.err.find("ENOENT") != std::string::npos);
 }
 
+TEST_CASE("a TMPDIR where the run's private directory cannot be made stops the run with 125") {
+  Wiring w;
+  auto o = run(w.argv({"/bin/true"}), {"HOME=" + w.box.home, "TMPDIR=" + w.box.base + "/no-such-dir"});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("step: make the run's private TMPDIR " + w.box.base + "/no-such-dir/pi-jail.XXXXXX") !=
+        std::string::npos);
+  CHECK(o.err.find("ENOENT") != std::string::npos);
+  CHECK(o.err.find("fix: ") != std::string::npos);
+  CHECK_FALSE(exists(w.record));
+}
+
 TEST_CASE("a profile that sandbox-exec refuses is not run around: the command never starts") {
   // The stand-in refuses what sandbox-exec would: here, a parameter the
   // profile names but was not given (the wrapper drops every -D).
