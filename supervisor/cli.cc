@@ -121,6 +121,7 @@ util::Result<Invocation> parse(int argc, char** argv) {
     else if (name == "--unsafe-test-no-seccomp") inv.unsafe_test_no_seccomp = true;
     else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
     else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
+    else if (name == "--test-fail-network-filter") inv.test_fail_network_filter = true;
 #endif
     else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
     else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;

@@ -36,6 +36,9 @@ struct Invocation {
   // Test builds only: run this program in place of /usr/bin/sandbox-exec
   // (a stand-in that enforces nothing; the Seatbelt backend's wiring tests).
   std::optional<std::string> unsafe_test_sandbox_exec;
+  // Test builds only: the network filter's start fails on purpose, to
+  // show that the command then never starts.
+  bool test_fail_network_filter = false;
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;

@@ -167,7 +167,8 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   if (fds.size() != spec_.listeners.size()) {
     return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", fds.size(), spec_.listeners.size()));
   }
-  auto proxy = netproxy::Proxy::start(opts_.rules, opts_.net_log.get());
+  auto proxy = opts_.test_fail_network_filter ? test_failed_filter()
+                                           : netproxy::Proxy::start(opts_.rules, opts_.net_log.get());
   if (!proxy) {
     return abort_jail("start the network filter: " + proxy.error().message());
   }
@@ -187,6 +188,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
       return abort_jail("start the network filter: " + st.error().message());
     }
   }
+  if (auto st = jail_.filter_ready(); !st) return abort_jail(st.error().message());
 }
 
 void Supervisor::on_control() {

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "util/log.h"
 #include "util/paths.h"
@@ -19,10 +20,16 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
   opts.timeout = inv.timeout;
   opts.grace = inv.grace;
   opts.rules = rules;
+  opts.test_fail_network_filter = inv.test_fail_network_filter;
   auto log = open_net_log(inv.net_log);
   if (!log) return log.take_error();
   opts.net_log = std::move(*log);
   return opts;
+}
+
+util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return util::Error::invalid("failing on purpose (--test-fail-network-filter)");
 }
 
 util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path) {

@@ -19,6 +19,7 @@ struct RunOptions {
   std::chrono::milliseconds grace{5000};             // --grace: TERM -> KILL
   netproxy::Rules rules;                             // the network filter's
   util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
+  bool test_fail_network_filter = false;             // test builds: the filter fails to start
 };
 
 // The options of a run: --timeout, --grace, the policy's network rules,
@@ -34,6 +35,11 @@ struct RunOutcome {
   std::string failure;  // the setup step and error, when it failed
   std::vector<netproxy::Decision> decisions;  // the network filter's
 };
+
+// --test-fail-network-filter (test builds): the filter's start fails, as
+// a slow one would, after 300 ms: time enough for a command started too
+// early to show.
+util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter();
 
 // The network decision log: FILE when given (failure is an error), else
 // $XDG_STATE_HOME/pi-jail/network.jsonl (~/.local/state/...), which the

@@ -293,7 +293,8 @@ RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& 
     out.failure = e.message();
     return out;
   };
-  auto proxy = netproxy::Proxy::start(opts.rules, opts.net_log.get());
+  auto proxy = opts.test_fail_network_filter ? test_failed_filter()
+                                           : netproxy::Proxy::start(opts.rules, opts.net_log.get());
   if (!proxy) return fail(std::move(proxy.take_error()).context("start the network filter"), "report a bug");
   for (auto [fd, kind] : {std::pair{&listeners.http, netproxy::ListenerKind::http},
                           std::pair{&listeners.socks, netproxy::ListenerKind::socks}})

@@ -441,6 +441,13 @@ void open_listeners(const ChildPlan& p) {
   }
   send_fds(p.control_fd, kControlListeners, fds, p.listener_count, Stage::listeners);
   for (size_t i = 0; i < p.listener_count; ++i) ::close(fds[i]);
+  // Nothing runs before the filter serves them: if it cannot start, the
+  // supervisor kills the jail while init waits here.
+  char ready = 0;
+  ssize_t n;
+  do n = ::read(p.control_fd, &ready, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1 || ready != kControlFilterReady) fail(Stage::filter_ready, n < 0 ? errno : EPROTO);
 }
 
 // A PTY in the jail's own devpts: the master goes to the supervisor (which

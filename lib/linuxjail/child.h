@@ -101,6 +101,9 @@ inline constexpr char kControlStopped = 'S';
 // The tags of the messages that carry fds: the PTY master, the listeners.
 inline constexpr char kControlMaster = 'M';
 inline constexpr char kControlListeners = 'L';
+// The byte the supervisor sends back once its network filter serves the
+// listeners: init starts the command only after it.
+inline constexpr char kControlFilterReady = 'R';
 
 // Runs in the cloned child: builds the jail, becomes its init, starts the
 // command. Never returns. Async-signal-safe.

@@ -158,6 +158,13 @@ util::Result<std::optional<SyncRecord>> Jail::read_sync() {
   return std::optional<SyncRecord>{rec};
 }
 
+util::Status Jail::filter_ready() {
+  char ready = kControlFilterReady;
+  if (::send(control_.get(), &ready, 1, MSG_NOSIGNAL) != 1)
+    return Error::from_errno("tell the jail that the network filter is ready", errno);
+  return {};
+}
+
 util::Result<std::optional<Jail::Control>> Jail::read_control() {
   char byte = 0;
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 64)] = {};

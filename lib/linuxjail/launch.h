@@ -46,6 +46,9 @@ public:
   // Read one control message when control_fd() is readable; at EOF
   // control_fd() becomes -1.
   util::Result<std::optional<Control>> read_control();
+  // Tell init that the network filter serves the listeners it sent (it
+  // waits for this before starting the command).
+  util::Status filter_ready();
 
   // Deliver `sig` to the jail's init.
   util::Status signal(int sig);

@@ -23,6 +23,7 @@ std::string_view stage_name(Stage s) {
     case Stage::hostname: return "set the host name";
     case Stage::loopback: return "bring up the loopback interface";
     case Stage::listeners: return "open the network filter's listening sockets inside the jail";
+    case Stage::filter_ready: return "wait for the network filter to serve the jail's listening sockets";
     case Stage::terminal: return "allocate the jail's terminal (PTY)";
     case Stage::fork_command: return "start the command under the jail's init";
     case Stage::new_session: return "start a new session";

@@ -30,6 +30,7 @@ enum class Stage : std::uint32_t {
   hostname,
   loopback,         // bring lo up
   listeners,        // the network filter's sockets inside the jail
+  filter_ready,     // wait until the supervisor's network filter serves them
   terminal,         // allocate the PTY in the jail's devpts, pass the master out
   fork_command,     // init forks the command
   new_session,      // setsid for the command

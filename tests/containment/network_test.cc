@@ -157,3 +157,12 @@ TEST_CASE("an allowed name that resolves to a refused range is refused, unless n
   CHECK(exact.out == "internal-service\n 200");
   CHECK(server.hits() == 1);
 }
+
+TEST_CASE("if the network filter cannot start, the command never starts: 125, naming the step") {
+  Sandbox sb;
+  std::string ran = sb.ws + "/ran";
+  auto o = sb.jail({"/usr/bin/touch", ran}, {"--test-fail-network-filter"});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("step: start the network filter: failing on purpose") != std::string::npos);
+  CHECK_FALSE(exists(ran));  // init waits for the filter before it forks the command
+}
