@@ -322,3 +322,13 @@ TEST_CASE("Linux-only switches are refused, not ignored") {
   CHECK(o.err.find("Linux backend switch") != std::string::npos);
   CHECK_FALSE(exists(w.record));
 }
+
+TEST_CASE("if the network filter cannot start, sandbox-exec is never run: 125, naming the step") {
+  Wiring w;
+  std::string ran = w.box.ws + "/ran";
+  auto o = w.jail({"/usr/bin/touch", ran}, {"--test-fail-network-filter"});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("step: start the network filter: failing on purpose") != std::string::npos);
+  CHECK_FALSE(exists(w.record));
+  CHECK_FALSE(exists(ran));
+}
