@@ -29,16 +29,12 @@ using Ending = RunOutcome::Ending;
 
 namespace {
 
-constexpr int kHandled[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
-
 sigset_t handled_set() {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : kHandled) sigaddset(&set, s);
+  for (int s : kHandledSignals) sigaddset(&set, s);
   return set;
 }
-
-bool terminating(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
 
 std::string describe_failure(const SyncRecord& rec, const linuxjail::JailSpec& spec) {
   std::string step(linuxjail::stage_name(rec.stage));
@@ -112,7 +108,7 @@ private:
   std::unique_ptr<netproxy::Proxy> proxy_;
   Timer deadline_, grace_;
   std::optional<SyncRecord> failure_;
-  int terminations_ = 0;
+  SignalPolicy policy_;
   bool timed_out_ = false;
   std::string supervisor_failure_;  // set by abort_jail()
 };
@@ -123,29 +119,12 @@ void Supervisor::begin_termination(int sig) {
 }
 
 void Supervisor::on_signal(int sig) {
-  if (sig == SIGCONT) {
-    // Back from a suspend (ours or the shell's): raw mode, current size.
-    if (mode_ && relay_) {
-      (void)mode_->enter_raw();
-      relay_->sync_size(tty_);
-    }
-    (void)jail_.signal(SIGCONT);
-    return;
-  }
-  if (sig == SIGWINCH && relay_) {
-    relay_->sync_size(tty_);  // the kernel tells the jail's foreground group
-    return;
-  }
-  if (terminating(sig)) {
-    if (++terminations_ >= 2) {
-      util::warn("second termination signal: killing the whole jail");
-      (void)jail_.signal(SIGKILL);
-      return;
-    }
-    begin_termination(sig);
-    return;
-  }
-  (void)jail_.signal(sig);
+  SignalResponse r = policy_.respond(sig, relay_.has_value());
+  if (r.raw_again && mode_) (void)mode_->enter_raw();
+  if (r.sync_size) relay_->sync_size(tty_);
+  if (r.forced) util::warn("second termination signal: killing the whole jail");
+  if (r.start_grace) begin_termination(r.deliver);
+  else if (r.deliver) (void)jail_.signal(r.deliver);
 }
 
 void Supervisor::suspend() {
@@ -279,14 +258,9 @@ RunOutcome Supervisor::run() {
     out.exit_code = out.command_status = *code;
     return out;
   }
-  out.command_status = *code;
-  out.exit_code = *code;
-  out.ending = *code > 128 ? Ending::signaled : Ending::exited;
-  if (timed_out_) {
-    out.ending = Ending::timed_out;
-    out.exit_code = 124;
-  }
-  return out;
+  RunOutcome ended = command_ended(*code, timed_out_);
+  ended.decisions = std::move(out.decisions);
+  return ended;
 }
 
 }  // namespace

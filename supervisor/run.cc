@@ -15,6 +15,41 @@
 
 namespace pj::supervisor {
 
+SignalResponse SignalPolicy::respond(int sig, bool on_pty) {
+  SignalResponse r;
+  switch (sig) {
+    case SIGINT:
+    case SIGTERM:
+    case SIGHUP:
+    case SIGQUIT:
+      r.forced = ++terminations_ >= 2;
+      r.deliver = r.forced ? SIGKILL : sig;
+      r.start_grace = !r.forced;
+      return r;
+    case SIGCONT:
+      r.raw_again = r.sync_size = on_pty;
+      r.deliver = SIGCONT;
+      return r;
+    case SIGWINCH:
+      if (on_pty) r.sync_size = true;  // the kernel tells the PTY's foreground group
+      else r.deliver = SIGWINCH;
+      return r;
+    case SIGCHLD: return r;  // the backend's loop looks at the command's status
+    default: r.deliver = sig; return r;
+  }
+}
+
+RunOutcome command_ended(int status, bool timed_out) {
+  RunOutcome out;
+  out.command_status = out.exit_code = status;
+  out.ending = status > 128 ? RunOutcome::Ending::signaled : RunOutcome::Ending::exited;
+  if (timed_out) {
+    out.ending = RunOutcome::Ending::timed_out;
+    out.exit_code = 124;
+  }
+  return out;
+}
+
 util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy::Rules& rules) {
   RunOptions opts;
   opts.timeout = inv.timeout;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,34 @@ struct RunOutcome {
   std::string failure;  // the setup step and error, when it failed
   std::vector<netproxy::Decision> decisions;  // the network filter's
 };
+
+// The signals pi-jail handles while a command runs (each backend adds
+// what it needs to learn that the command ended).
+inline constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+
+// What a signal to pi-jail does, the same on every backend: the first
+// termination signal (INT, TERM, HUP, QUIT) is passed on and KILL follows
+// after --grace; a second kills at once; SIGCONT (back from a suspend)
+// puts the terminal back in raw mode and resumes the command; SIGWINCH
+// resizes the command's PTY; anything else is passed on.
+struct SignalResponse {
+  int deliver = 0;           // the signal to send the command; 0: none
+  bool start_grace = false;  // arm the grace period (KILL when it ends)
+  bool forced = false;       // a second termination signal: `deliver` is SIGKILL
+  bool raw_again = false;    // put the outer terminal back in raw mode
+  bool sync_size = false;    // copy the outer terminal's size to the PTY
+};
+class SignalPolicy {
+public:
+  SignalResponse respond(int sig, bool on_pty);
+
+private:
+  int terminations_ = 0;
+};
+
+// How a run ended when the command ran to its end with `status` (N, or
+// 128+N for signal N); --timeout having stopped it makes it 124.
+RunOutcome command_ended(int status, bool timed_out);
 
 // --test-fail-network-filter (test builds): the filter's start fails, as
 // a slow one would, after 300 ms: time enough for a command started too

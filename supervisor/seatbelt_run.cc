@@ -27,13 +27,15 @@ namespace pj::supervisor {
 using util::Error;
 using util::UniqueFd;
 using Clock = std::chrono::steady_clock;
-using Ending = RunOutcome::Ending;
 
 namespace {
 
-constexpr int kHandled[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGCHLD};
-
-bool terminating(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
+// The common set, and SIGCHLD: it wakes the loop when the command ends.
+std::vector<int> handled_signals() {
+  std::vector<int> out(std::begin(kHandledSignals), std::end(kHandledSignals));
+  out.push_back(SIGCHLD);
+  return out;
+}
 
 // Signals reach the loop through a pipe (macOS has no signalfd): the
 // handler writes the signal's number, the loop reads it.
@@ -47,25 +49,20 @@ extern "C" void on_signal_write(int sig) {
   errno = saved;
 }
 
-bool set_nonblock_cloexec(int fd) {
-  int fl = ::fcntl(fd, F_GETFL);
-  return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0;
-}
-
 class SignalPipe {
 public:
   static util::Result<SignalPipe> install() {
     int p[2];
     if (::pipe(p) != 0) return Error::from_errno("create the signal pipe", errno);
     SignalPipe s{UniqueFd(p[0]), UniqueFd(p[1])};
-    if (!set_nonblock_cloexec(p[0]) || !set_nonblock_cloexec(p[1]))
+    if (!util::set_nonblocking_cloexec(p[0]) || !util::set_nonblocking_cloexec(p[1]))
       return Error::from_errno("set up the signal pipe", errno);
     g_signal_pipe = p[1];
     struct sigaction sa {};
     sa.sa_handler = on_signal_write;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    for (int sig : kHandled)
+    for (int sig : handled_signals())
       if (::sigaction(sig, &sa, nullptr) != 0) return Error::from_errno(fmt::format("handle signal {}", sig), errno);
     ::signal(SIGPIPE, SIG_IGN);  // the network filter writes to sockets whose peers may be gone
     return s;
@@ -73,7 +70,7 @@ public:
   SignalPipe(SignalPipe&&) = default;
   ~SignalPipe() {
     if (!w_.valid()) return;
-    for (int sig : kHandled) ::signal(sig, SIG_DFL);
+    for (int sig : handled_signals()) ::signal(sig, SIG_DFL);
     g_signal_pipe = -1;
   }
   int fd() const { return r_.get(); }
@@ -95,7 +92,6 @@ private:
 util::Result<UniqueFd> listen_loopback(int& port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
   if (!fd.valid()) return Error::from_errno("create a network filter listener", errno);
-  if (!set_nonblock_cloexec(fd.get())) return Error::from_errno("set up a network filter listener", errno);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -161,7 +157,7 @@ private:
   std::optional<TerminalMode> mode_;
   std::optional<PtyRelay> relay_;
   std::optional<Clock::time_point> deadline_, grace_end_;
-  int terminations_ = 0;
+  SignalPolicy policy_;
   bool timed_out_ = false;
 };
 
@@ -178,29 +174,12 @@ void Supervisor::suspend() {
 }
 
 void Supervisor::on_signal(int sig) {
-  if (sig == SIGCHLD) return;  // the loop polls the command's status after every wake-up
-  if (sig == SIGCONT) {
-    if (mode_ && relay_) {
-      (void)mode_->enter_raw();
-      relay_->sync_size(tty_);
-    }
-    (void)cmd_.signal(SIGCONT);
-    return;
-  }
-  if (sig == SIGWINCH) {
-    if (relay_) relay_->sync_size(tty_);  // the kernel tells the PTY's foreground group
-    return;
-  }
-  if (terminating(sig)) {
-    if (++terminations_ >= 2) {
-      util::warn("second termination signal: killing the command's process group");
-      (void)cmd_.signal(SIGKILL);
-      return;
-    }
-    begin_termination(sig);
-    return;
-  }
-  (void)cmd_.signal(sig);
+  SignalResponse r = policy_.respond(sig, relay_.has_value());
+  if (r.raw_again && mode_) (void)mode_->enter_raw();
+  if (r.sync_size) relay_->sync_size(tty_);
+  if (r.forced) util::warn("second termination signal: killing the command's process group");
+  if (r.start_grace) begin_termination(r.deliver);
+  else if (r.deliver) (void)cmd_.signal(r.deliver);
 }
 
 util::Result<int> Supervisor::run() {
@@ -321,14 +300,9 @@ RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& 
     out.failure = code.error().message();
     return out;
   }
-  out.command_status = *code;
-  out.exit_code = *code;
-  out.ending = *code > 128 ? Ending::signaled : Ending::exited;
-  if (sup.timed_out()) {
-    out.ending = Ending::timed_out;
-    out.exit_code = 124;
-  }
-  return out;
+  RunOutcome ended = command_ended(*code, sup.timed_out());
+  ended.decisions = std::move(out.decisions);
+  return ended;
 }
 
 }  // namespace pj::supervisor

@@ -63,12 +63,10 @@ struct Event {
   std::uint32_t events;
 };
 
-// Non-blocking and close-on-exec, the portable way (no accept4, no
-// SOCK_NONBLOCK on macOS); no SIGPIPE from a socket where that is a flag.
+// Non-blocking and close-on-exec; no SIGPIPE from a socket where that is
+// a flag (macOS).
 bool set_flags(int fd) {
-  int fl = ::fcntl(fd, F_GETFL);
-  if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) return false;
-  if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) return false;
+  if (!util::set_nonblocking_cloexec(fd)) return false;
 #ifdef SO_NOSIGPIPE
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);

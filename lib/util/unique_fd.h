@@ -1,6 +1,7 @@
 // UniqueFd: the single owner of a file descriptor; closes it on destruction.
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <utility>
@@ -31,5 +32,12 @@ public:
 private:
   int fd_ = -1;
 };
+
+// Make `fd` non-blocking and close-on-exec, the portable way (no accept4,
+// pipe2 or SOCK_NONBLOCK on macOS). False, with errno set, on failure.
+inline bool set_nonblocking_cloexec(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0;
+}
 
 }  // namespace pj::util
