@@ -55,11 +55,11 @@ std::string tmp_parent() {
 class PrivateDir {
 public:
   explicit PrivateDir(std::string path) : path_(std::move(path)) {}
-  PrivateDir(PrivateDir&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
   ~PrivateDir() {
     if (!path_.empty()) seatbelt::remove_tree(path_);
   }
-  const std::string& path() const { return path_; }
 
 private:
   std::string path_;
