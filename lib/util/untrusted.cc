@@ -1,0 +1,141 @@
+#include "untrusted.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "paths.h"
+
+namespace pj::util {
+
+namespace {
+
+// Split "a/b/c" into its directory part "a/b" and last name "c".
+std::pair<std::string_view, std::string_view> split_last(std::string_view rel) {
+  while (rel.ends_with('/')) rel.remove_suffix(1);
+  size_t slash = rel.rfind('/');
+  if (slash == std::string_view::npos) return {"", rel};
+  return {rel.substr(0, slash), rel.substr(slash + 1)};
+}
+
+bool bad_name(std::string_view name) { return name.empty() || name == "." || name == ".."; }
+
+NodeType type_of(mode_t mode) {
+  if (S_ISDIR(mode)) return NodeType::directory;
+  if (S_ISREG(mode)) return NodeType::regular;
+  if (S_ISLNK(mode)) return NodeType::symlink;
+  return NodeType::other;
+}
+
+}  // namespace
+
+Result<UniqueFd> open_dir_beneath(int dirfd, std::string_view rel) {
+  UniqueFd cur(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!cur.valid()) return Error::from_errno("open a directory", errno);
+  for (auto part : path_components(rel)) {
+    if (part == ".") continue;
+    if (part == "..") return Error::from_errno(fmt::format("{}: \"..\" is not followed", rel), EPERM);
+    std::string name(part);
+    UniqueFd next(::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next.valid()) {
+      int err = errno;
+      struct stat st;
+      // O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR on some kernels:
+      // tell the symlink apart, for the message.
+      if (err == ENOTDIR && ::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+        err = ELOOP;
+      return Error::from_errno(fmt::format("open {} in {}", name, rel), err);
+    }
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+Result<UniqueFd> open_dir_nofollow(std::string_view absolute) {
+  if (absolute.empty() || absolute.front() != '/')
+    return Error::invalid(fmt::format("{}: not an absolute path", absolute));
+  UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return Error::from_errno("open /", errno);
+  auto dir = open_dir_beneath(root.get(), absolute.substr(1));
+  if (!dir) return Error::from_errno(fmt::format("open the directory {} without following symlinks", absolute),
+                                     dir.error().err());
+  return dir;
+}
+
+Result<NodeInfo> stat_beneath(int dirfd, std::string_view rel) {
+  auto [dir_part, name] = split_last(rel);
+  NodeInfo info;
+  if (name.empty() || name == ".") {
+    struct stat st;
+    if (::fstat(dirfd, &st) != 0) return Error::from_errno("stat a directory", errno);
+    return NodeInfo{type_of(st.st_mode), st.st_dev, st.st_ino, st.st_uid, st.st_size};
+  }
+  if (bad_name(name)) return Error::from_errno(fmt::format("{}: \"..\" is not followed", rel), EPERM);
+  auto dir = open_dir_beneath(dirfd, dir_part);
+  if (!dir) {
+    if (dir.error().err() == ENOENT) return info;  // absent
+    return dir.take_error();
+  }
+  std::string n(name);
+  struct stat st;
+  if (::fstatat(dir->get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return info;
+    return Error::from_errno(fmt::format("stat {}", rel), errno);
+  }
+  return NodeInfo{type_of(st.st_mode), st.st_dev, st.st_ino, st.st_uid, st.st_size};
+}
+
+Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_view rel, size_t cap,
+                                                       std::string_view shown) {
+  auto [dir_part, name] = split_last(rel);
+  if (bad_name(name)) return Error::invalid(fmt::format("{}: not a file name", shown));
+  auto dir = open_dir_beneath(dirfd, dir_part);
+  if (!dir) {
+    if (dir.error().err() == ENOENT) return std::optional<std::string>();
+    return Error::from_errno(fmt::format("read {}: a directory on the way is a symlink or not a directory", shown),
+                             dir.error().err());
+  }
+  std::string n(name);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  UniqueFd fd(::openat(dir->get(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    if (errno == ELOOP) return Error::from_errno(fmt::format("read {}: it is a symlink", shown), ELOOP);
+    return Error::from_errno(fmt::format("read {}", shown), errno);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Error::from_errno(fmt::format("stat {}", shown), errno);
+  if (!S_ISREG(st.st_mode))
+    return Error::invalid(fmt::format("read {}: not a regular file ({})", shown,
+                                      S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+                                                                                            : "a device or socket"));
+  if (static_cast<size_t>(st.st_size) > cap)
+    return Error::invalid(fmt::format("read {}: {} bytes, more than the {} expected", shown, st.st_size, cap));
+  std::string out;
+  out.resize(cap + 1);
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n_read = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (n_read < 0 && errno == EINTR) continue;
+    if (n_read < 0) return Error::from_errno(fmt::format("read {}", shown), errno);
+    if (n_read == 0) break;
+    got += static_cast<size_t>(n_read);
+  }
+  if (got > cap) return Error::invalid(fmt::format("read {}: more than the {} bytes expected", shown, cap));
+  out.resize(got);
+  return std::optional<std::string>(std::move(out));
+}
+
+Result<std::optional<std::string>> read_untrusted_file(std::string_view absolute, size_t cap) {
+  if (absolute.empty() || absolute.front() != '/')
+    return Error::invalid(fmt::format("{}: not an absolute path", absolute));
+  UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return Error::from_errno("open /", errno);
+  return read_untrusted_file(root.get(), absolute.substr(1), cap, absolute);
+}
+
+}  // namespace pj::util
