@@ -69,22 +69,43 @@ struct Resolver {
     out.refused.push_back({s, std::move(what), std::move(reason), std::move(limit), current});
   }
 
+  // One pass over the policy text: "~" or "~/" at the start, and each
+  // ${name}, are replaced by their values, and scanning goes on AFTER the
+  // inserted value. A value is never scanned again: a workspace directory
+  // literally named "${pi_agent_dir}" stays a name.
+  std::optional<std::string> substitute(std::string_view text, std::string& why) const {
+    std::vector<std::pair<std::string, std::string>> vars{{"home", ctx.home}, {"workspace", ctx.workspace}};
+    vars.insert(vars.end(), ctx.vars.begin(), ctx.vars.end());
+    std::string result;
+    if (text == "~" || text.starts_with("~/")) {
+      result = ctx.home;
+      text.remove_prefix(1);
+    }
+    while (!text.empty()) {
+      size_t at = text.find("${");
+      result.append(text.substr(0, at));
+      if (at == std::string_view::npos) break;
+      size_t close = text.find('}', at);
+      std::string_view name = close == std::string_view::npos ? "" : text.substr(at + 2, close - at - 2);
+      auto known = std::find_if(vars.begin(), vars.end(), [&](const auto& v) { return v.first == name; });
+      if (known == vars.end()) {
+        std::string list;
+        for (const auto& v : vars) list += "${" + v.first + "}, ";
+        why = "unknown variable (known: " + list + "~)";
+        return std::nullopt;
+      }
+      result += known->second;
+      text.remove_prefix(close + 1);
+    }
+    return result;
+  }
+
   // "~", "~/x", "${home}", "${workspace}"; relative paths are relative to
   // the workspace (project) or the current directory (command line).
   std::optional<std::string> expand(const Entry& e, Authority a, std::string& why) {
-    std::string t = e.text;
-    if (t == "~" || t.starts_with("~/")) t = ctx.home + t.substr(1);
-    std::vector<std::pair<std::string, std::string>> vars{{"${home}", ctx.home}, {"${workspace}", ctx.workspace}};
-    for (const auto& [name, val] : ctx.vars) vars.emplace_back("${" + name + "}", val);
-    for (const auto& [var, val] : vars) {
-      for (size_t at; (at = t.find(var)) != std::string::npos;) t.replace(at, var.size(), val);
-    }
-    if (t.find("${") != std::string::npos) {
-      std::string known;
-      for (const auto& v : vars) known += v.first + ", ";
-      why = "unknown variable (known: " + known + "~)";
-      return std::nullopt;
-    }
+    auto substituted = substitute(e.text, why);
+    if (!substituted) return std::nullopt;
+    std::string t = std::move(*substituted);
     std::string base = "/";
     if (t.front() != '/') {
       if (a == Authority::project) base = ctx.workspace;

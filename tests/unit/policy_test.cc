@@ -321,3 +321,29 @@ TEST_CASE("explain: golden text and JSON") {
     CHECK(text == want.str());
   }
 }
+
+TEST_CASE("variables expand in one pass over the policy text, never over a substituted value") {
+  FakeFs fs = host();
+  auto ctx = context(fs);
+  const std::string agent_named_ws = "/home/u/${pi_agent_dir}";
+  const std::string loop_ws = "/home/u/${workspace}";
+  fs.exists.insert(agent_named_ws);
+  fs.exists.insert(loop_ws);
+  const char* profile = R"(
+[filesystem]
+read_only = ["${workspace}/.envrc", "~/${workspace}"]
+)";
+  for (const std::string& ws : {agent_named_ws, loop_ws}) {
+    CAPTURE(ws);
+    ctx.workspace = ws;
+    auto r = resolve({layer(profile, "pi.toml", Authority::profile)}, ctx);
+    REQUIRE(r.policy);
+    REQUIRE(r.policy->read_only().size() == 2);
+    CHECK(r.policy->read_only()[0].path == ws + "/.envrc");
+    CHECK(r.policy->read_only()[1].path == "/home/u" + ws);
+  }
+  ctx.workspace = "/home/u/proj";
+  auto bad = resolve({layer("[filesystem]\nread = [\"${nope}/x\", \"${unclosed\"]\n", "pi.toml", Authority::profile)}, ctx);
+  REQUIRE(bad.errors.size() == 2);
+  CHECK(bad.errors[0].message.find("unknown variable") != std::string::npos);
+}
