@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "linux_run.h"
+#include "placeholders.h"
 #include "linuxjail/host.h"
 #include "linuxjail/landlock.h"
 #include "linuxjail/plan.h"
@@ -140,16 +141,6 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
 }
 
 
-// The jail is gone: remove the placeholders it was given, if still empty.
-void remove_placeholders(const linuxjail::JailSpec& spec) {
-  for (const auto& [path, node] : linuxjail::placeholders(spec)) {
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) continue;
-    if (node == linuxjail::Node::directory && S_ISDIR(st.st_mode)) ::rmdir(path.c_str());
-    else if (node == linuxjail::Node::file && S_ISREG(st.st_mode) && st.st_size == 0) ::unlink(path.c_str());
-  }
-}
-
 }  // namespace
 
 RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
@@ -163,18 +154,33 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = input.error().message();
     return out;
   }
+  auto fail = [&](std::string why) {
+    util::error("{}", why);
+    out.failure = std::move(why);
+    return out;
+  };
+  // Planned under the placeholder registry's lock (placeholders.h); explain
+  // makes nothing and takes no lock.
+  std::optional<Registry> registry;
+  if (inv.mode == cli::Mode::run) {
+    const std::string state = state_dir();
+    if (state.empty()) return fail("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path; "
+                                   "nothing was run");
+    auto locked = Registry::lock(state);
+    if (!locked) return fail(locked.error().message() + "; nothing was run");
+    registry.emplace(std::move(*locked));
+  }
   auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
-  if (!planned) {
-    util::error("{}", planned.error().message());
-    out.failure = planned.error().message();
-    return out;
-  }
+  if (!planned) return fail(planned.error().message());
   auto spec = std::make_shared<linuxjail::JailSpec>(std::move(*planned));
   if (inv.mode == cli::Mode::explain) {
     print_view(*spec);
     return out;
   }
+  auto holds = registry->hold(*spec);
+  registry->unlock();
+  if (!holds) return fail(holds.error().message() + "; nothing was run");
   if (spec->cwd != input->cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec->cwd);
   if (util::verbosity() == util::Verbosity::verbose)
@@ -191,7 +197,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     return out;
   }
   auto result = run_jailed(*spec, *opts);
-  remove_placeholders(*spec);
+  holds->release();
   summarise_refusals(result.decisions);
   return result;
 }

@@ -9,6 +9,7 @@
 
 #include "policy/profiles.h"
 #include "util/paths.h"
+#include "util/untrusted.h"
 
 namespace pj::supervisor {
 
@@ -84,8 +85,31 @@ std::string pi_agent_dir(const std::string& home) {
   return home + "/.pi/agent";
 }
 
-LoadedPolicy load_policy(const cli::Invocation& inv, const std::string& workspace, const std::string& home,
-                         const std::string& cwd) {
+namespace {
+
+// The same cap as policy::load_file's.
+constexpr size_t kMaxPolicyFile = 1 << 20;
+
+// The project's .pi/jail.toml, written by the jail: read beneath the
+// workspace without following a symlink anywhere, without waiting on a
+// FIFO, and capped (util/untrusted.h).
+void load_project(LoadedPolicy& lp, const std::string& workspace) {
+  const std::string project = workspace + "/.pi/jail.toml";
+  auto text = util::read_untrusted_file(project, kMaxPolicyFile);
+  if (!text) {
+    lp.errors.push_back(problem(project, text.error().message() + "; a project file must be a regular file"));
+    lp.info.push_back({Authority::project, project, true});
+  } else if (!*text) {
+    lp.info.push_back({Authority::project, project, false});
+  } else {
+    add(lp, policy::load_layer(**text, project, Authority::project), true);
+  }
+}
+
+}  // namespace
+
+LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
+  const std::string& home = places.home;
   LoadedPolicy lp;
   load_profile(lp, inv.profile);
 
@@ -109,20 +133,13 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const std::string& workspac
   lp.layers.push_back(std::move(cli));
 
   if (!inv.no_project_config) {
-    const std::string project = workspace + "/.pi/jail.toml";
-    struct stat st;
-    if (::lstat(project.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-      // Attacker-written: never follow a link out of the workspace.
-      lp.errors.push_back(problem(project, "is a symlink; a project file must be a regular file"));
-      lp.info.push_back({Authority::project, project, true});
-    } else {
-      add(lp, policy::load_file(project, Authority::project, Presence::optional), exists(project));
-    }
+    load_project(lp, places.workspace);
   } else {
     lp.info.push_back({Authority::project, "(ignored: --no-project-config)", false});
   }
 
-  policy::Context ctx{workspace, home, cwd, {{"pi_agent_dir", pi_agent_dir(home)}}, real_path};
+  policy::Context ctx{places.workspace, home, places.cwd, {{"pi_agent_dir", places.agent_dir}}, real_path,
+                      places.worktree};
   lp.resolved = policy::resolve(lp.layers, ctx);
   return lp;
 }

@@ -22,8 +22,16 @@ struct LoadedPolicy {
 // Pi's agent directory: $PI_CODING_AGENT_DIR, else ~/.pi/agent.
 std::string pi_agent_dir(const std::string& home);
 
-// `workspace`, `home`, `cwd` are resolved absolute paths.
-LoadedPolicy load_policy(const cli::Invocation& inv, const std::string& workspace, const std::string& home,
-                         const std::string& cwd);
+// Where a run's policy is anchored: the values of ~, ${home},
+// ${workspace} and ${pi_agent_dir}, and what was found in the workspace.
+struct Places {
+  std::string workspace;  // resolved
+  std::string home;       // $HOME as the jail will see it
+  std::string cwd;
+  std::string agent_dir;  // resolved when it exists (the pi profile makes it)
+  std::optional<policy::Worktree> worktree;  // checked (git_worktree.h)
+};
+
+LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places);
 
 }  // namespace pj::supervisor

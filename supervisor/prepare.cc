@@ -2,18 +2,22 @@
 
 #include <pwd.h>
 #include <sys/stat.h>
+#ifdef __linux__
+#include <sys/vfs.h>
+#endif
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include "git_worktree.h"
 #include "runtime/program.h"
 #include "util/log.h"
 #include "util/paths.h"
+#include "util/untrusted.h"
 
 extern char** environ;
 
@@ -29,15 +33,21 @@ util::Result<std::string> current_dir() {
   return std::string(buf);
 }
 
+std::optional<std::string> real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  if (!::realpath(path.c_str(), buf)) return std::nullopt;
+  return std::string(buf);
+}
+
 util::Result<std::string> resolve_dir(const std::string& path, const std::string& base, std::string_view what) {
   auto norm = util::normalize_path(path, base);
   if (!norm) return std::move(norm.take_error()).context(std::string(what));
-  char real[PATH_MAX];
-  if (!::realpath(norm->c_str(), real)) return Error::from_errno(fmt::format("{} {}", what, *norm), errno);
+  auto real = real_path(*norm);
+  if (!real) return Error::from_errno(fmt::format("{} {}", what, *norm), errno);
   struct stat st;
-  if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+  if (::stat(real->c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Error::invalid(fmt::format("{} {}: not a directory", what, *norm));
-  return std::string(real);
+  return *real;
 }
 
 std::string home_dir() {
@@ -47,47 +57,80 @@ std::string home_dir() {
   return "/";
 }
 
+// Trees of the system itself: neither a workspace nor Pi's agent dir may
+// be one of them or lie inside one (a read-write /etc or host procfs).
+constexpr std::string_view kSystemTrees[] = {"/proc", "/sys", "/dev", "/run", "/boot", "/etc", "/usr",
+                                             "/bin",  "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+// Directories that hold everybody's or the system's data: refused as a
+// whole (a project below them is fine).
+constexpr std::string_view kSharedDirs[] = {"/", "/var", "/var/tmp", "/tmp", "/opt", "/srv", "/home", "/mnt",
+                                            "/media", "/root"};
+
+// Why `dir` (resolved) cannot be granted read-write as `what`, or "".
+std::string system_dir_problem(const std::string& dir) {
+  for (auto t : kSystemTrees)
+    if (util::path_within(dir, t)) return fmt::format("it is part of the system ({})", t);
+  for (auto d : kSharedDirs)
+    if (dir == d) return "it is a system directory shared by everyone";
+#ifdef __linux__
+  struct statfs fs;
+  if (::statfs(dir.c_str(), &fs) == 0) {
+    // Pseudo-filesystems: the kernel's objects, not files.
+    constexpr unsigned long kPseudo[] = {0x9fa0 /* proc */,       0x62656572 /* sysfs */,   0x1cd1 /* devpts */,
+                                         0x63677270 /* cgroup2 */, 0x27e0eb /* cgroup */,    0x73636673 /* securityfs */,
+                                         0x64626720 /* debugfs */, 0x74726163 /* tracefs */, 0xcafe4a11 /* bpf */,
+                                         0x6e736673 /* nsfs */,    0x62656570 /* configfs */, 0x19800202 /* mqueue */};
+    for (auto m : kPseudo)
+      if (static_cast<unsigned long>(fs.f_type) == m) return "it is on a pseudo-filesystem of the kernel";
+  }
+#endif
+  return "";
+}
+
+// Pi's agent dir ($PI_CODING_AGENT_DIR, else ~/.pi/agent), made if it is
+// not there yet (0700, as Pi would on its first run), then resolved: the
+// protections are planned inside the real directory, so an agent dir that
+// is a symlink (into a dotfiles repository) is protected where it lives.
+util::Result<std::string> prepare_agent_dir(const std::string& home, const std::string& home_real) {
+  const std::string agent_dir = pi_agent_dir(home);
+  std::string partial;
+  for (auto part : util::path_components(agent_dir)) {
+    partial += "/" + std::string(part);
+    ::mkdir(partial.c_str(), 0700);
+  }
+  auto real = real_path(agent_dir);
+  if (!real) return Error::from_errno(fmt::format("Pi's agent dir {}", agent_dir), errno);
+  if (util::path_within(home_real, *real))
+    return Error::invalid(fmt::format(
+        "refusing Pi's agent dir {}: it is your home directory or contains it, so all of it would be writable "
+        "inside the jail; set PI_CODING_AGENT_DIR to a directory of its own (default ~/.pi/agent)",
+        agent_dir));
+  if (auto why = system_dir_problem(*real); !why.empty())
+    return Error::invalid(fmt::format("refusing Pi's agent dir {}: {}", agent_dir, why));
+  auto dir = util::open_dir_nofollow(*real);
+  if (!dir) return Error::from_errno(fmt::format("open Pi's agent dir {}", *real), dir.error().err());
+  // Sessions are the one part the jail writes in place (see profiles/pi.toml).
+  if (::mkdirat(dir->get(), "sessions", 0700) != 0 && errno != EEXIST)
+    return Error::from_errno(fmt::format("create {}/sessions", *real), errno);
+  return *real;
+}
+
 }  // namespace
 
 std::string default_workspace(const std::string& cwd) {
+  // The nearest ancestor holding a `.git` the caller owns, as git's own
+  // safe.directory rule asks: another user's `.git` in a shared parent
+  // (/tmp/.git) does not make that parent the workspace. Never opened.
   std::string dir = cwd;
   while (true) {
     struct stat st;
-    if (::lstat((dir + "/.git").c_str(), &st) == 0) return dir;
+    if (::lstat((dir + "/.git").c_str(), &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) &&
+        st.st_uid == ::getuid())
+      return dir;
     if (dir == "/") return cwd;
     dir = std::string(util::parent_path(dir));
   }
 }
-
-namespace {
-
-// A git worktree's .git is a file naming its git dir, which lives in the
-// main repository's .git: commits need that writable (objects, refs,
-// the worktree's index); its hooks and config stay read-only, as the
-// workspace's own would.
-void add_worktree_git_dir(runtime::Request& in) {
-  std::ifstream dotgit(in.workspace + "/.git");
-  std::string line;
-  if (!dotgit || !std::getline(dotgit, line) || !line.starts_with("gitdir: ")) return;
-  auto gitdir = util::normalize_path(line.substr(8), in.workspace);
-  if (!gitdir) return;
-  std::string common = *gitdir;
-  std::ifstream commondir(*gitdir + "/commondir");
-  std::string rel;
-  if (commondir && std::getline(commondir, rel)) {
-    auto c = util::normalize_path(rel, *gitdir);
-    if (c) common = *c;
-  }
-  char real[PATH_MAX];
-  if (!::realpath(common.c_str(), real)) return;
-  common = real;
-  if (util::path_within(in.home, common)) return;  // never all of $HOME
-  in.grants.push_back({common, runtime::Access::read_write, "git worktree: the main repository's git dir"});
-  in.read_only.push_back({common + "/hooks", "git worktree: hooks run on the host", runtime::Node::directory});
-  in.read_only.push_back({common + "/config", "git worktree: config names commands", runtime::Node::file});
-}
-
-}  // namespace
 
 util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failure) {
   failure = PrepareFailure::other;
@@ -97,30 +140,35 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   if (!cwd) return cwd.take_error();
   in.cwd = *cwd;
 
-  auto ws = resolve_dir(inv.workspace ? *inv.workspace : default_workspace(in.cwd), in.cwd, "workspace");
-  if (!ws) return ws.take_error();
-  in.workspace = *ws;
-
   auto home = util::normalize_path(home_dir());
   if (!home) return std::move(home.take_error()).context("$HOME");
   in.home = *home;
-  if (in.workspace == "/" || util::path_within(in.home, in.workspace))
+  // Guards compare resolved paths: $HOME given as a symlink must not let
+  // the real home directory become the workspace.
+  const std::string home_real = real_path(in.home).value_or(in.home);
+
+  auto ws = resolve_dir(inv.workspace ? *inv.workspace : default_workspace(in.cwd), in.cwd, "workspace");
+  if (!ws) return ws.take_error();
+  in.workspace = *ws;
+  if (in.workspace == "/" || util::path_within(home_real, in.workspace) || util::path_within(in.home, in.workspace))
     return Error::invalid(fmt::format(
         "refusing workspace {}: it contains your home directory, so secrets such as ~/.ssh would be "
         "writable inside the jail; cd into a project or pass -w DIR",
         in.workspace));
+  if (auto why = system_dir_problem(in.workspace); !why.empty())
+    return Error::invalid(fmt::format("refusing workspace {}: {}; cd into a project or pass -w DIR", in.workspace, why));
 
+  Places places{in.workspace, in.home, in.cwd, pi_agent_dir(in.home), std::nullopt};
   if (inv.profile == "pi") {
-    // The pi profile grants Pi's agent directory: make it if it is not
-    // there yet, as Pi would on its first run (0700, the caller's own).
-    const std::string agent_dir = pi_agent_dir(in.home);  // the views below point into it
-    std::string partial;
-    for (auto part : util::path_components(agent_dir)) {
-      partial += "/" + std::string(part);
-      ::mkdir(partial.c_str(), 0700);
-    }
+    auto agent = prepare_agent_dir(in.home, home_real);
+    if (!agent) return agent.take_error();
+    places.agent_dir = *agent;
   }
-  prepared.policy = load_policy(inv, in.workspace, in.home, in.cwd);
+  std::string why_not;
+  places.worktree = find_worktree(in.workspace, home_real, why_not);
+  if (!why_not.empty()) util::warn("{}", util::printable(why_not));
+
+  prepared.policy = load_policy(inv, places);
   LoadedPolicy& lp = prepared.policy;
   std::vector<policy::Diagnostic> problems = lp.errors;
   problems.insert(problems.end(), lp.resolved.errors.begin(), lp.resolved.errors.end());
@@ -130,10 +178,9 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     return Error::invalid(all);
   }
   for (const auto& r : lp.resolved.refused)
-    util::warn("refused {} request: {}", policy::authority_name(r.by), r.str());
+    util::warn("refused {} request: {}", policy::authority_name(r.by), util::printable(r.str()));
   if (lp.resolved.policy) {
     runtime::apply_policy(*lp.resolved.policy, in);
-    add_worktree_git_dir(in);
     for (const auto& r : lp.resolved.policy->net_allow()) prepared.rules.allow(r.pattern, r.src.str());
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
     for (const auto& f : prepared.rules.forwards()) in.forwards.emplace_back(f.addr.str(), f.port);

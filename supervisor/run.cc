@@ -67,17 +67,21 @@ util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter() {
   return util::Error::invalid("failing on purpose (--test-fail-network-filter)");
 }
 
+std::string state_dir() {
+  const char* state = std::getenv("XDG_STATE_HOME");
+  const char* home = std::getenv("HOME");
+  return state && *state == '/' ? std::string(state) + "/pi-jail"
+         : home && *home == '/' ? std::string(home) + "/.local/state/pi-jail"
+                                : "";
+}
+
 util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path) {
   if (path) {
     util::UniqueFd fd(::open(path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd.valid()) return util::Error::from_errno(fmt::format("open the network log {}", *path), errno);
     return fd;
   }
-  const char* state = std::getenv("XDG_STATE_HOME");
-  const char* home = std::getenv("HOME");
-  std::string dir = state && *state == '/' ? std::string(state) + "/pi-jail"
-                    : home && *home == '/' ? std::string(home) + "/.local/state/pi-jail"
-                                          : "";
+  const std::string dir = state_dir();
   if (dir.empty()) return util::UniqueFd();
   std::string partial;
   for (auto part : util::path_components(dir)) {

@@ -70,6 +70,11 @@ RunOutcome command_ended(int status, bool timed_out);
 // early to show.
 util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter();
 
+// pi-jail's own state directory, which no jail sees (profiles/builtin.toml
+// masks it): $XDG_STATE_HOME/pi-jail, else ~/.local/state/pi-jail; empty
+// when neither is an absolute path.
+std::string state_dir();
+
 // The network decision log: FILE when given (failure is an error), else
 // $XDG_STATE_HOME/pi-jail/network.jsonl (~/.local/state/...), which the
 // jail cannot see; if that cannot be opened, a warning and no file.

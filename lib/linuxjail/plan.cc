@@ -156,6 +156,68 @@ void pin_ancestors(const Facts& facts, std::vector<MountOp>& ops) {
   for (auto& p : pins) ops.push_back(std::move(p));
 }
 
+// The placeholder covering an absent protected path `dest`. Git never
+// records an empty directory, so a placeholder is an empty directory
+// wherever `git add -A` could pick it up, except for the files git itself
+// reads in a git dir: those are files whose content means what absence
+// means (an empty config; "." for commondir: the git dir is its own
+// common dir, which an empty commondir would not say: git dies on it).
+MountOp placeholder_op(const std::string& dest, Node node, const std::string& why) {
+  MountOp cover = simple_op(MountKind::mask, dest, "", why);
+  cover.placeholder = true;
+  cover.node = Node::directory;
+  const std::string_view name = dest.substr(dest.rfind('/') + 1);
+  if (node == Node::file && (name == "config" || name == "config.worktree" || name == "commondir" || name == "gitdir")) {
+    cover.node = Node::file;
+    if (name == "commondir") cover.options = ".\n";
+  }
+  return cover;
+}
+
+// Protect one read-only mark `r`, or say why the run cannot start. Below a
+// writable grant the jail can change anything but mountpoints, so:
+// - a symlink at the mark or in a directory between the grant and the
+//   mark stops the run (a symlink cannot be mounted over, and the jail
+//   could repoint it);
+// - an existing mark is bound read-only over itself;
+// - an absent one is covered at its first missing component, so it cannot
+//   be created, except under a missing `.git`: a repository the jail
+//   creates is audited when the run ends (git_audit.h), not prevented.
+std::string protect(const Facts& facts, const PathRule& r, std::vector<MountOp>& ops) {
+  const SourceFact& f = fact(facts, r.path);
+  if (!writable(ops, r.path) && !(usable(f) && writable(ops, f.resolved))) {
+    if (usable(f) && visible(ops, f.resolved)) ops.push_back(bind_op(f.resolved, f, Access::read_only, r.why));
+    return "";
+  }
+  const MountOp* grant = closest_mount(ops, r.path);
+  for (std::string p = r.path; grant && p != grant->dest && p != "/"; p = std::string(util::parent_path(p))) {
+    if (fact(facts, p).is_symlink) {
+      if (p == r.path) return runtime::symlink_at_protected_path(r);
+      return fmt::format("{} is a symlink, and {} below it must stay read-only ({}): replace the link with what it "
+                         "points to, or remove it",
+                         p, r.path, r.why);
+    }
+  }
+  if (usable(f)) {
+    MountOp keep = bind_op(f.resolved, f, Access::read_only, r.why);
+    keep.held = true;
+    ops.push_back(std::move(keep));
+    return "";
+  }
+  // The first missing component: its parent exists.
+  std::string missing = r.path;
+  while (true) {
+    std::string parent(util::parent_path(missing));
+    const SourceFact& pf = fact(facts, parent);
+    if (pf.kind == SourceFact::Kind::directory) break;
+    if (pf.kind != SourceFact::Kind::absent || parent == "/") return "";  // under a file: nothing can be made there
+    missing = parent;
+  }
+  if (missing != r.path && missing.ends_with("/.git")) return "";
+  ops.push_back(placeholder_op(missing, missing == r.path ? r.node : Node::directory, r.why));
+  return "";
+}
+
 // Keep one operation per destination: a mask always wins; otherwise the
 // later entry (grants come after the defaults) replaces the earlier one.
 std::vector<MountOp> dedupe(std::vector<MountOp> ops) {
@@ -241,26 +303,9 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
 
   // Read-only marks: the same object bound read-only over itself inside
   // a writable grant; an absent one covered by an empty read-only
-  // placeholder so it cannot be created either. A symlink cannot be
-  // mounted over: refuse to start rather than leave it replaceable.
+  // placeholder so it cannot be created either.
   for (const auto& r : in.read_only) {
-    const SourceFact& f = fact(facts, r.path);
-    if (f.is_symlink) {
-      problems.push_back(runtime::symlink_at_protected_path(r));
-      continue;
-    }
-    if (usable(f)) {
-      if (visible(ops, f.resolved)) ops.push_back(bind_op(f.resolved, f, Access::read_only, r.why));
-      continue;
-    }
-    const SourceFact& parent = fact(facts, util::parent_path(r.path));
-    if (parent.kind != SourceFact::Kind::directory || parent.is_symlink || !writable(ops, r.path)) continue;
-    MountOp cover = simple_op(MountKind::mask, r.path, "", r.why);
-    cover.node = r.node;
-    cover.placeholder = true;
-    // A reader must still parse it: an empty JSON object, not an empty file.
-    if (r.node == Node::file && r.path.ends_with(".json")) cover.options = "{}\n";
-    ops.push_back(std::move(cover));
+    if (auto problem = protect(facts, r, ops); !problem.empty()) problems.push_back(std::move(problem));
   }
 
   for (const auto& d : in.denies) {

@@ -44,7 +44,8 @@ struct MountOp {
   dev_t dev = 0;         // bind: the inode the planner saw, verified at mount time
   ino_t ino = 0;
   bool optional = false; // seal of a path the kernel may not have (/proc/bus)
-  bool placeholder = false;  // mask over a path that did not exist: created on the host
+  bool placeholder = false;  // mask over a path that did not exist: made on the host (placeholders.h)
+  bool held = false;         // a protected object inside a writable mount: held while the jail runs
   std::string why;       // where this entry comes from, for messages and explain
 };
 

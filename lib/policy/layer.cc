@@ -197,6 +197,7 @@ const char* authority_name(Authority a) {
     case Authority::user: return "user operator file";
     case Authority::command_line: return "command line";
     case Authority::project: return "project file";
+    case Authority::git_worktree: return "git worktree";
   }
   return "?";
 }

@@ -24,10 +24,12 @@ struct Diagnostic {
   std::string str() const { return where.str() + ": " + message; }
 };
 
-// Who wrote a layer. Operators decide; a project only asks.
-enum class Authority { profile, system, user, command_line, project };
+// Who wrote a layer. Operators decide; a project only asks. A
+// git_worktree grant is derived by pi-jail from a checked worktree (see
+// Context::worktree), bounded by the operators' limits like a request.
+enum class Authority { profile, system, user, command_line, project, git_worktree };
 const char* authority_name(Authority a);
-inline bool is_operator(Authority a) { return a != Authority::project; }
+inline bool is_operator(Authority a) { return a != Authority::project && a != Authority::git_worktree; }
 
 struct Entry {
   std::string text;

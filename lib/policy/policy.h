@@ -79,6 +79,17 @@ struct Refusal {
   std::string str() const;
 };
 
+// A git worktree found in the workspace and checked by the supervisor the
+// way git checks it (the .git file names a git dir inside the common
+// dir's worktrees/, whose back-link names this .git file). Only then is
+// the main repository's git dir granted read-write (objects, refs, the
+// worktree's index), and only within the operators' write limits.
+struct Worktree {
+  std::string dot_git;     // <workspace>/.git, a file
+  std::string git_dir;     // <common_dir>/worktrees/<name>, resolved
+  std::string common_dir;  // the main repository's git dir, resolved
+};
+
 // What resolve() needs from outside: where things are, and how to resolve
 // symlinks (injected, so tests can invent a filesystem).
 struct Context {
@@ -89,6 +100,8 @@ struct Context {
   std::vector<std::pair<std::string, std::string>> vars;
   // realpath(3): the resolved path, or nullopt when it does not exist.
   std::function<std::optional<std::string>(const std::string&)> realpath;
+  // A checked git worktree (nullopt: none, or not a valid one).
+  std::optional<Worktree> worktree;
 };
 
 struct Resolved {

@@ -315,6 +315,33 @@ struct Resolver {
     if (l.on_excess) refuse(l.on_excess->src, "[policy] on_excess", "set by operators, not by projects");
   }
 
+  // The main repository's git dir of a checked worktree: a grant pi-jail
+  // derives, so it answers to the same rules as a request: never $HOME or
+  // an ancestor of it, never under a mask, within the operators' write
+  // limits; its hooks, config and the pointer files stay read-only.
+  void worktree_grant(const Worktree& w) {
+    current = Authority::git_worktree;
+    Source src{fmt::format("git worktree {} -> {}", w.dot_git, w.git_dir), 0, 0};
+    const std::string what = "write " + w.common_dir;
+    const std::string home = limit_root(ctx.home);
+    if (w.common_dir == "/" || path_within(home, w.common_dir))
+      return refuse(src, what, "it contains your home directory");
+    for (const auto& d : pol.denies_)
+      if (path_within(w.common_dir, d.path)) return refuse(src, what, "it is denied", d.src);
+    if (system_bounds.write.set && !covering(w.common_dir, system_bounds.write))
+      return refuse(src, what, "it is outside the operators' write limit",
+                    system_bounds.write.entries.empty() ? std::nullopt
+                                                        : std::optional<Source>(system_bounds.write.entries.front().src));
+    pol.grants_.push_back({w.common_dir, PathAccess::read_write, src});
+    auto keep = [&](std::string path, bool directory) { pol.read_only_.push_back({std::move(path), src, directory}); };
+    keep(w.common_dir + "/hooks", true);      // run by git on the host
+    keep(w.common_dir + "/config", false);    // aliases, core.fsmonitor, filters: commands
+    keep(w.common_dir + "/commondir", false); // would send the host's git elsewhere
+    keep(w.git_dir + "/commondir", false);
+    keep(w.git_dir + "/gitdir", false);       // the back-link git checks
+    keep(w.dot_git, false);                   // the pointer itself
+  }
+
   Resolved run(const std::vector<Layer>& layers) {
     // Project limits default to the workspace and nothing else.
     Source builtin{"built-in default limits", 0, 0};
@@ -352,8 +379,10 @@ struct Resolver {
         }
         case Authority::command_line: operator_layer(l); break;
         case Authority::project: project_layer(l); break;
+        case Authority::git_worktree: break;  // not a layer: see worktree_grant()
       }
     }
+    if (ctx.worktree) worktree_grant(*ctx.worktree);
     if (out.on_excess == OnExcess::error)
       for (const auto& r : out.refused)
         if (r.by == Authority::project)

@@ -13,6 +13,11 @@ Verbosity verbosity();
 
 void emit(std::string_view level, std::string_view text);
 
+// `text` safe for a terminal: control characters (C0, DEL, C1) and bytes
+// that are not valid UTF-8 become visible \xNN escapes (\n, \r, \t as
+// such), a backslash is doubled. For anything the jail wrote.
+std::string printable(std::string_view text);
+
 template <typename... Args>
 void error(fmt::format_string<Args...> f, Args&&... args) {
   emit("error", fmt::format(f, std::forward<Args>(args)...));

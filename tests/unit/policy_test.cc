@@ -58,7 +58,7 @@ FakeFs host() {
 
 Context context(const FakeFs& fs) {
   return Context{"/home/u/proj", "/home/u", "/home/u/proj", {{"pi_agent_dir", "/home/u/.pi/agent"}},
-                 [&fs](const std::string& p) { return fs.realpath(p); }};
+                 [&fs](const std::string& p) { return fs.realpath(p); }, std::nullopt};
 }
 
 Layer layer(const std::string& text, const std::string& name, Authority a) {
@@ -346,4 +346,50 @@ read_only = ["${workspace}/.envrc", "~/${workspace}"]
   auto bad = resolve({layer("[filesystem]\nread = [\"${nope}/x\", \"${unclosed\"]\n", "pi.toml", Authority::profile)}, ctx);
   REQUIRE(bad.errors.size() == 2);
   CHECK(bad.errors[0].message.find("unknown variable") != std::string::npos);
+}
+
+TEST_CASE("a checked git worktree's common dir is a derived grant, bounded like a request, shown with its source") {
+  FakeFs fs = host();
+  for (const char* p : {"/srv/main/.git", "/srv/main/.git/worktrees/wt", "/home/u/.git"}) fs.exists.insert(p);
+  auto ctx = context(fs);
+  const Worktree good{"/home/u/proj/.git", "/srv/main/.git/worktrees/wt", "/srv/main/.git"};
+  ctx.worktree = good;
+  auto profile = layer(kProfile, "pi.toml", Authority::profile);
+  auto r = resolve({profile}, ctx);
+  REQUIRE(r.policy);
+  CHECK(has_grant(r, "/srv/main/.git", PathAccess::read_write));
+  std::set<std::string> kept;
+  for (const auto& k : r.policy->read_only()) {
+    kept.insert(k.path);
+    if (k.path == "/srv/main/.git/config") CHECK(k.src.str() == "git worktree /home/u/proj/.git -> /srv/main/.git/worktrees/wt");
+  }
+  for (const char* p : {"/srv/main/.git/hooks", "/srv/main/.git/config", "/srv/main/.git/commondir",
+                        "/srv/main/.git/worktrees/wt/commondir", "/srv/main/.git/worktrees/wt/gitdir",
+                        "/home/u/proj/.git"})
+    CHECK(kept.count(p) == 1);
+
+  // $HOME or an ancestor, a masked path, or beyond the system operator's write limit: refused, reported.
+  struct Case {
+    Worktree w;
+    std::string system;
+    std::string reason;
+  } cases[] = {
+      {{"/home/u/proj/.git", "/home/u/.git/worktrees/x", "/home/u"}, "", "home directory"},
+      {{"/home/u/proj/.git", "/x/worktrees/y", "/"}, "", "home directory"},
+      {good, "[filesystem]\ndeny = [\"/srv\"]\n", "denied"},
+      {good, "[limits]\nwrite = [\"/home/u\"]\n", "outside the operators' write limit"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.w.common_dir);
+    CAPTURE(c.system);
+    ctx.worktree = c.w;
+    std::vector<Layer> layers{profile};
+    if (!c.system.empty()) layers.push_back(layer(c.system, "/etc/pi-jail/policy.toml", Authority::system));
+    auto refused = resolve(layers, ctx);
+    REQUIRE(refused.policy);
+    CHECK_FALSE(has_grant(refused, c.w.common_dir, PathAccess::read_write));
+    REQUIRE(refused.refused.size() == 1);
+    CHECK(refused.refused[0].by == Authority::git_worktree);
+    CHECK(refused.refused[0].reason.find(c.reason) != std::string::npos);
+  }
 }

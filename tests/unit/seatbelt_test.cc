@@ -84,7 +84,8 @@ PlanInput pi_input(const FakeMac& m) {
                         auto f = m.fact(p);
                         if (f.kind == PathFact::Kind::absent) return std::nullopt;
                         return f.resolved;
-                      }};
+                      },
+                      std::nullopt};
   auto resolved = policy::resolve({profile}, ctx);
   REQUIRE(resolved.policy);
   PlanInput in;

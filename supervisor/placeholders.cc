@@ -1,0 +1,220 @@
+#include "placeholders.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "util/log.h"
+#include "util/paths.h"
+#include "util/untrusted.h"
+
+namespace pj::supervisor {
+
+using util::Error;
+using util::UniqueFd;
+
+namespace {
+
+constexpr const char* kRegistry = "placeholders";
+constexpr size_t kRegistryCap = 4 << 20;
+
+// One placeholder: what pi-jail made at `path`.
+struct Record {
+  linuxjail::Node node = linuxjail::Node::directory;
+  std::string content;  // a file's bytes
+  std::string path;
+};
+
+std::string hex(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+std::optional<std::string> unhex(std::string_view s) {
+  if (s.size() % 2) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < s.size(); i += 2) {
+    auto digit = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+    int hi = digit(s[i]), lo = digit(s[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
+// The registry: one line per placeholder, "d|f <content hex> <path hex>".
+std::vector<Record> load(int state) {
+  std::vector<Record> out;
+  auto text = util::read_untrusted_file(state, kRegistry, kRegistryCap, kRegistry);
+  if (!text || !*text) return out;
+  std::string_view rest = **text;
+  while (!rest.empty()) {
+    std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    size_t a = line.find(' '), b = line.find(' ', a + 1);
+    if (a != 1 || b == std::string_view::npos) continue;
+    auto content = unhex(line.substr(a + 1, b - a - 1));
+    auto path = unhex(line.substr(b + 1));
+    if (!content || !path || path->empty() || (*path)[0] != '/') continue;
+    out.push_back({line[0] == 'f' ? linuxjail::Node::file : linuxjail::Node::directory, *content, *path});
+  }
+  return out;
+}
+
+util::Status save(int state, const std::vector<Record>& records) {
+  std::string text;
+  for (const auto& r : records)
+    text += fmt::format("{} {} {}\n", r.node == linuxjail::Node::file ? 'f' : 'd', hex(r.content), hex(r.path));
+  const char* tmp = "placeholders.tmp";
+  UniqueFd fd(::openat(state, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Error::from_errno("write the placeholder registry", errno);
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::fsync(fd.get()) != 0)
+    return Error::from_errno("write the placeholder registry", errno ? errno : EIO);
+  if (::renameat(state, tmp, state, kRegistry) != 0) return Error::from_errno("replace the placeholder registry", errno);
+  return {};
+}
+
+std::pair<std::string, std::string> split(const std::string& path) {
+  return {std::string(util::parent_path(path)), path.substr(path.rfind('/') + 1)};
+}
+
+// Is the object open at `fd` still exactly what pi-jail made for `r`?
+bool pristine(int fd, const Record& r) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
+  if (r.node == linuxjail::Node::directory) {
+    if (!S_ISDIR(st.st_mode)) return false;
+    int dup = ::dup(fd);
+    DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
+    if (!d) {
+      if (dup >= 0) ::close(dup);
+      return false;
+    }
+    bool empty = true;
+    while (dirent* e = ::readdir(d))
+      if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") empty = false;
+    ::closedir(d);
+    return empty;
+  }
+  if (!S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) != r.content.size()) return false;
+  std::string got(r.content.size(), '\0');
+  return ::pread(fd, got.data(), got.size(), 0) == static_cast<ssize_t>(got.size()) && got == r.content;
+}
+
+UniqueFd open_at(int dir, const std::string& name) {
+  return UniqueFd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+}
+
+enum class Sweep { gone, in_use };
+
+// Remove `r` if no jail holds it and it is still pristine; a path that now
+// holds something else is simply forgotten.
+Sweep try_remove(const Record& r) {
+  auto [parent, name] = split(r.path);
+  auto dir = util::open_dir_nofollow(parent);
+  if (!dir) return Sweep::gone;
+  UniqueFd fd = open_at(dir->get(), name);
+  if (!fd.valid() || !pristine(fd.get(), r)) return Sweep::gone;
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return Sweep::in_use;
+  ::unlinkat(dir->get(), name.c_str(), r.node == linuxjail::Node::directory ? AT_REMOVEDIR : 0);
+  return Sweep::gone;
+}
+
+std::vector<Record> sweep(std::vector<Record> records) {
+  std::vector<Record> kept;
+  for (auto& r : records)
+    if (try_remove(r) == Sweep::in_use) kept.push_back(std::move(r));
+  return kept;
+}
+
+util::Result<UniqueFd> open_state(const std::string& state_dir) {
+  std::string partial;
+  for (auto part : util::path_components(state_dir)) {
+    partial += "/" + std::string(part);
+    ::mkdir(partial.c_str(), 0700);
+  }
+  auto dir = util::open_dir_nofollow(state_dir);
+  if (!dir) return Error::from_errno(fmt::format("open pi-jail's state directory {}", state_dir), dir.error().err());
+  return dir;
+}
+
+// Make `r` (it must not exist, or be what another run made for it).
+util::Status make(const Record& r) {
+  auto [parent, name] = split(r.path);
+  auto dir = util::open_dir_nofollow(parent);
+  if (!dir) return Error::from_errno(fmt::format("make the placeholder {}", r.path), dir.error().err());
+  if (r.node == linuxjail::Node::directory) {
+    if (::mkdirat(dir->get(), name.c_str(), 0755) != 0 && errno != EEXIST)
+      return Error::from_errno(fmt::format("make the placeholder directory {}", r.path), errno);
+  } else {
+    UniqueFd fd(::openat(dir->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+    if (!fd.valid() && errno != EEXIST) return Error::from_errno(fmt::format("make the placeholder {}", r.path), errno);
+    if (fd.valid() && ::write(fd.get(), r.content.data(), r.content.size()) != static_cast<ssize_t>(r.content.size()))
+      return Error::from_errno(fmt::format("write the placeholder {}", r.path), errno ? errno : EIO);
+  }
+  return {};
+}
+
+}  // namespace
+
+util::Result<Registry> Registry::lock(const std::string& state_dir) {
+  auto state = open_state(state_dir);
+  if (!state) return state.take_error();
+  UniqueFd fd(::openat(state->get(), "placeholders.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Error::from_errno(fmt::format("open {}/placeholders.lock", state_dir), errno);
+  while (::flock(fd.get(), LOCK_EX) != 0)
+    if (errno != EINTR) return Error::from_errno(fmt::format("lock {}/placeholders.lock", state_dir), errno);
+  auto kept = sweep(load(state->get()));
+  if (auto st = save(state->get(), kept); !st) return st.take_error();
+  return Registry(state_dir, std::move(fd));
+}
+
+util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
+  Holds holds(dir_);
+  auto state = util::open_dir_nofollow(dir_);
+  if (!state) return Error::from_errno(fmt::format("open pi-jail's state directory {}", dir_), state.error().err());
+  std::vector<Record> records = load(state->get());
+  for (const auto& op : spec.mounts) {
+    if (!op.placeholder) continue;
+    records.push_back({op.node, op.options, op.dest});
+  }
+  // Written before anything is made: a SIGKILL from here on leaves a record.
+  if (auto st = save(state->get(), records); !st) return st.take_error();
+  for (const auto& op : spec.mounts) {
+    if (!op.placeholder && !op.held) continue;
+    Record r{op.node, op.options, op.dest};
+    if (op.placeholder) {
+      if (auto st = make(r); !st) return st.take_error();
+    }
+    auto [parent, name] = split(op.dest);
+    auto dir = util::open_dir_nofollow(parent);
+    UniqueFd fd = dir ? open_at(dir->get(), name) : UniqueFd();
+    struct stat st;
+    bool same = fd.valid() && ::fstat(fd.get(), &st) == 0 &&
+                (op.placeholder ? pristine(fd.get(), r) : st.st_dev == op.dev && st.st_ino == op.ino);
+    if (!same)
+      return Error::from_errno(fmt::format("hold {} ({}): it changed while the jail was being set up", op.dest, op.why),
+                               fd.valid() ? ESTALE : errno);
+    while (::flock(fd.get(), LOCK_SH) != 0)
+      if (errno != EINTR) return Error::from_errno(fmt::format("hold {}", op.dest), errno);
+    holds.fds_.push_back(std::move(fd));
+  }
+  return holds;
+}
+
+void Holds::release() {
+  if (dir_.empty()) return;
+  fds_.clear();  // our shared holds go first: we may be the last user
+  auto registry = Registry::lock(dir_);  // sweeps
+  if (!registry) util::warn("placeholders are left for the next run to remove: {}", registry.error().message());
+  dir_.clear();
+}
+
+}  // namespace pj::supervisor
