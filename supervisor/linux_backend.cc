@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "linux_run.h"
 #include "placeholders.h"
+#include "private_dirs.h"
 #include "linuxjail/host.h"
 #include "linuxjail/landlock.h"
 #include "linuxjail/plan.h"
@@ -162,10 +163,14 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   // Planned under the placeholder registry's lock (placeholders.h); explain
   // makes nothing and takes no lock.
   std::optional<Registry> registry;
+  std::optional<PrivateCopies> copies;
   if (inv.mode == cli::Mode::run) {
     const std::string state = state_dir();
     if (state.empty()) return fail("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path; "
                                    "nothing was run");
+    auto staged = PrivateCopies::stage(state, *input);
+    if (!staged) return fail(staged.error().message() + "; nothing was run");
+    copies.emplace(std::move(*staged));
     auto locked = Registry::lock(state);
     if (!locked) return fail(locked.error().message() + "; nothing was run");
     registry.emplace(std::move(*locked));
@@ -198,6 +203,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   }
   auto result = run_jailed(*spec, *opts);
   holds->release();
+  for (const auto& note : copies->finish()) util::warn("{}", note);
   summarise_refusals(result.decisions);
   return result;
 }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "policy/profiles.h"
+#include "run.h"
 #include "util/paths.h"
 #include "util/untrusted.h"
 
@@ -111,6 +112,7 @@ void load_project(LoadedPolicy& lp, const std::string& workspace) {
 LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
   const std::string& home = places.home;
   LoadedPolicy lp;
+  load_profile(lp, "builtin");
   load_profile(lp, inv.profile);
 
   if (inv.config) {
@@ -138,7 +140,16 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
     lp.info.push_back({Authority::project, "(ignored: --no-project-config)", false});
   }
 
-  policy::Context ctx{places.workspace, home, places.cwd, {{"pi_agent_dir", places.agent_dir}}, real_path,
+  const char* xdg_config = std::getenv("XDG_CONFIG_HOME");
+  const std::string state = state_dir();
+  policy::Context ctx{places.workspace,
+                      home,
+                      places.cwd,
+                      {{"pi_agent_dir", places.agent_dir},
+                       {"pi_jail_state", state.empty() ? home + "/.local/state/pi-jail" : state},
+                       {"pi_jail_config",
+                        (xdg_config && *xdg_config == '/' ? std::string(xdg_config) : home + "/.config") + "/pi-jail"}},
+                      real_path,
                       places.worktree};
   lp.resolved = policy::resolve(lp.layers, ctx);
   return lp;

@@ -264,6 +264,10 @@ std::vector<std::string> paths_to_probe(const PlanInput& in) {
   for (const auto& e : view::devices()) out.emplace_back(e.path);
   out.push_back(in.workspace);
   for (const auto& g : in.grants) out.push_back(g.path);
+  for (const auto& v : in.private_views) {
+    out.push_back(v.staging);
+    out.insert(out.end(), v.shown.begin(), v.shown.end());
+  }
   // Marks and masks, and their parents (pin_ancestors() asks about them).
   auto with_ancestors = [&](const std::string& path) {
     for (std::string p = path; p != "/"; p = std::string(util::parent_path(p))) out.push_back(p);
@@ -285,6 +289,25 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     home.options = "size=1m,mode=0700";
     home.access = Access::read_write;
     ops.push_back(std::move(home));
+  }
+
+  // Private directories first: a grant inside one (sessions/) replaces
+  // the read-only entry for the same path (dedupe keeps the later).
+  for (const auto& v : in.private_views) {
+    const SourceFact& own = fact(facts, v.staging);
+    if (own.kind != SourceFact::Kind::directory || own.is_symlink) {
+      problems.push_back(fmt::format("{}: its staging directory {} is not a directory", v.path, v.staging));
+      continue;
+    }
+    MountOp root = bind_op(v.path, own, Access::read_write, fmt::format("the run's own copy ({})", v.why));
+    ops.push_back(std::move(root));
+    for (const auto& p : v.shown) {
+      const SourceFact& f = fact(facts, p);
+      if (!usable(f) || f.is_symlink) continue;
+      ops.push_back(bind_op(p, f, Access::read_only, fmt::format("shown read-only in the run's copy ({})", v.why)));
+    }
+    for (const auto& [path, target] : v.links)
+      ops.push_back(simple_op(MountKind::symlink, path, target, fmt::format("the same link ({})", v.why)));
   }
 
   std::vector<PathGrant> grants;

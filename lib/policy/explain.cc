@@ -22,6 +22,8 @@ std::vector<FsRow> fs_rows(const Policy& p) {
   for (const auto& s : p.system()) rows.push_back({"system", s.path, &s.src});
   for (const auto& g : p.grants()) rows.push_back({access_word(g.access), g.path, &g.src});
   for (const auto& r : p.read_only()) rows.push_back({"kept-read-only", r.path, &r.src});
+  for (const auto& r : p.private_dirs()) rows.push_back({"private-copy", r.path, &r.src});
+  for (const auto& r : p.write_back()) rows.push_back({"written-back", r.path, &r.src});
   for (const auto& d : p.denies()) rows.push_back({"denied", d.path, &d.src});
   return rows;
 }

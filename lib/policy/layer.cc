@@ -22,7 +22,7 @@ constexpr size_t kMaxFileSize = 1 << 20;
 
 // The schema: which keys each table may have.
 const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
-    {"filesystem", {"system", "read", "write", "deny", "read_only"}},
+    {"filesystem", {"system", "read", "write", "deny", "read_only", "private", "write_back"}},
     {"network", {"allow", "deny"}},
     {"env", {"pass", "set"}},
     {"limits", {"read", "write", "network", "env"}},
@@ -105,7 +105,8 @@ public:
       if (name == "filesystem") {
         auto list = strings(v, where);
         auto& dst = key == "system" ? l.system : key == "read" ? l.read : key == "write" ? l.write
-                  : key == "deny" ? l.deny : l.read_only;
+                  : key == "deny" ? l.deny : key == "private" ? l.private_dirs : key == "write_back" ? l.write_back
+                  : l.read_only;
         dst.insert(dst.end(), list.begin(), list.end());
       } else if (name == "network") {
         auto list = strings(v, where);

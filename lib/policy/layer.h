@@ -62,6 +62,8 @@ struct Layer {
   std::vector<Entry> write;      // read-write grants
   std::vector<Entry> deny;       // masked, even under a grant
   std::vector<Entry> read_only;  // read-only even under a writable grant
+  std::vector<Entry> private_dirs;  // "private": the run's own copy (operators only)
+  std::vector<Entry> write_back;    // files of a private dir merged back at the end (operators only)
   // [network]
   std::vector<Entry> net_allow, net_deny;
   // [env]

@@ -42,6 +42,12 @@ public:
   const std::vector<PathGrant>& grants() const { return grants_; }
   const std::vector<PathRule>& denies() const { return denies_; }
   const std::vector<PathRule>& read_only() const { return read_only_; }
+  // Directories the run gets its own copy of: the files at the top copied
+  // in, the subdirectories shown read-only, whatever the run writes there
+  // discarded at the end, except the write_back files, whose data values
+  // are merged back into the host's (by the rule of their name).
+  const std::vector<PathRule>& private_dirs() const { return private_dirs_; }
+  const std::vector<PathRule>& write_back() const { return write_back_; }
   const std::vector<NetRule>& net_allow() const { return net_allow_; }
   const std::vector<NetRule>& net_deny() const { return net_deny_; }
   const std::vector<EnvPass>& env_pass() const { return env_pass_; }
@@ -60,6 +66,7 @@ private:
   std::vector<PathGrant> grants_;
   std::vector<PathRule> denies_;
   std::vector<PathRule> read_only_;
+  std::vector<PathRule> private_dirs_, write_back_;
   std::vector<NetRule> net_allow_, net_deny_;
   std::vector<EnvPass> env_pass_;
   std::vector<Setting> env_set_;

@@ -254,6 +254,8 @@ struct Resolver {
     for (const auto& e : l.read_only) path_rule(e, l, pol.read_only_, "read_only", false);
     for (const auto& e : l.read) path_grant(e, l, PathAccess::read_only, b);
     for (const auto& e : l.write) path_grant(e, l, PathAccess::read_write, b);
+    for (const auto& e : l.private_dirs) private_dir(e, l);
+    for (const auto& e : l.write_back) write_back_file(e, l);
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network, false, true))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
@@ -299,6 +301,10 @@ struct Resolver {
       else pol.env_set_.push_back(s);
     }
     if (l.limits) refuse(l.limits->src, "[limits]", "limits are set by operators, not by projects");
+    for (const auto& e : l.private_dirs)
+      refuse(e.src, "private " + e.text, "private directories are set by operators, not by projects");
+    for (const auto& e : l.write_back)
+      refuse(e.src, "write_back " + e.text, "write-back is set by operators, not by projects");
     if (l.unsafe_allow_ptrace)
       refuse(l.unsafe_allow_ptrace->src, "unsafe_allow_ptrace", "unsafe_* switches are for operators only");
     if (l.unsafe_nested_user_namespaces)
@@ -313,6 +319,36 @@ struct Resolver {
       }
     }
     if (l.on_excess) refuse(l.on_excess->src, "[policy] on_excess", "set by operators, not by projects");
+  }
+
+  // A private directory: it must exist (resolved: its protections are
+  // planned where it really is).
+  void private_dir(const Entry& e, const Layer& l) {
+    std::string why;
+    auto p = expand(e, l.authority, why);
+    if (!p) return error(e.src, fmt::format("private \"{}\": {}", e.text, why));
+    auto real = ctx.realpath(*p);
+    if (!real) return refuse(e.src, "private " + e.text, "does not exist");
+    pol.private_dirs_.push_back({*real, e.src, true});
+  }
+
+  // A file merged back from a private directory: only names whose rule
+  // pi-jail knows (Pi's credentials and settings: supervisor/agent_state.h).
+  void write_back_file(const Entry& e, const Layer& l) {
+    std::string why;
+    auto p = expand(e, l.authority, why);
+    if (!p) return error(e.src, fmt::format("write_back \"{}\": {}", e.text, why));
+    const std::string name = p->substr(p->rfind('/') + 1);
+    if (name != "auth.json" && name != "settings.json")
+      return error(e.src, fmt::format("write_back \"{}\": no merge rule for {} (known: auth.json, settings.json)",
+                                      e.text, name));
+    std::string dir(util::parent_path(*p));
+    std::string real_dir = ctx.realpath(dir).value_or(dir);
+    bool in_private = std::any_of(pol.private_dirs_.begin(), pol.private_dirs_.end(),
+                                  [&](const Policy::PathRule& d) { return d.path == real_dir; });
+    if (!in_private)
+      return error(e.src, fmt::format("write_back \"{}\": not directly in a private directory", e.text));
+    pol.write_back_.push_back({real_dir + "/" + name, e.src, false});
   }
 
   // The main repository's git dir of a checked worktree: a grant pi-jail

@@ -23,6 +23,8 @@ void apply_policy(const policy::Policy& p, Request& r) {
   for (const auto& d : p.denies()) r.denies.push_back({d.path, d.src.str()});
   for (const auto& e : p.read_only())
     r.read_only.push_back({e.path, e.src.str(), e.directory ? Node::directory : Node::file});
+  for (const auto& e : p.private_dirs()) r.private_dirs.push_back({e.path, e.src.str(), Node::directory});
+  for (const auto& e : p.write_back()) r.write_back.push_back({e.path, e.src.str(), Node::file});
   for (const auto& e : p.env_pass()) r.env_pass.push_back(e.name);
   for (const auto& e : p.env_set()) r.env_set.emplace_back(e.name, e.value);
 }

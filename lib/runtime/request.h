@@ -37,6 +37,19 @@ struct PathRule {
   Node node = Node::file;  // read-only marks: what to cover when absent
 };
 
+// A private directory as staged for one run (supervisor/private_dirs.h):
+// inside the jail `path` is the host directory `staging`, which holds
+// copies of the files at the top of `path`; `shown` entries (host
+// subdirectories, files too large to copy) are bound read-only into it,
+// `links` recreated as the same symlinks.
+struct PrivateView {
+  std::string path;     // the host directory, resolved
+  std::string staging;  // what the jail sees and writes at `path`
+  std::string why;
+  std::vector<std::string> shown;  // absolute host paths directly in `path`
+  std::vector<std::pair<std::string, std::string>> links;  // path -> link target
+};
+
 struct Request {
   std::string workspace;  // absolute, normalised, resolved
   std::string cwd;        // the caller's current directory
@@ -47,6 +60,9 @@ struct Request {
   std::vector<PathGrant> grants;    // beyond the workspace
   std::vector<PathRule> denies;     // masked
   std::vector<PathRule> read_only;  // read-only even under a writable grant
+  std::vector<PathRule> private_dirs;  // the run's own copy (policy.h)
+  std::vector<PathRule> write_back;    // merged back from a private dir
+  std::vector<PrivateView> private_views;  // run mode: as staged
   std::vector<std::string> env_pass;  // names, or NAME* prefixes
   std::vector<std::pair<std::string, std::string>> env_set;
   std::vector<std::string> host_env;  // "NAME=value" of the caller

@@ -1,0 +1,201 @@
+#include "private_dirs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "agent_state.h"
+#include "util/log.h"
+#include "util/paths.h"
+#include "util/untrusted.h"
+
+namespace pj::supervisor {
+
+using util::Error;
+using util::UniqueFd;
+
+namespace {
+
+constexpr size_t kCopyCap = agent::kMaxFileBytes;  // larger files are shown read-only
+constexpr int kMaxDepth = 128;                     // removal walks no deeper (the jail can nest)
+
+// Remove `name` in `dir` and everything below it, never following a
+// symlink; directories the jail made unwritable are made writable first
+// (they are the caller's own). Gives up below kMaxDepth.
+void remove_tree(int dir, const char* name, int depth = 0) {
+  if (::unlinkat(dir, name, 0) == 0 || (errno != EISDIR && errno != EPERM)) return;
+  if (depth < kMaxDepth) {
+    int fd = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      ::fchmod(fd, 0700);
+      if (DIR* d = ::fdopendir(fd)) {
+        std::vector<std::string> names;
+        while (dirent* e = ::readdir(d))
+          if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") names.emplace_back(e->d_name);
+        for (const auto& n : names) remove_tree(::dirfd(d), n.c_str(), depth + 1);
+        ::closedir(d);
+      } else {
+        ::close(fd);
+      }
+    }
+  }
+  ::unlinkat(dir, name, AT_REMOVEDIR);
+}
+
+util::Result<UniqueFd> make_dirs(const std::string& path) {
+  std::string partial;
+  for (auto part : util::path_components(path)) {
+    partial += "/" + std::string(part);
+    ::mkdir(partial.c_str(), 0700);
+  }
+  auto fd = util::open_dir_nofollow(path);
+  if (!fd) return Error::from_errno(fmt::format("make {}", path), fd.error().err());
+  return fd;
+}
+
+// Remove the staging of runs whose pi-jail is gone (its lock is free).
+void sweep_dead_runs(int runs) {
+  int fd = ::dup(runs);
+  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+  if (!d) {
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  std::vector<std::string> dead;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (n == "." || n == "..") continue;
+    UniqueFd lock(::openat(runs, fmt::format("{}/lock", n).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive
+    dead.emplace_back(n);
+  }
+  ::closedir(d);
+  for (const auto& n : dead) remove_tree(runs, n.c_str());
+}
+
+std::string random_id() {
+  std::random_device rd;
+  return fmt::format("{}-{:08x}{:08x}", ::getpid(), rd(), rd());
+}
+
+// Copy the regular file `name` of `host` into `staging` (same mode bits).
+util::Status copy_in(int host, int staging, const std::string& name, mode_t mode, std::string& content) {
+  auto text = util::read_untrusted_file(host, name, kCopyCap, name);
+  if (!text) return text.take_error();
+  if (!*text) return {};  // gone meanwhile
+  content = std::move(**text);
+  UniqueFd out(::openat(staging, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0700));
+  if (!out.valid() || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+    return Error::from_errno(fmt::format("copy {} into the run's copy", name), errno ? errno : EIO);
+  return {};
+}
+
+}  // namespace
+
+util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, runtime::Request& r) {
+  PrivateCopies pc;
+  if (r.private_dirs.empty()) return pc;
+  auto runs = make_dirs(state_dir + "/runs");
+  if (!runs) return runs.take_error();
+  sweep_dead_runs(runs->get());
+  const std::string id = random_id();
+  if (::mkdirat(runs->get(), id.c_str(), 0700) != 0) return Error::from_errno("make the run's staging directory", errno);
+  pc.run_dir_ = state_dir + "/runs/" + id;
+  pc.lock_ = UniqueFd(::open((pc.run_dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!pc.lock_.valid() || ::flock(pc.lock_.get(), LOCK_EX) != 0)
+    return Error::from_errno(fmt::format("lock {}", pc.run_dir_), errno);
+
+  for (size_t i = 0; i < r.private_dirs.size(); ++i) {
+    const auto& p = r.private_dirs[i];
+    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}};
+    auto host = util::open_dir_nofollow(p.path);
+    if (!host) return Error::from_errno(fmt::format("open the private directory {}", p.path), host.error().err());
+    if (::mkdir(copy.staging.c_str(), 0700) != 0) return Error::from_errno(fmt::format("make {}", copy.staging), errno);
+    auto staging = util::open_dir_nofollow(copy.staging);
+    if (!staging) return staging.take_error();
+    runtime::PrivateView view{p.path, copy.staging, p.why, {}, {}};
+    for (const auto& w : r.write_back)
+      if (util::parent_path(w.path) == p.path) copy.given.emplace_back(w.path.substr(p.path.size() + 1), std::nullopt);
+
+    int fd = ::dup(host->get());
+    DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+    if (!d) return Error::from_errno(fmt::format("list {}", p.path), errno);
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d))
+      if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") names.emplace_back(e->d_name);
+    ::closedir(d);
+    for (const auto& name : names) {
+      struct stat st;
+      if (::fstatat(host->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      const std::string path = p.path + "/" + name;
+      if (S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > kCopyCap)) {
+        view.shown.push_back(path);
+      } else if (S_ISREG(st.st_mode)) {
+        std::string content;
+        if (auto c = copy_in(host->get(), staging->get(), name, st.st_mode, content); !c)
+          return std::move(c.take_error()).context(fmt::format("stage {}", p.path));
+        for (auto& [given_name, given] : copy.given)
+          if (given_name == name) given = std::move(content);
+      } else if (S_ISLNK(st.st_mode)) {
+        char target[PATH_MAX];
+        ssize_t n = ::readlinkat(host->get(), name.c_str(), target, sizeof target - 1);
+        if (n > 0) view.links.emplace_back(path, std::string(target, static_cast<size_t>(n)));
+      }
+      // FIFOs, sockets, devices: not shown.
+    }
+    r.private_views.push_back(std::move(view));
+    pc.copies_.push_back(std::move(copy));
+  }
+  return pc;
+}
+
+std::vector<std::string> PrivateCopies::finish() {
+  std::vector<std::string> out;
+  for (const auto& c : copies_) {
+    auto host = util::open_dir_nofollow(c.host_dir);
+    auto staging = util::open_dir_nofollow(c.staging);
+    if (!host || !staging) {
+      out.push_back(fmt::format("nothing was written back to {}: it cannot be opened", c.host_dir));
+      continue;
+    }
+    for (const auto& [name, given] : c.given) {
+      const agent::AgentFile* file = name == agent::kAuthFile.name       ? &agent::kAuthFile
+                                     : name == agent::kSettingsFile.name ? &agent::kSettingsFile
+                                                                         : nullptr;
+      if (!file) continue;  // the policy allows only these names
+      auto left = util::read_untrusted_file(staging->get(), name, agent::kMaxFileBytes, name);
+      agent::Notes notes;
+      if (!left) {
+        out.push_back(fmt::format("refused: {}: what the run left is not a readable file ({}); nothing written back",
+                                  name, util::printable(left.error().message())));
+        continue;
+      }
+      agent::Content jail_left = *left ? agent::Content(**left) : std::nullopt;
+      agent::Content given_content = given ? agent::Content(*given) : std::nullopt;
+      auto written = agent::write_back(host->get(), *file, given_content, jail_left, notes);
+      for (auto& l : notes.lines()) out.push_back(std::move(l));
+      if (!written) out.push_back(fmt::format("{}: not written back: {}", name, written.error().message()));
+    }
+  }
+  discard();
+  return out;
+}
+
+void PrivateCopies::discard() {
+  if (run_dir_.empty()) return;
+  std::string parent(util::parent_path(run_dir_));
+  std::string name = run_dir_.substr(parent.size() + 1);
+  if (auto dir = util::open_dir_nofollow(parent)) remove_tree(dir->get(), name.c_str());
+  run_dir_.clear();
+  lock_.reset();
+}
+
+}  // namespace pj::supervisor

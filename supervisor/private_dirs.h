@@ -1,0 +1,61 @@
+// The run's own copies of the policy's private directories (the pi
+// profile: Pi's agent dir). Inside the jail such a directory is a staging
+// directory in pi-jail's state directory, which no jail sees otherwise:
+// the files at the top of the host directory are copied in (the jail may
+// change its copies: Pi writes auth.json, models-store.json, lock
+// directories), its subdirectories are shown read-only, and whatever the
+// jail writes there is discarded when the run ends, except the write_back
+// files, whose data values are merged back into the host's
+// (agent_state.h). So an absent file (an extension, a `!command` key, a
+// tool in bin/) can be neither created nor changed for a later Pi, and no
+// placeholder is needed there.
+//
+// Each run's staging lives in <state>/runs/<id>/, locked (flock) by its
+// run; a start removes the staging of runs that died (SIGKILL).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/request.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace pj::supervisor {
+
+class PrivateCopies {
+public:
+  // Stage every private directory of `r` (its private_dirs) and fill
+  // r.private_views. Nothing of the host directory is followed or waited
+  // on: entries are listed with O_NOFOLLOW, files copied through
+  // util/untrusted.h (at most 1 MiB each; a larger file is shown
+  // read-only instead), symlinks recreated as they are.
+  static util::Result<PrivateCopies> stage(const std::string& state_dir, runtime::Request& r);
+
+  PrivateCopies(PrivateCopies&&) = default;
+  PrivateCopies& operator=(PrivateCopies&&) = default;
+  ~PrivateCopies() { discard(); }
+
+  // After the run: merge each write_back file back into the host's (under
+  // Pi's own lock), report what was and was not written back, then remove
+  // the staging. Returns the notes for stderr and the report.
+  std::vector<std::string> finish();
+
+private:
+  struct Copy {
+    std::string host_dir;  // the private directory on the host
+    std::string staging;
+    // Each write_back file of this directory: its name, and the content
+    // copied in (nullopt: it did not exist at the start).
+    std::vector<std::pair<std::string, std::optional<std::string>>> given;
+  };
+  PrivateCopies() = default;
+  void discard();
+
+  std::string run_dir_;
+  util::UniqueFd lock_;
+  std::vector<Copy> copies_;
+};
+
+}  // namespace pj::supervisor

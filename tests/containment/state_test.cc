@@ -1,0 +1,278 @@
+// What a run leaves behind: nothing a jail writes may widen, weaken or
+// break a later run, another jail, or the host. Each test plants what an
+// attacker inside would, then looks at the next run and at the host.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+namespace {
+
+// pi-jail -q -w ws [extra] -- /bin/sh -c script, from ws, HOME=home.
+Outcome sh(const Sandbox& sb, const std::string& script, const std::vector<std::string>& extra = {}) {
+  return sb.jail({"/bin/sh", "-c", script}, extra);
+}
+
+Outcome git(const std::vector<std::string>& args, const std::string& home) {
+  std::vector<std::string> argv{"/usr/bin/git", "-c", "user.name=t", "-c", "user.email=t@e"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, {"HOME=" + home});
+}
+
+// The workspace entries a run may leave: none but what the test made.
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a .git file planted by one run is no grant for the next: ~/.ssh stays out of reach") {
+  Sandbox sb;
+  for (const std::string& target : {sb.home + "/.ssh", sb.outside, std::string("/etc")}) {
+    CAPTURE(target);
+    auto plant = sh(sb, "printf 'gitdir: " + target + "\\n' > .git && echo planted");
+    REQUIRE(trim(plant.out) == "planted");
+    auto next = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/sh", "-c",
+                     "cat " + target + "/id_ed25519 " + target + "/secret 2>&1; echo k > " + target +
+                         "/authorized_keys && echo wrote"},
+                    {"HOME=" + sb.home});
+    CAPTURE(next.err);
+    CHECK(next.status != 0);
+    CHECK(next.out.find("CANARY") == std::string::npos);
+    CHECK(next.out.find("wrote") == std::string::npos);
+    CHECK_FALSE(exists(target + "/authorized_keys"));
+    CHECK(next.err.find("is not a git worktree that git would accept") != std::string::npos);
+    ::unlink((sb.ws + "/.git").c_str());
+  }
+}
+
+TEST_CASE("a retargeted worktree and a commondir inside a planted git dir grant nothing") {
+  Sandbox sb;
+  std::string main_repo = sb.outside + "/main";
+  std::string wt = sb.ws + "/wt";
+  REQUIRE(git({"init", "-q", main_repo}, sb.home).status == 0);
+  REQUIRE(git({"-C", main_repo, "commit", "-q", "--allow-empty", "-m", "first"}, sb.home).status == 0);
+  REQUIRE(git({"-C", main_repo, "worktree", "add", "-q", wt}, sb.home).status == 0);
+  // The genuine worktree is granted, its .git file read-only.
+  auto retarget = run({"/usr/bin/env", "-C", wt, pi_jail(), "-q", "-w", wt, "--", "/bin/sh", "-c",
+                       "printf 'gitdir: " + sb.home + "/.ssh\\n' > .git && echo retargeted"},
+                      {"HOME=" + sb.home});
+  CHECK(retarget.out.find("retargeted") == std::string::npos);
+  // Retargeted from outside (as a jail with another policy could), it is refused.
+  write_file(wt + "/.git", "gitdir: " + sb.home + "/.ssh\n");
+  auto next = run({"/usr/bin/env", "-C", wt, pi_jail(), "-w", wt, "--", "/bin/sh", "-c",
+                   "cat " + sb.home + "/.ssh/id_ed25519 2>&1"},
+                  {"HOME=" + sb.home});
+  CHECK(next.out.find("CANARY") == std::string::npos);
+  CHECK(next.err.find("not a git worktree") != std::string::npos);
+
+  // A git dir inside the workspace whose commondir names ~/.ssh: no grant either.
+  std::filesystem::create_directories(sb.ws + "/fake/worktrees/x");
+  write_file(sb.ws + "/fake/worktrees/x/commondir", sb.home + "/.ssh\n");
+  write_file(sb.ws + "/fake/worktrees/x/gitdir", sb.ws + "/.git\n");
+  write_file(sb.ws + "/.git", "gitdir: fake/worktrees/x\n");
+  auto commondir = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/sh", "-c",
+                        "cat " + sb.home + "/.ssh/id_ed25519 2>&1"},
+                       {"HOME=" + sb.home});
+  CHECK(commondir.out.find("CANARY") == std::string::npos);
+  CHECK(commondir.err.find("contains your home directory") != std::string::npos);
+}
+
+TEST_CASE("the jail cannot redirect the host's git: .git/commondir is read-only and git works inside") {
+  Sandbox sb;
+  REQUIRE(git({"init", "-q", sb.ws}, sb.home).status == 0);
+  std::string evil = sb.ws + "/evil";
+  auto o = sh(sb, "git init -q evil && git -C evil config core.fsmonitor 'touch " + sb.ws +
+                      "/pwned' ; echo ../evil/.git > .git/commondir && echo redirected; git status --short >/dev/null "
+                      "&& echo git-works; cat .git/commondir");
+  CAPTURE(o.err);
+  CHECK(o.out.find("redirected") == std::string::npos);
+  CHECK(o.out.find("git-works") != std::string::npos);
+  CHECK_FALSE(exists(sb.ws + "/.git/commondir"));
+  auto host = git({"-C", sb.ws, "status", "--short"}, sb.home);
+  CHECK(host.status == 0);
+  CHECK_FALSE(exists(sb.ws + "/pwned"));
+}
+
+TEST_CASE("a .git that is a symlink stops the next run, naming it") {
+  Sandbox sb;
+  REQUIRE(git({"init", "-q", sb.outside + "/repo"}, sb.home).status == 0);
+  ::symlink((sb.outside + "/repo/.git").c_str(), (sb.ws + "/.git").c_str());
+  auto o = sh(sb, "echo ran");
+  CHECK(o.status == 125);
+  CHECK(o.out.find("ran") == std::string::npos);
+  CHECK(o.err.find(sb.ws + "/.git is a symlink") != std::string::npos);
+}
+
+TEST_CASE("git add -A inside picks up no placeholder, and the host's git status stays clean") {
+  Sandbox sb;
+  REQUIRE(git({"init", "-q", sb.ws}, sb.home).status == 0);
+  write_file(sb.ws + "/file", "x\n");
+  REQUIRE(git({"-C", sb.ws, "add", "file"}, sb.home).status == 0);
+  REQUIRE(git({"-C", sb.ws, "commit", "-qm", "one"}, sb.home).status == 0);
+  auto o = sh(sb, "git add -A && git status --porcelain && git -c user.name=t -c user.email=t@e commit -qm two "
+                  "2>&1; echo done");
+  CAPTURE(o.err);
+  CHECK(trim(o.out).find("nothing to commit") != std::string::npos);
+  CHECK(trim(git({"-C", sb.ws, "status", "--porcelain"}, sb.home).out).empty());
+  CHECK(entries(sb.ws) == std::vector<std::string>{".git", "file"});
+}
+
+TEST_CASE("two jails on one workspace: when the first ends, the second still cannot plant") {
+  Sandbox sb;
+  REQUIRE(git({"init", "-q", sb.ws}, sb.home).status == 0);
+  std::vector<std::string> base{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c"};
+  auto first = base;
+  first.push_back("sleep 1");
+  pid_t a = spawn(first, {"HOME=" + sb.home});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto second = base;
+  second.push_back(
+      "sleep 3; echo evil > .envrc && echo planted-envrc; echo x > .git/hooks/post-checkout && echo planted-hook; "
+      "mkdir -p .pi && echo x > .pi/jail.toml && echo planted-pi; echo ../x > .git/commondir && echo planted-commondir; "
+      "true");
+  auto b = run(second, {"HOME=" + sb.home});
+  CHECK(wait_status(a) == 0);
+  CAPTURE(b.err);
+  CHECK(b.out.find("planted") == std::string::npos);
+  CHECK_FALSE(exists(sb.ws + "/.git/hooks/post-checkout"));
+  CHECK(entries(sb.ws) == std::vector<std::string>{".git"});
+  CHECK_FALSE(exists(sb.ws + "/.git/commondir"));
+}
+
+TEST_CASE("after a SIGKILL of pi-jail at any point of start-up, the next start leaves no placeholder") {
+  Sandbox sb;
+  REQUIRE(git({"init", "-q", sb.ws}, sb.home).status == 0);
+  for (int delay_ms : {0, 2, 5, 10, 20, 40, 80, 150, 300}) {
+    CAPTURE(delay_ms);
+    pid_t p = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sleep", "5"},
+                    {"HOME=" + sb.home});
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(p, SIGKILL);
+    wait_status(p);
+  }
+  auto clean = sh(sb, "true");
+  CHECK(clean.status == 0);
+  CHECK(entries(sb.ws) == std::vector<std::string>{".git"});
+  CHECK_FALSE(exists(sb.ws + "/.git/commondir"));
+  CHECK(trim(git({"-C", sb.ws, "status", "--porcelain"}, sb.home).out).empty());
+  std::string runs = sb.home + "/.local/state/pi-jail/runs";
+  CHECK((!exists(runs) || entries(runs).empty()));
+}
+
+TEST_CASE("the agent dir is read-only for later runs: nothing planted there survives") {
+  Sandbox sb;
+  std::string agent = sb.home + "/.pi/agent";
+  std::filesystem::create_directories(agent + "/extensions");
+  write_file(agent + "/auth.json", R"({"p": {"type": "api_key", "key": "literal"}})");
+  write_file(agent + "/AGENTS.md", "be nice\n");
+  auto o = sh(sb, "cd " + agent +
+                      " && echo '{\"x\":{\"type\":\"api_key\",\"key\":\"!touch MARK; echo k\"}}' > auth.json && "
+                      "echo auth-inside; mkdir -p npm/node_modules/p/extensions tools git/h/p/extensions && "
+                      "echo code > npm/node_modules/p/extensions/e.ts && echo code > tools/rg && "
+                      "echo code > git/h/p/extensions/e.ts && echo code > bin && echo planted-new; "
+                      "echo evil > extensions/evil.ts && echo planted-ext; echo evil >> AGENTS.md && echo agents-inside; "
+                      "mkdir -p sessions/x && echo s > sessions/x/s.jsonl && echo session");
+  CAPTURE(o.err);
+  CHECK(o.out.find("planted-ext") == std::string::npos);   // shown read-only
+  CHECK(o.out.find("session") != std::string::npos);        // sessions are written in place
+  for (const char* p : {"npm", "tools", "git", "bin", "extensions/evil.ts"}) {
+    CAPTURE(p);
+    CHECK_FALSE(exists(agent + "/" + p));
+  }
+  CHECK(read_file(agent + "/AGENTS.md") == "be nice\n");
+  CHECK(read_file(agent + "/auth.json").find("MARK") == std::string::npos);
+  CHECK(read_file(agent + "/auth.json").find("literal") != std::string::npos);
+  CHECK(exists(agent + "/sessions/x/s.jsonl"));
+  CHECK(o.err.find("refused") != std::string::npos);  // the !command key is named as refused
+}
+
+TEST_CASE("Pi's agent dir behind a symlink is protected where it really is") {
+  Sandbox sb;
+  std::string real = sb.home + "/dotfiles/pi-agent";
+  std::filesystem::create_directories(real + "/extensions");
+  std::filesystem::create_directories(sb.home + "/.pi");
+  ::symlink(real.c_str(), (sb.home + "/.pi/agent").c_str());
+  auto o = sh(sb, "cd ~/.pi/agent && echo e > extensions/e.ts && echo ext; echo x > AGENTS.md; echo x > settings.json; "
+                  "ls");
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  CHECK(o.out.find("ext\n") == std::string::npos);
+  CHECK(entries(real) == std::vector<std::string>{"extensions", "sessions"});
+}
+
+TEST_CASE("guards compare resolved paths: $HOME as a symlink, an agent dir that is $HOME, system workspaces") {
+  Sandbox sb;
+  std::string link = sb.base + "/home-link";
+  ::symlink(sb.home.c_str(), link.c_str());
+  auto home_ws = run({"/usr/bin/env", "-C", sb.home, pi_jail(), "--", "/bin/sh", "-c", "cat .ssh/id_ed25519"},
+                     {"HOME=" + link});
+  CHECK(home_ws.status == 125);
+  CHECK(home_ws.out.find("CANARY") == std::string::npos);
+  CHECK(home_ws.err.find("contains your home directory") != std::string::npos);
+
+  for (const std::string& agent : {sb.home, link, sb.base}) {
+    CAPTURE(agent);
+    auto o = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/sh", "-c", "cat ~/.ssh/id_ed25519"},
+                 {"HOME=" + sb.home, "PI_CODING_AGENT_DIR=" + agent});
+    CHECK(o.status == 125);
+    CHECK(o.out.find("CANARY") == std::string::npos);
+    CHECK(o.err.find("is your home directory or contains it") != std::string::npos);
+  }
+  for (const char* ws : {"/proc", "/proc/self", "/etc", "/usr", "/run", "/var", "/tmp", "/sys", "/dev"}) {
+    CAPTURE(ws);
+    auto o = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", ws, "--", "/bin/true"}, {"HOME=" + sb.home});
+    CHECK(o.status == 125);
+    CHECK(o.err.find("refusing workspace") != std::string::npos);
+  }
+}
+
+TEST_CASE("directories named like policy variables get the workspace's protections and do not loop") {
+  Sandbox sb;
+  for (const std::string& name : {"${pi_agent_dir}", "${workspace}", "${home}"}) {
+    CAPTURE(name);
+    std::string ws = sb.base + "/" + name;
+    std::filesystem::create_directories(ws);
+    REQUIRE(git({"init", "-q", ws}, sb.home).status == 0);
+    auto o = run({"/usr/bin/env", "-C", ws, pi_jail(), "-q", "-w", ws, "--", "/bin/sh", "-c",
+                  "echo x > .git/hooks/pre-commit && echo hook; echo x > .envrc && echo envrc; "
+                  "git config core.fsmonitor x && echo config; echo ran"},
+                 {"HOME=" + sb.home});
+    CAPTURE(o.err);
+    CHECK(o.status == 0);
+    CHECK(o.out.find("ran") != std::string::npos);
+    CHECK(o.out.find("hook") == std::string::npos);
+    CHECK(o.out.find("envrc") == std::string::npos);
+    CHECK(o.out.find("config") == std::string::npos);
+  }
+}
+
+TEST_CASE("a FIFO or a huge sparse file at .git neither hangs nor balloons the next start") {
+  Sandbox sb;
+  REQUIRE(::mkfifo((sb.ws + "/.git").c_str(), 0600) == 0);
+  auto fifo = sh(sb, "echo ran");
+  CHECK(fifo.out.find("ran") != std::string::npos);
+  ::unlink((sb.ws + "/.git").c_str());
+  {
+    std::FILE* f = std::fopen((sb.ws + "/.git").c_str(), "w");
+    REQUIRE(f);
+    std::fputs("gitdir: ", f);
+    REQUIRE(::ftruncate(::fileno(f), 300L << 20) == 0);
+    std::fclose(f);
+  }
+  auto sparse = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/sh", "-c", "echo ran"},
+                    {"HOME=" + sb.home});
+  CHECK(sparse.out.find("ran") != std::string::npos);
+  CHECK(sparse.err.find("more than the 4096 bytes expected") != std::string::npos);
+}
