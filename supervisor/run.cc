@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "util/escape.h"
 #include "util/log.h"
 #include "util/paths.h"
 
@@ -98,7 +99,8 @@ void summarise_refusals(const std::vector<netproxy::Decision>& decisions) {
   if (refused == 0) return;
   util::warn("the network filter refused {} connection{}:", refused, refused == 1 ? "" : "s");
   for (const auto& d : decisions)
-    if (!d.allowed) util::warn("  {} {}:{}: {}", d.protocol, d.host, d.port, d.reason);
+    if (!d.allowed)  // host and reason carry the bytes the jail asked for
+      util::warn("  {} {}:{}: {}", d.protocol, util::printable(d.host), d.port, util::printable(d.reason));
 }
 
 void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv) {

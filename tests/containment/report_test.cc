@@ -80,3 +80,36 @@ TEST_CASE("an unwritable report path stops the run before anything runs") {
   CHECK(o.err.find("nothing was run") != std::string::npos);
   CHECK_FALSE(exists(flag));
 }
+
+TEST_CASE("a host name the jail sends reaches the terminal escaped and the report and log as valid JSON") {
+  Sandbox sb;
+  std::string report = sb.outside + "/r.json";
+  std::string log = sb.outside + "/net.jsonl";
+  // "ev\x1b[2J\r\nil" + 0x9b (8-bit CSI) + 0xff + a cut-short "\xe2\x82" + ".example"
+  std::string hex = "6576" "1b5b324a" "0d0a" "696c" "9b" "ff" "e282" "2e6578616d706c65";
+  // Not Sandbox::jail: that passes -q, which hides the end-of-run warning.
+  auto o = run({pi_jail(), "-w", sb.ws, "--allow-read", probe_dir(), "--report", report, "--net-log", log, "--",
+                probe(), "socks5", hex, "443"},
+               {"HOME=" + sb.home});
+  CHECK(o.status == 0);
+  CHECK(trim(o.out) == "reply 2");  // not allowed
+  CAPTURE(o.err);
+  CHECK(o.err.find("the network filter refused 1 connection") != std::string::npos);
+  for (char raw : {'\x1b', '\r', '\x9b', '\xff', '\xe2'}) {
+    CAPTURE(static_cast<int>(static_cast<unsigned char>(raw)));
+    CHECK(o.err.find(raw) == std::string::npos);
+  }
+  CHECK(o.err.find("ev\\x1b[2J\\r\\nil\\x9b\\xff\\xe2\\x82.example:443") != std::string::npos);
+  auto schema = validate(report);
+  CHECK_MESSAGE(schema.status == 0, schema.out << schema.err);
+  CHECK(read_file(report).find("ev\\u001b[2J\\r\\nil\\ufffd\\ufffd\\ufffd\\ufffd.example") != std::string::npos);
+  // Every line of the log parses, read as strict UTF-8.
+  auto lines = run({"/usr/bin/python3", "-c",
+                    "import json, sys\n"
+                    "text = open(sys.argv[1], 'rb').read().decode('utf-8')\n"
+                    "rows = [json.loads(l) for l in text.splitlines()]\n"
+                    "print(sum(1 for r in rows if not r['allowed']))\n",
+                    log});
+  CHECK_MESSAGE(lines.status == 0, lines.err);
+  CHECK(trim(lines.out) == "1");
+}
