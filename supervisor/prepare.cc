@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "runtime/program.h"
+#include "util/escape.h"
 #include "util/log.h"
 #include "util/paths.h"
 
@@ -126,11 +127,11 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   problems.insert(problems.end(), lp.resolved.errors.begin(), lp.resolved.errors.end());
   if (!problems.empty() && inv.mode != cli::Mode::explain) {
     std::string all = "the policy has problems; nothing was run:";
-    for (const auto& d : problems) all += "\n  " + d.str();
+    for (const auto& d : problems) all += "\n  " + util::printable(d.str());  // may quote the project file
     return Error::invalid(all);
   }
   for (const auto& r : lp.resolved.refused)
-    util::warn("refused {} request: {}", policy::authority_name(r.by), r.str());
+    util::warn("refused {} request: {}", policy::authority_name(r.by), util::printable(r.str()));
   if (lp.resolved.policy) {
     runtime::apply_policy(*lp.resolved.policy, in);
     add_worktree_git_dir(in);
