@@ -31,10 +31,9 @@ std::optional<Utf8Char> decode_utf8(std::string_view s, size_t at) {
 
 namespace {
 
-// The escape for a control character or backslash; empty for any other.
+// The escape for a control character; empty for any other.
 std::string control_escape(char32_t code) {
   switch (code) {
-    case '\\': return "\\\\";
     case '\t': return "\\t";
     case '\n': return "\\n";
     case '\r': return "\\r";

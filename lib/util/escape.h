@@ -10,12 +10,15 @@
 namespace pj::util {
 
 // `bytes` as text that cannot control a terminal: valid UTF-8 other than
-// control characters is kept as is; C0 controls, DEL and backslash become
-// C-style escapes (\t \n \r \\ \xNN), C1 controls (U+0080..U+009F, which
-// include the 8-bit CSI) become \uNNNN, and each byte that does not start
-// a valid UTF-8 sequence (overlong forms, surrogates, above U+10FFFF,
-// truncated) becomes \xNN. Use it on each jail-controlled piece of a
-// message, not on the whole message (its own newlines would be escaped).
+// control characters is kept as is; C0 controls and DEL become C-style
+// escapes (\t \n \r \xNN), C1 controls (U+0080..U+009F, which include
+// the 8-bit CSI) become \uNNNN, and each byte that does not start a valid
+// UTF-8 sequence (overlong forms, surrogates, above U+10FFFF, truncated)
+// becomes \xNN. A backslash is kept, so the result is its own image:
+// printable(printable(s)) == printable(s). That lets util::emit pass every
+// line through it once more, whatever the call site did. Use it on each
+// jail-controlled piece of a message (so its CR and LF cannot forge a
+// line), not on a whole message whose own newlines are meant.
 std::string printable(std::string_view bytes);
 
 // One UTF-8 encoded character (RFC 3629): its code point and length.
