@@ -13,6 +13,7 @@
 #include "util/escape.h"
 #include "util/log.h"
 #include "util/paths.h"
+#include "util/untrusted.h"
 
 namespace pj::supervisor {
 
@@ -70,8 +71,8 @@ util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter() {
 
 util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path) {
   if (path) {
-    util::UniqueFd fd(::open(path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd.valid()) return util::Error::from_errno(fmt::format("open the network log {}", *path), errno);
+    auto fd = util::open_output_file(*path, util::OutputMode::append, 0600);
+    if (!fd) return std::move(fd.take_error()).context("--net-log");
     return fd;
   }
   const char* state = std::getenv("XDG_STATE_HOME");
@@ -86,11 +87,12 @@ util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path
     ::mkdir(partial.c_str(), 0700);
   }
   std::string file = dir + "/network.jsonl";
-  util::UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.valid())
-    util::warn("cannot open the network log {}: {}; decisions go to --report and stderr only", file,
-               std::strerror(errno));
-  return fd;
+  auto fd = util::open_output_file(file, util::OutputMode::append, 0600);
+  if (!fd) {
+    util::warn("cannot open the network log: {}; decisions go to --report and stderr only", fd.error().message());
+    return util::UniqueFd();
+  }
+  return std::move(*fd);
 }
 
 void summarise_refusals(const std::vector<netproxy::Decision>& decisions) {

@@ -1,6 +1,9 @@
 // --report: written for every ending, valid against the documented schema.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -112,4 +115,44 @@ TEST_CASE("a host name the jail sends reaches the terminal escaped and the repor
                     log});
   CHECK_MESSAGE(lines.status == 0, lines.err);
   CHECK(trim(lines.out) == "1");
+}
+
+// What lies at --report or --net-log is checked before anything runs:
+// only a regular file (or nothing) is written to; the rest is refused
+// with 125 at once, never waited on (run() kills a hang after 60 s).
+TEST_CASE("a FIFO or device or symlink at the report or network log path stops the run at once") {
+  Sandbox sb;
+  std::string fifo = sb.outside + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0666) == 0);
+  std::string target = sb.outside + "/target";
+  write_file(target, "precious\n");
+  std::string link = sb.outside + "/link.json";
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  std::string dangling = sb.outside + "/dangling.json";
+  REQUIRE(::symlink((sb.outside + "/created-through-link").c_str(), dangling.c_str()) == 0);
+  struct Case {
+    std::string option, path, problem;
+  } cases[] = {
+      {"--report", fifo, "is a FIFO"},          {"--net-log", fifo, "is a FIFO"},
+      {"--report", "/dev/null", "is a device"}, {"--net-log", "/dev/null", "is a device"},
+      {"--report", link, "is a symlink"},       {"--net-log", link, "is a symlink"},
+      {"--report", dangling, "is a symlink"},   {"--report", sb.outside, "is a directory"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.option);
+    CAPTURE(c.path);
+    std::string flag = sb.ws + "/ran";
+    std::filesystem::remove(flag);
+    auto started = std::chrono::steady_clock::now();
+    auto o = run({pi_jail(), "-w", sb.ws, c.option, c.path, "--", "/usr/bin/touch", flag}, {"HOME=" + sb.home});
+    auto took = std::chrono::steady_clock::now() - started;
+    CAPTURE(o.err);
+    CHECK(o.status == 125);
+    CHECK(took < std::chrono::seconds(30));  // a guard, not a timing assertion: a hang is 60 s
+    CHECK(o.err.find(c.path + " " + c.problem) != std::string::npos);
+    CHECK(o.err.find("nothing was run") != std::string::npos);
+    CHECK_FALSE(exists(flag));
+  }
+  CHECK(read_file(target) == "precious\n");
+  CHECK_FALSE(exists(sb.outside + "/created-through-link"));
 }
