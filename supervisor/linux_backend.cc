@@ -16,6 +16,7 @@
 #include "linuxjail/landlock.h"
 #include "linuxjail/plan.h"
 #include "linuxjail/syscall_filter.h"
+#include "util/escape.h"
 #include "util/log.h"
 #include "util/paths.h"
 
@@ -61,7 +62,9 @@ util::Result<linuxjail::PlanInput> plan_input(const cli::Invocation& inv, const 
 
 void print_view(const linuxjail::JailSpec& spec) {
   fmt::print("# filesystem view (in mount order)\n");
-  for (const auto& op : spec.mounts) fmt::print("{:60} # {}\n", linuxjail::describe(op), op.why);
+  // Paths and reasons can come from the project file or a script's first line.
+  for (const auto& op : spec.mounts)
+    fmt::print("{:60} # {}\n", util::printable(linuxjail::describe(op)), util::printable(op.why));
   fmt::print("\n# layers\n");
   fmt::print("namespaces: user (uid {} gid {} mapped to themselves), mount, pid, net (lo only), ipc, uts, cgroup\n",
              spec.uid, spec.gid);
@@ -81,7 +84,7 @@ void print_view(const linuxjail::JailSpec& spec) {
                linuxjail::describe_landlock(spec.landlock.abi));
   else
     fmt::print("landlock: not available on this kernel; the mount view is the only filesystem layer\n");
-  fmt::print("\n# process\ncwd {}\n", spec.cwd);
+  fmt::print("\n# process\ncwd {}\n", util::printable(spec.cwd));
   for (const auto& e : spec.env) fmt::print("env {}\n", e.substr(0, e.find('=')));
 }
 
@@ -189,7 +192,8 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   if (spec->cwd != input->cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec->cwd);
   if (util::verbosity() == util::Verbosity::verbose)
-    for (const auto& op : spec->mounts) util::debug("{}  # {}", linuxjail::describe(op), op.why);
+    for (const auto& op : spec->mounts)
+      util::debug("{}  # {}", util::printable(linuxjail::describe(op)), util::printable(op.why));
   choose_streams(*spec);
   content.write_jail = [spec](JsonWriter& j) {
     write_layers(j, *spec);

@@ -15,6 +15,7 @@
 
 #include "git_worktree.h"
 #include "runtime/program.h"
+#include "util/escape.h"
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/untrusted.h"
@@ -174,7 +175,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   problems.insert(problems.end(), lp.resolved.errors.begin(), lp.resolved.errors.end());
   if (!problems.empty() && inv.mode != cli::Mode::explain) {
     std::string all = "the policy has problems; nothing was run:";
-    for (const auto& d : problems) all += "\n  " + d.str();
+    for (const auto& d : problems) all += "\n  " + util::printable(d.str());  // may quote the project file
     return Error::invalid(all);
   }
   for (const auto& r : lp.resolved.refused)

@@ -11,6 +11,7 @@
 
 #include "util/json.h"
 #include "util/log.h"
+#include "util/untrusted.h"
 
 namespace pj::supervisor {
 
@@ -113,12 +114,11 @@ std::string render_report(const Report::Content& c) {
 }
 
 util::Result<Report> Report::open(const std::string& path) {
-  util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return Error::from_errno(fmt::format("open the report file {}", path), errno);
+  auto fd = util::open_output_file(path, util::OutputMode::replace_content, 0644);
+  if (!fd) return std::move(fd.take_error()).context("--report");
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Error::from_errno(fmt::format("stat the report file {}", path), errno);
-  if (!S_ISREG(st.st_mode)) return Error::invalid(fmt::format("the report file {} is not a regular file", path));
-  return Report(path, std::move(fd), st.st_dev, st.st_ino);
+  if (::fstat(fd->get(), &st) != 0) return Error::from_errno(fmt::format("stat the report file {}", path), errno);
+  return Report(path, std::move(*fd), st.st_dev, st.st_ino);
 }
 
 util::Status Report::write(const Content& c) {
@@ -130,8 +130,8 @@ util::Status Report::write(const Content& c) {
     if (n < 0) return Error::from_errno(fmt::format("write the report {}", path_), errno);
     off += static_cast<size_t>(n);
   }
-  struct stat st;
-  if (::stat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_)
+  struct stat st;  // lstat: a symlink put in its place is a replacement, not followed
+  if (::lstat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_)
     return Error::invalid(fmt::format("{} was replaced during the run; the report went to the file opened at the "
                                       "start (keep reports outside the workspace)",
                                       path_));

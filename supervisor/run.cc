@@ -10,8 +10,10 @@
 #include <cstring>
 #include <thread>
 
+#include "util/escape.h"
 #include "util/log.h"
 #include "util/paths.h"
+#include "util/untrusted.h"
 
 namespace pj::supervisor {
 
@@ -77,8 +79,8 @@ std::string state_dir() {
 
 util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path) {
   if (path) {
-    util::UniqueFd fd(::open(path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd.valid()) return util::Error::from_errno(fmt::format("open the network log {}", *path), errno);
+    auto fd = util::open_output_file(*path, util::OutputMode::append, 0600);
+    if (!fd) return std::move(fd.take_error()).context("--net-log");
     return fd;
   }
   const std::string dir = state_dir();
@@ -89,11 +91,12 @@ util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path
     ::mkdir(partial.c_str(), 0700);
   }
   std::string file = dir + "/network.jsonl";
-  util::UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.valid())
-    util::warn("cannot open the network log {}: {}; decisions go to --report and stderr only", file,
-               std::strerror(errno));
-  return fd;
+  auto fd = util::open_output_file(file, util::OutputMode::append, 0600);
+  if (!fd) {
+    util::warn("cannot open the network log: {}; decisions go to --report and stderr only", fd.error().message());
+    return util::UniqueFd();
+  }
+  return std::move(*fd);
 }
 
 void summarise_refusals(const std::vector<netproxy::Decision>& decisions) {
@@ -102,7 +105,8 @@ void summarise_refusals(const std::vector<netproxy::Decision>& decisions) {
   if (refused == 0) return;
   util::warn("the network filter refused {} connection{}:", refused, refused == 1 ? "" : "s");
   for (const auto& d : decisions)
-    if (!d.allowed) util::warn("  {} {}:{}: {}", d.protocol, d.host, d.port, d.reason);
+    if (!d.allowed)  // host and reason carry the bytes the jail asked for
+      util::warn("  {} {}:{}: {}", d.protocol, util::printable(d.host), d.port, util::printable(d.reason));
 }
 
 void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv) {

@@ -81,6 +81,7 @@ std::string state_dir();
 util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path);
 
 // Unless --quiet: one line per refused connection, at the end of a run.
+// Host names and reasons come from the jail: shown through util::printable.
 void summarise_refusals(const std::vector<netproxy::Decision>& decisions);
 
 // --unsandboxed: announce loudly, then exec the command in place.

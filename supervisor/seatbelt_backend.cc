@@ -12,6 +12,7 @@
 #include "seatbelt/host.h"
 #include "seatbelt/plan.h"
 #include "seatbelt_run.h"
+#include "util/escape.h"
 #include "util/log.h"
 
 namespace pj::supervisor::backend {
@@ -72,7 +73,8 @@ void print_view(const seatbelt::SeatbeltSpec& spec, bool placeholders) {
   fmt::print("# parameters (every path and port the rules name; handed to sandbox-exec with -D)\n");
   for (const auto& p : spec.params) {
     bool port = placeholders && (p.name == "PROXY_HTTP" || p.name == "PROXY_SOCKS");
-    fmt::print("{:12} = {:50} # {}\n", p.name, port ? "localhost:(a free port, chosen at start)" : p.value, p.why);
+    fmt::print("{:12} = {:50} # {}\n", p.name,
+               port ? "localhost:(a free port, chosen at start)" : util::printable(p.value), util::printable(p.why));
   }
   if (placeholders) fmt::print("# TMPDIR (pi-jail.XXXXXX) and the network filter's ports are made when a run starts\n");
   fmt::print("\n# layers\n");
@@ -160,7 +162,8 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   if (spec->cwd != in.request.cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", in.request.cwd, spec->cwd);
   if (util::verbosity() == util::Verbosity::verbose)
-    for (const auto& p : spec->params) util::debug("-D {}={}  # {}", p.name, p.value, p.why);
+    for (const auto& p : spec->params)
+      util::debug("-D {}={}  # {}", p.name, util::printable(p.value), util::printable(p.why));
   const std::string exec = sandbox_exec(inv);
   content.network_filter = fmt::format(
       "proxy on the host's loopback: HTTP 127.0.0.1:{}, SOCKS5 127.0.0.1:{}; the host-loopback ports the policy "

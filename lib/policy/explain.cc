@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "util/escape.h"
 #include "util/json.h"
 
 namespace pj::policy {
@@ -33,15 +34,16 @@ std::vector<FsRow> fs_rows(const Policy& p) {
 std::string explain_text(const ExplainInput& in) {
   std::string out;
   auto line = [&](std::string_view kind, std::string_view what, const Source& src) {
-    out += fmt::format("  {:15} {:45} {}\n", kind, what, src.str());
+    out += fmt::format("  {:15} {:45} {}\n", kind, util::printable(what), util::printable(src.str()));
   };
   out += "layers (in order; later operators add, the project only asks):\n";
   for (const auto& l : in.layers)
-    out += fmt::format("  {:22} {}{}\n", authority_name(l.authority), l.name, l.present ? "" : "  (absent)");
+    out += fmt::format("  {:22} {}{}\n", authority_name(l.authority), util::printable(l.name),
+                       l.present ? "" : "  (absent)");
   if (in.policy) {
     const Policy& p = *in.policy;
     out += fmt::format("\nfilesystem (besides the workspace {} read-write and the built-in scratch mounts):\n",
-                       in.workspace);
+                       util::printable(in.workspace));
     for (const auto& r : fs_rows(p)) line(r.kind, r.path, *r.src);
     out += "\nnetwork (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
            "loopback rules with a port are forwarded):\n";
@@ -60,10 +62,10 @@ std::string explain_text(const ExplainInput& in) {
   if (in.resolved) {
     out += "\nrefused requests:\n";
     if (in.resolved->refused.empty()) out += "  (none)\n";
-    for (const auto& r : in.resolved->refused) out += "  " + r.str() + "\n";
+    for (const auto& r : in.resolved->refused) out += "  " + util::printable(r.str()) + "\n";
     if (!in.resolved->errors.empty()) {
       out += "\nerrors (nothing runs until they are fixed):\n";
-      for (const auto& e : in.resolved->errors) out += "  " + e.str() + "\n";
+      for (const auto& e : in.resolved->errors) out += "  " + util::printable(e.str()) + "\n";
     }
   }
   return out;

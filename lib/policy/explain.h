@@ -24,6 +24,8 @@ struct ExplainInput {
   std::string backend = "linux";  // which jail runs it: "linux" or "macos-seatbelt"
 };
 
+// For people: paths, patterns and messages (which may come from the
+// project file, written by the jail) go through util::printable.
 std::string explain_text(const ExplainInput& in);
 std::string explain_json(const ExplainInput& in);
 

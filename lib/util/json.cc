@@ -2,21 +2,32 @@
 
 #include <fmt/format.h>
 
+#include "escape.h"
+
 namespace pj::util {
 
 std::string json_escape(std::string_view s) {
   std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
+  for (size_t at = 0; at < s.size();) {
+    auto c = decode_utf8(s, at);
+    if (!c) {
+      out += "\\ufffd";  // one U+FFFD per byte that starts no valid character
+      ++at;
+      continue;
+    }
+    switch (c->code) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
+        if (c->code < 0x20 || (c->code >= 0x7f && c->code <= 0x9f))
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c->code));
+        else
+          out.append(s.substr(at, c->length));
     }
+    at += c->length;
   }
   return out + "\"";
 }

@@ -1,6 +1,7 @@
 // A small streaming JSON writer (objects, arrays, strings, numbers,
 // booleans, null), for reports and `--json` output. Strings are escaped
-// per RFC 8259; output is indented for people.
+// per RFC 8259 with json_escape (so any bytes give valid JSON); output is
+// indented for people.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,10 @@ private:
   bool after_key_ = false;
 };
 
+// `s` as a JSON string literal, quotes included, that is valid UTF-8 for
+// any input: control characters (C0, DEL, C1) are escaped (\n, \u001b,
+// \u0085...), each byte that does not start a valid UTF-8 character
+// becomes \ufffd (see decode_utf8), valid multi-byte UTF-8 is kept.
 std::string json_escape(std::string_view s);
 
 }  // namespace pj::util

@@ -11,6 +11,10 @@ enum class Verbosity { quiet, normal, verbose };
 void set_verbosity(Verbosity v);
 Verbosity verbosity();
 
+// Writes "pi-jail: LEVEL: TEXT" and a newline. Each line of `text` goes
+// through printable(), a last guard against control bytes the caller did
+// not escape; a caller must still escape jail-controlled pieces itself,
+// or a newline in them would start a line of its own.
 void emit(std::string_view level, std::string_view text);
 
 // `text` safe for a terminal: control characters (C0, DEL, C1) and bytes

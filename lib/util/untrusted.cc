@@ -31,7 +31,49 @@ NodeType type_of(mode_t mode) {
   return NodeType::other;
 }
 
+// What a node that is not a regular file is, for a message ("a FIFO").
+const char* kind_words(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
+
+// "PATH is a FIFO", with the fix.
+Error not_regular_output(const std::string& path, mode_t mode) {
+  return Error::invalid(fmt::format("{} is {}; only a regular file is written to: give the path of one, or of none "
+                                    "to have it created",
+                                    path, kind_words(mode)));
+}
+
+// The error for an open(2) of `path` that failed with `err`: when
+// something that is not a regular file is there (ELOOP: a symlink; ENXIO:
+// a FIFO without a reader; EISDIR...), say what it is.
+Error output_open_error(const std::string& path, int err) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return not_regular_output(path, st.st_mode);
+  return Error::from_errno(fmt::format("open {} for writing", path), err);
+}
+
 }  // namespace
+
+Result<UniqueFd> open_output_file(const std::string& path, OutputMode mode, mode_t perm) {
+  int flags = O_WRONLY | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC;
+  if (mode == OutputMode::append) flags |= O_APPEND;
+  UniqueFd fd(::open(path.c_str(), flags, perm));
+  if (!fd.valid()) return output_open_error(path, errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Error::from_errno(fmt::format("stat {}", path), errno);
+  if (!S_ISREG(st.st_mode)) return not_regular_output(path, st.st_mode);
+  int fl = ::fcntl(fd.get(), F_GETFL);
+  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0)
+    return Error::from_errno(fmt::format("make {} blocking", path), errno);
+  if (mode == OutputMode::replace_content && ::ftruncate(fd.get(), 0) != 0)
+    return Error::from_errno(fmt::format("empty {}", path), errno);
+  return fd;
+}
 
 Result<UniqueFd> open_dir_beneath(int dirfd, std::string_view rel) {
   UniqueFd cur(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));

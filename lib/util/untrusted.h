@@ -49,4 +49,22 @@ struct NodeInfo {
 };
 Result<NodeInfo> stat_beneath(int dirfd, std::string_view rel);
 
+// How open_output_file treats a regular file already at the path.
+enum class OutputMode {
+  replace_content,  // emptied (a document rewritten whole: --report)
+  append,           // written at its end (a log: --net-log)
+};
+
+// The regular file at the host path `path`, opened for writing (created
+// with `perm` when absent), close-on-exec and blocking again once open.
+// Opening never blocks and never follows a final symlink: it is done with
+// O_NONBLOCK|O_NOFOLLOW and without O_TRUNC, the type is checked with
+// fstat, and only a regular file is kept (and then emptied for
+// replace_content). A FIFO (with or without a reader), a device, a
+// socket, a directory or a symlink at `path` is an error whose message is
+// "PATH is a FIFO" (a device, ...): nothing is written to it and a
+// symlink's target is not touched. Directories on the way are the
+// caller's (an operator's path, not one the jail can write).
+Result<UniqueFd> open_output_file(const std::string& path, OutputMode mode, mode_t perm);
+
 }  // namespace pj::util

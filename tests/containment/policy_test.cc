@@ -133,3 +133,26 @@ TEST_CASE("a symlink where a protected path should be stops the run: it could no
   CHECK(o.err.find(sb.ws + "/.envrc is a symlink") != std::string::npos);
   CHECK_FALSE(exists(flag));
 }
+
+TEST_CASE("what a project file asks for reaches the terminal escaped: refusals, errors and explain") {
+  Sandbox sb;
+  // TOML's \u escapes put ESC and BEL into the values themselves.
+  project_file(sb, "[filesystem]\nwrite = [\"/etc/x\\u001b]0;owned\\u0007\"]\n");
+  auto refused = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/true"}, {"HOME=" + sb.home});
+  CHECK(refused.status == 0);
+  CAPTURE(refused.err);
+  CHECK(refused.err.find("refused project file request") != std::string::npos);
+  CHECK(refused.err.find("/etc/x\\x1b]0;owned\\x07") != std::string::npos);
+  auto explained = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "explain", "-w", sb.ws}, {"HOME=" + sb.home});
+  CAPTURE(explained.out);
+  CHECK(explained.out.find("/etc/x\\x1b]0;owned\\x07") != std::string::npos);
+  project_file(sb, "[network]\nallow = [\"evil\\u001b[2J.example\"]\n");
+  auto bad = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/true"}, {"HOME=" + sb.home});
+  CHECK(bad.status == 125);
+  CAPTURE(bad.err);
+  CHECK(bad.err.find("bad network pattern \"evil\\x1b[2J.example\"") != std::string::npos);
+  for (const auto& text : {refused.err, explained.out, explained.err, bad.err}) {
+    CHECK(text.find('\x1b') == std::string::npos);
+    CHECK(text.find('\x07') == std::string::npos);
+  }
+}

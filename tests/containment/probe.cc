@@ -94,11 +94,45 @@ int do_connect(const char* host, const char* port) {
   return result(r == 0, err);
 }
 
+// "1b0d0a" -> "\x1b\r\n".
+std::string from_hex(const char* hex) {
+  std::string out;
+  for (size_t i = 0; hex[i] && hex[i + 1]; i += 2) out += static_cast<char>(std::stoi(std::string(hex + i, 2), nullptr, 16));
+  return out;
+}
+
+bool send_all(int s, const std::string& bytes) { return ::write(s, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()); }
+
+// A raw SOCKS5 CONNECT to the network filter (127.0.0.1:1080) for the
+// domain name NAME_HEX (any bytes, in hex) and PORT; prints "reply N",
+// N being the filter's reply code (0: succeeded, 2: not allowed).
+int do_socks5(const char* name_hex, const char* port) {
+  std::string name = from_hex(name_hex);
+  if (name.empty() || name.size() > 255) return result(false, EINVAL);
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(1080);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return result(false, errno);
+  unsigned char method[2];
+  if (!send_all(s, std::string("\x05\x01\x00", 3)) || ::read(s, method, 2) != 2) return result(false, EPROTO);
+  uint16_t p = static_cast<uint16_t>(std::atoi(port));
+  std::string req{'\x05', '\x01', '\x00', '\x03', static_cast<char>(name.size())};
+  req += name;
+  req += static_cast<char>(p >> 8);
+  req += static_cast<char>(p & 0xff);
+  unsigned char reply[10];
+  if (!send_all(s, req) || ::read(s, reply, sizeof reply) < 2) return result(false, EPROTO);
+  std::printf("reply %d\n", reply[1]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: pj-probe write|read|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|env|cwd ...\n");
+    std::fprintf(stderr, "usage: pj-probe write|read|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|socks5|env|cwd ...\n");
     return 2;
   }
   std::string cmd = argv[1];
@@ -139,6 +173,7 @@ int main(int argc, char** argv) {
     return result(r == 0, errno);
   }
   if (cmd == "connect" && argc > 3) return do_connect(a, argv[3]);
+  if (cmd == "socks5" && argc > 3) return do_socks5(a, argv[3]);
   if (cmd == "syscall" && argc > 2) {
     // syscall NR [ARG...]: the raw call, numbers in C notation.
     unsigned long long n[7] = {};

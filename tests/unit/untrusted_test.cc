@@ -95,3 +95,54 @@ TEST_CASE("stat_beneath tells a symlink, a directory, a file and absence apart w
   CHECK_FALSE(stat_beneath(root->get(), "link/passwd"));  // never through the link
   CHECK_FALSE(open_dir_beneath(root->get(), "dir/.."));
 }
+
+TEST_CASE("open_output_file: a regular file or none; a FIFO, device, directory or symlink never blocks and is refused") {
+  TempDir t;
+  t.write("doc", "old content\n");
+  t.write("log", "line 1\n");
+  t.write("target", "precious\n");
+  REQUIRE(::mkfifo((t.path + "/fifo").c_str(), 0600) == 0);
+  REQUIRE(::mkfifo((t.path + "/read-fifo").c_str(), 0600) == 0);
+  REQUIRE(::symlink((t.path + "/target").c_str(), (t.path + "/link").c_str()) == 0);
+  REQUIRE(::symlink((t.path + "/made-through-link").c_str(), (t.path + "/dangling").c_str()) == 0);
+  std::filesystem::create_directory(t.path + "/dir");
+  // A FIFO with a reader would accept a non-blocking open: still refused.
+  int reader = ::open((t.path + "/read-fifo").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(reader >= 0);
+
+  auto doc = open_output_file(t.path + "/doc", OutputMode::replace_content, 0644);
+  REQUIRE(doc);
+  CHECK((::fcntl(doc->get(), F_GETFL) & O_NONBLOCK) == 0);
+  CHECK((::fcntl(doc->get(), F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK(std::filesystem::file_size(t.path + "/doc") == 0);
+  auto log = open_output_file(t.path + "/log", OutputMode::append, 0600);
+  REQUIRE(log);
+  CHECK(::write(log->get(), "line 2\n", 7) == 7);
+  std::ifstream in(t.path + "/log");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(all == "line 1\nline 2\n");
+  auto fresh = open_output_file(t.path + "/new", OutputMode::append, 0600);
+  REQUIRE(fresh);
+  CHECK(std::filesystem::is_regular_file(t.path + "/new"));
+
+  struct Case {
+    std::string path, says;
+  } refused[] = {
+      {t.path + "/fifo", "is a FIFO"},      {t.path + "/read-fifo", "is a FIFO"},
+      {"/dev/null", "is a device"},         {t.path + "/dir", "is a directory"},
+      {t.path + "/link", "is a symlink"},   {t.path + "/dangling", "is a symlink"},
+  };
+  for (const auto& c : refused) {
+    CAPTURE(c.path);
+    for (auto mode : {OutputMode::replace_content, OutputMode::append}) {
+      auto r = open_output_file(c.path, mode, 0600);
+      REQUIRE_FALSE(r);
+      CHECK(r.error().message().find(c.path + " " + c.says) != std::string::npos);
+    }
+  }
+  ::close(reader);
+  std::ifstream target(t.path + "/target");
+  std::string kept((std::istreambuf_iterator<char>(target)), std::istreambuf_iterator<char>());
+  CHECK(kept == "precious\n");
+  CHECK_FALSE(std::filesystem::exists(t.path + "/made-through-link"));
+}
