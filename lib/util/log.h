@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "escape.h"
+
 namespace pj::util {
 
 enum class Verbosity { quiet, normal, verbose };
@@ -16,11 +18,6 @@ Verbosity verbosity();
 // not escape; a caller must still escape jail-controlled pieces itself,
 // or a newline in them would start a line of its own.
 void emit(std::string_view level, std::string_view text);
-
-// `text` safe for a terminal: control characters (C0, DEL, C1) and bytes
-// that are not valid UTF-8 become visible \xNN escapes (\n, \r, \t as
-// such), a backslash is doubled. For anything the jail wrote.
-std::string printable(std::string_view text);
 
 template <typename... Args>
 void error(fmt::format_string<Args...> f, Args&&... args) {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -240,7 +241,7 @@ TEST_CASE("guards compare resolved paths: $HOME as a symlink, an agent dir that 
 
 TEST_CASE("directories named like policy variables get the workspace's protections and do not loop") {
   Sandbox sb;
-  for (const std::string& name : {"${pi_agent_dir}", "${workspace}", "${home}"}) {
+  for (const std::string name : {"${pi_agent_dir}", "${workspace}", "${home}"}) {
     CAPTURE(name);
     std::string ws = sb.base + "/" + name;
     std::filesystem::create_directories(ws);
