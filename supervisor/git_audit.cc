@@ -224,7 +224,7 @@ public:
       case Kind::dot_git:
         if (S_ISDIR(mode))
           out_.add(it.rel, before ? "the repository was replaced during the run; everything below is new"
-                                  : "a repository created during the run; what it holds that git runs follows");
+                                  : "a repository created during the run: all it holds is the jail's; what git would run follows");
         else if (S_ISLNK(mode))
           out_.add(it.rel, fmt::format("a symlink to \"{}\" (not followed): git would use the repository it points to",
                                        link_target(it.rel)));
