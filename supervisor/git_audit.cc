@@ -224,7 +224,8 @@ public:
       case Kind::dot_git:
         if (S_ISDIR(mode))
           out_.add(it.rel, before ? "the repository was replaced during the run; everything below is new"
-                                  : "a repository created during the run: all it holds is the jail's; what git would run follows");
+                                  : "a repository created during the run: all it holds is the jail's; what git "
+                                    "would run follows");
         else if (S_ISLNK(mode))
           out_.add(it.rel, fmt::format("a symlink to \"{}\" (not followed): git would use the repository it points to",
                                        link_target(it.rel)));
@@ -350,7 +351,7 @@ Audit audit(std::string_view workspace, const Snapshot& before, const Limits& li
   Collector out(limits);
   auto ws = util::open_dir_nofollow(workspace);
   if (!ws) {
-    out.add(".", fmt::format("the workspace could not be opened for the audit: {}", ws.error().message()));
+    out.add(".", fmt::format("the workspace could not be opened for the audit: {}", escape(ws.error().message())));
     return out.take();
   }
   Walker w(ws->get(), limits);

@@ -336,7 +336,8 @@ TEST_CASE("if the network filter cannot start, sandbox-exec is never run: 125, n
 TEST_CASE("after the run, what the command left in the repository for git to run is listed and reported") {
   Wiring w;
   std::string report = w.box.base + "/report.json";
-  auto o = w.jail({"/bin/sh", "-c", "git init -q . && echo id > .git/hooks/post-merge && chmod +x .git/hooks/post-merge"},
+  auto o = w.jail({"/bin/sh", "-c",
+                   "git init -q . && echo id > .git/hooks/post-merge && chmod +x .git/hooks/post-merge"},
                   {"--report", report});
   INFO(o.err);
   REQUIRE(o.status == 0);
