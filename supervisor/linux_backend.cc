@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "git_audit.h"
 #include "linux_run.h"
 #include "placeholders.h"
 #include "private_dirs.h"
@@ -205,10 +206,13 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = opts.error().message();
     return out;
   }
+  const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_jailed(*spec, *opts);
   holds->release();
   for (const auto& note : copies->finish()) util::warn("{}", note);
   summarise_refusals(result.decisions);
+  content.repository_audit = git_audit::audit(prepared.request.workspace, repository);
+  git_audit::print(content.repository_audit, prepared.request.workspace);
   return result;
 }
 

@@ -109,6 +109,7 @@ std::string render_report(const Report::Content& c) {
   }
   j.end_array();
   j.end_object();
+  git_audit::write_json(j, c.repository_audit);
   j.end_object();
   return j.str();
 }

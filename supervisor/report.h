@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "git_audit.h"
 #include "policy/policy.h"
 #include "run.h"
 #include "util/json.h"
@@ -35,6 +36,9 @@ public:
     std::vector<policy::Refusal> refused;
     std::vector<netproxy::Decision> decisions;
     RunOutcome outcome;
+    // What the jail left in the workspace's repository for the host's
+    // git to run (the backend audits it after the run).
+    git_audit::Audit repository_audit;
   };
 
   util::Status write(const Content& c);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "git_audit.h"
 #include "seatbelt/host.h"
 #include "seatbelt/plan.h"
 #include "seatbelt_run.h"
@@ -177,8 +178,11 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = opts.error().message();
     return out;
   }
+  const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_sandboxed(*spec, exec, std::move(pty), std::move(listeners), *opts);
   summarise_refusals(result.decisions);
+  content.repository_audit = git_audit::audit(prepared.request.workspace, repository);
+  git_audit::print(content.repository_audit, prepared.request.workspace);
   return result;
 }
 

@@ -332,3 +332,17 @@ TEST_CASE("if the network filter cannot start, sandbox-exec is never run: 125, n
   CHECK_FALSE(exists(w.record));
   CHECK_FALSE(exists(ran));
 }
+
+TEST_CASE("after the run, what the command left in the repository for git to run is listed and reported") {
+  Wiring w;
+  std::string report = w.box.base + "/report.json";
+  auto o = w.jail({"/bin/sh", "-c",
+                   "git init -q . && echo id > .git/hooks/post-merge && chmod +x .git/hooks/post-merge"},
+                  {"--report", report});
+  INFO(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(o.err.find("Review them before running git") != std::string::npos);  // with -q too
+  CHECK(o.err.find(".git/hooks/post-merge: a hook, new") != std::string::npos);
+  CHECK(read_file(report).find("\"path\": \".git/hooks/post-merge\"") != std::string::npos);
+  CHECK(validate_report(report) == "");
+}

@@ -1,0 +1,402 @@
+#include "git_audit.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "git_config.h"
+#include "util/log.h"
+#include "util/untrusted.h"
+
+namespace pj::supervisor::git_audit {
+
+namespace {
+
+using git_config::escape;
+using util::UniqueFd;
+
+// What an object is to git, which decides what a change to it means.
+enum class Kind {
+  dot_git,             // the workspace's .git: a directory, or a pointer
+  hooks_dir,           // <git dir>/hooks
+  hook,                // <git dir>/hooks/<name>, not *.sample
+  config,              // <git dir>/config, config.worktree, worktrees/<id>/config.worktree
+  commondir,           // <git dir>/commondir: where config and hooks come from
+  worktree_commondir,  // worktrees/<id>/commondir: "../.." as git worktree add writes it
+  dir_expected,        // a submodule's or worktree's git dir, which must not be a symlink
+};
+
+struct Item {
+  std::string rel;
+  Kind kind;
+  Stamp stamp;
+};
+
+Stamp stamp_of(const struct stat& st) {
+  return Stamp{st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+               st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+}
+
+bool is_dir(const Stamp& s) { return S_ISDIR(s.mode); }
+
+// A directory is the same while it is the same directory (its entries
+// are looked at one by one); anything else must not have changed at all,
+// not even its mode (a hook made executable).
+bool same(const Stamp& a, const Stamp& b) {
+  if (is_dir(a) || is_dir(b)) return is_dir(a) && is_dir(b) && a.dev == b.dev && a.ino == b.ino;
+  return a == b;
+}
+
+std::string type_word(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symlink";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISREG(mode)) return "a file";
+  return "a device or socket";
+}
+
+// At most `n` bytes of `s`, escaped, with how much was left out.
+std::string shown(std::string_view s, size_t n = 160) {
+  if (s.size() <= n) return escape(s);
+  return fmt::format("{}... ({} bytes)", escape(s.substr(0, n)), s.size());
+}
+
+std::string join(const std::string& dir, std::string_view name) { return dir + "/" + std::string(name); }
+
+// Lists what snapshot() and audit() look at, beneath the workspace's
+// directory fd, never through a symlink and within the entry budget.
+class Walker {
+public:
+  Walker(int ws, const Limits& limits) : ws_(ws), limits_(limits) {}
+
+  std::vector<Item> walk() {
+    if (auto st = lstat_at(ws_, ".git")) {
+      items_.push_back({".git", Kind::dot_git, stamp_of(*st)});
+      if (S_ISDIR(st->st_mode)) git_dir(".git", 0);
+    }
+    return std::move(items_);
+  }
+
+  // Where the entry budget ran out; empty when it did not.
+  const std::string& cut_at() const { return cut_at_; }
+
+private:
+  static std::optional<struct stat> lstat_at(int dirfd, std::string_view name) {
+    struct stat st;
+    std::string n(name);
+    if (::fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+    return st;
+  }
+
+  // The sorted names in the directory `rel`, within the budget.
+  std::vector<std::string> list(const std::string& rel) {
+    std::vector<std::string> names;
+    auto dir = util::open_dir_beneath(ws_, rel);
+    if (!dir) return names;
+    int fd = ::dup(dir->get());
+    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+    if (!d) {
+      if (fd >= 0) ::close(fd);
+      return names;
+    }
+    while (const dirent* e = ::readdir(d)) {
+      std::string_view n = e->d_name;
+      if (n == "." || n == "..") continue;
+      if (entries_ >= limits_.entries) {
+        if (cut_at_.empty()) cut_at_ = rel;
+        break;
+      }
+      ++entries_;
+      names.emplace_back(n);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  void add(const UniqueFd& dir, const std::string& rel, std::string_view name, Kind kind) {
+    if (auto st = lstat_at(dir.get(), name)) items_.push_back({join(rel, name), kind, stamp_of(*st)});
+  }
+
+  // A git dir: the workspace's .git or a submodule's .git/modules/<name>.
+  void git_dir(const std::string& rel, int depth) {
+    auto dir = util::open_dir_beneath(ws_, rel);
+    if (!dir) return;
+    add(*dir, rel, "config", Kind::config);
+    add(*dir, rel, "config.worktree", Kind::config);
+    add(*dir, rel, "commondir", Kind::commondir);
+    if (auto st = lstat_at(dir->get(), "hooks")) {
+      items_.push_back({join(rel, "hooks"), Kind::hooks_dir, stamp_of(*st)});
+      if (S_ISDIR(st->st_mode)) hooks(join(rel, "hooks"));
+    }
+    if (auto st = lstat_at(dir->get(), "worktrees"); st && S_ISDIR(st->st_mode)) worktrees(join(rel, "worktrees"));
+    if (auto st = lstat_at(dir->get(), "modules")) {
+      if (!S_ISDIR(st->st_mode)) items_.push_back({join(rel, "modules"), Kind::dir_expected, stamp_of(*st)});
+      else if (depth < limits_.module_depth) modules(join(rel, "modules"), depth + 1);
+    }
+  }
+
+  // Every hook but git init's *.sample files (git runs <name> only).
+  void hooks(const std::string& rel) {
+    auto dir = util::open_dir_beneath(ws_, rel);
+    if (!dir) return;
+    for (const auto& name : list(rel)) {
+      if (name.ends_with(".sample")) continue;
+      auto st = lstat_at(dir->get(), name);
+      if (st && !S_ISDIR(st->st_mode)) items_.push_back({join(rel, name), Kind::hook, stamp_of(*st)});
+    }
+  }
+
+  void worktrees(const std::string& rel) {
+    for (const auto& id : list(rel)) {
+      std::string wt = join(rel, id);
+      auto dir = util::open_dir_beneath(ws_, wt);
+      if (!dir) {
+        if (auto parent = util::open_dir_beneath(ws_, rel)) add(*parent, rel, id, Kind::dir_expected);
+        continue;
+      }
+      add(*dir, wt, "config.worktree", Kind::config);
+      add(*dir, wt, "commondir", Kind::worktree_commondir);
+    }
+  }
+
+  // .git/modules/<name>: a name may hold slashes (a/b), so a directory
+  // that is not a git dir itself is looked into, to a depth.
+  void modules(const std::string& rel, int depth) {
+    auto dir = util::open_dir_beneath(ws_, rel);
+    if (!dir) return;
+    for (const auto& name : list(rel)) {
+      auto st = lstat_at(dir->get(), name);
+      if (!st) continue;
+      std::string sub = join(rel, name);
+      if (!S_ISDIR(st->st_mode)) {
+        items_.push_back({sub, Kind::dir_expected, stamp_of(*st)});
+        continue;
+      }
+      auto inner = util::open_dir_beneath(ws_, sub);
+      if (!inner) continue;
+      bool git = lstat_at(inner->get(), "HEAD") || lstat_at(inner->get(), "config") || lstat_at(inner->get(), "hooks");
+      if (git) git_dir(sub, depth);
+      else if (depth < limits_.module_depth) modules(sub, depth + 1);
+    }
+  }
+
+  int ws_;
+  const Limits& limits_;
+  size_t entries_ = 0;
+  std::string cut_at_;
+  std::vector<Item> items_;
+};
+
+// Findings, bounded: past the limit they are only counted.
+class Collector {
+public:
+  explicit Collector(const Limits& limits) : limits_(limits) {}
+  void add(const std::string& rel, std::string what, int line = 0, std::string key = "") {
+    if (out_.findings.size() >= limits_.findings) {
+      ++out_.unlisted;
+      return;
+    }
+    out_.findings.push_back({escape(rel), line, std::move(key), std::move(what)});
+  }
+  Audit take() { return std::move(out_); }
+
+private:
+  const Limits& limits_;
+  Audit out_;
+};
+
+class Auditor {
+public:
+  Auditor(int ws, const Limits& limits, Collector& out) : ws_(ws), limits_(limits), out_(out) {}
+
+  void examine(const Item& it, const Stamp* before) {
+    const mode_t mode = it.stamp.mode;
+    const char* age = before ? "changed during the run" : "new";
+    switch (it.kind) {
+      case Kind::dot_git:
+        if (S_ISDIR(mode))
+          out_.add(it.rel, before ? "the repository was replaced during the run; everything below is new"
+                                  : "a repository created during the run: all it holds is the jail's; what git "
+                                    "would run follows");
+        else if (S_ISLNK(mode))
+          out_.add(it.rel, fmt::format("a symlink to \"{}\" (not followed): git would use the repository it points to",
+                                       link_target(it.rel)));
+        else if (S_ISREG(mode))
+          out_.add(it.rel, fmt::format("a file (not followed): git would use the repository it names: {}",
+                                       pointer(it)));
+        else
+          out_.add(it.rel, fmt::format("{} where the repository belongs (not opened)", type_word(mode)));
+        return;
+      case Kind::hooks_dir:
+      case Kind::dir_expected:
+        if (S_ISLNK(mode))
+          out_.add(it.rel, fmt::format("a symlink to \"{}\" where git expects a directory (not followed)",
+                                       link_target(it.rel)));
+        else if (!S_ISDIR(mode))
+          out_.add(it.rel, fmt::format("{} where git expects a directory (not opened)", type_word(mode)));
+        return;
+      case Kind::hook:
+        if (S_ISREG(mode))
+          out_.add(it.rel, fmt::format("a hook, {}: git runs it{}", age,
+                                       (mode & 0111) ? "" : " once it is made executable"));
+        else if (S_ISLNK(mode))
+          out_.add(it.rel, fmt::format("a hook, {}: a symlink to \"{}\" (not followed)", age, link_target(it.rel)));
+        else
+          out_.add(it.rel, fmt::format("{} among the hooks, {} (not opened)", type_word(mode), age));
+        return;
+      case Kind::config: config(it, age); return;
+      case Kind::commondir:
+      case Kind::worktree_commondir: {
+        if (!S_ISREG(mode)) {
+          out_.add(it.rel, fmt::format("{}, {}, where git reads a path (not opened)", type_word(mode), age));
+          return;
+        }
+        std::string text;
+        auto where = pointer(it, &text);
+        if (it.kind == Kind::worktree_commondir && (text == "../..\n" || text == "../.."))
+          return;  // what git worktree add writes
+        out_.add(it.rel, fmt::format("{}: git takes config and hooks from {}", age, where));
+        return;
+      }
+    }
+  }
+
+private:
+  std::string link_target(const std::string& rel) {
+    auto slash = rel.rfind('/');
+    std::string dir = slash == std::string::npos ? "" : rel.substr(0, slash);
+    std::string name = rel.substr(slash == std::string::npos ? 0 : slash + 1);
+    auto d = util::open_dir_beneath(ws_, dir);
+    if (!d) return "?";
+    char buf[1024];
+    ssize_t n = ::readlinkat(d->get(), name.c_str(), buf, sizeof buf);
+    if (n < 0) return "?";
+    return shown(std::string_view(buf, static_cast<size_t>(n)));
+  }
+
+  // A small file's content, within the read budget. Returns it quoted and
+  // escaped, or why it was not read; `raw` gets the bytes.
+  std::string pointer(const Item& it, std::string* raw = nullptr) {
+    auto text = read(it, 4096);
+    if (!text) return text.error().message();
+    if (raw) *raw = *text;
+    return fmt::format("\"{}\"", shown(*text));
+  }
+
+  // Read the regular file `it` (re-checked: no symlink, no FIFO, at most
+  // `cap` bytes); on failure, why, for the finding.
+  util::Result<std::string> read(const Item& it, size_t cap) {
+    if (static_cast<size_t>(it.stamp.size) > cap)
+      return util::Error::invalid(fmt::format("{} bytes, over the {}-byte cap (not read)", it.stamp.size, cap));
+    if (files_read_ >= limits_.files_read)
+      return util::Error::invalid(fmt::format("not read: more than {} files to read", limits_.files_read));
+    ++files_read_;
+    auto r = util::read_untrusted_file(ws_, it.rel, cap, escape(it.rel));
+    if (!r) return util::Error::invalid(fmt::format("not read: {}", r.error().message()));
+    if (!*r) return util::Error::invalid("not read: it went away");
+    return std::move(**r);
+  }
+
+  void config(const Item& it, const char* age) {
+    if (!S_ISREG(it.stamp.mode)) {
+      std::string what = fmt::format("{}, {}, where git reads config (not opened)", type_word(it.stamp.mode), age);
+      if (S_ISLNK(it.stamp.mode)) what += fmt::format("; it points to \"{}\"", link_target(it.rel));
+      out_.add(it.rel, what);
+      return;
+    }
+    auto text = read(it, limits_.file_bytes);
+    if (!text) {
+      out_.add(it.rel, fmt::format("config, {}: {}", age, text.error().message()));
+      return;
+    }
+    auto parsed = git_config::parse(*text);
+    for (const auto& e : parsed.entries) {
+      auto why = git_config::command_reason(e);
+      if (why.empty()) continue;
+      std::string value = e.value ? fmt::format("\"{}\"", shown(*e.value)) : "(no value: true)";
+      out_.add(it.rel, fmt::format("{} = {}: {}", escape(e.key()), value, why), e.line, escape(e.key()));
+    }
+    if (parsed.error_line)
+      out_.add(it.rel, fmt::format("not valid git config ({}); git refuses to run with it", parsed.error),
+               parsed.error_line);
+  }
+
+  int ws_;
+  const Limits& limits_;
+  Collector& out_;
+  size_t files_read_ = 0;
+};
+
+}  // namespace
+
+Snapshot snapshot(std::string_view workspace, const Limits& limits) {
+  Snapshot s;
+  auto ws = util::open_dir_nofollow(workspace);
+  if (!ws) return s;
+  Walker w(ws->get(), limits);
+  for (auto& it : w.walk()) s.objects_.emplace(std::move(it.rel), it.stamp);
+  s.taken_ = true;
+  return s;
+}
+
+Audit audit(std::string_view workspace, const Snapshot& before, const Limits& limits) {
+  Collector out(limits);
+  auto ws = util::open_dir_nofollow(workspace);
+  if (!ws) {
+    out.add(".", fmt::format("the workspace could not be opened for the audit: {}", escape(ws.error().message())));
+    return out.take();
+  }
+  Walker w(ws->get(), limits);
+  Auditor auditor(ws->get(), limits, out);
+  for (const auto& it : w.walk()) {
+    auto was = before.objects_.find(it.rel);
+    const Stamp* prior = was == before.objects_.end() ? nullptr : &was->second;
+    if (prior && same(*prior, it.stamp)) continue;
+    auditor.examine(it, prior);
+  }
+  if (!w.cut_at().empty())
+    out.add(w.cut_at(), fmt::format("more than {} directory entries in all: the rest was not examined",
+                                    limits.entries));
+  return out.take();
+}
+
+void print(const Audit& a, std::string_view workspace) {
+  if (a.empty()) return;
+  std::string text = fmt::format(
+      "the repository in {} has new or changed hooks, settings or pointers that the host's git would run or "
+      "follow. Review them before running git there (this is printed even with -q):",
+      escape(workspace));
+  for (const auto& f : a.findings)
+    text += fmt::format("\n  {}{}: {}", f.path, f.line ? fmt::format(":{}", f.line) : "", f.what);
+  if (a.unlisted) text += fmt::format("\n  ... and {} more (not listed)", a.unlisted);
+  util::emit("WARNING", text);
+}
+
+void write_json(util::JsonWriter& j, const Audit& a) {
+  j.key("repository_audit").begin_array();
+  for (const auto& f : a.findings) {
+    j.begin_object();
+    j.field("path", f.path);
+    if (f.line) j.field("line", f.line);
+    if (!f.key.empty()) j.field("key", f.key);
+    j.field("what", f.what);
+    j.end_object();
+  }
+  if (a.unlisted) {
+    j.begin_object();
+    j.field("path", ".git");
+    j.field("what", fmt::format("{} more findings, not listed", a.unlisted));
+    j.end_object();
+  }
+  j.end_array();
+}
+
+}  // namespace pj::supervisor::git_audit
