@@ -72,6 +72,7 @@ std::vector<std::string> paths_to_probe(const PlanInput& in) {
   for (const auto& g : r.grants) out.push_back(g.path);
   for (const auto& d : r.denies) out.push_back(d.path);
   for (const auto& e : r.read_only) out.push_back(e.path);
+  for (const auto& p : r.private_dirs) out.push_back(p.path);
   if (!r.exec_path.empty()) out.push_back(r.exec_path);
   return out;
 }
@@ -102,6 +103,10 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
   add_root(r.workspace, Access::read_write, "workspace", true);
   add_root(in.tmpdir, Access::read_write, "the run's private TMPDIR", true);
   for (const auto& e : r.system) add_root(e.path, Access::read_only, e.why, false);
+  // A private directory (the run's own copy on Linux) has no copy here
+  // yet: it is shown read-only, with its write grants (Pi's sessions/).
+  for (const auto& p : r.private_dirs)
+    add_root(p.path, Access::read_only, p.why + " (read-only: the run's own copy is Linux only)", true);
   for (const auto& g : r.grants) add_root(g.path, g.access, g.why, true);
   if (!r.exec_path.empty()) add_root(r.exec_path, Access::read_only, "the program", true);
 
