@@ -25,6 +25,7 @@ void apply_policy(const policy::Policy& p, Request& r) {
     r.read_only.push_back({e.path, e.src.str(), e.directory ? Node::directory : Node::file});
   for (const auto& e : p.env_pass()) r.env_pass.push_back(e.name);
   for (const auto& e : p.env_set()) r.env_set.emplace_back(e.name, e.value);
+  r.scratch = p.scratch();
 }
 
 std::string symlink_at_protected_path(const PathRule& r) {
