@@ -270,12 +270,13 @@ TEST_CASE("scratch sizes: bytes with K, M, G or T, or 1-100% of RAM; never 0, ne
       {"2G", "2G"},     {"512M", "512M"}, {"512m", "512M"}, {"25%", "25%"},       {"100%", "100%"}, {"1%", "1%"},
       {"1024K", "1M"},  {"8388608", "8M"}, {"1536K", "1536K"}, {"100", "100"},  {"3t", "3T"},
   };
-  for (const auto& [in, out] : good) {
+  for (const auto& c : good) {  // not a structured binding: CAPTURE's lambda takes it
+    const char* in = c.first;
     CAPTURE(in);
     std::string why;
     auto size = parse_memory_size(in, why);
     REQUIRE_MESSAGE(size, why);
-    CHECK(size->str() == out);
+    CHECK(size->str() == c.second);
   }
   for (const char* bad : {"", "0", "0M", "0%", "101%", "-1G", "1.5G", "2 G", " 2G", "2GB", "2GiB", "G", "%", "2P",
                           "99999999999999999999", "9999999999T", "50%%", "0x10"}) {
