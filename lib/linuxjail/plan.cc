@@ -79,7 +79,7 @@ void add_system(const PlanInput& in, const Facts& facts, std::vector<MountOp>& o
 }
 
 // The structural view: the scratch places (all in one tmpfs, see
-// scratch_fs()), /run, /proc and /dev.
+// scratch_fs_options()), /run, /proc and /dev.
 void add_structure(const Facts& facts, std::vector<MountOp>& ops) {
   for (const auto& e : view::scratch_places()) {
     MountOp op = simple_op(MountKind::scratch, e.path, e.dir, e.why);
@@ -111,7 +111,7 @@ void add_structure(const Facts& facts, std::vector<MountOp>& ops) {
 
 // The one scratch tmpfs: `size` is shared by every place bound from it.
 // Its root is never shown (each place is a directory of it).
-std::string scratch_fs(const policy::MemorySize& size) { return fmt::format("size={},mode=0755", size.str()); }
+std::string scratch_fs_options(const policy::MemorySize& size) { return fmt::format("size={},mode=0755", size.str()); }
 
 // The operation that decides what `path` is inside the jail: the mount
 // (bind, tmpfs, mask, ...) closest above it, or nullptr.
@@ -329,7 +329,7 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     if (!problems.empty()) return Error::invalid(problems.front());
   }
   spec.mounts = std::move(ops);
-  spec.scratch_fs = scratch_fs(in.scratch);
+  spec.scratch_fs = scratch_fs_options(in.scratch);
   spec.exec_path = in.exec_path;
   spec.argv = in.argv;
   std::optional<runtime::ProxyEndpoints> proxy;
