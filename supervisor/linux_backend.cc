@@ -63,6 +63,8 @@ util::Result<linuxjail::PlanInput> plan_input(const cli::Invocation& inv, const 
 
 void print_view(const linuxjail::JailSpec& spec) {
   fmt::print("# filesystem view (in mount order)\n");
+  fmt::print("{:60} # {}\n", fmt::format("scratch tmpfs ({})", spec.scratch_fs),
+             "one size for /tmp, /var/tmp and /dev/shm together ([limits] scratch)");
   // Paths and reasons can come from the project file or a script's first line.
   for (const auto& op : spec.mounts)
     fmt::print("{:60} # {}\n", util::printable(linuxjail::describe(op)), util::printable(op.why));
@@ -94,6 +96,7 @@ const char* kind_word(linuxjail::MountKind k) {
   switch (k) {
     case K::bind: return "bind";
     case K::tmpfs: return "tmpfs";
+    case K::scratch: return "scratch";
     case K::proc: return "proc";
     case K::devpts: return "devpts";
     case K::mask: return "mask";
@@ -135,7 +138,8 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
     j.field("path", op.dest);
     if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::symlink)
       j.field("source", op.source);
-    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::tmpfs)
+    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::tmpfs ||
+        op.kind == linuxjail::MountKind::scratch)
       j.field("access", op.access == linuxjail::Access::read_write ? "read-write" : "read-only");
     j.field("why", op.why);
     j.end_object();

@@ -1,8 +1,12 @@
 #include "policy_layers.h"
 
 #include <sys/stat.h>
+#if defined(__linux__)
+#include <sys/sysinfo.h>
+#endif
 
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -36,6 +40,16 @@ policy::Diagnostic problem(std::string where, std::string message) {
   d.where.file = std::move(where);
   d.message = std::move(message);
   return d;
+}
+
+// The host's RAM in bytes (0: unknown), which a "25%" scratch size is a
+// share of. Only Linux needs it: the macOS backend ignores the size.
+std::uint64_t ram_bytes() {
+#if defined(__linux__)
+  struct sysinfo si;
+  if (::sysinfo(&si) == 0) return static_cast<std::uint64_t>(si.totalram) * si.mem_unit;
+#endif
+  return 0;
 }
 
 bool exists(const std::string& p) {
@@ -151,6 +165,7 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
                         (xdg_config && *xdg_config == '/' ? std::string(xdg_config) : home + "/.config") + "/pi-jail"}},
                       real_path,
                       places.worktree};
+  ctx.ram_bytes = ram_bytes();
   lp.resolved = policy::resolve(lp.layers, ctx);
   return lp;
 }

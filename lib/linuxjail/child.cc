@@ -243,6 +243,48 @@ void do_symlink(int root, const ChildMount& m, int op) {
   ::close(dir);
 }
 
+// The jail's one scratch file system, while its places are being bound.
+// open_tree(OPEN_TREE_CLONE) takes a subtree only of a mount attached in
+// the caller's mount namespace (fs/namespace.c __do_loopback() before
+// Linux 6.15 refuses a detached one with EINVAL), so the tmpfs is attached
+// at kScratchStage in the new root first, and detached again by
+// end_scratch() once each place holds its own clone of a directory of it.
+// The clones keep the one superblock, and so the one size, alive.
+constexpr const char* kScratchStage = "/.pi-jail-scratch";
+
+struct Scratch {
+  int stage = -1;  // O_PATH fd of the staged tmpfs root; -1 until first used
+};
+
+void do_scratch(int root, Scratch& s, const char* fs_options, const ChildMount& m, int op) {
+  if (s.stage < 0) {
+    int tree = new_fs("tmpfs", fs_options, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    if (tree < 0) fail(Stage::mount, -tree, op);
+    const ChildMount staged{MountKind::tmpfs, kScratchStage, "", fs_options, 0, Node::directory, false, 0, 0};
+    attach(root, tree, staged, op);
+    s.stage = open_in_root(root, kScratchStage, O_PATH | O_DIRECTORY);
+    if (s.stage < 0) fail(Stage::mount, errno, op);
+  }
+  // mkdirat's mode is masked by the umask: set 1777 explicitly. Nothing
+  // else can reach this private tmpfs, so the name is ours.
+  if (::mkdirat(s.stage, m.source, 0700) != 0) fail(Stage::mount, errno, op);
+  if (::fchmodat(s.stage, m.source, 01777, 0) != 0) fail(Stage::mount, errno, op);
+  int tree = ::open_tree(s.stage, m.source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+  if (tree < 0) fail(Stage::mount, errno, op);
+  set_attrs(tree, m.attrs, 0, Stage::mount, op);
+  attach(root, tree, m, op);
+}
+
+// Detach the staged scratch tmpfs (its places stay) and remove its
+// mountpoint from the root.
+void end_scratch(Scratch& s) {
+  if (s.stage < 0) return;
+  ::close(s.stage);
+  s.stage = -1;
+  if (::umount2(kScratchStage, MNT_DETACH | UMOUNT_NOFOLLOW) != 0) fail(Stage::mount, errno);
+  if (::rmdir(kScratchStage) != 0) fail(Stage::mount, errno);
+}
+
 // Make the mount at m.dest read-only: directly when it is a mount root,
 // else by binding it onto itself first.
 void do_seal(int root, const ChildMount& m, int op) {
@@ -290,12 +332,14 @@ void build_filesystem(const ChildPlan& p) {
   int root = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) fail(Stage::pivot_root, errno);
 
+  Scratch scratch;
   for (size_t i = 0; i < p.mount_count; ++i) {
     const ChildMount& m = p.mounts[i];
     const int op = static_cast<int>(i);
     switch (m.kind) {
       case MountKind::bind: do_bind(root, m, op); break;
       case MountKind::tmpfs: do_new_fs(root, "tmpfs", m, op); break;
+      case MountKind::scratch: do_scratch(root, scratch, p.scratch_fs, m, op); break;
       case MountKind::proc: do_new_fs(root, "proc", m, op); break;
       case MountKind::devpts: do_new_fs(root, "devpts", m, op); break;
       case MountKind::mask: do_mask(root, m, op); break;
@@ -303,6 +347,7 @@ void build_filesystem(const ChildPlan& p) {
       case MountKind::seal: do_seal(root, m, op); break;
     }
   }
+  end_scratch(scratch);
 
   if (::umount2("/oldroot", MNT_DETACH) != 0) fail(Stage::detach_old_root, errno);
   if (::rmdir("/oldroot") != 0) fail(Stage::detach_old_root, errno);

@@ -42,6 +42,7 @@ struct ChildListener {
 struct ChildPlan {
   const ChildMount* mounts;
   size_t mount_count;
+  const char* scratch_fs;  // tmpfs options of the one scratch file system
   const char* exec_path;
   char* const* argv;
   char* const* envp;

@@ -32,7 +32,8 @@ std::vector<LandlockRule> landlock_rules(const std::vector<MountOp>& mounts,
         access = op.access == Access::read_write ? kAll : ll::kRead;
         if (op.devices == Devices::allowed) access = ll::kReadFile | ll::kWriteFile | ll::kIoctlDev;
         break;
-      case MountKind::tmpfs: access = op.access == Access::read_write ? kAll : ll::kRead; break;
+      case MountKind::tmpfs:
+      case MountKind::scratch: access = op.access == Access::read_write ? kAll : ll::kRead; break;
       case MountKind::devpts: access = ll::kReadFile | ll::kWriteFile | ll::kReadDir | ll::kIoctlDev; break;
       case MountKind::proc: access = ll::kReadFile | ll::kReadDir | ll::kWriteFile; break;
       case MountKind::mask:

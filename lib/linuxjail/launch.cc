@@ -85,7 +85,7 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
     listeners_.push_back(cl);
   }
   cap_max_bits();  // libcap reads the kernel's cap count lazily: do it here
-  plan_ = ChildPlan{mounts_.data(), mounts_.size(), spec.exec_path.c_str(), argv_.data(), envp_.data(),
+  plan_ = ChildPlan{mounts_.data(), mounts_.size(), spec.scratch_fs.c_str(), spec.exec_path.c_str(), argv_.data(), envp_.data(),
                     spec.cwd.c_str(), spec.hostname.c_str(), uid_map_.c_str(), gid_map_.c_str(),
                     cap_init(), fds.sync, fds.parent_sync, fds.control, fds.parent_control,
                     spec.terminal.streams == Streams::pty, spec.terminal.pty_fds, spec.terminal.mode,

@@ -78,9 +78,15 @@ void add_system(const PlanInput& in, const Facts& facts, std::vector<MountOp>& o
   }
 }
 
-// The structural view: scratch file systems, /proc and /dev.
+// The structural view: the scratch places (all in one tmpfs, see
+// scratch_fs_options()), /run, /proc and /dev.
 void add_structure(const Facts& facts, std::vector<MountOp>& ops) {
-  for (const auto& e : view::scratch()) {
+  for (const auto& e : view::scratch_places()) {
+    MountOp op = simple_op(MountKind::scratch, e.path, e.dir, e.why);
+    op.access = Access::read_write;
+    ops.push_back(std::move(op));
+  }
+  for (const auto& e : view::private_tmpfs()) {
     MountOp op = simple_op(MountKind::tmpfs, e.path, "", e.why);
     op.options = std::string(e.options);
     op.access = Access::read_write;
@@ -102,6 +108,10 @@ void add_structure(const Facts& facts, std::vector<MountOp>& ops) {
   for (const auto& e : view::dev_links())
     ops.push_back(simple_op(MountKind::symlink, e.path, e.target, e.why));
 }
+
+// The one scratch tmpfs: `size` is shared by every place bound from it.
+// Its root is never shown (each place is a directory of it).
+std::string scratch_fs_options(const policy::MemorySize& size) { return fmt::format("size={},mode=0755", size.str()); }
 
 // The operation that decides what `path` is inside the jail: the mount
 // (bind, tmpfs, mask, ...) closest above it, or nullptr.
@@ -242,6 +252,7 @@ std::string describe(const MountOp& op) {
       if (op.source == op.dest) return fmt::format("bind {} {}", access, op.dest);
       return fmt::format("bind {} {} <- {}", access, op.dest, op.source);
     case MountKind::tmpfs: return fmt::format("tmpfs {} ({})", op.dest, op.options);
+    case MountKind::scratch: return fmt::format("scratch {} <- {}/ (mode=1777)", op.dest, op.source);
     case MountKind::proc: return fmt::format("proc {}", op.dest);
     case MountKind::devpts: return fmt::format("devpts {} ({})", op.dest, op.options);
     case MountKind::mask: return fmt::format("mask {}", op.dest);
@@ -386,6 +397,7 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     if (!problems.empty()) return Error::invalid(problems.front());
   }
   spec.mounts = std::move(ops);
+  spec.scratch_fs = scratch_fs_options(in.scratch);
   spec.exec_path = in.exec_path;
   spec.argv = in.argv;
   std::optional<runtime::ProxyEndpoints> proxy;

@@ -21,6 +21,8 @@ using runtime::Access;
 enum class MountKind {
   bind,        // host `source` (already resolved) at `dest`, file or directory
   tmpfs,       // a fresh tmpfs at `dest` (`options`: size, mode)
+  scratch,     // directory `source` (made mode 1777) of the jail's one scratch
+               // tmpfs (JailSpec::scratch_fs), bound at `dest`
   proc,        // a new procfs for the jail's PID namespace
   devpts,      // a new devpts instance (newinstance, ptmxmode=0666)
   mask,        // an empty read-only directory or file over `dest`
@@ -90,6 +92,10 @@ struct ListenSpec {
 
 struct JailSpec {
   std::vector<MountOp> mounts;       // parents before children; seals last
+  // The tmpfs options ("size=...,mode=...") of the one scratch file system
+  // every MountKind::scratch op takes a directory of: its size is the
+  // budget /tmp, /var/tmp and /dev/shm share. Never attached whole.
+  std::string scratch_fs;
   std::string exec_path;             // absolute host path of the program
   std::vector<std::string> argv;     // argv[0] as the user typed it
   std::vector<std::string> env;      // "NAME=value", already filtered

@@ -4,12 +4,15 @@ namespace pj::linuxjail::view {
 
 namespace {
 
-constexpr TmpfsEntry kScratch[] = {
-    {"/tmp", "size=50%,mode=1777", "private temporary files"},
-    {"/var/tmp", "size=50%,mode=1777", "private temporary files"},
+constexpr ScratchPlace kScratchPlaces[] = {
+    {"/tmp", "tmp", "private temporary files (the shared scratch budget)"},
+    {"/var/tmp", "var-tmp", "private temporary files (the shared scratch budget)"},
+    {"/dev/shm", "shm", "private shared memory (the shared scratch budget)"},
+};
+
+constexpr TmpfsEntry kPrivateTmpfs[] = {
     {"/run", "size=16m,mode=0755", "private runtime directory, empty"},
     {"/dev", "size=64k,mode=0755", "minimal device directory (sealed read-only)"},
-    {"/dev/shm", "size=50%,mode=1777", "private shared memory"},
 };
 
 constexpr Entry kDevices[] = {
@@ -35,7 +38,8 @@ constexpr Entry kProcReadOnly[] = {
 
 }  // namespace
 
-std::span<const TmpfsEntry> scratch() { return kScratch; }
+std::span<const ScratchPlace> scratch_places() { return kScratchPlaces; }
+std::span<const TmpfsEntry> private_tmpfs() { return kPrivateTmpfs; }
 std::span<const Entry> devices() { return kDevices; }
 std::span<const LinkEntry> dev_links() { return kDevLinks; }
 std::span<const Entry> proc_read_only() { return kProcReadOnly; }

@@ -25,8 +25,17 @@ struct LinkEntry {
   std::string_view why;
 };
 
-// Private scratch file systems.
-std::span<const TmpfsEntry> scratch();
+struct ScratchPlace {
+  std::string_view path;  // where it is bound in the jail
+  std::string_view dir;   // its directory in the one scratch tmpfs
+  std::string_view why;
+};
+
+// Private structural file systems (/run, /dev), each its own small tmpfs.
+std::span<const TmpfsEntry> private_tmpfs();
+// The places of the one scratch tmpfs: what is written in any of them
+// counts against the same size ([limits] scratch).
+std::span<const ScratchPlace> scratch_places();
 // Host device nodes bound into the jail's /dev.
 std::span<const Entry> devices();
 std::span<const LinkEntry> dev_links();

@@ -29,6 +29,18 @@ std::vector<FsRow> fs_rows(const Policy& p) {
   return rows;
 }
 
+// Where the scratch budget applies: the Linux jail's one tmpfs. The
+// Seatbelt jail's TMPDIR is a directory on the host disk; the key means
+// nothing there.
+bool scratch_enforced(const ExplainInput& in) { return in.backend == "linux"; }
+
+std::string scratch_words(const ExplainInput& in, const MemorySize& size) {
+  std::string s = size.str();
+  if (size.unit == MemorySize::Unit::percent_of_ram) s += " of RAM";
+  if (!scratch_enforced(in)) s += " (no effect on macOS: TMPDIR is a private directory on the host disk)";
+  return s;
+}
+
 }  // namespace
 
 std::string explain_text(const ExplainInput& in) {
@@ -58,6 +70,9 @@ std::string explain_text(const ExplainInput& in) {
     line("ptrace", p.ptrace_allowed() ? "ALLOWED (unsafe_allow_ptrace)" : "denied", p.ptrace_src());
     line("nested-userns", p.nested_userns_allowed() ? "ALLOWED (unsafe_nested_user_namespaces)" : "denied",
          p.nested_userns_src());
+    out += scratch_enforced(in) ? "\nscratch (one tmpfs for /tmp, /var/tmp and /dev/shm together):\n"
+                                : "\nscratch:\n";
+    line("size", scratch_words(in, p.scratch()), p.scratch_src());
   }
   if (in.resolved) {
     out += "\nrefused requests:\n";
@@ -141,6 +156,15 @@ std::string explain_json(const ExplainInput& in) {
     j.field("landlock", p.landlock() == LandlockUse::required ? "required" : "if-available");
     j.field("ptrace", p.ptrace_allowed() ? "allowed" : "denied");
     j.field("nested_user_namespaces", p.nested_userns_allowed() ? "allowed" : "denied");
+    j.end_object();
+    j.key("scratch").begin_object();
+    j.field("size", p.scratch().str());
+    j.field("enforced", scratch_enforced(in));
+    j.key("places").begin_array();
+    if (scratch_enforced(in))
+      for (const char* place : {"/tmp", "/var/tmp", "/dev/shm"}) j.value(place);
+    j.end_array();
+    src(p.scratch_src());
     j.end_object();
   }
   j.key("refused").begin_array();

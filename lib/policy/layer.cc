@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <iterator>
 #include <tuple>
 #include <cstring>
 #include <fstream>
@@ -25,7 +27,7 @@ const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"filesystem", {"system", "read", "write", "deny", "read_only", "private", "write_back"}},
     {"network", {"allow", "deny"}},
     {"env", {"pass", "set"}},
-    {"limits", {"read", "write", "network", "env"}},
+    {"limits", {"read", "write", "network", "env", "scratch"}},
     {"hardening", {"landlock", "unsafe_allow_ptrace", "unsafe_nested_user_namespaces"}},
     {"policy", {"on_excess"}},
 };
@@ -83,6 +85,21 @@ public:
     return Flag{*n.value<bool>(), at(n)};
   }
 
+  std::optional<SizeSetting> memory_size(const toml::node& n, std::string_view where) {
+    auto s = n.value<std::string>();
+    if (!n.is_string() || !s) {
+      error(n, fmt::format("{} must be a string (\"2G\", \"512M\", \"25%\")", where));
+      return std::nullopt;
+    }
+    std::string why;
+    auto size = parse_memory_size(*s, why);
+    if (!size) {
+      error(n, fmt::format("{} \"{}\": {}", where, *s, why));
+      return std::nullopt;
+    }
+    return SizeSetting{*size, at(n)};
+  }
+
   void network_patterns(std::vector<Entry>& entries) {
     for (auto& e : entries) {
       std::string why;
@@ -134,6 +151,10 @@ public:
       } else if (name == "limits") {
         if (!l.limits) l.limits = Limits{};
         l.limits->src = at(t);
+        if (key == "scratch") {
+          l.limits->scratch = memory_size(v, where);
+          continue;
+        }
         auto list = strings(v, where);
         if (key == "network") network_patterns(list);
         if (key == "env")
@@ -242,6 +263,56 @@ Loaded load_file(const std::string& path, Authority authority, Presence presence
   std::stringstream ss;
   ss << in.rdbuf();
   return load_layer(ss.str(), path, authority);
+}
+
+std::string MemorySize::str() const {
+  if (unit == Unit::percent_of_ram) return fmt::format("{}%", value);
+  static constexpr const char* kUnits[] = {"", "K", "M", "G", "T"};
+  std::uint64_t v = value;
+  size_t u = 0;
+  while (u + 1 < std::size(kUnits) && v % 1024 == 0) v /= 1024, ++u;
+  return fmt::format("{}{}", v, kUnits[u]);
+}
+
+std::optional<std::uint64_t> MemorySize::bytes(std::uint64_t ram) const {
+  if (unit == Unit::bytes) return value;
+  if (ram == 0) return std::nullopt;
+  return ram / 100 * value + ram % 100 * value / 100;  // no overflow for value <= 100
+}
+
+std::optional<MemorySize> parse_memory_size(std::string_view text, std::string& error) {
+  const std::string_view usage = "expected a size such as \"2G\", \"512M\" or \"25%\" (of RAM)";
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string_view suffix = text.substr(digits);
+  if (digits == 0 || suffix.size() > 1) return error = usage, std::nullopt;
+  std::uint64_t n = 0;
+  for (char c : text.substr(0, digits)) {
+    if (n > (UINT64_MAX - 9) / 10) return error = "too large", std::nullopt;
+    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (n == 0) return error = "0 would be no limit at all for a tmpfs; give a size", std::nullopt;
+  MemorySize out;
+  if (suffix == "%") {
+    if (n > 100) return error = "a share of RAM goes from 1% to 100%", std::nullopt;
+    out.value = n;
+    out.unit = MemorySize::Unit::percent_of_ram;
+    return out;
+  }
+  int shift = 0;
+  if (!suffix.empty()) {
+    switch (suffix[0]) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      case 't': case 'T': shift = 40; break;
+      default: return error = usage, std::nullopt;
+    }
+  }
+  if (n > (UINT64_MAX >> shift) >> 1) return error = "too large", std::nullopt;  // stays below 2^63
+  out.value = n << shift;
+  out.unit = MemorySize::Unit::bytes;
+  return out;
 }
 
 std::string NetPattern::str() const {

@@ -4,8 +4,10 @@
 // judges nothing: resolve() does.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pj::policy {
@@ -47,9 +49,36 @@ struct Flag {
   Source src;
 };
 
-// Each limit key is either absent (no bound from this layer) or a list.
+// A size of memory-backed space (tmpfs `size=`): bytes, or a share of
+// the host's RAM at the time the file system is made. Never 0 (tmpfs
+// would take 0 as "no limit").
+struct MemorySize {
+  enum class Unit { bytes, percent_of_ram };
+  std::uint64_t value = 50;  // bytes (>= 1), or 1..100 percent
+  Unit unit = Unit::percent_of_ram;
+  // The tmpfs spelling: "25%", or bytes in the largest binary unit that
+  // divides them exactly ("8M", "1536K", "100").
+  std::string str() const;
+  // In bytes on a host with `ram` bytes of RAM; nullopt for a share of
+  // RAM when `ram` is 0 (unknown).
+  std::optional<std::uint64_t> bytes(std::uint64_t ram) const;
+};
+
+// "SIZE": digits with an optional binary unit K, M, G or T (either case),
+// or "N%" of RAM with N from 1 to 100. Returns the size or an error message.
+std::optional<MemorySize> parse_memory_size(std::string_view text, std::string& error);
+
+struct SizeSetting {
+  MemorySize size;
+  Source src;
+};
+
+// Each list key is either absent (no bound from this layer) or a list;
+// `scratch` is the size of the jail's one scratch file system (/tmp,
+// /var/tmp and /dev/shm together).
 struct Limits {
   std::optional<std::vector<Entry>> read, write, network, env;
+  std::optional<SizeSetting> scratch;
   Source src;  // the [limits] table
 };
 

@@ -4,6 +4,7 @@
 // entry keeps the source that caused it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -58,6 +59,10 @@ public:
   const Source& ptrace_src() const { return ptrace_.src; }
   bool nested_userns_allowed() const { return nested_userns_.value; }
   const Source& nested_userns_src() const { return nested_userns_.src; }
+  // The size of the jail's one scratch file system, which /tmp, /var/tmp
+  // and /dev/shm share (`[limits] scratch`; default half the RAM).
+  const MemorySize& scratch() const { return scratch_.size; }
+  const Source& scratch_src() const { return scratch_.src; }
 
 private:
   Policy() = default;
@@ -74,6 +79,7 @@ private:
   Source landlock_src_{"default", 0, 0};
   Flag ptrace_{false, {"default", 0, 0}};
   Flag nested_userns_{false, {"default", 0, 0}};
+  SizeSetting scratch_{MemorySize{50, MemorySize::Unit::percent_of_ram}, {"default", 0, 0}};
 };
 
 // A request that was not applied, and why.
@@ -109,6 +115,9 @@ struct Context {
   std::function<std::optional<std::string>(const std::string&)> realpath;
   // A checked git worktree (nullopt: none, or not a valid one).
   std::optional<Worktree> worktree;
+  // The host's RAM in bytes, to compare a share of RAM with a size
+  // (`[limits] scratch` of the user against the system's); 0: unknown.
+  std::uint64_t ram_bytes = 0;
 };
 
 struct Resolved {

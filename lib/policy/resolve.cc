@@ -35,6 +35,15 @@ bool net_covers(const NetPattern& l, const NetPattern& r) {
   return r.port == l.port;
 }
 
+// Is `inner` at most `outer`? nullopt when a share of RAM meets a size
+// and the RAM is unknown.
+std::optional<bool> size_within(const MemorySize& inner, const MemorySize& outer, std::uint64_t ram) {
+  if (inner.unit == outer.unit) return inner.value <= outer.value;
+  auto i = inner.bytes(ram), o = outer.bytes(ram);
+  if (!i || !o) return std::nullopt;
+  return *i <= *o;
+}
+
 bool env_covers(std::string_view l, std::string_view r) {
   bool lg = l.ends_with("*"), rg = r.ends_with("*");
   if (!lg) return !rg && l == r;
@@ -59,6 +68,7 @@ struct Resolver {
     Bound read, write, network, env;
   };
   Bounds system_bounds;   // bound user, command line and project
+  std::optional<SizeSetting> system_scratch;  // bounds the user's
   Bounds project_bounds;  // bound the project
 
   explicit Resolver(const Context& c) : ctx(c) {}
@@ -161,6 +171,25 @@ struct Resolver {
     take(l.limits->env, b.env, within ? &within->env : nullptr, "env", false, false);
   }
 
+  // `[limits] scratch` of an operator layer: the profile's and the system
+  // file's are taken; the user file's only within the system file's.
+  void scratch_limit(const Layer& l) {
+    if (!l.limits || !l.limits->scratch) return;
+    const SizeSetting& s = *l.limits->scratch;
+    if (l.authority == Authority::user && system_scratch) {
+      auto ok = size_within(s.size, system_scratch->size, ctx.ram_bytes);
+      if (!ok || !*ok) {
+        refuse(s.src, fmt::format("limits.scratch {}", s.size.str()),
+               ok ? "larger than the system operator's limit"
+                  : "cannot be compared with the system operator's limit (the host's RAM is unknown)",
+               system_scratch->src);
+        return;
+      }
+    }
+    if (l.authority == Authority::system) system_scratch = s;
+    pol.scratch_ = s;
+  }
+
   bool covered(const Entry& x, const Bound& b, bool paths, bool network) {
     for (const auto& l : b.entries) {
       if (paths && path_within(x.text, l.text)) return true;
@@ -242,6 +271,7 @@ struct Resolver {
   }
 
   void operator_layer(const Layer& l) {
+    scratch_limit(l);
     const bool bounded = l.authority == Authority::user || l.authority == Authority::command_line;
     const Bounds* b = bounded ? &system_bounds : nullptr;
     for (const auto& e : l.system) {

@@ -27,6 +27,7 @@ void apply_policy(const policy::Policy& p, Request& r) {
   for (const auto& e : p.write_back()) r.write_back.push_back({e.path, e.src.str(), Node::file});
   for (const auto& e : p.env_pass()) r.env_pass.push_back(e.name);
   for (const auto& e : p.env_set()) r.env_set.emplace_back(e.name, e.value);
+  r.scratch = p.scratch();
 }
 
 std::string symlink_at_protected_path(const PathRule& r) {

@@ -70,10 +70,14 @@ struct Request {
   std::vector<std::string> argv;
   // Host-loopback services the policy names with a port: (address, port).
   std::vector<std::pair<std::string, int>> forwards;
+  // The size of the one scratch file system /tmp, /var/tmp and /dev/shm
+  // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
+  policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};
 };
 
 // The resolved policy's lists into `r` (system, grants, masks, read-only
-// marks, environment), each entry keeping its source as the reason.
+// marks, environment), each entry keeping its source as the reason, and
+// its scratch size.
 void apply_policy(const policy::Policy& p, Request& r);
 
 // The problem to report when a path that must stay read-only is a symlink

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
+#include <sstream>
 
 #include "harness.h"
 
@@ -49,6 +51,82 @@ TEST_CASE("/tmp is private both ways") {
   auto w = sb.probe({"write", inside});
   CHECK(trim(w.out) == "ok");
   CHECK_FALSE(exists(inside));
+}
+
+namespace {
+
+struct ScratchPlace {
+  std::string fsid;
+  unsigned long long bytes = 0;
+  std::string mode;
+};
+
+// The probe's "statfs" lines: "PATH fsid=H:L blocks=N bsize=N mode=OOOO".
+std::map<std::string, ScratchPlace> scratch_places(const std::string& out) {
+  std::map<std::string, ScratchPlace> places;
+  std::istringstream in(out);
+  std::string path, fsid, blocks, bsize, mode;
+  while (in >> path >> fsid >> blocks >> bsize >> mode) {
+    if (!fsid.starts_with("fsid=") || !blocks.starts_with("blocks=") || !bsize.starts_with("bsize=")) continue;
+    places[path] = {fsid.substr(5), std::stoull(blocks.substr(7)) * std::stoull(bsize.substr(6)), mode.substr(5)};
+  }
+  return places;
+}
+
+}  // namespace
+
+TEST_CASE("/tmp, /var/tmp and /dev/shm are one tmpfs of at most half the RAM, each place mode 1777") {
+  Sandbox sb;
+  auto o = sb.probe({"statfs", "/tmp", "/var/tmp", "/dev/shm"});
+  CAPTURE(o.out);
+  CAPTURE(o.err);
+  auto places = scratch_places(o.out);
+  REQUIRE(places.size() == 3);
+  const unsigned long long half_ram =
+      static_cast<unsigned long long>(::sysconf(_SC_PHYS_PAGES)) * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE)) / 2;
+  for (const auto& [path, p] : places) {
+    CAPTURE(path);
+    CHECK(p.fsid == places["/tmp"].fsid);
+    CHECK(p.mode == "1777");
+    CHECK(p.bytes > 0);
+    CHECK(p.bytes <= half_ram + 4096);
+  }
+}
+
+TEST_CASE("[limits] scratch is one budget: 6 MiB fits in each place alone, not in two of an 8 MiB budget") {
+  Sandbox sb;
+  std::string config = sb.base + "/operator.toml";
+  write_file(config, "[limits]\nscratch = \"8M\"\n");
+  const std::vector<std::string> cfg{"--config", config};
+  const std::string six_mib = std::to_string(6 << 20);
+
+  auto st = sb.probe({"statfs", "/tmp", "/var/tmp", "/dev/shm"}, cfg);
+  CAPTURE(st.out);
+  CAPTURE(st.err);
+  auto places = scratch_places(st.out);
+  REQUIRE(places.size() == 3);
+  for (const auto& [path, p] : places) {
+    CAPTURE(path);
+    CHECK(p.fsid == places["/tmp"].fsid);
+    CHECK(p.bytes == 8u << 20);
+    CHECK(p.mode == "1777");
+  }
+
+  for (const char* place : {"/tmp", "/var/tmp", "/dev/shm"}) {
+    CAPTURE(place);
+    auto alone = sb.probe({"fill", std::string(place) + "/big", six_mib}, cfg);
+    CAPTURE(alone.err);
+    CHECK(alone.out == "ok\n");
+  }
+  for (const auto& [first, second] : {std::pair{"/tmp", "/dev/shm"}, std::pair{"/tmp", "/var/tmp"},
+                                      std::pair{"/var/tmp", "/dev/shm"}}) {
+    CAPTURE(first);
+    CAPTURE(second);
+    auto both = sb.probe({"fill", std::string(first) + "/big", six_mib, std::string(second) + "/big", six_mib}, cfg);
+    CAPTURE(both.err);
+    CHECK(both.out == "ok\nENOSPC\n");
+    CHECK(both.status == 1);
+  }
 }
 
 TEST_CASE("secrets in $HOME, /root and /etc/shadow cannot be read") {

@@ -10,9 +10,12 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +56,46 @@ int do_read(const char* path) {
   ::close(fd);
   if (n < 0) return result(false, err);
   std::printf("ok %zd\n", n);
+  return 0;
+}
+
+// fill PATH BYTES [PATH BYTES ...]: create each file in turn and write
+// BYTES zero bytes to it (files are kept, so each later write counts the
+// earlier ones); one line per file: "ok" or the errno name of the first
+// failed open/write/fsync.
+int do_fill(int argc, char** argv) {
+  int failures = 0;
+  static char block[1 << 16];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    long long want = std::atoll(argv[i + 1]);
+    int fd = ::open(argv[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int err = fd < 0 ? errno : 0;
+    for (long long done = 0; err == 0 && done < want;) {
+      size_t chunk = static_cast<size_t>(std::min<long long>(sizeof block, want - done));
+      ssize_t n = ::write(fd, block, chunk);
+      if (n <= 0) err = n < 0 ? errno : EIO;
+      else done += n;
+    }
+    if (fd >= 0) ::close(fd);
+    failures += result(err == 0, err);
+  }
+  return failures ? 1 : 0;
+}
+
+// statfs PATH...: one line per path: "PATH fsid=H:L blocks=N bsize=N
+// mode=OOOO" (mode of the path itself), or "PATH ERRNAME".
+int do_statfs(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i) {
+    struct statfs fs;
+    struct stat st;
+    if (::statfs(argv[i], &fs) != 0 || ::stat(argv[i], &st) != 0) {
+      std::printf("%s %s\n", argv[i], strerrorname_np(errno));
+      continue;
+    }
+    std::printf("%s fsid=%x:%x blocks=%llu bsize=%ld mode=%04o\n", argv[i], fs.f_fsid.__val[0], fs.f_fsid.__val[1],
+                static_cast<unsigned long long>(fs.f_blocks), static_cast<long>(fs.f_bsize),
+                static_cast<unsigned>(st.st_mode & 07777));
+  }
   return 0;
 }
 
@@ -132,13 +175,15 @@ int do_socks5(const char* name_hex, const char* port) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: pj-probe write|read|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|socks5|env|cwd ...\n");
+    std::fprintf(stderr, "usage: pj-probe write|read|fill|statfs|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|socks5|env|cwd ...\n");
     return 2;
   }
   std::string cmd = argv[1];
   const char* a = argc > 2 ? argv[2] : "";
   if (cmd == "write") return do_write(a);
   if (cmd == "read") return do_read(a);
+  if (cmd == "fill") return do_fill(argc, argv);
+  if (cmd == "statfs") return do_statfs(argc, argv);
   long r = -1;
   if (cmd == "mount-tmpfs") {
     r = ::mount("tmpfs", a, "tmpfs", 0, nullptr);

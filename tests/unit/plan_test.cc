@@ -76,6 +76,7 @@ PlanInput debian_input() {
 
 std::string render(const JailSpec& spec) {
   std::ostringstream out;
+  out << "scratch-fs tmpfs (" << spec.scratch_fs << ")\n";
   for (const auto& op : spec.mounts) out << describe(op) << "\n";
   out << "cwd " << spec.cwd << "\n";
   for (const auto& e : spec.env) out << "env " << e << "\n";
@@ -276,4 +277,32 @@ TEST_CASE("Landlock: required without kernel support stops the run; available me
   }
   CHECK(workspace_rw);
   CHECK(usr_ro);
+}
+
+TEST_CASE("/tmp, /var/tmp and /dev/shm are directories of one scratch tmpfs of the policy's size") {
+  PlanInput in = debian_input();
+  in.scratch = {8u << 20, pj::policy::MemorySize::Unit::bytes};
+  auto spec = plan(in, debian_host());
+  REQUIRE(spec.ok());
+  CHECK(spec->scratch_fs == "size=8M,mode=0755");
+  std::vector<std::pair<std::string, std::string>> places;
+  for (const auto& op : spec->mounts) {
+    CHECK_FALSE((op.kind == MountKind::tmpfs && (op.dest == "/tmp" || op.dest == "/var/tmp" || op.dest == "/dev/shm")));
+    if (op.kind != MountKind::scratch) continue;
+    CHECK(op.access == Access::read_write);
+    CHECK(op.devices == Devices::denied);
+    places.emplace_back(op.dest, op.source);
+  }
+  CHECK(places == std::vector<std::pair<std::string, std::string>>{
+                      {"/tmp", "tmp"}, {"/var/tmp", "var-tmp"}, {"/dev/shm", "shm"}});
+  // Landlock lets the jail use each place fully.
+  in.landlock_abi = 3;
+  auto with_landlock = plan(in, debian_host());
+  REQUIRE(with_landlock.ok());
+  int rules = 0;
+  for (const auto& r : with_landlock->landlock.rules)
+    if (r.path == "/tmp" || r.path == "/var/tmp" || r.path == "/dev/shm") rules += r.access == ~0ULL;
+  CHECK(rules == 3);
+  // The default: half the RAM, for all three together.
+  CHECK(plan(debian_input(), debian_host())->scratch_fs == "size=50%,mode=0755");
 }

@@ -240,6 +240,10 @@ TEST_CASE("malformed files: every problem, each with file:line:column, never a c
       {"several at once", "[filesystem]\nbogus = 1\nread = 2\n[network]\nallow = [\"\"]\n",
        {"f.toml:2:1: unknown key", "f.toml:3:8:", "f.toml:5:10: network.allow: empty string"}},
       {"deep nesting", std::string(10000, '[') + std::string(10000, ']'), {"f.toml:1:"}},
+      {"scratch not a string", "[limits]\nscratch = 8\n", {"f.toml:2:11: limits.scratch must be a string"}},
+      {"bad scratch sizes", "[limits]\nscratch = \"lots\"\n",
+       {"f.toml:2:11: limits.scratch \"lots\": "}},
+      {"scratch of zero", "[limits]\nscratch = \"0M\"\n", {"f.toml:2:11: limits.scratch \"0M\": 0 "}},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -250,6 +254,115 @@ TEST_CASE("malformed files: every problem, each with file:line:column, never a c
       CHECK(loaded.errors[i].str().find(c.want[i]) != std::string::npos);
     }
   }
+}
+
+TEST_CASE("[limits] scratch loads from an operator file") {
+  for (const char* size : {"2G", "512M", "25%", "100%", "65536", "64k"}) {
+    CAPTURE(size);
+    auto loaded = load_layer(std::string("[limits]\nscratch = \"") + size + "\"\n", "policy.toml", Authority::system);
+    for (const auto& e : loaded.errors) FAIL_CHECK(e.str());
+    REQUIRE(loaded.layer.limits);
+  }
+}
+
+TEST_CASE("scratch sizes: bytes with K, M, G or T, or 1-100% of RAM; never 0, never ambiguous") {
+  const std::pair<const char*, const char*> good[] = {
+      {"2G", "2G"},     {"512M", "512M"}, {"512m", "512M"}, {"25%", "25%"},       {"100%", "100%"}, {"1%", "1%"},
+      {"1024K", "1M"},  {"8388608", "8M"}, {"1536K", "1536K"}, {"100", "100"},  {"3t", "3T"},
+  };
+  for (const auto& c : good) {  // not a structured binding: CAPTURE's lambda takes it
+    const char* in = c.first;
+    CAPTURE(in);
+    std::string why;
+    auto size = parse_memory_size(in, why);
+    REQUIRE_MESSAGE(size, why);
+    CHECK(size->str() == c.second);
+  }
+  for (const char* bad : {"", "0", "0M", "0%", "101%", "-1G", "1.5G", "2 G", " 2G", "2GB", "2GiB", "G", "%", "2P",
+                          "99999999999999999999", "9999999999T", "50%%", "0x10"}) {
+    CAPTURE(bad);
+    std::string why;
+    CHECK_FALSE(parse_memory_size(bad, why));
+    CHECK_FALSE(why.empty());
+  }
+  std::string why;
+  CHECK(parse_memory_size("25%", why)->bytes(16ULL << 30) == 4ULL << 30);
+  CHECK_FALSE(parse_memory_size("25%", why)->bytes(0));
+  CHECK(parse_memory_size("2G", why)->bytes(0) == 2ULL << 30);
+}
+
+TEST_CASE("[limits] scratch: half the RAM by default; the system file sets it; the user only within it; "
+          "a project never") {
+  auto scratch_of = [](const Resolved& r) { return r.policy ? r.policy->scratch().str() : "(no policy)"; };
+  Resolved none = resolve_with("");
+  REQUIRE(none.policy);
+  CHECK(scratch_of(none) == "50%");
+  CHECK(none.policy->scratch_src().str() == "default");
+
+  Resolved sys = resolve_with("", "", "[limits]\nscratch = \"2G\"\n");
+  CHECK(scratch_of(sys) == "2G");
+  CHECK(sys.policy->scratch_src().str() == "/etc/pi-jail/policy.toml:2:11");
+  CHECK(sys.refused.empty());
+
+  Resolved smaller = resolve_with("", "[limits]\nscratch = \"512M\"\n", "[limits]\nscratch = \"2G\"\n");
+  CHECK(scratch_of(smaller) == "512M");
+  CHECK(smaller.policy->scratch_src().str() == "user.toml:2:11");
+  CHECK(smaller.refused.empty());
+
+  Resolved larger = resolve_with("", "[limits]\nscratch = \"4G\"\n", "[limits]\nscratch = \"2G\"\n");
+  CHECK(scratch_of(larger) == "2G");
+  REQUIRE(larger.refused.size() == 1);
+  CHECK(larger.refused[0].str() ==
+        "user.toml:2:11: limits.scratch 4G: larger than the system operator's limit (limit: /etc/pi-jail/policy.toml:2:11)");
+  CHECK(larger.refused[0].by == Authority::user);
+
+  // A share of RAM against a size: compared through the host's RAM, or
+  // refused when it is unknown.
+  static FakeFs fs = host();
+  auto with_ram = [&](std::uint64_t ram) {
+    auto ctx = context(fs);
+    ctx.ram_bytes = ram;
+    return resolve({layer("[limits]\nscratch = \"2G\"\n", "/etc/pi-jail/policy.toml", Authority::system),
+                    layer("[limits]\nscratch = \"25%\"\n", "user.toml", Authority::user)},
+                   ctx);
+  };
+  CHECK(scratch_of(with_ram(4ULL << 30)) == "25%");   // 1 GiB
+  CHECK(scratch_of(with_ram(16ULL << 30)) == "2G");   // 4 GiB: refused
+  Resolved unknown = with_ram(0);
+  CHECK(scratch_of(unknown) == "2G");
+  REQUIRE(unknown.refused.size() == 1);
+  CHECK(unknown.refused[0].reason.find("RAM is unknown") != std::string::npos);
+
+  // The user file alone (no system limit) sets it.
+  Resolved user_only = resolve_with("", "[limits]\nscratch = \"64G\"\n");
+  CHECK(scratch_of(user_only) == "64G");
+
+  Resolved project = resolve_with("[limits]\nscratch = \"100%\"\n", "", "[limits]\nscratch = \"1G\"\n");
+  CHECK(scratch_of(project) == "1G");
+  REQUIRE(project.refused.size() == 1);
+  CHECK(project.refused[0].what == "[limits]");
+  CHECK(project.refused[0].request.str() == ".pi/jail.toml:1:1");
+}
+
+TEST_CASE("explain says where the scratch size applies: the Linux jail, not the macOS one") {
+  static FakeFs fs = host();
+  Resolved r = resolve({layer("[limits]\nscratch = \"8M\"\n", "op.toml", Authority::system)}, context(fs));
+  REQUIRE(r.policy);
+  ExplainInput ex{&*r.policy, &r, {{Authority::system, "op.toml", true}}, "/home/u/proj"};
+  auto compact_json = [&] {
+    std::string j = explain_json(ex);
+    std::erase_if(j, [](char c) { return c == ' ' || c == '\n'; });
+    return j;
+  };
+  CHECK(explain_text(ex).find("\nscratch (one tmpfs for /tmp, /var/tmp and /dev/shm together):\n"
+                              "  size            8M                                            op.toml:2:11\n") !=
+        std::string::npos);
+  CHECK(compact_json().find(R"("scratch":{"size":"8M","enforced":true,"places":["/tmp","/var/tmp","/dev/shm"],)"
+                              R"("source":{"file":"op.toml","line":2,"column":11}})") != std::string::npos);
+  ex.backend = "macos-seatbelt";
+  CHECK(explain_text(ex).find("8M (no effect on macOS: TMPDIR is a private directory on the host disk)") !=
+        std::string::npos);
+  CHECK(compact_json().find(R"("scratch":{"size":"8M","enforced":false,"places":[],)") != std::string::npos);
 }
 
 TEST_CASE("huge and unreadable files are errors, a missing optional file is not") {
