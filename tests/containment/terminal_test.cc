@@ -21,14 +21,6 @@ std::string outer_shell(const Sandbox& sb) {
   return "env PS1='outer$ ' HOME=" + sb.home + " bash --norc --noprofile";
 }
 
-bool eventually(const std::function<bool()>& cond) {
-  for (int i = 0; i < 400; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return false;
-}
-
 }  // namespace
 
 TEST_CASE("a shell in the jail gets a real terminal: size, resize, Ctrl-C, job control, suspend") {
