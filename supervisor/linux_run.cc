@@ -95,7 +95,7 @@ private:
   void on_control();
   void start_proxy(std::vector<util::UniqueFd> fds);
   void abort_jail(std::string why);
-  void suspend();
+  void on_command_stopped();
   void begin_termination(int sig);
 
   const linuxjail::JailSpec& spec_;
@@ -103,7 +103,7 @@ private:
   Jail jail_;
   util::UniqueFd sfd_;
   int tty_ = -1;
-  std::optional<TerminalMode> mode_;
+  std::optional<TerminalMode> mode_;  // set when the command is on a PTY
   std::optional<PtyRelay> relay_;
   std::unique_ptr<netproxy::Proxy> proxy_;
   Timer deadline_, grace_;
@@ -113,8 +113,12 @@ private:
   std::string supervisor_failure_;  // set by abort_jail()
 };
 
+// A stopped command must still end: a signal it handles stays pending
+// while it is stopped (signal(7)), so SIGCONT follows, which init passes
+// to the command's process group. KILL after the grace ends the rest.
 void Supervisor::begin_termination(int sig) {
   (void)jail_.signal(sig);
+  (void)jail_.signal(SIGCONT);
   if (!grace_.armed) grace_.arm(opts_.grace);
 }
 
@@ -127,10 +131,20 @@ void Supervisor::on_signal(int sig) {
   else if (r.deliver) (void)jail_.signal(r.deliver);
 }
 
-void Supervisor::suspend() {
-  // The command stopped itself as a whole: give the terminal back and stop
-  // too, so the user's shell regains control. `fg` sends SIGCONT.
-  if (mode_) mode_->leave();
+// The command stopped itself as a whole. On a terminal: give it back and
+// stop too, so the user's shell regains control; `fg` sends SIGCONT. With
+// no terminal there is no shell to give control to: pi-jail never stops
+// itself (its --timeout and the network filter run on), and the command
+// stays stopped until pi-jail gets SIGCONT (resumes it) or a termination
+// signal (ends it).
+void Supervisor::on_command_stopped() {
+  if (!mode_) {
+    util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
+               "resumes the command, SIGTERM ends it",
+               ::getpid());
+    return;
+  }
+  mode_->leave();
   ::raise(SIGSTOP);
 }
 
@@ -186,7 +200,7 @@ void Supervisor::on_control() {
     }
     relay_->sync_size(tty_);
   }
-  if ((*msg)->stopped) suspend();
+  if ((*msg)->stopped) on_command_stopped();
 }
 
 RunOutcome Supervisor::run() {

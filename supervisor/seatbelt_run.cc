@@ -148,28 +148,41 @@ public:
 private:
   void on_signal(int sig);
   void begin_termination(int sig);
-  void suspend();
+  void on_command_stopped();
 
   seatbelt::Sandboxed cmd_;
   SignalPipe signals_;
   const RunOptions& opts_;
   int tty_ = -1;
-  std::optional<TerminalMode> mode_;
+  std::optional<TerminalMode> mode_;  // set when the command is on a PTY
   std::optional<PtyRelay> relay_;
   std::optional<Clock::time_point> deadline_, grace_end_;
   SignalPolicy policy_;
   bool timed_out_ = false;
 };
 
+// A stopped command must still end: a signal it handles stays pending
+// while it is stopped (signal(7)), so SIGCONT follows to the group.
 void Supervisor::begin_termination(int sig) {
   (void)cmd_.signal(sig);
+  (void)cmd_.signal(SIGCONT);
   if (!grace_end_) grace_end_ = Clock::now() + opts_.grace;
 }
 
-void Supervisor::suspend() {
-  // The command stopped: give the terminal back and stop too, so the
-  // user's shell regains control; `fg` sends SIGCONT, passed on below.
-  if (mode_) mode_->leave();
+// The command stopped. On a terminal: give it back and stop too, so the
+// user's shell regains control; `fg` sends SIGCONT, passed on below. With
+// no terminal there is no shell to give control to: pi-jail never stops
+// itself (--timeout and the network filter run on), and the command stays
+// stopped until pi-jail gets SIGCONT (resumes it) or a termination signal
+// (ends it).
+void Supervisor::on_command_stopped() {
+  if (!mode_) {
+    util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
+               "resumes the command, SIGTERM ends it",
+               ::getpid());
+    return;
+  }
+  mode_->leave();
   ::raise(SIGSTOP);
 }
 
@@ -189,7 +202,7 @@ util::Result<int> Supervisor::run() {
     auto status = cmd_.poll_exit();
     if (!status) return status.take_error();
     if (*status) break;  // the leader ended: the run is over
-    if (cmd_.take_stop()) suspend();
+    if (cmd_.take_stop()) on_command_stopped();
 
     auto now = Clock::now();
     if (deadline_ && now >= *deadline_) {

@@ -286,6 +286,18 @@ TEST_CASE("a termination signal to pi-jail reaches the command, which may exit o
   CHECK(wait_status(pid) == 3);
 }
 
+TEST_CASE("a command that stops itself with no terminal stops neither pi-jail nor --timeout") {
+  Wiring w;
+  std::string report = w.box.base + "/report.json";
+  // The command handles TERM: only SIGCONT after the TERM lets the handler
+  // run (exit 3); otherwise the KILL after the 30 s grace ends it.
+  auto o = w.sh("trap 'exit 3' TERM; kill -STOP $$; echo after", {"--timeout", "2", "--grace", "30", "--report", report});
+  INFO(o.err);
+  CHECK(o.status == 124);
+  CHECK(o.out.empty());
+  CHECK(read_file(report).find("\"command_status\": 3") != std::string::npos);
+}
+
 TEST_CASE("on a terminal the command gets a PTY as its controlling terminal, named in the profile") {
   Wiring w;
   std::string out = w.box.ws + "/tty";
