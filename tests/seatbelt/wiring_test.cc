@@ -312,6 +312,22 @@ TEST_CASE("on a terminal the command gets a PTY as its controlling terminal, nam
   CHECK(w.has_param("TTY", tty));
 }
 
+TEST_CASE("with only stderr on a terminal the command gets a PTY there, never the real terminal") {
+  Wiring w;
+  std::string inner = w.box.ws + "/inner", outer = w.box.ws + "/outer";
+  std::string cmd;
+  for (const auto& a : w.argv({"/bin/sh", "-c", "readlink /proc/self/fd/2 > " + inner + "; stty -echo <&2"}))
+    cmd += "'" + a + "' ";
+  Tmux t("export HOME='" + w.box.home + "'; tty > " + outer + "; " + cmd + "</dev/null >/dev/null; echo EXIT=$?; " +
+         "echo ECHO-STATE=$(stty -a | tr ' ' '\\n' | grep -x -e echo -e -echo); sleep 30");
+  REQUIRE_MESSAGE(t.wait_for("EXIT=0"), t.screen());
+  std::string tty = trim(read_file(inner));
+  CHECK(tty.starts_with("/dev/pts/"));
+  CHECK(tty != trim(read_file(outer)));
+  CHECK(w.has_param("TTY", tty));
+  CHECK_MESSAGE(t.wait_for("ECHO-STATE=echo"), t.screen());  // the outer terminal still echoes
+}
+
 TEST_CASE("explain names the backend and shows the parameters; doctor says no Seatbelt here") {
   Wiring w;
   auto j = run({"/usr/bin/env", "-C", w.box.ws, pi_jail(), "explain", "--json", "-w", w.box.ws}, {"HOME=" + w.box.home});
