@@ -82,7 +82,8 @@ public:
       : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)) {
     const auto& t = spec.terminal;
     if (t.streams == linuxjail::Streams::pty) {
-      tty_ = (t.pty_fds & 1U) ? 0 : 1;
+      ends_ = relay_ends(t.pty_fds);
+      tty_ = ends_.tty;
       auto mode = TerminalMode::capture(tty_);
       if (mode) mode_.emplace(std::move(*mode));
     }
@@ -95,15 +96,17 @@ private:
   void on_control();
   void start_proxy(std::vector<util::UniqueFd> fds);
   void abort_jail(std::string why);
-  void suspend();
+  void take_terminal();
+  void on_command_stopped();
   void begin_termination(int sig);
 
   const linuxjail::JailSpec& spec_;
   const RunOptions& opts_;
   Jail jail_;
   util::UniqueFd sfd_;
+  RelayEnds ends_;
   int tty_ = -1;
-  std::optional<TerminalMode> mode_;
+  std::optional<TerminalMode> mode_;  // set when the command is on a PTY: one of fds 0-2 is a terminal
   std::optional<PtyRelay> relay_;
   std::unique_ptr<netproxy::Proxy> proxy_;
   Timer deadline_, grace_;
@@ -113,24 +116,45 @@ private:
   std::string supervisor_failure_;  // set by abort_jail()
 };
 
+// A stopped command must still end: a signal it handles stays pending
+// while it is stopped (signal(7)), so SIGCONT follows, which init passes
+// to the command's process group. KILL after the grace ends the rest.
 void Supervisor::begin_termination(int sig) {
   (void)jail_.signal(sig);
+  (void)jail_.signal(SIGCONT);
   if (!grace_.armed) grace_.arm(opts_.grace);
 }
 
 void Supervisor::on_signal(int sig) {
   SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.raw_again && mode_) (void)mode_->enter_raw();
+  if (r.raw_again) take_terminal();
   if (r.sync_size) relay_->sync_size(tty_);
   if (r.forced) util::warn("second termination signal: killing the whole jail");
   if (r.start_grace) begin_termination(r.deliver);
   else if (r.deliver) (void)jail_.signal(r.deliver);
 }
 
-void Supervisor::suspend() {
-  // The command stopped itself as a whole: give the terminal back and stop
-  // too, so the user's shell regains control. `fg` sends SIGCONT.
-  if (mode_) mode_->leave();
+// Raw mode on the outer terminal, only while the relay reads it (stdin is
+// a terminal): a terminal that is only output keeps its settings.
+void Supervisor::take_terminal() {
+  if (!mode_ || ends_.in < 0) return;
+  if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
+}
+
+// The command stopped itself as a whole. On a terminal: give it back and
+// stop too, so the user's shell regains control; `fg` sends SIGCONT. With
+// no terminal there is no shell to give control to: pi-jail never stops
+// itself (its --timeout and the network filter run on), and the command
+// stays stopped until pi-jail gets SIGCONT (resumes it) or a termination
+// signal (ends it).
+void Supervisor::on_command_stopped() {
+  if (!mode_) {
+    util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
+               "resumes the command, SIGTERM ends it",
+               ::getpid());
+    return;
+  }
+  mode_->leave();
   ::raise(SIGSTOP);
 }
 
@@ -178,15 +202,11 @@ void Supervisor::on_control() {
   if (!*msg) return;
   if ((*msg)->tag == linuxjail::kControlListeners) start_proxy(std::move((*msg)->fds));
   if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
-    int out = (spec_.terminal.pty_fds & 2U) ? 1 : 2;
-    int in = (spec_.terminal.pty_fds & 1U) ? 0 : -1;
-    relay_.emplace(std::move((*msg)->fds.front()), in, out);
-    if (mode_ && in >= 0) {
-      if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
-    }
+    relay_.emplace(std::move((*msg)->fds.front()), ends_.in, ends_.out);
+    take_terminal();
     relay_->sync_size(tty_);
   }
-  if ((*msg)->stopped) suspend();
+  if ((*msg)->stopped) on_command_stopped();
 }
 
 RunOutcome Supervisor::run() {
@@ -272,16 +292,13 @@ void block_handled_signals() {
 
 void choose_streams(linuxjail::JailSpec& spec) {
   auto& t = spec.terminal;
-  t.pty_fds = 0;
-  for (int fd = 0; fd < 3; ++fd)
-    if (::isatty(fd)) t.pty_fds |= 1U << fd;
-  if (!(t.pty_fds & 3U)) {
+  t.pty_fds = terminal_fds();
+  if (t.pty_fds == 0) {
     t.streams = linuxjail::Streams::inherit;
-    t.pty_fds = 0;
     return;
   }
   t.streams = linuxjail::Streams::pty;
-  int tty = (t.pty_fds & 1U) ? 0 : 1;
+  int tty = relay_ends(t.pty_fds).tty;
   ::tcgetattr(tty, &t.mode);
   ::ioctl(tty, TIOCGWINSZ, &t.size);
 }

@@ -11,8 +11,9 @@ namespace pj::supervisor {
 // the jail) with block_handled_signals().
 void block_handled_signals();
 
-// If stdin or stdout is a terminal: give the command a PTY (fills
-// spec.terminal from the outer terminal). Otherwise streams pass through.
+// If any of fds 0-2 is a terminal: the command gets a PTY of the jail's
+// own on each of them, never the real terminal (fills spec.terminal from
+// the outer terminal). Otherwise streams pass through.
 void choose_streams(linuxjail::JailSpec& spec);
 
 // Launch the jail for `spec` and supervise it until it ends.

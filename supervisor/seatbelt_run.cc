@@ -131,13 +131,11 @@ public:
   Supervisor(seatbelt::Sandboxed cmd, SignalPipe signals, std::optional<Pty> pty, const RunOptions& opts)
       : cmd_(std::move(cmd)), signals_(std::move(signals)), opts_(opts) {
     if (!pty) return;
-    tty_ = (pty->fds & 1U) ? 0 : 1;
+    ends_ = relay_ends(pty->fds);
+    tty_ = ends_.tty;
     if (auto mode = TerminalMode::capture(tty_)) mode_.emplace(std::move(*mode));
-    int out = (pty->fds & 2U) ? 1 : 2;
-    int in = (pty->fds & 1U) ? 0 : -1;
-    relay_.emplace(std::move(pty->master), in, out);
-    if (mode_ && in >= 0)
-      if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
+    relay_.emplace(std::move(pty->master), ends_.in, ends_.out);
+    take_terminal();
     relay_->sync_size(tty_);
   }
 
@@ -148,34 +146,56 @@ public:
 private:
   void on_signal(int sig);
   void begin_termination(int sig);
-  void suspend();
+  void take_terminal();
+  void on_command_stopped();
 
   seatbelt::Sandboxed cmd_;
   SignalPipe signals_;
   const RunOptions& opts_;
+  RelayEnds ends_;
   int tty_ = -1;
-  std::optional<TerminalMode> mode_;
+  std::optional<TerminalMode> mode_;  // set when the command is on a PTY: one of fds 0-2 is a terminal
   std::optional<PtyRelay> relay_;
   std::optional<Clock::time_point> deadline_, grace_end_;
   SignalPolicy policy_;
   bool timed_out_ = false;
 };
 
+// A stopped command must still end: a signal it handles stays pending
+// while it is stopped (signal(7)), so SIGCONT follows to the group.
 void Supervisor::begin_termination(int sig) {
   (void)cmd_.signal(sig);
+  (void)cmd_.signal(SIGCONT);
   if (!grace_end_) grace_end_ = Clock::now() + opts_.grace;
 }
 
-void Supervisor::suspend() {
-  // The command stopped: give the terminal back and stop too, so the
-  // user's shell regains control; `fg` sends SIGCONT, passed on below.
-  if (mode_) mode_->leave();
+// Raw mode on the outer terminal, only while the relay reads it (stdin is
+// a terminal): a terminal that is only output keeps its settings.
+void Supervisor::take_terminal() {
+  if (!mode_ || ends_.in < 0) return;
+  if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
+}
+
+// The command stopped. On a terminal: give it back and stop too, so the
+// user's shell regains control; `fg` sends SIGCONT, passed on below. With
+// no terminal there is no shell to give control to: pi-jail never stops
+// itself (--timeout and the network filter run on), and the command stays
+// stopped until pi-jail gets SIGCONT (resumes it) or a termination signal
+// (ends it).
+void Supervisor::on_command_stopped() {
+  if (!mode_) {
+    util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
+               "resumes the command, SIGTERM ends it",
+               ::getpid());
+    return;
+  }
+  mode_->leave();
   ::raise(SIGSTOP);
 }
 
 void Supervisor::on_signal(int sig) {
   SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.raw_again && mode_) (void)mode_->enter_raw();
+  if (r.raw_again) take_terminal();
   if (r.sync_size) relay_->sync_size(tty_);
   if (r.forced) util::warn("second termination signal: killing the command's process group");
   if (r.start_grace) begin_termination(r.deliver);
@@ -189,7 +209,7 @@ util::Result<int> Supervisor::run() {
     auto status = cmd_.poll_exit();
     if (!status) return status.take_error();
     if (*status) break;  // the leader ended: the run is over
-    if (cmd_.take_stop()) suspend();
+    if (cmd_.take_stop()) on_command_stopped();
 
     auto now = Clock::now();
     if (deadline_ && now >= *deadline_) {
@@ -229,10 +249,8 @@ util::Result<int> Supervisor::run() {
 }  // namespace
 
 util::Result<std::optional<Pty>> open_pty() {
-  unsigned fds = 0;
-  for (int fd = 0; fd < 3; ++fd)
-    if (::isatty(fd)) fds |= 1U << fd;
-  if (!(fds & 3U)) return std::optional<Pty>();
+  unsigned fds = terminal_fds();
+  if (fds == 0) return std::optional<Pty>();
   Pty pty;
   pty.fds = fds;
   pty.master.reset(::posix_openpt(O_RDWR | O_NOCTTY));
@@ -245,7 +263,7 @@ util::Result<std::optional<Pty>> open_pty() {
   pty.path = name;
   pty.terminal.reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
   if (!pty.terminal.valid()) return Error::from_errno(fmt::format("open the pseudo-terminal {}", name), errno);
-  int outer = (fds & 1U) ? 0 : 1;
+  int outer = relay_ends(fds).tty;
   termios mode;
   winsize size;
   if (::tcgetattr(outer, &mode) == 0) ::tcsetattr(pty.terminal.get(), TCSANOW, &mode);

@@ -16,8 +16,9 @@
 
 namespace pj::supervisor {
 
-// The command's terminal when stdin or stdout is one: a new PTY whose
-// terminal side takes the outer terminal's settings and size.
+// The command's terminal when any of fds 0-2 is one: a new PTY whose
+// terminal side takes the outer terminal's settings and size and replaces
+// each of them (the command never holds the real terminal).
 struct Pty {
   util::UniqueFd master;
   util::UniqueFd terminal;  // handed to the command, closed here once it started

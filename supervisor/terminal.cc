@@ -10,6 +10,22 @@ namespace pj::supervisor {
 
 using util::Error;
 
+unsigned terminal_fds() {
+  unsigned fds = 0;
+  for (int fd = 0; fd < 3; ++fd)
+    if (::isatty(fd)) fds |= 1U << fd;
+  return fds;
+}
+
+RelayEnds relay_ends(unsigned pty_fds) {
+  RelayEnds e;
+  for (int fd = 2; fd >= 0; --fd)
+    if (pty_fds & (1U << fd)) e.tty = fd;
+  if (pty_fds & 1U) e.in = 0;
+  e.out = (pty_fds & 2U) ? 1 : 2;
+  return e;
+}
+
 util::Result<TerminalMode> TerminalMode::capture(int fd) {
   termios t;
   if (::tcgetattr(fd, &t) != 0) return Error::from_errno("read the terminal's settings", errno);

@@ -15,6 +15,20 @@
 
 namespace pj::supervisor {
 
+// Which of fds 0-2 are terminals (bit N: fd N). Each of them gets the
+// jail's PTY: the command never holds the real terminal on any fd.
+unsigned terminal_fds();
+
+// The outer ends of the PTY relay for `pty_fds` (from terminal_fds(),
+// not 0): pure, so each combination of redirections is one answer.
+struct RelayEnds {
+  int tty = -1;  // the outer terminal the PTY takes settings and size from: the first of 0-2 in pty_fds
+  int in = -1;   // read and sent to the PTY: fd 0 when it is a terminal, else -1 (the relay then
+                 // never reads the terminal, and never puts it in raw mode)
+  int out = 2;   // where the PTY's output goes: fd 1 when it is a terminal, else fd 2
+};
+RelayEnds relay_ends(unsigned pty_fds);
+
 // Owns the outer terminal's mode: raw while relaying; the saved settings
 // come back on leave(), on destruction, and so on every way out. Pending
 // input is flushed when leaving so nothing typed lands in the shell.

@@ -120,6 +120,34 @@ int wait_status(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+int wait_status_guarded(pid_t pid) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int status;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    ::usleep(25000);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+char process_state(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
+}
+
+bool eventually(const std::function<bool()>& cond) {
+  for (int i = 0; i < 400; ++i) {
+    if (cond()) return true;
+    ::usleep(25000);
+  }
+  return false;
+}
+
 Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   SpawnArgs args(argv, env);
   auto& cargv = args.cargv;

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
 // Wait for `pid`: its exit code, or 128+N for signal N.
 int wait_status(pid_t pid);
+// The same with a guard against a hung pi-jail (not a timing assertion):
+// after 60 s `pid` is killed and the result is -1.
+int wait_status_guarded(pid_t pid);
+// The state letter of `pid` in /proc/PID/stat (R, S, T for stopped, Z,
+// ...); 0 when there is no such process.
+char process_state(pid_t pid);
+// Poll `cond` until it holds (a guard of 10 s, not a timing assertion).
+bool eventually(const std::function<bool()>& cond);
 
 // A socket bound to 127.0.0.1 on a free port (SOCK_STREAM: listening).
 // Returns the fd; `port` gets the port. Throws on failure.

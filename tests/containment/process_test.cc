@@ -184,3 +184,57 @@ TEST_CASE("a workspace that contains $HOME is refused") {
   CHECK(o.status == 125);
   CHECK(o.err.find("contains your home directory") != std::string::npos);
 }
+
+namespace {
+
+// pi-jail [opts...] -- /bin/sh -c SCRIPT started in the background with
+// no terminal at all (stdin /dev/null, output to /dev/null), whatever the
+// test runner's own streams are.
+pid_t spawn_without_terminal(const Sandbox& sb, const std::vector<std::string>& opts, const std::string& script) {
+  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$@\" >/dev/null 2>&1", "sh", pi_jail(), "-q", "-w", sb.ws};
+  argv.insert(argv.end(), opts.begin(), opts.end());
+  argv.insert(argv.end(), {"--", "/bin/sh", "-c", script});
+  return spawn(argv, {"HOME=" + sb.home});
+}
+
+}  // namespace
+
+TEST_CASE("a command that stops itself with no terminal stops neither pi-jail nor --timeout") {
+  Sandbox sb;
+  std::string report = sb.base + "/report.json";
+  // The command handles TERM, so only SIGCONT after the TERM lets it run
+  // its handler (exit 3); otherwise the KILL after the 30 s grace ends it.
+  auto o = run({pi_jail(), "-q", "-w", sb.ws, "--timeout", "2s", "--grace", "30s", "--report", report, "--",
+                "/bin/sh", "-c", "trap 'exit 3' TERM; kill -STOP $$; echo after"},
+               {"HOME=" + sb.home});
+  CHECK(o.status == 124);
+  CHECK(o.out.empty());
+  CHECK(read_file(report).find("\"command_status\": 3") != std::string::npos);
+}
+
+TEST_CASE("with no terminal a stopped command waits for pi-jail: SIGCONT resumes it, SIGTERM ends it") {
+  Sandbox sb;
+  for (int sig : {SIGCONT, SIGTERM}) {
+    CAPTURE(sig);
+    std::string marker = "stop-" + unique_token();
+    std::string after = sb.ws + "/" + marker;
+    pid_t pid = spawn_without_terminal(sb, {"--grace", "30s"},
+                                       ": " + marker + "; trap 'exit 3' TERM; kill -STOP $$; touch " + after);
+    REQUIRE(eventually([&] {
+      auto cmd = host_processes_with("/bin/sh -c : " + marker);
+      return cmd.size() == 1 && process_state(cmd[0]) == 'T';
+    }));
+    // Time for pi-jail to see the stop, as it would if it were to stop too.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(process_state(pid) != 'T');
+    ::kill(pid, sig);
+    int status = wait_status_guarded(pid);
+    if (sig == SIGCONT) {
+      CHECK(status == 0);
+      CHECK(exists(after));
+    } else {
+      CHECK(status == 3);  // its TERM handler ran: TERM reached a stopped command
+      CHECK_FALSE(exists(after));
+    }
+  }
+}

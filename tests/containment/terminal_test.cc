@@ -21,14 +21,6 @@ std::string outer_shell(const Sandbox& sb) {
   return "env PS1='outer$ ' HOME=" + sb.home + " bash --norc --noprofile";
 }
 
-bool eventually(const std::function<bool()>& cond) {
-  for (int i = 0; i < 400; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return false;
-}
-
 }  // namespace
 
 TEST_CASE("a shell in the jail gets a real terminal: size, resize, Ctrl-C, job control, suspend") {
@@ -109,6 +101,31 @@ TEST_CASE("TIOCSTI from inside cannot put a byte into the outer shell, even with
   t.type(pi_jail() + " -q --allow-read " + probe_dir() + " -- " + probe() + " tiocsti x; echo filtered-done-$((6*7))");
   REQUIRE(t.wait_for("filtered-done-42"));
   CHECK(t.screen().find("fd0 EPERM") != std::string::npos);
+}
+
+TEST_CASE("with only stderr on the terminal the jail gets its own PTY there, never the real terminal") {
+  Sandbox sb;
+  Tmux t(outer_shell(sb), 100, 30);
+  REQUIRE(t.wait_for("outer$"));
+  // The outer terminal: its settings, and its filesystem (the host's devpts).
+  t.type("cd " + sb.ws + " && stty -a > ../before && stat -L -c %d $(tty) > ../outer-dev");
+  // Inside: what fd 2 is, then try to turn echo off and read a typed line
+  // from it (--foreground: head stays in the terminal's foreground group).
+  std::string script = "stat -L -c %d /proc/self/fd/2 > inner-dev; readlink /proc/self/fd/2 > inner-name; "
+                       "stty -echo <&2 2>/dev/null; touch ready; timeout --foreground 3 head -n 1 <&2 > got; "
+                       "echo inner-done";
+  t.type(pi_jail() + " -q -w " + sb.ws + " -- /bin/sh -c '" + script + "' </dev/null >../out.txt; echo jail-exited-$((6*7))");
+  REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
+  // Typed while the jail reads fd 2: it stays for the outer shell.
+  t.type("echo typed-$((6*7))");
+  REQUIRE(t.wait_for("jail-exited-42"));
+  CHECK(read_file(sb.base + "/out.txt") == "inner-done\n");
+  CHECK(read_file(sb.ws + "/got").empty());
+  CHECK(trim(read_file(sb.ws + "/inner-name")) == "/dev/pts/0");
+  CHECK(trim(read_file(sb.ws + "/inner-dev")) != trim(read_file(sb.base + "/outer-dev")));
+  CHECK(t.wait_for("typed-42"));
+  t.type("stty -a > ../after; cmp ../before ../after && echo STTY-SAME-$((6*7))");
+  CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
 }
 
 TEST_CASE("output floods through a PTY and a pipe lose nothing") {

@@ -286,6 +286,18 @@ TEST_CASE("a termination signal to pi-jail reaches the command, which may exit o
   CHECK(wait_status(pid) == 3);
 }
 
+TEST_CASE("a command that stops itself with no terminal stops neither pi-jail nor --timeout") {
+  Wiring w;
+  std::string report = w.box.base + "/report.json";
+  // The command handles TERM: only SIGCONT after the TERM lets the handler
+  // run (exit 3); otherwise the KILL after the 30 s grace ends it.
+  auto o = w.sh("trap 'exit 3' TERM; kill -STOP $$; echo after", {"--timeout", "2", "--grace", "30", "--report", report});
+  INFO(o.err);
+  CHECK(o.status == 124);
+  CHECK(o.out.empty());
+  CHECK(read_file(report).find("\"command_status\": 3") != std::string::npos);
+}
+
 TEST_CASE("on a terminal the command gets a PTY as its controlling terminal, named in the profile") {
   Wiring w;
   std::string out = w.box.ws + "/tty";
@@ -298,6 +310,22 @@ TEST_CASE("on a terminal the command gets a PTY as its controlling terminal, nam
   std::string tty = trim(read_file(out));
   CHECK(tty.starts_with("/dev/pts/"));
   CHECK(w.has_param("TTY", tty));
+}
+
+TEST_CASE("with only stderr on a terminal the command gets a PTY there, never the real terminal") {
+  Wiring w;
+  std::string inner = w.box.ws + "/inner", outer = w.box.ws + "/outer";
+  std::string cmd;
+  for (const auto& a : w.argv({"/bin/sh", "-c", "readlink /proc/self/fd/2 > " + inner + "; stty -echo <&2"}))
+    cmd += "'" + a + "' ";
+  Tmux t("export HOME='" + w.box.home + "'; tty > " + outer + "; " + cmd + "</dev/null >/dev/null; echo EXIT=$?; " +
+         "echo ECHO-STATE=$(stty -a | tr ' ' '\\n' | grep -x -e echo -e -echo); sleep 30");
+  REQUIRE_MESSAGE(t.wait_for("EXIT=0"), t.screen());
+  std::string tty = trim(read_file(inner));
+  CHECK(tty.starts_with("/dev/pts/"));
+  CHECK(tty != trim(read_file(outer)));
+  CHECK(w.has_param("TTY", tty));
+  CHECK_MESSAGE(t.wait_for("ECHO-STATE=echo"), t.screen());  // the outer terminal still echoes
 }
 
 TEST_CASE("explain names the backend and shows the parameters; doctor says no Seatbelt here") {
