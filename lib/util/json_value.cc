@@ -148,10 +148,15 @@ KeyIndex::KeyIndex(const Object& object) {
 }
 
 const Value* KeyIndex::find(std::string_view key) const {
+  const Member* m = find_member(key);
+  return m ? &m->value : nullptr;
+}
+
+const Member* KeyIndex::find_member(std::string_view key) const {
   auto it = std::lower_bound(sorted_.begin(), sorted_.end(), key,
                              [](const Member* m, std::string_view k) { return m->key < k; });
   if (it == sorted_.end() || (*it)->key != key) return nullptr;
-  return &(*it)->value;
+  return *it;
 }
 
 bool operator==(const Value& a, const Value& b) {

@@ -64,11 +64,11 @@ enum class Type { null, boolean, number, string, array, object };
 class Value {
 public:
   Value() = default;  // null
-  static Value boolean(bool b) { return Value(Payload(b)); }
-  static Value number(Number n) { return Value(Payload(std::move(n))); }
-  static Value string(std::string s) { return Value(Payload(std::move(s))); }
-  static Value array(Array a) { return Value(Payload(std::move(a))); }
-  static Value object(Object o) { return Value(Payload(std::move(o))); }
+  static Value boolean(bool b);
+  static Value number(Number n);
+  static Value string(std::string s);
+  static Value array(Array a);
+  static Value object(Object o);
 
   Type type() const { return static_cast<Type>(v_.index()); }
   bool is_null() const { return type() == Type::null; }
@@ -92,7 +92,7 @@ public:
 
 private:
   using Payload = std::variant<std::monostate, bool, Number, std::string, Array, Object>;
-  explicit Value(Payload p) : v_(std::move(p)) {}
+  explicit Value(Payload p);
   Payload v_;
 };
 
@@ -101,6 +101,14 @@ struct Member {
   Value value;
 };
 
+// Defined here, where Member is complete: building the variant needs it.
+inline Value::Value(Payload p) : v_(std::move(p)) {}
+inline Value Value::boolean(bool b) { return Value(Payload(b)); }
+inline Value Value::number(Number n) { return Value(Payload(std::move(n))); }
+inline Value Value::string(std::string s) { return Value(Payload(std::move(s))); }
+inline Value Value::array(Array a) { return Value(Payload(std::move(a))); }
+inline Value Value::object(Object o) { return Value(Payload(std::move(o))); }
+
 // The members of an object sorted by key, for O(log n) lookups in objects
 // that hostile input can make large. Views into `object`, which must
 // outlive the index and not change.
@@ -108,6 +116,8 @@ class KeyIndex {
 public:
   explicit KeyIndex(const Object& object);
   const Value* find(std::string_view key) const;
+  // The member itself (its position is `member - object.data()`).
+  const Member* find_member(std::string_view key) const;
 
 private:
   std::vector<const Member*> sorted_;
