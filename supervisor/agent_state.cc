@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <span>
 
+#include "util/escape.h"
 #include "util/json_value.h"
 
 namespace pj::supervisor::agent {
@@ -47,23 +48,12 @@ std::vector<std::string> Notes::lines() const {
 
 namespace {
 
-// A name the jail chose, safe for a terminal and a log line: quoted,
-// printable ASCII kept, every other byte as \xNN, at most 64 bytes shown.
+// A name the jail chose, for a note: quoted, at most 64 bytes of it, and
+// made unable to control a terminal (util::printable).
 std::string shown(std::string_view name) {
-  std::string out = "\"";
-  size_t n = 0;
-  for (char ch : name) {
-    if (++n > 64) {
-      out += "...";
-      break;
-    }
-    unsigned char c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-      out += ch;
-    else
-      out += fmt::format("\\x{:02x}", c);
-  }
-  return out + "\"";
+  bool cut = name.size() > 64;
+  if (cut) name = name.substr(0, 64);
+  return fmt::format("\"{}{}\"", util::printable(name), cut ? "..." : "");
 }
 
 // Whether a string is safe to hand to a terminal or an HTTP header: no C0

@@ -275,6 +275,6 @@ TEST_CASE("notes: names the jail chose are escaped and shortened; their number i
   REQUIRE(esc.items().size() == 1);
   const std::string& t = esc.items()[0].text;
   CHECK(t.find('\x1b') == std::string::npos);
-  CHECK(t.find("\"\\x1b[31mred") != std::string::npos);
+  CHECK(t.find("\"\\x1b[31mred") != std::string::npos);  // util::printable's escape
   CHECK(t.find("...\"") != std::string::npos);
 }
