@@ -213,7 +213,9 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_jailed(*spec, *opts);
   holds->release();
-  for (const auto& note : copies->finish()) util::warn("{}", note);
+  // What was not written back is a security event: said even with -q.
+  for (const auto& note : copies->finish())
+    note.starts_with("applied:") ? util::note("{}", note) : util::emit("WARNING", note);
   summarise_refusals(result.decisions);
   content.repository_audit = git_audit::audit(prepared.request.workspace, repository);
   git_audit::print(content.repository_audit, prepared.request.workspace);

@@ -179,6 +179,8 @@ std::vector<std::string> PrivateCopies::finish() {
         continue;
       }
       agent::Content jail_left = *left ? agent::Content(**left) : std::nullopt;
+      if (!given && !jail_left) continue;                  // never there
+      if (given && jail_left && *given == *jail_left) continue;  // untouched
       agent::Content given_content = given ? agent::Content(*given) : std::nullopt;
       auto written = agent::write_back(host->get(), *file, given_content, jail_left, notes);
       for (auto& l : notes.lines()) out.push_back(std::move(l));

@@ -39,7 +39,8 @@ public:
 
   // After the run: merge each write_back file back into the host's (under
   // Pi's own lock), report what was and was not written back, then remove
-  // the staging. Returns the notes for stderr and the report.
+  // the staging. Returns the notes for stderr and the report, each
+  // starting with "applied:", "refused:" or "kept:" (agent_state.h).
   std::vector<std::string> finish();
 
 private:

@@ -87,7 +87,7 @@ TEST_CASE("a retargeted worktree and a commondir inside a planted git dir grant 
                         "cat " + sb.home + "/.ssh/id_ed25519 2>&1"},
                        {"HOME=" + sb.home});
   CHECK(commondir.out.find("CANARY") == std::string::npos);
-  CHECK(commondir.err.find("contains your home directory") != std::string::npos);
+  CHECK(commondir.err.find("not a git worktree") != std::string::npos);
 }
 
 TEST_CASE("the jail cannot redirect the host's git: .git/commondir is read-only and git works inside") {
@@ -275,5 +275,5 @@ TEST_CASE("a FIFO or a huge sparse file at .git neither hangs nor balloons the n
   auto sparse = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/sh", "-c", "echo ran"},
                     {"HOME=" + sb.home});
   CHECK(sparse.out.find("ran") != std::string::npos);
-  CHECK(sparse.err.find("more than the 4096 bytes expected") != std::string::npos);
+  CHECK(sparse.err.find("more than the 4096 expected") != std::string::npos);
 }
