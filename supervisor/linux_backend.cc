@@ -214,7 +214,8 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   auto result = run_jailed(*spec, *opts);
   holds->release();
   // What was not written back is a security event: said even with -q.
-  for (const auto& note : copies->finish())
+  content.write_back = copies->finish();
+  for (const auto& note : content.write_back)
     note.starts_with("applied:") ? util::note("{}", note) : util::emit("WARNING", note);
   summarise_refusals(result.decisions);
   content.repository_audit = git_audit::audit(prepared.request.workspace, repository);

@@ -180,6 +180,11 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   }
   for (const auto& r : lp.resolved.refused)
     util::warn("refused {} request: {}", policy::authority_name(r.by), util::printable(r.str()));
+  if (lp.resolved.policy && inv.mode == cli::Mode::run)
+    for (const auto& g : lp.resolved.policy->grants())
+      if (g.by == policy::Authority::git_worktree)
+        util::note("{}: {} is writable (its hooks, config and pointer files read-only)", util::printable(g.src.str()),
+                   util::printable(g.path));
   if (lp.resolved.policy) {
     runtime::apply_policy(*lp.resolved.policy, in);
     for (const auto& r : lp.resolved.policy->net_allow()) prepared.rules.allow(r.pattern, r.src.str());

@@ -110,6 +110,9 @@ std::string render_report(const Report::Content& c) {
   j.end_array();
   j.end_object();
   git_audit::write_json(j, c.repository_audit);
+  j.key("write_back").begin_array();
+  for (const auto& note : c.write_back) j.value(note);
+  j.end_array();
   j.end_object();
   return j.str();
 }

@@ -24,6 +24,7 @@ public:
     std::string path;       // absolute, normalised, symlinks resolved
     PathAccess access;
     Source src;
+    Authority by = Authority::profile;  // who granted it (git_worktree: derived by pi-jail)
   };
   struct PathRule {         // a system path, a mask or a read-only path
     std::string path;

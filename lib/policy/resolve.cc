@@ -251,7 +251,7 @@ struct Resolver {
             return;
           }
     }
-    pol.grants_.push_back({*real, access, e.src});
+    pol.grants_.push_back({*real, access, e.src, l.authority});
   }
 
   // Masks apply to what the path resolves to (the object reachable
@@ -398,7 +398,7 @@ struct Resolver {
       return refuse(src, what, "it is outside the operators' write limit",
                     system_bounds.write.entries.empty() ? std::nullopt
                                                         : std::optional<Source>(system_bounds.write.entries.front().src));
-    pol.grants_.push_back({w.common_dir, PathAccess::read_write, src});
+    pol.grants_.push_back({w.common_dir, PathAccess::read_write, src, Authority::git_worktree});
     auto keep = [&](std::string path, bool directory) { pol.read_only_.push_back({std::move(path), src, directory}); };
     keep(w.common_dir + "/hooks", true);      // run by git on the host
     keep(w.common_dir + "/config", false);    // aliases, core.fsmonitor, filters: commands

@@ -65,7 +65,14 @@ TEST_CASE("a retargeted worktree and a commondir inside a planted git dir grant 
   REQUIRE(git({"init", "-q", main_repo}, sb.home).status == 0);
   REQUIRE(git({"-C", main_repo, "commit", "-q", "--allow-empty", "-m", "first"}, sb.home).status == 0);
   REQUIRE(git({"-C", main_repo, "worktree", "add", "-q", wt}, sb.home).status == 0);
-  // The genuine worktree is granted, its .git file read-only.
+  // The genuine worktree is granted, announced, and shown by plain explain with its source.
+  auto genuine = run({"/usr/bin/env", "-C", wt, pi_jail(), "-w", wt, "--", "/bin/true"}, {"HOME=" + sb.home});
+  CHECK(genuine.status == 0);
+  CHECK(genuine.err.find("git worktree " + wt + "/.git -> ") != std::string::npos);
+  CHECK(genuine.err.find(main_repo + "/.git is writable") != std::string::npos);
+  auto explained = run({"/usr/bin/env", "-C", wt, pi_jail(), "-w", wt, "explain"}, {"HOME=" + sb.home});
+  CHECK(explained.out.find("read-write      " + main_repo + "/.git") != std::string::npos);
+  // Its .git file is read-only.
   auto retarget = run({"/usr/bin/env", "-C", wt, pi_jail(), "-q", "-w", wt, "--", "/bin/sh", "-c",
                        "printf 'gitdir: " + sb.home + "/.ssh\\n' > .git && echo retargeted"},
                       {"HOME=" + sb.home});
