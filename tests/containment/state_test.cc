@@ -70,7 +70,7 @@ TEST_CASE("a retargeted worktree and a commondir inside a planted git dir grant 
   CHECK(genuine.status == 0);
   CHECK(genuine.err.find("git worktree " + wt + "/.git -> ") != std::string::npos);
   CHECK(genuine.err.find(main_repo + "/.git is writable") != std::string::npos);
-  auto explained = run({"/usr/bin/env", "-C", wt, pi_jail(), "-w", wt, "explain"}, {"HOME=" + sb.home});
+  auto explained = run({"/usr/bin/env", "-C", wt, pi_jail(), "explain", "-w", wt}, {"HOME=" + sb.home});
   CHECK(explained.out.find("read-write      " + main_repo + "/.git") != std::string::npos);
   // Its .git file is read-only.
   auto retarget = run({"/usr/bin/env", "-C", wt, pi_jail(), "-q", "-w", wt, "--", "/bin/sh", "-c",
