@@ -96,8 +96,6 @@ private:
   void on_control();
   void start_proxy(std::vector<util::UniqueFd> fds);
   void abort_jail(std::string why);
-  void take_terminal();
-  void on_command_stopped();
   void begin_termination(int sig);
 
   const linuxjail::JailSpec& spec_;
@@ -127,36 +125,14 @@ void Supervisor::begin_termination(int sig) {
 
 void Supervisor::on_signal(int sig) {
   SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.raw_again) take_terminal();
+  if (r.raw_again) take_terminal(mode_, ends_);
   if (r.sync_size) relay_->sync_size(tty_);
   if (r.forced) util::warn("second termination signal: killing the whole jail");
   if (r.start_grace) begin_termination(r.deliver);
   else if (r.deliver) (void)jail_.signal(r.deliver);
 }
 
-// Raw mode on the outer terminal, only while the relay reads it (stdin is
-// a terminal): a terminal that is only output keeps its settings.
-void Supervisor::take_terminal() {
-  if (!mode_ || ends_.in < 0) return;
-  if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
-}
 
-// The command stopped itself as a whole. On a terminal: give it back and
-// stop too, so the user's shell regains control; `fg` sends SIGCONT. With
-// no terminal there is no shell to give control to: pi-jail never stops
-// itself (its --timeout and the network filter run on), and the command
-// stays stopped until pi-jail gets SIGCONT (resumes it) or a termination
-// signal (ends it).
-void Supervisor::on_command_stopped() {
-  if (!mode_) {
-    util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
-               "resumes the command, SIGTERM ends it",
-               ::getpid());
-    return;
-  }
-  mode_->leave();
-  ::raise(SIGSTOP);
-}
 
 // The supervisor's own part of the setup failed: kill the whole jail and
 // end the run as a setup failure (125), naming the step.
@@ -203,10 +179,10 @@ void Supervisor::on_control() {
   if ((*msg)->tag == linuxjail::kControlListeners) start_proxy(std::move((*msg)->fds));
   if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
     relay_.emplace(std::move((*msg)->fds.front()), ends_.in, ends_.out);
-    take_terminal();
+    take_terminal(mode_, ends_);
     relay_->sync_size(tty_);
   }
-  if ((*msg)->stopped) on_command_stopped();
+  if ((*msg)->stopped) follow_command_stop(mode_);
 }
 
 RunOutcome Supervisor::run() {

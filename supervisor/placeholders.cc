@@ -134,17 +134,6 @@ std::vector<Record> sweep(std::vector<Record> records) {
   return kept;
 }
 
-util::Result<UniqueFd> open_state(const std::string& state_dir) {
-  std::string partial;
-  for (auto part : util::path_components(state_dir)) {
-    partial += "/" + std::string(part);
-    ::mkdir(partial.c_str(), 0700);
-  }
-  auto dir = util::open_dir_nofollow(state_dir);
-  if (!dir) return Error::from_errno(fmt::format("open pi-jail's state directory {}", state_dir), dir.error().err());
-  return dir;
-}
-
 // Make `r` (it must not exist, or be what another run made for it).
 util::Status make(const Record& r) {
   auto [parent, name] = split(r.path);
@@ -165,8 +154,8 @@ util::Status make(const Record& r) {
 }  // namespace
 
 util::Result<Registry> Registry::lock(const std::string& state_dir) {
-  auto state = open_state(state_dir);
-  if (!state) return state.take_error();
+  auto state = util::make_private_dir(state_dir);
+  if (!state) return std::move(state.take_error()).context("pi-jail's state directory");
   UniqueFd fd(::openat(state->get(), "placeholders.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return Error::from_errno(fmt::format("open {}/placeholders.lock", state_dir), errno);
   while (::flock(fd.get(), LOCK_EX) != 0)

@@ -50,17 +50,6 @@ void remove_tree(int dir, const char* name, int depth = 0) {
   ::unlinkat(dir, name, AT_REMOVEDIR);
 }
 
-util::Result<UniqueFd> make_dirs(const std::string& path) {
-  std::string partial;
-  for (auto part : util::path_components(path)) {
-    partial += "/" + std::string(part);
-    ::mkdir(partial.c_str(), 0700);
-  }
-  auto fd = util::open_dir_nofollow(path);
-  if (!fd) return Error::from_errno(fmt::format("make {}", path), fd.error().err());
-  return fd;
-}
-
 // Remove the staging of runs whose pi-jail is gone (its lock is free).
 void sweep_dead_runs(int runs) {
   int fd = ::dup(runs);
@@ -103,7 +92,7 @@ util::Status copy_in(int host, int staging, const std::string& name, mode_t mode
 util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, runtime::Request& r) {
   PrivateCopies pc;
   if (r.private_dirs.empty()) return pc;
-  auto runs = make_dirs(state_dir + "/runs");
+  auto runs = util::make_private_dir(state_dir + "/runs");
   if (!runs) return runs.take_error();
   sweep_dead_runs(runs->get());
   const std::string id = random_id();

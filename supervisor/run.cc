@@ -85,11 +85,7 @@ util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path
   }
   const std::string dir = state_dir();
   if (dir.empty()) return util::UniqueFd();
-  std::string partial;
-  for (auto part : util::path_components(dir)) {
-    partial += "/" + std::string(part);
-    ::mkdir(partial.c_str(), 0700);
-  }
+  (void)util::make_private_dir(dir);  // a failure shows in the open below
   std::string file = dir + "/network.jsonl";
   auto fd = util::open_output_file(file, util::OutputMode::append, 0600);
   if (!fd) {

@@ -135,7 +135,7 @@ public:
     tty_ = ends_.tty;
     if (auto mode = TerminalMode::capture(tty_)) mode_.emplace(std::move(*mode));
     relay_.emplace(std::move(pty->master), ends_.in, ends_.out);
-    take_terminal();
+    take_terminal(mode_, ends_);
     relay_->sync_size(tty_);
   }
 
@@ -146,8 +146,6 @@ public:
 private:
   void on_signal(int sig);
   void begin_termination(int sig);
-  void take_terminal();
-  void on_command_stopped();
 
   seatbelt::Sandboxed cmd_;
   SignalPipe signals_;
@@ -169,33 +167,11 @@ void Supervisor::begin_termination(int sig) {
   if (!grace_end_) grace_end_ = Clock::now() + opts_.grace;
 }
 
-// Raw mode on the outer terminal, only while the relay reads it (stdin is
-// a terminal): a terminal that is only output keeps its settings.
-void Supervisor::take_terminal() {
-  if (!mode_ || ends_.in < 0) return;
-  if (auto st = mode_->enter_raw(); !st) util::warn("{}", st.error().message());
-}
 
-// The command stopped. On a terminal: give it back and stop too, so the
-// user's shell regains control; `fg` sends SIGCONT, passed on below. With
-// no terminal there is no shell to give control to: pi-jail never stops
-// itself (--timeout and the network filter run on), and the command stays
-// stopped until pi-jail gets SIGCONT (resumes it) or a termination signal
-// (ends it).
-void Supervisor::on_command_stopped() {
-  if (!mode_) {
-    util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
-               "resumes the command, SIGTERM ends it",
-               ::getpid());
-    return;
-  }
-  mode_->leave();
-  ::raise(SIGSTOP);
-}
 
 void Supervisor::on_signal(int sig) {
   SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.raw_again) take_terminal();
+  if (r.raw_again) take_terminal(mode_, ends_);
   if (r.sync_size) relay_->sync_size(tty_);
   if (r.forced) util::warn("second termination signal: killing the command's process group");
   if (r.start_grace) begin_termination(r.deliver);
@@ -209,7 +185,7 @@ util::Result<int> Supervisor::run() {
     auto status = cmd_.poll_exit();
     if (!status) return status.take_error();
     if (*status) break;  // the leader ended: the run is over
-    if (cmd_.take_stop()) on_command_stopped();
+    if (cmd_.take_stop()) follow_command_stop(mode_);
 
     auto now = Clock::now();
     if (deadline_ && now >= *deadline_) {

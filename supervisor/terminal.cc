@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+
+#include "util/log.h"
 
 namespace pj::supervisor {
 
@@ -124,6 +127,22 @@ void PtyRelay::drain() {
 void PtyRelay::sync_size(int tty_fd) {
   winsize ws;
   if (::ioctl(tty_fd, TIOCGWINSZ, &ws) == 0) ::ioctl(master_.get(), TIOCSWINSZ, &ws);
+}
+
+void take_terminal(std::optional<TerminalMode>& mode, const RelayEnds& ends) {
+  if (!mode || ends.in < 0) return;
+  if (auto st = mode->enter_raw(); !st) util::warn("{}", st.error().message());
+}
+
+void follow_command_stop(std::optional<TerminalMode>& mode) {
+  if (!mode) {
+    util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
+               "resumes the command, SIGTERM ends it",
+               ::getpid());
+    return;
+  }
+  mode->leave();
+  ::raise(SIGSTOP);
 }
 
 }  // namespace pj::supervisor

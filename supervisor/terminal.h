@@ -55,6 +55,18 @@ private:
 // Bytes between the outer terminal and the PTY master. Input is buffered
 // when the jail does not read (back-pressure: no more is read from the
 // terminal until it drains); output is written out as it comes.
+// Raw mode on the outer terminal, only while the relay reads it (stdin is
+// a terminal): a terminal that is only output keeps its settings.
+void take_terminal(std::optional<TerminalMode>& mode, const RelayEnds& ends);
+
+// The command stopped itself as a whole. On a terminal (`mode` set): give
+// it back and stop pi-jail too, so the user's shell regains control; `fg`
+// sends SIGCONT. With no terminal there is no shell to give control to:
+// pi-jail never stops itself (--timeout and the network filter run on),
+// and the command stays stopped until pi-jail gets SIGCONT (resumes it) or
+// a termination signal (ends it). The same on every backend.
+void follow_command_stop(std::optional<TerminalMode>& mode);
+
 class PtyRelay {
 public:
   PtyRelay(util::UniqueFd master, int in_fd, int out_fd);

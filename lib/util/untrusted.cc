@@ -108,6 +108,18 @@ Result<UniqueFd> open_dir_nofollow(std::string_view absolute) {
   return dir;
 }
 
+Result<UniqueFd> make_private_dir(std::string_view absolute) {
+  std::string partial;
+  for (auto part : path_components(absolute)) {
+    partial += "/";
+    partial += part;
+    ::mkdir(partial.c_str(), 0700);  // EEXIST and the rest: the open below says
+  }
+  auto dir = open_dir_nofollow(absolute);
+  if (!dir) return Error::from_errno(fmt::format("make the directory {}", absolute), dir.error().err());
+  return dir;
+}
+
 Result<NodeInfo> stat_beneath(int dirfd, std::string_view rel) {
   auto [dir_part, name] = split_last(rel);
   NodeInfo info;

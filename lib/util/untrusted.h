@@ -27,6 +27,10 @@ Result<UniqueFd> open_dir_beneath(int dirfd, std::string_view rel);
 // host paths the caller already resolved (realpath) and wants to pin.
 Result<UniqueFd> open_dir_nofollow(std::string_view absolute);
 
+// pi-jail's own directory at `absolute` (its state directory): each
+// missing component made 0700, then opened as open_dir_nofollow does.
+Result<UniqueFd> make_private_dir(std::string_view absolute);
+
 // The content of the regular file `rel` beneath `dirfd`, at most `cap`
 // bytes; nullopt when it does not exist. A symlink anywhere on the way,
 // a FIFO, device, socket or directory, or a file over `cap` bytes (a
