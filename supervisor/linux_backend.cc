@@ -176,11 +176,13 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     const std::string state = state_dir();
     if (state.empty()) return fail("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path; "
                                    "nothing was run");
-    auto staged = PrivateCopies::stage(state, *input);
-    if (!staged) return fail(staged.error().message() + "; nothing was run");
-    copies.emplace(std::move(*staged));
+    const std::string fix = "\n  fix: pi-jail keeps its placeholders' registry and the agent dir's staging there: make it "
+                            "writable, or set XDG_STATE_HOME to a directory of your own";
     auto locked = Registry::lock(state);
-    if (!locked) return fail(locked.error().message() + "; nothing was run");
+    if (!locked) return fail(locked.error().message() + "; nothing was run" + fix);
+    auto staged = PrivateCopies::stage(state, *input);
+    if (!staged) return fail(staged.error().message() + "; nothing was run" + fix);
+    copies.emplace(std::move(*staged));
     registry.emplace(std::move(*locked));
   }
   auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(*input));

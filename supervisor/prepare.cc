@@ -100,7 +100,11 @@ util::Result<std::string> prepare_agent_dir(const std::string& home, const std::
     ::mkdir(partial.c_str(), 0700);
   }
   auto real = real_path(agent_dir);
-  if (!real) return Error::from_errno(fmt::format("Pi's agent dir {}", agent_dir), errno);
+  if (!real)
+    return Error::from_errno(fmt::format("Pi's agent dir {} cannot be made (fix: make it, or its parent, writable, or "
+                                         "set PI_CODING_AGENT_DIR to a directory of your own)",
+                                         agent_dir),
+                             errno);
   if (util::path_within(home_real, *real))
     return Error::invalid(fmt::format(
         "refusing Pi's agent dir {}: it is your home directory or contains it, so all of it would be writable "
