@@ -87,6 +87,39 @@ util::Status copy_in(int host, int staging, const std::string& name, mode_t mode
   return {};
 }
 
+// Remove every entry below `dir` that is neither a regular file nor a
+// directory, never following one; at most kMaxDepth deep and
+// kScrubEntries entries in all (the rest is left as it is).
+size_t scrub(const std::string& dir) {
+  constexpr size_t kScrubEntries = 200000;
+  size_t seen = 0, removed = 0;
+  auto walk = [&](auto& self, int fd, int depth) -> void {
+    int dup = ::dup(fd);
+    DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
+    if (!d) {
+      if (dup >= 0) ::close(dup);
+      return;
+    }
+    std::vector<std::string> subdirs;
+    while (dirent* e = ::readdir(d)) {
+      std::string_view n = e->d_name;
+      if (n == "." || n == ".." || ++seen > kScrubEntries) continue;
+      struct stat st;
+      if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(st.st_mode)) subdirs.emplace_back(n);
+      else if (!S_ISREG(st.st_mode) && ::unlinkat(fd, e->d_name, 0) == 0) ++removed;
+    }
+    ::closedir(d);
+    if (depth >= kMaxDepth) return;
+    for (const auto& s : subdirs) {
+      UniqueFd sub(::openat(fd, s.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (sub.valid()) self(self, sub.get(), depth + 1);
+    }
+  };
+  if (auto top = util::open_dir_nofollow(dir)) walk(walk, top->get(), 0);
+  return removed;
+}
+
 }  // namespace
 
 util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, runtime::Request& r) {
@@ -104,7 +137,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
 
   for (size_t i = 0; i < r.private_dirs.size(); ++i) {
     const auto& p = r.private_dirs[i];
-    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}};
+    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}, {}};
     auto host = util::open_dir_nofollow(p.path);
     if (!host) return Error::from_errno(fmt::format("open the private directory {}", p.path), host.error().err());
     if (::mkdir(copy.staging.c_str(), 0700) != 0) return Error::from_errno(fmt::format("make {}", copy.staging), errno);
@@ -113,6 +146,9 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
     runtime::PrivateView view{p.path, copy.staging, p.why, {}, {}};
     for (const auto& w : r.write_back)
       if (util::parent_path(w.path) == p.path) copy.given.emplace_back(w.path.substr(p.path.size() + 1), std::nullopt);
+    for (const auto& g : r.grants)
+      if (g.access == runtime::Access::read_write && g.path != p.path && util::path_within(g.path, p.path))
+        copy.data_dirs.push_back(g.path);
 
     int fd = ::dup(host->get());
     DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
@@ -149,6 +185,13 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
 std::vector<std::string> PrivateCopies::finish() {
   std::vector<std::string> out;
   for (const auto& c : copies_) {
+    for (const auto& d : c.data_dirs) {
+      size_t removed = scrub(d);
+      if (removed)
+        out.push_back(fmt::format("refused: {}: removed {} symlink{} or special file{} the run left there (only "
+                                  "files and directories are kept)",
+                                  util::printable(d), removed, removed == 1 ? "" : "s", removed == 1 ? "" : "s"));
+    }
     auto host = util::open_dir_nofollow(c.host_dir);
     auto staging = util::open_dir_nofollow(c.staging);
     if (!host || !staging) {

@@ -37,9 +37,12 @@ public:
   PrivateCopies& operator=(PrivateCopies&&) = default;
   ~PrivateCopies() { discard(); }
 
-  // After the run: merge each write_back file back into the host's (under
-  // Pi's own lock), report what was and was not written back, then remove
-  // the staging. Returns the notes for stderr and the report, each
+  // After the run: remove from each data directory (sessions/) what the
+  // jail planted for the host's own Pi to follow later (symlinks, FIFOs,
+  // sockets, devices: Pi appends to session files, and would append
+  // through a link to ~/.bashrc); merge each write_back file back into the
+  // host's (under Pi's own lock), report what was and was not written
+  // back, then remove the staging. Returns the notes for stderr and the report, each
   // starting with "applied:", "refused:" or "kept:" (agent_state.h).
   std::vector<std::string> finish();
 
@@ -50,6 +53,9 @@ private:
     // Each write_back file of this directory: its name, and the content
     // copied in (nullopt: it did not exist at the start).
     std::vector<std::pair<std::string, std::optional<std::string>>> given;
+    // Write grants inside the directory (Pi's sessions/): data the jail
+    // writes in place, scrubbed after the run (see finish()).
+    std::vector<std::string> data_dirs;
   };
   PrivateCopies() = default;
   void discard();

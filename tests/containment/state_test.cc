@@ -203,6 +203,14 @@ TEST_CASE("the agent dir is read-only for later runs: nothing planted there surv
   CHECK(read_file(agent + "/auth.json").find("MARK") == std::string::npos);
   CHECK(read_file(agent + "/auth.json").find("literal") != std::string::npos);
   CHECK(exists(agent + "/sessions/x/s.jsonl"));
+  // A link planted among the sessions, for the host's own Pi to append through, is removed.
+  auto link = sh(sb, "ln -s " + sb.home + "/.bashrc " + agent + "/sessions/x/planted.jsonl && mkfifo " + agent +
+                         "/sessions/fifo && echo planted");
+  CHECK(trim(link.out) == "planted");
+  CHECK(link.err.find("removed 2 symlinks or special files") != std::string::npos);
+  CHECK_FALSE(exists(agent + "/sessions/x/planted.jsonl"));
+  CHECK_FALSE(exists(agent + "/sessions/fifo"));
+  CHECK(exists(agent + "/sessions/x/s.jsonl"));
   CHECK(o.err.find("refused") != std::string::npos);  // the !command key is named as refused
 }
 
