@@ -176,7 +176,7 @@ MountOp placeholder_op(const std::string& dest, Node node, const std::string& wh
   MountOp cover = simple_op(MountKind::mask, dest, "", why);
   cover.placeholder = true;
   cover.node = Node::directory;
-  const std::string_view name = dest.substr(dest.rfind('/') + 1);
+  const std::string_view name = std::string_view(dest).substr(dest.rfind('/') + 1);
   if (node == Node::file && (name == "config" || name == "config.worktree" || name == "commondir" || name == "gitdir")) {
     cover.node = Node::file;
     if (name == "commondir") cover.options = ".\n";

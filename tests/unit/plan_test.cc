@@ -306,3 +306,74 @@ TEST_CASE("/tmp, /var/tmp and /dev/shm are directories of one scratch tmpfs of t
   // The default: half the RAM, for all three together.
   CHECK(plan(debian_input(), debian_host())->scratch_fs == "size=50%,mode=0755");
 }
+
+namespace {
+
+const MountOp* op_at(const JailSpec& spec, const std::string& dest) {
+  for (const auto& op : spec.mounts)
+    if (op.dest == dest && op.kind != MountKind::seal) return &op;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("protected paths in the workspace: placeholders git ignores, .git/commondir holding '.', held marks") {
+  Facts f = debian_host();
+  const std::string ws = "/home/u/src/proj";
+  f[ws + "/.git"] = dir(ws + "/.git", 900);
+  f[ws + "/.git/hooks"] = dir(ws + "/.git/hooks", 901);
+  PlanInput in = debian_input();
+  in.read_only = {{ws + "/.git/hooks", "hooks", Node::directory},
+                  {ws + "/.git/commondir", "commondir", Node::file},
+                  {ws + "/.envrc", "envrc", Node::file},
+                  {ws + "/a/b/c.conf", "deep", Node::file},
+                  {ws + "/nogit/.git/hooks", "no repository", Node::directory}};
+  f[ws + "/nogit"] = dir(ws + "/nogit", 902);
+  auto spec = plan(in, f);
+  REQUIRE(spec);
+  const MountOp* hooks = op_at(*spec, ws + "/.git/hooks");
+  REQUIRE(hooks);
+  CHECK(hooks->kind == MountKind::bind);
+  CHECK(hooks->access == Access::read_only);
+  CHECK(hooks->held);
+  const MountOp* commondir = op_at(*spec, ws + "/.git/commondir");
+  REQUIRE(commondir);
+  CHECK(commondir->placeholder);
+  CHECK(commondir->node == Node::file);
+  CHECK(commondir->options == ".\n");
+  const MountOp* envrc = op_at(*spec, ws + "/.envrc");
+  REQUIRE(envrc);
+  CHECK(envrc->placeholder);
+  CHECK(envrc->node == Node::directory);  // an empty directory: git add -A never records it
+  // A missing parent is covered at its first missing component...
+  const MountOp* a = op_at(*spec, ws + "/a");
+  REQUIRE(a);
+  CHECK(a->placeholder);
+  CHECK(a->node == Node::directory);
+  CHECK_FALSE(op_at(*spec, ws + "/a/b/c.conf"));
+  // ...except a missing .git: a repository the jail creates is audited instead.
+  CHECK_FALSE(op_at(*spec, ws + "/nogit/.git"));
+  CHECK_FALSE(op_at(*spec, ws + "/nogit/.git/hooks"));
+}
+
+TEST_CASE("a symlink at or above a protected path inside a writable grant stops the plan, naming it") {
+  const std::string ws = "/home/u/src/proj";
+  struct Case {
+    const char* link;
+    const char* mark;
+    const char* said;
+  } cases[] = {
+      {"/.git", "/.git/hooks", "/home/u/src/proj/.git is a symlink, and /home/u/src/proj/.git/hooks below it"},
+      {"/.envrc", "/.envrc", "/home/u/src/proj/.envrc is a symlink; it must stay read-only"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.link);
+    Facts f = debian_host();
+    f[ws + c.link] = link("/elsewhere", dir("/elsewhere", 990));
+    PlanInput in = debian_input();
+    in.read_only = {{ws + c.mark, "protected", Node::directory}};
+    auto spec = plan(in, f);
+    REQUIRE_FALSE(spec);
+    CHECK(spec.error().message().find(c.said) != std::string::npos);
+  }
+}
