@@ -166,9 +166,23 @@ util::Result<Registry> Registry::lock(const std::string& state_dir) {
 }
 
 util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
-  Holds holds(dir_);
   auto state = util::open_dir_nofollow(dir_);
   if (!state) return Error::from_errno(fmt::format("open pi-jail's state directory {}", dir_), state.error().err());
+  // On failure the holds taken so far are dropped and the registry swept
+  // under the lock this process already holds: ~Holds would take it again
+  // through a new open file description and wait for itself forever.
+  struct Abandon {
+    Holds holds;
+    int state;
+    bool armed = true;
+    ~Abandon() {
+      if (!armed) return;
+      holds.fds_.clear();
+      holds.dir_.clear();
+      (void)save(state, sweep(load(state)));
+    }
+  } guard{Holds(dir_), state->get()};
+  Holds& holds = guard.holds;
   std::vector<Record> records = load(state->get());
   for (const auto& op : spec.mounts) {
     if (!op.placeholder) continue;
@@ -195,7 +209,8 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
       if (errno != EINTR) return Error::from_errno(fmt::format("hold {}", op.dest), errno);
     holds.fds_.push_back(std::move(fd));
   }
-  return holds;
+  guard.armed = false;
+  return std::move(holds);
 }
 
 void Holds::release() {
