@@ -1,5 +1,8 @@
 #include "git_worktree.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <climits>
 #include <cstdlib>
 
@@ -34,6 +37,17 @@ std::optional<std::string> real_dir(const std::string& path) {
   auto dir = util::open_dir_nofollow(buf);  // resolved, so no symlink is left on the way
   if (!dir) return std::nullopt;
   return std::string(buf);
+}
+
+// Git's own rule (safe.directory): a repository another user owns is not
+// trusted; nor is one in a directory everyone may write (sticky /tmp,
+// /dev/shm), where another user could have planted it.
+std::string ownership_problem(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return fmt::format("{} cannot be examined", path);
+  if (st.st_uid != ::getuid()) return fmt::format("{} belongs to another user", path);
+  if (st.st_mode & (S_IWOTH | S_ISVTX)) return fmt::format("{} is writable by everyone", path);
+  return "";
 }
 
 bool looks_like_git_dir(const std::string& dir) {
@@ -85,6 +99,8 @@ std::optional<policy::Worktree> find_worktree(const std::string& workspace, cons
   if (!looks_like_git_dir(*common)) return fail(fmt::format("{} is not a git repository", *common));
   if (*common == "/" || util::path_within(home, *common))
     return fail(fmt::format("{} contains your home directory", *common));
+  for (const std::string& p : {dot_git, *git_dir, *common})
+    if (auto why = ownership_problem(p); !why.empty()) return fail(why);
   return policy::Worktree{dot_git, *git_dir, *common};
 }
 

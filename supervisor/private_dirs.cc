@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <ctime>
 #include <random>
 
 #include <fmt/format.h>
@@ -33,9 +34,12 @@ constexpr int kMaxDepth = 128;                     // removal walks no deeper (t
 void remove_tree(int dir, const char* name, int depth = 0) {
   if (::unlinkat(dir, name, 0) == 0 || (errno != EISDIR && errno != EPERM)) return;
   if (depth < kMaxDepth) {
+    // A directory the jail made unreadable (chmod 0) is the caller's own:
+    // made readable first, without following a link (an unlinkable one is
+    // gone by now).
+    ::fchmodat(dir, name, 0700, AT_SYMLINK_NOFOLLOW);
     int fd = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
-      ::fchmod(fd, 0700);
       if (DIR* d = ::fdopendir(fd)) {
         std::vector<std::string> names;
         while (dirent* e = ::readdir(d))
@@ -64,6 +68,11 @@ void sweep_dead_runs(int runs) {
     if (n == "." || n == "..") continue;
     UniqueFd lock(::openat(runs, fmt::format("{}/lock", n).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive
+    struct stat st;
+    // No lock yet: a run between making its directory and its lock, unless
+    // it is older than any start takes.
+    if (!lock.valid() && ::fstatat(runs, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime > ::time(nullptr) - 60)
+      continue;
     dead.emplace_back(n);
   }
   ::closedir(d);

@@ -332,6 +332,14 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
                                                                        : "not a file or directory"));
       continue;
     }
+    // Grants were resolved and checked (home, system directories, limits)
+    // before they were probed: one that resolves elsewhere now was changed
+    // in between (a jail beside this one can swap a directory for a link).
+    if (f.is_symlink || f.resolved != g.path) {
+      problems.push_back(fmt::format("{} {}: it now resolves to {}; it changed after it was checked", g.why, g.path,
+                                     f.resolved));
+      continue;
+    }
     ops.push_back(bind_op(f.resolved, f, g.access, g.why));
   }
 

@@ -399,13 +399,21 @@ struct Resolver {
                     system_bounds.write.entries.empty() ? std::nullopt
                                                         : std::optional<Source>(system_bounds.write.entries.front().src));
     pol.grants_.push_back({w.common_dir, PathAccess::read_write, src, Authority::git_worktree});
+    // Other worktrees' git dirs are kept read-only (their commondir would
+    // send the host's git in that worktree to a repository the jail
+    // made); this worktree's own is writable again below them.
+    pol.grants_.push_back({w.git_dir, PathAccess::read_write, src, Authority::git_worktree});
     auto keep = [&](std::string path, bool directory) { pol.read_only_.push_back({std::move(path), src, directory}); };
-    keep(w.common_dir + "/hooks", true);      // run by git on the host
-    keep(w.common_dir + "/config", false);    // aliases, core.fsmonitor, filters: commands
-    keep(w.common_dir + "/commondir", false); // would send the host's git elsewhere
+    keep(w.common_dir + "/hooks", true);             // run by git on the host
+    keep(w.common_dir + "/config", false);           // aliases, core.fsmonitor, filters: commands
+    keep(w.common_dir + "/config.worktree", false);  // the same, with extensions.worktreeConfig
+    keep(w.common_dir + "/commondir", false);        // would send the host's git elsewhere
+    keep(w.common_dir + "/worktrees", true);         // the other worktrees' pointers and config
+    keep(w.common_dir + "/modules", true);           // submodules' own config and hooks
     keep(w.git_dir + "/commondir", false);
-    keep(w.git_dir + "/gitdir", false);       // the back-link git checks
-    keep(w.dot_git, false);                   // the pointer itself
+    keep(w.git_dir + "/gitdir", false);              // the back-link git checks
+    keep(w.git_dir + "/config.worktree", false);
+    keep(w.dot_git, false);                          // the pointer itself
   }
 
   Resolved run(const std::vector<Layer>& layers) {

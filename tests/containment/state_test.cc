@@ -292,3 +292,70 @@ TEST_CASE("a FIFO or a huge sparse file at .git neither hangs nor balloons the n
   CHECK(sparse.out.find("ran") != std::string::npos);
   CHECK(sparse.err.find("more than the 4096 expected") != std::string::npos);
 }
+
+TEST_CASE("a placeholder that cannot be made stops the run with 125, and the next run is not blocked") {
+  Sandbox sb;
+  REQUIRE(::chmod(sb.ws.c_str(), 0555) == 0);  // .pi/, .envrc, ... cannot be made (root may still)
+  auto first = sh(sb, "echo ran");
+  if (::getuid() != 0) {
+    CHECK(first.status == 125);
+    CHECK(first.err.find("make the placeholder") != std::string::npos);
+    CHECK(first.out.find("ran") == std::string::npos);
+  }
+  CHECK(first.err.find("[harness: killed") == std::string::npos);
+  ::chmod(sb.ws.c_str(), 0755);
+  auto second = sh(sb, "echo second");
+  CHECK(trim(second.out) == "second");
+  CHECK(second.status == 0);
+}
+
+TEST_CASE("in a worktree, the other worktrees' pointers and the submodules' git dirs stay read-only") {
+  Sandbox sb;
+  std::string main_repo = sb.outside + "/main";
+  REQUIRE(git({"init", "-q", main_repo}, sb.home).status == 0);
+  REQUIRE(git({"-C", main_repo, "commit", "-q", "--allow-empty", "-m", "first"}, sb.home).status == 0);
+  REQUIRE(git({"-C", main_repo, "worktree", "add", "-q", sb.ws + "/w1"}, sb.home).status == 0);
+  REQUIRE(git({"-C", main_repo, "worktree", "add", "-q", sb.outside + "/w2"}, sb.home).status == 0);
+  std::string common = main_repo + "/.git";
+  auto o = run({"/usr/bin/env", "-C", sb.ws + "/w1", pi_jail(), "-q", "-w", sb.ws + "/w1", "--", "/bin/sh", "-c",
+                "echo /elsewhere > " + common + "/worktrees/w2/commondir && echo other; mkdir -p " + common +
+                    "/modules/x/hooks && echo modules; echo x > " + common + "/config.worktree && echo cw; "
+                    "echo y > f && git add f && git -c user.name=t -c user.email=t@e commit -qm jailed && echo committed"},
+               {"HOME=" + sb.home});
+  CAPTURE(o.err);
+  CHECK(o.out.find("committed") != std::string::npos);
+  CHECK(o.out.find("other") == std::string::npos);
+  CHECK(o.out.find("modules") == std::string::npos);
+  CHECK(o.out.find("cw") == std::string::npos);
+  CHECK(trim(read_file(common + "/worktrees/w2/commondir")) == "../..");
+  CHECK_FALSE(exists(common + "/modules/x"));
+}
+
+TEST_CASE("a worktree whose repository sits in a directory everyone may write is not granted") {
+  // Another user could plant HEAD, objects/, refs/ and worktrees/ in /dev/shm or /tmp.
+  Sandbox sb;
+  std::string shared = sb.base + "/shared";
+  std::filesystem::create_directories(shared + "/objects");
+  std::filesystem::create_directories(shared + "/refs");
+  std::filesystem::create_directories(shared + "/worktrees/y");
+  REQUIRE(::chmod(shared.c_str(), 01777) == 0);
+  write_file(shared + "/HEAD", "ref: refs/heads/main\n");
+  write_file(shared + "/worktrees/y/gitdir", sb.ws + "/.git\n");
+  write_file(shared + "/worktrees/y/commondir", "../..\n");
+  write_file(shared + "/victim", "theirs\n");
+  write_file(sb.ws + "/.git", "gitdir: " + shared + "/worktrees/y\n");
+  auto o = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/sh", "-c",
+                "echo jail > " + shared + "/victim; echo done"},
+               {"HOME=" + sb.home});
+  CHECK(o.err.find("is writable by everyone") != std::string::npos);
+  CHECK(read_file(shared + "/victim") == "theirs\n");
+}
+
+TEST_CASE("the run's copy of the agent dir is removed even when the jail made parts of it unreadable") {
+  Sandbox sb;
+  auto o = sh(sb, "A=$HOME/.pi/agent; mkdir -p $A/h/i && head -c 100000 /dev/zero > $A/h/i/blob && chmod 0 $A/h/i $A/h "
+                  "&& echo made");
+  CHECK(trim(o.out) == "made");
+  std::string runs = sb.home + "/.local/state/pi-jail/runs";
+  CHECK(entries(runs).empty());
+}
