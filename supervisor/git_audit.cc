@@ -86,6 +86,8 @@ public:
 
   // Where the entry budget ran out; empty when it did not.
   const std::string& cut_at() const { return cut_at_; }
+  // The first submodule directory deeper than the walk goes; empty if none.
+  const std::string& too_deep() const { return too_deep_; }
 
 private:
   static std::optional<struct stat> lstat_at(int dirfd, std::string_view name) {
@@ -140,6 +142,7 @@ private:
     if (auto st = lstat_at(dir->get(), "modules")) {
       if (!S_ISDIR(st->st_mode)) items_.push_back({join(rel, "modules"), Kind::dir_expected, stamp_of(*st)});
       else if (depth < limits_.module_depth) modules(join(rel, "modules"), depth + 1);
+      else if (too_deep_.empty()) too_deep_ = join(rel, "modules");
     }
   }
 
@@ -185,6 +188,7 @@ private:
       bool git = lstat_at(inner->get(), "HEAD") || lstat_at(inner->get(), "config") || lstat_at(inner->get(), "hooks");
       if (git) git_dir(sub, depth);
       else if (depth < limits_.module_depth) modules(sub, depth + 1);
+      else if (too_deep_.empty()) too_deep_ = sub;
     }
   }
 
@@ -192,6 +196,7 @@ private:
   const Limits& limits_;
   size_t entries_ = 0;
   std::string cut_at_;
+  std::string too_deep_;
   std::vector<Item> items_;
 };
 
@@ -365,6 +370,10 @@ Audit audit(std::string_view workspace, const Snapshot& before, const Limits& li
   if (!w.cut_at().empty())
     out.add(w.cut_at(), fmt::format("more than {} directory entries in all: the rest was not examined",
                                     limits.entries));
+  // Not compared with the snapshot: what lies that deep was never examined.
+  if (!w.too_deep().empty())
+    out.add(w.too_deep(), fmt::format("submodule git dirs nested deeper than {} levels: not examined",
+                                      limits.module_depth));
   return out.take();
 }
 

@@ -190,3 +190,16 @@ TEST_CASE("bounded: at most N findings listed, the rest counted; escaped names")
   a = audit(ws.path, before);
   CHECK(has(a, ".git/hooks/\\x1b]0;title\\x07"));
 }
+
+TEST_CASE("submodule git dirs deeper than the walk goes are said to be unexamined, never passed over silently") {
+  Workspace ws;
+  ws.init();
+  auto before = snapshot(ws.path);
+  ws.write(".git/modules/shallow/config", "[core]\n\tfsmonitor = x\n");
+  ws.write(".git/modules/a/b/c/d/e/f/g/h/config", "[core]\n\tfsmonitor = deep\n");
+  auto a = audit(ws.path, before);
+  std::string text = lines(a);
+  CAPTURE(text);
+  CHECK(text.find(".git/modules/shallow/config") != std::string::npos);
+  CHECK(text.find("nested deeper than 6 levels: not examined") != std::string::npos);
+}
