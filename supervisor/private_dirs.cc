@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <ctime>
 #include <random>
 
@@ -28,6 +30,26 @@ namespace {
 constexpr size_t kCopyCap = agent::kMaxFileBytes;  // larger files are shown read-only
 constexpr int kMaxDepth = 128;                     // removal walks no deeper (the jail can nest)
 
+// The names in the directory open at `dir` (not "." or ".."), at most
+// `cap` of them; empty when it cannot be read.
+std::vector<std::string> names_in(int dir, size_t cap = SIZE_MAX) {
+  std::vector<std::string> names;
+  int fd = ::dup(dir);
+  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+  if (!d) {
+    if (fd >= 0) ::close(fd);
+    return names;
+  }
+  while (dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (n == "." || n == "..") continue;
+    if (names.size() == cap) break;
+    names.emplace_back(n);
+  }
+  ::closedir(d);
+  return names;
+}
+
 // Remove `name` in `dir` and everything below it, never following a
 // symlink; directories the jail made unwritable are made writable first
 // (they are the caller's own). Gives up below kMaxDepth.
@@ -38,44 +60,26 @@ void remove_tree(int dir, const char* name, int depth = 0) {
     // made readable first, without following a link (an unlinkable one is
     // gone by now).
     ::fchmodat(dir, name, 0700, AT_SYMLINK_NOFOLLOW);
-    int fd = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) {
-      if (DIR* d = ::fdopendir(fd)) {
-        std::vector<std::string> names;
-        while (dirent* e = ::readdir(d))
-          if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") names.emplace_back(e->d_name);
-        for (const auto& n : names) remove_tree(::dirfd(d), n.c_str(), depth + 1);
-        ::closedir(d);
-      } else {
-        ::close(fd);
-      }
-    }
+    UniqueFd fd(::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.valid())
+      for (const auto& n : names_in(fd.get())) remove_tree(fd.get(), n.c_str(), depth + 1);
   }
   ::unlinkat(dir, name, AT_REMOVEDIR);
 }
 
 // Remove the staging of runs whose pi-jail is gone (its lock is free).
 void sweep_dead_runs(int runs) {
-  int fd = ::dup(runs);
-  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
-  if (!d) {
-    if (fd >= 0) ::close(fd);
-    return;
-  }
   std::vector<std::string> dead;
-  while (dirent* e = ::readdir(d)) {
-    std::string_view n = e->d_name;
-    if (n == "." || n == "..") continue;
+  for (const auto& n : names_in(runs)) {
     UniqueFd lock(::openat(runs, fmt::format("{}/lock", n).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive
     struct stat st;
     // No lock yet: a run between making its directory and its lock, unless
     // it is older than any start takes.
-    if (!lock.valid() && ::fstatat(runs, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime > ::time(nullptr) - 60)
+    if (!lock.valid() && ::fstatat(runs, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime > ::time(nullptr) - 60)
       continue;
-    dead.emplace_back(n);
+    dead.push_back(n);
   }
-  ::closedir(d);
   for (const auto& n : dead) remove_tree(runs, n.c_str());
 }
 
@@ -103,22 +107,14 @@ size_t scrub(const std::string& dir) {
   constexpr size_t kScrubEntries = 200000;
   size_t seen = 0, removed = 0;
   auto walk = [&](auto& self, int fd, int depth) -> void {
-    int dup = ::dup(fd);
-    DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
-    if (!d) {
-      if (dup >= 0) ::close(dup);
-      return;
-    }
     std::vector<std::string> subdirs;
-    while (dirent* e = ::readdir(d)) {
-      std::string_view n = e->d_name;
-      if (n == "." || n == ".." || ++seen > kScrubEntries) continue;
+    for (const auto& n : names_in(fd, kScrubEntries - std::min(seen, kScrubEntries))) {
+      ++seen;
       struct stat st;
-      if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      if (S_ISDIR(st.st_mode)) subdirs.emplace_back(n);
-      else if (!S_ISREG(st.st_mode) && ::unlinkat(fd, e->d_name, 0) == 0) ++removed;
+      if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(st.st_mode)) subdirs.push_back(n);
+      else if (!S_ISREG(st.st_mode) && ::unlinkat(fd, n.c_str(), 0) == 0) ++removed;
     }
-    ::closedir(d);
     if (depth >= kMaxDepth) return;
     for (const auto& s : subdirs) {
       UniqueFd sub(::openat(fd, s.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -159,14 +155,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
       if (g.access == runtime::Access::read_write && g.path != p.path && util::path_within(g.path, p.path))
         copy.data_dirs.push_back(g.path);
 
-    int fd = ::dup(host->get());
-    DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
-    if (!d) return Error::from_errno(fmt::format("list {}", p.path), errno);
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d))
-      if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") names.emplace_back(e->d_name);
-    ::closedir(d);
-    for (const auto& name : names) {
+    for (const auto& name : names_in(host->get())) {
       struct stat st;
       if (::fstatat(host->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       const std::string path = p.path + "/" + name;
