@@ -85,8 +85,15 @@ std::pair<std::string, std::string> split(const std::string& path) {
   return {std::string(util::parent_path(path)), path.substr(path.rfind('/') + 1)};
 }
 
-// Is the object open at `fd` still exactly what pi-jail made for `r`?
-bool pristine(int fd, const Record& r) {
+// How much of a file placeholder's content must be there.
+enum class Content {
+  exact,   // as made: what a jail is about to rely on
+  prefix,  // a start of it: a SIGKILL between creating the file and writing
+           // it left it short (an empty commondir, which git dies on)
+};
+
+// Is the object open at `fd` still what pi-jail made for `r`?
+bool pristine(int fd, const Record& r, Content want = Content::exact) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return false;
   if (r.node == linuxjail::Node::directory) {
@@ -103,9 +110,11 @@ bool pristine(int fd, const Record& r) {
     ::closedir(d);
     return empty;
   }
-  if (!S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) != r.content.size()) return false;
-  std::string got(r.content.size(), '\0');
-  return ::pread(fd, got.data(), got.size(), 0) == static_cast<ssize_t>(got.size()) && got == r.content;
+  const auto size = static_cast<size_t>(st.st_size);
+  if (!S_ISREG(st.st_mode) || size > r.content.size()) return false;
+  if (want == Content::exact && size != r.content.size()) return false;
+  std::string got(size, '\0');
+  return ::pread(fd, got.data(), size, 0) == static_cast<ssize_t>(size) && r.content.starts_with(got);
 }
 
 UniqueFd open_at(int dir, const std::string& name) {
@@ -121,7 +130,7 @@ Sweep try_remove(const Record& r) {
   auto dir = util::open_dir_nofollow(parent);
   if (!dir) return Sweep::gone;
   UniqueFd fd = open_at(dir->get(), name);
-  if (!fd.valid() || !pristine(fd.get(), r)) return Sweep::gone;
+  if (!fd.valid() || !pristine(fd.get(), r, Content::prefix)) return Sweep::gone;
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return Sweep::in_use;
   ::unlinkat(dir->get(), name.c_str(), r.node == linuxjail::Node::directory ? AT_REMOVEDIR : 0);
   return Sweep::gone;

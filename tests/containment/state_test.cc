@@ -359,3 +359,27 @@ TEST_CASE("the run's copy of the agent dir is removed even when the jail made pa
   std::string runs = sb.home + "/.local/state/pi-jail/runs";
   CHECK(entries(runs).empty());
 }
+
+TEST_CASE("a placeholder a SIGKILL cut short (created, not yet written) is recognised and removed at the next start") {
+  // The state pi-jail leaves when killed between making .git/commondir and
+  // writing its "." (an empty commondir makes git die): the registry's
+  // record ("f <content hex> <path hex>") and the empty file.
+  Sandbox sb;
+  REQUIRE(git({"init", "-q", sb.ws}, sb.home).status == 0);
+  std::string path = sb.ws + "/.git/commondir";
+  std::string hex;
+  for (unsigned char c : path) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", c);
+    hex += b;
+  }
+  std::filesystem::create_directories(sb.home + "/.local/state/pi-jail");
+  write_file(sb.home + "/.local/state/pi-jail/placeholders", "f 2e0a " + hex + "\n");
+  write_file(path, "");
+  REQUIRE(git({"-C", sb.ws, "status"}, sb.home).status != 0);  // what the user would see
+  auto o = sh(sb, "git status --short >/dev/null && echo git-works");
+  CAPTURE(o.err);
+  CHECK(trim(o.out) == "git-works");
+  CHECK_FALSE(exists(path));
+  CHECK(git({"-C", sb.ws, "status", "--short"}, sb.home).status == 0);
+}
