@@ -11,11 +11,6 @@ using namespace pj::test;
 
 namespace {
 
-std::string data_dir() {
-  const char* d = std::getenv("PJ_DATA_DIR");
-  REQUIRE_MESSAGE(d, "PJ_DATA_DIR is not set (run through tests/run)");
-  return d;
-}
 
 // pi-jail -q --report REPORT -w ws -- /bin/sh -c SCRIPT, under a guard
 // of 120 s (status 124 when the supervisor hangs).
@@ -26,8 +21,7 @@ Outcome jail_sh(const Sandbox& sb, const std::string& report, const std::string&
 }
 
 void check_valid(const std::string& report) {
-  auto v = run({"/usr/bin/python3", data_dir() + "/validate_json.py", data_dir() + "/pi-jail-report.schema.json",
-                report});
+  auto v = validate_report(report);
   CHECK_MESSAGE(v.status == 0, v.out << v.err);
 }
 

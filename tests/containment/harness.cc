@@ -46,6 +46,13 @@ const std::string& probe_dir() {
   static const std::string d = std::filesystem::path(probe()).parent_path().string();
   return d;
 }
+std::string data_dir() { return env_or_die("PJ_DATA_DIR"); }
+
+Outcome validate_report(const std::string& report) {
+  return run({"/usr/bin/python3", data_dir() + "/validate_json.py", data_dir() + "/pi-jail-report.schema.json",
+              report});
+}
+
 std::string probe_suid() {
   const char* v = std::getenv("PJ_PROBE_SUID");
   return v && exists(v) ? v : "";

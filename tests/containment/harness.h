@@ -21,6 +21,11 @@ struct Outcome {
 const std::string& pi_jail();
 const std::string& probe();
 const std::string& probe_dir();
+// PJ_DATA_DIR: the schema, validate_json.py and model_server.py (tests/run).
+std::string data_dir();
+// Validate a --report file against man/pi-jail-report.schema.json;
+// status 0 when it parses and validates, the validator's words otherwise.
+Outcome validate_report(const std::string& report);
 std::string probe_suid();  // empty when not staged (not run as root)
 
 // Run argv with stdin from /dev/null; stdout/stderr captured. `env` adds

@@ -13,17 +13,7 @@ using namespace pj::test;
 
 namespace {
 
-std::string data_dir() {
-  const char* d = std::getenv("PJ_DATA_DIR");
-  REQUIRE_MESSAGE(d, "PJ_DATA_DIR is not set (run through tests/run)");
-  return d;
-}
 
-// Validate `report` against the schema; returns the validator's output.
-Outcome validate(const std::string& report) {
-  return run({"/usr/bin/python3", data_dir() + "/validate_json.py", data_dir() + "/pi-jail-report.schema.json",
-              report});
-}
 
 }  // namespace
 
@@ -50,7 +40,7 @@ TEST_CASE("the report validates against the documented schema, for every way a r
     std::string text = read_file(report);
     CHECK(text.find(c.ending) != std::string::npos);
     CHECK(text.find("\"code\": " + std::to_string(c.status)) != std::string::npos);
-    auto v = validate(report);
+    auto v = validate_report(report);
     CHECK_MESSAGE(v.status == 0, v.out << v.err);
   }
 }
@@ -70,7 +60,7 @@ TEST_CASE("the report names the layers, the view the run had and refused request
   CHECK(text.find("\"why\": \"workspace\"") != std::string::npos);
   CHECK(text.find("\"what\": \"network evil.example\"") != std::string::npos);
   CHECK(text.find("\"reason\": \"outside the network limit\"") != std::string::npos);
-  auto v = validate(report);
+  auto v = validate_report(report);
   CHECK_MESSAGE(v.status == 0, v.out << v.err);
 }
 
@@ -103,7 +93,7 @@ TEST_CASE("a host name the jail sends reaches the terminal escaped and the repor
     CHECK(o.err.find(raw) == std::string::npos);
   }
   CHECK(o.err.find("ev\\x1b[2J\\r\\nil\\x9b\\xff\\xe2\\x82.example:443") != std::string::npos);
-  auto schema = validate(report);
+  auto schema = validate_report(report);
   CHECK_MESSAGE(schema.status == 0, schema.out << schema.err);
   CHECK(read_file(report).find("ev\\u001b[2J\\r\\nil\\ufffd\\ufffd\\ufffd\\ufffd.example") != std::string::npos);
   // Every line of the log parses, read as strict UTF-8.

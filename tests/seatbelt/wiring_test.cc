@@ -114,9 +114,9 @@ struct Wiring {
   }
 };
 
-std::string validate_report(const std::string& report) {
-  const std::string dir = env_or_die("PJ_DATA_DIR");
-  auto o = run({"/usr/bin/python3", dir + "/validate_json.py", dir + "/pi-jail-report.schema.json", report});
+// The validator's complaint about `report`, or "" when it validates.
+std::string report_problems(const std::string& report) {
+  auto o = pj::test::validate_report(report);
   return o.status == 0 ? "" : o.out + o.err;
 }
 
@@ -245,7 +245,7 @@ TEST_CASE("the network filter listens on the host's loopback and refuses what th
   REQUIRE(o.status == 0);
   CHECK(o.out.starts_with("HTTP/1.1 403"));
   std::string r = read_file(report);
-  CHECK(validate_report(report) == "");
+  CHECK(report_problems(report) == "");
   CHECK(r.find("\"backend\": \"macos-seatbelt\"") != std::string::npos);
   CHECK(r.find("\"host\": \"blocked.example\"") != std::string::npos);
   CHECK(r.find("\"allowed\": false") != std::string::npos);
@@ -372,5 +372,5 @@ TEST_CASE("after the run, what the command left in the repository for git to run
   CHECK(o.err.find("Review them before running git") != std::string::npos);  // with -q too
   CHECK(o.err.find(".git/hooks/post-merge: a hook, new") != std::string::npos);
   CHECK(read_file(report).find("\"path\": \".git/hooks/post-merge\"") != std::string::npos);
-  CHECK(validate_report(report) == "");
+  CHECK(report_problems(report) == "");
 }

@@ -5,21 +5,16 @@
 #include <string>
 
 #include "agent_state.h"
+#include "json_helpers.h"
 #include "util/json_value.h"
 
 using namespace pj::supervisor::agent;
 namespace json = pj::util::json;
+using pj::test::parsed;
+using pj::test::pi_form;
 
 namespace {
 
-json::Value parsed(const std::string& s) {
-  auto v = json::parse(s);
-  REQUIRE_MESSAGE(v.ok(), s);
-  return std::move(*v);
-}
-
-// The text Pi would write for `s`.
-std::string pi_form(const std::string& s) { return json::stringify(parsed(s)); }
 
 bool noted(const Notes& notes, Notes::Kind kind, const std::string& part) {
   for (const auto& n : notes.items())

@@ -15,20 +15,16 @@
 #include <thread>
 
 #include "agent_state.h"
+#include "json_helpers.h"
 #include "util/json_value.h"
 
 using namespace pj::supervisor::agent;
 namespace json = pj::util::json;
+using pj::test::parsed;
+using pj::test::pi_form;
 
 namespace {
 
-json::Value parsed(const std::string& s) {
-  auto v = json::parse(s);
-  REQUIRE_MESSAGE(v.ok(), s);
-  return std::move(*v);
-}
-
-std::string pi_form(const std::string& s) { return json::stringify(parsed(s)); }
 
 const std::string kOAuth =
     R"({"type":"oauth","refresh":"r1","access":"a1","expires":1000,"accountId":"acc"})";
