@@ -81,23 +81,27 @@ HttpRequest parse_http_request(std::string_view buf) {
   if (version != "HTTP/1.1" && version != "HTTP/1.0") return bad(505, "only HTTP/1.0 and HTTP/1.1");
   if (method.empty() || method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string_view::npos)
     return bad(400, "malformed method");
+  // The target goes into the upstream request line: no space, no control
+  // byte (CR, LF, NUL, DEL...) may ride along into it.
+  for (unsigned char ch : target)
+    if (ch <= 0x20 || ch == 0x7f) return bad(400, "control character or space in the request target");
   // Header lines: NAME: value. Reject obsolete folding and bare LFs.
   std::string_view headers = head.substr(eol + 2);
   std::string kept;
-  bool has_host = false;
   while (!headers.empty()) {
     size_t e = headers.find("\r\n");
     std::string_view h = headers.substr(0, e);
     headers.remove_prefix(e + 2);
     size_t colon = h.find(':');
-    if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t' ||
-        h.find('\n') != std::string_view::npos || h.find('\r') != std::string_view::npos)
+    if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t')
       return bad(400, "malformed header line");
+    for (unsigned char ch : h)
+      if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return bad(400, "control character in a header line");
     std::string_view name = h.substr(0, colon);
     if (iequals(name, "proxy-authorization") || iequals(name, "proxy-connection") || iequals(name, "connection") ||
         iequals(name, "keep-alive"))
       continue;
-    if (iequals(name, "host")) has_host = true;
+    if (iequals(name, "host")) continue;  // derived from the checked target below
     kept.append(h).append("\r\n");
   }
 
@@ -118,17 +122,37 @@ HttpRequest parse_http_request(std::string_view buf) {
   std::string_view rest = target.substr(kHttp.size());
   size_t slash = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? "/" : rest.substr(slash);
-  if (path.front() != '/') path = "/";
+  std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash);
+  path = path.substr(0, path.find('#'));  // a fragment is never sent
   auto t = split_authority(authority, 80);
   if (!t) return bad(400, "malformed URL authority");
   r.target = *t;
-  r.upstream = fmt::format("{} {} {}\r\n", method, path, version);
-  if (!has_host) r.upstream += fmt::format("Host: {}\r\n", authority);
+  // "http://h?q" asks for "/?q": the query is kept.
+  r.upstream = fmt::format("{} {}{} {}\r\n", method, path.starts_with("/") ? "" : "/", path, version);
+  // The one Host header is the checked target's, whatever the client sent.
+  r.upstream += t->port == 80 ? fmt::format("Host: {}\r\n", t->host) : fmt::format("Host: {}:{}\r\n", t->host, t->port);
   r.upstream += kept;
   r.upstream += "Connection: close\r\n\r\n";
   r.progress = Progress::done;
   return r;
+}
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return status >= 500 ? "Server Error" : status >= 400 ? "Client Error" : "Unknown";
+  }
 }
 
 std::string http_response(int status, std::string_view reason, std::string_view body) {

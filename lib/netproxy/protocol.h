@@ -26,12 +26,15 @@ struct HttpRequest {
   std::string error;        // when bad
   bool tunnel = false;      // CONNECT
   Target target;
-  std::string upstream;     // absolute-form: the request head to send upstream
+  std::string upstream;     // absolute-form: the request head to send upstream (Host from `target`)
   size_t consumed = 0;      // bytes of the buffer that were the head
 };
 
 // Parse the head at the start of `buf`.
 HttpRequest parse_http_request(std::string_view buf);
+
+// The standard reason phrase of an HTTP status (RFC 9110 section 15).
+const char* reason_phrase(int status);
 
 // A complete HTTP response for a refusal or an error (closes the connection).
 std::string http_response(int status, std::string_view reason, std::string_view body);

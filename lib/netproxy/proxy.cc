@@ -425,11 +425,12 @@ struct Proxy::Impl {
   }
 
   // Refuse: answer in the protocol's words, then close once flushed.
-  void refuse(Conn& c, int http_status, SocksReply socks, const std::string& reason) {
+  // `told`: what the jail is told (default: `reason`), never a host file path or DNS answer.
+  void refuse(Conn& c, int http_status, SocksReply socks, const std::string& reason, std::string_view told = {}) {
     record(c, false, reason);
     if (c.kind == ListenerKind::http)
-      c.to_client = http_response(http_status, http_status == 403 ? "Forbidden" : "Bad Gateway",
-                                  "pi-jail: " + reason + "\n");
+      c.to_client = http_response(http_status, reason_phrase(http_status),
+                                  fmt::format("pi-jail: {}\n", told.empty() ? reason : told));
     else if (c.kind == ListenerKind::socks)
       c.to_client = socks_reply(socks);
     c.state = State::closing;
@@ -473,7 +474,7 @@ struct Proxy::Impl {
       }
       watch(fd, ref.id << 1, kIn);
       if (l.kind == ListenerKind::forward) {
-        ref.target = {l.target->addr.str(), l.target->port};
+        ref.target = {l.target->host, l.target->port};  // checked as the rule that made it
         decide(ref);
       }
     }
@@ -535,10 +536,10 @@ struct Proxy::Impl {
     std::string host = c.target.host;
     if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     c.verdict = rules.check(host, c.target.port);
-    if (!c.verdict.allowed) return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason);
+    if (!c.verdict.allowed) return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
     watch(c.client.get(), c.id << 1, 0);  // nothing more from the client until connected
-    if (auto ip = parse_ip(host)) {
-      c.addrs = {*ip};
+    if (auto fixed = Rules::fixed_addresses(host); !fixed.empty()) {  // literals, localhost
+      c.addrs = std::move(fixed);
       return try_connect(c);
     }
     c.state = State::resolving;
@@ -551,15 +552,16 @@ struct Proxy::Impl {
     Conn& c = *it->second;
     if (!r.error.empty() || r.addrs.empty())
       return refuse(c, 502, SocksReply::host_unreachable,
-                    fmt::format("cannot resolve {}: {}", c.target.host, r.error.empty() ? "no address" : r.error));
+                    fmt::format("cannot resolve {}: {}", c.target.host, r.error.empty() ? "no address" : r.error),
+                    "cannot resolve the host");
     // Every address is checked; only checked ones are connected to.
-    std::string refusal;
+    Verdict refusal;
     for (const auto& a : r.addrs) {
       Verdict v = rules.check_address(c.verdict, c.target.host, a);
       if (v.allowed) c.addrs.push_back(a);
-      else if (refusal.empty()) refusal = v.reason;
+      else if (refusal.reason.empty()) refusal = v;
     }
-    if (c.addrs.empty()) return refuse(c, 403, SocksReply::not_allowed, refusal);
+    if (c.addrs.empty()) return refuse(c, 403, SocksReply::not_allowed, refusal.reason, refusal.told);
     try_connect(c);
   }
 
@@ -569,7 +571,7 @@ struct Proxy::Impl {
       // Final check of the exact address (literal requests come here too).
       Verdict v = rules.check_address(c.verdict, c.target.host, a);
       if (!v.allowed) {
-        if (c.next_addr == c.addrs.size()) return refuse(c, 403, SocksReply::not_allowed, v.reason);
+        if (c.next_addr == c.addrs.size()) return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
         continue;
       }
       sockaddr_storage ss{};

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -27,34 +29,97 @@ bool in6(const in6_addr& a, const char* net, int bits) {
   return true;
 }
 
-const char* special4(const in_addr& a) {
-  if (in4(a, "0.0.0.0", 8)) return "unspecified (0.0.0.0/8)";
-  if (in4(a, "127.0.0.0", 8)) return "loopback (127.0.0.0/8)";
-  if (in4(a, "10.0.0.0", 8) || in4(a, "172.16.0.0", 12) || in4(a, "192.168.0.0", 16)) return "private (RFC 1918)";
-  if (in4(a, "100.64.0.0", 10)) return "carrier-grade NAT (100.64.0.0/10)";
-  if (in4(a, "169.254.0.0", 16)) return "link-local, incl. cloud metadata (169.254.0.0/16)";
-  if (in4(a, "192.0.0.0", 24)) return "IETF protocol assignments (192.0.0.0/24)";
-  if (in4(a, "198.18.0.0", 15)) return "benchmarking (198.18.0.0/15)";
-  if (in4(a, "224.0.0.0", 4)) return "multicast (224.0.0.0/4)";
-  if (in4(a, "240.0.0.0", 4)) return "reserved or broadcast (240.0.0.0/4)";
-  return nullptr;
+AddressClass classify4(const in_addr& a) {
+  struct Row {
+    const char* net;
+    int bits;
+    Range range;
+    const char* why;
+  };
+  static constexpr Row kRows[] = {
+      {"0.0.0.0", 8, Range::unspecified, "unspecified (0.0.0.0/8)"},
+      {"127.0.0.0", 8, Range::loopback, "loopback (127.0.0.0/8)"},
+      {"10.0.0.0", 8, Range::private_use, "private (10.0.0.0/8)"},
+      {"172.16.0.0", 12, Range::private_use, "private (172.16.0.0/12)"},
+      {"192.168.0.0", 16, Range::private_use, "private (192.168.0.0/16)"},
+      {"100.64.0.0", 10, Range::private_use, "carrier-grade NAT (100.64.0.0/10)"},
+      {"169.254.0.0", 16, Range::special, "link-local, incl. cloud metadata (169.254.0.0/16)"},
+      {"192.0.0.0", 24, Range::special, "IETF protocol assignments (192.0.0.0/24)"},
+      {"198.18.0.0", 15, Range::special, "benchmarking (198.18.0.0/15)"},
+      {"224.0.0.0", 4, Range::special, "multicast (224.0.0.0/4)"},
+      {"240.0.0.0", 4, Range::special, "reserved or broadcast (240.0.0.0/4)"},
+  };
+  for (const auto& r : kRows)
+    if (in4(a, r.net, r.bits)) return {r.range, r.why};
+  return {};
 }
 
-// An IPv4 address carried inside an IPv6 one (NAT64, 6to4), if any.
-std::optional<in_addr> embedded4(const in6_addr& a) {
+in_addr v4_at(const in6_addr& a, std::initializer_list<int> bytes) {
   in_addr v4{};
-  if (in6(a, "64:ff9b::", 96)) {
-    std::memcpy(&v4, &a.s6_addr[12], 4);
-    return v4;
+  auto* out = reinterpret_cast<uint8_t*>(&v4.s_addr);
+  int i = 0;
+  for (int b : bytes) out[i++] = a.s6_addr[b];
+  return v4;
+}
+
+// The IPv4 addresses an IPv6 address may carry, with the form's name.
+struct Embedded {
+  in_addr v4;
+  const char* form;
+};
+std::vector<Embedded> embedded4(const in6_addr& a) {
+  const auto last4 = [&] { return v4_at(a, {12, 13, 14, 15}); };
+  if (in6(a, "::ffff:0:0", 96)) return {{last4(), "IPv4-mapped (::ffff:0:0/96)"}};
+  if (in6(a, "::ffff:0:0:0", 96)) return {{last4(), "SIIT (::ffff:0:0:0/96)"}};
+  if (in6(a, "::", 96)) return {{last4(), "IPv4-compatible (::/96)"}};
+  if (in6(a, "64:ff9b::", 96)) return {{last4(), "NAT64 (64:ff9b::/96)"}};
+  if (in6(a, "64:ff9b:1::", 48)) {
+    // RFC 6052 section 2.2: where the IPv4 address sits depends on the
+    // prefix length the network chose (/48, /56, /64 or /96); bits 64-71
+    // are skipped. Every candidate is checked.
+    const char* form = "local-use NAT64 (64:ff9b:1::/48)";
+    return {{v4_at(a, {6, 7, 9, 10}), form},
+            {v4_at(a, {7, 9, 10, 11}), form},
+            {v4_at(a, {9, 10, 11, 12}), form},
+            {last4(), form}};
   }
-  if (in6(a, "2002::", 16)) {
-    std::memcpy(&v4, &a.s6_addr[2], 4);
-    return v4;
+  if (in6(a, "2002::", 16)) return {{v4_at(a, {2, 3, 4, 5}), "6to4 (2002::/16)"}};
+  if (in6(a, "2001::", 32)) {
+    in_addr client = v4_at(a, {12, 13, 14, 15});
+    client.s_addr = ~client.s_addr;  // RFC 4380: the client address is stored inverted
+    return {{v4_at(a, {4, 5, 6, 7}), "Teredo server (2001::/32)"}, {client, "Teredo client (2001::/32)"}};
   }
-  return std::nullopt;
+  return {};
+}
+
+AddressClass classify6(const in6_addr& x) {
+  if (IN6_IS_ADDR_UNSPECIFIED(&x)) return {Range::unspecified, "unspecified (::)"};
+  if (IN6_IS_ADDR_LOOPBACK(&x)) return {Range::loopback, "loopback (::1)"};
+  AddressClass worst;
+  if (in6(x, "fc00::", 7)) worst = {Range::private_use, "unique local (fc00::/7)"};
+  else if (in6(x, "fec0::", 10)) worst = {Range::private_use, "site-local (fec0::/10)"};
+  else if (in6(x, "fe80::", 10)) worst = {Range::special, "link-local (fe80::/10)"};
+  else if (in6(x, "ff00::", 8)) worst = {Range::special, "multicast (ff00::/8)"};
+  else if (in6(x, "64:ff9b:1::", 48))
+    worst = {Range::private_use, "local-use NAT64 (64:ff9b:1::/48), a translator of the local network"};
+  else if (in6(x, "::", 96)) worst = {Range::special, "IPv4-compatible (::/96), deprecated"};
+  const bool candidates = in6(x, "64:ff9b:1::", 48);
+  for (const auto& e : embedded4(x)) {
+    AddressClass c = classify4(e.v4);
+    // Of local-use NAT64's candidate positions the unused ones read as
+    // 0.0.0.0/8, which no translator maps: only the others count.
+    if (candidates && c.range == Range::unspecified) continue;
+    if (c.range > worst.range) worst = {c.range, fmt::format("{} in {}", c.why, e.form)};
+  }
+  return worst;
 }
 
 bool all_of(std::string_view s, std::string_view chars) { return s.find_first_not_of(chars) == std::string_view::npos; }
+
+bool is_loopback_literal(const std::string& host) {
+  auto ip = parse_ip(host);
+  return ip && (ip->v6 ? IN6_IS_ADDR_LOOPBACK(&ip->v6addr) : in4(ip->v4addr, "127.0.0.0", 8));
+}
 
 }  // namespace
 
@@ -91,29 +156,26 @@ std::optional<IpAddress> parse_ip(std::string_view text) {
   return ip;
 }
 
-const char* special_range(const IpAddress& a) {
-  if (!a.v6) return special4(a.v4addr);
-  const in6_addr& x = a.v6addr;
-  if (IN6_IS_ADDR_UNSPECIFIED(&x)) return "unspecified (::)";
-  if (IN6_IS_ADDR_LOOPBACK(&x)) return "loopback (::1)";
-  if (in6(x, "::", 96)) return "IPv4-compatible (::/96)";
-  if (in6(x, "fc00::", 7)) return "unique local (fc00::/7)";
-  if (in6(x, "fe80::", 10)) return "link-local (fe80::/10)";
-  if (in6(x, "fec0::", 10)) return "site-local (fec0::/10)";
-  if (in6(x, "ff00::", 8)) return "multicast (ff00::/8)";
-  if (auto v4 = embedded4(x))
-    if (special4(*v4)) return "an embedded IPv4 address in a refused range (NAT64/6to4)";
-  return nullptr;
-}
+AddressClass classify(const IpAddress& a) { return a.v6 ? classify6(a.v6addr) : classify4(a.v4addr); }
 
 std::optional<std::string> normalise_host(std::string_view host) {
-  if (auto ip = parse_ip(host)) return ip->str();
+  // "127.0.0.1." is an absolute name that resolvers read as the literal:
+  // it is the literal here too (never handed to the host's resolver).
+  std::string_view bare = host;
+  if (bare.size() > 1 && bare.back() == '.' && bare.front() != '[') bare.remove_suffix(1);
+  if (auto ip = parse_ip(bare)) return ip->str();
   std::string h;
-  for (char c : host) h += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  if (!h.empty() && h.back() == '.') h.pop_back();
+  for (char c : bare) h += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   if (h.empty() || h.size() > 253 || !all_of(h, "abcdefghijklmnopqrstuvwxyz0123456789-.") ||
-      h.find("..") != std::string::npos || h.front() == '.' || h.front() == '-')
+      h.find("..") != std::string::npos || h.front() == '.' || h.front() == '-' || h.back() == '.')
     return std::nullopt;
+  return h;
+}
+
+std::string Rule::text() const {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  if (wildcard) h = "*." + h;
+  if (port) h += ":" + std::to_string(port);
   return h;
 }
 
@@ -132,10 +194,7 @@ std::optional<Rule> Rules::parse(std::string_view pattern, std::string source) {
   }
   if (host.starts_with("*.")) {
     r.wildcard = true;
-    auto n = normalise_host(host.substr(2));
-    if (!n) return std::nullopt;
-    r.host = *n;
-    return r;
+    host.remove_prefix(2);
   }
   auto n = normalise_host(host);
   if (!n) return std::nullopt;
@@ -143,8 +202,11 @@ std::optional<Rule> Rules::parse(std::string_view pattern, std::string source) {
   return r;
 }
 
-void Rules::allow(std::string_view pattern, std::string source) {
-  if (auto r = parse(pattern, std::move(source))) allow_.push_back(*r);
+void Rules::allow(std::string_view pattern, std::string source, PrivateRanges private_ranges) {
+  if (auto r = parse(pattern, std::move(source))) {
+    r->private_ranges = private_ranges;
+    allow_.push_back(*r);
+  }
 }
 
 void Rules::deny(std::string_view pattern, std::string source) {
@@ -159,47 +221,112 @@ bool matches(const Rule& r, const std::string& host, int port) {
   return r.port == 0 ? (port == 80 || port == 443) : port == r.port;
 }
 
-std::string rule_text(const Rule& r) {
-  std::string h = r.host.find(':') != std::string::npos ? "[" + r.host + "]" : r.host;
-  if (r.wildcard) h = "*." + h;
-  if (r.port) h += ":" + std::to_string(r.port);
-  return fmt::format("{} ({})", h, r.source);
+// Exact names beat every wildcard; a longer wildcard domain beats a
+// shorter one (a name has at most 253 characters).
+size_t specificity(const Rule& r) { return r.wildcard ? r.host.size() : 1000; }
+
+Reach reach_of(const Rule& r) {
+  if (!r.wildcard && (r.host == "localhost" || is_loopback_literal(r.host))) return Reach::loopback;
+  if (!r.wildcard && parse_ip(r.host)) return Reach::named_address;
+  return r.private_ranges == PrivateRanges::allowed ? Reach::private_ranges : Reach::public_only;
+}
+
+// The most specific of `rules` matching; among equals the widest reach,
+// then one naming the port: never the order they were written in.
+const Rule* decisive(const std::vector<Rule>& rules, const std::string& host, int port) {
+  const Rule* best = nullptr;
+  auto key = [](const Rule& r) { return std::tuple(specificity(r), reach_of(r), r.port != 0); };
+  for (const auto& r : rules)
+    if (matches(r, host, port) && (!best || key(r) > key(*best))) best = &r;
+  return best;
+}
+
+std::string with_source(const Rule& r) { return fmt::format("{} ({})", r.text(), r.source); }
+
+Range widest(Reach reach) {
+  switch (reach) {
+    case Reach::public_only: return Range::global;
+    case Reach::private_ranges: return Range::private_use;
+    case Reach::named_address: return Range::special;
+    case Reach::loopback: return Range::loopback;
+  }
+  return Range::global;
+}
+
+const char* what_reaches(Range range) {
+  switch (range) {
+    case Range::private_use: return "allowed only by a rule with allow_private = true, or one naming the address";
+    case Range::special: return "allowed only by a rule naming the address";
+    case Range::loopback: return "allowed only by a rule naming localhost or a loopback address";
+    default: return "never allowed";
+  }
 }
 
 }  // namespace
 
 Verdict Rules::check(std::string_view raw_host, int port) const {
   auto host = normalise_host(raw_host);
-  if (!host) return {false, false, fmt::format("\"{}\" is not a valid host", raw_host)};
-  if (port < 1 || port > 65535) return {false, false, fmt::format("port {} is not valid", port)};
-  for (const auto& r : deny_)
-    if (matches(r, *host, port)) return {false, false, "denied by " + rule_text(r)};
-  for (const auto& r : allow_)
-    if (matches(r, *host, port)) return {true, !r.wildcard, "allowed by " + rule_text(r)};
-  return {false, false, fmt::format("no rule allows {}:{}", *host, port)};
+  if (!host) {
+    std::string why = "the host is not a valid name or IP address";
+    return {false, Reach::public_only, why, why};
+  }
+  if (port < 1 || port > 65535) {
+    std::string why = fmt::format("port {} is not valid", port);
+    return {false, Reach::public_only, why, why};
+  }
+  const Rule* deny = decisive(deny_, *host, port);
+  const Rule* allow = decisive(allow_, *host, port);
+  if (deny && (!allow || specificity(*deny) >= specificity(*allow)))
+    return {false, Reach::public_only, "denied by " + with_source(*deny), "denied by the rule " + deny->text()};
+  if (allow) return {true, reach_of(*allow), "allowed by " + with_source(*allow), "allowed by the rule " + allow->text()};
+  std::string why = fmt::format("no rule allows {}:{}", *host, port);
+  return {false, Reach::public_only, why, why};
 }
 
 Verdict Rules::check_address(const Verdict& host_verdict, std::string_view host, const IpAddress& addr) const {
   std::string a = addr.str();
   for (const auto& r : deny_)
-    if (!r.wildcard && r.host == a) return {false, false, "address " + a + " denied by " + rule_text(r)};
-  const char* range = special_range(addr);
-  if (range && !host_verdict.explicit_host)
-    return {false, false,
-            fmt::format("{} resolves to {}, {}: allowed only when a rule names the host exactly", host, a, range)};
+    if (!r.wildcard && r.host == a)
+      return {false, Reach::public_only, "address " + a + " denied by " + with_source(r),
+              fmt::format("{}: an address it stands for is denied by the rule {}", host, r.text())};
+  AddressClass c = classify(addr);
+  if (c.range == Range::global) return host_verdict;
+  if (c.range == Range::unspecified || c.range > widest(host_verdict.reach))
+    return {false, Reach::public_only,
+            fmt::format("{} resolves to {}, {}: {}", host, a, c.why, what_reaches(c.range)),
+            fmt::format("{}: an address it stands for is in a range the rule does not reach; {}", host,
+                        what_reaches(c.range))};
   return host_verdict;
 }
 
+std::vector<IpAddress> Rules::fixed_addresses(std::string_view host) {
+  auto n = normalise_host(host);
+  if (!n) return {};
+  if (*n == "localhost") return {*parse_ip("127.0.0.1"), *parse_ip("::1")};
+  if (auto ip = parse_ip(*n)) return {*ip};
+  return {};
+}
+
 std::vector<Rules::Forward> Rules::forwards() const {
+  // Per port: for each listener inside, the rule of its own family first,
+  // then localhost, then the other family.
+  std::vector<int> ports;
+  for (const auto& r : allow_)
+    if (!r.wildcard && r.port != 0 && (r.host == "localhost" || r.host == "127.0.0.1" || r.host == "::1") &&
+        std::find(ports.begin(), ports.end(), r.port) == ports.end())
+      ports.push_back(r.port);
   std::vector<Forward> out;
-  for (const auto& r : allow_) {
-    if (r.wildcard || r.port == 0) continue;
-    if (r.host == "localhost") {
-      out.push_back({*parse_ip("127.0.0.1"), r.port, r.source});
-      out.push_back({*parse_ip("::1"), r.port, r.source});
-    } else if (auto ip = parse_ip(r.host); ip && (r.host == "127.0.0.1" || r.host == "::1")) {
-      out.push_back({*ip, r.port, r.source});
-    }
+  for (int port : ports) {
+    auto rule = [&](std::initializer_list<const char*> prefer) -> const Rule* {
+      for (const char* h : prefer)
+        for (const auto& r : allow_)
+          if (!r.wildcard && r.port == port && r.host == h) return &r;
+      return nullptr;
+    };
+    const Rule* v4 = rule({"127.0.0.1", "localhost", "::1"});
+    const Rule* v6 = rule({"::1", "localhost", "127.0.0.1"});
+    out.push_back({*parse_ip("127.0.0.1"), port, v4->host, v4->source});
+    out.push_back({*parse_ip("::1"), port, v6->host, v6->source});
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include "netproxy/rules.h"
 
 using namespace pj::netproxy;
+using namespace std::string_literals;
 
 namespace {
 
@@ -82,49 +83,181 @@ TEST_CASE("IP literals are canonicalised in every notation resolvers accept") {
   }
 }
 
-TEST_CASE("special ranges are refused unless a rule names the host exactly") {
+TEST_CASE("one classifier: every IPv4-in-IPv6 form is classified as the IPv4 address it carries") {
   struct Case {
     const char* addr;
-    bool special;
+    Range range;
   } cases[] = {
-      {"127.0.0.1", true},     {"127.255.0.9", true}, {"10.0.0.1", true},   {"172.16.5.4", true},
-      {"172.32.0.1", false},   {"192.168.1.1", true}, {"100.64.0.1", true}, {"169.254.169.254", true},
-      {"0.0.0.0", true},       {"224.0.0.1", true},   {"255.255.255.255", true}, {"8.8.8.8", false},
-      {"::1", true},           {"::", true},          {"fd00::1", true},    {"fe80::1", true},
-      {"ff02::1", true},       {"::ffff:10.0.0.1", true}, {"64:ff9b::a00:1", true}, {"2002:a00:1::", true},
-      {"2606:4700::1", false}, {"64:ff9b::808:808", false},
+      {"127.0.0.1", Range::loopback},       {"127.255.0.9", Range::loopback},      {"10.0.0.1", Range::private_use},
+      {"172.16.5.4", Range::private_use},   {"172.32.0.1", Range::global},         {"192.168.1.1", Range::private_use},
+      {"100.64.0.1", Range::private_use},   {"169.254.169.254", Range::special},   {"0.0.0.0", Range::unspecified},
+      {"0.1.2.3", Range::unspecified},      {"224.0.0.1", Range::special},         {"255.255.255.255", Range::special},
+      {"8.8.8.8", Range::global},           {"::1", Range::loopback},              {"::", Range::unspecified},
+      {"fd00::1", Range::private_use},      {"fe80::1", Range::special},           {"ff02::1", Range::special},
+      {"fec0::1", Range::private_use},      {"2606:4700::1", Range::global},
+      // IPv4-mapped (unwrapped by parse_ip), IPv4-compatible, SIIT
+      {"::ffff:10.0.0.1", Range::private_use}, {"::ffff:127.0.0.1", Range::loopback}, {"::ffff:0.0.0.0", Range::unspecified},
+      {"::127.0.0.1", Range::loopback},     {"::10.0.0.1", Range::special},    {"::8.8.8.8", Range::special},
+      {"::0.0.0.2", Range::unspecified},    {"::ffff:0:127.0.0.1", Range::loopback}, {"::ffff:0:10.1.2.3", Range::private_use},
+      {"::ffff:0:0.0.0.0", Range::unspecified}, {"::ffff:0:8.8.8.8", Range::global},
+      // NAT64, well-known prefix and local use (RFC 8215) at /48, /56, /64 and /96
+      {"64:ff9b::a00:1", Range::private_use}, {"64:ff9b::7f00:1", Range::loopback}, {"64:ff9b::0:0", Range::unspecified},
+      {"64:ff9b::808:808", Range::global},  {"64:ff9b:1::a00:1", Range::private_use}, {"64:ff9b:1::7f00:1", Range::loopback},
+      {"64:ff9b:1:7f00:0:100::", Range::loopback},   // /48: 127.0 | u | 0.1
+      {"64:ff9b:1:7f:0:1::", Range::loopback},       // /56: 127 | u | 0.0.1
+      {"64:ff9b:1:0:7f:0:100:0", Range::loopback},   // /64: u | 127.0.0.1
+      {"64:ff9b:1:808:8:808::", Range::private_use}, // local use is never public
+      // 6to4 and Teredo (server, and the client stored inverted)
+      {"2002:a00:1::", Range::private_use}, {"2002:7f00:1::1", Range::loopback},  {"2002:0:0::1", Range::unspecified},
+      {"2002:808:808::1", Range::global},   {"2001:0:808:808::80ff:fffe", Range::loopback},  // client 127.0.0.1
+      {"2001:0:808:808::f5ff:fffe", Range::private_use},                                        // client 10.0.0.1
+      {"2001:0:a00:1::f7f7:f7f7", Range::private_use},                                          // server 10.0.0.1
+      {"2001:0:808:808::f7f7:f7f7", Range::global},                                             // 8.8.8.8 both
+  };
+  for (const auto& c : cases) {
+    CAPTURE(std::string(c.addr));
+    auto ip = parse_ip(c.addr);
+    REQUIRE(ip);
+    AddressClass k = classify(*ip);
+    CHECK(k.range == c.range);
+    CHECK(k.why.empty() == (c.range == Range::global));
+  }
+  CHECK(classify(*parse_ip("64:ff9b::7f00:1")).why == "loopback (127.0.0.0/8) in NAT64 (64:ff9b::/96)");
+}
+
+TEST_CASE("the range check applies to every rule: names reach private ranges only with allow_private, loopback only "
+          "through localhost or a loopback literal") {
+  Rules r = rules();
+  r.allow("db.corp:5432", "op:1", PrivateRanges::allowed);
+  r.allow("pi.dev:8080", "t:9");
+  r.allow("*.lab.corp", "op:2", PrivateRanges::allowed);
+  r.allow("localhost:3000", "t:10");
+  r.allow("169.254.169.254", "t:11");
+  Verdict wild = r.check("x.anthropic.com", 443);
+  Verdict exact = r.check("internal.corp", 443);
+  Verdict priv = r.check("db.corp", 5432);
+  Verdict null_routed = r.check("pi.dev", 8080);
+  Verdict lab = r.check("a.lab.corp", 443);
+  REQUIRE(wild.allowed);
+  REQUIRE(exact.allowed);
+  REQUIRE(priv.allowed);
+  REQUIRE(null_routed.allowed);
+  REQUIRE(lab.allowed);
+  struct Case {
+    const Verdict* v;
+    const char* addr;
+    bool allowed;
+  } cases[] = {
+      {&wild, "93.184.216.34", true},   {&wild, "169.254.169.254", false}, {&wild, "::ffff:10.0.0.1", false},
+      {&wild, "64:ff9b:1::a00:1", false}, {&wild, "::ffff:0:a00:1", false},
+      {&exact, "93.184.216.34", true},  {&exact, "10.9.9.9", false},       {&exact, "127.0.0.1", false},
+      {&exact, "0.0.0.0", false},       {&exact, "::", false},             {&exact, "64:ff9b::7f00:1", false},
+      {&priv, "10.9.9.9", true},        {&priv, "fd00::5", true},          {&priv, "::ffff:0:a00:1", true},
+      {&priv, "169.254.169.254", false}, {&priv, "127.0.0.1", false},      {&priv, "0.0.0.0", false},
+      {&priv, "2002:7f00:1::", false},  {&lab, "192.168.1.2", true},       {&lab, "::1", false},
+      {&null_routed, "0.0.0.0", false}, {&null_routed, "127.0.0.1", false}, {&null_routed, "::1", false},
   };
   for (const auto& c : cases) {
     CAPTURE(c.addr);
-    auto ip = parse_ip(c.addr);
-    REQUIRE(ip);
-    CHECK((special_range(*ip) != nullptr) == c.special);
+    CAPTURE(c.v->reason);
+    Verdict v = r.check_address(*c.v, "h", *parse_ip(c.addr));
+    CHECK(v.allowed == c.allowed);
+    if (!v.allowed) {
+      CHECK(v.told.find(c.addr) == std::string::npos);  // the jail is not told the host's DNS answer
+      CHECK(v.told.find("op:") == std::string::npos);
+      CHECK(v.reason.find(parse_ip(c.addr)->str()) != std::string::npos);  // the log is
+    }
   }
-  Rules r = rules();
-  Verdict wild = r.check("x.anthropic.com", 443);
-  CHECK_FALSE(r.check_address(wild, "x.anthropic.com", *parse_ip("169.254.169.254")).allowed);
-  CHECK_FALSE(r.check_address(wild, "x.anthropic.com", *parse_ip("::ffff:10.0.0.1")).allowed);
-  CHECK(r.check_address(wild, "x.anthropic.com", *parse_ip("93.184.216.34")).allowed);
-  Verdict exact = r.check("internal.corp", 443);
-  CHECK(exact.explicit_host);
-  CHECK(r.check_address(exact, "internal.corp", *parse_ip("10.9.9.9")).allowed);
+  // Literal rules reach the address they name; loopback ones and localhost reach loopback.
+  Verdict lit = r.check("10.1.2.3", 5432);
+  CHECK(r.check_address(lit, "10.1.2.3", *parse_ip("10.1.2.3")).allowed);
+  Verdict meta = r.check("169.254.169.254", 80);
+  CHECK(r.check_address(meta, "169.254.169.254", *parse_ip("169.254.169.254")).allowed);
+  Verdict lo = r.check("127.0.0.1", 11434);
+  CHECK(r.check_address(lo, "127.0.0.1", *parse_ip("127.0.0.1")).allowed);
+  Verdict lh = r.check("localhost", 3000);
+  REQUIRE(lh.allowed);
+  CHECK(r.check_address(lh, "localhost", *parse_ip("::1")).allowed);
+  Rules zero;
+  zero.allow("0.0.0.0:80", "t");
+  Verdict z = zero.check("0.0.0.0", 80);
+  CHECK_FALSE(zero.check_address(z, "0.0.0.0", *parse_ip("0.0.0.0")).allowed);  // never
 }
 
-TEST_CASE("forwards: loopback rules with a port") {
+TEST_CASE("fixed addresses: literals (trailing dot too) and localhost never go to the host's resolver") {
+  auto one = Rules::fixed_addresses("127.0.0.1.");
+  REQUIRE(one.size() == 1);
+  CHECK(one[0].str() == "127.0.0.1");
+  CHECK(Rules::fixed_addresses("0x7f.1.")[0].str() == "127.0.0.1");
+  CHECK(Rules::fixed_addresses("[::1]")[0].str() == "::1");
+  auto lh = Rules::fixed_addresses("LocalHost.");
+  REQUIRE(lh.size() == 2);
+  CHECK(lh[0].str() == "127.0.0.1");
+  CHECK(lh[1].str() == "::1");
+  CHECK(Rules::fixed_addresses("example.com").empty());
+  CHECK(normalise_host("127.0.0.1.") == std::optional<std::string>("127.0.0.1"));
+  // Checked as the literal: a name rule cannot be satisfied by it, a literal rule can.
+  Rules r;
+  r.allow("127.0.0.1:8080", "t");
+  Verdict v = r.check("127.0.0.1.", 8080);
+  CHECK(v.allowed);
+  CHECK(v.reach == Reach::loopback);
+}
+
+TEST_CASE("rules do not depend on their order: the most specific decides, deny wins a tie") {
+  auto decide = [](std::vector<std::pair<std::string, bool>> rs, const char* host) {
+    Rules fwd, rev;
+    for (const auto& [p, allow] : rs) allow ? fwd.allow(p, p) : fwd.deny(p, p);
+    for (auto it = rs.rbegin(); it != rs.rend(); ++it) it->second ? rev.allow(it->first, it->first) : rev.deny(it->first, it->first);
+    Verdict a = fwd.check(host, 443), b = rev.check(host, 443);
+    CHECK(a.allowed == b.allowed);
+    CHECK(a.reason == b.reason);
+    return a;
+  };
+  Verdict v = decide({{"*.a.test", true}, {"x.a.test", true}}, "x.a.test");
+  CHECK(v.reason == "allowed by x.a.test (x.a.test)");
+  CHECK(decide({{"*.a.test", false}, {"x.a.test", true}}, "x.a.test").allowed);      // exact beats wildcard
+  CHECK_FALSE(decide({{"*.a.test", false}, {"x.a.test", true}}, "y.a.test").allowed);
+  CHECK_FALSE(decide({{"*.a.test", true}, {"x.a.test", false}}, "x.a.test").allowed);
+  CHECK(decide({{"*.a.test", true}, {"x.a.test", false}}, "y.a.test").allowed);
+  CHECK_FALSE(decide({{"x.a.test", true}, {"x.a.test", false}}, "x.a.test").allowed);  // a tie: deny
+  CHECK_FALSE(decide({{"*.a.test", true}, {"*.a.test", false}}, "x.a.test").allowed);
+  CHECK(decide({{"*.a.test", false}, {"*.b.a.test", true}}, "x.b.a.test").allowed);  // longer wildcard
+  CHECK_FALSE(decide({{"*.a.test", true}, {"*.b.a.test", false}}, "x.b.a.test").allowed);
+  CHECK_FALSE(decide({{"x.a.test:443", true}, {"x.a.test", false}}, "x.a.test").allowed);  // port: same specificity
+  CHECK(decide({{"x.a.test", true}, {"x.a.test:8443", false}}, "x.a.test").allowed);        // deny on another port
+  Rules r;
+  r.allow("*.a.test", "w");
+  r.allow("x.a.test", "e");
+  CHECK(r.check("x.a.test", 443).told == "allowed by the rule x.a.test");
+}
+
+TEST_CASE("forwards: every loopback rule with a port listens on 127.0.0.1 and ::1, checked as its rule, merged per port") {
   Rules r;
   r.allow("127.0.0.1:11434", "a");
   r.allow("localhost:8080", "b");
   r.allow("[::1]:9000", "c");
   r.allow("127.0.0.1", "no port: not forwarded");
   r.allow("example.com:8080", "not loopback");
+  r.allow("127.0.0.1:8080", "d");  // merged with localhost:8080
+  r.allow("localhost:11434", "e");
   auto f = r.forwards();
-  REQUIRE(f.size() == 4);
-  CHECK(f[0].addr.str() == "127.0.0.1");
-  CHECK(f[0].port == 11434);
-  CHECK(f[1].addr.str() == "127.0.0.1");
-  CHECK(f[2].addr.str() == "::1");
-  CHECK(f[3].addr.str() == "::1");
-  CHECK(f[3].port == 9000);
+  REQUIRE(f.size() == 6);
+  struct Want {
+    const char* addr;
+    int port;
+    const char* host;
+  } want[] = {{"127.0.0.1", 11434, "127.0.0.1"}, {"::1", 11434, "localhost"}, {"127.0.0.1", 8080, "127.0.0.1"},
+              {"::1", 8080, "localhost"},        {"127.0.0.1", 9000, "::1"},        {"::1", 9000, "::1"}};
+  for (size_t i = 0; i < 6; ++i) {
+    CAPTURE(i);
+    CHECK(f[i].addr.str() == want[i].addr);
+    CHECK(f[i].port == want[i].port);
+    CHECK(f[i].host == want[i].host);
+    Verdict v = r.check(f[i].host, f[i].port);  // what the proxy checks for a forward
+    CHECK(v.allowed);
+    CHECK(v.reach == Reach::loopback);
+  }
 }
 
 TEST_CASE("HTTP proxy requests: CONNECT and absolute form") {
@@ -147,7 +280,7 @@ TEST_CASE("HTTP proxy requests: CONNECT and absolute form") {
   CHECK_FALSE(a.tunnel);
   CHECK(a.target.host == "Example.com");
   CHECK(a.target.port == 80);
-  CHECK(a.upstream == "GET /a/b?q=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: close\r\n\r\n");
+  CHECK(a.upstream == "GET /a/b?q=1 HTTP/1.1\r\nHost: Example.com\r\nAccept: */*\r\nConnection: close\r\n\r\n");
 
   auto port = parse_http_request("POST http://h.example:8080 HTTP/1.0\r\n\r\n");
   REQUIRE(port.progress == Progress::done);
@@ -155,6 +288,53 @@ TEST_CASE("HTTP proxy requests: CONNECT and absolute form") {
   CHECK(port.upstream == "POST / HTTP/1.0\r\nHost: h.example:8080\r\nConnection: close\r\n\r\n");
 
   CHECK(parse_http_request("CONNECT a.b:443 HTTP/1.1\r\nHost: a").progress == Progress::need_more);
+}
+
+TEST_CASE("absolute form: the Host header is the checked target's, the query is kept, the fragment dropped") {
+  auto spoof = parse_http_request("GET http://allowed.test/x HTTP/1.1\r\nHost: internal.corp\r\nhOsT: b\r\nA: 1\r\n\r\n");
+  REQUIRE(spoof.progress == Progress::done);
+  CHECK(spoof.upstream == "GET /x HTTP/1.1\r\nHost: allowed.test\r\nA: 1\r\nConnection: close\r\n\r\n");
+  auto q = parse_http_request("GET http://h.test?q=1&r HTTP/1.1\r\n\r\n");
+  REQUIRE(q.progress == Progress::done);
+  CHECK(q.upstream == "GET /?q=1&r HTTP/1.1\r\nHost: h.test\r\nConnection: close\r\n\r\n");
+  auto frag = parse_http_request("GET http://[::1]:8080/p?a#frag HTTP/1.1\r\n\r\n");
+  REQUIRE(frag.progress == Progress::done);
+  CHECK(frag.upstream == "GET /p?a HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n");
+  auto bare = parse_http_request("GET http://h.test#f HTTP/1.1\r\n\r\n");
+  REQUIRE(bare.progress == Progress::done);
+  CHECK(bare.upstream.starts_with("GET / HTTP/1.1\r\nHost: h.test\r\n"));
+}
+
+TEST_CASE("control bytes in a request target or header are refused with 400, never forwarded") {
+  for (std::string bad : {std::string("GET http://a.test/x\rInjected: 1 HTTP/1.1\r\n\r\n"),
+                          std::string("GET http://a.test/x\nInjected: 1 HTTP/1.1\r\n\r\n"),
+                          "GET http://a.test/x\0y HTTP/1.1\r\n\r\n"s,
+                          std::string("GET http://a.test/\x01 HTTP/1.1\r\n\r\n"),
+                          std::string("GET http://a.test/\x7f HTTP/1.1\r\n\r\n"),
+                          std::string("GET http://a.test/x\tHTTP/1.1 HTTP/1.1\r\n\r\n"),
+                          std::string("CONNECT a.test:443\rX: HTTP/1.1\r\n\r\n"),
+                          std::string("CONNECT a.te\nst:443 HTTP/1.1\r\n\r\n"),
+                          std::string("GET http://a.test/ HTTP/1.1\r\nA: b\nInjected: 1\r\n\r\n"),
+                          std::string("GET http://a.test/ HTTP/1.1\r\nA: b\rInjected: 1\r\n\r\n"),
+                          "GET http://a.test/ HTTP/1.1\r\nA: b\0c\r\n\r\n"s}) {
+    CAPTURE(bad);
+    auto r = parse_http_request(bad);
+    CHECK(r.progress == Progress::bad);
+    CHECK(r.status == 400);
+    CHECK(r.upstream.empty());
+  }
+  CHECK(parse_http_request("GET http://a.test/ HTTP/1.1\r\nA: b\tc\r\n\r\n").progress == Progress::done);
+}
+
+TEST_CASE("refusals carry the reason phrase of their status") {
+  CHECK(std::string(reason_phrase(400)) == "Bad Request");
+  CHECK(std::string(reason_phrase(403)) == "Forbidden");
+  CHECK(std::string(reason_phrase(431)) == "Request Header Fields Too Large");
+  CHECK(std::string(reason_phrase(502)) == "Bad Gateway");
+  CHECK(std::string(reason_phrase(503)) == "Service Unavailable");
+  CHECK(std::string(reason_phrase(504)) == "Gateway Timeout");
+  CHECK(std::string(reason_phrase(505)) == "HTTP Version Not Supported");
+  CHECK(http_response(504, reason_phrase(504), "x").starts_with("HTTP/1.1 504 Gateway Timeout\r\n"));
 }
 
 TEST_CASE("malformed HTTP proxy requests are refused with a status, never a crash") {
