@@ -191,7 +191,10 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                    util::printable(g.path));
   if (lp.resolved.policy) {
     runtime::apply_policy(*lp.resolved.policy, in);
-    for (const auto& r : lp.resolved.policy->net_allow()) prepared.rules.allow(r.pattern, r.src.str());
+    for (const auto& r : lp.resolved.policy->net_allow())
+      prepared.rules.allow(r.pattern, r.src.str(),
+                           r.private_ranges == policy::PrivateRanges::allowed ? netproxy::PrivateRanges::allowed
+                                                                              : netproxy::PrivateRanges::refused);
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
     for (const auto& f : prepared.rules.forwards()) in.forwards.emplace_back(f.addr.str(), f.port);
   }

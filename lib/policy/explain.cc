@@ -60,7 +60,8 @@ std::string explain_text(const ExplainInput& in) {
     out += "\nnetwork (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
            "loopback rules with a port are forwarded):\n";
     if (p.net_allow().empty() && p.net_deny().empty()) out += "  (no rules)\n";
-    for (const auto& r : p.net_allow()) line("allow", r.pattern, r.src);
+    for (const auto& r : p.net_allow())
+      line("allow", r.private_ranges == PrivateRanges::allowed ? r.pattern + " (allow_private)" : r.pattern, r.src);
     for (const auto& r : p.net_deny()) line("deny", r.pattern, r.src);
     out += "\nenvironment:\n";
     for (const auto& e : p.env_pass()) line("pass", e.name, e.src);
@@ -124,6 +125,7 @@ std::string explain_json(const ExplainInput& in) {
       for (const auto& r : v) {
         j.begin_object();
         j.field("pattern", r.pattern);
+        if (r.private_ranges == PrivateRanges::allowed) j.field("allow_private", true);
         src(r.src);
         j.end_object();
       }

@@ -100,6 +100,47 @@ public:
     return SizeSetting{*size, at(n)};
   }
 
+  // [network] allow: strings, or { host = "PATTERN", allow_private = BOOL }
+  // tables; the entries with allow_private = true go to `private_ranges` too.
+  void net_allow_entries(const toml::node& n, std::string_view where, std::vector<Entry>& out,
+                         std::vector<Entry>& private_ranges) {
+    const toml::array* arr = n.as_array();
+    if (!arr) return error(n, fmt::format("{} must be an array", where));
+    for (const toml::node& item : *arr) {
+      const toml::table* t = item.as_table();
+      if (!t) {
+        auto s = item.value<std::string>();
+        if (!item.is_string() || !s)
+          error(item, fmt::format("{} must contain strings or {{ host = \"...\", allow_private = true }} tables", where));
+        else if (s->empty()) error(item, fmt::format("{}: empty string", where));
+        else if (s->find('\0') != std::string::npos) error(item, fmt::format("{}: NUL byte in string", where));
+        else out.push_back({*s, at(item)});
+        continue;
+      }
+      std::optional<Entry> host;
+      std::optional<Flag> private_flag;
+      for (auto&& [k, v] : *t) {
+        if (k.str() == "host") {
+          auto s = v.value<std::string>();
+          if (!v.is_string() || !s || s->empty() || s->find('\0') != std::string::npos)
+            error(v, fmt::format("{}: host must be a non-empty string", where));
+          else host = Entry{*s, at(v)};
+        } else if (k.str() == "allow_private") {
+          private_flag = flag(v, fmt::format("{}: allow_private", where));
+        } else {
+          error(k, fmt::format("{}: unknown key \"{}\" (known: host, allow_private)", where, k.str()));
+        }
+      }
+      if (!host) {
+        error(item, fmt::format("{}: a table needs host = \"PATTERN\"", where));
+        continue;
+      }
+      host->src = at(item);
+      out.push_back(*host);
+      if (private_flag && private_flag->value) private_ranges.push_back(*host);
+    }
+  }
+
   void network_patterns(std::vector<Entry>& entries) {
     for (auto& e : entries) {
       std::string why;
@@ -126,10 +167,14 @@ public:
                   : l.read_only;
         dst.insert(dst.end(), list.begin(), list.end());
       } else if (name == "network") {
-        auto list = strings(v, where);
+        std::vector<Entry> list, private_ranges;
+        if (key == "allow") net_allow_entries(v, where, list, private_ranges);
+        else list = strings(v, where);
         network_patterns(list);
+        network_patterns(private_ranges);
         auto& dst = key == "allow" ? l.net_allow : l.net_deny;
         dst.insert(dst.end(), list.begin(), list.end());
+        l.net_allow_private.insert(l.net_allow_private.end(), private_ranges.begin(), private_ranges.end());
       } else if (name == "env") {
         if (key == "pass") {
           auto list = strings(v, where);

@@ -95,6 +95,9 @@ struct Layer {
   std::vector<Entry> write_back;    // files of a private dir merged back at the end (operators only)
   // [network]
   std::vector<Entry> net_allow, net_deny;
+  // The allow entries written as { host = "...", allow_private = true }
+  // (also in net_allow): their names may resolve to private ranges.
+  std::vector<Entry> net_allow_private;
   // [env]
   std::vector<Entry> env_pass;   // names or NAME_* globs
   std::vector<Setting> env_set;

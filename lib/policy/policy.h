@@ -17,6 +17,8 @@ namespace pj::policy {
 enum class PathAccess { read_only, read_write };
 enum class LandlockUse { if_available, required };
 enum class OnExcess { warn, error };
+// Whether an allowed name may resolve to a private range (`allow_private`).
+enum class PrivateRanges { refused, allowed };
 
 class Policy {
 public:
@@ -34,6 +36,7 @@ public:
   struct NetRule {
     std::string pattern;    // normalised (parse_net_pattern)
     Source src;
+    PrivateRanges private_ranges = PrivateRanges::refused;  // allow rules of operators only
   };
   struct EnvPass {
     std::string name;       // a name, or a NAME* prefix

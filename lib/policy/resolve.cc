@@ -289,7 +289,7 @@ struct Resolver {
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network, false, true))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
-      else pol.net_allow_.push_back({e.text, e.src});
+      else pol.net_allow_.push_back({e.text, e.src, allows_private(l, e) ? PrivateRanges::allowed : PrivateRanges::refused});
     }
     for (const auto& e : l.net_deny) pol.net_deny_.push_back({e.text, e.src});
     for (const auto& e : l.env_pass) {
@@ -307,6 +307,24 @@ struct Resolver {
     if (l.on_excess) out.on_excess = l.on_excess->text == "error" ? OnExcess::error : OnExcess::warn;
   }
 
+  static bool allows_private(const Layer& l, const Entry& e) {
+    for (const auto& p : l.net_allow_private)
+      if (p.text == e.text && p.src.line == e.src.line && p.src.column == e.src.column) return true;
+    return false;
+  }
+
+  // An operator's deny covering a project's request: the project cannot
+  // out-specify it (the most specific rule decides at run time).
+  const Policy::NetRule* denied_by(const Entry& e) const {
+    std::string e1, e2;
+    auto rp = parse_net_pattern(e.text, e2);
+    for (const auto& d : pol.net_deny_) {
+      auto dp = parse_net_pattern(d.pattern, e1);
+      if (dp && rp && net_covers(*dp, *rp)) return &d;
+    }
+    return nullptr;
+  }
+
   void project_layer(const Layer& l) {
     const Bounds& b = project_bounds;
     for (const auto& e : l.deny) path_rule(e, l, pol.denies_, "deny", true);  // narrowing: always fine
@@ -315,9 +333,15 @@ struct Resolver {
     for (const auto& e : l.read) path_grant(e, l, PathAccess::read_only, &b);
     for (const auto& e : l.write) path_grant(e, l, PathAccess::read_write, &b);
     for (const auto& e : l.net_allow) {
-      if (!covered(e, b.network, false, true))
+      const Policy::NetRule* deny = denied_by(e);
+      if (allows_private(l, e))
+        refuse(e.src, fmt::format("network {} (allow_private)", e.text),
+               "allow_private is set by operators, not by projects");
+      else if (!covered(e, b.network, false, true))
         refuse(e.src, fmt::format("network {}", e.text), "outside the network limit",
                b.network.entries.empty() ? std::nullopt : std::optional<Source>(b.network.entries.front().src));
+      else if (deny)
+        refuse(e.src, fmt::format("network {}", e.text), "an operator's deny covers it", deny->src);
       else pol.net_allow_.push_back({e.text, e.src});
     }
     for (const auto& e : l.net_deny) pol.net_deny_.push_back({e.text, e.src});

@@ -506,3 +506,57 @@ TEST_CASE("a checked git worktree's common dir is a derived grant, bounded like 
     CHECK(refused.refused[0].reason.find(c.reason) != std::string::npos);
   }
 }
+
+TEST_CASE("allow_private: an operator's per-rule switch; a project cannot set it") {
+  const std::string user =
+      "[network]\nallow = [\"github.com\", { host = \"db.corp:5432\", allow_private = true },\n"
+      "  { host = \"plain.corp\" }, { host = \"off.corp\", allow_private = false }]\n";
+  Resolved r = resolve_with(
+      "[network]\nallow = [{ host = \"registry.npmjs.org\", allow_private = true }, \"pypi.org:443\"]\n", user);
+  REQUIRE(r.policy);
+  std::map<std::string, PrivateRanges> got;
+  for (const auto& n : r.policy->net_allow()) got[n.pattern] = n.private_ranges;
+  CHECK(got.size() == 5);
+  CHECK(got["db.corp:5432"] == PrivateRanges::allowed);
+  CHECK(got["github.com"] == PrivateRanges::refused);
+  CHECK(got["plain.corp"] == PrivateRanges::refused);
+  CHECK(got["off.corp"] == PrivateRanges::refused);
+  CHECK(got["pypi.org:443"] == PrivateRanges::refused);
+  CHECK_FALSE(got.count("registry.npmjs.org"));  // within the limit, but it asked for private ranges
+  REQUIRE(r.refused.size() == 1);
+  CHECK(r.refused[0].str() ==
+        ".pi/jail.toml:2:10: network registry.npmjs.org (allow_private): allow_private is set by operators, not by "
+        "projects");
+  ExplainInput ex{&*r.policy, &r, {}, "/home/u/proj"};
+  CHECK(explain_text(ex).find("db.corp:5432 (allow_private)") != std::string::npos);
+  CHECK(explain_json(ex).find("\"allow_private\": true") != std::string::npos);
+}
+
+TEST_CASE("[network] allow tables are checked: host required, known keys, boolean switch") {
+  auto errors = [](const std::string& text) {
+    std::string all;
+    for (const auto& e : load_layer(text, "f.toml", Authority::user).errors) all += e.str() + "\n";
+    return all;
+  };
+  CHECK(errors("[network]\nallow = [{ allow_private = true }]\n") ==
+        "f.toml:2:10: network.allow: a table needs host = \"PATTERN\"\n");
+  CHECK(errors("[network]\nallow = [{ host = \"a.test\", private = true }]\n") ==
+        "f.toml:2:29: network.allow: unknown key \"private\" (known: host, allow_private)\n");
+  CHECK(errors("[network]\nallow = [{ host = \"a.test\", allow_private = \"yes\" }]\n") ==
+        "f.toml:2:45: network.allow: allow_private must be true or false\n");
+  CHECK(errors("[network]\nallow = [{ host = \"bad host\" }]\n").find("bad network pattern \"bad host\"") !=
+        std::string::npos);
+  CHECK(errors("[network]\nallow = [1]\n").find("must contain strings or") != std::string::npos);
+  CHECK(errors("[network]\ndeny = [{ host = \"a.test\" }]\n").find("must contain only strings") != std::string::npos);
+}
+
+TEST_CASE("a project's allow cannot out-specify an operator's deny") {
+  Resolved r = resolve_with("[network]\nallow = [\"x.npmjs.org\", \"registry.npmjs.org\"]\n", "",
+                            "[network]\ndeny = [\"*.npmjs.org\"]\nallow = [\"y.npmjs.org\"]\n");
+  REQUIRE(r.policy);
+  REQUIRE(r.refused.size() == 2);
+  CHECK(r.refused[0].reason == "an operator's deny covers it");
+  CHECK(r.refused[0].limit->str() == "/etc/pi-jail/policy.toml:2:9");
+  REQUIRE(r.policy->net_allow().size() == 1);
+  CHECK(r.policy->net_allow()[0].pattern == "y.npmjs.org");  // an operator's own exception stands
+}
