@@ -94,6 +94,7 @@ public:
 private:
   void on_signal(int sig);
   void on_control();
+  void on_listeners(std::vector<util::UniqueFd> fds);
   void start_proxy(std::vector<util::UniqueFd> fds);
   void abort_jail(std::string why);
   void begin_termination(int sig);
@@ -106,6 +107,7 @@ private:
   int tty_ = -1;
   std::optional<TerminalMode> mode_;  // set when the command is on a PTY: one of fds 0-2 is a terminal
   std::optional<PtyRelay> relay_;
+  std::vector<util::UniqueFd> listeners_;  // as they arrive, in batches
   std::unique_ptr<netproxy::Proxy> proxy_;
   Timer deadline_, grace_;
   std::optional<SyncRecord> failure_;
@@ -142,10 +144,22 @@ void Supervisor::abort_jail(std::string why) {
   (void)jail_.signal(SIGKILL);
 }
 
+// The listeners come in batches of at most linuxjail::kFdBatch.
+void Supervisor::on_listeners(std::vector<util::UniqueFd> fds) {
+  for (auto& fd : fds) listeners_.push_back(std::move(fd));
+  if (proxy_ || listeners_.size() > spec_.listeners.size())
+    return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", listeners_.size(),
+                                  spec_.listeners.size()));
+  if (listeners_.size() == spec_.listeners.size()) start_proxy(std::move(listeners_));
+}
+
+bool is_listening(int fd) {
+  int on = 0;
+  socklen_t len = sizeof on;
+  return ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on;
+}
+
 void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
-  if (fds.size() != spec_.listeners.size()) {
-    return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", fds.size(), spec_.listeners.size()));
-  }
   auto proxy = opts_.test_fail_network_filter ? test_failed_filter()
                                            : netproxy::Proxy::start(opts_.rules, opts_.net_log.get());
   if (!proxy) {
@@ -156,6 +170,11 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   for (size_t i = 0; i < fds.size(); ++i) {
     const auto& l = spec_.listeners[i];
     using K = linuxjail::ListenSpec::Kind;
+    if (!is_listening(fds[i].get())) {
+      // linuxjail open_listener(): the jail has no IPv6, so no ::1 to serve (or to squat).
+      if (l.address == "::1") continue;
+      return abort_jail(fmt::format("the jail's listener {}:{} is not listening", l.address, l.port));
+    }
     std::optional<netproxy::Rules::Forward> target;
     if (l.kind == K::forward)
       for (const auto& f : forwards)
@@ -176,7 +195,7 @@ void Supervisor::on_control() {
     return abort_jail(msg.error().message());
   }
   if (!*msg) return;
-  if ((*msg)->tag == linuxjail::kControlListeners) start_proxy(std::move((*msg)->fds));
+  if ((*msg)->tag == linuxjail::kControlListeners) on_listeners(std::move((*msg)->fds));
   if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
     relay_.emplace(std::move((*msg)->fds.front()), ends_.in, ends_.out);
     take_terminal(mode_, ends_);

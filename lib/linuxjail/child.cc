@@ -448,11 +448,11 @@ int exit_code(int status) {
   return 125;
 }
 
-// Send `count` fds in one message tagged `tag`.
+// Send `count` fds (at most kFdBatch) in one message tagged `tag`.
 void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage) {
   iovec iov{&tag, 1};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 64)] = {};
-  if (count > 64) fail(stage, E2BIG);
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kFdBatch)] = {};
+  if (count > kFdBatch) fail(stage, E2BIG);
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -469,23 +469,40 @@ void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage) {
 // The network filter's listening sockets, made here inside the jail's
 // network namespace (nothing inside can bind these ports afterwards) and
 // handed to the supervisor, which accepts and connects out from the host.
-void open_listeners(const ChildPlan& p) {
-  if (p.listener_count == 0) return;
-  int fds[64];
-  if (p.listener_count > 64) fail(Stage::listeners, E2BIG);
-  for (size_t i = 0; i < p.listener_count; ++i) {
-    const ChildListener& l = p.listeners[i];
-    int s = ::socket(l.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) fail(Stage::listeners, errno, static_cast<int>(i));
+// One listening socket. Where the jail has no IPv6 (the kernel has none:
+// EAFNOSUPPORT; lo has no ::1: EADDRNOTAVAIL), nothing inside can bind
+// ::1 either: an unbound unix socket stands in for that listener, and the
+// supervisor leaves it out (Supervisor::start_proxy).
+int open_listener(const ChildListener& l, size_t i) {
+  const bool v6 = l.addr.ss_family == AF_INET6;
+  int s = ::socket(l.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 && v6 && errno == EAFNOSUPPORT) s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  else if (s >= 0) {
     int one = 1;
     ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (l.addr.ss_family == AF_INET6) ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    if (::bind(s, reinterpret_cast<const sockaddr*>(&l.addr), l.len) != 0 || ::listen(s, 128) != 0)
+    if (v6) ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (::bind(s, reinterpret_cast<const sockaddr*>(&l.addr), l.len) != 0) {
+      if (!v6 || errno != EADDRNOTAVAIL) fail(Stage::listeners, errno, static_cast<int>(i));
+      ::close(s);
+      s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    } else if (::listen(s, 128) != 0) {
       fail(Stage::listeners, errno, static_cast<int>(i));
-    fds[i] = s;
+    }
   }
-  send_fds(p.control_fd, kControlListeners, fds, p.listener_count, Stage::listeners);
-  for (size_t i = 0; i < p.listener_count; ++i) ::close(fds[i]);
+  if (s < 0) fail(Stage::listeners, errno, static_cast<int>(i));
+  return s;
+}
+
+void open_listeners(const ChildPlan& p) {
+  if (p.listener_count == 0) return;
+  // SCM_RIGHTS carries at most SCM_MAX_FD (253) fds a message: batches.
+  for (size_t first = 0; first < p.listener_count; first += kFdBatch) {
+    int fds[kFdBatch];
+    size_t n = p.listener_count - first < kFdBatch ? p.listener_count - first : kFdBatch;
+    for (size_t i = 0; i < n; ++i) fds[i] = open_listener(p.listeners[first + i], first + i);
+    send_fds(p.control_fd, kControlListeners, fds, n, Stage::listeners);
+    for (size_t i = 0; i < n; ++i) ::close(fds[i]);
+  }
   // Nothing runs before the filter serves them: if it cannot start, the
   // supervisor kills the jail while init waits here.
   char ready = 0;

@@ -102,6 +102,9 @@ inline constexpr char kControlStopped = 'S';
 // The tags of the messages that carry fds: the PTY master, the listeners.
 inline constexpr char kControlMaster = 'M';
 inline constexpr char kControlListeners = 'L';
+// The most fds one control message carries (the listeners come in as many
+// messages as it takes, in spec order).
+inline constexpr size_t kFdBatch = 64;
 // The byte the supervisor sends back once its network filter serves the
 // listeners: init starts the command only after it.
 inline constexpr char kControlFilterReady = 'R';

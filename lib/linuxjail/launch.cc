@@ -167,7 +167,7 @@ util::Status Jail::filter_ready() {
 
 util::Result<std::optional<Jail::Control>> Jail::read_control() {
   char byte = 0;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 64)] = {};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kFdBatch)] = {};
   iovec iov{&byte, 1};
   msghdr msg{};
   msg.msg_iov = &iov;

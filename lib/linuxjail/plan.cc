@@ -395,6 +395,12 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   if (in.network_filter) {
     spec.listeners.push_back({ListenSpec::Kind::http_proxy, "127.0.0.1", kHttpProxyPort});
     spec.listeners.push_back({ListenSpec::Kind::socks_proxy, "127.0.0.1", kSocksProxyPort});
+    std::set<int> forward_ports;
+    for (const auto& f : in.forwards) forward_ports.insert(f.second);
+    if (forward_ports.size() > kMaxForwardPorts)
+      problems.push_back(fmt::format("too many host-loopback forwards: {} ports, at most {} (each is a listener on "
+                                     "127.0.0.1 and ::1 inside the jail); allow fewer loopback ports",
+                                     forward_ports.size(), kMaxForwardPorts));
     for (const auto& [addr, port] : in.forwards) {
       if ((port == kHttpProxyPort || port == kSocksProxyPort) && addr == "127.0.0.1") {
         problems.push_back(fmt::format("cannot forward {}:{}: the jail's proxy listens there", addr, port));

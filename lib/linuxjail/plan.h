@@ -9,6 +9,8 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +23,8 @@ namespace pj::linuxjail {
 // Where the network filter listens inside the jail.
 inline constexpr int kHttpProxyPort = 3128;
 inline constexpr int kSocksProxyPort = 1080;
+// The most host-loopback ports one jail forwards (pi-jail.toml(5)).
+inline constexpr size_t kMaxForwardPorts = 256;
 
 // What the host has at one path. `kind` describes what the path resolves
 // to; `is_symlink` whether the path itself is a symlink.

@@ -344,7 +344,17 @@ struct Resolver {
         refuse(e.src, fmt::format("network {}", e.text), "an operator's deny covers it", deny->src);
       else pol.net_allow_.push_back({e.text, e.src});
     }
-    for (const auto& e : l.net_deny) pol.net_deny_.push_back({e.text, e.src});
+    for (const auto& e : l.net_deny) {
+      // A project narrows: its deny wins over the operators' allows it
+      // covers, even the more specific ones (which decide otherwise).
+      std::string e1, e2;
+      auto dp = parse_net_pattern(e.text, e1);
+      std::erase_if(pol.net_allow_, [&](const Policy::NetRule& a) {
+        auto ap = parse_net_pattern(a.pattern, e2);
+        return dp && ap && net_covers(*dp, *ap);
+      });
+      pol.net_deny_.push_back({e.text, e.src});
+    }
     for (const auto& e : l.env_pass) {
       if (!covered(e, b.env, false, false)) refuse(e.src, fmt::format("env {}", e.text), "outside the env limit");
       else pol.env_pass_.push_back({e.text, e.src});

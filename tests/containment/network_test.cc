@@ -68,6 +68,12 @@ private:
 
 const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
 
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("an allowed host-loopback service: forwarded, and through the HTTP proxy and SOCKS5") {
@@ -131,31 +137,36 @@ TEST_CASE("UDP reaches nothing, raw sockets and DNS fail inside") {
   CHECK(dns.out.find("failed") == 0);
 }
 
-TEST_CASE("an allowed name that resolves to a refused range is refused, unless named exactly") {
+TEST_CASE("an allowed name that resolves to a refused range is refused, even when named exactly") {
   Sandbox sb;
   HttpServer server("internal-service\n");
   std::string hosts = sb.base + "/hosts";
+  std::string log = sb.outside + "/net.jsonl";
   write_file(hosts, "127.0.0.1 localhost\n127.0.0.1 svc.pjtest.example\n10.0.0.7 db.pjtest.example\n");
   // Resolution happens in the supervisor, outside the jail: give it our
   // own /etc/hosts in a mount namespace of this test.
   auto in_ns = [&](const std::string& rule, const std::string& url) {
-    std::string cmd = "mount --bind \"$0\" /etc/hosts && exec \"$1\" -q -w \"$2\" --allow-net \"$3\" -- " +
+    std::string cmd = "mount --bind \"$0\" /etc/hosts && exec \"$1\" -q -w \"$2\" --net-log \"$4\" --allow-net \"$3\" -- " +
                       kNoProxyEnv + "curl -s -w ' %{http_code}' -x http://127.0.0.1:3128 " + url;
     std::vector<std::string> argv{"/usr/bin/unshare"};
     if (::getuid() != 0) argv.push_back("-Ur");
-    argv.insert(argv.end(), {"-m", "/bin/sh", "-c", cmd, hosts, pi_jail(), sb.ws, rule});
+    argv.insert(argv.end(), {"-m", "/bin/sh", "-c", cmd, hosts, pi_jail(), sb.ws, rule, log});
     return run(argv, {"HOME=" + sb.home});
   };
   std::string port = server.port_str();
   auto wild = in_ns("*.pjtest.example:" + port, "http://svc.pjtest.example:" + port + "/");
-  CHECK(wild.out.find("resolves to 127.0.0.1, loopback") != std::string::npos);
+  CHECK(wild.out.find("svc.pjtest.example: an address it stands for is in a range the rule does not reach") !=
+        std::string::npos);
+  CHECK(wild.out.find("127.0.0.1") == std::string::npos);  // the jail is not told the host's DNS answer
   CHECK(wild.out.find(" 403") != std::string::npos);
   auto priv = in_ns("*.pjtest.example:" + port, "http://db.pjtest.example:" + port + "/");
-  CHECK(priv.out.find("resolves to 10.0.0.7, private") != std::string::npos);
-  CHECK(server.hits() == 0);
+  CHECK(priv.out.find(" 403") != std::string::npos);
   auto exact = in_ns("svc.pjtest.example:" + port, "http://svc.pjtest.example:" + port + "/");
-  CHECK(exact.out == "internal-service\n 200");
-  CHECK(server.hits() == 1);
+  CHECK(exact.out.find(" 403") != std::string::npos);
+  CHECK(server.hits() == 0);
+  std::string lines = read_file(log);
+  CHECK(count_of(lines, "resolves to 127.0.0.1, loopback (127.0.0.0/8)") == 2);
+  CHECK(count_of(lines, "resolves to 10.0.0.7, private (10.0.0.0/8)") == 1);
 }
 
 TEST_CASE("if the network filter cannot start, the command never starts: 125, naming the step") {

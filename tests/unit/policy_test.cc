@@ -560,3 +560,10 @@ TEST_CASE("a project's allow cannot out-specify an operator's deny") {
   REQUIRE(r.policy->net_allow().size() == 1);
   CHECK(r.policy->net_allow()[0].pattern == "y.npmjs.org");  // an operator's own exception stands
 }
+
+TEST_CASE("a project's deny wins over the operators' allows it covers, even more specific ones") {
+  Resolved r = resolve_with("[network]\ndeny = [\"*.npmjs.org\"]\n", "[network]\nallow = [\"x.npmjs.org\", \"pypi.org\"]\n");
+  REQUIRE(r.policy);
+  REQUIRE(r.policy->net_allow().size() == 1);
+  CHECK(r.policy->net_allow()[0].pattern == "pypi.org");
+}
