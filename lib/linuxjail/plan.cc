@@ -403,7 +403,9 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
                                      forward_ports.size(), kMaxForwardPorts));
     for (const auto& [addr, port] : in.forwards) {
       if ((port == kHttpProxyPort || port == kSocksProxyPort) && addr == "127.0.0.1") {
-        problems.push_back(fmt::format("cannot forward {}:{}: the jail's proxy listens there", addr, port));
+        problems.push_back(fmt::format("cannot forward host-loopback port {}: the jail's proxy listens on {}:{} (a "
+                                       "loopback rule's port is forwarded on 127.0.0.1 and ::1 inside)",
+                                       port, addr, port));
         continue;
       }
       spec.listeners.push_back({ListenSpec::Kind::forward, addr, port});

@@ -383,3 +383,25 @@ TEST_CASE("a symlink at or above a protected path inside a writable grant stops 
     CHECK(spec.error().message().find(c.said) != std::string::npos);
   }
 }
+
+TEST_CASE("listeners: the two proxies, then every forward; a bounded number of ports with a clear error") {
+  PlanInput in = debian_input();
+  for (int port = 1; port <= static_cast<int>(kMaxForwardPorts); ++port) {
+    in.forwards.emplace_back("127.0.0.1", 40000 + port);
+    in.forwards.emplace_back("::1", 40000 + port);
+  }
+  auto spec = plan(in, debian_host());
+  REQUIRE(spec);
+  REQUIRE(spec->listeners.size() == 2 + 2 * kMaxForwardPorts);
+  CHECK(spec->listeners[2].kind == ListenSpec::Kind::forward);
+  CHECK(spec->listeners.back().address == "::1");
+  in.forwards.emplace_back("127.0.0.1", 1);
+  auto over = plan(in, debian_host());
+  REQUIRE_FALSE(over);
+  CHECK(over.error().message().find("too many host-loopback forwards: 257 ports, at most 256") != std::string::npos);
+  PlanInput proxy_port = debian_input();
+  proxy_port.forwards = {{"127.0.0.1", kHttpProxyPort}, {"::1", kHttpProxyPort}};
+  auto clash = plan(proxy_port, debian_host());
+  REQUIRE_FALSE(clash);
+  CHECK(clash.error().message().find("the jail's proxy listens on 127.0.0.1:3128") != std::string::npos);
+}
