@@ -125,8 +125,11 @@ void Supervisor::begin_termination(int sig) {
 
 void Supervisor::on_signal(int sig) {
   SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.raw_again) take_terminal(mode_, ends_);
   if (r.sync_size) relay_->sync_size(tty_);
+  if (r.resume) {
+    take_terminal(mode_, ends_, *relay_);
+    relay_->redraw();
+  }
   if (r.forced) util::warn("second termination signal: killing the whole jail");
   if (r.start_grace) begin_termination(r.deliver);
   else if (r.deliver) (void)jail_.signal(r.deliver);
@@ -179,10 +182,12 @@ void Supervisor::on_control() {
   if ((*msg)->tag == linuxjail::kControlListeners) start_proxy(std::move((*msg)->fds));
   if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
     relay_.emplace(std::move((*msg)->fds.front()), ends_.in, ends_.out);
-    take_terminal(mode_, ends_);
-    relay_->sync_size(tty_);
+    take_terminal(mode_, ends_, *relay_);
   }
-  if ((*msg)->stopped) follow_command_stop(mode_);
+  if ((*msg)->stop_signal && follow_command_stop(mode_, relay_ ? &*relay_ : nullptr, (*msg)->stop_signal)) {
+    (void)jail_.signal(SIGCONT);
+    if (relay_) take_terminal(mode_, ends_, *relay_);
+  }
 }
 
 RunOutcome Supervisor::run() {

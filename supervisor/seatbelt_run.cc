@@ -135,8 +135,7 @@ public:
     tty_ = ends_.tty;
     if (auto mode = TerminalMode::capture(tty_)) mode_.emplace(std::move(*mode));
     relay_.emplace(std::move(pty->master), ends_.in, ends_.out);
-    take_terminal(mode_, ends_);
-    relay_->sync_size(tty_);
+    take_terminal(mode_, ends_, *relay_);
   }
 
   // Supervise until the command (the process group's leader) ended.
@@ -171,8 +170,11 @@ void Supervisor::begin_termination(int sig) {
 
 void Supervisor::on_signal(int sig) {
   SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.raw_again) take_terminal(mode_, ends_);
   if (r.sync_size) relay_->sync_size(tty_);
+  if (r.resume) {
+    take_terminal(mode_, ends_, *relay_);
+    relay_->redraw();
+  }
   if (r.forced) util::warn("second termination signal: killing the command's process group");
   if (r.start_grace) begin_termination(r.deliver);
   else if (r.deliver) (void)cmd_.signal(r.deliver);
@@ -185,7 +187,10 @@ util::Result<int> Supervisor::run() {
     auto status = cmd_.poll_exit();
     if (!status) return status.take_error();
     if (*status) break;  // the leader ended: the run is over
-    if (cmd_.take_stop()) follow_command_stop(mode_);
+    if (int sig = cmd_.take_stop(); sig && follow_command_stop(mode_, relay_ ? &*relay_ : nullptr, sig)) {
+      (void)cmd_.signal(SIGCONT);
+      if (relay_) take_terminal(mode_, ends_, *relay_);
+    }
 
     auto now = Clock::now();
     if (deadline_ && now >= *deadline_) {
