@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "job_control.h"
 #include "seatbelt/plan.h"
 
 using namespace pj::test;
@@ -373,4 +374,21 @@ TEST_CASE("after the run, what the command left in the repository for git to run
   CHECK(o.err.find(".git/hooks/post-merge: a hook, new") != std::string::npos);
   CHECK(read_file(report).find("\"path\": \".git/hooks/post-merge\"") != std::string::npos);
   CHECK(report_problems(report) == "");
+}
+
+TEST_CASE("job control on the macOS supervisor's PTY: Ctrl-Z, fg, bg, self-stops, resize, pipes (stand-in)") {
+  Wiring w;
+  std::string prefix;
+  for (const auto& a : w.argv({})) prefix += "'" + a + "' ";
+  prefix.pop_back();  // ends with '--'
+  job_control::Launcher l{"pi-jail-seatbelt", prefix, "HOME='" + w.box.home + "'", w.box.ws};
+  const std::string warm = "warm-up-" + unique_token();
+  job_control::ctrl_z_then_fg(l, {"cat", warm, warm, "after-fg-line", "after-fg-line", true});
+  job_control::ctrl_z_then_fg(
+      l, {"/usr/bin/python3 -c 'print(\"ready-\" + str(6*7)); print(\"got:\" + input())'", "", "ready-42", "answer", "got:answer"});
+  job_control::bg_then_fg(l);
+  job_control::stops_itself(l);
+  job_control::ignores_ctrl_z(l);
+  job_control::resize_while_stopped(l);
+  job_control::pipe_has_no_staircase(l);
 }
