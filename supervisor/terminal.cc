@@ -198,21 +198,28 @@ namespace {
 // signal fd, which resumes the command). A stop signal other than
 // SIGSTOP is dropped by the kernel for an orphaned process group.
 bool stop_self(int sig) {
+  // SIGCONT stays pending while this runs (blocked), whatever pi-jail
+  // does with it otherwise (a signal fd, or a handler on macOS).
+  sigset_t cont, prev;
+  sigemptyset(&cont);
+  sigaddset(&cont, SIGCONT);
+  ::sigprocmask(SIG_BLOCK, &cont, &prev);
   struct sigaction dfl {}, old {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(sig, &dfl, &old);
-  sigset_t one, prev;
+  sigset_t one;
   sigemptyset(&one);
   sigaddset(&one, sig);
-  ::sigprocmask(SIG_UNBLOCK, &one, &prev);
+  ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
   ::raise(sig);  // stops here until SIGCONT
-  ::sigprocmask(SIG_SETMASK, &prev, nullptr);
-  ::sigaction(sig, &old, nullptr);
   sigset_t pending;
   sigemptyset(&pending);
   ::sigpending(&pending);
-  return sig == SIGSTOP || sigismember(&pending, SIGCONT) == 1;
+  const bool stopped = sig == SIGSTOP || sigismember(&pending, SIGCONT) == 1;
+  ::sigaction(sig, &old, nullptr);
+  ::sigprocmask(SIG_SETMASK, &prev, nullptr);
+  return stopped;
 }
 
 }  // namespace
