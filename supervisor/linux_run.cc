@@ -203,7 +203,8 @@ RunOutcome Supervisor::run() {
     fds.push_back({jail_.control_fd(), POLLIN, 0});
     fds.push_back({proxy_ ? proxy_->fd() : -1, POLLIN, 0});
     if (relay_) relay_->add_pollfds(fds);
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    const bool waiting = relay_ && mode_ && mode_->waiting();
+    if (::poll(fds.data(), fds.size(), waiting ? kForegroundPoll : -1) < 0) {
       if (errno == EINTR) continue;
       util::error("poll: {}", std::strerror(errno));
       break;
@@ -214,6 +215,7 @@ RunOutcome Supervisor::run() {
       else if (*rec && !failure_) failure_ = **rec;
     }
     if (fds[5].revents) on_control();
+    if (waiting && mode_->in_foreground()) take_terminal(mode_, ends_, *relay_);  // `fg` of a running job
     if (fds[6].revents & POLLIN) proxy_->run_once();
     if (relay_) relay_->on_poll(fds);
     if (fds[1].revents & POLLIN) {
@@ -280,7 +282,7 @@ void choose_streams(linuxjail::JailSpec& spec) {
   }
   t.streams = linuxjail::Streams::pty;
   int tty = relay_ends(t.pty_fds).tty;
-  ::tcgetattr(tty, &t.mode);
+  t.mode = pty_settings(tty);
   ::ioctl(tty, TIOCGWINSZ, &t.size);
 }
 

@@ -205,13 +205,16 @@ util::Result<int> Supervisor::run() {
     }
     // Sleep until a signal (SIGCHLD included), terminal bytes or the next
     // deadline; at most a second, in case SIGCHLD was missed.
-    int wait_ms = 1000;
+    const bool waiting = relay_ && mode_ && mode_->waiting();
+    if (waiting && mode_->in_foreground()) take_terminal(mode_, ends_, *relay_);  // `fg` of a running job
+    int wait_ms = mode_ && mode_->waiting() ? kForegroundPoll : 1000;
     for (const auto& t : {deadline_, grace_end_})
       if (t)
         wait_ms = std::min<int>(wait_ms, static_cast<int>(std::max<std::int64_t>(
                                              0, std::chrono::duration_cast<std::chrono::milliseconds>(*t - now).count() + 1)));
     fds.clear();
     fds.push_back({signals_.fd(), POLLIN, 0});
+    fds.push_back({cmd_.records_fd(), POLLIN, 0});  // the keeper says the command stopped
     if (relay_) relay_->add_pollfds(fds);
     if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR)
       return Error::from_errno("wait for the sandboxed command", errno);
@@ -245,9 +248,9 @@ util::Result<std::optional<Pty>> open_pty() {
   pty.terminal.reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
   if (!pty.terminal.valid()) return Error::from_errno(fmt::format("open the pseudo-terminal {}", name), errno);
   int outer = relay_ends(fds).tty;
-  termios mode;
+  termios mode = pty_settings(outer);
   winsize size;
-  if (::tcgetattr(outer, &mode) == 0) ::tcsetattr(pty.terminal.get(), TCSANOW, &mode);
+  ::tcsetattr(pty.terminal.get(), TCSANOW, &mode);
   if (::ioctl(outer, TIOCGWINSZ, &size) == 0) ::ioctl(pty.terminal.get(), TIOCSWINSZ, &size);
   return std::optional<Pty>(std::move(pty));
 }

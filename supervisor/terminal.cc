@@ -56,25 +56,31 @@ termios relay_settings(const termios& t, bool raw_input, bool pass_output) {
 }
 
 util::Status TerminalMode::apply(const termios& t) {
-  if (::tcsetattr(fd_, TCSANOW, &t) != 0) return Error::from_errno("change the terminal's settings", errno);
+  if (::tcsetattr(fd_, TCSANOW, &t) != 0)
+    return Error::from_errno("set the terminal up for the jail's PTY (tcsetattr)", errno);
   current_ = t;
   changed_ = true;
   return {};
 }
 
 util::Status TerminalMode::enter(bool raw_input, bool pass_output) {
+  if (!changed_) {
+    termios now;
+    if (::tcgetattr(fd_, &now) != 0) return Error::from_errno("read the terminal's settings", errno);
+    saved_ = current_ = now;
+  }
   termios base = saved_;
   base.c_oflag = current_.c_oflag;
   termios t = relay_settings(base, raw_input, pass_output);
   if (std::memcmp(&t, &current_, sizeof t) == 0) return {};
-  if (auto st = apply(t); !st) return Error::from_errno("set the terminal up for the jail's PTY", st.error().err());
-  return {};
+  return apply(t);
 }
 
 void TerminalMode::follow_output(tcflag_t oflag) {
-  if (oflag == current_.c_oflag) return;
+  tcflag_t want = (current_.c_oflag & ~kFollowedOutputFlags) | (oflag & kFollowedOutputFlags);
+  if (want == current_.c_oflag) return;
   termios t = current_;
-  t.c_oflag = oflag;
+  t.c_oflag = want;
   (void)apply(t);  // a terminal that refuses keeps its own: output still flows
 }
 
@@ -179,14 +185,32 @@ void PtyRelay::redraw() {
 #endif
 }
 
+termios cooked(const termios& t) {
+  termios c = t;
+  c.c_iflag = (c.c_iflag & ~static_cast<tcflag_t>(INLCR | IGNCR)) | ICRNL;
+  c.c_lflag |= ICANON | ECHO | ECHOE | ECHOK | ISIG | IEXTEN;
+  c.c_oflag |= OPOST | ONLCR;
+  return c;
+}
+
+termios pty_settings(int tty) {
+  termios t{};
+  ::tcgetattr(tty, &t);
+  pid_t fg = ::tcgetpgrp(tty);
+  return fg >= 0 && fg != ::getpgrp() ? cooked(t) : t;
+}
+
 void take_terminal(std::optional<TerminalMode>& mode, const RelayEnds& ends, PtyRelay& relay) {
   if (!mode) return;
   const bool foreground = mode->in_foreground();
-  const bool pass_output = ends.out == 1;  // stdout is the terminal: everything comes through the PTY
+  const bool raw_input = ends.in >= 0;
+  const bool pass_output = raw_input && ends.out == 1;  // interactive, and everything comes through the PTY
+  mode->set_waiting(!foreground);
   relay.read_input(foreground);
-  relay.follow(foreground && !pass_output ? &*mode : nullptr);
+  relay.follow(foreground && raw_input && !pass_output ? &*mode : nullptr);
   if (!foreground) return;
-  if (auto st = mode->enter(ends.in >= 0, pass_output); !st) util::warn("{}", st.error().message());
+  if (raw_input)
+    if (auto st = mode->enter(true, pass_output); !st) util::warn("{}", st.error().message());
   relay.sync_size(ends.tty);
 }
 
@@ -238,6 +262,7 @@ bool follow_command_stop(std::optional<TerminalMode>& mode, PtyRelay* relay, int
     relay->follow(nullptr);
   }
   mode->leave();
+  mode->set_waiting(false);  // SIGCONT says what comes next
   if (stop_self(sig)) return false;
   return true;  // nothing does job control for pi-jail: the stop is dropped, as for any program here
 }

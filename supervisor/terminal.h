@@ -30,24 +30,25 @@ struct RelayEnds {
 RelayEnds relay_ends(unsigned pty_fds);
 
 // Owns the outer terminal's settings while a jailed command runs on a
-// PTY. Only what needs changing changes: the input side goes raw when the
-// relay reads the terminal (stdin is one). Output is processed once, on
-// the side where it matters: when stdout is the terminal, all of the
-// command's output comes through the PTY, which processes it as the
-// program asked, and the outer terminal passes it on as it is (-opost);
-// when stdout is a pipe, something else writes to the terminal too
-// (`pi-jail -- seq 3 | cat`), so the terminal keeps processing output
-// (no staircase) with the output flags the program set on its PTY
-// (follow_output()). The saved settings come back on leave(), on
-// destruction, and so on every way out; pending input is flushed when
-// leaving so nothing typed lands in the shell. A job in the background
-// never touches the terminal's settings (that would stop it: SIGTTOU).
+// PTY. Only what needs changing changes, and only while pi-jail reads the
+// terminal (stdin is one, and pi-jail is in the foreground): the input
+// side goes raw; when stdout is the terminal too, all of the command's
+// output comes through the PTY, which processes it as the program asked,
+// and the terminal passes it on as it is (-opost). When stdout is a pipe,
+// something else writes to the terminal too (`pi-jail -- seq 3 | cat`),
+// so the terminal keeps processing output (no staircase), with the
+// newline flags the program set on its PTY (follow_output()). When
+// stdin is not the terminal, its settings are left alone. The saved
+// settings come back on leave(), on destruction, and so on every way
+// out; pending input is flushed when leaving so nothing typed lands in the
+// shell. A job in the background never touches the terminal's settings
+// (that would stop it: SIGTTOU).
 class TerminalMode {
 public:
   // Remember `fd`'s settings (fd must be a terminal).
   static util::Result<TerminalMode> capture(int fd);
   TerminalMode(TerminalMode&& o) noexcept
-      : fd_(o.fd_), saved_(o.saved_), current_(o.current_), changed_(o.changed_) {
+      : fd_(o.fd_), saved_(o.saved_), current_(o.current_), changed_(o.changed_), waiting_(o.waiting_) {
     o.changed_ = false;
   }
   TerminalMode& operator=(TerminalMode&&) = delete;
@@ -60,12 +61,20 @@ public:
   // Input raw (no echo, line editing, keys that signal, flow control or
   // CR translation: each byte goes to the PTY, whose own settings act on
   // it) when `raw_input`; output passed as it is when `pass_output`, else
-  // processed with the flags last followed.
+  // processed with the flags last followed. The settings to restore are
+  // read again first when nothing is changed (the shell may have set them
+  // since: `fg` after `pi-jail ... &`).
   util::Status enter(bool raw_input, bool pass_output);
-  // Give the terminal the output flags the jailed program set on its PTY.
+  // Give the terminal the newline flags (kFollowedOutputFlags) the jailed
+  // program set on its PTY's output flags `oflag`; the others stay.
   void follow_output(tcflag_t oflag);
   void leave();
   bool changed() const { return changed_; }
+  // pi-jail runs in the background and waits for the terminal: `fg` of a
+  // running job sends no SIGCONT, so the supervisor looks again every
+  // kForegroundPoll (take_terminal()).
+  bool waiting() const { return waiting_; }
+  void set_waiting(bool w) { waiting_ = w; }
   const termios& saved() const { return saved_; }
 
 private:
@@ -75,20 +84,35 @@ private:
   termios saved_;
   termios current_;
   bool changed_ = false;
+  bool waiting_ = false;
 };
+
+inline constexpr int kForegroundPoll = 250;  // ms
+
+// The output flags copied from the PTY when stdout is a pipe: those that
+// place a newline. The rest (e.g. OLCUC) would change how everything
+// else on the terminal shows.
+inline constexpr tcflag_t kFollowedOutputFlags = OPOST | ONLCR | OCRNL | ONOCR | ONLRET;
 
 // The settings enter() gives from `t`: pure, for the unit tests.
 termios relay_settings(const termios& t, bool raw_input, bool pass_output);
 
+// The settings the jail's PTY starts with: the outer terminal's, or, when
+// pi-jail starts in the background (`pi-jail ... &`, where the shell's
+// line editor holds the terminal in its own mode), those made cooked:
+// line editing, echo, keys that signal, CR to NL, output processing.
+termios pty_settings(int tty);
+termios cooked(const termios& t);
+
 class PtyRelay;
 
-// At start and whenever pi-jail continues (SIGCONT): in the foreground,
-// the input side goes raw (when stdin is the terminal), input is relayed,
-// output flags follow the PTY's, and the PTY gets the terminal's size; in
-// the background (`bg`, `pi-jail ... &`) the terminal is left alone: no
-// settings changed and no input read, output still shown (as for any
-// background job; with `stty tostop` writing stops pi-jail, as it would
-// the program).
+// At start, whenever pi-jail continues (SIGCONT), and every
+// kForegroundPoll while it waits in the background: in the foreground,
+// the terminal is set up (TerminalMode), input is relayed, and the PTY
+// gets the terminal's size; in the background (`bg`, `pi-jail ... &`) the
+// terminal is left alone: no settings changed and no input read, output
+// still shown (as for any background job; with `stty tostop` writing
+// stops pi-jail, as it would the program).
 void take_terminal(std::optional<TerminalMode>& mode, const RelayEnds& ends, PtyRelay& relay);
 
 // The command stopped, by `sig` (SIGTSTP, SIGTTIN, SIGTTOU or SIGSTOP).

@@ -564,6 +564,7 @@ int open_terminal(const ChildPlan& p) {
       // Resume, or stop, the command's whole process group, as a terminal
       // does (SIGTSTP reaches pi-jail when its own terminal is not raw).
       ::kill(-static_cast<pid_t>(child), sig);
+      ::kill(static_cast<pid_t>(child), sig);  // it may have left its group
       continue;
     }
     if (sig != SIGCHLD) {

@@ -186,9 +186,9 @@ util::Result<std::optional<Jail::Control>> Jail::read_control() {
   Control c;
   c.tag = bytes[0];
   if (c.tag == kControlStopped) {
-    // The signal that stopped the command; one that is not a stop signal
-    // (a confused or hostile init cannot send one: init is pi-jail's
-    // code, but the byte is checked anyway) counts as SIGSTOP.
+    // The signal that stopped the command (init is pi-jail's code and the
+    // command cannot write to this socket); anything but a stop signal
+    // counts as SIGSTOP.
     int sig = n == 2 ? static_cast<unsigned char>(bytes[1]) : 0;
     c.stop_signal = sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU ? sig : SIGSTOP;
   }

@@ -34,7 +34,7 @@ constexpr char kFailed = 'F', kRunning = 'R', kStopped = 'S';
 
 // Between fork and exec: async-signal-safe calls only; a failure is the
 // errno written to `report` (close-on-exec: EOF means exec happened).
-[[noreturn]] void command(char* const* argv, char* const* envp, const char* cwd, int tty, unsigned tty_fds,
+[[noreturn]] void run_command(char* const* argv, char* const* envp, const char* cwd, int tty, unsigned tty_fds,
                           int report) {
   auto fail = [&](int err) {
     ssize_t w = ::write(report, &err, sizeof err);
@@ -53,6 +53,7 @@ constexpr char kFailed = 'F', kRunning = 'R', kStopped = 'S';
     for (int fd = 0; fd < 3; ++fd)
       if ((tty_fds & (1U << fd)) && ::dup2(tty, fd) < 0) fail(errno);
   }
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);  // the keeper ignores some
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -78,16 +79,19 @@ void send(int fd, char kind, int value) {
 // is orphaned and the kernel drops SIGTSTP, SIGTTIN and SIGTTOU sent to
 // it (Ctrl-Z would do nothing); the keeper is the parent in the same
 // session that lets them act, as a shell is. It waits for the command,
-// stops itself (SIGSTOP: its own group is orphaned) when the command
-// stops, after telling the supervisor by which signal, and ends as the
-// command ended. macOS has no PID namespace and no init: this is it.
-// Async-signal-safe calls only.
+// tells the supervisor when and by which signal it stopped, and ends as
+// the command ended. It never stops itself and ignores the signals that
+// would end it early (a command that moved into its process group gets
+// them from pi-jail by pid as well). macOS has no PID namespace and no
+// init: this is it. Async-signal-safe calls only.
 [[noreturn]] void keeper(char* const* argv, char* const* envp, const char* cwd, int tty, unsigned tty_fds,
                          int report) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH, SIGPIPE})
+    ::signal(s, SIG_IGN);
   rlimit core{0, 0};
   ::setrlimit(RLIMIT_CORE, &core);
   if (::setsid() < 0) {
@@ -109,7 +113,7 @@ void send(int fd, char kind, int value) {
     send(report, kFailed, errno);
     ::_exit(125);
   }
-  if (cmd == 0) command(argv, envp, cwd, tty, tty_fds, exec_pipe[1]);
+  if (cmd == 0) run_command(argv, envp, cwd, tty, tty_fds, exec_pipe[1]);
   ::setpgid(cmd, cmd);  // both sides set it, as shells do: it exists before anyone signals it
   ::close(exec_pipe[1]);
   int err = 0;
@@ -138,8 +142,7 @@ void send(int fd, char kind, int value) {
       ::_exit(125);
     }
     if (WIFSTOPPED(st)) {
-      send(report, kStopped, WSTOPSIG(st));
-      ::raise(SIGSTOP);  // the supervisor sees it, gives the terminal back, and sends SIGCONT
+      send(report, kStopped, WSTOPSIG(st));  // the supervisor gives the terminal back; SIGCONT comes from it
       continue;
     }
     if (WIFEXITED(st)) ::_exit(WEXITSTATUS(st));
@@ -198,35 +201,34 @@ Sandboxed::~Sandboxed() {
 
 util::Status Sandboxed::signal(int sig) const {
   if (pid_ <= 0 || status_) return {};
+  // The group, and the command by pid: it may have left its group.
   if (::kill(-command_, sig) != 0 && errno != ESRCH)
     return Error::from_errno(fmt::format("signal {} to the sandboxed command", sig), errno);
-  if (sig == SIGCONT) ::kill(pid_, SIGCONT);  // the keeper, stopped with the command
+  ::kill(command_, sig);
   return {};
 }
 
 util::Result<std::optional<int>> Sandboxed::poll_exit() {
   if (status_) return status_;
+  Record rec{};
+  while (::read(records_.get(), &rec, sizeof rec) == sizeof rec)
+    if (rec.kind == kStopped)
+      stop_signal_ = rec.value == SIGTSTP || rec.value == SIGTTIN || rec.value == SIGTTOU ? rec.value : SIGSTOP;
   int st;
-  pid_t r;
-  while (true) {
-    r = ::waitpid(pid_, &st, WNOHANG | WUNTRACED);
-    if (r < 0) return Error::from_errno("wait for the sandboxed command", errno);
-    if (r == 0) return std::optional<int>();
-    if (!WIFSTOPPED(st)) break;
-    // The keeper stopped because the command did; the record says how.
-    Record rec{};
-    stop_signal_ = SIGSTOP;
-    while (::read(records_.get(), &rec, sizeof rec) == sizeof rec)
-      if (rec.kind == kStopped && (rec.value == SIGTSTP || rec.value == SIGTTIN || rec.value == SIGTTOU))
-        stop_signal_ = rec.value;
-  }
+  pid_t r = ::waitpid(pid_, &st, WNOHANG);
+  if (r < 0) return Error::from_errno("wait for the sandboxed command", errno);
+  if (r == 0) return std::optional<int>();
   status_ = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
   return status_;
 }
 
 void Sandboxed::kill_leftovers() const {
-  // The groups outlive their leaders; ESRCH when empty.
-  if (command_ > 0) ::kill(-command_, SIGKILL);
+  // The groups outlive their leaders; ESRCH when empty. The keeper's
+  // group holds what moved there.
+  if (command_ > 0) {
+    ::kill(-command_, SIGKILL);
+    ::kill(command_, SIGKILL);
+  }
   if (pid_ > 0) ::kill(-pid_, SIGKILL);
 }
 

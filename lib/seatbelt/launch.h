@@ -49,10 +49,13 @@ public:
   pid_t pid() const { return pid_; }
   // The command (sandbox-exec, then what it runs): its process group's leader.
   pid_t command() const { return command_; }
-  // Signal the command's whole process group.
+  // Signal the command's whole process group (and the command itself).
   util::Status signal(int sig) const;
   // Non-blocking: the exit code (N, or 128+N for signal N) once it ended.
   util::Result<std::optional<int>> poll_exit();
+  // Readable when the keeper has news (the command stopped): then call
+  // poll_exit() and take_stop().
+  int records_fd() const { return records_.get(); }
   // The signal that stopped the command (SIGTSTP, SIGTTIN, SIGTTOU,
   // SIGSTOP) since the last call, or 0; noticed by poll_exit().
   int take_stop() { return std::exchange(stop_signal_, 0); }

@@ -118,6 +118,38 @@ void bg_then_fg(const Launcher& l) {
   o.settings_unchanged();
 }
 
+void fg_of_running_job_reads(const Launcher& l) {
+  INFO(l.name);
+  // Waits for the file `go` in the workspace, then reads a line.
+  const std::string program = "sh -c 'touch started; while [ ! -e go ]; do sleep 0.1; done; read x; echo got-$x'";
+  auto started = [&] { return exists(l.dir + "/started"); };
+  for (bool ampersand : {false, true}) {
+    CAPTURE(ampersand);
+    ::unlink((l.dir + "/go").c_str());
+    ::unlink((l.dir + "/started").c_str());
+    Outer o(l);
+    o.start(l, program + (ampersand ? " &" : ""));
+    if (!ampersand) {
+      REQUIRE(eventually(started));
+      o.t.send({"C-z"});
+      REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+      o.t.type("bg");
+    }
+    o.t.type("jobs");
+    REQUIRE_MESSAGE(o.shows("Running"), o.t.screen());
+    o.t.type("fg");
+    REQUIRE(eventually(started));
+    ::usleep(600000);  // pi-jail looks for the foreground every 250 ms: typed earlier, the line would be the shell's
+    write_file(l.dir + "/go", "");
+    o.t.type("typed-after-fg");
+    CHECK_MESSAGE(o.shows("got-typed-after-fg"), o.t.screen());
+    CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+    o.settings_unchanged();
+  }
+  ::unlink((l.dir + "/go").c_str());
+  ::unlink((l.dir + "/started").c_str());
+}
+
 void stops_itself(const Launcher& l) {
   INFO(l.name);
   Outer o(l);
@@ -157,6 +189,19 @@ void pipe_has_no_staircase(const Launcher& l) {
   for (size_t i = 0; i + 2 < seen.size(); ++i)
     three = three || (seen[i] == "1" && seen[i + 1] == "2" && seen[i + 2] == "3");
   CHECK_MESSAGE(three, o.t.screen());
+
+  // stdin not the terminal: pi-jail leaves its settings alone, so what
+  // another process writes meanwhile is not a staircase either.
+  o.t.type("clear");
+  o.t.type("(sleep 0.5; printf 'other-1\\nother-2\\n') & " + (l.prefix.empty() ? "" : l.prefix + " ") +
+           "sleep 1.5 </dev/null");
+  REQUIRE_MESSAGE(o.shows("other-2"), o.t.screen());
+  REQUIRE_MESSAGE(o.ended_with(0), o.t.screen());
+  std::istringstream again(o.t.screen());
+  bool both = false;
+  std::string prev;
+  for (std::string line; std::getline(again, line); prev = line) both = both || (prev == "other-1" && line == "other-2");
+  CHECK_MESSAGE(both, o.t.screen());
 }
 
 void resize_while_stopped(const Launcher& l) {

@@ -29,12 +29,18 @@ void ctrl_z_then_fg(const Launcher& l, const Program& p);
 // Ctrl-Z, `bg`: the job runs on (its output keeps coming, `jobs` says
 // Running) without the terminal; `fg` brings it back until it ends.
 void bg_then_fg(const Launcher& l);
+// A job that runs in the background and then reads the terminal: `fg`
+// (which sends no SIGCONT to a running job) gives it the terminal and it
+// reads a typed line; the same for one started with `&` (its terminal is
+// cooked, not the shell's line-editing mode).
+void fg_of_running_job_reads(const Launcher& l);
 // A program that stops itself (`kill -TSTP $$`) shows as Stopped; fg
 // resumes it.
 void stops_itself(const Launcher& l);
 // A program that ignores SIGTSTP: Ctrl-Z does nothing, it reads on.
 void ignores_ctrl_z(const Launcher& l);
-// `... seq 1 3 | cat`: three lines, each at column 0.
+// `... seq 1 3 | cat`: three lines, each at column 0; and another
+// writer's lines while the launcher runs with stdin not a terminal.
 void pipe_has_no_staircase(const Launcher& l);
 // Resized while stopped: after fg the program sees the new size, and a
 // resize after that too.

@@ -47,6 +47,11 @@ TEST_CASE("bg lets a jailed job run on without the terminal, and fg takes it bac
   for (const auto& l : bare_and_jailed(sb)) job_control::bg_then_fg(l);
 }
 
+TEST_CASE("fg of a job running in the background (bg, or started with &) gives it the terminal: it reads a line") {
+  Sandbox sb;
+  for (const auto& l : bare_and_jailed(sb)) job_control::fg_of_running_job_reads(l);
+}
+
 TEST_CASE("a program that stops itself shows as Stopped; one that ignores SIGTSTP reads on after Ctrl-Z") {
   Sandbox sb;
   for (const auto& l : bare_and_jailed(sb)) {
