@@ -127,8 +127,11 @@ void Supervisor::begin_termination(int sig) {
 
 void Supervisor::on_signal(int sig) {
   SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.raw_again) take_terminal(mode_, ends_);
   if (r.sync_size) relay_->sync_size(tty_);
+  if (r.resume) {
+    take_terminal(mode_, ends_, *relay_);
+    relay_->redraw();
+  }
   if (r.forced) util::warn("second termination signal: killing the whole jail");
   if (r.start_grace) begin_termination(r.deliver);
   else if (r.deliver) (void)jail_.signal(r.deliver);
@@ -198,10 +201,12 @@ void Supervisor::on_control() {
   if ((*msg)->tag == linuxjail::kControlListeners) on_listeners(std::move((*msg)->fds));
   if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
     relay_.emplace(std::move((*msg)->fds.front()), ends_.in, ends_.out);
-    take_terminal(mode_, ends_);
-    relay_->sync_size(tty_);
+    take_terminal(mode_, ends_, *relay_);
   }
-  if ((*msg)->stopped) follow_command_stop(mode_);
+  if ((*msg)->stop_signal && follow_command_stop(mode_, relay_ ? &*relay_ : nullptr, (*msg)->stop_signal)) {
+    (void)jail_.signal(SIGCONT);
+    if (relay_) take_terminal(mode_, ends_, *relay_);
+  }
 }
 
 RunOutcome Supervisor::run() {
@@ -217,7 +222,8 @@ RunOutcome Supervisor::run() {
     fds.push_back({jail_.control_fd(), POLLIN, 0});
     fds.push_back({proxy_ ? proxy_->fd() : -1, POLLIN, 0});
     if (relay_) relay_->add_pollfds(fds);
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    const bool waiting = relay_ && mode_ && mode_->waiting();
+    if (::poll(fds.data(), fds.size(), waiting ? kForegroundPoll : -1) < 0) {
       if (errno == EINTR) continue;
       util::error("poll: {}", std::strerror(errno));
       break;
@@ -228,6 +234,7 @@ RunOutcome Supervisor::run() {
       else if (*rec && !failure_) failure_ = **rec;
     }
     if (fds[5].revents) on_control();
+    if (waiting && mode_->in_foreground()) take_terminal(mode_, ends_, *relay_);  // `fg` of a running job
     if (fds[6].revents & POLLIN) proxy_->run_once();
     if (relay_) relay_->on_poll(fds);
     if (fds[1].revents & POLLIN) {
@@ -294,7 +301,7 @@ void choose_streams(linuxjail::JailSpec& spec) {
   }
   t.streams = linuxjail::Streams::pty;
   int tty = relay_ends(t.pty_fds).tty;
-  ::tcgetattr(tty, &t.mode);
+  t.mode = pty_settings(tty);
   ::ioctl(tty, TIOCGWINSZ, &t.size);
 }
 

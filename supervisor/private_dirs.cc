@@ -67,25 +67,52 @@ void remove_tree(int dir, const char* name, int depth = 0) {
   ::unlinkat(dir, name, AT_REMOVEDIR);
 }
 
-// Remove the staging of runs whose pi-jail is gone (its lock is free).
-void sweep_dead_runs(int runs) {
-  std::vector<std::string> dead;
-  for (const auto& n : names_in(runs)) {
-    UniqueFd lock(::openat(runs, fmt::format("{}/lock", n).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive
-    struct stat st;
-    // No lock yet: a run between making its directory and its lock, unless
-    // it is older than any start takes.
-    if (!lock.valid() && ::fstatat(runs, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime > ::time(nullptr) - 60)
-      continue;
-    dead.push_back(n);
-  }
-  for (const auto& n : dead) remove_tree(runs, n.c_str());
-}
-
 std::string random_id() {
   std::random_device rd;
   return fmt::format("{}-{:08x}{:08x}", ::getpid(), rd(), rd());
+}
+
+// Each run's staging is `<runs>/<id>`, owned through the lock file
+// `<runs>/<id>.lock`: made and locked before the directory, removed after
+// it (finish()), so a directory without its lock file belongs to no one,
+// and a SIGKILL at any point leaves nothing a later sweep misses.
+constexpr std::string_view kLockSuffix = ".lock";
+
+// Remove the staging of runs whose pi-jail is gone (its lock is free).
+void sweep_dead_runs(int runs) {
+  for (const auto& n : names_in(runs)) {
+    if (n.ends_with(kLockSuffix)) {
+      UniqueFd lock(::openat(runs, n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive (or gone)
+      std::string dir = n.substr(0, n.size() - kLockSuffix.size());
+      remove_tree(runs, dir.c_str());
+      ::unlinkat(runs, n.c_str(), 0);  // while holding it: a starter that flocks it after sees it unlinked
+      continue;
+    }
+    // The lock file is checked now, not in the listing: one made during
+    // the listing may be missing from it.
+    struct stat st;
+    if (::fstatat(runs, (n + std::string(kLockSuffix)).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
+    remove_tree(runs, n.c_str());
+  }
+}
+
+// Make and lock `<runs>/<id>.lock`, then `<runs>/<id>`; a sweep that took
+// the lock between its creation and our flock has unlinked it: try again.
+util::Result<UniqueFd> claim_run(int runs, std::string& id) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    id = random_id();
+    std::string lock_name = id + std::string(kLockSuffix);
+    UniqueFd lock(::openat(runs, lock_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!lock.valid()) return Error::from_errno("make the run's lock file", errno);
+    if (::flock(lock.get(), LOCK_EX) != 0) return Error::from_errno("lock the run's lock file", errno);
+    struct stat st;
+    if (::fstat(lock.get(), &st) != 0) return Error::from_errno("check the run's lock file", errno);
+    if (st.st_nlink == 0) continue;
+    if (::mkdirat(runs, id.c_str(), 0700) != 0) return Error::from_errno("make the run's staging directory", errno);
+    return lock;
+  }
+  return Error::invalid("make the run's staging directory: another pi-jail kept removing it");
 }
 
 // Copy the regular file `name` of `host` into `staging` (same mode bits).
@@ -133,12 +160,11 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
   auto runs = util::make_private_dir(state_dir + "/runs");
   if (!runs) return runs.take_error();
   sweep_dead_runs(runs->get());
-  const std::string id = random_id();
-  if (::mkdirat(runs->get(), id.c_str(), 0700) != 0) return Error::from_errno("make the run's staging directory", errno);
+  std::string id;
+  auto lock = claim_run(runs->get(), id);
+  if (!lock) return lock.take_error();
+  pc.lock_ = std::move(*lock);
   pc.run_dir_ = state_dir + "/runs/" + id;
-  pc.lock_ = UniqueFd(::open((pc.run_dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!pc.lock_.valid() || ::flock(pc.lock_.get(), LOCK_EX) != 0)
-    return Error::from_errno(fmt::format("lock {}", pc.run_dir_), errno);
 
   for (size_t i = 0; i < r.private_dirs.size(); ++i) {
     const auto& p = r.private_dirs[i];
@@ -225,7 +251,10 @@ void PrivateCopies::discard() {
   if (run_dir_.empty()) return;
   std::string parent(util::parent_path(run_dir_));
   std::string name = run_dir_.substr(parent.size() + 1);
-  if (auto dir = util::open_dir_nofollow(parent)) remove_tree(dir->get(), name.c_str());
+  if (auto dir = util::open_dir_nofollow(parent)) {
+    remove_tree(dir->get(), name.c_str());
+    ::unlinkat(dir->get(), (name + std::string(kLockSuffix)).c_str(), 0);
+  }
   run_dir_.clear();
   lock_.reset();
 }

@@ -29,8 +29,11 @@ SignalResponse SignalPolicy::respond(int sig, bool on_pty) {
       r.start_grace = !r.forced;
       return r;
     case SIGCONT:
-      r.raw_again = r.sync_size = on_pty;
+      r.resume = on_pty;
       r.deliver = SIGCONT;
+      return r;
+    case SIGTSTP:  // from pi-jail's terminal when it is not raw, or `kill -TSTP`: the command's group stops
+      r.deliver = SIGTSTP;
       return r;
     case SIGWINCH:
       if (on_pty) r.sync_size = true;  // the kernel tells the PTY's foreground group

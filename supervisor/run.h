@@ -39,7 +39,7 @@ struct RunOutcome {
 
 // The signals pi-jail handles while a command runs (each backend adds
 // what it needs to learn that the command ended).
-inline constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+inline constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP};
 
 // What a signal to pi-jail does, the same on every backend: the first
 // termination signal (INT, TERM, HUP, QUIT) is passed on and KILL follows
@@ -50,7 +50,7 @@ struct SignalResponse {
   int deliver = 0;           // the signal to send the command; 0: none
   bool start_grace = false;  // arm the grace period (KILL when it ends)
   bool forced = false;       // a second termination signal: `deliver` is SIGKILL
-  bool raw_again = false;    // put the outer terminal back in raw mode
+  bool resume = false;       // take the outer terminal again (fg or bg) and redraw (take_terminal)
   bool sync_size = false;    // copy the outer terminal's size to the PTY
 };
 class SignalPolicy {

@@ -135,8 +135,7 @@ public:
     tty_ = ends_.tty;
     if (auto mode = TerminalMode::capture(tty_)) mode_.emplace(std::move(*mode));
     relay_.emplace(std::move(pty->master), ends_.in, ends_.out);
-    take_terminal(mode_, ends_);
-    relay_->sync_size(tty_);
+    take_terminal(mode_, ends_, *relay_);
   }
 
   // Supervise until the command (the process group's leader) ended.
@@ -171,8 +170,11 @@ void Supervisor::begin_termination(int sig) {
 
 void Supervisor::on_signal(int sig) {
   SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.raw_again) take_terminal(mode_, ends_);
   if (r.sync_size) relay_->sync_size(tty_);
+  if (r.resume) {
+    take_terminal(mode_, ends_, *relay_);
+    relay_->redraw();
+  }
   if (r.forced) util::warn("second termination signal: killing the command's process group");
   if (r.start_grace) begin_termination(r.deliver);
   else if (r.deliver) (void)cmd_.signal(r.deliver);
@@ -185,7 +187,10 @@ util::Result<int> Supervisor::run() {
     auto status = cmd_.poll_exit();
     if (!status) return status.take_error();
     if (*status) break;  // the leader ended: the run is over
-    if (cmd_.take_stop()) follow_command_stop(mode_);
+    if (int sig = cmd_.take_stop(); sig && follow_command_stop(mode_, relay_ ? &*relay_ : nullptr, sig)) {
+      (void)cmd_.signal(SIGCONT);
+      if (relay_) take_terminal(mode_, ends_, *relay_);
+    }
 
     auto now = Clock::now();
     if (deadline_ && now >= *deadline_) {
@@ -200,13 +205,16 @@ util::Result<int> Supervisor::run() {
     }
     // Sleep until a signal (SIGCHLD included), terminal bytes or the next
     // deadline; at most a second, in case SIGCHLD was missed.
-    int wait_ms = 1000;
+    const bool waiting = relay_ && mode_ && mode_->waiting();
+    if (waiting && mode_->in_foreground()) take_terminal(mode_, ends_, *relay_);  // `fg` of a running job
+    int wait_ms = mode_ && mode_->waiting() ? kForegroundPoll : 1000;
     for (const auto& t : {deadline_, grace_end_})
       if (t)
         wait_ms = std::min<int>(wait_ms, static_cast<int>(std::max<std::int64_t>(
                                              0, std::chrono::duration_cast<std::chrono::milliseconds>(*t - now).count() + 1)));
     fds.clear();
     fds.push_back({signals_.fd(), POLLIN, 0});
+    fds.push_back({cmd_.records_fd(), POLLIN, 0});  // the keeper says the command stopped
     if (relay_) relay_->add_pollfds(fds);
     if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR)
       return Error::from_errno("wait for the sandboxed command", errno);
@@ -240,9 +248,9 @@ util::Result<std::optional<Pty>> open_pty() {
   pty.terminal.reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
   if (!pty.terminal.valid()) return Error::from_errno(fmt::format("open the pseudo-terminal {}", name), errno);
   int outer = relay_ends(fds).tty;
-  termios mode;
+  termios mode = pty_settings(outer);
   winsize size;
-  if (::tcgetattr(outer, &mode) == 0) ::tcsetattr(pty.terminal.get(), TCSANOW, &mode);
+  ::tcsetattr(pty.terminal.get(), TCSANOW, &mode);
   if (::ioctl(outer, TIOCGWINSZ, &size) == 0) ::ioctl(pty.terminal.get(), TIOCSWINSZ, &size);
   return std::optional<Pty>(std::move(pty));
 }

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "util/log.h"
 
@@ -35,19 +36,61 @@ util::Result<TerminalMode> TerminalMode::capture(int fd) {
   return TerminalMode(fd, t);
 }
 
-util::Status TerminalMode::enter_raw() {
-  termios raw = saved_;
-  ::cfmakeraw(&raw);
-  if (::tcsetattr(fd_, TCSANOW, &raw) != 0) return Error::from_errno("put the terminal in raw mode", errno);
-  raw_ = true;
+bool TerminalMode::in_foreground() const {
+  pid_t fg = ::tcgetpgrp(fd_);
+  return fg < 0 || fg == ::getpgrp();
+}
+
+termios relay_settings(const termios& t, bool raw_input, bool pass_output) {
+  termios out = t;
+  if (raw_input) {
+    out.c_iflag &= ~static_cast<tcflag_t>(IGNBRK | BRKINT | PARMRK | ISTRIP | INLCR | IGNCR | ICRNL | IXON);
+    out.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHONL | ICANON | ISIG | IEXTEN);
+    out.c_cflag &= ~static_cast<tcflag_t>(CSIZE | PARENB);
+    out.c_cflag |= CS8;
+    out.c_cc[VMIN] = 1;
+    out.c_cc[VTIME] = 0;
+  }
+  if (pass_output) out.c_oflag &= ~static_cast<tcflag_t>(OPOST);
+  return out;
+}
+
+util::Status TerminalMode::apply(const termios& t) {
+  if (::tcsetattr(fd_, TCSANOW, &t) != 0)
+    return Error::from_errno("set the terminal up for the jail's PTY (tcsetattr)", errno);
+  current_ = t;
+  changed_ = true;
   return {};
 }
 
+util::Status TerminalMode::enter(bool raw_input, bool pass_output) {
+  if (!changed_) {
+    termios now;
+    if (::tcgetattr(fd_, &now) != 0) return Error::from_errno("read the terminal's settings", errno);
+    saved_ = current_ = now;
+  }
+  termios base = saved_;
+  base.c_oflag = current_.c_oflag;
+  termios t = relay_settings(base, raw_input, pass_output);
+  if (std::memcmp(&t, &current_, sizeof t) == 0) return {};
+  return apply(t);
+}
+
+void TerminalMode::follow_output(tcflag_t oflag) {
+  tcflag_t want = (current_.c_oflag & ~kFollowedOutputFlags) | (oflag & kFollowedOutputFlags);
+  if (want == current_.c_oflag) return;
+  termios t = current_;
+  t.c_oflag = want;
+  (void)apply(t);  // a terminal that refuses keeps its own: output still flows
+}
+
 void TerminalMode::leave() {
-  if (!raw_) return;
+  if (!changed_) return;
+  changed_ = false;
+  current_ = saved_;
+  if (!in_foreground()) return;  // the shell owns the terminal now; writing would stop pi-jail
   ::tcflush(fd_, TCIFLUSH);
   ::tcsetattr(fd_, TCSANOW, &saved_);
-  raw_ = false;
 }
 
 PtyRelay::PtyRelay(util::UniqueFd master, int in_fd, int out_fd)
@@ -59,7 +102,7 @@ PtyRelay::PtyRelay(util::UniqueFd master, int in_fd, int out_fd)
 void PtyRelay::add_pollfds(std::vector<pollfd>& fds) {
   in_index_ = master_index_ = -1;
   if (!master_open_) return;
-  if (in_ >= 0 && to_master_.empty()) {
+  if (reading_ && in_ >= 0 && to_master_.empty()) {
     in_index_ = static_cast<int>(fds.size());
     fds.push_back({in_, POLLIN, 0});
   }
@@ -89,6 +132,12 @@ void PtyRelay::pump_output() {
   while (true) {
     ssize_t n = ::read(master_.get(), buf, sizeof buf);
     if (n > 0) {
+      if (follow_) {
+        // On a PTY master the settings read are the PTY's own (the
+        // program's side); the outer terminal takes its output flags.
+        termios t;
+        if (::tcgetattr(master_.get(), &t) == 0) follow_->follow_output(t.c_oflag);
+      }
       write_all(out_, buf, static_cast<size_t>(n));
       continue;
     }
@@ -112,6 +161,7 @@ void PtyRelay::on_poll(const std::vector<pollfd>& fds) {
     ssize_t n = ::read(in_, buf, sizeof buf);
     if (n <= 0) {
       in_ = -1;  // the outer terminal closed: nothing more to relay in
+      reading_ = false;
       return;
     }
     ssize_t w = ::write(master_.get(), buf, static_cast<size_t>(n));
@@ -129,20 +179,92 @@ void PtyRelay::sync_size(int tty_fd) {
   if (::ioctl(tty_fd, TIOCGWINSZ, &ws) == 0) ::ioctl(master_.get(), TIOCSWINSZ, &ws);
 }
 
-void take_terminal(std::optional<TerminalMode>& mode, const RelayEnds& ends) {
-  if (!mode || ends.in < 0) return;
-  if (auto st = mode->enter_raw(); !st) util::warn("{}", st.error().message());
+void PtyRelay::redraw() {
+#ifdef TIOCSIG
+  ::ioctl(master_.get(), TIOCSIG, SIGWINCH);
+#endif
 }
 
-void follow_command_stop(std::optional<TerminalMode>& mode) {
+termios cooked(const termios& t) {
+  termios c = t;
+  c.c_iflag = (c.c_iflag & ~static_cast<tcflag_t>(INLCR | IGNCR)) | ICRNL;
+  c.c_lflag |= ICANON | ECHO | ECHOE | ECHOK | ISIG | IEXTEN;
+  c.c_oflag |= OPOST | ONLCR;
+  return c;
+}
+
+termios pty_settings(int tty) {
+  termios t{};
+  ::tcgetattr(tty, &t);
+  pid_t fg = ::tcgetpgrp(tty);
+  return fg >= 0 && fg != ::getpgrp() ? cooked(t) : t;
+}
+
+void take_terminal(std::optional<TerminalMode>& mode, const RelayEnds& ends, PtyRelay& relay) {
+  if (!mode) return;
+  const bool foreground = mode->in_foreground();
+  const bool raw_input = ends.in >= 0;
+  const bool pass_output = raw_input && ends.out == 1;  // interactive, and everything comes through the PTY
+  mode->set_waiting(!foreground);
+  relay.read_input(foreground);
+  relay.follow(foreground && raw_input && !pass_output ? &*mode : nullptr);
+  if (!foreground) return;
+  if (raw_input)
+    if (auto st = mode->enter(true, pass_output); !st) util::warn("{}", st.error().message());
+  relay.sync_size(ends.tty);
+}
+
+namespace {
+
+// Stop pi-jail by `sig` as the kernel would stop a program: the default
+// action, even for a signal pi-jail takes through its signal fd. Returns
+// whether it stopped: SIGCONT is then pending (it is taken through the
+// signal fd, which resumes the command). A stop signal other than
+// SIGSTOP is dropped by the kernel for an orphaned process group.
+bool stop_self(int sig) {
+  // SIGCONT stays pending while this runs (blocked), whatever pi-jail
+  // does with it otherwise (a signal fd, or a handler on macOS).
+  sigset_t cont, prev;
+  sigemptyset(&cont);
+  sigaddset(&cont, SIGCONT);
+  ::sigprocmask(SIG_BLOCK, &cont, &prev);
+  struct sigaction dfl {}, old {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, &old);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+  ::raise(sig);  // stops here until SIGCONT
+  sigset_t pending;
+  sigemptyset(&pending);
+  ::sigpending(&pending);
+  const bool stopped = sig == SIGSTOP || sigismember(&pending, SIGCONT) == 1;
+  ::sigaction(sig, &old, nullptr);
+  ::sigprocmask(SIG_SETMASK, &prev, nullptr);
+  return stopped;
+}
+
+}  // namespace
+
+bool follow_command_stop(std::optional<TerminalMode>& mode, PtyRelay* relay, int sig) {
   if (!mode) {
     util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
                "resumes the command, SIGTERM ends it",
                ::getpid());
-    return;
+    return false;
+  }
+  if (relay) {
+    relay->drain();  // what the command wrote before it stopped shows before the shell's prompt
+    // Until SIGCONT says where pi-jail is (fg or bg), the terminal is not read.
+    relay->read_input(false);
+    relay->follow(nullptr);
   }
   mode->leave();
-  ::raise(SIGSTOP);
+  mode->set_waiting(false);  // SIGCONT says what comes next
+  if (stop_self(sig)) return false;
+  return true;  // nothing does job control for pi-jail: the stop is dropped, as for any program here
 }
 
 }  // namespace pj::supervisor

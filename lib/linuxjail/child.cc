@@ -402,15 +402,28 @@ void apply_landlock(const ChildPlan& p) {
   ::close(ruleset);
 }
 
-// The command's last steps: its own session, only fds 0-2, no privilege
-// of any kind, Landlock, then the syscall filter and execve. Exec
-// failures exit 127 (not found) or 126.
+// The command's last steps: its own process group in init's session (the
+// foreground group of the jail's PTY, as a shell runs a job), only fds
+// 0-2, no privilege of any kind, Landlock, then the syscall filter and
+// execve. Exec failures exit 127 (not found) or 126.
+//
+// Why a group and not a session of its own: a process group whose
+// parents are all outside its session is orphaned, and the kernel drops
+// SIGTSTP, SIGTTIN and SIGTTOU sent to it (kernel/signal.c), so Ctrl-Z
+// and a program's own `kill(0, SIGTSTP)` would do nothing. Init, the
+// parent, is in the same session: the stops take effect.
 [[noreturn]] void exec_command(const ChildPlan& p, int slave) {
-  if (::setsid() < 0) fail(Stage::new_session, errno);
+  if (::setpgid(0, 0) != 0) fail(Stage::new_session, errno);
   if (slave >= 0) {
-    // The PTY becomes the controlling terminal of the new session, on the
-    // standard fds that were terminals outside.
-    if (::ioctl(slave, TIOCSCTTY, 0) != 0) fail(Stage::terminal, errno);
+    // Take the foreground before exec, so the first read of the terminal
+    // is not a background read (SIGTTIN). tcsetpgrp from a background
+    // group raises SIGTTOU unless it is blocked; the mask is cleared below.
+    sigset_t ttou;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    if (::sigprocmask(SIG_BLOCK, &ttou, nullptr) != 0) fail(Stage::signal_mask, errno);
+    pid_t self = ::getpid();
+    if (::ioctl(slave, TIOCSPGRP, &self) != 0) fail(Stage::terminal, errno);
     for (int fd = 0; fd < 3; ++fd)
       if ((p.pty_fds & (1U << fd)) && ::dup2(slave, fd) < 0) fail(Stage::terminal, errno);
     if (slave > 2) ::close(slave);
@@ -536,15 +549,21 @@ int open_terminal(const ChildPlan& p) {
 [[noreturn]] void run_init(const ChildPlan& p) {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT})
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP})
     sigaddset(&set, s);
   if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) fail(Stage::signal_mask, errno);
   if (::setsid() < 0) fail(Stage::new_session, errno);
 
+  // Init leads the session and holds the PTY as its controlling terminal;
+  // the command's group is the terminal's foreground (exec_command).
   const int slave = p.pty ? open_terminal(p) : -1;
+  if (slave >= 0 && ::ioctl(slave, TIOCSCTTY, 0) != 0) fail(Stage::terminal, errno);
   long child = sys::clone_process(SIGCHLD, nullptr);
   if (child < 0) fail(Stage::fork_command, errno);
   if (child == 0) exec_command(p, slave);
+  // Both sides set the group (as shells do): whichever runs first, the
+  // group exists before init signals it.
+  ::setpgid(static_cast<pid_t>(child), static_cast<pid_t>(child));
   if (slave >= 0) ::close(slave);
   // Init's own filter, allowing only what the loop below calls; loaded
   // while the sync fd is still open, so a failure is reported (init's exit
@@ -558,9 +577,11 @@ int open_terminal(const ChildPlan& p) {
     siginfo_t si;
     int sig = ::sigwaitinfo(&set, &si);
     if (sig < 0) continue;
-    if (sig == SIGCONT) {
-      // Resume the command's whole process group after a suspend.
-      ::kill(-static_cast<pid_t>(child), SIGCONT);
+    if (sig == SIGCONT || sig == SIGTSTP) {
+      // Resume, or stop, the command's whole process group, as a terminal
+      // does (SIGTSTP reaches pi-jail when its own terminal is not raw).
+      ::kill(-static_cast<pid_t>(child), sig);
+      ::kill(static_cast<pid_t>(child), sig);  // it may have left its group
       continue;
     }
     if (sig != SIGCHLD) {
@@ -572,10 +593,10 @@ int open_terminal(const ChildPlan& p) {
     while ((pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
       if (pid != child) continue;
       if (WIFSTOPPED(status)) {
-        // The command stopped itself as a whole: tell the supervisor, which
-        // gives the terminal back and stops too.
-        char note = kControlStopped;
-        ssize_t n = ::write(p.control_fd, &note, 1);
+        // The command stopped: tell the supervisor which signal stopped
+        // it; on a terminal it gives the terminal back and stops the same way.
+        char note[2] = {kControlStopped, static_cast<char>(WSTOPSIG(status))};
+        ssize_t n = ::write(p.control_fd, note, sizeof note);
         (void)n;
       } else {
         code = exit_code(status);

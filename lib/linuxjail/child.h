@@ -97,7 +97,8 @@ private:
 };
 
 // The byte init sends on the control socket when the command stopped
-// itself as a whole (a shell's `suspend`, Pi's Ctrl-Z).
+// (Ctrl-Z, a shell's `suspend`, Pi's own SIGTSTP), followed by a byte
+// with the signal that stopped it.
 inline constexpr char kControlStopped = 'S';
 // The tags of the messages that carry fds: the PTY master, the listeners.
 inline constexpr char kControlMaster = 'M';

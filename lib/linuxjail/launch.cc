@@ -166,9 +166,9 @@ util::Status Jail::filter_ready() {
 }
 
 util::Result<std::optional<Jail::Control>> Jail::read_control() {
-  char byte = 0;
+  char bytes[2] = {};
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kFdBatch)] = {};
-  iovec iov{&byte, 1};
+  iovec iov{bytes, sizeof bytes};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -184,8 +184,14 @@ util::Result<std::optional<Jail::Control>> Jail::read_control() {
     return std::optional<Control>{};
   }
   Control c;
-  c.tag = byte;
-  c.stopped = byte == kControlStopped;
+  c.tag = bytes[0];
+  if (c.tag == kControlStopped) {
+    // The signal that stopped the command (init is pi-jail's code and the
+    // command cannot write to this socket); anything but a stop signal
+    // counts as SIGSTOP.
+    int sig = n == 2 ? static_cast<unsigned char>(bytes[1]) : 0;
+    c.stop_signal = sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU ? sig : SIGSTOP;
+  }
   for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
     if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
       size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);

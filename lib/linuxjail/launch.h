@@ -40,7 +40,7 @@ public:
   struct Control {
     char tag = 0;                     // kControlMaster, kControlListeners, kControlStopped
     std::vector<util::UniqueFd> fds;  // the master, or the listeners in spec order
-    bool stopped = false;
+    int stop_signal = 0;              // kControlStopped: the signal that stopped the command
   };
   int control_fd() const { return control_.get(); }
   // Read one control message when control_fd() is readable; at EOF

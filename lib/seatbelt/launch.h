@@ -1,6 +1,6 @@
 // Starting the Seatbelt jail: the command runs under /usr/bin/sandbox-exec
-// with the planned profile and parameters, in a new session (its own
-// process group, and the given terminal as its controlling terminal).
+// with the planned profile and parameters, in a new session (the given
+// terminal its controlling terminal) as its foreground process group.
 //
 // POSIX only, so it compiles and its wiring is tested on Linux with a
 // stand-in for sandbox-exec; only a Mac shows what Seatbelt enforces.
@@ -31,30 +31,44 @@ struct LaunchOptions {
 };
 
 // A running sandboxed command; owns the process (killed with its group,
-// and reaped, if still there on destruction).
+// and reaped, if still there on destruction). The process pi-jail starts
+// is a keeper (launch.cc): it leads the command's session, and the
+// command runs in its own process group, the PTY's foreground.
 class Sandboxed {
 public:
   static util::Result<Sandboxed> start(const SeatbeltSpec& spec, const LaunchOptions& opts);
-  Sandboxed(Sandboxed&& o) noexcept : pid_(o.pid_), status_(o.status_), stopped_(o.stopped_) { o.pid_ = -1; }
+  Sandboxed(Sandboxed&& o) noexcept
+      : pid_(o.pid_), command_(o.command_), records_(std::move(o.records_)), status_(o.status_),
+        stop_signal_(o.stop_signal_) {
+    o.pid_ = -1;
+  }
   Sandboxed& operator=(Sandboxed&&) = delete;
   ~Sandboxed();
 
+  // The keeper: the session's leader; its exit status is the command's.
   pid_t pid() const { return pid_; }
-  // Signal the whole process group.
+  // The command (sandbox-exec, then what it runs): its process group's leader.
+  pid_t command() const { return command_; }
+  // Signal the command's whole process group (and the command itself).
   util::Status signal(int sig) const;
   // Non-blocking: the exit code (N, or 128+N for signal N) once it ended.
   util::Result<std::optional<int>> poll_exit();
-  // Whether the command stopped (SIGTSTP, SIGSTOP) since the last call;
-  // noticed by poll_exit().
-  bool take_stop() { return std::exchange(stopped_, false); }
+  // Readable when the keeper has news (the command stopped): then call
+  // poll_exit() and take_stop().
+  int records_fd() const { return records_.get(); }
+  // The signal that stopped the command (SIGTSTP, SIGTTIN, SIGTTOU,
+  // SIGSTOP) since the last call, or 0; noticed by poll_exit().
+  int take_stop() { return std::exchange(stop_signal_, 0); }
   // After the command ended: end whatever is left in its process group.
   void kill_leftovers() const;
 
 private:
   explicit Sandboxed(pid_t pid) : pid_(pid) {}
   pid_t pid_;
+  pid_t command_ = -1;
+  util::UniqueFd records_;  // the keeper's reports
   std::optional<int> status_;
-  bool stopped_ = false;
+  int stop_signal_ = 0;
 };
 
 }  // namespace pj::seatbelt

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 
 #include "harness.h"
+#include "job_control.h"
 
 using namespace pj::test;
 
@@ -21,7 +23,64 @@ std::string outer_shell(const Sandbox& sb) {
   return "env PS1='outer$ ' HOME=" + sb.home + " bash --norc --noprofile";
 }
 
+// The same scenario bare and under pi-jail: what bash shows for the bare
+// program is what the jailed one must show.
+std::vector<job_control::Launcher> bare_and_jailed(const Sandbox& sb) {
+  return {{"bare", "", "HOME=" + sb.home, sb.ws},
+          {"pi-jail", pi_jail() + " -q -w " + sb.ws + " --", "HOME=" + sb.home, sb.ws}};
+}
+
 }  // namespace
+
+TEST_CASE("Ctrl-Z stops cat and python3 as it does without pi-jail: Stopped, listed by jobs, fg resumes it") {
+  Sandbox sb;
+  for (const auto& l : bare_and_jailed(sb)) {
+    const std::string warm = "warm-up-" + unique_token();
+    job_control::ctrl_z_then_fg(l, {"cat", warm, warm, "after-fg-line", "after-fg-line", true});
+    job_control::ctrl_z_then_fg(
+        l, {"/usr/bin/python3 -c 'print(\"ready-\" + str(6*7)); print(\"got:\" + input())'", "", "ready-42", "answer", "got:answer"});
+  }
+}
+
+TEST_CASE("bg lets a jailed job run on without the terminal, and fg takes it back, as without pi-jail") {
+  Sandbox sb;
+  for (const auto& l : bare_and_jailed(sb)) job_control::bg_then_fg(l);
+}
+
+TEST_CASE("fg of a job running in the background (bg, or started with &) gives it the terminal: it reads a line") {
+  Sandbox sb;
+  for (const auto& l : bare_and_jailed(sb)) job_control::fg_of_running_job_reads(l);
+}
+
+TEST_CASE("a program that stops itself shows as Stopped; one that ignores SIGTSTP reads on after Ctrl-Z") {
+  Sandbox sb;
+  for (const auto& l : bare_and_jailed(sb)) {
+    job_control::stops_itself(l);
+    job_control::ignores_ctrl_z(l);
+  }
+}
+
+TEST_CASE("a window resized while the job is stopped: after fg, and after another resize, it sees the size") {
+  Sandbox sb;
+  for (const auto& l : bare_and_jailed(sb)) job_control::resize_while_stopped(l);
+}
+
+TEST_CASE("a pipe out of a jailed command prints no staircase; its bytes are the bare command's") {
+  Sandbox sb;
+  for (const auto& l : bare_and_jailed(sb)) job_control::pipe_has_no_staircase(l);
+  // ls decides on colour by whether stdout is a terminal: it is a pipe in
+  // both, so the bytes are the same.
+  ::mkdir((sb.ws + "/a-dir").c_str(), 0755);
+  write_file(sb.ws + "/run-me", "#!/bin/sh\n");
+  ::chmod((sb.ws + "/run-me").c_str(), 0755);
+  Tmux t(outer_shell(sb), 100, 30);
+  REQUIRE(t.wait_for("outer$"));
+  t.type("cd " + sb.ws + " && ls --color=auto | cat > ../bare.txt && " + pi_jail() + " -q -w " + sb.ws +
+         " -- ls --color=auto | cat > ../jailed.txt; echo done-$((6*7))");
+  REQUIRE(t.wait_for("done-42"));
+  CHECK(read_file(sb.base + "/bare.txt").find("a-dir\n") != std::string::npos);
+  CHECK(read_file(sb.base + "/jailed.txt") == read_file(sb.base + "/bare.txt"));
+}
 
 TEST_CASE("a shell in the jail gets a real terminal: size, resize, Ctrl-C, job control, suspend") {
   Sandbox sb;

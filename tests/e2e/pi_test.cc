@@ -265,6 +265,60 @@ TEST_CASE("the interactive TUI starts in a real terminal, answers a prompt and e
   CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
 }
 
+namespace {
+
+// The shell prompts again: the last line on the screen is its prompt.
+bool at_prompt(Tmux& t) {
+  return eventually([&] {
+    std::string s = t.screen();
+    size_t end = s.find_last_not_of(" \n");
+    if (end == std::string::npos) return false;
+    size_t start = s.rfind('\n', end);
+    start = start == std::string::npos ? 0 : start + 1;
+    return s.substr(start, end - start + 1) == "outer$";
+  });
+}
+
+// Ctrl-Z on Pi's TUI, bare and jailed alike: Pi stops its own process
+// group (process.kill(0, "SIGTSTP")); bash shows the job stopped, jobs
+// lists it, fg brings it back redrawn (the screen was cleared meanwhile)
+// and answering; the terminal's settings are what they were.
+void pi_tui_ctrl_z(PiWorld& w, const std::string& prefix) {
+  std::string env;
+  for (const auto& e : w.env()) env += " '" + e + "'";
+  Tmux t("env PS1='outer$ '" + env + " bash --norc --noprofile", 120, 35);
+  REQUIRE(t.wait_for("outer$"));
+  std::string before = "../before-" + unique_token(), after = "../after-" + unique_token();
+  t.type("cd " + w.sb.ws + " && stty -a > " + before + " && " + prefix + "pi --provider scripted --model m");
+  REQUIRE_MESSAGE(t.wait_for("(auto)"), t.screen());
+  REQUIRE_MESSAGE(prompt_answered(t, "say hello", "first answer"), t.screen());
+  t.send({"C-z"});
+  REQUIRE_MESSAGE(t.wait_for("Stopped   "), t.screen());
+  t.type("jobs; clear");
+  REQUIRE_MESSAGE(eventually([&] { return t.screen().find("first answer") == std::string::npos; }), t.screen());
+  t.type("fg");
+  CHECK_MESSAGE(t.wait_for("(auto)"), t.screen());  // redrawn
+  CHECK_MESSAGE(prompt_answered(t, "again", "second answer"), t.screen());
+  t.send({"C-d"});
+  REQUIRE_MESSAGE(at_prompt(t), t.screen());
+  t.type("stty -a > " + after + "; cmp " + before + " " + after + " && echo STTY-SAME-$((6*7))");
+  CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
+}
+
+}  // namespace
+
+TEST_CASE("Ctrl-Z on Pi's TUI stops it and fg brings it back redrawn, jailed as bare") {
+  PiWorld w(R"([{"text": "first answer"}, {"text": "second answer"}])");
+  {
+    INFO("bare");
+    pi_tui_ctrl_z(w, "");
+  }
+  {
+    INFO("pi-jail");
+    pi_tui_ctrl_z(w, pi_jail() + " --allow-net 127.0.0.1:" + w.port + " -- ");
+  }
+}
+
 TEST_CASE("background jobs an extension starts, on pipes and on a PTY, are jailed and do not outlive the run") {
   PiWorld w("[]");
   std::string m1 = "1000." + unique_token(), m2 = "1000." + unique_token();

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "job_control.h"
 #include "seatbelt/plan.h"
 
 using namespace pj::test;
@@ -373,4 +374,37 @@ TEST_CASE("after the run, what the command left in the repository for git to run
   CHECK(o.err.find(".git/hooks/post-merge: a hook, new") != std::string::npos);
   CHECK(read_file(report).find("\"path\": \".git/hooks/post-merge\"") != std::string::npos);
   CHECK(report_problems(report) == "");
+}
+
+TEST_CASE("job control on the macOS supervisor's PTY: Ctrl-Z, fg, bg, self-stops, resize, pipes (stand-in)") {
+  Wiring w;
+  std::string prefix;
+  for (const auto& a : w.argv({})) prefix += "'" + a + "' ";
+  prefix.pop_back();  // ends with '--'
+  job_control::Launcher l{"pi-jail-seatbelt", prefix, "HOME='" + w.box.home + "'", w.box.ws};
+  const std::string warm = "warm-up-" + unique_token();
+  job_control::ctrl_z_then_fg(l, {"cat", warm, warm, "after-fg-line", "after-fg-line", true});
+  job_control::ctrl_z_then_fg(
+      l, {"/usr/bin/python3 -c 'print(\"ready-\" + str(6*7)); print(\"got:\" + input())'", "", "ready-42", "answer", "got:answer"});
+  job_control::bg_then_fg(l);
+  job_control::fg_of_running_job_reads(l);
+  job_control::stops_itself(l);
+  job_control::ignores_ctrl_z(l);
+  job_control::resize_while_stopped(l);
+  job_control::pipe_has_no_staircase(l);
+}
+
+TEST_CASE("the command cannot shed pi-jail's signals: it leaves its process group, or stops on TERM, and still ends") {
+  Wiring w;
+  // Into the keeper's process group: --timeout's TERM still reaches it (by pid).
+  auto moved = w.sh("exec /usr/bin/python3 -c 'import os, time; os.setpgid(0, os.getppid()); time.sleep(60)'",
+                    {"--timeout", "2", "--grace", "1"});
+  CHECK(moved.status == 124);
+  // Stops itself on TERM: the grace's KILL ends it, and the run with it.
+  auto stops = w.sh("trap 'kill -STOP $$' TERM; while :; do sleep 0.2; done", {"--timeout", "2", "--grace", "1"});
+  CHECK(stops.status == 124);
+  // Stopped and continued by its own child: the run ends with its code.
+  auto resumed = w.sh("(sleep 1; kill -CONT $$) & kill -STOP $$; echo resumed; exit 5");
+  CHECK(resumed.status == 5);
+  CHECK(resumed.out == "resumed\n");
 }

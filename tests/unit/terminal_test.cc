@@ -1,6 +1,9 @@
 // Which outer fds the PTY relay reads, writes and takes settings from,
 // for each combination of redirected standard streams.
 #include <doctest/doctest.h>
+#include <termios.h>
+
+#include <cstring>
 
 #include "terminal.h"
 
@@ -26,4 +29,40 @@ TEST_CASE("the relay reads only a terminal on stdin, writes to stdout's terminal
     CHECK(e.in == c.in);
     CHECK(e.out == c.out);
   }
+}
+
+TEST_CASE("the outer terminal: input raw only when the relay reads it, output passed as is only when stdout is it") {
+  using pj::supervisor::relay_settings;
+  termios cooked{};
+  cooked.c_iflag = ICRNL | IXON | BRKINT;
+  cooked.c_oflag = OPOST | ONLCR;
+  cooked.c_lflag = ICANON | ECHO | ISIG | IEXTEN | ECHOE;
+  cooked.c_cflag = CS7 | PARENB | CREAD;
+  cooked.c_cc[VMIN] = 0;
+
+  termios both = relay_settings(cooked, true, true);
+  CHECK((both.c_lflag & (ICANON | ECHO | ISIG | IEXTEN)) == 0);  // each key goes to the PTY, Ctrl-Z included
+  CHECK((both.c_iflag & (ICRNL | IXON | BRKINT)) == 0);
+  CHECK((both.c_cflag & CSIZE) == CS8);
+  CHECK((both.c_cflag & CREAD) != 0);
+  CHECK(both.c_cc[VMIN] == 1);
+  CHECK((both.c_oflag & OPOST) == 0);  // the PTY processed it already
+
+  // `pi-jail -- seq 3 | cat`: stdin and stderr on the terminal, stdout a
+  // pipe whose reader writes to the same terminal: output keeps its
+  // processing (ONLCR: no staircase), input still raw.
+  auto piped = pj::supervisor::relay_ends(0b101);
+  termios pipe_mode = relay_settings(cooked, piped.in >= 0, piped.out == 1);
+  CHECK(pipe_mode.c_oflag == (OPOST | ONLCR));
+  CHECK((pipe_mode.c_lflag & (ICANON | ECHO | ISIG)) == 0);
+
+  // stdin not a terminal: input untouched.
+  termios out_only = relay_settings(cooked, false, true);
+  CHECK(out_only.c_lflag == cooked.c_lflag);
+  CHECK(out_only.c_iflag == cooked.c_iflag);
+  CHECK(out_only.c_cflag == cooked.c_cflag);
+  CHECK(out_only.c_oflag == ONLCR);
+
+  termios none = relay_settings(cooked, false, false);
+  CHECK(std::memcmp(&none, &cooked, sizeof none) == 0);
 }

@@ -1,0 +1,231 @@
+#include "job_control.h"
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <sstream>
+#include <vector>
+
+#include "harness.h"
+
+namespace pj::test::job_control {
+
+namespace {
+
+// One outer bash in tmux, in the launcher's directory, its settings saved.
+struct Outer {
+  Tmux t;
+  std::string before = "../stty-before-" + unique_token();
+  explicit Outer(const Launcher& l, int width = 100, int height = 30)
+      : t("env PS1='outer$ ' " + l.env + " bash --norc --noprofile", width, height) {
+    REQUIRE(t.wait_for("outer$"));
+    t.type("cd '" + l.dir + "' && stty -a > " + before);
+  }
+  // Run `command` under the launcher. (Not `command; echo $?`: bash goes
+  // on with the list when a job stops.)
+  void start(const Launcher& l, const std::string& command) {
+    t.type((l.prefix.empty() ? "" : l.prefix + " ") + command);
+  }
+  // Once the shell prompts again, the job's status is `code`.
+  bool ended_with(int code) {
+    bool prompt = false;
+    for (int i = 0; i < 400 && !prompt; ++i) {
+      std::string s = t.screen();
+      size_t end = s.find_last_not_of(" \n");
+      size_t start = s.rfind('\n', end);
+      prompt = end != std::string::npos && s.substr(start == std::string::npos ? 0 : start + 1,
+                                                    end - (start == std::string::npos ? 0 : start + 1) + 1) == "outer$";
+      if (!prompt) ::usleep(25000);
+    }
+    if (!prompt) return false;
+    std::string mark = "EXIT-" + unique_token() + "-";
+    t.type("echo " + mark + "$?");
+    return shows(mark + std::to_string(code));
+  }
+  size_t count(const std::string& text) {
+    REQUIRE(!text.empty());
+    std::string s = t.screen();
+    size_t n = 0;
+    for (size_t at = s.find(text); at != std::string::npos; at = s.find(text, at + text.size())) ++n;
+    return n;
+  }
+  // Poll until `text` shows at least `n` times (a guard, not a timing check).
+  bool shows(const std::string& text, size_t n = 1) {
+    for (int i = 0; i < 400; ++i) {
+      if (count(text) >= n) return true;
+      ::usleep(25000);
+    }
+    return false;
+  }
+  void settings_unchanged() {
+    std::string after = "../stty-after-" + unique_token();
+    t.type("stty -a > " + after + "; cmp " + before + " " + after + " && echo STTY-SAME-$((6*7))");
+    CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
+  }
+};
+
+// tmux resizes the pane's terminal after resize-window returns: give it
+// a moment (what is checked then waits with a guard).
+void settle() { ::usleep(300000); }
+
+// bash's job line for a job stopped by SIGTSTP ("Stopped (signal)" is
+// SIGSTOP, "Stopped (tty input)" SIGTTIN): the status column is padded.
+const std::string kStoppedBySigtstp = "Stopped   ";
+
+}  // namespace
+
+void ctrl_z_then_fg(const Launcher& l, const Program& p) {
+  INFO(l.name, ": ", p.command);
+  Outer o(l);
+  o.start(l, p.command);
+  if (!p.warm_up.empty()) o.t.type(p.warm_up);
+  REQUIRE_MESSAGE(o.shows(p.ready, p.warm_up == p.ready ? 2 : 1), o.t.screen());  // typed, then echoed
+  o.t.send({"C-z"});
+  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+  o.t.type("jobs");
+  CHECK_MESSAGE(o.shows(kStoppedBySigtstp, 2), o.t.screen());
+  o.t.type("fg");
+  o.t.type(p.after_fg);
+  CHECK_MESSAGE(o.shows(p.answer, p.answer == p.after_fg ? 2 : 1), o.t.screen());
+  if (p.eof_ends) o.t.send({"C-d"});
+  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  o.settings_unchanged();
+}
+
+void bg_then_fg(const Launcher& l) {
+  INFO(l.name);
+  Outer o(l);
+  // Ticks until the test makes the file `stop` in the workspace.
+  o.start(l, "sh -c 'i=0; while [ ! -e stop ]; do i=$((i+1)); echo tick-$i; sleep 0.1; done; echo ticks-$((6*7))'");
+  REQUIRE_MESSAGE(o.shows("tick-3"), o.t.screen());
+  o.t.send({"C-z"});
+  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+  o.t.type("bg");
+  o.t.type("jobs");
+  CHECK_MESSAGE(o.shows("Running"), o.t.screen());
+  // It prints on while the shell has the terminal...
+  CHECK_MESSAGE(o.shows("tick-25"), o.t.screen());
+  o.t.type("echo shell-answers-$((6*7))");
+  CHECK_MESSAGE(o.shows("shell-answers-42"), o.t.screen());
+  // ...and fg waits for it to the end.
+  o.t.type("fg");
+  CHECK_MESSAGE(o.shows("tick-40"), o.t.screen());
+  write_file(l.dir + "/stop", "");
+  CHECK_MESSAGE(o.shows("ticks-42"), o.t.screen());
+  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  ::unlink((l.dir + "/stop").c_str());
+  o.settings_unchanged();
+}
+
+void fg_of_running_job_reads(const Launcher& l) {
+  INFO(l.name);
+  // Waits for the file `go` in the workspace, then reads a line.
+  const std::string program = "sh -c 'touch started; while [ ! -e go ]; do sleep 0.1; done; read x; echo got-$x'";
+  auto started = [&] { return exists(l.dir + "/started"); };
+  for (bool ampersand : {false, true}) {
+    CAPTURE(ampersand);
+    ::unlink((l.dir + "/go").c_str());
+    ::unlink((l.dir + "/started").c_str());
+    Outer o(l);
+    o.start(l, program + (ampersand ? " &" : ""));
+    if (!ampersand) {
+      REQUIRE(eventually(started));
+      o.t.send({"C-z"});
+      REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+      o.t.type("bg");
+    }
+    o.t.type("jobs");
+    REQUIRE_MESSAGE(o.shows("Running"), o.t.screen());
+    o.t.type("fg");
+    REQUIRE(eventually(started));
+    ::usleep(600000);  // pi-jail looks for the foreground every 250 ms: typed earlier, the line would be the shell's
+    write_file(l.dir + "/go", "");
+    o.t.type("typed-after-fg");
+    CHECK_MESSAGE(o.shows("got-typed-after-fg"), o.t.screen());
+    CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+    o.settings_unchanged();
+  }
+  ::unlink((l.dir + "/go").c_str());
+  ::unlink((l.dir + "/started").c_str());
+}
+
+void stops_itself(const Launcher& l) {
+  INFO(l.name);
+  Outer o(l);
+  o.start(l, "sh -c 'echo self-$((1+1)); kill -TSTP $$; echo self-$((2+1))'");
+  REQUIRE_MESSAGE(o.shows("self-2"), o.t.screen());
+  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+  CHECK(o.count("self-3") == 0);
+  o.t.type("fg");
+  CHECK_MESSAGE(o.shows("self-3"), o.t.screen());
+  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  o.settings_unchanged();
+}
+
+void ignores_ctrl_z(const Launcher& l) {
+  INFO(l.name);
+  Outer o(l);
+  o.start(l, "sh -c 'trap \"\" TSTP; echo ready-$((6*7)); read x; echo got-$x'");
+  REQUIRE_MESSAGE(o.shows("ready-42"), o.t.screen());
+  o.t.send({"C-z"});
+  o.t.type("still-reading");
+  CHECK_MESSAGE(o.shows("got-still-reading"), o.t.screen());
+  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  CHECK(o.count("Stopped") == 0);
+  o.settings_unchanged();
+}
+
+void pipe_has_no_staircase(const Launcher& l) {
+  INFO(l.name);
+  Outer o(l);
+  o.t.type("clear");
+  o.start(l, "seq 1 3 | cat");
+  REQUIRE_MESSAGE(o.ended_with(0), o.t.screen());
+  std::istringstream lines(o.t.screen());
+  std::vector<std::string> seen;
+  for (std::string line; std::getline(lines, line);) seen.push_back(line);
+  bool three = false;
+  for (size_t i = 0; i + 2 < seen.size(); ++i)
+    three = three || (seen[i] == "1" && seen[i + 1] == "2" && seen[i + 2] == "3");
+  CHECK_MESSAGE(three, o.t.screen());
+
+  // stdin not the terminal: pi-jail leaves its settings alone, so what
+  // another process writes meanwhile is not a staircase either.
+  o.t.type("clear");
+  o.t.type("(sleep 0.5; printf 'other-1\\nother-2\\n') & " + (l.prefix.empty() ? "" : l.prefix + " ") +
+           "sleep 1.5 </dev/null");
+  REQUIRE_MESSAGE(o.shows("other-2"), o.t.screen());
+  REQUIRE_MESSAGE(o.ended_with(0), o.t.screen());
+  std::istringstream again(o.t.screen());
+  bool both = false;
+  std::string prev;
+  for (std::string line; std::getline(again, line); prev = line) both = both || (prev == "other-1" && line == "other-2");
+  CHECK_MESSAGE(both, o.t.screen());
+}
+
+void resize_while_stopped(const Launcher& l) {
+  INFO(l.name);
+  Outer o(l, 100, 30);
+  o.start(l, "sh -c 'echo ready-$((6*7)); while read l; do echo size-$(stty size); done'");
+  REQUIRE_MESSAGE(o.shows("ready-42"), o.t.screen());
+  o.t.type("");
+  REQUIRE_MESSAGE(o.shows("size-30 100"), o.t.screen());
+  o.t.send({"C-z"});
+  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+  o.t.resize(120, 40);
+  settle();
+  o.t.type("fg");
+  o.t.type("");
+  CHECK_MESSAGE(o.shows("size-40 120"), o.t.screen());
+  o.t.resize(110, 35);
+  settle();
+  o.t.type("");
+  CHECK_MESSAGE(o.shows("size-35 110"), o.t.screen());
+  o.t.send({"C-d"});
+  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  o.t.resize(100, 30);
+  o.settings_unchanged();
+}
+
+}  // namespace pj::test::job_control
