@@ -221,7 +221,20 @@ struct Resolver {
     }
     auto real = ctx.realpath(*p);
     if (!real) {
-      refuse(e.src, fmt::format("{} {}", verb, e.text), "does not exist");
+      // Typed on this command line: the operator asked for it now, and a
+      // run without it is not what was asked for.
+      if (l.authority == Authority::command_line)
+        error(e.src, fmt::format("{} does not exist; create it first (mkdir -p {}) or leave the option out", *p, *p));
+      else
+        refuse(e.src, fmt::format("{} {}", verb, e.text), "does not exist");
+      return;
+    }
+    if (*real == "/") {
+      // The whole host: every user's files, /proc, the host's sockets.
+      const std::string whole = *p == "/" ? std::string("this grant covers / (the whole host)")
+                                        : fmt::format("{} resolves to / (the whole host)", *p);
+      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", verb, e.text), whole);
+      else error(e.src, fmt::format("{} \"{}\": {}; name the directories the command needs instead", verb, e.text, whole));
       return;
     }
     std::string shown = *real == *p ? *p : fmt::format("{} (resolves to {})", *p, *real);
