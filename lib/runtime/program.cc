@@ -144,7 +144,10 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk, Missin
     }
     p.interpreter = real(program);
     if (!executable_file(p.interpreter)) {
-      missing = Missing::not_executable;  // the shell's "bad interpreter" is 126 too
+      // As the shells: an interpreter that is missing is 127, one that
+      // exists but cannot be executed (EACCES) 126.
+      struct stat st;
+      if (::stat(p.interpreter.c_str(), &st) == 0) missing = Missing::not_executable;
       return Error::invalid(fmt::format("{}: its interpreter {} ({}) is not an executable file", name, p.interpreter,
                                         first));
     }
