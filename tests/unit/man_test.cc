@@ -11,9 +11,9 @@
 
 namespace {
 
-std::string read_man(const char* name) {
-  std::ifstream in(std::string(PJ_MAN_DIR) + "/" + name);
-  REQUIRE_MESSAGE(in, "cannot read man/" << name);
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, "cannot read " << path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -38,7 +38,7 @@ std::set<std::string> help_options() {
 // The options pi-jail(1) describes: the tags (the line after each .TP) of
 // its OPTIONS section.
 std::set<std::string> man_options() {
-  std::string man = read_man("pi-jail.1");
+  std::string man = read_text(std::string(PJ_SOURCE_DIR) + "/man/pi-jail.1");
   size_t from = man.find("\n.SH OPTIONS\n");
   size_t to = man.find("\n.SH ", from + 1);
   REQUIRE(from != std::string::npos);
@@ -73,12 +73,25 @@ TEST_CASE("pi-jail(1) describes exactly the options --help lists") {
 }
 
 TEST_CASE("pi-jail(1) names every subcommand") {
-  std::string man = read_man("pi-jail.1");
+  std::string man = read_text(std::string(PJ_SOURCE_DIR) + "/man/pi-jail.1");
   for (const char* sub : {"doctor", "explain", "shell-init", "help"}) {
     CAPTURE(sub);
     const std::string usage = pj::cli::kUsage;
     CHECK((usage.find(std::string("pi-jail ") + sub + " ") != std::string::npos ||
            usage.find(std::string("[OPTIONS] ") + sub + " ") != std::string::npos));
     CHECK(man.find(std::string(".TP\n.B ") + sub + "\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("the bash, zsh and fish completions offer every option --help lists, and the subcommands") {
+  for (const char* file : {"pi-jail.bash", "_pi-jail", "pi-jail.fish"}) {
+    CAPTURE(file);
+    std::string text = read_text(std::string(PJ_SOURCE_DIR) + "/completions/" + file);
+    for (const auto& o : help_options()) {
+      // fish spells --long as "-l long" and -x as "-s x".
+      std::string fish = o.starts_with("--") ? "-l " + o.substr(2) : "-s " + o.substr(1);
+      CHECK_MESSAGE((text.find(o) != std::string::npos || text.find(fish) != std::string::npos), o << " missing");
+    }
+    for (const char* sub : {"explain", "doctor", "shell-init", "help"}) CHECK(text.find(sub) != std::string::npos);
   }
 }
