@@ -129,6 +129,15 @@ util::Result<std::string> prepare_agent_dir(const std::string& home, const std::
 std::string workspace_write_problem(const std::string& ws) {
   struct stat st;
   if (::stat(ws.c_str(), &st) != 0) return fmt::format("stat: {}", std::strerror(errno));
+  const std::string whose = fmt::format("it belongs to uid {} gid {}, mode {:04o}", st.st_uid, st.st_gid,
+                                        st.st_mode & 07777);
+  if (::access(ws.c_str(), W_OK) != 0) {
+    const int err = errno;
+    if (err == EROFS) return "it is on a read-only filesystem";
+    return fmt::format("{} ({})", whose, std::strerror(err));
+  }
+#ifdef __linux__
+  // Linux only: a Seatbelt jail keeps the caller's privileges.
   const uid_t uid = ::getuid();
   std::vector<gid_t> gids{::getgid()};
   int n = ::getgroups(0, nullptr);
@@ -137,15 +146,9 @@ std::string workspace_write_problem(const std::string& ws) {
     n = ::getgroups(n, more.data());
     if (n > 0) gids.insert(gids.end(), more.begin(), more.begin() + n);
   }
-  const std::string whose = fmt::format("it belongs to uid {} gid {}, mode {:04o}", st.st_uid, st.st_gid,
-                                        st.st_mode & 07777);
-  if (::access(ws.c_str(), W_OK) != 0) {
-    const int err = errno;
-    if (err == EROFS) return "it is on a read-only filesystem";
-    return fmt::format("{} ({})", whose, std::strerror(err));
-  }
   if (!util::mode_grants_write(st.st_uid, st.st_gid, st.st_mode, uid, gids))
     return fmt::format("{}, and the jail has no capabilities, so uid {} cannot write there even as root", whose, uid);
+#endif
   return "";
 }
 
