@@ -128,7 +128,7 @@ TEST_CASE("a workspace the caller cannot write ends before anything runs, naming
   ::chmod(ws.c_str(), 0755);
 }
 
-TEST_CASE("a grant of / and a missing --allow-write path end with 125 and the fix") {
+TEST_CASE("a grant of /, of the host's /proc, /dev or /etc, and a missing --allow-write path end with 125 and the fix") {
   Sandbox sb;
   struct Case {
     std::vector<std::string> extra;
@@ -140,6 +140,18 @@ TEST_CASE("a grant of / and a missing --allow-write path end with 125 and the fi
       {{"--allow-write", "/"},
        "  --allow-write: write \"/\": this grant covers / (the whole host); name the directories the command needs "
        "instead\n"},
+      {{"--allow-read", "/proc"},
+       "  --allow-read: read \"/proc\": the jail has its own /proc, showing its own processes; the host's would show "
+       "every host process: leave it out\n"},
+      {{"--allow-read", "/proc/self"},
+       "  --allow-read: read \"/proc/self\": the jail has its own /proc, showing its own processes; the host's would "
+       "show every host process: leave it out\n"},
+      {{"--allow-read", "/dev"},
+       "  --allow-read: read \"/dev\": the jail builds its own /dev (null, zero, full, random, urandom, tty, its own "
+       "pts and shm); grant single device files instead (e.g. /dev/kvm)\n"},
+      {{"--allow-read", "/etc"},
+       "  --allow-read: read \"/etc\": the jail shows a chosen set of /etc files and makes some itself; grant the "
+       "files or directories the command needs instead (e.g. /etc/ssl)\n"},
       {{"--allow-write", sb.outside + "/missing"},
        "  --allow-write: " + sb.outside + "/missing does not exist; create it first (mkdir -p " + sb.outside +
            "/missing) or leave the option out\n"},
