@@ -10,9 +10,13 @@ using util::Error;
 
 const char* const kUsage = R"(usage:
   pi-jail [OPTIONS] [--] COMMAND [ARG...]   run COMMAND in a jail (e.g. pi-jail pi)
-  pi-jail explain [OPTIONS] [--json]        the effective policy with provenance; runs nothing
+  pi-jail [OPTIONS] explain [--json]        the effective policy with provenance; runs nothing
   pi-jail doctor [--json]                   can this host build a jail? what is missing, and the fix
   pi-jail shell-init [bash|zsh|fish]        print the alias lines
+  pi-jail help                              this text
+
+Options may come before or after the subcommand. To run a program named
+like a subcommand, put -- before it: pi-jail -- doctor.
 
 options:
   -w, --workspace DIR   the read-write workspace (default: the git top level of the
@@ -22,7 +26,7 @@ options:
                         and ~/.config/pi-jail/policy.toml
   --no-project-config   ignore <workspace>/.pi/jail.toml
   --allow-read PATH     also show PATH, read-only
-  --allow-write PATH    also show PATH, read-write
+  --allow-write PATH    also show PATH, read-write (PATH must exist)
   --deny PATH           hide PATH (an empty read-only file or directory), even under a grant
   --allow-net HOST[:PORT]  a network rule for the filter (see pi-jail.toml(5))
   --timeout DURATION    stop the jail after DURATION (TERM, --grace, KILL) and exit 124;
@@ -32,25 +36,152 @@ options:
   --net-log FILE        append the network filter's decisions to FILE as JSON lines
                         (default: ~/.local/state/pi-jail/network.jsonl)
   --unsandboxed         run COMMAND with NO isolation at all (explicit, announced)
-  -v, --verbose         print the jail's mounts before running
+  --json                doctor and explain: print JSON
+  -v, --verbose         more detail (explain: the jail's plan; run: the mounts)
   -q, --quiet           only errors
-  --version, --help
-
-testing aid (only ever narrows the jail):
+  -h, --help            this text
+  --version             the version and the backend
+)"
+// The test-only switches exist (and are listed) only in builds made with
+// -Dtest_switches=true.
+#ifdef PJ_TEST_SWITCHES
+    R"(
+test builds only (-Dtest_switches=true; never in a release):
   --test-landlock-read-only DIR   make the Landlock rule for the mount at DIR read-only
                                   while the mount stays writable, to show Landlock alone holds
-
-exit status: the command's; 128+N if it died of signal N; 125 if pi-jail failed
-before the command ran; 126 command not executable; 127 command not found.
+  --unsafe-test-no-seccomp        run without the syscall filter
+  --unsafe-test-no-landlock       run without Landlock
+  --unsafe-test-sandbox-exec FILE run FILE in place of /usr/bin/sandbox-exec (macOS backend)
+  --test-fail-network-filter      make the network filter's start fail
+)"
+#endif
+    R"(
+exit status: the command's; 128+N if it died of signal N; 124 if --timeout stopped it;
+125 if pi-jail failed before the command ran (or could not write its own output);
+126 command not executable; 127 command not found.
 )";
 
 namespace {
 
-bool takes_value(std::string_view opt) {
-  return opt == "-w" || opt == "--workspace" || opt == "-p" || opt == "--profile" || opt == "--config" ||
-         opt == "--allow-net" || opt == "--allow-read" || opt == "--allow-write" ||
-         opt == "--deny" || opt == "--test-landlock-read-only" || opt == "--timeout" || opt == "--grace" ||
-         opt == "--report" || opt == "--net-log" || opt == "--unsafe-test-sandbox-exec";
+// Which invocations an option means something for. An option given where
+// it means nothing is refused, never ignored.
+enum class Scope {
+  any,      // -v, -q, --help, --version
+  policy,   // run and explain: the jail's policy
+  run,      // run only: what happens while a command runs
+  json,     // doctor and explain
+  backend,  // run, explain and doctor (the Seatbelt stand-in)
+};
+
+struct Option {
+  std::string_view name;
+  std::string_view short_name;
+  bool takes_value;
+  Scope scope;
+};
+
+constexpr Option kOptions[] = {
+    {"--workspace", "-w", true, Scope::policy},
+    {"--profile", "-p", true, Scope::policy},
+    {"--config", "", true, Scope::policy},
+    {"--no-project-config", "", false, Scope::policy},
+    {"--allow-read", "", true, Scope::policy},
+    {"--allow-write", "", true, Scope::policy},
+    {"--deny", "", true, Scope::policy},
+    {"--allow-net", "", true, Scope::policy},
+    {"--timeout", "", true, Scope::run},
+    {"--grace", "", true, Scope::run},
+    {"--report", "", true, Scope::run},
+    {"--net-log", "", true, Scope::run},
+    {"--unsandboxed", "", false, Scope::run},
+    {"--json", "", false, Scope::json},
+    {"--verbose", "-v", false, Scope::any},
+    {"--quiet", "-q", false, Scope::any},
+    {"--help", "-h", false, Scope::any},
+    {"--version", "", false, Scope::any},
+#ifdef PJ_TEST_SWITCHES
+    {"--test-landlock-read-only", "", true, Scope::policy},
+    {"--unsafe-test-no-seccomp", "", false, Scope::policy},
+    {"--unsafe-test-no-landlock", "", false, Scope::policy},
+    {"--unsafe-test-sandbox-exec", "", true, Scope::backend},
+    {"--test-fail-network-filter", "", false, Scope::run},
+#endif
+};
+
+const Option* find_option(std::string_view name) {
+  for (const auto& o : kOptions)
+    if (o.name == name || (!o.short_name.empty() && o.short_name == name)) return &o;
+  return nullptr;
+}
+
+std::optional<Mode> subcommand(std::string_view word) {
+  if (word == "doctor") return Mode::doctor;
+  if (word == "explain") return Mode::explain;
+  if (word == "shell-init") return Mode::shell_init;
+  if (word == "help") return Mode::help;
+  return std::nullopt;
+}
+
+std::string_view mode_name(Mode m) {
+  switch (m) {
+    case Mode::run: return "running a command";
+    case Mode::explain: return "explain";
+    case Mode::doctor: return "doctor";
+    case Mode::shell_init: return "shell-init";
+    case Mode::help: return "help";
+    case Mode::version: return "--version";
+  }
+  return "?";
+}
+
+bool applies(Scope scope, Mode m) {
+  switch (scope) {
+    case Scope::any: return true;
+    case Scope::policy: return m == Mode::run || m == Mode::explain;
+    case Scope::run: return m == Mode::run;
+    case Scope::json: return m == Mode::doctor || m == Mode::explain;
+    case Scope::backend: return m == Mode::run || m == Mode::explain || m == Mode::doctor;
+  }
+  return false;
+}
+
+std::string_view where_it_applies(Scope scope) {
+  switch (scope) {
+    case Scope::any: return "everywhere";
+    case Scope::policy: return "running a command and to explain";
+    case Scope::run: return "running a command only";
+    case Scope::json: return "doctor and explain only (pi-jail doctor --json)";
+    case Scope::backend: return "running a command, explain and doctor";
+  }
+  return "?";
+}
+
+util::Status apply(Invocation& inv, std::string_view name, const std::optional<std::string>& value) {
+  if (name == "--workspace") inv.workspace = *value;
+  else if (name == "--profile") inv.profile = *value;
+  else if (name == "--config") inv.config = *value;
+  else if (name == "--no-project-config") inv.no_project_config = true;
+  else if (name == "--allow-net") inv.allow_net.push_back(*value);
+  else if (name == "--allow-read") inv.allow_read.push_back(*value);
+  else if (name == "--allow-write") inv.allow_write.push_back(*value);
+  else if (name == "--deny") inv.deny.push_back(*value);
+  else if (name == "--report") inv.report = *value;
+  else if (name == "--net-log") inv.net_log = *value;
+  else if (name == "--timeout" || name == "--grace") {
+    auto d = parse_duration(*value);
+    if (!d) return std::move(d.take_error()).context(std::string(name));
+    if (name == "--timeout") inv.timeout = *d;
+    else inv.grace = *d;
+  } else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
+  else if (name == "--unsafe-test-no-seccomp") inv.unsafe_test_no_seccomp = true;
+  else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
+  else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
+  else if (name == "--test-fail-network-filter") inv.test_fail_network_filter = true;
+  else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
+  else if (name == "--verbose") inv.verbosity = util::Verbosity::verbose;
+  else if (name == "--quiet") inv.verbosity = util::Verbosity::quiet;
+  else if (name == "--json") inv.json = true;
+  return {};
 }
 
 }  // namespace
@@ -72,66 +203,64 @@ util::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   return std::chrono::milliseconds(ms);
 }
 
+// pi-jail's options come first, in any order with at most one subcommand
+// word among them; the first other word (or whatever follows --) starts
+// the command, whose own options are left alone.
 util::Result<Invocation> parse(int argc, char** argv) {
   Invocation inv;
+  std::optional<Mode> sub;
+  bool help = false, version = false;
+  std::vector<const Option*> given;
   int i = 1;
-  if (i < argc) {
-    std::string_view first = argv[i];
-    if (first == "doctor") inv.mode = Mode::doctor, ++i;
-    else if (first == "explain") inv.mode = Mode::explain, ++i;
-    else if (first == "shell-init") inv.mode = Mode::shell_init, ++i;
-  }
   for (; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "--") {
       ++i;
       break;
     }
-    if (arg.empty() || arg[0] != '-' || arg == "-") break;
+    if (arg.empty() || arg[0] != '-' || arg == "-") {
+      if (sub) break;
+      sub = subcommand(arg);
+      if (!sub) break;
+      continue;
+    }
     std::string_view name = arg;
     std::optional<std::string> value;
     if (auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
       name = arg.substr(0, eq);
       value = std::string(arg.substr(eq + 1));
     }
-    if (takes_value(name) && !value) {
+    const Option* opt = find_option(name);
+    if (!opt) return Error::invalid(fmt::format("unknown option {} (see pi-jail --help)", name));
+    if (opt->takes_value && !value) {
       if (i + 1 >= argc) return Error::invalid(fmt::format("option {} needs a value", name));
       value = argv[++i];
-    } else if (!takes_value(name) && value) {
+    } else if (!opt->takes_value && value) {
       return Error::invalid(fmt::format("option {} takes no value", name));
     }
-    if (name == "-w" || name == "--workspace") inv.workspace = *value;
-    else if (name == "-p" || name == "--profile") inv.profile = *value;
-    else if (name == "--config") inv.config = *value;
-    else if (name == "--no-project-config") inv.no_project_config = true;
-    else if (name == "--allow-net") inv.allow_net.push_back(*value);
-    else if (name == "--allow-read") inv.allow_read.push_back(*value);
-    else if (name == "--allow-write") inv.allow_write.push_back(*value);
-    else if (name == "--deny") inv.deny.push_back(*value);
-    else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
-    else if (name == "--report") inv.report = *value;
-    else if (name == "--net-log") inv.net_log = *value;
-    else if (name == "--timeout" || name == "--grace") {
-      auto d = parse_duration(*value);
-      if (!d) return std::move(d.take_error()).context(std::string(name));
-      if (name == "--timeout") inv.timeout = *d;
-      else inv.grace = *d;
-    }
-#ifdef PJ_TEST_SWITCHES
-    else if (name == "--unsafe-test-no-seccomp") inv.unsafe_test_no_seccomp = true;
-    else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
-    else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
-    else if (name == "--test-fail-network-filter") inv.test_fail_network_filter = true;
-#endif
-    else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
-    else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;
-    else if (name == "-q" || name == "--quiet") inv.verbosity = util::Verbosity::quiet;
-    else if (name == "--json" && (inv.mode == Mode::doctor || inv.mode == Mode::explain)) inv.json = true;
-    else if (name == "-h" || name == "--help") inv.mode = Mode::help;
-    else if (name == "--version") inv.mode = Mode::version;
-    else return Error::invalid(fmt::format("unknown option {} (see pi-jail --help)", name));
+    if (opt->name == "--help") help = true;
+    else if (opt->name == "--version") version = true;
+    else if (auto st = apply(inv, opt->name, value); !st) return st.take_error();
+    given.push_back(opt);
   }
   for (; i < argc; ++i) inv.command.emplace_back(argv[i]);
+
+  inv.mode = help ? Mode::help : version ? Mode::version : sub.value_or(Mode::run);
+  if (inv.mode == Mode::version || (help && sub != Mode::help)) return inv;  // --help wins, as usual
+  for (const Option* o : given) {
+    if (applies(o->scope, inv.mode)) continue;
+    std::string shown(o->name);
+    if (!o->short_name.empty()) shown = fmt::format("{} ({})", o->short_name, o->name);
+    if (inv.mode == Mode::run && o->scope == Scope::json)
+      return Error::invalid(fmt::format(
+          "{} applies to {}; to pass it to the command, put it after the command's name", o->name,
+          where_it_applies(o->scope)));
+    return Error::invalid(fmt::format("{} applies to {}, not to {}{}", shown, where_it_applies(o->scope),
+                                      mode_name(inv.mode),
+                                      inv.mode == Mode::explain && o->name == "--unsandboxed"
+                                          ? " (explain shows the jail's policy; --unsandboxed has none)"
+                                          : ""));
+  }
 
   switch (inv.mode) {
     case Mode::run:
@@ -146,10 +275,11 @@ util::Result<Invocation> parse(int argc, char** argv) {
       break;
     case Mode::doctor:
     case Mode::explain:
+    case Mode::help:
       if (!inv.command.empty())
-        return Error::invalid(fmt::format("unexpected argument '{}'", inv.command.front()));
+        return Error::invalid(fmt::format("unexpected argument '{}' after {}", inv.command.front(), mode_name(inv.mode)));
       break;
-    default: break;
+    case Mode::version: break;
   }
   return inv;
 }

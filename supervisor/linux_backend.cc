@@ -62,33 +62,33 @@ util::Result<linuxjail::PlanInput> plan_input(const cli::Invocation& inv, const 
 }
 
 void print_view(const linuxjail::JailSpec& spec) {
-  fmt::print("# filesystem view (in mount order)\n");
-  fmt::print("{:60} # {}\n", fmt::format("scratch tmpfs ({})", spec.scratch_fs),
+  util::out("# filesystem view (in mount order)\n");
+  util::out("{:60} # {}\n", fmt::format("scratch tmpfs ({})", spec.scratch_fs),
              "one size for /tmp, /var/tmp and /dev/shm together ([limits] scratch)");
   // Paths and reasons can come from the project file or a script's first line.
   for (const auto& op : spec.mounts)
-    fmt::print("{:60} # {}\n", util::printable(linuxjail::describe(op)), util::printable(op.why));
-  fmt::print("\n# layers\n");
-  fmt::print("namespaces: user (uid {} gid {} mapped to themselves), mount, pid, net (lo only), ipc, uts, cgroup\n",
+    util::out("{:60} # {}\n", util::printable(linuxjail::describe(op)), util::printable(op.why));
+  util::out("\n# layers\n");
+  util::out("namespaces: user (uid {} gid {} mapped to themselves), mount, pid, net (lo only), ipc, uts, cgroup\n",
              spec.uid, spec.gid);
-  fmt::print("capabilities: none; no_new_privs; securebits locked\n");
+  util::out("capabilities: none; no_new_privs; securebits locked\n");
   size_t rows = 0;
   for (const auto& row : linuxjail::command_table())
     if (!(row.gate == linuxjail::Gate::debugging && spec.seccomp.debugging == linuxjail::Debugging::allowed) &&
         !(row.gate == linuxjail::Gate::nested_userns &&
           spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed))
       ++rows;
-  fmt::print("seccomp: {} denied-call rules, non-native ABIs killed; debugging other processes {}; nested user "
+  util::out("seccomp: {} denied-call rules, non-native ABIs killed; debugging other processes {}; nested user "
              "namespaces {}\n",
              rows, spec.seccomp.debugging == linuxjail::Debugging::allowed ? "ALLOWED" : "denied",
              spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed ? "ALLOWED (unsafe)" : "denied");
   if (spec.landlock.handled_fs)
-    fmt::print("landlock: ABI {}, {} rules; {}\n", spec.landlock.abi, spec.landlock.rules.size(),
+    util::out("landlock: ABI {}, {} rules; {}\n", spec.landlock.abi, spec.landlock.rules.size(),
                linuxjail::describe_landlock(spec.landlock.abi));
   else
-    fmt::print("landlock: not available on this kernel; the mount view is the only filesystem layer\n");
-  fmt::print("\n# process\ncwd {}\n", util::printable(spec.cwd));
-  for (const auto& e : spec.env) fmt::print("env {}\n", e.substr(0, e.find('=')));
+    util::out("landlock: not available on this kernel; the mount view is the only filesystem layer\n");
+  util::out("\n# process\ncwd {}\n", util::printable(spec.cwd));
+  for (const auto& e : spec.env) util::out("env {}\n", e.substr(0, e.find('=')));
 }
 
 const char* kind_word(linuxjail::MountKind k) {

@@ -22,9 +22,9 @@ constexpr int kSetupFailed = 125;
 
 int shell_init(const std::string& shell) {
   if (shell == "fish")
-    fmt::print("alias pi 'pi-jail pi'\n");
+    util::out("alias pi 'pi-jail pi'\n");
   else
-    fmt::print("alias pi='pi-jail pi'\n");
+    util::out("alias pi='pi-jail pi'\n");
   return 0;
 }
 
@@ -40,7 +40,7 @@ bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prep
   policy::Resolved with_load_errors = lp.resolved;
   with_load_errors.errors.insert(with_load_errors.errors.begin(), lp.errors.begin(), lp.errors.end());
   ex.resolved = &with_load_errors;
-  fmt::print("{}", inv.json ? policy::explain_json(ex) : policy::explain_text(ex));
+  util::out("{}", inv.json ? policy::explain_json(ex) : policy::explain_text(ex));
   status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
   return ex.policy && !inv.json && util::verbosity() == util::Verbosity::verbose;
 }
@@ -70,7 +70,7 @@ supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::R
     out.exit_code = status;
     return out;
   }
-  fmt::print("\n");
+  util::out("\n");
   auto view = supervisor::backend::plan_and_run(inv, *prepared, content);
   if (view.failure.empty()) view.exit_code = status;  // the view was printed
   return view;
@@ -103,6 +103,16 @@ int run(const cli::Invocation& inv) {
   return outcome.exit_code;
 }
 
+// Modes whose output is pi-jail's own: a failed write to stdout (a full
+// disk, a closed pipe's reader gone) is an error, not a silent success.
+int with_stdout_checked(int status) {
+  if (auto st = util::flush_stdout(); !st) {
+    util::error("{}", st.error().message());
+    return kSetupFailed;
+  }
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -113,11 +123,14 @@ int main(int argc, char** argv) {
   }
   util::set_verbosity(inv->verbosity);
   switch (inv->mode) {
-    case cli::Mode::help: fmt::print("{}", cli::kUsage); return 0;
-    case cli::Mode::version: fmt::print("pi-jail {} ({})\n", PI_JAIL_VERSION, supervisor::backend::kName); return 0;
-    case cli::Mode::doctor: return supervisor::doctor(supervisor::backend::probe_host(*inv), inv->json);
-    case cli::Mode::shell_init: return shell_init(inv->shell);
-    case cli::Mode::explain:
+    case cli::Mode::help: util::out("{}", cli::kUsage); return with_stdout_checked(0);
+    case cli::Mode::version:
+      util::out("pi-jail {} ({})\n", PI_JAIL_VERSION, supervisor::backend::kName);
+      return with_stdout_checked(0);
+    case cli::Mode::doctor:
+      return with_stdout_checked(supervisor::doctor(supervisor::backend::probe_host(*inv), inv->json, supervisor::jail_evidence()));
+    case cli::Mode::shell_init: return with_stdout_checked(shell_init(inv->shell));
+    case cli::Mode::explain: return with_stdout_checked(run(*inv));
     case cli::Mode::run: return run(*inv);
   }
   return kSetupFailed;

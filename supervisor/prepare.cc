@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -120,6 +122,36 @@ util::Result<std::string> prepare_agent_dir(const std::string& home, const std::
   return *real;
 }
 
+// Why the caller cannot write to the workspace inside the jail, or "".
+// access(2) sees read-only mounts, ACLs and the caller's groups; for root
+// it also counts capabilities, which the jail drops: root in CI on another
+// user's checkout passes access() and still cannot write there.
+std::string workspace_write_problem(const std::string& ws) {
+  struct stat st;
+  if (::stat(ws.c_str(), &st) != 0) return fmt::format("stat: {}", std::strerror(errno));
+  const std::string whose = fmt::format("it belongs to uid {} gid {}, mode {:04o}", st.st_uid, st.st_gid,
+                                        st.st_mode & 07777);
+  if (::access(ws.c_str(), W_OK) != 0) {
+    const int err = errno;
+    if (err == EROFS) return "it is on a read-only filesystem";
+    return fmt::format("{} ({})", whose, std::strerror(err));
+  }
+#ifdef __linux__
+  // Linux only: a Seatbelt jail keeps the caller's privileges.
+  const uid_t uid = ::getuid();
+  std::vector<gid_t> gids{::getgid()};
+  int n = ::getgroups(0, nullptr);
+  if (n > 0) {
+    std::vector<gid_t> more(static_cast<size_t>(n));
+    n = ::getgroups(n, more.data());
+    if (n > 0) gids.insert(gids.end(), more.begin(), more.begin() + n);
+  }
+  if (!util::mode_grants_write(st.st_uid, st.st_gid, st.st_mode, uid, gids))
+    return fmt::format("{}, and the jail has no capabilities, so uid {} cannot write there even as root", whose, uid);
+#endif
+  return "";
+}
+
 }  // namespace
 
 std::string default_workspace(const std::string& cwd) {
@@ -162,6 +194,15 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
         in.workspace));
   if (auto why = system_dir_problem(in.workspace); !why.empty())
     return Error::invalid(fmt::format("refusing workspace {}: {}; cd into a project or pass -w DIR", in.workspace, why));
+
+  if (auto why = workspace_write_problem(in.workspace); !why.empty()) {
+    const std::string msg = fmt::format(
+        "workspace {} is not writable by you (uid {}) inside the jail: {}; run pi-jail as the workspace's owner, "
+        "make it yours (chown -R {} {}), or pass -w a directory you can write",
+        in.workspace, ::getuid(), why, ::getuid(), in.workspace);
+    if (inv.mode != cli::Mode::explain) return Error::invalid(msg);
+    util::warn("{}", msg);
+  }
 
   Places places{in.workspace, in.home, in.cwd, pi_agent_dir(in.home), std::nullopt};
   if (inv.profile == "pi") {

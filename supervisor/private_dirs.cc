@@ -59,7 +59,9 @@ void remove_tree(int dir, const char* name, int depth = 0) {
     // A directory the jail made unreadable (chmod 0) is the caller's own:
     // made readable first, without following a link (an unlinkable one is
     // gone by now).
-    ::fchmodat(dir, name, 0700, AT_SYMLINK_NOFOLLOW);
+    if (::fchmodat(dir, name, 0700, AT_SYMLINK_NOFOLLOW) != 0) {
+      // Then the open below fails too, and the tree stays: nothing to add.
+    }
     UniqueFd fd(::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (fd.valid())
       for (const auto& n : names_in(fd.get())) remove_tree(fd.get(), n.c_str(), depth + 1);

@@ -69,22 +69,22 @@ private:
 
 void print_view(const seatbelt::SeatbeltSpec& spec, bool placeholders) {
   auto generated = std::string_view(spec.profile).substr(seatbelt::base_profile().size());
-  fmt::print("# Seatbelt profile: the base profile (profiles/seatbelt/pi-jail.sb), then these rules\n{}\n",
+  util::out("# Seatbelt profile: the base profile (profiles/seatbelt/pi-jail.sb), then these rules\n{}\n",
              generated);
-  fmt::print("# parameters (every path and port the rules name; handed to sandbox-exec with -D)\n");
+  util::out("# parameters (every path and port the rules name; handed to sandbox-exec with -D)\n");
   for (const auto& p : spec.params) {
     bool port = placeholders && (p.name == "PROXY_HTTP" || p.name == "PROXY_SOCKS");
-    fmt::print("{:12} = {:50} # {}\n", p.name,
+    util::out("{:12} = {:50} # {}\n", p.name,
                port ? "localhost:(a free port, chosen at start)" : util::printable(p.value), util::printable(p.why));
   }
-  if (placeholders) fmt::print("# TMPDIR (pi-jail.XXXXXX) and the network filter's ports are made when a run starts\n");
-  fmt::print("\n# layers\n");
-  fmt::print("sandbox: Seatbelt (sandbox-exec), deny by default; children inherit it and cannot leave it\n");
-  fmt::print("processes: no PID namespace; the command's process group is killed when it ends\n");
-  fmt::print("network: TCP to the network filter's two ports on localhost, and the host-loopback ports the "
+  if (placeholders) util::out("# TMPDIR (pi-jail.XXXXXX) and the network filter's ports are made when a run starts\n");
+  util::out("\n# layers\n");
+  util::out("sandbox: Seatbelt (sandbox-exec), deny by default; children inherit it and cannot leave it\n");
+  util::out("processes: no PID namespace; the command's process group is killed when it ends\n");
+  util::out("network: TCP to the network filter's two ports on localhost, and the host-loopback ports the "
              "policy names\n");
-  fmt::print("\n# process\ncwd {}\n", spec.cwd);
-  for (const auto& e : spec.env) fmt::print("env {}\n", e.substr(0, e.find('=')));
+  util::out("\n# process\ncwd {}\n", spec.cwd);
+  for (const auto& e : spec.env) util::out("env {}\n", e.substr(0, e.find('=')));
 }
 
 void write_jail(JsonWriter& j, const seatbelt::SeatbeltSpec& spec, const std::string& sandbox_exec, bool pty) {

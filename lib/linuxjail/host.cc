@@ -158,8 +158,9 @@ std::string namespace_fix(int err) {
            "sudo sysctl -w kernel.unprivileged_userns_clone=1";
   if (err == EPERM && restrict_aa == "1")
     return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1, "
-           "Ubuntu 24.04+); install the shipped profile: sudo install -m644 profiles/apparmor/pi-jail "
-           "/etc/apparmor.d/pi-jail && sudo apparmor_parser -r /etc/apparmor.d/pi-jail";
+           "Ubuntu 24.04+); load pi-jail's profile (installed by the package and by meson install): "
+           "sudo apparmor_parser -r /etc/apparmor.d/pi-jail (from a source tree: sudo install -m644 "
+           "profiles/apparmor/pi-jail /etc/apparmor.d/pi-jail first)";
   if (err == EPERM)
     return "the kernel or a security module refused to create user namespaces; inside a container, run it "
            "with user namespaces allowed (e.g. a seccomp profile that permits clone/unshare)";

@@ -209,6 +209,23 @@ struct Resolver {
     return nullptr;
   }
 
+  // Why a grant of `real` (resolved) cannot be applied because the jail
+  // makes that directory itself, or "". The host's /proc would show every
+  // host process (and their /proc/PID/root) inside; a whole /dev or /etc
+  // would collide with the jail's own entries there.
+  static std::string jail_builds_its_own(const std::string& real) {
+    if (path_within(real, "/proc"))
+      return "the jail has its own /proc, showing its own processes; the host's would show every host process: "
+             "leave it out";
+    if (real == "/dev")
+      return "the jail builds its own /dev (null, zero, full, random, urandom, tty, its own pts and shm); grant "
+             "single device files instead (e.g. /dev/kvm)";
+    if (real == "/etc")
+      return "the jail shows a chosen set of /etc files and makes some itself; grant the files or directories "
+             "the command needs instead (e.g. /etc/ssl)";
+    return "";
+  }
+
   // A path grant from layer `l`. Returns the resolved path when applied.
   void path_grant(const Entry& e, const Layer& l, PathAccess access, const Bounds* bounds) {
     const char* verb = access == PathAccess::read_write ? "write" : "read";
@@ -221,7 +238,25 @@ struct Resolver {
     }
     auto real = ctx.realpath(*p);
     if (!real) {
-      refuse(e.src, fmt::format("{} {}", verb, e.text), "does not exist");
+      // Typed on this command line: the operator asked for it now, and a
+      // run without it is not what was asked for.
+      if (l.authority == Authority::command_line)
+        error(e.src, fmt::format("{} does not exist; create it first (mkdir -p {}) or leave the option out", *p, *p));
+      else
+        refuse(e.src, fmt::format("{} {}", verb, e.text), "does not exist");
+      return;
+    }
+    if (*real == "/") {
+      // The whole host: every user's files, /proc, the host's sockets.
+      const std::string whole = *p == "/" ? std::string("this grant covers / (the whole host)")
+                                        : fmt::format("{} resolves to / (the whole host)", *p);
+      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", verb, e.text), whole);
+      else error(e.src, fmt::format("{} \"{}\": {}; name the directories the command needs instead", verb, e.text, whole));
+      return;
+    }
+    if (auto why_not = jail_builds_its_own(*real); !why_not.empty()) {
+      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", verb, e.text), why_not);
+      else error(e.src, fmt::format("{} \"{}\": {}", verb, e.text, why_not));
       return;
     }
     std::string shown = *real == *p ? *p : fmt::format("{} (resolves to {})", *p, *real);

@@ -30,7 +30,12 @@ std::string real(const std::string& p) {
   return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
 }
 
-std::optional<std::string> search_path(const std::string& name, const Lookup& lk) {
+// The first executable regular file `name` on PATH, as execvp(3) finds
+// it. `unexecutable` is set when a regular file of that name was found on
+// the way that cannot be executed (execvp then fails with EACCES; the
+// shell says "Permission denied", 126).
+std::optional<std::string> search_path(const std::string& name, const Lookup& lk, bool& unexecutable) {
+  unexecutable = false;
   std::string_view dirs = lk.path_env.empty() ? std::string_view("/usr/local/bin:/usr/bin:/bin")
                                              : std::string_view(lk.path_env);
   while (true) {
@@ -39,6 +44,8 @@ std::optional<std::string> search_path(const std::string& name, const Lookup& lk
     if (dir.empty()) dir = ".";
     auto cand = util::normalize_path(dir + "/" + name, lk.cwd);
     if (cand && executable_file(*cand)) return *cand;
+    struct stat st;
+    if (cand && ::stat(cand->c_str(), &st) == 0 && S_ISREG(st.st_mode)) unexecutable = true;
     if (colon == std::string_view::npos) return std::nullopt;
     dirs.remove_prefix(colon + 1);
   }
@@ -92,14 +99,24 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk, Missin
     auto norm = util::normalize_path(name, lk.cwd);
     if (!norm) return norm.take_error();
     struct stat st;
-    if (::stat(norm->c_str(), &st) != 0) return Error::from_errno(name, errno);
+    if (::stat(norm->c_str(), &st) != 0) {
+      // A path the caller may not search (EACCES) exists, as far as the
+      // shell can tell, and cannot be executed: 126, as the shell says.
+      if (errno == EACCES) missing = Missing::not_executable;
+      return Error::from_errno(name, errno);
+    }
     if (!executable_file(*norm)) {
       missing = Missing::not_executable;
       return Error::invalid(fmt::format("{}: not an executable file", name));
     }
     found = *norm;
   } else {
-    auto hit = search_path(name, lk);
+    bool unexecutable = false;
+    auto hit = search_path(name, lk, unexecutable);
+    if (!hit && unexecutable) {
+      missing = Missing::not_executable;
+      return Error::invalid(fmt::format("{}: found on PATH but not executable (Permission denied)", name));
+    }
     if (!hit) return Error::invalid(fmt::format("{}: command not found on PATH", name));
     found = *hit;
   }
@@ -118,16 +135,22 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk, Missin
     std::string why = fmt::format("runtime: interpreter of {} ({})", name, first);
     std::string program = interp;
     if (interp.ends_with("/env") && !arg.empty()) {
-      auto hit = search_path(arg, lk);
+      bool unexecutable = false;
+      auto hit = search_path(arg, lk, unexecutable);
       if (!hit) {
         return Error::invalid(fmt::format("{}: its interpreter \"{}\" ({}) is not on PATH", name, arg, first));
       }
       program = *hit;
     }
     p.interpreter = real(program);
-    if (!executable_file(p.interpreter))
+    if (!executable_file(p.interpreter)) {
+      // As the shells: an interpreter that is missing is 127, one that
+      // exists but cannot be executed (EACCES) 126.
+      struct stat st;
+      if (::stat(p.interpreter.c_str(), &st) == 0) missing = Missing::not_executable;
       return Error::invalid(fmt::format("{}: its interpreter {} ({}) is not an executable file", name, p.interpreter,
                                         first));
+    }
     p.needs.push_back({installation_of(p.interpreter, lk), why});
   }
   return p;

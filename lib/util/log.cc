@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <cerrno>
 #include <cstdio>
 
 #include "escape.h"
@@ -8,6 +9,7 @@ namespace pj::util {
 
 namespace {
 Verbosity g_verbosity = Verbosity::normal;
+int g_stdout_errno = 0;  // the first failed write to stdout
 }
 
 void set_verbosity(Verbosity v) { g_verbosity = v; }
@@ -31,11 +33,25 @@ std::string printable_lines(std::string_view text) {
 
 void emit(std::string_view level, std::string_view text) {
   std::string shown = printable_lines(text);
-  if (level.empty())
-    fmt::print(stderr, "pi-jail: {}\n", shown);
-  else
-    fmt::print(stderr, "pi-jail: {}: {}\n", level, shown);
+  std::string line = level.empty() ? fmt::format("pi-jail: {}\n", shown)
+                                   : fmt::format("pi-jail: {}: {}\n", level, shown);
+  // Nothing is left to tell a failure on stderr to: it is not checked.
+  std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
+}
+
+void out_text(std::string_view text) {
+  if (g_stdout_errno != 0 || text.empty()) return;
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) g_stdout_errno = errno ? errno : EIO;
+}
+
+Status flush_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) != 0 && g_stdout_errno == 0) g_stdout_errno = errno ? errno : EIO;
+  if (g_stdout_errno == 0 && std::ferror(stdout)) g_stdout_errno = EIO;
+  if (g_stdout_errno != 0) return Error::from_errno("write to standard output", g_stdout_errno);
+  return {};
 }
 
 }  // namespace pj::util

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "escape.h"
+#include "result.h"
 
 namespace pj::util {
 
@@ -35,5 +36,17 @@ template <typename... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args) {
   if (verbosity() == Verbosity::verbose) emit("debug", fmt::format(f, std::forward<Args>(args)...));
 }
+
+// pi-jail's own output on stdout (explain, doctor, help, --version,
+// shell-init). Never throws (fmt::print would, and an uncaught exception
+// aborts): the first failed write is kept for flush_stdout().
+void out_text(std::string_view text);
+template <typename... Args>
+void out(fmt::format_string<Args...> f, Args&&... args) {
+  out_text(fmt::format(f, std::forward<Args>(args)...));
+}
+// Flush stdout; the first write error since the start, if any
+// ("write to standard output: No space left on device (ENOSPC)").
+[[nodiscard]] Status flush_stdout();
 
 }  // namespace pj::util

@@ -62,4 +62,11 @@ std::string_view parent_path(std::string_view normalized) {
   return normalized.substr(0, slash);
 }
 
+bool mode_grants_write(uid_t owner, gid_t group, mode_t mode, uid_t uid, const std::vector<gid_t>& gids) {
+  if (owner == uid) return (mode & 0200) != 0;
+  for (gid_t g : gids)
+    if (g == group) return (mode & 0020) != 0;
+  return (mode & 0002) != 0;
+}
+
 }  // namespace pj::util

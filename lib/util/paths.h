@@ -2,6 +2,8 @@
 // caller's business (resolve on the host, then verify inodes in the jail).
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,5 +25,12 @@ std::vector<std::string_view> path_components(std::string_view normalized);
 
 // "/a/b" -> "/a"; "/a" -> "/".
 std::string_view parent_path(std::string_view normalized);
+
+// Whether a file's mode bits alone let `uid` (with groups `gids`) write
+// to it: owner bits for its owner, group bits for a member of its group,
+// else the other bits. No capability counts: a jail has none, so root
+// there writes only where these bits say (a CI runner's root on another
+// user's checkout cannot).
+bool mode_grants_write(uid_t owner, gid_t group, mode_t mode, uid_t uid, const std::vector<gid_t>& gids);
 
 }  // namespace pj::util

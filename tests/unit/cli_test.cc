@@ -67,3 +67,79 @@ TEST_CASE("subcommands") {
   CHECK(parse_args({"shell-init", "fish"})->shell == "fish");
   CHECK(parse_args({"shell-init"})->shell == "bash");
 }
+
+TEST_CASE("options may come before the subcommand") {
+  auto q = parse_args({"-q", "doctor"});
+  REQUIRE(q.ok());
+  CHECK(q->mode == Mode::doctor);
+  CHECK(q->verbosity == pj::util::Verbosity::quiet);
+  auto w = parse_args({"-w", "/ws", "explain", "--json"});
+  REQUIRE(w.ok());
+  CHECK(w->mode == Mode::explain);
+  CHECK(*w->workspace == "/ws");
+  CHECK(w->json);
+  auto j = parse_args({"--json", "-v", "doctor"});
+  REQUIRE(j.ok());
+  CHECK(j->mode == Mode::doctor);
+  CHECK(j->json);
+  // A program named like a subcommand runs after --, or after the command.
+  auto dd = parse_args({"-w", "/ws", "--", "doctor"});
+  REQUIRE(dd.ok());
+  CHECK(dd->mode == Mode::run);
+  CHECK(dd->command == std::vector<std::string>{"doctor"});
+  auto after = parse_args({"env", "explain"});
+  REQUIRE(after.ok());
+  CHECK(after->mode == Mode::run);
+  CHECK(after->command == std::vector<std::string>{"env", "explain"});
+}
+
+TEST_CASE("help, as a subcommand and as an option anywhere") {
+  CHECK(parse_args({"help"})->mode == Mode::help);
+  CHECK(parse_args({"-q", "help"})->mode == Mode::help);
+  CHECK(parse_args({"doctor", "--help"})->mode == Mode::help);
+  CHECK(parse_args({"-h"})->mode == Mode::help);
+  CHECK(parse_args({"--version"})->mode == Mode::version);
+  auto extra = parse_args({"help", "doctor"});
+  REQUIRE_FALSE(extra.ok());
+  CHECK(extra.error().message() == "unexpected argument 'doctor' after help");
+}
+
+TEST_CASE("an option where it means nothing is refused with a sentence saying where it goes") {
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"explain", "--unsandboxed"},
+       "--unsandboxed applies to running a command only, not to explain (explain shows the jail's policy; "
+       "--unsandboxed has none)"},
+      {{"--unsandboxed", "explain"},
+       "--unsandboxed applies to running a command only, not to explain (explain shows the jail's policy; "
+       "--unsandboxed has none)"},
+      {{"explain", "--report", "r.json"}, "--report applies to running a command only, not to explain"},
+      {{"explain", "--timeout", "5s"}, "--timeout applies to running a command only, not to explain"},
+      {{"-w", "/ws", "doctor"}, "-w (--workspace) applies to running a command and to explain, not to doctor"},
+      {{"doctor", "--allow-read", "/opt"}, "--allow-read applies to running a command and to explain, not to doctor"},
+      {{"shell-init", "--json"}, "--json applies to doctor and explain only (pi-jail doctor --json), not to shell-init"},
+      {{"--json", "pi"},
+       "--json applies to doctor and explain only (pi-jail doctor --json); to pass it to the command, put it after "
+       "the command's name"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.message);
+    auto inv = parse_args(c.args);
+    REQUIRE_FALSE(inv.ok());
+    CHECK(inv.error().message() == c.message);
+  }
+}
+
+TEST_CASE("test-only switches are neither accepted nor listed in a release build") {
+  // The unit tests compile cli.cc as a release does (no PJ_TEST_SWITCHES).
+  for (const char* sw : {"--test-landlock-read-only", "--unsafe-test-no-seccomp", "--unsafe-test-no-landlock",
+                         "--unsafe-test-sandbox-exec", "--test-fail-network-filter"}) {
+    CAPTURE(sw);
+    CHECK(std::string_view(kUsage).find(sw) == std::string_view::npos);
+    auto inv = parse_args({sw, "x", "true"});
+    REQUIRE_FALSE(inv.ok());
+    CHECK(inv.error().message() == std::string("unknown option ") + sw + " (see pi-jail --help)");
+  }
+}

@@ -42,3 +42,16 @@ TEST_CASE("path_within compares whole components") {
   CHECK_FALSE(path_within("/home", "/home/u"));
   CHECK(path_within("/anything", "/"));
 }
+
+TEST_CASE("mode_grants_write: the mode bits alone, as inside a jail without capabilities") {
+  using pj::util::mode_grants_write;
+  CHECK(mode_grants_write(1000, 1000, 0755, 1000, {1000}));
+  CHECK_FALSE(mode_grants_write(1000, 1000, 0555, 1000, {1000}));
+  // Root on another user's checkout: no override inside the jail.
+  CHECK_FALSE(mode_grants_write(1000, 1000, 0755, 0, {0}));
+  CHECK(mode_grants_write(1000, 1000, 0775, 0, {0, 1000}));
+  CHECK(mode_grants_write(1000, 1000, 0757, 0, {0}));
+  // The owner's bits decide for the owner, even when group bits would allow.
+  CHECK_FALSE(mode_grants_write(1000, 1000, 0575, 1000, {1000}));
+  CHECK_FALSE(mode_grants_write(0, 0, 0755, 65534, {65534}));
+}
