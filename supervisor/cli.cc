@@ -50,7 +50,8 @@ bool takes_value(std::string_view opt) {
   return opt == "-w" || opt == "--workspace" || opt == "-p" || opt == "--profile" || opt == "--config" ||
          opt == "--allow-net" || opt == "--allow-read" || opt == "--allow-write" ||
          opt == "--deny" || opt == "--test-landlock-read-only" || opt == "--timeout" || opt == "--grace" ||
-         opt == "--report" || opt == "--net-log" || opt == "--unsafe-test-sandbox-exec";
+         opt == "--report" || opt == "--net-log" || opt == "--unsafe-test-sandbox-exec" ||
+         opt == "--test-net-timeouts";
 }
 
 }  // namespace
@@ -122,6 +123,15 @@ util::Result<Invocation> parse(int argc, char** argv) {
     else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
     else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
     else if (name == "--test-fail-network-filter") inv.test_fail_network_filter = true;
+    else if (name == "--test-net-timeouts") {
+      auto comma = value->find(',');
+      if (comma == std::string::npos) return Error::invalid("--test-net-timeouts: HANDSHAKE,IDLE (two durations)");
+      auto hs = parse_duration(std::string_view(*value).substr(0, comma));
+      if (!hs) return std::move(hs.take_error()).context("--test-net-timeouts");
+      auto idle = parse_duration(std::string_view(*value).substr(comma + 1));
+      if (!idle) return std::move(idle.take_error()).context("--test-net-timeouts");
+      inv.test_net_timeouts = std::pair{*hs, *idle};
+    }
 #endif
     else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
     else if (name == "-v" || name == "--verbose") inv.verbosity = util::Verbosity::verbose;

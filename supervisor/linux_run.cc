@@ -147,7 +147,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", fds.size(), spec_.listeners.size()));
   }
   auto proxy = opts_.test_fail_network_filter ? test_failed_filter()
-                                           : netproxy::Proxy::start(opts_.rules, opts_.net_log.get());
+                                           : netproxy::Proxy::start(opts_.rules, opts_.net_log.get(), opts_.proxy_limits);
   if (!proxy) {
     return abort_jail("start the network filter: " + proxy.error().message());
   }
