@@ -335,3 +335,21 @@ result("connect=" + curl("-p", "-x", "http://127.0.0.1:3128", URL))
   CHECK(cpu < 0.2);  // EMFILE on accept spun at a whole core
   CHECK(read_file(sb.ws + "/result") == "connect=served\n");
 }
+
+TEST_CASE("a silent request and an idle tunnel are cut at their timeouts (shortened by a test switch)") {
+  Sandbox sb;
+  Server silent("", true);
+  auto b = start_script(sb, "PORT = " + silent.port() + "\n" + R"(
+s = proxy()
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n" % PORT)  # never finished
+result("handshake=" + read_all(s).decode().split(" ")[1])  # the status code
+t = proxy()
+t.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % PORT)
+t.recv(100)
+result("idle=" + repr(read_all(t)))
+)",
+                        {"--allow-net", "127.0.0.1:" + silent.port(), "--test-net-timeouts", "300ms,500ms"});
+  CHECK(wait_status_guarded(b.pid) == 0);
+  CAPTURE(read_file(b.err_file));
+  CHECK(read_file(sb.ws + "/result") == "handshake=504\nidle=b''\n");
+}
