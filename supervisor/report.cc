@@ -128,7 +128,7 @@ std::string render_report(const Report::Content& c) {
 }
 
 util::Result<Report> Report::open(const std::string& path) {
-  auto fd = util::open_output_file(path, util::OutputMode::replace_content, 0644);
+  auto fd = util::open_output_file(path, util::OutputMode::replace_content, 0600);
   if (!fd) return std::move(fd.take_error()).context("--report");
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return Error::from_errno(fmt::format("stat the report file {}", path), errno);
