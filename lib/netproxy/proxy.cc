@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -698,6 +699,12 @@ Proxy::Proxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Proxy::~Proxy() = default;
 
 util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, ProxyLimits limits) {
+  // splice(2) into a socket whose peer is gone raises SIGPIPE (splice has
+  // no MSG_NOSIGNAL): a jailed client that closes mid-download must not
+  // kill the supervisor. Process-wide, and inherited by later children:
+  // the Linux jail is cloned before the filter starts, and the Seatbelt
+  // launch resets every signal before exec.
+  ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
   auto impl = std::make_unique<Impl>(std::move(rules), log_fd, limits);
   if (!impl->poller.ok()) return Error::from_errno("create the network filter's event loop", errno);

@@ -48,7 +48,8 @@ class Proxy {
 public:
   // `log_fd`: JSON lines are appended there (-1: none). Raises the
   // process's soft RLIMIT_NOFILE to its hard limit (each relayed
-  // connection holds six fds on Linux: two sockets, two pipes).
+  // connection holds six fds on Linux: two sockets, two pipes), and
+  // ignores SIGPIPE process-wide (splice(2) raises it for a gone peer).
   static util::Result<std::unique_ptr<Proxy>> start(Rules rules, int log_fd, ProxyLimits limits = {});
   ~Proxy();
   Proxy(const Proxy&) = delete;

@@ -357,3 +357,23 @@ result("idle=" + repr(read_all(t)))
   CAPTURE(read_file(b.err_file));
   CHECK(read_file(sb.ws + "/result") == "handshake=504\nidle=b''\n");
 }
+
+TEST_CASE("a client that resets mid-download does not kill pi-jail (SIGPIPE from splice)") {
+  Sandbox sb;
+  Server big(std::string(16 << 20, 'b'));
+  auto b = start_script(sb, "PORT = " + big.port() + "\n" + R"(
+for _ in range(5):
+    s = proxy()
+    s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % PORT)
+    s.recv(100)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.recv(1000)
+    time.sleep(0.05)
+    reset(s)
+time.sleep(0.3)
+result("alive")
+)",
+                        {"--allow-net", "127.0.0.1:" + big.port()});
+  CHECK(wait_status_guarded(b.pid) == 0);  // 141 (SIGPIPE) before
+  CHECK(read_file(sb.ws + "/result") == "alive\n");
+}

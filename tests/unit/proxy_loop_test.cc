@@ -359,3 +359,23 @@ TEST_CASE("proxy loop: a flood of refusals with huge names is aggregated and bou
   }
   CHECK(total == 600);
 }
+
+TEST_CASE("proxy loop: a client that resets mid-transfer does not kill the process (splice raises SIGPIPE)") {
+  EchoServer echo;
+  netproxy::Rules rules;
+  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  Running proxy(rules);
+  for (int i = 0; i < 5; ++i) {
+    auto c = tunnel(proxy.http, echo.port);
+    std::string chunk(1 << 20, 'z');
+    for (int k = 0; k < 4; ++k) {
+      // The echo comes back towards a client that does not read it.
+      if (::send(c.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) <= 0) break;
+    }
+    reset(c);
+  }
+  std::this_thread::sleep_for(200ms);
+  auto c = tunnel(proxy.http, echo.port);  // still serving: this process is alive
+  send_all(c.get(), "ping");
+  CHECK(recv_n(c.get(), 4) == "ping");
+}
