@@ -151,6 +151,10 @@ struct Flow {
   std::uint64_t bytes = 0;
   bool error = false;
   bool moved = false;  // bytes moved in the last pump
+  // The source hung up and is no longer watched: it is read to its end
+  // without the slice (a hung-up socket never says EAGAIN, and holds at
+  // most its receive buffer), else the rest would never be read.
+  bool src_dead = false;
 
   void pump(size_t slice) {
     want_in = want_out = moved = false;
@@ -182,7 +186,7 @@ struct Flow {
         continue;
       }
       if (!src_eof) {
-        if (read_now >= slice) {
+        if (read_now >= slice && !src_dead) {
           want_in = true;  // still readable: the next turn goes on
           return;
         }
@@ -199,7 +203,7 @@ struct Flow {
       }
 #else
       if (!src_eof) {
-        if (read_now >= slice) {
+        if (read_now >= slice && !src_dead) {
           want_in = true;
           return;
         }
@@ -619,11 +623,11 @@ struct Proxy::Impl {
   // it, they can never arrive, and the connection ends.
   void on_hangup(Conn& c, bool upstream_side) {
     std::uint64_t id = c.id;
+    (upstream_side ? c.upstream_dead : c.client_dead) = true;
+    (upstream_side ? c.down : c.up).src_dead = true;
+    poller.forget(upstream_side ? c.upstream.get() : c.client.get());
     relay(c);
     if (!conns.count(id)) return;
-    int fd = upstream_side ? c.upstream.get() : c.client.get();
-    (upstream_side ? c.upstream_dead : c.client_dead) = true;
-    poller.forget(fd);
     Flow& into = upstream_side ? c.up : c.down;
     if (!into.done) {
       record(c, true, c.verdict.reason);
