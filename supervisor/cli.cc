@@ -53,6 +53,7 @@ test builds only (-Dtest_switches=true; never in a release):
   --unsafe-test-no-landlock       run without Landlock
   --unsafe-test-sandbox-exec FILE run FILE in place of /usr/bin/sandbox-exec (macOS backend)
   --test-fail-network-filter      make the network filter's start fail
+  --test-net-timeouts HS,IDLE     the network filter's handshake and idle timeouts
 )"
 #endif
     R"(
@@ -105,6 +106,7 @@ constexpr Option kOptions[] = {
     {"--unsafe-test-no-landlock", "", false, Scope::policy},
     {"--unsafe-test-sandbox-exec", "", true, Scope::backend},
     {"--test-fail-network-filter", "", false, Scope::run},
+    {"--test-net-timeouts", "", true, Scope::run},
 #endif
 };
 
@@ -177,7 +179,15 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
   else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
   else if (name == "--test-fail-network-filter") inv.test_fail_network_filter = true;
-  else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
+  else if (name == "--test-net-timeouts") {
+    auto comma = value->find(',');
+    if (comma == std::string::npos) return Error::invalid("--test-net-timeouts: HANDSHAKE,IDLE (two durations)");
+    auto hs = parse_duration(std::string_view(*value).substr(0, comma));
+    if (!hs) return std::move(hs.take_error()).context("--test-net-timeouts");
+    auto idle = parse_duration(std::string_view(*value).substr(comma + 1));
+    if (!idle) return std::move(idle.take_error()).context("--test-net-timeouts");
+    inv.test_net_timeouts = std::pair{*hs, *idle};
+  } else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
   else if (name == "--verbose") inv.verbosity = util::Verbosity::verbose;
   else if (name == "--quiet") inv.verbosity = util::Verbosity::quiet;
   else if (name == "--json") inv.json = true;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/log.h"
@@ -39,6 +40,9 @@ struct Invocation {
   // Test builds only: the network filter's start fails on purpose, to
   // show that the command then never starts.
   bool test_fail_network_filter = false;
+  // Test builds only: --test-net-timeouts HANDSHAKE,IDLE (durations), the
+  // network filter's handshake and idle timeouts, so tests need not wait.
+  std::optional<std::pair<std::chrono::milliseconds, std::chrono::milliseconds>> test_net_timeouts;
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;

@@ -93,9 +93,11 @@ std::string render_report(const Report::Content& c) {
   j.key("network").begin_object();
   j.field("filter", c.network_filter.empty() ? "not started" : c.network_filter);
   j.key("decisions").begin_array();
-  for (const auto& d : c.decisions) {
+  for (const auto& d : c.decisions.entries) {
     j.begin_object();
     j.field("time", rfc3339(d.time));
+    j.field("last", rfc3339(d.last));
+    j.field("count", d.count);
     j.field("protocol", d.protocol);
     j.field("host", d.host);
     j.field("port", d.port);
@@ -108,6 +110,14 @@ std::string render_report(const Report::Content& c) {
     j.end_object();
   }
   j.end_array();
+  const auto& u = c.decisions.unlisted;
+  j.key("unlisted").begin_object();
+  j.field("allowed", u.allowed);
+  j.field("refused", u.refused);
+  j.field("bytes_up", u.bytes_up);
+  j.field("bytes_down", u.bytes_down);
+  j.end_object();
+  j.field("log_suppressed", c.decisions.log_suppressed);
   j.end_object();
   git_audit::write_json(j, c.repository_audit);
   j.key("write_back").begin_array();

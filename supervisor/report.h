@@ -34,7 +34,7 @@ public:
     std::function<void(util::JsonWriter&)> write_jail;
     std::string network_filter;  // where the filter listens, as the backend set it up
     std::vector<policy::Refusal> refused;
-    std::vector<netproxy::Decision> decisions;
+    netproxy::DecisionTable decisions;
     RunOutcome outcome;
     // What the jail left in the workspace's repository for the host's
     // git to run (the backend audits it after the run).

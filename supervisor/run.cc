@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <algorithm>
+
+#include <fmt/format.h>
 
 #include "util/escape.h"
 #include "util/log.h"
@@ -61,6 +64,10 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
   opts.grace = inv.grace;
   opts.rules = rules;
   opts.test_fail_network_filter = inv.test_fail_network_filter;
+  if (inv.test_net_timeouts) {
+    opts.proxy_limits.handshake = inv.test_net_timeouts->first;
+    opts.proxy_limits.idle = inv.test_net_timeouts->second;
+  }
   auto log = open_net_log(inv.net_log);
   if (!log) return log.take_error();
   opts.net_log = std::move(*log);
@@ -98,14 +105,61 @@ util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path
   return std::move(*fd);
 }
 
-void summarise_refusals(const std::vector<netproxy::Decision>& decisions) {
-  size_t refused = 0;
-  for (const auto& d : decisions) refused += !d.allowed;
-  if (refused == 0) return;
-  util::warn("the network filter refused {} connection{}:", refused, refused == 1 ? "" : "s");
-  for (const auto& d : decisions)
-    if (!d.allowed)  // host and reason carry the bytes the jail asked for
-      util::warn("  {} {}:{}: {}", d.protocol, util::printable(d.host), d.port, util::printable(d.reason));
+std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
+  struct Row {
+    const netproxy::Decision* d;
+    std::uint64_t count = 0;
+  };
+  // One row per destination (protocols together), most refused first.
+  std::vector<Row> rows;
+  std::uint64_t refused = table.unlisted.refused;
+  for (const auto& d : table.entries) {
+    if (d.allowed) continue;
+    refused += d.count;
+    auto it = std::find_if(rows.begin(), rows.end(),
+                           [&](const Row& r) { return r.d->host == d.host && r.d->port == d.port; });
+    if (it == rows.end()) rows.push_back({&d, d.count});
+    else it->count += d.count;
+  }
+  if (refused == 0) return {};
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.count > b.count; });
+  // Jail-supplied text: escaped, and cut to what a line can show.
+  auto shown = [](std::string_view s, size_t max) { return util::printable(netproxy::bounded(s, max)); };
+  std::vector<std::string> out;
+  out.push_back(fmt::format("the network filter refused {} connection{} to {} destination{}:", refused,
+                            refused == 1 ? "" : "s", rows.size() + (table.unlisted.refused ? 1 : 0),
+                            rows.size() == 1 && !table.unlisted.refused ? "" : "s"));
+  std::vector<std::string> fixes;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& d = *rows[i].d;
+    std::string dest = d.host.empty() ? "(no destination: " + d.protocol + ")"
+                                      : fmt::format("{}:{}", shown(d.host, 80), d.port);
+    if (i < kSummaryLines)
+      out.push_back(fmt::format("  {} refused {}\u00d7: {}", dest, rows[i].count, shown(d.reason, 160)));
+    if (d.rule_refusal && fixes.size() < kSummaryLines) fixes.push_back(fmt::format("{}:{}", shown(d.host, 80), d.port));
+  }
+  if (rows.size() > kSummaryLines)
+    out.push_back(fmt::format("  ... and {} more destinations (all in --report and the network log)",
+                              rows.size() - kSummaryLines));
+  if (table.unlisted.refused)
+    out.push_back(fmt::format("  ... and {} refused connections past the filter's {} distinct entries (counted only)",
+                              table.unlisted.refused, netproxy::kMaxEntries));
+  if (!fixes.empty()) {
+    std::string flags, toml;
+    for (const auto& f : fixes) {
+      flags += " --allow-net " + f;
+      toml += (toml.empty() ? "\"" : ", \"") + f + "\"";
+    }
+    out.push_back(fmt::format("  to allow, if you trust them:{}", flags));
+    out.push_back(fmt::format("  or for good, in ~/.config/pi-jail/policy.toml: [network] allow = [{}]", toml));
+    out.push_back("  (a project's .pi/jail.toml may ask for them too, only within the operator's [limits]; "
+                  "see pi-jail.toml(5))");
+  }
+  return out;
+}
+
+void summarise_refusals(const netproxy::DecisionTable& decisions) {
+  for (const auto& line : refusal_summary(decisions)) util::warn("{}", line);
 }
 
 void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv) {

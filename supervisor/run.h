@@ -21,6 +21,7 @@ struct RunOptions {
   netproxy::Rules rules;                             // the network filter's
   util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
   bool test_fail_network_filter = false;             // test builds: the filter fails to start
+  netproxy::ProxyLimits proxy_limits;               // defaults; tests shorten the timeouts
 };
 
 // The options of a run: --timeout, --grace, the policy's network rules,
@@ -34,7 +35,7 @@ struct RunOutcome {
   int exit_code = 125;  // what pi-jail exits with
   int command_status = -1;  // the command's code or 128+N, when it ran
   std::string failure;  // the setup step and error, when it failed
-  std::vector<netproxy::Decision> decisions;  // the network filter's
+  netproxy::DecisionTable decisions;  // the network filter's, aggregated
 };
 
 // The signals pi-jail handles while a command runs (each backend adds
@@ -80,9 +81,14 @@ std::string state_dir();
 // jail cannot see; if that cannot be opened, a warning and no file.
 util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path);
 
-// Unless --quiet: one line per refused connection, at the end of a run.
-// Host names and reasons come from the jail: shown through util::printable.
-void summarise_refusals(const std::vector<netproxy::Decision>& decisions);
+// The end-of-run lines about refused connections: one per destination
+// (most refused first, at most kSummaryLines), "pypi.org:443 refused 6x",
+// then the fix for those an allow rule would let through. Host names and
+// reasons come from the jail: shown through util::printable, bounded.
+inline constexpr size_t kSummaryLines = 10;
+std::vector<std::string> refusal_summary(const netproxy::DecisionTable& decisions);
+// Unless --quiet: refusal_summary() on stderr.
+void summarise_refusals(const netproxy::DecisionTable& decisions);
 
 // --unsandboxed: announce loudly, then exec the command in place.
 [[noreturn]] void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv);

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,17 +24,17 @@
 #define MSG_NOSIGNAL 0  // macOS: sockets get SO_NOSIGPIPE instead (no_sigpipe())
 #endif
 
+#include <algorithm>
 #include <cerrno>
-#include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "netproxy/protocol.h"
+#include "netproxy/resolver.h"
 #include "util/json.h"
 
 namespace pj::netproxy {
@@ -40,16 +42,6 @@ namespace pj::netproxy {
 using util::Error;
 using util::UniqueFd;
 using Clock = std::chrono::steady_clock;
-
-std::string Decision::json() const {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
-  std::string line = "{";
-  line += fmt::format("\"time_ms\": {}, \"protocol\": {}, \"host\": {}, \"port\": {}, \"address\": {}, ", ms,
-                      util::json_escape(protocol), util::json_escape(host), port, util::json_escape(address));
-  line += fmt::format("\"allowed\": {}, \"reason\": {}, \"bytes_up\": {}, \"bytes_down\": {}, \"duration_ms\": {}}}",
-                      allowed, util::json_escape(reason), bytes_up, bytes_down, duration_ms);
-  return line;
-}
 
 namespace {
 
@@ -100,26 +92,6 @@ public:
 private:
   UniqueFd ep_{::epoll_create1(EPOLL_CLOEXEC)};
 };
-
-// Wakes the loop from another thread.
-class Wakeup {
-public:
-  bool ok() const { return fd_.valid(); }
-  int fd() const { return fd_.get(); }
-  void signal() {
-    std::uint64_t one = 1;
-    ssize_t w = ::write(fd_.get(), &one, sizeof one);
-    (void)w;
-  }
-  void drain() {
-    std::uint64_t n;
-    ssize_t r = ::read(fd_.get(), &n, sizeof n);
-    (void)r;
-  }
-
-private:
-  UniqueFd fd_{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
-};
 #else
 class Poller {
 public:
@@ -133,145 +105,41 @@ public:
       p.push_back({fd, static_cast<short>(((w.second & kIn) ? POLLIN : 0) | ((w.second & kOut) ? POLLOUT : 0)), 0});
     if (::poll(p.data(), p.size(), timeout_ms) <= 0) return 0;
     size_t n = 0;
-    for (const auto& x : p) {
-      if (!x.revents || n == max) continue;
+    // Past `max` ready fds, the next wait starts where this one stopped:
+    // low-numbered fds cannot starve the others.
+    start_ = p.empty() ? 0 : start_ % p.size();
+    for (size_t i = 0; i < p.size() && n < max; ++i) {
+      const pollfd& x = p[(start_ + i) % p.size()];
+      if (!x.revents) continue;
       std::uint32_t e = ((x.revents & POLLIN) ? kIn : 0U) | ((x.revents & POLLOUT) ? kOut : 0U) |
                         ((x.revents & (POLLHUP | POLLERR | POLLNVAL)) ? kHangup : 0U);
       out[n++] = {fds_[x.fd].first, e};
+      if (n == max) start_ = (start_ + i + 1) % p.size();
     }
     return n;
   }
 
 private:
   std::map<int, std::pair<std::uint64_t, std::uint32_t>> fds_;
+  size_t start_ = 0;
 };
 
-class Wakeup {
-public:
-  Wakeup() {
-    int p[2];
-    if (::pipe(p) != 0) return;
-    r_.reset(p[0]);
-    w_.reset(p[1]);
-    if (!set_flags(p[0]) || !set_flags(p[1])) r_.reset();
-  }
-  bool ok() const { return r_.valid(); }
-  int fd() const { return r_.get(); }
-  void signal() {
-    char c = 1;
-    ssize_t w = ::write(w_.get(), &c, 1);
-    (void)w;
-  }
-  void drain() {
-    char buf[64];
-    while (::read(r_.get(), buf, sizeof buf) > 0) {
-    }
-  }
-
-private:
-  UniqueFd r_, w_;
-};
 #endif
 
-// Name resolution off the loop: a few worker threads, results announced
-// through a Wakeup (an eventfd, or a pipe).
-class Resolver {
-public:
-  struct Result {
-    std::uint64_t conn;
-    std::vector<IpAddress> addrs;
-    std::string error;
-  };
 
-  Resolver() {
-    for (int i = 0; i < 4; ++i) threads_.emplace_back([this] { work(); });
-  }
-  ~Resolver() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  int fd() const { return wake_.ok() ? wake_.fd() : -1; }
-
-  void submit(std::uint64_t conn, std::string host) {
-    {
-      std::lock_guard lock(m_);
-      queue_.push_back({conn, std::move(host)});
-    }
-    cv_.notify_one();
-  }
-
-  std::vector<Result> take() {
-    wake_.drain();
-    std::lock_guard lock(m_);
-    std::vector<Result> out(std::make_move_iterator(done_.begin()), std::make_move_iterator(done_.end()));
-    done_.clear();
-    return out;
-  }
-
-private:
-  void work() {
-    while (true) {
-      std::pair<std::uint64_t, std::string> job;
-      {
-        std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (stop_) return;
-        job = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      Result res{job.first, {}, {}};
-      addrinfo hints{};
-      hints.ai_family = AF_UNSPEC;
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* ai = nullptr;
-      int rc = ::getaddrinfo(job.second.c_str(), nullptr, &hints, &ai);
-      if (rc != 0) {
-        res.error = ::gai_strerror(rc);
-      } else {
-        for (addrinfo* p = ai; p; p = p->ai_next) {
-          IpAddress a;
-          if (p->ai_family == AF_INET) {
-            a.v4addr = reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr;
-          } else if (p->ai_family == AF_INET6) {
-            char text[INET6_ADDRSTRLEN];
-            ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr, text, sizeof text);
-            auto parsed = parse_ip(text);  // unwraps IPv4-mapped forms
-            if (!parsed) continue;
-            a = *parsed;
-          } else {
-            continue;
-          }
-          bool dup = false;
-          for (const auto& x : res.addrs) dup = dup || x == a;
-          if (!dup) res.addrs.push_back(a);
-        }
-        ::freeaddrinfo(ai);
-      }
-      {
-        std::lock_guard lock(m_);
-        done_.push_back(std::move(res));
-      }
-      wake_.signal();
-    }
-  }
-
-  Wakeup wake_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<std::pair<std::uint64_t, std::string>> queue_;
-  std::deque<Result> done_;
-  std::vector<std::thread> threads_;
-  bool stop_ = false;
-};
+// TCP_NODELAY: the relay forwards what it got as it got it; Nagle's delay
+// on top of the endpoints' own would hold back small requests.
+void no_delay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on non-TCP
+}
 
 enum class State { handshake, socks_request, resolving, connecting, relaying, closing };
 
 // One direction of a relay: pending bytes first, then splice(2) through a
-// pipe (Linux) or a buffer copy (portable).
+// pipe (Linux) or a buffer copy (portable). At most `slice` bytes are read
+// per pump; the fds stay watched (level-triggered), so the rest follows on
+// the next turn of the loop, after the other connections' turns.
 struct Flow {
   int src = -1, dst = -1;
   std::string pending;
@@ -282,9 +150,15 @@ struct Flow {
   bool want_in = false, want_out = false;
   std::uint64_t bytes = 0;
   bool error = false;
+  bool moved = false;  // bytes moved in the last pump
+  // The source hung up and is no longer watched: it is read to its end
+  // without the slice (a hung-up socket never says EAGAIN, and holds at
+  // most its receive buffer), else the rest would never be read.
+  bool src_dead = false;
 
-  void pump() {
-    want_in = want_out = false;
+  void pump(size_t slice) {
+    want_in = want_out = moved = false;
+    size_t read_now = 0;
     while (!done && !error) {
       if (!pending.empty()) {
         ssize_t n = ::send(dst, pending.data(), pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -295,6 +169,7 @@ struct Flow {
         }
         pending.erase(0, static_cast<size_t>(n));
         bytes += static_cast<std::uint64_t>(n);
+        moved = true;
         continue;
       }
 #if PJ_PROXY_EPOLL
@@ -307,21 +182,31 @@ struct Flow {
         }
         in_pipe -= static_cast<size_t>(n);
         bytes += static_cast<std::uint64_t>(n);
+        moved = true;
         continue;
       }
       if (!src_eof) {
+        if (read_now >= slice && !src_dead) {
+          want_in = true;  // still readable: the next turn goes on
+          return;
+        }
         ssize_t n = ::splice(src, nullptr, pipe_w.get(), nullptr, kPipeSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n < 0) {
           if (errno == EAGAIN) want_in = true;
           else error = true;
           return;
         }
+        moved = true;
         if (n == 0) src_eof = true;
-        else in_pipe += static_cast<size_t>(n);
+        else in_pipe += static_cast<size_t>(n), read_now += static_cast<size_t>(n);
         continue;
       }
 #else
       if (!src_eof) {
+        if (read_now >= slice && !src_dead) {
+          want_in = true;
+          return;
+        }
         char buf[kPipeSize];
         ssize_t n = ::recv(src, buf, sizeof buf, 0);
         if (n < 0) {
@@ -329,8 +214,9 @@ struct Flow {
           else error = true;
           return;
         }
+        moved = true;
         if (n == 0) src_eof = true;
-        else pending.assign(buf, static_cast<size_t>(n));
+        else pending.assign(buf, static_cast<size_t>(n)), read_now += static_cast<size_t>(n);
         continue;
       }
 #endif
@@ -342,6 +228,7 @@ struct Flow {
 
 struct Conn {
   std::uint64_t id;
+  size_t listener;
   ListenerKind kind;
   std::string protocol;
   UniqueFd client, upstream;
@@ -350,13 +237,17 @@ struct Conn {
   bool greeted = false;  // SOCKS greeting answered
   Target target;
   Verdict verdict;
+  bool rule_refusal = false;  // refused by the rule check itself
+  std::string resolving;      // the name given to the resolver, while it is looked up
   std::string upstream_head;  // absolute-form HTTP
   std::vector<IpAddress> addrs;
   size_t next_addr = 0;
   std::string address;
   std::string to_client;  // a reply to flush before closing or relaying
   Flow up, down;
+  bool client_dead = false, upstream_dead = false;  // hung up: never watched again
   Clock::time_point started = Clock::now();
+  Clock::time_point last_active = started;
   std::chrono::system_clock::time_point wall = std::chrono::system_clock::now();
   Clock::time_point deadline;
   bool logged = false;
@@ -366,13 +257,34 @@ constexpr std::uint64_t kTagListener = 1ULL << 62;
 constexpr std::uint64_t kTagResolver = 1ULL << 61;
 constexpr std::uint64_t kTagTimer = 1ULL << 60;
 
+// How often timeouts are looked at: a quarter of the shortest, between
+// 10 ms and 250 ms (also how soon a paused listener is tried again).
+std::chrono::milliseconds tick_for(const ProxyLimits& l) {
+  auto t = std::min(l.handshake, l.idle) / 4;
+  return std::clamp(t, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
+}
+
+// Raise the soft fd limit to the hard one (macOS refuses more than
+// OPEN_MAX for an unlimited hard limit: then try that).
+void raise_fd_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max) return;
+  rlimit want{rl.rlim_max, rl.rlim_max};
+  if (::setrlimit(RLIMIT_NOFILE, &want) == 0) return;
+#ifdef OPEN_MAX
+  want.rlim_cur = std::min<rlim_t>(rl.rlim_max, OPEN_MAX);
+  if (want.rlim_cur > rl.rlim_cur) (void)::setrlimit(RLIMIT_NOFILE, &want);
+#endif
+}
+
 }  // namespace
 
 struct Proxy::Impl {
   Rules rules;
-  int log_fd;
   ProxyLimits limits;
+  DecisionRecorder recorder;
   Poller poller;
+  std::chrono::milliseconds tick;
 #if PJ_PROXY_EPOLL
   UniqueFd timer{::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)};
 #endif
@@ -382,13 +294,15 @@ struct Proxy::Impl {
     UniqueFd fd;
     ListenerKind kind;
     std::optional<Rules::Forward> target;
+    size_t open = 0;  // its connections now
   };
   std::vector<Listener> listeners;
+  std::optional<Clock::time_point> accept_paused_until;  // the fd table was full
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns;
   std::uint64_t next_id = 1;
-  std::vector<Decision> decisions;
 
-  Impl(Rules r, int fd, ProxyLimits l) : rules(std::move(r)), log_fd(fd), limits(l) {}
+  Impl(Rules r, int fd, ProxyLimits l)
+      : rules(std::move(r)), limits(l), recorder(fd, l.log), tick(tick_for(l)), resolver(l.resolver_names) {}
 
   void watch(int fd, std::uint64_t tag, std::uint32_t events) { poller.watch(fd, tag, events); }
 
@@ -403,15 +317,11 @@ struct Proxy::Impl {
     d.address = c.address;
     d.allowed = allowed;
     d.reason = std::move(reason);
+    d.rule_refusal = !allowed && c.rule_refusal && c.target.port > 0 && normalise_host(c.target.host).has_value();
     d.bytes_up = c.up.bytes;
     d.bytes_down = c.down.bytes;
     d.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - c.started).count();
-    if (log_fd >= 0) {
-      std::string line = d.json() + "\n";
-      ssize_t n = ::write(log_fd, line.data(), line.size());
-      (void)n;
-    }
-    decisions.push_back(std::move(d));
+    recorder.add(std::move(d));
   }
 
   void close_conn(std::uint64_t id) {
@@ -419,8 +329,10 @@ struct Proxy::Impl {
     if (it == conns.end()) return;
     Conn& c = *it->second;
     if (!c.logged) record(c, c.verdict.allowed, c.verdict.reason.empty() ? "closed" : c.verdict.reason);
-    if (c.client.valid()) poller.forget(c.client.get());
-    if (c.upstream.valid()) poller.forget(c.upstream.get());
+    if (!c.resolving.empty()) resolver.cancel(c.id, c.resolving);  // nobody waits for it now
+    if (c.client.valid() && !c.client_dead) poller.forget(c.client.get());
+    if (c.upstream.valid() && !c.upstream_dead) poller.forget(c.upstream.get());
+    --listeners[c.listener].open;
     conns.erase(it);  // fds close with their owners
   }
 
@@ -430,10 +342,15 @@ struct Proxy::Impl {
     record(c, false, reason);
     if (c.kind == ListenerKind::http)
       c.to_client = http_response(http_status, reason_phrase(http_status),
-                                  fmt::format("pi-jail: {}\n", told.empty() ? reason : told));
+                                  "pi-jail: " + bounded(told.empty() ? reason : told) + "\n");
     else if (c.kind == ListenerKind::socks)
       c.to_client = socks_reply(socks);
     c.state = State::closing;
+    c.deadline = Clock::now() + limits.handshake;  // a client that never reads the answer
+    if (c.upstream.valid()) {
+      poller.forget(c.upstream.get());
+      c.upstream.reset();
+    }
     flush_and_close(c);
   }
 
@@ -452,26 +369,62 @@ struct Proxy::Impl {
     close_conn(c.id);
   }
 
-  void accept_on(Listener& l) {
-    while (true) {
+  // The listener's budget is full: the connection idle the longest gives
+  // way, one still in its request (or its refusal) before a relayed one.
+  void make_room(size_t listener) {
+    Conn* victim = nullptr;
+    auto rank = [](const Conn& c) { return c.state == State::relaying ? 1 : 0; };
+    for (auto& [id, c] : conns) {
+      if (c->listener != listener) continue;
+      if (!victim || rank(*c) < rank(*victim) ||
+          (rank(*c) == rank(*victim) && c->last_active < victim->last_active))
+        victim = c.get();
+    }
+    if (!victim) return;
+    std::string why = fmt::format("closed to make room: this listener's {} connections were all in use",
+                                  limits.connections_per_listener);
+    if (victim->state == State::relaying) record(*victim, true, victim->verdict.reason + "; " + why);
+    else record(*victim, false, why);
+    close_conn(victim->id);
+  }
+
+  void pause_accepting() {
+    for (auto& l : listeners) poller.forget(l.fd.get());
+    accept_paused_until = Clock::now() + tick;
+  }
+
+  void resume_accepting() {
+    accept_paused_until.reset();
+    for (size_t i = 0; i < listeners.size(); ++i) watch(listeners[i].fd.get(), kTagListener | i, kIn);
+  }
+
+  void accept_on(size_t index) {
+    Listener& l = listeners[index];
+    while (!accept_paused_until) {
       int fd = ::accept(l.fd.get(), nullptr, nullptr);
-      if (fd < 0) return;
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        // Out of fds or memory: stop watching the listeners for a tick
+        // (the kernel keeps the backlog) rather than wake up for nothing.
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_accepting();
+        return;
+      }
       if (!set_flags(fd)) {
         ::close(fd);
         continue;
       }
+      no_delay(fd);
+      if (l.open >= limits.connections_per_listener) make_room(index);
       auto c = std::make_unique<Conn>();
       c->id = next_id++;
+      c->listener = index;
       c->kind = l.kind;
       c->client.reset(fd);
       c->deadline = Clock::now() + limits.handshake;
       c->protocol = l.kind == ListenerKind::http ? "http" : l.kind == ListenerKind::socks ? "socks5" : "forward";
       Conn& ref = *c;
       conns.emplace(ref.id, std::move(c));
-      if (conns.size() > limits.max_connections) {
-        refuse(ref, 503, SocksReply::general_failure, "too many concurrent connections");
-        continue;
-      }
+      ++l.open;
       watch(fd, ref.id << 1, kIn);
       if (l.kind == ListenerKind::forward) {
         ref.target = {l.target->host, l.target->port};  // checked as the rule that made it
@@ -496,7 +449,7 @@ struct Proxy::Impl {
       if (r.progress == Progress::need_more) return;
       if (r.progress == Progress::bad) {
         c.target = {"", 0};
-        return refuse(c, r.status, SocksReply::general_failure, "malformed request: " + r.error);
+        return refuse(c, r.status, SocksReply::general_failure, "malformed request: " + bounded(r.error));
       }
       c.protocol = r.tunnel ? "http-connect" : "http";
       c.target = r.target;
@@ -511,6 +464,7 @@ struct Proxy::Impl {
       if (g.progress == Progress::bad || !g.no_auth_offered) {
         c.to_client = std::string{'\x05', '\xff'};
         record(c, false, "SOCKS5 greeting without the no-authentication method");
+        c.state = State::closing;
         return flush_and_close(c);
       }
       c.inbuf.erase(0, g.consumed);
@@ -536,23 +490,30 @@ struct Proxy::Impl {
     std::string host = c.target.host;
     if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     c.verdict = rules.check(host, c.target.port);
-    if (!c.verdict.allowed) return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
+    if (!c.verdict.allowed) {
+      c.rule_refusal = true;
+      return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
+    }
     watch(c.client.get(), c.id << 1, 0);  // nothing more from the client until connected
     if (auto fixed = Rules::fixed_addresses(host); !fixed.empty()) {  // literals, localhost
       c.addrs = std::move(fixed);
       return try_connect(c);
     }
+    if (!resolver.submit(c.id, host))
+      return refuse(c, 503, SocksReply::general_failure,
+                    fmt::format("too many names being looked up ({}); try again", limits.resolver_names));
     c.state = State::resolving;
-    resolver.submit(c.id, host);
+    c.resolving = host;
   }
 
-  void on_resolved(Resolver::Result& r) {
+  void on_resolved(Resolver::Answer& r) {
     auto it = conns.find(r.conn);
     if (it == conns.end()) return;
     Conn& c = *it->second;
+    c.resolving.clear();
     if (!r.error.empty() || r.addrs.empty())
       return refuse(c, 502, SocksReply::host_unreachable,
-                    fmt::format("cannot resolve {}: {}", c.target.host, r.error.empty() ? "no address" : r.error),
+                    fmt::format("cannot resolve {}: {}", bounded(c.target.host), r.error.empty() ? "no address" : r.error),
                     "cannot resolve the host");
     // Every address is checked; only checked ones are connected to.
     Verdict refusal;
@@ -591,6 +552,7 @@ struct Proxy::Impl {
       }
       c.upstream.reset(::socket(ss.ss_family, SOCK_STREAM, 0));
       if (!c.upstream.valid() || !set_flags(c.upstream.get())) continue;
+      no_delay(c.upstream.get());
       c.address = a.str();
       int rc = ::connect(c.upstream.get(), reinterpret_cast<sockaddr*>(&ss), len);
       if (rc == 0 || errno == EINPROGRESS) {
@@ -599,7 +561,8 @@ struct Proxy::Impl {
         return;
       }
     }
-    refuse(c, 502, SocksReply::connection_refused, fmt::format("cannot connect to {}:{}", c.target.host, c.target.port));
+    refuse(c, 502, SocksReply::connection_refused,
+           fmt::format("cannot connect to {}:{}", bounded(c.target.host), c.target.port));
   }
 
   void on_connected(Conn& c) {
@@ -611,9 +574,11 @@ struct Proxy::Impl {
       c.upstream.reset();
       if (c.next_addr < c.addrs.size()) return try_connect(c);
       return refuse(c, 502, err == ECONNREFUSED ? SocksReply::connection_refused : SocksReply::host_unreachable,
-                    fmt::format("cannot connect to {}:{}: {}", c.target.host, c.target.port, std::strerror(err)));
+                    fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port,
+                                std::strerror(err)));
     }
     c.state = State::relaying;
+    c.last_active = Clock::now();
     c.up.src = c.client.get();
     c.up.dst = c.upstream.get();
     c.down.src = c.upstream.get();
@@ -636,8 +601,9 @@ struct Proxy::Impl {
   }
 
   void relay(Conn& c) {
-    c.up.pump();
-    c.down.pump();
+    c.up.pump(limits.relay_slice);
+    c.down.pump(limits.relay_slice);
+    if (c.up.moved || c.down.moved) c.last_active = Clock::now();
     if (c.up.error || c.down.error || (c.up.done && c.down.done)) {
       record(c, true, c.verdict.reason);
       return close_conn(c.id);
@@ -646,9 +612,29 @@ struct Proxy::Impl {
     std::uint32_t client_ev = (c.up.want_in ? in : none) | (c.down.want_out ? out : none);
     std::uint32_t upstream_ev = (c.down.want_in ? in : none) | (c.up.want_out ? out : none);
     // Level-triggered, and only what each flow waits for: a side whose
-    // input is done is not watched for input any more (no spinning on EOF).
-    watch(c.client.get(), c.id << 1, client_ev);
-    watch(c.upstream.get(), (c.id << 1) | 1, upstream_ev);
+    // input is done is not watched for input any more (no spinning on EOF),
+    // and a side that hung up is not watched at all.
+    if (!c.client_dead) watch(c.client.get(), c.id << 1, client_ev);
+    if (!c.upstream_dead) watch(c.upstream.get(), (c.id << 1) | 1, upstream_ev);
+  }
+
+  // A relayed socket hung up (EPOLLHUP/EPOLLERR: reset, or shut both
+  // ways). The kernel reports that whatever is asked for, so the socket
+  // leaves the poller for good: re-arming it would wake the loop forever.
+  // What can still be read from it is relayed; if bytes were still owed to
+  // it, they can never arrive, and the connection ends.
+  void on_hangup(Conn& c, bool upstream_side) {
+    std::uint64_t id = c.id;
+    (upstream_side ? c.upstream_dead : c.client_dead) = true;
+    (upstream_side ? c.down : c.up).src_dead = true;
+    poller.forget(upstream_side ? c.upstream.get() : c.client.get());
+    relay(c);
+    if (!conns.count(id)) return;
+    Flow& into = upstream_side ? c.up : c.down;
+    if (!into.done) {
+      record(c, true, c.verdict.reason);
+      close_conn(id);
+    }
   }
 
   void on_conn_event(std::uint64_t tag, std::uint32_t events) {
@@ -658,21 +644,28 @@ struct Proxy::Impl {
     switch (c.state) {
       case State::handshake:
       case State::socks_request:
-        if ((tag & 1) == 0) on_client_handshake(c);
+        if ((tag & 1) == 0) {
+          c.last_active = Clock::now();
+          on_client_handshake(c);
+        }
         break;
       case State::resolving:
-        if (events & kHangup) close_conn(c.id);  // the client gave up
+        if (events & kHangup) close_conn(c.id);  // the client gave up: so does its look-up
         break;
       case State::connecting:
         if (tag & 1) on_connected(c);
         else if (events & kHangup) close_conn(c.id);
         break;
-      case State::relaying: relay(c); break;
+      case State::relaying:
+        if (events & kHangup) on_hangup(c, (tag & 1) != 0);
+        else relay(c);
+        break;
       case State::closing: flush_and_close(c); break;
     }
   }
 
-  // Handshakes past their deadline are refused; at most once a second.
+  // Timeouts: a handshake (request, resolution, connect) or an unread
+  // refusal past its deadline; a relayed connection idle too long.
   void sweep() {
 #if PJ_PROXY_EPOLL
     std::uint64_t n;
@@ -680,14 +673,30 @@ struct Proxy::Impl {
     (void)r;
 #endif
     auto now = Clock::now();
-    if (!PJ_PROXY_EPOLL && now - last_sweep < std::chrono::seconds(1)) return;
+    if (!PJ_PROXY_EPOLL && now - last_sweep < tick) return;
     last_sweep = now;
-    std::vector<std::uint64_t> late;
-    for (auto& [id, c] : conns)
-      if (c->state != State::relaying && c->state != State::closing && now > c->deadline) late.push_back(id);
+    if (accept_paused_until && now >= *accept_paused_until) resume_accepting();
+    std::vector<std::uint64_t> late, idle;
+    for (auto& [id, c] : conns) {
+      if (c->state == State::relaying) {
+        if (now - c->last_active > limits.idle) idle.push_back(id);
+      } else if (now > c->deadline) {
+        late.push_back(id);
+      }
+    }
     for (auto id : late) {
       auto it = conns.find(id);
-      if (it != conns.end()) refuse(*it->second, 504, SocksReply::general_failure, "handshake timed out");
+      if (it == conns.end()) continue;
+      if (it->second->state == State::closing) close_conn(id);
+      else refuse(*it->second, 504, SocksReply::general_failure, "handshake timed out");
+    }
+    for (auto id : idle) {
+      auto it = conns.find(id);
+      if (it == conns.end()) continue;
+      Conn& c = *it->second;
+      record(c, true,
+             fmt::format("{}; closed after {} ms without a byte either way", c.verdict.reason, limits.idle.count()));
+      close_conn(id);
     }
   }
 };
@@ -696,15 +705,24 @@ Proxy::Proxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Proxy::~Proxy() = default;
 
 util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, ProxyLimits limits) {
+  // splice(2) into a socket whose peer is gone raises SIGPIPE (splice has
+  // no MSG_NOSIGNAL): a jailed client that closes mid-download must not
+  // kill the supervisor. Process-wide, and inherited by later children:
+  // the Linux jail is cloned before the filter starts, and the Seatbelt
+  // launch resets every signal before exec.
+  ::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
   auto impl = std::make_unique<Impl>(std::move(rules), log_fd, limits);
   if (!impl->poller.ok()) return Error::from_errno("create the network filter's event loop", errno);
   if (impl->resolver.fd() < 0) return Error::from_errno("network filter wake-up", errno);
 #if PJ_PROXY_EPOLL
   if (!impl->timer.valid()) return Error::from_errno("network filter timer", errno);
   itimerspec its{};
-  its.it_interval.tv_sec = 1;
-  its.it_value.tv_sec = 1;
-  ::timerfd_settime(impl->timer.get(), 0, &its, nullptr);
+  auto tick_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(impl->tick).count();
+  its.it_interval.tv_sec = its.it_value.tv_sec = tick_ns / 1000000000;
+  its.it_interval.tv_nsec = its.it_value.tv_nsec = tick_ns % 1000000000;
+  if (::timerfd_settime(impl->timer.get(), 0, &its, nullptr) != 0)
+    return Error::from_errno("start the network filter timer", errno);
   impl->watch(impl->timer.get(), kTagTimer, kIn);
 #endif
   impl->watch(impl->resolver.fd(), kTagResolver, kIn);
@@ -714,8 +732,8 @@ util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, Proxy
 util::Status Proxy::add_listener(UniqueFd fd, ListenerKind kind, std::optional<Rules::Forward> target) {
   if (!set_flags(fd.get())) return Error::from_errno("make a network filter listener non-blocking", errno);
   std::uint64_t index = impl_->listeners.size();
-  impl_->watch(fd.get(), kTagListener | index, kIn);
-  impl_->listeners.push_back({std::move(fd), kind, std::move(target)});
+  if (!impl_->accept_paused_until) impl_->watch(fd.get(), kTagListener | index, kIn);
+  impl_->listeners.push_back({std::move(fd), kind, std::move(target), 0});
   return {};
 }
 
@@ -725,16 +743,20 @@ void Proxy::run_once() { run_for(std::chrono::milliseconds(0)); }
 
 void Proxy::run_for(std::chrono::milliseconds max_wait) {
   Event evs[64];
-  // Without a timer fd, the wait's timeout drives the handshake sweep.
-  int timeout = static_cast<int>(std::min<std::int64_t>(max_wait.count(), PJ_PROXY_EPOLL ? max_wait.count() : 1000));
-  size_t n = impl_->poller.wait(evs, 64, timeout);
+  // Without a timer fd, the wait's timeout drives the sweep.
+  auto wait = PJ_PROXY_EPOLL ? max_wait : std::min(max_wait, impl_->tick);
+  size_t n = impl_->poller.wait(evs, 64, static_cast<int>(wait.count()));
   for (size_t i = 0; i < n; ++i) {
     std::uint64_t tag = evs[i].tag;
-    if (tag & kTagListener) impl_->accept_on(impl_->listeners[tag & ~kTagListener]);
-    else if (tag == kTagResolver)
+    if (tag & kTagListener) {
+      if (!impl_->accept_paused_until) impl_->accept_on(tag & ~kTagListener);
+    } else if (tag == kTagResolver) {
       for (auto& r : impl_->resolver.take()) impl_->on_resolved(r);
-    else if (tag == kTagTimer) impl_->sweep();
-    else impl_->on_conn_event(tag, evs[i].events);
+    } else if (tag == kTagTimer) {
+      impl_->sweep();
+    } else {
+      impl_->on_conn_event(tag, evs[i].events);
+    }
   }
   if (!PJ_PROXY_EPOLL) impl_->sweep();
 }
@@ -743,8 +765,11 @@ void Proxy::shutdown() {
   std::vector<std::uint64_t> ids;
   for (auto& [id, c] : impl_->conns) ids.push_back(id);
   for (auto id : ids) impl_->close_conn(id);
+  impl_->recorder.flush();
 }
 
-const std::vector<Decision>& Proxy::decisions() const { return impl_->decisions; }
+const DecisionTable& Proxy::decisions() const { return impl_->recorder.table(); }
+
+size_t Proxy::open_connections() const { return impl_->conns.size(); }
 
 }  // namespace pj::netproxy

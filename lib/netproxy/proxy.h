@@ -4,7 +4,12 @@
 // jail's network namespace (so no path or port inside can be swapped),
 // checks each request against the rules, resolves names outside the jail
 // (on worker threads: the loop never blocks), connects to the address it
-// checked, and relays. Every decision is recorded. On macOS the listeners
+// checked, and relays. Every decision is recorded (decisions.h: bounded).
+// Each listener has its own connection budget; every connection has a
+// handshake or an idle timeout; a socket that hung up is never watched
+// again; a full fd table pauses accepting instead of spinning; a relay
+// moves at most relay_slice bytes a direction per wake-up, so a bulk
+// transfer does not hold back small requests. On macOS the listeners
 // are on the host's loopback, reachable from the Seatbelt jail only.
 #pragma once
 
@@ -15,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "netproxy/decisions.h"
 #include "netproxy/rules.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -23,27 +29,27 @@ namespace pj::netproxy {
 
 enum class ListenerKind { http, socks, forward };
 
-struct Decision {
-  std::chrono::system_clock::time_point time;
-  std::string protocol;  // "http-connect", "http", "socks5", "forward"
-  std::string host;
-  int port = 0;
-  std::string address;   // the address connected to, when one was
-  bool allowed = false;
-  std::string reason;
-  std::uint64_t bytes_up = 0, bytes_down = 0;
-  std::int64_t duration_ms = 0;
-  std::string json() const;  // one line
-};
-
+// Every bound of the filter; the defaults are documented in README
+// "Network" and pi-jail(1). Tests shorten the timeouts (--test-net-timeouts).
 struct ProxyLimits {
-  size_t max_connections = 256;
-  std::chrono::milliseconds handshake{10000};  // head, resolution and connect
+  // Each listener's own budget (the HTTP and SOCKS ports and every forward
+  // port): one listener's connections never take another's. When a
+  // listener's budget is full, a new connection takes the place of that
+  // listener's connection idle the longest (one still in its request first).
+  size_t connections_per_listener = 512;
+  size_t resolver_names = 64;                  // names queued or being looked up
+  std::chrono::milliseconds handshake{10000};  // request head, resolution and connect
+  std::chrono::milliseconds idle{600000};      // a relayed connection with no byte either way
+  size_t relay_slice = 256 * 1024;             // bytes one direction moves per wake-up
+  LogLimits log;
 };
 
 class Proxy {
 public:
-  // `log_fd`: JSON lines are appended there (-1: none).
+  // `log_fd`: JSON lines are appended there (-1: none). Raises the
+  // process's soft RLIMIT_NOFILE to its hard limit (each relayed
+  // connection holds six fds on Linux: two sockets, two pipes), and
+  // ignores SIGPIPE process-wide (splice(2) raises it for a gone peer).
   static util::Result<std::unique_ptr<Proxy>> start(Rules rules, int log_fd, ProxyLimits limits = {});
   ~Proxy();
   Proxy(const Proxy&) = delete;
@@ -60,7 +66,9 @@ public:
   void run_for(std::chrono::milliseconds max_wait);
   // Close every connection (the jail is gone), recording each.
   void shutdown();
-  const std::vector<Decision>& decisions() const;
+  const DecisionTable& decisions() const;
+  // Connections open now, and names queued for resolution (for tests).
+  size_t open_connections() const;
 
 private:
   struct Impl;

@@ -146,3 +146,14 @@ TEST_CASE("a FIFO or device or symlink at the report or network log path stops t
   CHECK(read_file(target) == "precious\n");
   CHECK_FALSE(exists(sb.outside + "/created-through-link"));
 }
+
+TEST_CASE("a new report is private to its owner (0600, like the network log): it names hosts and paths") {
+  Sandbox sb;
+  std::string report = sb.outside + "/private-report.json";
+  ::umask(022);
+  auto o = run({pi_jail(), "-q", "-w", sb.ws, "--report", report, "--", "/bin/true"}, {"HOME=" + sb.home});
+  CHECK(o.status == 0);
+  struct stat st;
+  REQUIRE(::stat(report.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+}

@@ -115,17 +115,21 @@ public:
     REQUIRE(proxy_->add_listener(listen_loopback(http), netproxy::ListenerKind::http, std::nullopt).ok());
     REQUIRE(proxy_->add_listener(listen_loopback(socks), netproxy::ListenerKind::socks, std::nullopt).ok());
     thread_ = std::thread([this] {
-      while (!stop_) proxy_->run_for(20ms);
+      while (!stop_) {
+        proxy_->run_for(20ms);
+        ++turns;
+      }
     });
   }
   // Stop the loop; then the decisions may be read.
   const std::vector<netproxy::Decision>& stop() {
     if (!stop_.exchange(true)) thread_.join();
     proxy_->shutdown();
-    return proxy_->decisions();
+    return proxy_->decisions().entries;
   }
   ~Running() { stop(); }
   int http = 0, socks = 0;
+  std::atomic<std::uint64_t> turns{0};  // loop iterations: an idle loop makes ~50 a second
 
 private:
   std::unique_ptr<netproxy::Proxy> proxy_;
@@ -222,4 +226,156 @@ TEST_CASE("proxy loop: a client that never finishes its request is cut off at th
   const auto& d = proxy.stop();
   REQUIRE(d.size() == 1);
   CHECK(d[0].reason == "handshake timed out");
+}
+
+namespace {
+
+// An upstream that accepts and then says nothing, holding each connection.
+class SilentServer {
+public:
+  SilentServer() : fd_(listen_loopback(port)) {
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = ::accept(fd_.get(), nullptr, nullptr);
+        if (c < 0 || stop_) {
+          if (c >= 0) ::close(c);
+          return;
+        }
+        held_.emplace_back(c);
+      }
+    });
+  }
+  ~SilentServer() {
+    stop_ = true;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    { util::UniqueFd wake(::socket(AF_INET, SOCK_STREAM, 0)); }
+    thread_.join();
+  }
+  int port = 0;
+
+private:
+  util::UniqueFd fd_;
+  std::atomic<bool> stop_{false};
+  std::vector<util::UniqueFd> held_;
+  std::thread thread_;
+};
+
+util::UniqueFd tunnel(int proxy_port, int target_port) {
+  auto c = connect_to(proxy_port);
+  send_all(c.get(), "CONNECT 127.0.0.1:" + std::to_string(target_port) + " HTTP/1.1\r\n\r\n");
+  const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n";
+  REQUIRE(recv_n(c.get(), ok.size()) == ok);
+  return c;
+}
+
+void reset(util::UniqueFd& fd) {
+  linger l{1, 0};  // close sends RST
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  fd.reset();
+}
+
+}  // namespace
+
+TEST_CASE("proxy loop: a client that half-closes, then resets, before a silent upstream: no spinning") {
+  SilentServer silent;
+  netproxy::Rules rules;
+  rules.allow("127.0.0.1:" + std::to_string(silent.port), "test");
+  Running proxy(rules);
+  std::vector<util::UniqueFd> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.push_back(tunnel(proxy.http, silent.port));
+    ::shutdown(clients.back().get(), SHUT_WR);
+  }
+  std::this_thread::sleep_for(50ms);  // the proxy sees the half-closes first
+  for (auto& c : clients) reset(c);
+  std::this_thread::sleep_for(100ms);
+  auto before = proxy.turns.load();
+  std::this_thread::sleep_for(500ms);
+  auto turns = proxy.turns.load() - before;
+  CAPTURE(turns);
+  CHECK(turns < 200);  // idle: ~25 turns of 20 ms; the spin made thousands
+  const auto& d = proxy.stop();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].count == 8);
+  CHECK(d[0].allowed);
+}
+
+TEST_CASE("proxy loop: each listener has its own budget; a full one makes room for a newcomer") {
+  EchoServer echo;
+  netproxy::Rules rules;
+  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  netproxy::ProxyLimits limits;
+  limits.connections_per_listener = 8;
+  Running proxy(rules, limits);
+  std::vector<util::UniqueFd> idle;
+  for (int i = 0; i < 20; ++i) idle.push_back(connect_to(proxy.http));  // no request: idle handshakes
+  std::this_thread::sleep_for(100ms);
+  auto c = tunnel(proxy.http, echo.port);  // the HTTP port: an idle one gave way
+  send_all(c.get(), "ping");
+  CHECK(recv_n(c.get(), 4) == "ping");
+  auto s = connect_to(proxy.socks);  // the SOCKS port: untouched by the HTTP port's crowd
+  send_all(s.get(), std::string{'\x05', '\x01', '\x00'});
+  CHECK(recv_n(s.get(), 2) == std::string{'\x05', '\x00'});
+  const auto& d = proxy.stop();
+  bool made_room = false;
+  for (const auto& e : d) made_room = made_room || e.reason.find("closed to make room") != std::string::npos;
+  CHECK(made_room);
+}
+
+TEST_CASE("proxy loop: a relayed connection idle past the limit is closed and recorded") {
+  EchoServer echo;
+  netproxy::Rules rules;
+  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  netproxy::ProxyLimits limits;
+  limits.idle = 200ms;
+  Running proxy(rules, limits);
+  auto c = tunnel(proxy.http, echo.port);
+  send_all(c.get(), "ping");
+  CHECK(recv_n(c.get(), 4) == "ping");
+  CHECK(recv_all(c.get()).empty());  // EOF (the socket's 10 s receive timeout is the guard)
+  const auto& d = proxy.stop();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].reason.find("without a byte either way") != std::string::npos);
+}
+
+TEST_CASE("proxy loop: a flood of refusals with huge names is aggregated and bounded") {
+  netproxy::Rules rules;
+  Running proxy(rules);
+  for (int i = 0; i < 600; ++i) {
+    auto c = connect_to(proxy.http);
+    std::string host = std::to_string(i % 3) + std::string(16000, 'a');  // three distinct names
+    send_all(c.get(), "CONNECT " + host + ":443 HTTP/1.1\r\n\r\n");
+    std::string reply = recv_all(c.get());
+    CHECK(reply.size() < 2048);  // the refusal does not echo the name back whole
+  }
+  const auto& d = proxy.stop();
+  CHECK(d.size() <= 3);
+  std::uint64_t total = 0;
+  for (const auto& e : d) {
+    total += e.count;
+    CHECK(e.host.size() <= netproxy::kMaxJailText);
+    CHECK(e.reason.size() <= netproxy::kMaxJailText);
+    CHECK_FALSE(e.allowed);
+  }
+  CHECK(total == 600);
+}
+
+TEST_CASE("proxy loop: a client that resets mid-transfer does not kill the process (splice raises SIGPIPE)") {
+  EchoServer echo;
+  netproxy::Rules rules;
+  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  Running proxy(rules);
+  for (int i = 0; i < 5; ++i) {
+    auto c = tunnel(proxy.http, echo.port);
+    std::string chunk(1 << 20, 'z');
+    for (int k = 0; k < 4; ++k) {
+      // The echo comes back towards a client that does not read it.
+      if (::send(c.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) <= 0) break;
+    }
+    reset(c);
+  }
+  std::this_thread::sleep_for(200ms);
+  auto c = tunnel(proxy.http, echo.port);  // still serving: this process is alive
+  send_all(c.get(), "ping");
+  CHECK(recv_n(c.get(), 4) == "ping");
 }

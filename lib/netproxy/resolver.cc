@@ -1,0 +1,146 @@
+#include "netproxy/resolver.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#if defined(__linux__)
+#include <sys/eventfd.h>
+#endif
+
+#include "util/unique_fd.h"
+
+namespace pj::netproxy {
+
+namespace {
+
+Resolver::Answer look_up(const std::string& host) {
+  Resolver::Answer res{0, {}, {}};
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* ai = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &ai);
+  if (rc != 0) {
+    res.error = ::gai_strerror(rc);
+    return res;
+  }
+  for (addrinfo* p = ai; p; p = p->ai_next) {
+    IpAddress a;
+    if (p->ai_family == AF_INET) {
+      a.v4addr = reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr;
+    } else if (p->ai_family == AF_INET6) {
+      char text[INET6_ADDRSTRLEN];
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr, text, sizeof text);
+      auto parsed = parse_ip(text);  // unwraps IPv4-mapped forms
+      if (!parsed) continue;
+      a = *parsed;
+    } else {
+      continue;
+    }
+    if (std::find(res.addrs.begin(), res.addrs.end(), a) == res.addrs.end()) res.addrs.push_back(a);
+  }
+  ::freeaddrinfo(ai);
+  return res;
+}
+
+}  // namespace
+
+Resolver::Resolver(size_t max_names, int threads) : max_names_(max_names) {
+#if defined(__linux__)
+  wake_r_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (wake_r_.valid()) wake_w_.reset(::dup(wake_r_.get()));
+#else
+  int p[2];
+  if (::pipe(p) == 0) {
+    wake_r_.reset(p[0]);
+    wake_w_.reset(p[1]);
+    if (!util::set_nonblocking_cloexec(p[0]) || !util::set_nonblocking_cloexec(p[1])) wake_r_.reset();
+  }
+#endif
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+}
+
+Resolver::~Resolver() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+int Resolver::fd() const { return wake_r_.valid() && wake_w_.valid() ? wake_r_.get() : -1; }
+
+bool Resolver::submit(std::uint64_t conn, const std::string& host) {
+  if (auto it = waiters_.find(host); it != waiters_.end()) {
+    it->second.push_back(conn);  // joins the look-up under way
+    return true;
+  }
+  if (waiters_.size() >= max_names_) return false;
+  waiters_[host].push_back(conn);
+  {
+    std::lock_guard lock(m_);
+    queue_.push_back(host);
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void Resolver::cancel(std::uint64_t conn, const std::string& host) {
+  auto it = waiters_.find(host);
+  if (it == waiters_.end()) return;
+  std::erase(it->second, conn);
+  if (!it->second.empty()) return;
+  std::lock_guard lock(m_);
+  auto q = std::find(queue_.begin(), queue_.end(), host);
+  if (q == queue_.end()) return;  // being looked up: its answer will find no one
+  queue_.erase(q);
+  waiters_.erase(it);
+}
+
+std::vector<Resolver::Answer> Resolver::take() {
+  std::uint64_t drained;
+  while (::read(wake_r_.get(), &drained, sizeof drained) > 0) {
+  }
+  std::deque<Done> done;
+  {
+    std::lock_guard lock(m_);
+    done.swap(done_);
+  }
+  std::vector<Answer> out;
+  for (auto& d : done) {
+    auto it = waiters_.find(d.host);
+    if (it == waiters_.end()) continue;
+    for (auto conn : it->second) out.push_back({conn, d.addrs, d.error});
+    waiters_.erase(it);
+  }
+  return out;
+}
+
+void Resolver::work() {
+  while (true) {
+    std::string host;
+    {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      host = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Answer a = look_up(host);
+    {
+      std::lock_guard lock(m_);
+      done_.push_back({std::move(host), std::move(a.addrs), std::move(a.error)});
+    }
+    std::uint64_t one = 1;
+    ssize_t w = ::write(wake_w_.get(), &one, sizeof one);  // a pipe takes 8 bytes as well
+    (void)w;
+  }
+}
+
+}  // namespace pj::netproxy

@@ -1,0 +1,69 @@
+// Name resolution off the network filter's loop: a few worker threads,
+// results announced through a wake-up fd (an eventfd, or a pipe).
+//
+// Bounded and cancellable: one look-up per name at a time, however many
+// connections wait for it; at most `max_names` names queued or being
+// looked up; a connection that goes away leaves its name's waiters, and a
+// name nobody waits for any more leaves the queue (a look-up already
+// running finishes, and its answer is dropped). Every call except the
+// workers' own is made on the loop's thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "netproxy/rules.h"
+#include "util/unique_fd.h"
+
+namespace pj::netproxy {
+
+class Resolver {
+public:
+  struct Answer {
+    std::uint64_t conn;
+    std::vector<IpAddress> addrs;
+    std::string error;
+  };
+
+  explicit Resolver(size_t max_names, int threads = 4);
+  ~Resolver();
+  Resolver(const Resolver&) = delete;
+  Resolver& operator=(const Resolver&) = delete;
+
+  // Readable when take() has answers; -1 if it could not be made.
+  int fd() const;
+  // Look `host` up for `conn`; false when the queue is full.
+  [[nodiscard]] bool submit(std::uint64_t conn, const std::string& host);
+  // `conn` no longer waits for `host`.
+  void cancel(std::uint64_t conn, const std::string& host);
+  // Answers for the connections still waiting.
+  std::vector<Answer> take();
+  // Names queued or being looked up (for tests).
+  size_t pending() const { return waiters_.size(); }
+
+private:
+  struct Done {
+    std::string host;
+    std::vector<IpAddress> addrs;
+    std::string error;
+  };
+  void work();
+
+  size_t max_names_;
+  util::UniqueFd wake_r_, wake_w_;  // the same fd twice for an eventfd
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;  // under m_
+  std::deque<Done> done_;          // under m_
+  bool stop_ = false;              // under m_
+  std::map<std::string, std::vector<std::uint64_t>> waiters_;  // loop thread only
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace pj::netproxy

@@ -1,0 +1,154 @@
+// The network filter's bounded record: aggregation, caps, the log's rate
+// limit, the resolver's bounded and cancellable queue, and the end-of-run
+// summary.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "netproxy/decisions.h"
+#include "netproxy/resolver.h"
+#include "run.h"
+
+using namespace pj;
+using namespace std::chrono_literals;
+
+namespace {
+
+netproxy::Decision refused(std::string host, int port, bool by_rule = true) {
+  netproxy::Decision d;
+  d.time = std::chrono::system_clock::now();
+  d.protocol = "http-connect";
+  d.host = std::move(host);
+  d.port = port;
+  d.reason = "no rule allows " + d.host + ":" + std::to_string(port);
+  d.rule_refusal = by_rule;
+  return d;
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+size_t lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("bounded: cut at a character boundary, marked with what was cut") {
+  CHECK(netproxy::bounded("short") == "short");
+  std::string long_name(1000, 'x');
+  auto b = netproxy::bounded(long_name, 64);
+  CHECK(b.size() <= 64);
+  CHECK(b.ends_with("bytes]"));
+  std::string utf8;
+  for (int i = 0; i < 100; ++i) utf8 += "\xc3\xa9";  // é
+  auto u = netproxy::bounded(utf8, 40);
+  CHECK(u.size() <= 40);
+  size_t body = u.find("...[+");
+  REQUIRE(body != std::string::npos);
+  CHECK(body % 2 == 0);  // whole characters only
+}
+
+TEST_CASE("decisions: aggregated per (protocol, host, port, verdict), distinct entries capped") {
+  netproxy::DecisionRecorder rec(-1);
+  for (int i = 0; i < 6; ++i) rec.add(refused("pypi.org", 443));
+  auto ok = refused("pypi.org", 443);
+  ok.allowed = true;
+  ok.bytes_up = 10;
+  ok.bytes_down = 20;
+  rec.add(ok);
+  rec.add(ok);
+  const auto& t = rec.table();
+  REQUIRE(t.entries.size() == 2);
+  CHECK(t.entries[0].count == 6);
+  CHECK(t.entries[1].count == 2);
+  CHECK(t.entries[1].bytes_down == 40);
+  for (int i = 0; i < 2000; ++i) rec.add(refused(std::to_string(i) + std::string(16000, 'h'), 443));
+  CHECK(t.entries.size() == netproxy::kMaxEntries);
+  CHECK(t.unlisted.refused == 2002 - netproxy::kMaxEntries);
+  for (const auto& e : t.entries) {
+    CHECK(e.host.size() <= netproxy::kMaxJailText);
+    CHECK(e.reason.size() <= netproxy::kMaxJailText);
+  }
+}
+
+TEST_CASE("decisions: the log is rate-limited, and says how much it left out") {
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  ::fcntl(p[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(p[1], F_SETFL, O_NONBLOCK);
+  ::fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    netproxy::DecisionRecorder rec(p[1], {10, 5});  // 10 at once, then 5 a second
+    for (int i = 0; i < 100; ++i) rec.add(refused("a" + std::to_string(i) + std::string(5000, 'x'), 443), t0);
+    CHECK(rec.table().log_suppressed == 90);
+    for (int i = 0; i < 100; ++i) rec.add(refused("b.example", 443), t0 + 1s);  // 5 more tokens
+    CHECK(rec.table().log_suppressed == 90 + 95);
+    rec.flush();
+  }
+  std::string log = read_all(p[0]);
+  ::close(p[0]);
+  ::close(p[1]);
+  CHECK(lines(log) == 10 + 1 + 5 + 1);  // the suppressed counts come before the next line, and at the end
+  CHECK(log.find("\"suppressed\": 90") != std::string::npos);
+  CHECK(log.find("\"suppressed\": 95") != std::string::npos);
+  CHECK(log.size() < 17 * 1024);
+}
+
+TEST_CASE("resolver: one look-up per name, a bounded queue, and cancelled work leaves it") {
+  netproxy::Resolver r(2, 0);  // no workers: everything stays queued
+  REQUIRE(r.fd() >= 0);
+  for (std::uint64_t c = 1; c <= 1000; ++c) CHECK(r.submit(c, "a.test"));
+  CHECK(r.pending() == 1);
+  CHECK(r.submit(1001, "b.test"));
+  CHECK_FALSE(r.submit(1002, "c.test"));  // full
+  for (std::uint64_t c = 1; c <= 1000; ++c) r.cancel(c, "a.test");
+  CHECK(r.pending() == 1);
+  CHECK(r.submit(1002, "c.test"));
+}
+
+TEST_CASE("summary: one line per destination with its count, then the exact fix") {
+  netproxy::DecisionRecorder rec(-1);
+  for (int i = 0; i < 6; ++i) rec.add(refused("pypi.org", 443));
+  rec.add(refused("10.0.0.1", 80, false));
+  auto lines = supervisor::refusal_summary(rec.table());
+  REQUIRE(lines.size() >= 4);
+  CHECK(lines[0] == "the network filter refused 7 connections to 2 destinations:");
+  CHECK(lines[1].starts_with("  pypi.org:443 refused 6\u00d7: no rule allows pypi.org:443"));
+  CHECK(lines[2].starts_with("  10.0.0.1:80 refused 1\u00d7"));
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  CHECK(all.find("--allow-net pypi.org:443\n") != std::string::npos);
+  CHECK(all.find("[network] allow = [\"pypi.org:443\"]") != std::string::npos);
+  CHECK(all.find("--allow-net 10.0.0.1") == std::string::npos);  // not an allow-rule refusal
+}
+
+TEST_CASE("summary: a flood of distinct huge names stays a few short lines") {
+  netproxy::DecisionRecorder rec(-1);
+  for (int i = 0; i < 10000; ++i) rec.add(refused(std::to_string(i) + std::string(16000, 'q'), 443, false));
+  auto lines = supervisor::refusal_summary(rec.table());
+  CHECK(lines.size() <= supervisor::kSummaryLines + 6);
+  size_t bytes = 0;
+  for (const auto& l : lines) bytes += l.size();
+  CHECK(bytes < 8192);
+  CHECK(lines[0].find("refused 10000 connections") != std::string::npos);
+}
+
+TEST_CASE("summary: nothing refused, nothing said") {
+  netproxy::DecisionRecorder rec(-1);
+  auto ok = refused("pypi.org", 443);
+  ok.allowed = true;
+  rec.add(ok);
+  CHECK(supervisor::refusal_summary(rec.table()).empty());
+}
