@@ -203,10 +203,11 @@ util::Result<int> Supervisor::run() {
       grace_end_.reset();
       (void)cmd_.signal(SIGKILL);
     }
-    // Sleep until a signal (SIGCHLD included), terminal bytes or the next
-    // deadline; at most a second, in case SIGCHLD was missed.
-    const bool waiting = relay_ && mode_ && mode_->waiting();
-    if (waiting && mode_->in_foreground()) take_terminal(mode_, ends_, *relay_);  // `fg` of a running job
+    if (relay_ && mode_ && mode_->waiting() && mode_->in_foreground())
+      take_terminal(mode_, ends_, *relay_);  // `fg` of a running job
+    // Sleep until a signal (SIGCHLD included), news from the keeper,
+    // terminal bytes or the next deadline; at most a second, in case
+    // SIGCHLD was missed, or kForegroundPoll while waiting for the terminal.
     int wait_ms = mode_ && mode_->waiting() ? kForegroundPoll : 1000;
     for (const auto& t : {deadline_, grace_end_})
       if (t)

@@ -107,6 +107,55 @@ int loopback_socket(int type, int& port) {
   return s;
 }
 
+HttpServer::HttpServer(std::string body, bool silent) : body_(std::move(body)), silent_(silent) {
+  fd_ = loopback_socket(SOCK_STREAM, port_);
+  thread_ = std::thread([this] { serve(); });
+}
+
+HttpServer::~HttpServer() {
+  stop_ = true;
+  thread_.join();
+  for (int c : held_) ::close(c);
+  ::close(fd_);
+}
+
+std::string HttpServer::heads() {
+  std::lock_guard lock(m_);
+  return heads_;
+}
+
+void HttpServer::serve() {
+  while (!stop_) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    ++hits_;
+    if (silent_) {
+      held_.push_back(c);
+      continue;
+    }
+    std::string req;
+    char buf[4096];
+    while (req.find("\r\n\r\n") == std::string::npos) {
+      pollfd q{c, POLLIN, 0};
+      if (::poll(&q, 1, 2000) <= 0) break;
+      ssize_t n = ::read(c, buf, sizeof buf);
+      if (n <= 0) break;
+      req.append(buf, static_cast<size_t>(n));
+    }
+    {
+      std::lock_guard lock(m_);
+      heads_ += req.substr(0, req.find("\r\n\r\n")) + "\n--\n";
+    }
+    std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
+                       "\r\nConnection: close\r\n\r\n" + body_;
+    ssize_t w = ::write(c, resp.data(), resp.size());
+    (void)w;
+    ::close(c);
+  }
+}
+
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   SpawnArgs args(argv, env);
   auto& cargv = args.cargv;

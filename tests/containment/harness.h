@@ -4,8 +4,11 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pj::test {
@@ -49,6 +52,33 @@ bool eventually(const std::function<bool()>& cond);
 // A socket bound to 127.0.0.1 on a free port (SOCK_STREAM: listening).
 // Returns the fd; `port` gets the port. Throws on failure.
 int loopback_socket(int type, int& port);
+
+// An HTTP server on 127.0.0.1 for the network tests: answers every
+// request with `body` and keeps each request head (heads(), separated by
+// "--" lines); or, `silent`, accepts and holds every connection without
+// a byte.
+class HttpServer {
+public:
+  explicit HttpServer(std::string body = "served\n", bool silent = false);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  std::string port() const { return std::to_string(port_); }
+  int hits() const { return hits_; }
+  std::string heads();
+
+private:
+  void serve();
+  std::string body_;
+  bool silent_;
+  int fd_ = -1, port_ = 0;
+  std::vector<int> held_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> hits_{0};
+  std::mutex m_;
+  std::string heads_;
+};
 
 // A fresh layout under /tmp for one test: base/{ws,home,outside}, with
 // canaries in home/.ssh and home/.aws. Removed on destruction.

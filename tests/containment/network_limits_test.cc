@@ -24,56 +24,6 @@ using namespace pj::test;
 
 namespace {
 
-// A loopback server: answers each request with `body` (HTTP), or, silent,
-// accepts and holds every connection without a byte.
-class Server {
-public:
-  explicit Server(std::string body, bool silent = false) : body_(std::move(body)), silent_(silent) {
-    fd_ = loopback_socket(SOCK_STREAM, port_);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~Server() {
-    stop_ = true;
-    thread_.join();
-    for (int c : held_) ::close(c);
-    ::close(fd_);
-  }
-  std::string port() const { return std::to_string(port_); }
-
-private:
-  void serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      if (silent_) {
-        held_.push_back(c);
-        continue;
-      }
-      std::string req;
-      char buf[4096];
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        pollfd q{c, POLLIN, 0};
-        if (::poll(&q, 1, 2000) <= 0) break;
-        ssize_t n = ::read(c, buf, sizeof buf);
-        if (n <= 0) break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
-                         "\r\nConnection: close\r\n\r\n" + body_;
-      ssize_t w = ::write(c, resp.data(), resp.size());
-      (void)w;
-      ::close(c);
-    }
-  }
-  std::string body_;
-  bool silent_;
-  int fd_ = -1, port_ = 0;
-  std::vector<int> held_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-};
 
 // Python helpers the attack scripts share; they run inside the jail.
 const std::string kPyPrelude = R"(
@@ -201,7 +151,14 @@ wait_for("go")
   std::string err = read_file(b.err_file);
   CAPTURE(rss);
   CHECK(rss > 0);
-  CHECK(rss < 64 * 1024);                    // documented: under 64 MiB (1.58 GB before)
+#ifndef __SANITIZE_ADDRESS__
+  CHECK(rss < 64 * 1024);  // documented: under 64 MiB (1.58 GB before)
+#else
+  // The sanitizer build's pi-jail keeps freed memory in ASan's quarantine
+  // (256 MiB by default): its peak says nothing of pi-jail's own bound,
+  // which the release build checks, as root and as nobody.
+  MESSAGE("peak RSS under ASan (not checked): " << rss << " KiB");
+#endif
   CHECK(file_size(log) < 2 * 1024 * 1024);   // 100 lines, then 20 a second, each under 1 KiB
   CHECK(file_size(report) < 1024 * 1024);    // 512 entries of bounded strings
   CHECK(err.size() < 16 * 1024);             // a few lines, whatever the names
@@ -230,7 +187,7 @@ TEST_CASE("refusals are summarised once per destination, ending with the exact r
 
 TEST_CASE("300 idle connections to the proxy port: a CONNECT and a forward still get through") {
   Sandbox sb;
-  Server server("served");
+  HttpServer server("served");
   std::string url = "http://127.0.0.1:" + server.port() + "/";
   auto b = start_script(sb, "URL = '" + url + "'\n" + R"(
 idle = [proxy() for _ in range(300)]
@@ -246,7 +203,7 @@ result("forward=" + curl(URL))
 
 TEST_CASE("a storm of reset CONNECTs to an allowed name: a legitimate CONNECT still gets through") {
   Sandbox sb;
-  Server server("served");
+  HttpServer server("served");
   // A long /etc/hosts makes each look-up of the storm's name slow (it is
   // the last line); the legitimate name is the first.
   std::string hosts = sb.base + "/hosts";
@@ -279,7 +236,7 @@ result("connect=" + curl("-p", "-x", "http://127.0.0.1:3128", URL))
 
 TEST_CASE("tunnels half-closed then reset before a silent upstream: pi-jail does not spin") {
   Sandbox sb;
-  Server silent("", true);
+  HttpServer silent("", true);
   auto b = start_script(sb, "PORT = " + silent.port() + "\n" + R"(
 held = []
 for _ in range(20):
@@ -306,7 +263,7 @@ wait_for("go")
 
 TEST_CASE("more connections than pi-jail has fds: accepting pauses instead of spinning, and resumes") {
   Sandbox sb;
-  Server server("served");
+  HttpServer server("served");
   // 256 fds for pi-jail (its hard limit too: raising to it gains nothing).
   // Three processes (each has its own 256) hold 330 idle connections:
   // pi-jail's fd table fills, and the rest wait in the listen backlog.
@@ -342,7 +299,7 @@ result("connect=" + curl("-p", "-x", "http://127.0.0.1:3128", URL))
 
 TEST_CASE("a silent request and an idle tunnel are cut at their timeouts (shortened by a test switch)") {
   Sandbox sb;
-  Server silent("", true);
+  HttpServer silent("", true);
   auto b = start_script(sb, "PORT = " + silent.port() + "\n" + R"(
 s = proxy()
 s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n" % PORT)  # never finished
@@ -360,7 +317,7 @@ result("idle=" + repr(read_all(t)))
 
 TEST_CASE("a client that resets mid-download does not kill pi-jail (SIGPIPE from splice)") {
   Sandbox sb;
-  Server big(std::string(16 << 20, 'b'));
+  HttpServer big(std::string(16 << 20, 'b'));
   auto b = start_script(sb, "PORT = " + big.port() + "\n" + R"(
 for _ in range(5):
     s = proxy()

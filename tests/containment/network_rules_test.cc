@@ -20,61 +20,6 @@ using namespace pj::test;
 
 namespace {
 
-// An HTTP server on 127.0.0.1 that answers "served" and keeps every
-// request head it got.
-class RecordingServer {
-public:
-  RecordingServer() {
-    fd_ = loopback_socket(SOCK_STREAM, port_);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~RecordingServer() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-  }
-  std::string port() const { return std::to_string(port_); }
-  int hits() const { return hits_; }
-  std::string heads() {
-    std::lock_guard lock(m_);
-    return heads_;
-  }
-
-private:
-  void serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      ++hits_;
-      std::string req;
-      char buf[4096];
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        pollfd q{c, POLLIN, 0};
-        if (::poll(&q, 1, 2000) <= 0) break;
-        ssize_t n = ::read(c, buf, sizeof buf);
-        if (n <= 0) break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      {
-        std::lock_guard lock(m_);
-        heads_ += req.substr(0, req.find("\r\n\r\n")) + "\n--\n";
-      }
-      std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nserved\n";
-      ssize_t w = ::write(c, resp.data(), resp.size());
-      (void)w;
-      ::close(c);
-    }
-  }
-  int fd_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> hits_{0};
-  std::mutex m_;
-  std::string heads_;
-};
 
 enum class Net { host, own };
 
@@ -134,7 +79,7 @@ std::vector<std::string> raw_requests(const std::vector<std::string>& requests) 
 
 TEST_CASE("a null-routed exact name (0.0.0.0 pi.dev) cannot reach the host's loopback: HTTP, CONNECT or SOCKS5") {
   Sandbox sb;
-  RecordingServer server;
+  HttpServer server;
   std::string log = sb.outside + "/net.jsonl";
   std::string url = "http://pi.dev:" + server.port() + "/";
   auto o = jail_with_hosts(
@@ -222,7 +167,7 @@ TEST_CASE("every IPv4-in-IPv6 form of a private or loopback address is refused, 
 TEST_CASE("proxy requests: control bytes refused with 400, Host from the target, query kept, reason phrases, "
           "refusals name the rule and no file path") {
   Sandbox sb;
-  RecordingServer server;
+  HttpServer server;
   std::string p = server.port(), hp = "127.0.0.1:" + p;
   std::string config = sb.outside + "/operator-policy.toml";
   write_file(config, "[network]\ndeny = [\"blocked.pjtest.example\"]\n");
@@ -266,7 +211,7 @@ TEST_CASE("proxy requests: control bytes refused with 400, Host from the target,
 
 TEST_CASE("localhost forwards: on 127.0.0.1 and ::1 inside, checked as their rule; duplicates merged") {
   Sandbox sb;
-  RecordingServer server;
+  HttpServer server;
   std::string p = server.port();
   std::string direct = "curl -s --noproxy '*' --max-time 20 ";
   std::string script = direct + "http://localhost:" + p + "/; " + direct + "http://127.0.0.1:" + p + "/; " + direct +
@@ -284,7 +229,7 @@ TEST_CASE("localhost forwards: on 127.0.0.1 and ::1 inside, checked as their rul
 
 TEST_CASE("no jailed process can bind [::1]:PORT beside a 127.0.0.1 forward") {
   Sandbox sb;
-  RecordingServer server;
+  HttpServer server;
   std::string p = server.port();
   auto o = sb.jail({"/usr/bin/python3", "-c",
                     "import socket, sys\n"

@@ -18,53 +18,6 @@ using namespace pj::test;
 
 namespace {
 
-// An HTTP server on 127.0.0.1: answers every request with `body`.
-class HttpServer {
-public:
-  explicit HttpServer(std::string body) : body_(std::move(body)) {
-    fd_ = loopback_socket(SOCK_STREAM, port_);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~HttpServer() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-  }
-  int port() const { return port_; }
-  std::string port_str() const { return std::to_string(port_); }
-  int hits() const { return hits_; }
-
-private:
-  void serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      ++hits_;
-      std::string req;
-      char buf[4096];
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        pollfd q{c, POLLIN, 0};
-        if (::poll(&q, 1, 2000) <= 0) break;
-        ssize_t n = ::read(c, buf, sizeof buf);
-        if (n <= 0) break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
-                         "\r\nConnection: close\r\n\r\n" + body_;
-      ssize_t w = ::write(c, resp.data(), resp.size());
-      (void)w;
-      ::close(c);
-    }
-  }
-  std::string body_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> hits_{0};
-};
 
 const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
 
@@ -79,13 +32,13 @@ size_t count_of(const std::string& text, const std::string& needle) {
 TEST_CASE("an allowed host-loopback service: forwarded, and through the HTTP proxy and SOCKS5") {
   Sandbox sb;
   HttpServer server("served-by-host\n");
-  std::string url = "http://127.0.0.1:" + server.port_str() + "/";
+  std::string url = "http://127.0.0.1:" + server.port() + "/";
   std::string report = sb.outside + "/r.json";
   auto o = sb.jail({"/bin/sh", "-c",
                     "curl -sS " + url + " && " + kNoProxyEnv + "curl -sS -x http://127.0.0.1:3128 " + url + " && " +
                         kNoProxyEnv + "curl -sS -p -x http://127.0.0.1:3128 " + url + " && " + kNoProxyEnv +
                         "curl -sS --socks5-hostname 127.0.0.1:1080 " + url},
-                   {"--allow-net", "127.0.0.1:" + server.port_str(), "--report", report});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--report", report});
   CAPTURE(o.err);
   CHECK(o.status == 0);
   CHECK(o.out == "served-by-host\nserved-by-host\nserved-by-host\nserved-by-host\n");
@@ -100,7 +53,7 @@ TEST_CASE("an allowed host-loopback service: forwarded, and through the HTTP pro
 TEST_CASE("refused destinations: 403 from the HTTP proxy, a SOCKS refusal, a log line each") {
   Sandbox sb;
   HttpServer server("must-not-be-served\n");
-  std::string url = "http://127.0.0.1:" + server.port_str() + "/";
+  std::string url = "http://127.0.0.1:" + server.port() + "/";
   std::string log = sb.outside + "/net.jsonl";
   auto o = sb.jail({"/bin/sh", "-c",
                     kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 " + url + "; " +
@@ -153,7 +106,7 @@ TEST_CASE("an allowed name that resolves to a refused range is refused, even whe
     argv.insert(argv.end(), {"-m", "/bin/sh", "-c", cmd, hosts, pi_jail(), sb.ws, rule, log});
     return run(argv, {"HOME=" + sb.home});
   };
-  std::string port = server.port_str();
+  std::string port = server.port();
   auto wild = in_ns("*.pjtest.example:" + port, "http://svc.pjtest.example:" + port + "/");
   CHECK(wild.out.find("svc.pjtest.example: an address it stands for is in a range the rule does not reach") !=
         std::string::npos);
