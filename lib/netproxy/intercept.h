@@ -1,0 +1,75 @@
+// Credentials outside the jail: what the network filter needs to put the
+// real secret on the wire in place of the jail's placeholder (issue 17).
+//
+// The supervisor builds an Intercept (supervisor/credentials.*) from the
+// profile's provider table, the operator's [credentials] and the host's
+// auth.json; the filter (netproxy, intercept.cc) terminates TLS only for
+// a connection whose checked target is a bound host, substitutes
+// placeholders in request header values, masks real values echoed back,
+// and hands a provider's token-refresh exchange to the TokenExchange.
+// Every other host stays an end-to-end tunnel.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+
+namespace pj::netproxy {
+
+// A host a credential may be sent to: a normalised name (no wildcard)
+// and a port (443 unless the binding says otherwise).
+struct BoundHost {
+  std::string name;
+  uint16_t port = 443;
+  bool operator==(const BoundHost&) const = default;
+};
+
+// One secret. `real` never leaves the supervisor except towards `hosts`
+// and never appears in a log, report or error message; the jail sees
+// only `placeholder` (the real value's provider prefix, then per-run
+// randomness).
+struct Binding {
+  std::string name;  // where it came from, for reports: "ANTHROPIC_API_KEY", "auth.json anthropic.refresh"
+  std::string placeholder;
+  std::string real;
+  std::vector<BoundHost> hosts;
+};
+
+// A provider's OAuth token endpoint: the only request whose body is
+// rewritten, and whose response is rewritten before the jail sees it.
+// Implemented by the supervisor (new placeholders, host auth.json).
+class TokenExchange {
+public:
+  virtual ~TokenExchange() = default;
+  // Whether `host` (bound, normalised) and the request's path are a token
+  // endpoint.
+  virtual bool is_token_endpoint(std::string_view host, std::string_view path) const = 0;
+  // The request body with the jail's placeholders for refresh tokens
+  // replaced by the real ones. An error refuses the request (the filter
+  // answers 403 and records the message, which never holds a secret).
+  virtual util::Result<std::string> request_body(std::string_view host, std::string_view path,
+                                                 std::string_view body) = 0;
+  // The upstream response body (`content_encoding` as sent: "", "gzip",
+  // "deflate", "br", "zstd"), decoded, with every real token replaced by a
+  // new placeholder (and the host's auth.json updated); returned
+  // identity-encoded. An error means the jail gets 502 and never the
+  // upstream body: fail closed.
+  virtual util::Result<std::string> response_body(std::string_view host, std::string_view path, int status,
+                                                  std::string_view content_encoding, std::string_view body) = 0;
+};
+
+// Everything the filter needs to substitute credentials for one run.
+struct Intercept {
+  std::vector<Binding> bindings;
+  std::shared_ptr<TokenExchange> exchange;  // may be null: no OAuth
+  // Extra trust anchors for upstream servers, PEM, beside the system
+  // store (operator/test setting; never anything the jail wrote).
+  std::string upstream_extra_ca_file;
+  bool empty() const { return bindings.empty(); }
+};
+
+}  // namespace pj::netproxy
