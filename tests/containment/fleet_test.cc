@@ -103,10 +103,15 @@ TEST_CASE("fifty runs at once in one workspace and agent dir: each its own /tmp,
     // Its report: its own allowance and its own refusal, nobody else's port.
     const std::string report = sb.outside + "/report-" + n + ".json";
     const std::string text = read_file(report);
-    CHECK(text.find("127.0.0.1:" + port(i)) != std::string::npos);
     CHECK(text.find("\"ending\": \"exited\"") != std::string::npos);
-    for (int j = 0; j < kRuns; ++j)
-      if (j != i && j != (i + 1) % kRuns) CHECK_MESSAGE(text.find(":" + port(j)) == std::string::npos, "port of run " << j);
+    CHECK(text.find("\"port\": " + port(i) + ",") != std::string::npos);
+    CHECK(text.find("\"reason\": \"allowed by 127.0.0.1:" + port(i) + " (--allow-net)\"") != std::string::npos);
+    CHECK(text.find("\"reason\": \"no rule allows 127.0.0.1:" + port(i + 1) + "\"") != std::string::npos);
+    for (int j = 0; j < kRuns; ++j) {
+      if (j == i || j == (i + 1) % kRuns) continue;
+      CHECK_MESSAGE(text.find("\"port\": " + port(j) + ",") == std::string::npos, "a decision of run " << j);
+      CHECK_MESSAGE(text.find("127.0.0.1:" + port(j)) == std::string::npos, "the rule of run " << j);
+    }
     auto v = validate_report(report);
     CHECK_MESSAGE(v.status == 0, v.out << v.err);
   }
