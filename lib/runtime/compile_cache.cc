@@ -47,8 +47,13 @@ std::uint64_t fnv1a(std::string_view s, std::uint64_t h) {
 std::optional<std::string> identity(const std::string& what, const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return fmt::format("{}={}:{}:{}:{}:{}.{}:{}.{};", what, path, st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
-                     st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+#ifdef __APPLE__
+  const timespec mtime = st.st_mtimespec, ctime = st.st_ctimespec;
+#else
+  const timespec mtime = st.st_mtim, ctime = st.st_ctim;
+#endif
+  return fmt::format("{}={}:{}:{}:{}:{}.{}:{}.{};", what, path, st.st_dev, st.st_ino, st.st_size, mtime.tv_sec,
+                     mtime.tv_nsec, ctime.tv_sec, ctime.tv_nsec);
 }
 
 // Ours, and nobody else's to change: a real directory (the fd was opened
