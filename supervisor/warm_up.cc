@@ -100,7 +100,7 @@ util::Status warm_up(const Prepared& prepared, const linuxjail::PlanInput& sessi
       return Error::invalid(fmt::format("the warm-up jail would need a placeholder at {}", op.dest));
 
   RunOptions opts;
-  opts.timeout = std::chrono::seconds(60);  // a guard: --version takes well under a second
+  opts.timeout = std::chrono::seconds(30);  // a guard: --version takes well under a second
   opts.grace = std::chrono::milliseconds(500);
   StdioAside aside;
   RunOutcome ended = run_jailed(*spec, opts);

@@ -189,6 +189,14 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
   const std::string home_real(buf);
   auto home_fd = util::open_dir_nofollow(home_real);
   if (!home_fd) return home_fd.take_error();
+  // Nobody else may rename pi-jail/ away and put their own in its place
+  // between this check and the mount: the cache home is the caller's (or
+  // root's), and writable by others only if sticky (/tmp).
+  struct stat hst;
+  if (::fstat(home_fd->get(), &hst) != 0) return Error::from_errno(fmt::format("stat {}", home_real), errno);
+  if ((hst.st_uid != ::geteuid() && hst.st_uid != 0) || ((hst.st_mode & 022) && !(hst.st_mode & S_ISVTX)))
+    return Error::invalid(fmt::format("{} (uid {}, mode {:04o}) can be changed by others", home_real, hst.st_uid,
+                                      hst.st_mode & 07777));
   const std::string tool_shown = (home_real == "/" ? "" : home_real) + "/pi-jail";
   auto tool = own_dir_at(home_fd->get(), "pi-jail", tool_shown, true);
   if (!tool) return tool.take_error();
@@ -213,6 +221,12 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
   existing = own_dir_at(top->get(), key, dir, false);
   if (existing) return dir;
   if (existing.error().err() != ENOENT) return existing.take_error();
+  // A warm-up that failed is not run again for the same installation
+  // (a program without --version would cost every start its timeout).
+  const std::string failed = key + ".failed";
+  struct stat fst;
+  if (::fstatat(top->get(), failed.c_str(), &fst, AT_SYMLINK_NOFOLLOW) == 0)
+    return Error::invalid(fmt::format("its warm-up failed before (remove {}/{} to try again)", root_real, failed));
 
   // Under the lock no warm-up is running: anything half made is a killed one's.
   for (const auto& n : names_in(top->get()))
@@ -224,6 +238,7 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
   auto warmed = warm_up(root_real + "/" + tmp);
   if (!warmed) {
     remove_tree(top->get(), tmp.c_str());
+    UniqueFd mark(::openat(top->get(), failed.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     return std::move(warmed.take_error()).context("the compile cache's warm-up");
   }
   if (::renameat(top->get(), tmp.c_str(), top->get(), key.c_str()) != 0) {

@@ -55,7 +55,10 @@ using WarmUp = std::function<util::Status(const std::string& dir)>;
 // `warm_up` when missing: into a fresh temporary directory under an
 // exclusive lock, renamed into place only when the warm-up succeeded, so
 // concurrent first runs make it once and a killed warm-up leaves nothing
-// that is used (its leftovers are removed by the next warm-up). `root` and
+// that is used (its leftovers are removed by the next warm-up). A failed
+// warm-up leaves KEY.failed, and is not tried again for that key. The
+// directory above pi-jail/ must be the caller's or root's, and writable by
+// others only when sticky; `root` and
 // everything below it must be real directories (no symlink on the way)
 // owned by the caller and writable by nobody else; otherwise this refuses
 // and says why.

@@ -215,3 +215,25 @@ TEST_CASE("compile cache: off by [runtime] compile_cache = false, and never for 
   CHECK(in_ws.err.find("no compile cache") != std::string::npos);
   CHECK_FALSE(exists(cache_home(other) + "/pi-jail/compile-cache"));
 }
+
+TEST_CASE("compile cache: a program whose warm-up fails runs without a cache, and the warm-up is not retried") {
+  Sandbox sb;
+  Install in = make_install(sb);
+  // This "Node" fails on --version (a program without one).
+  std::string text = read_file(in.node);
+  text.replace(text.find("  echo 1.0.0\n  exit 0\n"), std::string("  echo 1.0.0\n  exit 0\n").size(),
+               "  echo 'no such option' >&2\n  exit 9\n");
+  write_file(in.node, text);
+  auto first = session(sb, in);
+  CAPTURE(first.err);
+  CHECK(first.status == 0);
+  CHECK(given(first) == "");
+  CHECK(first.err.find("warm-up") != std::string::npos);
+  CHECK(first.err.find("no such option") != std::string::npos);
+  auto second = session(sb, in);
+  CAPTURE(second.err);
+  CHECK(second.status == 0);
+  CHECK(given(second) == "");
+  CHECK(second.err.find("failed before") != std::string::npos);
+  CHECK(second.err.find("no such option") == std::string::npos);
+}

@@ -166,10 +166,16 @@ TEST_CASE("compile cache: a failed or killed warm-up leaves nothing that is used
   REQUIRE_FALSE(failed);
   CHECK(failed.error().message().find("it failed") != std::string::npos);
   CHECK_FALSE(fs::exists(root + "/00000000000000000000000000000001"));
+  // Not tried again for the same installation.
+  auto again = cc::ensure(root, "00000000000000000000000000000001", counting(calls));
+  REQUIRE_FALSE(again);
+  CHECK(again.error().message().find("failed before") != std::string::npos);
+  CHECK(calls == 1);
   // A warm-up killed half way: its temporary directory is removed by the next.
   fs::create_directories(root + "/.warm-1-dead/v24/x");
-  auto next = cc::ensure(root, "00000000000000000000000000000001", counting(calls));
+  auto next = cc::ensure(root, "00000000000000000000000000000002", counting(calls));
   REQUIRE(next);
+  CHECK(calls == 2);
   CHECK_FALSE(fs::exists(root + "/.warm-1-dead"));
 }
 
@@ -203,6 +209,17 @@ TEST_CASE("compile cache: a symlink, another owner's or a group-writable directo
     auto r = cc::ensure(s.dir + "/cache/pi-jail/compile-cache", key, counting(calls));
     REQUIRE_FALSE(r);
     CHECK(r.error().message().find("others can write it") != std::string::npos);
+  }
+  SUBCASE("the directory above pi-jail/ is writable by others and not sticky") {
+    fs::create_directories(s.dir + "/shared");
+    ::chmod((s.dir + "/shared").c_str(), 0777);
+    auto r = cc::ensure(s.dir + "/shared/pi-jail/compile-cache", key, counting(calls));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message().find("can be changed by others") != std::string::npos);
+    ::chmod((s.dir + "/shared").c_str(), 01777);  // as /tmp: fine
+    CHECK(cc::ensure(s.dir + "/shared/pi-jail/compile-cache", key, [](const std::string&) -> pj::util::Status {
+      return {};
+    }));
   }
   SUBCASE("another user's cache") {
     if (::geteuid() != 0) return;  // only root can plant one here
