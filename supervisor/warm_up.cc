@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -70,7 +71,9 @@ private:
 // agent dir, no grant of the policy, no network (not even the filter), no
 // variable of the caller. It runs `PROGRAM --version`, which loads the
 // program; Node writes the compile cache into `dir` as it exits.
-util::Status warm_up(const Prepared& prepared, const linuxjail::PlanInput& session, const std::string& dir) {
+cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& session, const std::string& dir,
+                          int* interrupted) {
+  using cc::Warmed;
   linuxjail::PlanInput w;
   w.workspace = dir;
   w.cwd = dir;
@@ -94,10 +97,10 @@ util::Status warm_up(const Prepared& prepared, const linuxjail::PlanInput& sessi
 
   auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(w));
   auto spec = linuxjail::plan(w, facts);
-  if (!spec) return std::move(spec.take_error()).context("plan the warm-up jail");
+  if (!spec) return {Warmed::not_now, "plan the warm-up jail: " + spec.error().message()};
   for (const auto& op : spec->mounts)
     if (op.placeholder || op.held)
-      return Error::invalid(fmt::format("the warm-up jail would need a placeholder at {}", op.dest));
+      return {Warmed::not_now, fmt::format("the warm-up jail would need a placeholder at {}", op.dest)};
 
   RunOptions opts;
   opts.timeout = std::chrono::seconds(30);  // a guard: --version takes well under a second
@@ -105,41 +108,53 @@ util::Status warm_up(const Prepared& prepared, const linuxjail::PlanInput& sessi
   StdioAside aside;
   RunOutcome ended = run_jailed(*spec, opts);
   aside.restore();
-  if (ended.ending == RunOutcome::Ending::exited && ended.exit_code == 0) return {};
-  return Error::invalid(fmt::format("`{} --version` in the warm-up jail ended with status {}{}{}", w.argv[1],
-                                    ended.exit_code, ended.failure.empty() ? "" : ": " + ended.failure,
-                                    util::printable("; its stderr: " + aside.tail())));
+  using Ending = RunOutcome::Ending;
+  if (ended.ending == Ending::exited && ended.exit_code == 0) return {Warmed::made, ""};
+  std::string why = fmt::format("`{} --version` in the warm-up jail ended with status {}{}{}", w.argv[1],
+                                ended.exit_code, ended.failure.empty() ? "" : ": " + ended.failure,
+                                util::printable("; its stderr: " + aside.tail()));
+  if (ended.stopped_by) {
+    // The user's Ctrl-C (or a TERM) reached the warm-up's supervisor,
+    // which passed it on: it is meant for the whole run.
+    *interrupted = ended.stopped_by;
+    return {Warmed::not_now, why};
+  }
+  if (ended.ending == Ending::setup_failed) return {Warmed::not_now, why};
+  return {Warmed::program_failed, why};
 }
 
 }  // namespace
 
-void attach_compile_cache(const Prepared& prepared, linuxjail::PlanInput& in) {
+int attach_compile_cache(const Prepared& prepared, linuxjail::PlanInput& in) {
   const auto& pol = prepared.policy.resolved.policy;
-  if (!pol || !pol->compile_cache() || !cc::is_node_program(prepared.program)) return;
+  if (!pol || !pol->compile_cache() || !cc::is_node_program(prepared.program)) return 0;
   const std::string root = cc::cache_root(std::getenv("XDG_CACHE_HOME"), in.home);
-  if (root.empty()) return;
+  if (root.empty()) return 0;
   std::vector<std::string> installation;
   for (const auto& need : prepared.program.needs) installation.push_back(need.path);
   installation.push_back(root);
   if (auto why = cc::writable_in_jail(in, installation); !why.empty()) {
     util::note("no compile cache for {}: {}", util::printable(in.exec_path), util::printable(why));
-    return;
+    return 0;
   }
   auto key = cc::installation_key(prepared.program);
-  if (!key) return;
-  auto dir = cc::ensure(root, *key, [&](const std::string& d) { return warm_up(prepared, in, d); });
+  if (!key) return 0;
+  int interrupted = 0;
+  auto dir = cc::ensure(root, *key, [&](const std::string& d) { return warm_up(prepared, in, d, &interrupted); });
+  if (interrupted) return interrupted;
   if (!dir) {
     util::warn("compile cache not used: {}; the program starts without it",
                util::printable(dir.error().message()));
-    return;
+    return 0;
   }
   if (auto why = cc::writable_in_jail(in, {*dir}); !why.empty()) {
     util::warn("compile cache not used: {}", util::printable(why));
-    return;
+    return 0;
   }
   util::debug("compile cache {} (read-only)", util::printable(*dir));
   in.grants.push_back({*dir, runtime::Access::read_only, "compile cache (written only by its warm-up jail)"});
   in.env_set.emplace_back("NODE_COMPILE_CACHE", *dir);
+  return 0;
 }
 
 }  // namespace pj::supervisor

@@ -235,11 +235,14 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
   const std::string tmp = fmt::format("{}{}-{:08x}{:08x}", kWarmPrefix, ::getpid(), rd(), rd());
   auto scratch = own_dir_at(top->get(), tmp, root_real + "/" + tmp, true);
   if (!scratch) return scratch.take_error();
-  auto warmed = warm_up(root_real + "/" + tmp);
-  if (!warmed) {
+  WarmUpOutcome warmed = warm_up(root_real + "/" + tmp);
+  if (warmed.warmed != Warmed::made) {
     remove_tree(top->get(), tmp.c_str());
-    UniqueFd mark(::openat(top->get(), failed.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-    return std::move(warmed.take_error()).context("the compile cache's warm-up");
+    if (warmed.warmed == Warmed::program_failed) {
+      // An empty file: its name is the mark.
+      UniqueFd mark(::openat(top->get(), failed.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    }
+    return Error::invalid("the compile cache's warm-up: " + warmed.why);
   }
   if (::renameat(top->get(), tmp.c_str(), top->get(), key.c_str()) != 0) {
     const int err = errno;

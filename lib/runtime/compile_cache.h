@@ -47,16 +47,24 @@ std::string cache_root(const char* xdg_cache_home, const std::string& home);
 // "" when it cannot.
 std::string writable_in_jail(const Request& r, const std::vector<std::string>& paths);
 
-// Runs the warm-up jail with `dir` (resolved) as its one writable
-// directory; ok when the program ended with status 0.
-using WarmUp = std::function<util::Status(const std::string& dir)>;
+// How a warm-up ended: the cache was made; the program failed (status,
+// timeout: not tried again for this installation); or not now (the jail
+// could not be built, the user interrupted it: tried again next run).
+enum class Warmed { made, program_failed, not_now };
+struct WarmUpOutcome {
+  Warmed warmed = Warmed::not_now;
+  std::string why;  // unless made
+};
+
+// Runs the warm-up jail with `dir` (resolved) as its one writable directory.
+using WarmUp = std::function<WarmUpOutcome(const std::string& dir)>;
 
 // The cache directory for `key` under `root` (resolved path), made by
 // `warm_up` when missing: into a fresh temporary directory under an
 // exclusive lock, renamed into place only when the warm-up succeeded, so
 // concurrent first runs make it once and a killed warm-up leaves nothing
-// that is used (its leftovers are removed by the next warm-up). A failed
-// warm-up leaves KEY.failed, and is not tried again for that key. The
+// that is used (its leftovers are removed by the next warm-up). A warm-up
+// whose program failed leaves KEY.failed, and is not tried again for that key. The
 // directory above pi-jail/ must be the caller's or root's, and writable by
 // others only when sticky; `root` and
 // everything below it must be real directories (no symlink on the way)

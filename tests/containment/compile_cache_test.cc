@@ -6,6 +6,7 @@
 // writes what it saw into NODE_COMPILE_CACHE, in a session it shows the
 // cache and tries to change it.
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -236,4 +237,35 @@ TEST_CASE("compile cache: a program whose warm-up fails runs without a cache, an
   CHECK(given(second) == "");
   CHECK(second.err.find("failed before") != std::string::npos);
   CHECK(second.err.find("no such option") == std::string::npos);
+}
+
+TEST_CASE("compile cache: Ctrl-C during the warm-up stops the whole run; nothing runs, and the next run warms up again") {
+  Sandbox sb;
+  Install in = make_install(sb);
+  // A warm-up that says it started, then takes its time; the session
+  // leaves a mark in the workspace.
+  std::string text = read_file(in.node);
+  text.replace(text.find("  echo 1.0.0\n"), std::string("  echo 1.0.0\n").size(),
+               "  touch \"$c/started\"\n  sleep 20\n");
+  text.replace(text.find("echo \"cache=$c\"\n"), std::string("echo \"cache=$c\"\n").size(),
+               "echo \"cache=$c\"\ntouch " + sb.ws + "/session-ran\n");
+  write_file(in.node, text);
+  pid_t pid = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--", in.script},
+                    {"HOME=" + sb.home, "XDG_CACHE_HOME=" + cache_home(sb)});
+  const std::string root = cache_home(sb) + "/pi-jail/compile-cache";
+  auto started = [&] {
+    std::error_code ec;
+    if (!fs::exists(root, ec)) return false;
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (exists(e.path().string() + "/started")) return true;
+    return false;
+  };
+  REQUIRE(eventually(started));
+  ::kill(pid, SIGINT);
+  CHECK(wait_status_guarded(pid) == 130);
+  CHECK_FALSE(exists(sb.ws + "/session-ran"));
+  for (const auto& e : fs::directory_iterator(root)) {
+    CAPTURE(e.path().string());
+    CHECK(e.path().filename() == ".lock");  // no cache, no .failed mark, no leftovers
+  }
 }

@@ -49,12 +49,12 @@ Program installation(const std::string& prefix) {
   return p;
 }
 
-cc::WarmUp counting(int& calls, bool succeed = true) {
-  return [&calls, succeed](const std::string& dir) -> pj::util::Status {
+cc::WarmUp counting(int& calls, cc::Warmed result = cc::Warmed::made) {
+  return [&calls, result](const std::string& dir) -> cc::WarmUpOutcome {
     ++calls;
     write(dir + "/v24-x64/entry", "compiled");
-    if (!succeed) return pj::util::Error::invalid("it failed");
-    return {};
+    if (result != cc::Warmed::made) return {result, "it failed"};
+    return {cc::Warmed::made, ""};
   };
 }
 
@@ -162,7 +162,11 @@ TEST_CASE("compile cache: a failed or killed warm-up leaves nothing that is used
   Scratch s;
   const std::string root = s.dir + "/pi-jail/compile-cache";
   int calls = 0;
-  auto failed = cc::ensure(root, "00000000000000000000000000000001", counting(calls, false));
+  // Interrupted (or the jail could not be built): tried again next time.
+  auto interrupted = cc::ensure(root, "00000000000000000000000000000001", counting(calls, cc::Warmed::not_now));
+  REQUIRE_FALSE(interrupted);
+  CHECK_FALSE(fs::exists(root + "/00000000000000000000000000000001.failed"));
+  auto failed = cc::ensure(root, "00000000000000000000000000000001", counting(calls, cc::Warmed::program_failed));
   REQUIRE_FALSE(failed);
   CHECK(failed.error().message().find("it failed") != std::string::npos);
   CHECK_FALSE(fs::exists(root + "/00000000000000000000000000000001"));
@@ -170,12 +174,12 @@ TEST_CASE("compile cache: a failed or killed warm-up leaves nothing that is used
   auto again = cc::ensure(root, "00000000000000000000000000000001", counting(calls));
   REQUIRE_FALSE(again);
   CHECK(again.error().message().find("failed before") != std::string::npos);
-  CHECK(calls == 1);
+  CHECK(calls == 2);
   // A warm-up killed half way: its temporary directory is removed by the next.
   fs::create_directories(root + "/.warm-1-dead/v24/x");
   auto next = cc::ensure(root, "00000000000000000000000000000002", counting(calls));
   REQUIRE(next);
-  CHECK(calls == 2);
+  CHECK(calls == 3);
   CHECK_FALSE(fs::exists(root + "/.warm-1-dead"));
 }
 
@@ -217,8 +221,8 @@ TEST_CASE("compile cache: a symlink, another owner's or a group-writable directo
     REQUIRE_FALSE(r);
     CHECK(r.error().message().find("can be changed by others") != std::string::npos);
     ::chmod((s.dir + "/shared").c_str(), 01777);  // as /tmp: fine
-    CHECK(cc::ensure(s.dir + "/shared/pi-jail/compile-cache", key, [](const std::string&) -> pj::util::Status {
-      return {};
+    CHECK(cc::ensure(s.dir + "/shared/pi-jail/compile-cache", key, [](const std::string&) -> cc::WarmUpOutcome {
+      return {cc::Warmed::made, ""};
     }));
   }
   SUBCASE("another user's cache") {
