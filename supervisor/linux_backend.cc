@@ -13,6 +13,7 @@
 #include "linux_run.h"
 #include "placeholders.h"
 #include "private_dirs.h"
+#include "warm_up.h"
 #include "linuxjail/host.h"
 #include "linuxjail/landlock.h"
 #include "linuxjail/plan.h"
@@ -173,6 +174,11 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   std::optional<Registry> registry;
   std::optional<PrivateCopies> copies;
   if (inv.mode == cli::Mode::run) {
+    // Before any lock is taken: a first run may warm the cache up (a jail of its own).
+    if (int sig = attach_compile_cache(prepared, *input)) {
+      out.exit_code = 128 + sig;
+      return fail(fmt::format("stopped by signal {} during the compile cache's warm-up; nothing was run", sig));
+    }
     const std::string state = state_dir();
     if (state.empty()) return fail("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path; "
                                    "nothing was run");

@@ -113,6 +113,7 @@ private:
   std::optional<SyncRecord> failure_;
   SignalPolicy policy_;
   bool timed_out_ = false;
+  int stopped_by_ = 0;  // RunOutcome::stopped_by
   std::string supervisor_failure_;  // set by abort_jail()
 };
 
@@ -133,6 +134,7 @@ void Supervisor::on_signal(int sig) {
     relay_->redraw();
   }
   if (r.forced) util::warn("second termination signal: killing the whole jail");
+  if (r.start_grace && !stopped_by_) stopped_by_ = sig;
   if (r.start_grace) begin_termination(r.deliver);
   else if (r.deliver) (void)jail_.signal(r.deliver);
 }
@@ -282,6 +284,7 @@ RunOutcome Supervisor::run() {
   }
   RunOutcome ended = command_ended(*code, timed_out_);
   ended.decisions = std::move(out.decisions);
+  ended.stopped_by = stopped_by_;
   return ended;
 }
 

@@ -29,6 +29,7 @@ struct Record {
   linuxjail::Node node = linuxjail::Node::directory;
   std::string content;  // a file's bytes
   std::string path;
+  bool operator==(const Record&) const = default;
 };
 
 std::string hex(std::string_view s) {
@@ -68,7 +69,12 @@ std::vector<Record> load(int state) {
   return out;
 }
 
-util::Status save(int state, const std::vector<Record>& records) {
+// Replace the registry with `records` (written, fsync'ed, renamed over
+// it); nothing is written when they are what it holds already (`on_disk`,
+// as load() read it under the same lock): most runs change nothing there,
+// and the fsync is a good part of a start-up.
+util::Status save(int state, const std::vector<Record>& on_disk, const std::vector<Record>& records) {
+  if (records == on_disk) return {};
   std::string text;
   for (const auto& r : records)
     text += fmt::format("{} {} {}\n", r.node == linuxjail::Node::file ? 'f' : 'd', hex(r.content), hex(r.path));
@@ -169,8 +175,9 @@ util::Result<Registry> Registry::lock(const std::string& state_dir) {
   if (!fd.valid()) return Error::from_errno(fmt::format("open {}/placeholders.lock", state_dir), errno);
   while (::flock(fd.get(), LOCK_EX) != 0)
     if (errno != EINTR) return Error::from_errno(fmt::format("lock {}/placeholders.lock", state_dir), errno);
-  auto kept = sweep(load(state->get()));
-  if (auto st = save(state->get(), kept); !st) return st.take_error();
+  auto on_disk = load(state->get());
+  auto kept = sweep(on_disk);
+  if (auto st = save(state->get(), on_disk, kept); !st) return st.take_error();
   return Registry(state_dir, std::move(fd));
 }
 
@@ -188,17 +195,19 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
       if (!armed) return;
       holds.fds_.clear();
       holds.dir_.clear();
-      (void)save(state, sweep(load(state)));
+      auto on_disk = load(state);
+      (void)save(state, on_disk, sweep(on_disk));
     }
   } guard{Holds(dir_), state->get()};
   Holds& holds = guard.holds;
-  std::vector<Record> records = load(state->get());
+  const std::vector<Record> on_disk = load(state->get());
+  std::vector<Record> records = on_disk;
   for (const auto& op : spec.mounts) {
     if (!op.placeholder) continue;
     records.push_back({op.node, op.options, op.dest});
   }
   // Written before anything is made: a SIGKILL from here on leaves a record.
-  if (auto st = save(state->get(), records); !st) return st.take_error();
+  if (auto st = save(state->get(), on_disk, records); !st) return st.take_error();
   for (const auto& op : spec.mounts) {
     if (!op.placeholder && !op.held) continue;
     Record r{op.node, op.options, op.dest};

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <random>
 
@@ -80,12 +82,27 @@ std::string random_id() {
 // and a SIGKILL at any point leaves nothing a later sweep misses.
 constexpr std::string_view kLockSuffix = ".lock";
 
+// Whether the lock of a run whose pi-jail (the pid its id starts with) is
+// gone can be taken: its jail's init, a clone of that pi-jail, holds the
+// lock too until the kernel has ended it (PR_SET_PDEATHSIG: soon after).
+// Waits for that a little while, never for a pi-jail that is alive.
+bool lock_of_dead_run(int lock, const std::string& name) {
+  if (::flock(lock, LOCK_EX | LOCK_NB) == 0) return true;
+  const long pid = std::strtol(name.c_str(), nullptr, 10);
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return false;
+  for (int i = 0; i < 40; ++i) {  // 200 ms at most
+    ::usleep(5000);
+    if (::flock(lock, LOCK_EX | LOCK_NB) == 0) return true;
+  }
+  return false;
+}
+
 // Remove the staging of runs whose pi-jail is gone (its lock is free).
 void sweep_dead_runs(int runs) {
   for (const auto& n : names_in(runs)) {
     if (n.ends_with(kLockSuffix)) {
       UniqueFd lock(::openat(runs, n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-      if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive (or gone)
+      if (!lock.valid() || !lock_of_dead_run(lock.get(), n)) continue;  // alive (or gone)
       std::string dir = n.substr(0, n.size() - kLockSuffix.size());
       remove_tree(runs, dir.c_str());
       ::unlinkat(runs, n.c_str(), 0);  // while holding it: a starter that flocks it after sees it unlinked

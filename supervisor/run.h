@@ -35,6 +35,7 @@ struct RunOutcome {
   int exit_code = 125;  // what pi-jail exits with
   int command_status = -1;  // the command's code or 128+N, when it ran
   std::string failure;  // the setup step and error, when it failed
+  int stopped_by = 0;   // the first termination signal pi-jail got (passed on), or 0
   netproxy::DecisionTable decisions;  // the network filter's, aggregated
 };
 

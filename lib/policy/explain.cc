@@ -74,6 +74,12 @@ std::string explain_text(const ExplainInput& in) {
     out += scratch_enforced(in) ? "\nscratch (one tmpfs for /tmp, /var/tmp and /dev/shm together):\n"
                                 : "\nscratch:\n";
     line("size", scratch_words(in, p.scratch()), p.scratch_src());
+    out += "\nruntime:\n";
+    line("compile-cache",
+         !p.compile_cache()          ? "off"
+         : in.backend == "linux"     ? "on (Node: read-only, made by a warm-up jail)"
+                                     : "on (no effect on macOS yet)",
+         p.compile_cache_src());
   }
   if (in.resolved) {
     out += "\nrefused requests:\n";
@@ -167,6 +173,10 @@ std::string explain_json(const ExplainInput& in) {
       for (const char* place : {"/tmp", "/var/tmp", "/dev/shm"}) j.value(place);
     j.end_array();
     src(p.scratch_src());
+    j.end_object();
+    j.key("runtime").begin_object();
+    j.field("compile_cache", p.compile_cache());
+    src(p.compile_cache_src());
     j.end_object();
   }
   j.key("refused").begin_array();

@@ -30,6 +30,7 @@ const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"limits", {"read", "write", "network", "env", "scratch"}},
     {"hardening", {"landlock", "unsafe_allow_ptrace", "unsafe_nested_user_namespaces"}},
     {"policy", {"on_excess"}},
+    {"runtime", {"compile_cache"}},
 };
 
 class Loader {
@@ -211,6 +212,8 @@ public:
         else l.unsafe_nested_user_namespaces = flag(v, where);
       } else if (name == "policy") {
         l.on_excess = one_of(v, where, {"warn", "error"});
+      } else if (name == "runtime") {
+        l.compile_cache = flag(v, where);
       }
     }
   }
@@ -230,7 +233,7 @@ public:
     for (auto&& [k, v] : root) {
       std::string key(k.str());
       if (!kSchema.count(key)) {
-        error(k, fmt::format("unknown table [{}] (known: filesystem, network, env, limits, hardening, policy)", key));
+        error(k, fmt::format("unknown table [{}] (known: filesystem, network, env, limits, hardening, policy, runtime)", key));
         continue;
       }
       if (const toml::table* t = v.as_table()) table(key, *t);

@@ -111,6 +111,8 @@ struct Layer {
   std::optional<Flag> unsafe_nested_user_namespaces;
   // [policy]
   std::optional<Entry> on_excess;  // "warn" | "error"
+  // [runtime]
+  std::optional<Flag> compile_cache;  // a trusted read-only Node compile cache
 };
 
 struct Loaded {

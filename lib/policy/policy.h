@@ -67,6 +67,11 @@ public:
   // and /dev/shm share (`[limits] scratch`; default half the RAM).
   const MemorySize& scratch() const { return scratch_.size; }
   const Source& scratch_src() const { return scratch_.src; }
+  // `[runtime] compile_cache` (operators only; default on): a Node
+  // program gets a compile cache made by a warm-up jail that sees only its
+  // installation, mounted read-only (supervisor/compile_cache.h).
+  bool compile_cache() const { return compile_cache_.value; }
+  const Source& compile_cache_src() const { return compile_cache_.src; }
 
 private:
   Policy() = default;
@@ -83,6 +88,7 @@ private:
   Source landlock_src_{"default", 0, 0};
   Flag ptrace_{false, {"default", 0, 0}};
   Flag nested_userns_{false, {"default", 0, 0}};
+  Flag compile_cache_{true, {"default", 0, 0}};
   SizeSetting scratch_{MemorySize{50, MemorySize::Unit::percent_of_ram}, {"default", 0, 0}};
 };
 

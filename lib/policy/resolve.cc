@@ -347,6 +347,7 @@ struct Resolver {
     }
     if (l.unsafe_allow_ptrace) pol.ptrace_ = *l.unsafe_allow_ptrace;
     if (l.unsafe_nested_user_namespaces) pol.nested_userns_ = *l.unsafe_nested_user_namespaces;
+    if (l.compile_cache) pol.compile_cache_ = *l.compile_cache;
     if (l.on_excess) out.on_excess = l.on_excess->text == "error" ? OnExcess::error : OnExcess::warn;
   }
 
@@ -419,6 +420,8 @@ struct Resolver {
       }
     }
     if (l.on_excess) refuse(l.on_excess->src, "[policy] on_excess", "set by operators, not by projects");
+    if (l.compile_cache)
+      refuse(l.compile_cache->src, "[runtime] compile_cache", "set by operators, not by projects");
   }
 
   // A private directory: it must exist (resolved: its protections are

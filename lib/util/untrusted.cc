@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <fmt/format.h>
@@ -169,10 +170,17 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
                                                                                             : "a device or socket"));
   if (static_cast<size_t>(st.st_size) > cap)
     return Error::invalid(fmt::format("read {}: {} bytes, more than the {} expected", shown, st.st_size, cap));
+  // Sized by the file, not by the cap: a 4 MiB cap must not cost 4 MiB
+  // of memory for a file of a few bytes. It grows (to one byte past the
+  // cap at most) when the file grew since fstat.
   std::string out;
-  out.resize(cap + 1);
+  out.resize(std::min(static_cast<size_t>(st.st_size), cap) + 1);
   size_t got = 0;
-  while (got < out.size()) {
+  while (true) {
+    if (got == out.size()) {
+      if (out.size() > cap) break;
+      out.resize(std::min(out.size() * 2, cap + 1));
+    }
     ssize_t n_read = ::read(fd.get(), out.data() + got, out.size() - got);
     if (n_read < 0 && errno == EINTR) continue;
     if (n_read < 0) return Error::from_errno(fmt::format("read {}", shown), errno);

@@ -10,6 +10,7 @@ import http.server
 import json
 import os
 import platform
+import resource
 import shutil
 import socketserver
 import statistics
@@ -29,35 +30,49 @@ HOME = os.path.join(work, "home")
 os.makedirs(WS)
 os.makedirs(os.path.join(HOME, ".pi", "agent"))
 ENV["HOME"] = HOME
-results = {"machine": {}, "figures": [], "ratios": []}
+results = {"machine": {}, "figures": [], "ratios": [], "by_key": {}}
 
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, env=ENV, cwd=WS, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+def run(cmd, env=None, **kw):
+    return subprocess.run(cmd, env=env or ENV, cwd=WS, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, **kw)
 
 
-def timed(name, cmd, runs, warmup=2, check=True):
-    for _ in range(warmup):
+def timed(name, cmd, runs, warmup=2, check=True, key=None, fresh_env=None):
+    """`fresh_env`: a function giving each run its own environment (and
+    then no warm-up runs: the first run is what is measured)."""
+    for _ in range(0 if fresh_env else warmup):
         run(cmd)
-    samples = []
+    samples, cpu = [], []
     for _ in range(runs):
+        env = fresh_env() if fresh_env else None
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        r = run(cmd)
+        r = run(cmd, env=env)
         samples.append(time.perf_counter() - t)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         if check and r.returncode != 0:
             print(f"  {name}: exit {r.returncode}; not measured", file=sys.stderr)
-            figure(name, None, "s")
+            figure(name, None, "s", key)
             return None
-    return figure(name, samples, "s")
+    entry = figure(name, samples, "s", key)
+    # CPU time (user + system of every process of the run, reaped): steadier
+    # than wall time on a loaded machine.
+    entry["cpu_median"] = statistics.median(cpu)
+    return entry
 
 
-def figure(name, samples, unit):
+def figure(name, samples, unit, key=None):
+    """`key`: the figure's name in the JSON's "by_key" (tests/bench/table.py)."""
     if not samples:
         entry = {"name": name, "unit": unit, "median": None, "min": None, "max": None, "runs": 0}
     else:
         entry = {"name": name, "unit": unit, "median": statistics.median(samples), "min": min(samples),
                  "max": max(samples), "runs": len(samples)}
+    if key:
+        entry["key"] = key
+        results["by_key"][key] = entry
     results["figures"].append(entry)
     shown = "unavailable" if entry["median"] is None else \
         f"{fmt(entry['median'], unit)}  (min {fmt(entry['min'], unit)}, max {fmt(entry['max'], unit)})"
@@ -79,7 +94,7 @@ def ratio(what, a, b):
     if not a or not b or a["median"] is None or b["median"] is None:
         return
     r = a["median"] / b["median"]
-    results["ratios"].append({"what": what, "ratio": r})
+    results["ratios"].append({"what": what, "ratio": r, "of": a.get("key", a["name"]), "to": b.get("key", b["name"])})
     print(f"  {'ratio: ' + what:58} {r:.2f}x")
 
 
@@ -89,6 +104,7 @@ def section(title):
 
 # --- machine
 results["machine"] = {"kernel": platform.release(), "cpus": os.cpu_count(),
+                      "load_average": os.getloadavg(),
                       "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
                       "user": "root" if os.getuid() == 0 else str(os.getuid())}
 print(f"machine: {results['machine']}")
@@ -96,17 +112,19 @@ print(f"machine: {results['machine']}")
 jail = [PI_JAIL, "-q", "-w", WS, "--"]
 bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
          "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-         "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc/passwd", "/etc/passwd", "--ro-bind", "/etc/ld.so.cache",
-         "/etc/ld.so.cache", "--tmpfs", "/tmp", "--bind", WS, WS, "--proc", "/proc", "--dev", "/dev", "--chdir", WS, "--"]
+         "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc", "--tmpfs", "/tmp", "--bind", WS, WS, "--proc", "/proc", "--dev", "/dev", "--chdir", WS, "--"]
 srt = [SRT, "-c"]
 
 section("start-up: one trivial command (/bin/true)")
-bare = timed("bare /bin/true", ["/bin/true"], 50)
-floor = timed("unshare -Urmnipuf --mount-proc (the floor)", ["unshare", "-Urmnipuf", "--mount-proc", "/bin/true"], 50)
-bw = timed("bwrap, equivalent view", bwrap + ["/bin/true"], 50)
-fj = timed("firejail --net=none --noprofile", ["firejail", "--quiet", "--noprofile", "--net=none", "/bin/true"], 20)
-sr = timed("srt (sandbox-runtime, Pi's sandbox example)", srt + ["true"], 20)
-pj = timed("pi-jail -- /bin/true", jail + ["/bin/true"], 50)
+bare = timed("bare /bin/true", ["/bin/true"], 50, key="true_bare")
+floor = timed("unshare -Urmnipuf --mount-proc (the floor)", ["unshare", "-Urmnipuf", "--mount-proc", "/bin/true"], 50,
+              key="true_unshare")
+bw = timed("bwrap, comparable view (ro /usr and /etc, proc, dev, tmpfs /tmp, workspace)", bwrap + ["/bin/true"], 50,
+           key="true_bwrap")
+fj = timed("firejail --net=none --noprofile", ["firejail", "--quiet", "--noprofile", "--net=none", "/bin/true"], 20,
+           key="true_firejail")
+sr = timed("srt (sandbox-runtime, Pi's sandbox example)", srt + ["true"], 20, key="true_srt")
+pj = timed("pi-jail -- /bin/true", jail + ["/bin/true"], 50, key="true_pi_jail")
 ratio("pi-jail / bwrap", pj, bw)
 ratio("pi-jail / unshare floor", pj, floor)
 ratio("pi-jail / firejail", pj, fj)
@@ -114,20 +132,39 @@ ratio("pi-jail / srt", pj, sr)
 
 section("per tool call: 100 x `bash -c true`")
 loop = "for i in $(seq 100); do bash -c true; done"
-outside = timed("outside any jail", ["bash", "-c", loop], 5)
-inside = timed("inside one pi-jail (the whole session jailed)", jail + ["bash", "-c", loop], 5)
-each_pj = timed("each wrapped in its own pi-jail", ["bash", "-c", f"for i in $(seq 100); do {PI_JAIL} -q -w {WS} -- bash -c true; done"], 3)
-each_bw = timed("each wrapped in its own bwrap", ["bash", "-c", "for i in $(seq 100); do " + " ".join(f"'{a}'" for a in bwrap) + " bash -c true; done"], 3)
-each_sr = timed("each wrapped in its own srt", ["bash", "-c", f"for i in $(seq 100); do {SRT} -c true; done"], 3)
+outside = timed("outside any jail", ["bash", "-c", loop], 5, key="loop_outside")
+inside = timed("inside one pi-jail (the whole session jailed)", jail + ["bash", "-c", loop], 5, key="loop_inside")
+each_pj = timed("each wrapped in its own pi-jail", ["bash", "-c", f"for i in $(seq 100); do {PI_JAIL} -q -w {WS} -- bash -c true; done"], 3,
+                key="loop_each_pi_jail")
+each_bw = timed("each wrapped in its own bwrap", ["bash", "-c", "for i in $(seq 100); do " + " ".join(f"'{a}'" for a in bwrap) + " bash -c true; done"], 3,
+                key="loop_each_bwrap")
+each_sr = timed("each wrapped in its own srt", ["bash", "-c", f"for i in $(seq 100); do {SRT} -c true; done"], 3,
+                key="loop_each_srt")
 ratio("inside one jail / outside", inside, outside)
 ratio("per-command srt / inside one jail", each_sr, inside)
 ratio("per-command bwrap / inside one jail", each_bw, inside)
 ratio("per-command pi-jail / inside one jail", each_pj, inside)
 
 section("Pi itself")
-pv_bare = timed("pi --version, bare", ["pi", "--version"], 10)
-pv_jail = timed("pi --version, in pi-jail", jail + ["pi", "--version"], 10)
+pv_bare = timed("pi --version, bare", ["pi", "--version"], 10, key="version_bare")
+pv_jail = timed("pi --version, in pi-jail", jail + ["pi", "--version"], 10, key="version_pi_jail")
+no_cache = os.path.join(work, "no-compile-cache.toml")
+with open(no_cache, "w") as f:
+    f.write("[runtime]\ncompile_cache = false\n")
+pv_off = timed("pi --version, in pi-jail, compile cache off", [PI_JAIL, "-q", "-w", WS, "--config", no_cache, "--",
+                                                                "pi", "--version"], 10, key="version_no_cache")
+
+
+def fresh_cache():
+    """The first run after an upgrade: an empty cache home every run."""
+    return dict(ENV, XDG_CACHE_HOME=tempfile.mkdtemp(prefix="cache.", dir=work))
+
+
+pv_first = timed("pi --version, in pi-jail, first run after an upgrade (warm-up)", jail + ["pi", "--version"], 5,
+                 key="version_first_run", fresh_env=fresh_cache)
 ratio("pi --version: jailed / bare", pv_jail, pv_bare)
+ratio("pi --version, compile cache off: jailed / bare", pv_off, pv_bare)
+ratio("pi --version, first run after an upgrade: jailed / bare", pv_first, pv_bare)
 script = os.path.join(work, "script.json")
 with open(script, "w") as f:
     json.dump([{"tool": "bash", "args": {"command": "echo hi"}}, {"text": "done"}], f)
@@ -144,8 +181,9 @@ with open(os.path.join(HOME, ".pi", "agent", "models.json"), "w") as f:
 with open(os.path.join(HOME, ".pi", "agent", "settings.json"), "w") as f:
     json.dump({"retry": {"enabled": False}}, f)
 turn = ["pi", "-p", "--no-session", "--provider", "scripted", "--model", "m", "go"]
-pt_bare = timed("one scripted pi -p turn (a bash tool call), bare", turn, 5)
-pt_jail = timed("one scripted pi -p turn, in pi-jail", [PI_JAIL, "-q", "-w", WS, "--allow-net", f"127.0.0.1:{port}", "--"] + turn, 5)
+pt_bare = timed("one scripted pi -p turn (a bash tool call), bare", turn, 5, key="turn_bare")
+pt_jail = timed("one scripted pi -p turn, in pi-jail", [PI_JAIL, "-q", "-w", WS, "--allow-net", f"127.0.0.1:{port}", "--"] + turn, 5,
+                key="turn_pi_jail")
 ratio("pi -p turn: jailed / bare", pt_jail, pt_bare)
 server.terminate()
 
@@ -172,32 +210,33 @@ net_jail = [PI_JAIL, "-q", "-w", WS, "--allow-net", f"127.0.0.1:{hport}", "--"]
 noproxy = ["env", "-u", "NO_PROXY", "-u", "no_proxy"]
 
 
-def throughput(name, cmd, curl_opts=(), runs=5):
+def throughput(name, cmd, curl_opts=(), runs=5, key=None):
     speeds = []
     for _ in range(runs):
         r = subprocess.run(cmd + ["curl", *curl_opts, "-s", "-o", "/dev/null", "-w", "%{speed_download}", url],
                            env=ENV, cwd=WS, capture_output=True, text=True)
         if r.returncode != 0:
-            return figure(name, None, "MB/s")
+            return figure(name, None, "MB/s", key)
         speeds.append(float(r.stdout) / 1e6)
-    return figure(name, speeds, "MB/s")
+    return figure(name, speeds, "MB/s", key)
 
 
-t_direct = throughput("256 MiB download, direct (no jail)", [])
-t_fwd = throughput("256 MiB download, in the jail via the loopback forward", net_jail)
+t_direct = throughput("256 MiB download, direct (no jail)", [], key="download_direct")
+t_fwd = throughput("256 MiB download, in the jail via the loopback forward", net_jail, key="download_forward")
 t_proxy = throughput("256 MiB download, in the jail via the HTTP proxy (CONNECT)", net_jail + noproxy,
-                     ["-p", "-x", "http://127.0.0.1:3128"])
+                     ["-p", "-x", "http://127.0.0.1:3128"], key="download_proxy")
 ratio("forward throughput / direct", t_fwd, t_direct)
 ratio("proxy throughput / direct", t_proxy, t_direct)
 
 small = f"http://127.0.0.1:{hport}/port"
 many = ["-s", "-o", "/dev/null", "-H", "Connection: close"] + [small] * 200
-lat_direct = timed("200 requests, one curl, direct", ["curl"] + many, 5)
+lat_direct = timed("200 requests, one curl, direct", ["curl"] + many, 5, key="requests_direct")
 lat_proxy = timed("200 requests, one curl, through the HTTP proxy",
-                  net_jail + noproxy + ["curl", "-x", "http://127.0.0.1:3128"] + many, 5)
+                  net_jail + noproxy + ["curl", "-x", "http://127.0.0.1:3128"] + many, 5, key="requests_proxy")
 ratio("per-request latency: proxy / direct", lat_proxy, lat_direct)
 conc = f"seq 200 | xargs -P 50 -I{{}} curl -s -o /dev/null -p -x http://127.0.0.1:3128 {small}"
-c_run = timed("200 tunnels, 50 at a time, through the proxy", net_jail + noproxy + ["sh", "-c", conc], 3)
+c_run = timed("200 tunnels, 50 at a time, through the proxy", net_jail + noproxy + ["sh", "-c", conc], 3,
+              key="tunnels_proxy")
 
 # Peak memory of the supervisor while it relays 256 MiB three times.
 proc = subprocess.Popen(net_jail + ["sh", "-c", f"for i in 1 2 3; do curl -s -o /dev/null {url}; done"], env=ENV, cwd=WS)
@@ -210,7 +249,7 @@ while proc.poll() is None:
     except OSError:
         pass
     time.sleep(0.01)
-figure("supervisor peak resident memory while relaying (VmHWM)", [peak] if peak else None, "MiB")
+figure("supervisor peak resident memory while relaying (VmHWM)", [peak] if peak else None, "MiB", key="relay_rss")
 httpd.shutdown()
 
 section("a syscall-heavy workload: git status on 20,000 files")
@@ -224,10 +263,11 @@ for d in range(100):
 subprocess.run(["git", "-C", tree, "init", "-q"], check=True)
 subprocess.run(["git", "-C", tree, "add", "-A"], check=True)
 gs = ["git", "-C", tree, "status", "--porcelain"]
-g_bare = timed("bare", gs, 10)
-g_jail = timed("in pi-jail (seccomp and Landlock on)", jail + gs, 10)
+g_bare = timed("bare", gs, 10, key="git_bare")
+g_jail = timed("in pi-jail (seccomp and Landlock on)", jail + gs, 10, key="git_pi_jail")
 g_off = timed("in pi-jail, seccomp and Landlock off (test build switches)",
-              [PI_JAIL, "-q", "-w", WS, "--unsafe-test-no-seccomp", "--unsafe-test-no-landlock", "--"] + gs, 10)
+              [PI_JAIL, "-q", "-w", WS, "--unsafe-test-no-seccomp", "--unsafe-test-no-landlock", "--"] + gs, 10,
+              key="git_layers_off")
 ratio("git status: jailed / bare", g_jail, g_bare)
 ratio("git status: seccomp+Landlock on / off", g_jail, g_off)
 

@@ -125,6 +125,7 @@ TEST_CASE("project requests beyond the limits are refused and reported with both
        "for operators only"},
       {"its own limits", "[limits]\nwrite = [\"/\"]\n", "[limits]", "set by operators"},
       {"the excess switch", "[policy]\non_excess = \"warn\"\n", "on_excess", "set by operators"},
+      {"the compile cache", "[runtime]\ncompile_cache = false\n", "[runtime] compile_cache", "set by operators"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -207,6 +208,24 @@ TEST_CASE("operator layers grant; denies from any layer win; provenance is kept 
   // The project may narrow: its deny is kept (the planner masks the grant).
   REQUIRE(r.policy->denies().size() == 2);
   CHECK(r.policy->denies()[1].path == "/srv/data");
+}
+
+TEST_CASE("[runtime] compile_cache: on by default, an operator turns it off, with its source") {
+  FakeFs fs = host();
+  Resolved on = resolve({layer(kProfile, "pi.toml", Authority::profile)}, context(fs));
+  REQUIRE(on.policy);
+  CHECK(on.policy->compile_cache());
+  CHECK(on.policy->compile_cache_src().file == "default");
+  Resolved off = resolve({layer(kProfile, "pi.toml", Authority::profile),
+                          layer("[runtime]\ncompile_cache = false\n", "/etc/pi-jail/policy.toml", Authority::system)},
+                         context(fs));
+  REQUIRE(off.policy);
+  CHECK_FALSE(off.policy->compile_cache());
+  CHECK(off.policy->compile_cache_src().str() == "/etc/pi-jail/policy.toml:2:17");
+  auto bad = load_layer("[runtime]\ncompile_cache = \"no\"\ncache = 1\n", "f.toml", Authority::user);
+  REQUIRE(bad.errors.size() == 2);
+  CHECK(bad.errors[0].str() == "f.toml:2:17: runtime.compile_cache must be true or false");
+  CHECK(bad.errors[1].str().find("unknown key \"cache\" in [runtime]") != std::string::npos);
 }
 
 TEST_CASE("on_excess = \"error\" turns project refusals into errors") {
