@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "git_worktree.h"
+#include "jail_home.h"
 #include "runtime/program.h"
 #include "util/escape.h"
 #include "util/log.h"
@@ -240,6 +241,18 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     for (const auto& f : prepared.rules.forwards()) in.forwards.emplace_back(f.addr.str(), f.port);
   }
 
+  // $HOME inside: the workspace's jail home, made now (explain shows it).
+  if (lp.resolved.policy && lp.resolved.policy->home_persists() && in.home != "/" &&
+      inv.isolation == cli::Isolation::jail) {
+    const std::string data = data_dir();
+    if (data.empty())
+      return Error::invalid("the jail home: neither $XDG_DATA_HOME nor $HOME is an absolute path; set one, or pass "
+                            "--ephemeral-home");
+    auto home_dir = prepare_jail_home(data, in.workspace);
+    if (!home_dir) return home_dir.take_error();
+    in.home_source = *home_dir;
+  }
+
   in.uid = ::getuid();
   in.gid = ::getgid();
   for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);
@@ -253,6 +266,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     return program.take_error();
   }
   in.exec_path = program->exec_path;
+  in.path_first = program->path_first;
   for (const auto& need : program->needs) in.grants.push_back({need.path, runtime::Access::read_only, need.why});
   prepared.program = std::move(*program);
   in.argv = inv.command;

@@ -67,6 +67,11 @@ public:
   // and /dev/shm share (`[limits] scratch`; default half the RAM).
   const MemorySize& scratch() const { return scratch_.size; }
   const Source& scratch_src() const { return scratch_.src; }
+  // Whether $HOME inside is the workspace's jail home, kept between runs
+  // (`[home] persist`, default true), or the run's own on the scratch
+  // file system (false; --ephemeral-home).
+  bool home_persists() const { return home_persist_.value; }
+  const Source& home_persist_src() const { return home_persist_.src; }
 
 private:
   Policy() = default;
@@ -83,6 +88,7 @@ private:
   Source landlock_src_{"default", 0, 0};
   Flag ptrace_{false, {"default", 0, 0}};
   Flag nested_userns_{false, {"default", 0, 0}};
+  Flag home_persist_{true, {"default", 0, 0}};
   SizeSetting scratch_{MemorySize{50, MemorySize::Unit::percent_of_ram}, {"default", 0, 0}};
 };
 

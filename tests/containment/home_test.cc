@@ -1,0 +1,107 @@
+// $HOME inside: the workspace's own jail home, never the real home.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+namespace {
+
+// The one jail home pi-jail made under the sandbox's home.
+std::string the_jail_home(const Sandbox& sb) {
+  const std::string homes = sb.home + "/.local/share/pi-jail/homes";
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(homes, ec))
+    if (e.is_directory() && !e.is_symlink()) dirs.push_back(e.path().string());
+  REQUIRE(dirs.size() == 1);
+  return dirs.front();
+}
+
+Outcome probe_in(const Sandbox& sb, const std::string& ws, const std::vector<std::string>& args,
+                 const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv{pi_jail(), "-q", "-w", ws, "--allow-read", probe_dir()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back("--");
+  argv.push_back(probe());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, {"HOME=" + sb.home, "XDG_DATA_HOME="});
+}
+
+}  // namespace
+
+TEST_CASE("$HOME inside is the workspace's jail home: writable, kept for the next run, never the real home") {
+  Sandbox sb;
+  auto w = probe_in(sb, sb.ws, {"write", sb.home + "/.npmrc"});
+  CHECK(trim(w.out) == "ok");
+  CHECK_FALSE(exists(sb.home + "/.npmrc"));  // the real home is untouched
+  const std::string jh = the_jail_home(sb);
+  CHECK(read_file(jh + "/.npmrc") == "probe\n");
+  struct stat st;
+  REQUIRE(::stat(jh.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0700);
+  CHECK(st.st_uid == ::getuid());
+  CHECK(trim(read_file(jh + ".workspace")) == sb.ws);
+
+  // The next run of the same workspace finds it.
+  auto r = probe_in(sb, sb.ws, {"read", sb.home + "/.npmrc"});
+  CHECK(trim(r.out) == "ok 6");
+  // The real home's secrets are not there.
+  auto key = probe_in(sb, sb.ws, {"read", sb.home + "/.ssh/id_ed25519"});
+  CHECK(trim(key.out) == "ENOENT");
+  auto env = probe_in(sb, sb.ws, {"env", "HOME"});
+  CHECK(trim(env.out) == sb.home);
+
+  // Another workspace has a home of its own.
+  const std::string ws2 = sb.base + "/ws2";
+  std::filesystem::create_directories(ws2);
+  auto other = probe_in(sb, ws2, {"read", sb.home + "/.npmrc"});
+  CHECK(trim(other.out) == "ENOENT");
+}
+
+TEST_CASE("--ephemeral-home: the run's own writable $HOME, gone at the end; nothing is kept") {
+  Sandbox sb;
+  auto w = probe_in(sb, sb.ws, {"write", sb.home + "/.npmrc"}, {"--ephemeral-home"});
+  CHECK(trim(w.out) == "ok");
+  auto r = probe_in(sb, sb.ws, {"read", sb.home + "/.npmrc"}, {"--ephemeral-home"});
+  CHECK(trim(r.out) == "ENOENT");
+  CHECK_FALSE(exists(sb.home + "/.local/share/pi-jail/homes"));
+  CHECK_FALSE(exists(sb.home + "/.npmrc"));
+}
+
+TEST_CASE("a jail home that is a symlink, or recorded for another workspace, stops the run with 125") {
+  Sandbox sb;
+  CHECK(trim(probe_in(sb, sb.ws, {"write", sb.home + "/x"}).out) == "ok");
+  const std::string jh = the_jail_home(sb);
+  std::filesystem::remove_all(jh);
+  REQUIRE(::symlink(sb.outside.c_str(), jh.c_str()) == 0);
+  auto linked = probe_in(sb, sb.ws, {"write", sb.home + "/y"});
+  CHECK(linked.status == 125);
+  CHECK(linked.err.find("open the jail home " + jh) != std::string::npos);
+  CHECK_FALSE(exists(sb.outside + "/y"));
+
+  ::unlink(jh.c_str());
+  write_file(jh + ".workspace", "/somewhere/else\n");
+  auto taken = probe_in(sb, sb.ws, {"write", sb.home + "/y"});
+  CHECK(taken.status == 125);
+  CHECK(taken.err.find("belongs to another workspace") != std::string::npos);
+}
+
+TEST_CASE("a symlink the jail left in its home where a grant is mounted is removed, never followed") {
+  Sandbox sb;
+  CHECK(trim(probe_in(sb, sb.ws, {"write", sb.home + "/x"}).out) == "ok");
+  const std::string jh = the_jail_home(sb);
+  // What a jail could leave: its ~/.aws a link to a directory of the host.
+  REQUIRE(::symlink(sb.outside.c_str(), (jh + "/.aws").c_str()) == 0);
+  auto r = probe_in(sb, sb.ws, {"read", sb.home + "/.aws/credentials"}, {"--allow-read", sb.home + "/.aws"});
+  CHECK(r.status == 0);
+  CHECK(trim(r.out) == "ok 11");  // the granted real ~/.aws/credentials
+  struct stat st;
+  REQUIRE(::lstat((jh + "/.aws").c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK(exists(sb.outside + "/secret"));
+}
