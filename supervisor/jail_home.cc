@@ -95,6 +95,10 @@ util::Result<std::string> prepare_jail_home(const std::string& data_dir_given, c
   if (!home) return std::move(home.take_error()).context(fmt::format("open the jail home {}; {}", path, fix));
   if (auto why = ownership_problem(home->get()); !why.empty())
     return Error::invalid(fmt::format("the jail home {}: {}; {}", path, why, fix));
+  // An empty ~/.gitconfig, so that `git config --global` writes here and
+  // not to the read-only ~/.config/git/config (git_identity.h).
+  int gc = ::openat(home->get(), ".gitconfig", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (gc >= 0) ::close(gc);
   return path;
 }
 

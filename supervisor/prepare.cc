@@ -16,7 +16,9 @@
 #include <fmt/format.h>
 
 #include "git_worktree.h"
+#include "git_identity.h"
 #include "jail_home.h"
+#include "run.h"
 #include "runtime/program.h"
 #include "util/escape.h"
 #include "util/log.h"
@@ -251,6 +253,15 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     auto home_dir = prepare_jail_home(data, in.workspace);
     if (!home_dir) return home_dir.take_error();
     in.home_source = *home_dir;
+  }
+  // The host's git identity, without its secrets, at ~/.config/git/config.
+  if (in.home != "/" && inv.isolation == cli::Isolation::jail && !state_dir().empty()) {
+    auto git = git_identity::prepare(state_dir(), in.home);
+    if (git)
+      in.shown_files.push_back({in.home + "/.config/git/config", *git,
+                                "your git identity and display settings, nothing else (pi-jail(1), GIT)"});
+    else
+      util::warn("{}; the jail gets no git identity", git.error().message());
   }
 
   in.uid = ::getuid();

@@ -289,6 +289,7 @@ std::vector<std::string> paths_to_probe(const PlanInput& in) {
   out.push_back(in.workspace);
   for (const auto& g : in.grants) out.push_back(g.path);
   if (!in.home_source.empty()) out.push_back(in.home_source);
+  for (const auto& s : in.shown_files) out.push_back(s.source);
   for (const auto& v : in.private_views) {
     out.push_back(v.staging);
     out.insert(out.end(), v.shown.begin(), v.shown.end());
@@ -367,6 +368,16 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
       continue;
     }
     ops.push_back(bind_op(f.resolved, f, g.access, g.why));
+  }
+
+  // Files pi-jail wrote for the jail (its git config), at their places.
+  for (const auto& s : in.shown_files) {
+    const SourceFact& f = fact(facts, s.source);
+    if (f.kind != SourceFact::Kind::file || f.is_symlink || f.resolved != s.source) {
+      problems.push_back(fmt::format("{} <- {}: not a regular file of pi-jail's ({})", s.path, s.source, s.why));
+      continue;
+    }
+    ops.push_back(bind_op(s.path, f, Access::read_only, s.why));
   }
 
   // Read-only marks: the same object bound read-only over itself inside

@@ -73,6 +73,13 @@ struct Request {
   std::vector<std::string> host_env;  // "NAME=value" of the caller
   std::string exec_path;
   std::vector<std::string> argv;
+  // Files pi-jail wrote for the jail, shown read-only at another path:
+  // (jail path, host file, why). The synthesized git config
+  // (supervisor/git_identity.h) at $HOME/.config/git/config.
+  struct ShownFile {
+    std::string path, source, why;
+  };
+  std::vector<ShownFile> shown_files;
   // A directory put first on PATH inside (runtime::Program::path_first).
   std::string path_first;
   // Host-loopback services the policy names with a port: (address, port).

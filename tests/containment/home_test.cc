@@ -105,3 +105,63 @@ TEST_CASE("a symlink the jail left in its home where a grant is mounted is remov
   CHECK(S_ISDIR(st.st_mode));
   CHECK(exists(sb.outside + "/secret"));
 }
+
+namespace {
+
+Outcome git_in(const Sandbox& sb, const std::vector<std::string>& args, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv{pi_jail(), "-q", "-w", sb.ws};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back("--");
+  argv.push_back("/usr/bin/git");
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, {"HOME=" + sb.home, "XDG_DATA_HOME=", "XDG_CONFIG_HOME=", "XDG_STATE_HOME=",
+                    "GIT_CONFIG_NOSYSTEM=1"});
+}
+
+}  // namespace
+
+TEST_CASE("git inside commits as the host's identity and never sees its credential helpers, tokens or includes") {
+  Sandbox sb;
+  write_file(sb.home + "/.gitconfig",
+             "[user]\n\tname = Host User\n\temail = host@example.test\n"
+             "[credential]\n\thelper = store --file /tmp/pwned-creds\n"
+             "[url \"https://x-access-token:SECRET-TOKEN@github.com/\"]\n\tinsteadOf = https://github.com/\n"
+             "[include]\n\tpath = ~/.gitconfig.secrets\n"
+             "[alias]\n\tpwn = !touch /tmp/pwned\n");
+  write_file(sb.home + "/.gitconfig.secrets", "[http]\n\textraHeader = Authorization: Bearer SECRET-HEADER\n");
+  REQUIRE(run({"/usr/bin/git", "init", "-q", sb.ws}, {"HOME=" + sb.home}).status == 0);
+
+  auto list = git_in(sb, {"config", "--list", "--show-origin"});
+  CAPTURE(list.out);
+  CAPTURE(list.err);
+  CHECK(list.status == 0);
+  CHECK(list.out.find("user.name=Host User") != std::string::npos);
+  std::string from_home;  // the host's /etc/gitconfig is the system's, shown as is
+  for (size_t at = 0; at < list.out.size();) {
+    size_t end = list.out.find('\n', at);
+    if (end == std::string::npos) end = list.out.size();
+    std::string line = list.out.substr(at, end - at);
+    if (!line.starts_with("file:/etc/gitconfig")) from_home += line + "\n";
+    at = end + 1;
+  }
+  for (const char* secret : {"SECRET-TOKEN", "SECRET-HEADER", "credential.", "include.", "alias."})
+    CHECK(from_home.find(secret) == std::string::npos);
+
+  auto commit = git_in(sb, {"commit", "-q", "--allow-empty", "-m", "from the jail"});
+  CAPTURE(commit.err);
+  CHECK(commit.status == 0);
+  auto log = run({"/usr/bin/git", "-C", sb.ws, "log", "-1", "--format=%an <%ae>"}, {"HOME=" + sb.home});
+  CHECK(trim(log.out) == "Host User <host@example.test>");
+
+  // `git config --global` inside writes the jail home's ~/.gitconfig,
+  // which wins over the host's values in the next run; the host's file
+  // is untouched.
+  CHECK(git_in(sb, {"config", "--global", "user.name", "Jail Name"}).status == 0);
+  CHECK(trim(git_in(sb, {"config", "user.name"}).out) == "Jail Name");
+  CHECK(read_file(sb.home + "/.gitconfig").find("Jail Name") == std::string::npos);
+
+  // An ssh remote says why it cannot work, not "Could not resolve hostname".
+  auto ssh = git_in(sb, {"ls-remote", "ssh://git@example.test/x.git"});
+  CHECK(ssh.status != 0);
+  CHECK(ssh.err.find("ssh cannot connect from inside the jail") != std::string::npos);
+}
