@@ -165,3 +165,15 @@ TEST_CASE("git inside commits as the host's identity and never sees its credenti
   CHECK(ssh.status != 0);
   CHECK(ssh.err.find("ssh cannot connect from inside the jail") != std::string::npos);
 }
+
+TEST_CASE("your own terminfo is shown read-only in the jail home; the rest of the real home is not") {
+  Sandbox sb;
+  std::filesystem::create_directories(sb.home + "/.terminfo/x");
+  write_file(sb.home + "/.terminfo/x/xterm-custom", "terminfo\n");
+  auto r = probe_in(sb, sb.ws, {"read", sb.home + "/.terminfo/x/xterm-custom"});
+  CHECK(trim(r.out) == "ok 9");
+  auto w = probe_in(sb, sb.ws, {"write", sb.home + "/.terminfo/x/evil"});
+  CHECK(trim(w.out) == "EROFS");
+  CHECK_FALSE(exists(sb.home + "/.terminfo/x/evil"));
+  CHECK(trim(probe_in(sb, sb.ws, {"read", sb.home + "/.aws/credentials"}).out) == "ENOENT");
+}
