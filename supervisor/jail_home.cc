@@ -72,19 +72,29 @@ util::Result<std::string> prepare_jail_home(const std::string& data_dir_given, c
   if (auto why = ownership_problem(dir->get()); !why.empty())
     return Error::invalid(fmt::format("the jail homes' directory {}: {}; make it yours (chmod 700)", homes, why));
 
-  // The record of whose home this is, written once (O_EXCL), never followed.
+  // The record of whose home this is: written whole to a temporary name,
+  // then linked into place (linkat fails if a concurrent first run got
+  // there first: then its record is read), never followed.
   const std::string record = name + ".workspace";
+  const std::string text = workspace + "\n";
   auto recorded = util::read_untrusted_file(dir->get(), record, 8192, homes + "/" + record);
-  if (!recorded) return std::move(recorded.take_error()).context(fmt::format("the jail home {}; {}", path, fix));
-  if (!*recorded) {
-    int fd = ::openat(dir->get(), record.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return Error::from_errno(fmt::format("record the jail home {}/{}", homes, record), errno);
-    const std::string text = workspace + "\n";
+  if (recorded && !*recorded) {
+    const std::string tmp = fmt::format("{}.{}", record, ::getpid());
+    int fd = ::openat(dir->get(), tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return Error::from_errno(fmt::format("record the jail home {}/{}", homes, tmp), errno);
     const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     const int err = errno;
     ::close(fd);
+    const bool linked = written && ::linkat(dir->get(), tmp.c_str(), dir->get(), record.c_str(), 0) == 0;
+    const int link_err = errno;
+    ::unlinkat(dir->get(), tmp.c_str(), 0);
     if (!written) return Error::from_errno(fmt::format("record the jail home {}/{}", homes, record), err);
-  } else if (**recorded != workspace + "\n") {
+    if (!linked && link_err != EEXIST)
+      return Error::from_errno(fmt::format("record the jail home {}/{}", homes, record), link_err);
+    recorded = util::read_untrusted_file(dir->get(), record, 8192, homes + "/" + record);
+  }
+  if (!recorded) return std::move(recorded.take_error()).context(fmt::format("the jail home {}; {}", path, fix));
+  if (!*recorded || **recorded != text) {
     return Error::invalid(fmt::format("the jail home {} belongs to another workspace (see {}/{}); {}", path, homes,
                                       record, fix));
   }

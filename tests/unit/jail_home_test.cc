@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -81,4 +82,26 @@ TEST_CASE("prepare_jail_home makes a private directory per workspace and refuses
     auto fifo = prepare_jail_home(data, "/home/u/src/proj");
     REQUIRE_FALSE(fifo.ok());
   }
+}
+
+TEST_CASE("first runs of one workspace at the same time all get its jail home") {
+  HomeDir d;
+  const std::string data = d.path + "/share/pi-jail";
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) _exit(prepare_jail_home(data, "/home/u/src/proj").ok() ? 0 : 1);
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  std::ifstream record(data + "/homes/" + jail_home_name("/home/u/src/proj") + ".workspace");
+  std::string line;
+  std::getline(record, line);
+  CHECK(line == "/home/u/src/proj");
 }
