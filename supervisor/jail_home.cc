@@ -131,7 +131,7 @@ std::vector<std::string> clear_mount_paths(const std::string& jail_home, const s
       if (::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) break;  // made at mount time
       if (S_ISDIR(st.st_mode)) {
         if (!want_dir || i + 1 == parts.size()) break;  // the mount takes it, or says why not
-        int next = ::openat(cur.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int next = ::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0) break;
         cur = util::UniqueFd(next);
         continue;
