@@ -251,8 +251,11 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
       return Error::invalid("the jail home: neither $XDG_DATA_HOME nor $HOME is an absolute path; set one, or pass "
                             "--ephemeral-home");
     auto home_dir = prepare_jail_home(data, in.workspace);
-    if (!home_dir) return home_dir.take_error();
-    in.home_source = *home_dir;
+    if (home_dir) in.home_source = *home_dir;
+    else if (inv.mode == cli::Mode::explain)  // shown, not fatal: explain runs nothing
+      util::warn("{}; a run would stop here (exit 125)", home_dir.error().message());
+    else
+      return home_dir.take_error();
   }
   // The host's git identity, without its secrets, at ~/.config/git/config.
   if (in.home != "/" && inv.isolation == cli::Isolation::jail && !state_dir().empty()) {
