@@ -98,7 +98,8 @@ bool allowed(const git_config::Entry& e) {
   return false;
 }
 
-std::string synthesize(const std::vector<std::pair<std::string, std::string>>& files, std::vector<std::string>& left_out) {
+std::string synthesize(const std::vector<std::pair<std::string, std::string>>& files,
+                       std::vector<std::string>& left_out) {
   // section header -> lines, in first-seen order.
   std::vector<std::pair<std::string, std::vector<std::string>>> sections;
   auto lines_of = [&](const std::string& header) -> std::vector<std::string>& {

@@ -68,7 +68,9 @@ util::Result<std::string> prepare_jail_home(const std::string& data_dir_given, c
   auto dir = util::make_private_dir(homes);
   if (!dir)
     return std::move(dir.take_error())
-        .context(fmt::format("the jail home's directory (fix: make {} yours, set XDG_DATA_HOME, or pass --ephemeral-home)", data_dir));
+        .context(fmt::format("the jail home's directory (fix: make {} yours, set XDG_DATA_HOME, or pass "
+                             "--ephemeral-home)",
+                             data_dir));
   if (auto why = ownership_problem(dir->get()); !why.empty())
     return Error::invalid(fmt::format("the jail homes' directory {}: {}; make it yours (chmod 700)", homes, why));
 
