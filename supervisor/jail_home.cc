@@ -115,9 +115,9 @@ util::Result<std::string> prepare_jail_home(const std::string& data_dir_given, c
 }
 
 std::vector<std::string> clear_mount_paths(const std::string& jail_home, const std::string& home,
-                                           const std::vector<std::pair<std::string, bool>>& dests) {
+                                           const std::vector<std::pair<std::string, MountNode>>& dests) {
   std::vector<std::string> notes;
-  for (const auto& [dest, is_dir] : dests) {
+  for (const auto& [dest, node] : dests) {
     if (dest == home || !util::path_within(dest, home)) continue;
     auto root = util::open_dir_nofollow(jail_home);
     if (!root) continue;  // the mount names the problem
@@ -128,9 +128,16 @@ std::vector<std::string> clear_mount_paths(const std::string& jail_home, const s
     for (size_t i = 0; i < parts.size(); ++i) {
       const std::string name(parts[i]);
       shown += "/" + name;
-      const bool want_dir = i + 1 < parts.size() || is_dir;
+      const bool last = i + 1 == parts.size();
+      const bool want_dir = !last || node == MountNode::directory;
       struct stat st;
       if (::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) break;  // made at mount time
+      if (last && node == MountNode::symlink && !S_ISDIR(st.st_mode)) {
+        if (::unlinkat(cur.get(), name.c_str(), 0) != 0) break;  // the setup says why
+        if (!S_ISLNK(st.st_mode))
+          notes.push_back(fmt::format("removed {} from the jail home: a symlink is made there", shown));
+        break;  // an earlier run's own link goes without a word
+      }
       if (S_ISDIR(st.st_mode)) {
         if (!want_dir || i + 1 == parts.size()) break;  // the mount takes it, or says why not
         int next = ::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -39,15 +39,20 @@ std::string data_dir();
 // resolved path; the error names the directory and the fix.
 util::Result<std::string> prepare_jail_home(const std::string& data_dir, const std::string& workspace);
 
-// Before a run: each mount destination below $HOME (`dests`: jail paths,
-// and whether a directory is mounted there) must be reachable in the jail
-// home `jail_home` (shown at `home`) without a symlink, or the mount
-// fails (the jail's setup never follows one). What an earlier run left on
-// the way, a symlink or a non-directory where a directory is needed, is
-// removed, never followed (unlinkat beneath fds opened O_NOFOLLOW). The
-// returned notes name what was removed. A jail of the same workspace
-// running at the same time can put one back; the mount then fails closed.
+// What the jail's setup puts at a path: a mount of a directory or of a
+// file, or a symlink (which needs the path free).
+enum class MountNode { directory, file, symlink };
+
+// Before a run: each mount destination below $HOME (`dests`: jail paths)
+// must be reachable in the jail home `jail_home` (shown at `home`)
+// without a symlink, or the mount fails (the jail's setup never follows
+// one). What an earlier run left on the way, a symlink or a non-directory
+// where a directory is needed, or anything but a directory where a
+// symlink is to be made (an earlier run's own), is removed, never
+// followed (unlinkat beneath fds opened O_NOFOLLOW). The returned notes
+// name what was removed. A jail of the same workspace running at the same
+// time can put one back; the mount then fails closed.
 std::vector<std::string> clear_mount_paths(const std::string& jail_home, const std::string& home,
-                                           const std::vector<std::pair<std::string, bool>>& dests);
+                                           const std::vector<std::pair<std::string, MountNode>>& dests);
 
 }  // namespace pj::supervisor

@@ -195,11 +195,12 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     return out;
   }
   if (!input->home_source.empty()) {
-    std::vector<std::pair<std::string, bool>> dests;
+    std::vector<std::pair<std::string, MountNode>> dests;
     for (const auto& op : spec->mounts) {
       if (op.kind == linuxjail::MountKind::seal) continue;
-      if (op.kind == linuxjail::MountKind::symlink) dests.emplace_back(std::string(util::parent_path(op.dest)), true);
-      else dests.emplace_back(op.dest, op.node == linuxjail::Node::directory);
+      dests.emplace_back(op.dest, op.kind == linuxjail::MountKind::symlink ? MountNode::symlink
+                                  : op.node == linuxjail::Node::directory  ? MountNode::directory
+                                                                           : MountNode::file);
     }
     for (const auto& note : clear_mount_paths(input->home_source, input->home, dests))
       util::note("{}", util::printable(note));

@@ -177,3 +177,22 @@ TEST_CASE("your own terminfo is shown read-only in the jail home; the rest of th
   CHECK_FALSE(exists(sb.home + "/.terminfo/x/evil"));
   CHECK(trim(probe_in(sb, sb.ws, {"read", sb.home + "/.aws/credentials"}).out) == "ENOENT");
 }
+
+TEST_CASE("a symlinked ~/.terminfo is shown run after run: into a dotfiles directory, or into /usr (a link kept)") {
+  for (const bool into_usr : {false, true}) {
+    CAPTURE(into_usr);
+    Sandbox sb;
+    std::filesystem::create_directories(sb.home + "/dotfiles/terminfo/x");
+    write_file(sb.home + "/dotfiles/terminfo/x/xterm-custom", "terminfo\n");
+    const std::string target = into_usr ? "/usr/share/terminfo" : sb.home + "/dotfiles/terminfo";
+    if (into_usr && !std::filesystem::is_directory(target)) continue;  // no system terminfo to point at
+    REQUIRE(::symlink(target.c_str(), (sb.home + "/.terminfo").c_str()) == 0);
+    for (int run = 0; run < 2; ++run) {  // the second run finds what the first left in the jail home
+      CAPTURE(run);
+      auto o = probe_in(sb, sb.ws, {"ls", sb.home + "/.terminfo/"});
+      CAPTURE(o.err);
+      CHECK(o.status == 0);
+      if (!into_usr) CHECK(o.out.find("x") != std::string::npos);
+    }
+  }
+}
