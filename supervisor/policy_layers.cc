@@ -84,8 +84,7 @@ policy::Layer command_line_layer(const cli::Invocation& inv) {
   for (const auto& p : inv.allow_write) l.write.push_back({p, {"--allow-write", 0, 0}});
   for (const auto& p : inv.deny) l.deny.push_back({p, {"--deny", 0, 0}});
   for (const auto& p : inv.allow_net) {
-    std::string why;
-    auto pat = policy::parse_net_pattern(p, why);
+    auto pat = policy::parse_net_pattern(p);
     if (pat) l.net_allow.push_back({pat->str(), {"--allow-net", 0, 0}});
   }
   for (const auto& name : inv.allow_net_presets) {
@@ -150,9 +149,8 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
   }
 
   for (const auto& p : inv.allow_net) {
-    std::string why;
-    if (!policy::parse_net_pattern(p, why))
-      lp.errors.push_back(problem("--allow-net", fmt::format("bad network pattern \"{}\": {}", p, why)));
+    if (auto pat = policy::parse_net_pattern(p); !pat)
+      lp.errors.push_back(problem("--allow-net", fmt::format("bad network pattern \"{}\": {}", p, pat.error().what())));
   }
   for (const auto& p : inv.allow_net_presets)
     if (!policy::find_net_preset(p)) {

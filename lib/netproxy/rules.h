@@ -17,55 +17,17 @@
 // the unspecified address never.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "netproxy/address.h"
+#include "util/result.h"
+
 namespace pj::netproxy {
 
-// A parsed IP address (v4 stored as v4, IPv4-mapped v6 unwrapped to v4).
-struct IpAddress {
-  bool v6 = false;
-  in_addr v4addr{};
-  in6_addr v6addr{};
-  std::string str() const;  // canonical text: dotted quad, or RFC 5952 v6
-  bool operator==(const IpAddress& o) const;
-};
-
-// Parse an IP literal in every notation inet_aton/inet_pton accept:
-// "127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1",
-// "::ffff:127.0.0.1", "[::1]". nullopt when `text` is not a literal.
-// A trailing dot is not part of a literal (normalise_host() strips it).
-std::optional<IpAddress> parse_ip(std::string_view text);
-
-// What kind of address this is, from the most to the least reachable.
-enum class Range {
-  global,       // none of the below
-  private_use,  // RFC 1918, CGNAT, ULA, site-local, local-use NAT64
-  special,      // link-local (cloud metadata), multicast, reserved, benchmarking, IETF, IPv4-compatible
-  loopback,     // 127.0.0.0/8, ::1
-  unspecified,  // 0.0.0.0/8, ::
-};
-struct AddressClass {
-  Range range = Range::global;
-  std::string why;  // "loopback (127.0.0.0/8) in NAT64 (64:ff9b::/96)"; empty for global
-};
-// One classifier for every form: an IPv4 address carried in IPv6
-// (IPv4-mapped ::ffff:0:0/96, IPv4-compatible ::/96, SIIT ::ffff:0:0:0/96,
-// NAT64 64:ff9b::/96, local-use NAT64 64:ff9b:1::/48 at every RFC 6052
-// prefix length, 6to4 2002::/16, Teredo 2001::/32 server and obfuscated
-// client) is classified as that IPv4 address, and the worst of the
-// candidates counts.
-AddressClass classify(const IpAddress& a);
-
-// "Example.COM." -> "example.com"; IP literals (a trailing dot too:
-// "127.0.0.1." is 127.0.0.1) -> canonical text. nullopt for something
-// that is neither a valid name nor a literal.
-std::optional<std::string> normalise_host(std::string_view host);
 
 // Whether a rule lets a name reach private ranges (operator policy only).
 enum class PrivateRanges { refused, allowed };
@@ -97,9 +59,12 @@ struct Verdict {
 class Rules {
 public:
   Rules() = default;
-  // Patterns as normalised by policy::parse_net_pattern.
-  void allow(std::string_view pattern, std::string source, PrivateRanges private_ranges = PrivateRanges::refused);
-  void deny(std::string_view pattern, std::string source);
+  void allow(const NetPattern& pattern, std::string source, PrivateRanges private_ranges = PrivateRanges::refused);
+  void deny(const NetPattern& pattern, std::string source);
+  // The same for a pattern as written: an error (never a rule dropped)
+  // when parse_net_pattern() refuses it.
+  util::Status allow(std::string_view pattern, std::string source, PrivateRanges private_ranges = PrivateRanges::refused);
+  util::Status deny(std::string_view pattern, std::string source);
   const std::vector<Rule>& allows() const { return allow_; }
 
   // May the jail connect to `host:port`? `host` is normalised here.
@@ -126,7 +91,6 @@ public:
   std::vector<Forward> forwards() const;
 
 private:
-  static std::optional<Rule> parse(std::string_view pattern, std::string source);
   std::vector<Rule> allow_, deny_;
 };
 

@@ -61,8 +61,8 @@ std::string explain_text(const ExplainInput& in) {
            "loopback rules with a port are forwarded):\n";
     if (p.net_allow().empty() && p.net_deny().empty()) out += "  (no rules)\n";
     for (const auto& r : p.net_allow())
-      line("allow", r.private_ranges == PrivateRanges::allowed ? r.pattern + " (allow_private)" : r.pattern, r.src);
-    for (const auto& r : p.net_deny()) line("deny", r.pattern, r.src);
+      line("allow", r.private_ranges == PrivateRanges::allowed ? r.pattern.str() + " (allow_private)" : r.pattern.str(), r.src);
+    for (const auto& r : p.net_deny()) line("deny", r.pattern.str(), r.src);
     out += "\nenvironment:\n";
     for (const auto& e : p.env_pass()) line("pass", e.name, e.src);
     for (const auto& e : p.env_set()) line("set", e.name + "=" + e.value, e.src);
@@ -127,7 +127,7 @@ std::string explain_json(const ExplainInput& in) {
       j.key(key).begin_array();
       for (const auto& r : v) {
         j.begin_object();
-        j.field("pattern", r.pattern);
+        j.field("pattern", r.pattern.str());
         if (r.private_ranges == PrivateRanges::allowed) j.field("allow_private", true);
         src(r.src);
         j.end_object();

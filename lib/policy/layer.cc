@@ -144,9 +144,8 @@ public:
 
   void network_patterns(std::vector<Entry>& entries) {
     for (auto& e : entries) {
-      std::string why;
-      auto p = parse_net_pattern(e.text, why);
-      if (!p) out_.errors.push_back({e.src, fmt::format("bad network pattern \"{}\": {}", e.text, why)});
+      auto p = parse_net_pattern(e.text);
+      if (!p) out_.errors.push_back({e.src, fmt::format("bad network pattern \"{}\": {}", e.text, p.error().what())});
       else e.text = p->str();
     }
   }
@@ -395,60 +394,6 @@ std::optional<MemorySize> parse_memory_size(std::string_view text, std::string& 
   out.value = n << shift;
   out.unit = MemorySize::Unit::bytes;
   return out;
-}
-
-std::string NetPattern::str() const {
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return port ? fmt::format("{}:{}", h, port) : h;
-}
-
-std::optional<NetPattern> parse_net_pattern(std::string_view text, std::string& error) {
-  NetPattern p;
-  std::string_view host = text, port;
-  if (text.starts_with("[")) {
-    size_t close = text.find(']');
-    if (close == std::string_view::npos) return error = "unclosed [", std::nullopt;
-    host = text.substr(1, close - 1);
-    std::string_view rest = text.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest[0] != ':') return error = "expected :PORT after ]", std::nullopt;
-      port = rest.substr(1);
-    }
-    if (host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos || host.empty())
-      return error = "not an IPv6 address", std::nullopt;
-  } else {
-    size_t colon = text.rfind(':');
-    if (colon != std::string_view::npos) {
-      if (text.find(':') != colon) return error = "IPv6 addresses go in brackets: [::1]:PORT", std::nullopt;
-      port = text.substr(colon + 1);
-      host = text.substr(0, colon);
-    }
-  }
-  if (!port.empty() || (text.size() && text.back() == ':')) {
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
-      return error = "the port must be a number from 1 to 65535", std::nullopt;
-    p.port = std::stoi(std::string(port));
-    if (p.port < 1 || p.port > 65535) return error = "the port must be a number from 1 to 65535", std::nullopt;
-  }
-  std::string h;
-  for (char c : host) h += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  if (!h.empty() && h.back() == '.') h.pop_back();
-  if (h.starts_with("*.")) {
-    p.wildcard = true;
-    h = h.substr(2);
-    if (h.empty() || h.find('.') == std::string::npos)
-      return error = "a wildcard needs a domain with a dot (*.example.com)", std::nullopt;
-  }
-  if (h.empty()) return error = "empty host", std::nullopt;
-  if (h.find('*') != std::string::npos) return error = "'*' is only allowed as a leading \"*.\"", std::nullopt;
-  if (!text.starts_with("[")) {
-    if (h.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos)
-      return error = "a host name has only letters, digits, '-' and '.'", std::nullopt;
-    if (h.size() > 253 || h.find("..") != std::string::npos || h.front() == '.' || h.front() == '-')
-      return error = "not a valid host name", std::nullopt;
-  }
-  p.host = p.wildcard ? "*." + h : h;
-  return p;
 }
 
 }  // namespace pj::policy

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "netproxy/address.h"
+
 namespace pj::policy {
 
 // Where an entry came from: "file:line:column", or a command-line flag.
@@ -140,14 +142,9 @@ Loaded load_layer(std::string_view text, const std::string& name, Authority auth
 enum class Presence { required, optional };
 Loaded load_file(const std::string& path, Authority authority, Presence presence);
 
-// A network pattern: "host", "*.domain", "1.2.3.4", "[::1]", each with an
-// optional ":port". Returns the normalised form or an error message.
-struct NetPattern {
-  std::string host;        // lower case, no trailing dot; "*.x" for wildcards
-  bool wildcard = false;   // matches subdomains of host (not host itself)
-  int port = 0;            // 0: the default ports (80 and 443)
-  std::string str() const;
-};
-std::optional<NetPattern> parse_net_pattern(std::string_view text, std::string& error);
+// Network patterns are read by the filter's own parser (netproxy/address.h),
+// so what explain shows is what is enforced.
+using netproxy::NetPattern;
+using netproxy::parse_net_pattern;
 
 }  // namespace pj::policy

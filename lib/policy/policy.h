@@ -34,7 +34,7 @@ public:
     bool directory = false;  // written with a trailing "/": a directory even when absent
   };
   struct NetRule {
-    std::string pattern;    // normalised (parse_net_pattern)
+    NetPattern pattern;
     Source src;
     PrivateRanges private_ranges = PrivateRanges::refused;  // allow rules of operators only
   };

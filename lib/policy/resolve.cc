@@ -24,8 +24,8 @@ namespace {
 bool net_covers(const NetPattern& l, const NetPattern& r) {
   bool host_ok;
   if (l.wildcard) {
-    std::string suffix = l.host.substr(1);  // ".example.com"
-    std::string rh = r.wildcard ? r.host.substr(1) : "." + r.host;
+    std::string suffix = "." + l.host;  // ".example.com"
+    std::string rh = "." + r.host;
     host_ok = rh.size() > suffix.size() ? rh.ends_with(suffix) : rh == suffix && r.wildcard;
   } else {
     host_ok = !r.wildcard && r.host == l.host;
@@ -74,6 +74,15 @@ struct Resolver {
   explicit Resolver(const Context& c) : ctx(c) {}
 
   void error(const Source& s, std::string msg) { out.errors.push_back({s, std::move(msg)}); }
+
+  // A network entry as a rule (the layer checked its pattern; a pattern
+  // that does not parse here is an error, never a rule dropped).
+  void net_rule(std::vector<Policy::NetRule>& dst, const Entry& e,
+                PrivateRanges private_ranges = PrivateRanges::refused) {
+    auto p = parse_net_pattern(e.text);
+    if (!p) return error(e.src, fmt::format("bad network pattern \"{}\": {}", e.text, p.error().what()));
+    dst.push_back({*p, e.src, private_ranges});
+  }
   Authority current = Authority::profile;  // the layer being resolved
   void refuse(const Source& s, std::string what, std::string reason, std::optional<Source> limit = std::nullopt) {
     out.refused.push_back({s, std::move(what), std::move(reason), std::move(limit), current});
@@ -194,8 +203,7 @@ struct Resolver {
     for (const auto& l : b.entries) {
       if (paths && path_within(x.text, l.text)) return true;
       if (network) {
-        std::string e1, e2;
-        auto lp = parse_net_pattern(l.text, e1), rp = parse_net_pattern(x.text, e2);
+        auto lp = parse_net_pattern(l.text), rp = parse_net_pattern(x.text);
         if (lp && rp && net_covers(*lp, *rp)) return true;
       }
       if (!paths && !network && env_covers(l.text, x.text)) return true;
@@ -324,9 +332,9 @@ struct Resolver {
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network, false, true))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
-      else pol.net_allow_.push_back({e.text, e.src, allows_private(l, e) ? PrivateRanges::allowed : PrivateRanges::refused});
+      else net_rule(pol.net_allow_, e, allows_private(l, e) ? PrivateRanges::allowed : PrivateRanges::refused);
     }
-    for (const auto& e : l.net_deny) pol.net_deny_.push_back({e.text, e.src});
+    for (const auto& e : l.net_deny) net_rule(pol.net_deny_, e);
     for (const auto& e : l.env_pass) {
       if (b && b->env.set && !covered(e, b->env, false, false))
         refuse(e.src, fmt::format("env {}", e.text), "outside the system operator's env limit");
@@ -352,12 +360,9 @@ struct Resolver {
   // An operator's deny covering a project's request: the project cannot
   // out-specify it (the most specific rule decides at run time).
   const Policy::NetRule* denied_by(const Entry& e) const {
-    std::string e1, e2;
-    auto rp = parse_net_pattern(e.text, e2);
-    for (const auto& d : pol.net_deny_) {
-      auto dp = parse_net_pattern(d.pattern, e1);
-      if (dp && rp && net_covers(*dp, *rp)) return &d;
-    }
+    auto rp = parse_net_pattern(e.text);
+    for (const auto& d : pol.net_deny_)
+      if (rp && net_covers(d.pattern, *rp)) return &d;
     return nullptr;
   }
 
@@ -378,18 +383,14 @@ struct Resolver {
                b.network.entries.empty() ? std::nullopt : std::optional<Source>(b.network.entries.front().src));
       else if (deny)
         refuse(e.src, fmt::format("network {}", e.text), "an operator's deny covers it", deny->src);
-      else pol.net_allow_.push_back({e.text, e.src});
+      else net_rule(pol.net_allow_, e);
     }
     for (const auto& e : l.net_deny) {
       // A project narrows: its deny wins over the operators' allows it
       // covers, even the more specific ones (which decide otherwise).
-      std::string e1, e2;
-      auto dp = parse_net_pattern(e.text, e1);
-      std::erase_if(pol.net_allow_, [&](const Policy::NetRule& a) {
-        auto ap = parse_net_pattern(a.pattern, e2);
-        return dp && ap && net_covers(*dp, *ap);
-      });
-      pol.net_deny_.push_back({e.text, e.src});
+      auto dp = parse_net_pattern(e.text);
+      std::erase_if(pol.net_allow_, [&](const Policy::NetRule& a) { return dp && net_covers(*dp, a.pattern); });
+      net_rule(pol.net_deny_, e);
     }
     for (const auto& e : l.env_pass) {
       if (!covered(e, b.env, false, false)) refuse(e.src, fmt::format("env {}", e.text), "outside the env limit");

@@ -13,14 +13,14 @@ namespace {
 
 Rules rules() {
   Rules r;
-  r.allow("api.openai.com", "t:1");
-  r.allow("*.anthropic.com", "t:2");
-  r.allow("registry.npmjs.org:8443", "t:3");
-  r.allow("10.1.2.3:5432", "t:4");
-  r.allow("[2001:db8::5]:443", "t:5");
-  r.allow("127.0.0.1:11434", "t:6");
-  r.allow("internal.corp", "t:7");
-  r.deny("evil.anthropic.com", "t:8");
+  REQUIRE(r.allow("api.openai.com", "t:1"));
+  REQUIRE(r.allow("*.anthropic.com", "t:2"));
+  REQUIRE(r.allow("registry.npmjs.org:8443", "t:3"));
+  REQUIRE(r.allow("10.1.2.3:5432", "t:4"));
+  REQUIRE(r.allow("[2001:db8::5]:443", "t:5"));
+  REQUIRE(r.allow("127.0.0.1:11434", "t:6"));
+  REQUIRE(r.allow("internal.corp", "t:7"));
+  REQUIRE(r.deny("evil.anthropic.com", "t:8"));
   return r;
 }
 
@@ -128,11 +128,11 @@ TEST_CASE("one classifier: every IPv4-in-IPv6 form is classified as the IPv4 add
 TEST_CASE("the range check applies to every rule: names reach private ranges only with allow_private, loopback only "
           "through localhost or a loopback literal") {
   Rules r = rules();
-  r.allow("db.corp:5432", "op:1", PrivateRanges::allowed);
-  r.allow("pi.dev:8080", "t:9");
-  r.allow("*.lab.corp", "op:2", PrivateRanges::allowed);
-  r.allow("localhost:3000", "t:10");
-  r.allow("169.254.169.254", "t:11");
+  REQUIRE(r.allow("db.corp:5432", "op:1", PrivateRanges::allowed));
+  REQUIRE(r.allow("pi.dev:8080", "t:9"));
+  REQUIRE(r.allow("*.lab.corp", "op:2", PrivateRanges::allowed));
+  REQUIRE(r.allow("localhost:3000", "t:10"));
+  REQUIRE(r.allow("169.254.169.254", "t:11"));
   Verdict wild = r.check("x.anthropic.com", 443);
   Verdict exact = r.check("internal.corp", 443);
   Verdict priv = r.check("db.corp", 5432);
@@ -179,7 +179,7 @@ TEST_CASE("the range check applies to every rule: names reach private ranges onl
   REQUIRE(lh.allowed);
   CHECK(r.check_address(lh, "localhost", *parse_ip("::1")).allowed);
   Rules zero;
-  zero.allow("0.0.0.0:80", "t");
+  REQUIRE(zero.allow("0.0.0.0:80", "t"));
   Verdict z = zero.check("0.0.0.0", 80);
   CHECK_FALSE(zero.check_address(z, "0.0.0.0", *parse_ip("0.0.0.0")).allowed);  // never
 }
@@ -198,7 +198,7 @@ TEST_CASE("fixed addresses: literals (trailing dot too) and localhost never go t
   CHECK(normalise_host("127.0.0.1.") == std::optional<std::string>("127.0.0.1"));
   // Checked as the literal: a name rule cannot be satisfied by it, a literal rule can.
   Rules r;
-  r.allow("127.0.0.1:8080", "t");
+  REQUIRE(r.allow("127.0.0.1:8080", "t"));
   Verdict v = r.check("127.0.0.1.", 8080);
   CHECK(v.allowed);
   CHECK(v.reach == Reach::loopback);
@@ -207,8 +207,9 @@ TEST_CASE("fixed addresses: literals (trailing dot too) and localhost never go t
 TEST_CASE("rules do not depend on their order: the most specific decides, deny wins a tie") {
   auto decide = [](std::vector<std::pair<std::string, bool>> rs, const char* host) {
     Rules fwd, rev;
-    for (const auto& [p, allow] : rs) allow ? fwd.allow(p, p) : fwd.deny(p, p);
-    for (auto it = rs.rbegin(); it != rs.rend(); ++it) it->second ? rev.allow(it->first, it->first) : rev.deny(it->first, it->first);
+    for (const auto& [p, allow] : rs) REQUIRE((allow ? fwd.allow(p, p) : fwd.deny(p, p)));
+    for (auto it = rs.rbegin(); it != rs.rend(); ++it)
+      REQUIRE((it->second ? rev.allow(it->first, it->first) : rev.deny(it->first, it->first)));
     Verdict a = fwd.check(host, 443), b = rev.check(host, 443);
     CHECK(a.allowed == b.allowed);
     CHECK(a.reason == b.reason);
@@ -227,20 +228,20 @@ TEST_CASE("rules do not depend on their order: the most specific decides, deny w
   CHECK_FALSE(decide({{"x.a.test:443", true}, {"x.a.test", false}}, "x.a.test").allowed);  // port: same specificity
   CHECK(decide({{"x.a.test", true}, {"x.a.test:8443", false}}, "x.a.test").allowed);        // deny on another port
   Rules r;
-  r.allow("*.a.test", "w");
-  r.allow("x.a.test", "e");
+  REQUIRE(r.allow("*.a.test", "w"));
+  REQUIRE(r.allow("x.a.test", "e"));
   CHECK(r.check("x.a.test", 443).told == "allowed by the rule x.a.test");
 }
 
 TEST_CASE("forwards: every loopback rule with a port listens on 127.0.0.1 and ::1, checked as its rule, merged per port") {
   Rules r;
-  r.allow("127.0.0.1:11434", "a");
-  r.allow("localhost:8080", "b");
-  r.allow("[::1]:9000", "c");
-  r.allow("127.0.0.1", "no port: not forwarded");
-  r.allow("example.com:8080", "not loopback");
-  r.allow("127.0.0.1:8080", "d");  // merged with localhost:8080
-  r.allow("localhost:11434", "e");
+  REQUIRE(r.allow("127.0.0.1:11434", "a"));
+  REQUIRE(r.allow("localhost:8080", "b"));
+  REQUIRE(r.allow("[::1]:9000", "c"));
+  REQUIRE(r.allow("127.0.0.1", "no port: not forwarded"));
+  REQUIRE(r.allow("example.com:8080", "not loopback"));
+  REQUIRE(r.allow("127.0.0.1:8080", "d"));  // merged with localhost:8080
+  REQUIRE(r.allow("localhost:11434", "e"));
   auto f = r.forwards();
   REQUIRE(f.size() == 6);
   struct Want {
@@ -398,4 +399,67 @@ TEST_CASE("SOCKS5: greeting and CONNECT with every address type; BIND and UDP re
   CHECK(parse_socks_request(bytes({5, 1, 0, 1, 1, 2, 3, 4, 0, 0})).progress == Progress::bad);
   CHECK(parse_socks_request(bytes({5, 1, 0, 3, 200, 'a'})).progress == Progress::need_more);
   CHECK(socks_reply(SocksReply::not_allowed) == bytes({5, 2, 0, 1, 0, 0, 0, 0, 0, 0}));
+}
+
+TEST_CASE("one pattern parser: what explain shows is the rule the filter enforces, and a bad pattern is an error") {
+  struct Case {
+    const char* in;
+    const char* out;  // nullptr: refused
+  } cases[] = {
+      {"Example.COM", "example.com"},
+      {"example.com.", "example.com"},
+      {"*.Example.com.:8443", "*.example.com:8443"},
+      {"127.1", "127.0.0.1"},
+      {"0x7f.0.0.1:80", "127.0.0.1:80"},
+      {"2130706433:8080", "127.0.0.1:8080"},
+      {"[::ffff:10.0.0.1]", "10.0.0.1"},
+      {"[2001:DB8::1]:443", "[2001:db8::1]:443"},
+      {"localhost:3000", "localhost:3000"},
+      {"*.1.2.3", nullptr},  // resolvers read 1.2.3 as 1.2.0.3: never a domain
+      {"*.10.0.0.1", nullptr},
+      {"*.com", nullptr},
+      {"*.", nullptr},
+      {"*.*.example.com", nullptr},
+      {"x*.example.com", nullptr},
+      {"a..b", nullptr},
+      {"-a.example", nullptr},
+      {"[1.2.3.4]", nullptr},
+      {"[::1", nullptr},
+      {"[::1]8080", nullptr},
+      {"::1", nullptr},
+      {"example.com:", nullptr},
+      {"example.com:0", nullptr},
+      {"example.com:65536", nullptr},
+      {"example.com:http", nullptr},
+      {"", nullptr},
+      {"exa mple.com", nullptr},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.in);
+    auto p = parse_net_pattern(c.in);
+    if (!c.out) {
+      CHECK_FALSE(p);
+      Rules r;
+      CHECK_FALSE(r.allow(c.in, "t"));  // an error, never a rule dropped in silence
+      CHECK_FALSE(r.deny(c.in, "t"));
+      CHECK(r.allows().empty());
+      continue;
+    }
+    REQUIRE_MESSAGE(p, (p ? "" : p.error().what()));
+    CHECK(p->str() == c.out);
+    auto again = parse_net_pattern(p->str());  // explain's text reads back as the same rule
+    REQUIRE(again);
+    CHECK(*again == *p);
+    Rules r;
+    r.allow(*p, "t");
+    REQUIRE(r.allows().size() == 1);
+    CHECK(r.allows()[0].text() == c.out);
+  }
+}
+
+TEST_CASE("a wildcard over numbers never becomes an address rule: *.1.2.3 is refused, 1.2.0.3 stays unreachable") {
+  Rules r;
+  CHECK_FALSE(r.allow("*.1.2.3", "t"));
+  CHECK_FALSE(r.check("x.1.2.3", 443).allowed);
+  CHECK_FALSE(r.check("1.2.0.3", 443).allowed);
 }

@@ -142,7 +142,7 @@ private:
 TEST_CASE("proxy loop: CONNECT relays a megabyte both ways, half-close included") {
   EchoServer echo;
   netproxy::Rules rules;
-  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  REQUIRE(rules.allow("127.0.0.1:" + std::to_string(echo.port), "test"));
   Running proxy(rules);
   auto c = connect_to(proxy.http);
   send_all(c.get(), "CONNECT 127.0.0.1:" + std::to_string(echo.port) + " HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -171,7 +171,7 @@ TEST_CASE("proxy loop: CONNECT relays a megabyte both ways, half-close included"
 TEST_CASE("proxy loop: a host the rules do not name is refused with 403, and recorded") {
   EchoServer echo;
   netproxy::Rules rules;
-  rules.allow("example.org", "test");
+  REQUIRE(rules.allow("example.org", "test"));
   Running proxy(rules);
   auto c = connect_to(proxy.http);
   send_all(c.get(), "CONNECT 127.0.0.1:" + std::to_string(echo.port) + " HTTP/1.1\r\n\r\n");
@@ -186,7 +186,7 @@ TEST_CASE("proxy loop: a host the rules do not name is refused with 403, and rec
 TEST_CASE("proxy loop: SOCKS5 CONNECT by address relays; BIND is refused") {
   EchoServer echo;
   netproxy::Rules rules;
-  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  REQUIRE(rules.allow("127.0.0.1:" + std::to_string(echo.port), "test"));
   Running proxy(rules);
   auto request = [&](char cmd) {
     std::string r{'\x05', cmd, '\x00', '\x01', '\x7f', '\x00', '\x00', '\x01'};
@@ -279,7 +279,7 @@ void reset(util::UniqueFd& fd) {
 TEST_CASE("proxy loop: a client that half-closes, then resets, before a silent upstream: no spinning") {
   SilentServer silent;
   netproxy::Rules rules;
-  rules.allow("127.0.0.1:" + std::to_string(silent.port), "test");
+  REQUIRE(rules.allow("127.0.0.1:" + std::to_string(silent.port), "test"));
   Running proxy(rules);
   std::vector<util::UniqueFd> clients;
   for (int i = 0; i < 8; ++i) {
@@ -303,7 +303,7 @@ TEST_CASE("proxy loop: a client that half-closes, then resets, before a silent u
 TEST_CASE("proxy loop: each listener has its own budget; a full one makes room for a newcomer") {
   EchoServer echo;
   netproxy::Rules rules;
-  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  REQUIRE(rules.allow("127.0.0.1:" + std::to_string(echo.port), "test"));
   netproxy::ProxyLimits limits;
   limits.connections_per_listener = 8;
   Running proxy(rules, limits);
@@ -325,7 +325,7 @@ TEST_CASE("proxy loop: each listener has its own budget; a full one makes room f
 TEST_CASE("proxy loop: a relayed connection idle past the limit is closed and recorded") {
   EchoServer echo;
   netproxy::Rules rules;
-  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  REQUIRE(rules.allow("127.0.0.1:" + std::to_string(echo.port), "test"));
   netproxy::ProxyLimits limits;
   limits.idle = 200ms;
   Running proxy(rules, limits);
@@ -363,7 +363,7 @@ TEST_CASE("proxy loop: a flood of refusals with huge names is aggregated and bou
 TEST_CASE("proxy loop: a client that resets mid-transfer does not kill the process (splice raises SIGPIPE)") {
   EchoServer echo;
   netproxy::Rules rules;
-  rules.allow("127.0.0.1:" + std::to_string(echo.port), "test");
+  REQUIRE(rules.allow("127.0.0.1:" + std::to_string(echo.port), "test"));
   Running proxy(rules);
   for (int i = 0; i < 5; ++i) {
     auto c = tunnel(proxy.http, echo.port);
