@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "policy/layer.h"
+
 namespace pj::cli {
 
 using util::Error;
@@ -29,6 +31,9 @@ options:
   --allow-write PATH    also show PATH, read-write (PATH must exist)
   --deny PATH           hide PATH (an empty read-only file or directory), even under a grant
   --allow-net HOST[:PORT]  a network rule for the filter (see pi-jail.toml(5))
+  --memory SIZE         limit the jail's memory to SIZE (2G, 512M); needs a delegated cgroup
+  --pids N              at most N processes and threads in the jail at once (default 4096)
+  --cpus N              at most N CPUs of time (1.5); needs a delegated cgroup
   --timeout DURATION    stop the jail after DURATION (TERM, --grace, KILL) and exit 124;
                         DURATION is a number with an optional unit: ms, s (default), m, h
   --grace DURATION      time between TERM and KILL when stopping (default 5s)
@@ -90,6 +95,9 @@ constexpr Option kOptions[] = {
     {"--allow-write", "", true, Scope::policy},
     {"--deny", "", true, Scope::policy},
     {"--allow-net", "", true, Scope::policy},
+    {"--memory", "", true, Scope::policy},
+    {"--pids", "", true, Scope::policy},
+    {"--cpus", "", true, Scope::policy},
     {"--timeout", "", true, Scope::run},
     {"--grace", "", true, Scope::run},
     {"--report", "", true, Scope::run},
@@ -169,7 +177,14 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   else if (name == "--deny") inv.deny.push_back(*value);
   else if (name == "--report") inv.report = *value;
   else if (name == "--net-log") inv.net_log = *value;
-  else if (name == "--timeout" || name == "--grace") {
+  else if (name == "--memory" || name == "--pids" || name == "--cpus") {
+    std::string why;
+    bool ok = name == "--memory" ? policy::parse_memory_size(*value, why).has_value()
+              : name == "--pids" ? policy::parse_count(*value, why).has_value()
+                                 : policy::parse_cpus(*value, why).has_value();
+    if (!ok) return Error::invalid(fmt::format("{} {}: {}", name, *value, why));
+    (name == "--memory" ? inv.memory : name == "--pids" ? inv.pids : inv.cpus) = *value;
+  } else if (name == "--timeout" || name == "--grace") {
     auto d = parse_duration(*value);
     if (!d) return std::move(d.take_error()).context(std::string(name));
     if (name == "--timeout") inv.timeout = *d;

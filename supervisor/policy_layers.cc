@@ -85,6 +85,17 @@ policy::Layer command_line_layer(const cli::Invocation& inv) {
     auto pat = policy::parse_net_pattern(p);
     if (pat) l.net_allow.push_back({pat->str(), {"--allow-net", 0, 0}});
   }
+  if (inv.memory || inv.pids || inv.cpus) {
+    l.limits = policy::Limits{};
+    l.limits->src = {"command line", 0, 0};
+    std::string why;  // checked by cli::parse
+    if (inv.memory)
+      if (auto m = policy::parse_memory_size(*inv.memory, why)) l.limits->memory = policy::SizeSetting{*m, {"--memory", 0, 0}};
+    if (inv.pids)
+      if (auto n = policy::parse_count(*inv.pids, why)) l.limits->pids = policy::CountSetting{*n, {"--pids", 0, 0}};
+    if (inv.cpus)
+      if (auto n = policy::parse_cpus(*inv.cpus, why)) l.limits->cpus = policy::CountSetting{*n, {"--cpus", 0, 0}};
+  }
   return l;
 }
 
