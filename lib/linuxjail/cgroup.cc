@@ -1,6 +1,8 @@
 #include "linuxjail/cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -91,6 +93,26 @@ std::vector<Mount> cgroup_mounts() {
 
 bool within(const std::string& path, const std::string& mount) {
   return path == mount || (path.starts_with(mount) && (mount == "/" || path[mount.size()] == '/'));
+}
+
+// Run cgroups an earlier pi-jail left when it was killed (SIGKILL leaves
+// no chance to remove them): "pi-jail-PID-N" whose PID is gone. rmdir
+// removes only an empty cgroup, so one still in use stays.
+void sweep(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (!name.starts_with("pi-jail-")) continue;
+    std::string_view rest = name.substr(8);
+    size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string_view::npos || rest.substr(0, dash).find_first_not_of("0123456789") != std::string_view::npos)
+      continue;
+    long pid = std::stol(std::string(rest.substr(0, dash)));
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    ::rmdir((dir + "/" + std::string(name)).c_str());
+  }
+  ::closedir(d);
 }
 
 }  // namespace
@@ -207,6 +229,7 @@ util::Result<RunCgroups> RunCgroups::create(const std::vector<Dir>& dirs, const 
       return m.path == d->path + "/" + name;
     });
     if (it == out.made_.end()) {
+      sweep(d->path);
       out.made_.push_back({d->path + "/" + name, d->version, {}, {}});
       it = out.made_.end() - 1;
       if (::mkdir(it->path.c_str(), 0755) != 0) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -153,4 +154,35 @@ TEST_CASE("a memory limit in a delegated cgroup: allocating beyond it kills the 
   // The run's own cgroup is gone; the delegated one stays.
   CHECK(exists(cg.path));
   CHECK(read_file(cg.path + "/cgroup.procs").empty());
+}
+
+TEST_CASE("a run cgroup left by a pi-jail killed with SIGKILL is removed by the next run") {
+  MemoryCgroup cg;
+  REQUIRE_MESSAGE(!cg.path.empty(), "no memory cgroup: run as root, or set PJ_TEST_MEMORY_CGROUP (tests/run does)");
+  Sandbox sb;
+  const std::string config = sb.base + "/operator.toml";
+  write_file(config, "[limits]\ncgroup = [\"" + cg.path + "\"]\n");
+  pid_t pid = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--config", config, "--memory", "256M",
+                     "--", "/bin/sleep", "60"},
+                    {"HOME=" + sb.home});
+  const std::string prefix = "pi-jail-" + std::to_string(pid) + "-";
+  std::string left;
+  const bool joined = eventually([&] {
+    for (const auto& e : std::filesystem::directory_iterator(cg.path))
+      if (e.path().filename().string().starts_with(prefix) && !read_file(e.path().string() + "/cgroup.procs").empty()) {
+        left = e.path().string();
+        return true;
+      }
+    return false;
+  });
+  ::kill(pid, SIGKILL);
+  wait_status(pid);
+  REQUIRE(joined);
+  // The jail dies with its supervisor (PR_SET_PDEATHSIG); its cgroup stays.
+  CHECK(eventually([&] { return read_file(left + "/cgroup.procs").empty(); }));
+  CHECK(exists(left));
+  auto next = sb.jail({"/bin/true"}, {"--config", config, "--memory", "256M"});
+  CAPTURE(next.err);
+  CHECK(next.status == 0);
+  CHECK_FALSE(exists(left));
 }
