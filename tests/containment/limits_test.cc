@@ -17,15 +17,16 @@ using namespace pj::test;
 
 namespace {
 
-// A cgroup directory of the memory controller for one test, made by root
-// in the test's own memory cgroup (cgroup v1, as on hosts with the hybrid
-// layout) or given by tests/run for the unprivileged run
-// (PJ_TEST_MEMORY_CGROUP, chowned to that user). Empty when neither.
-struct MemoryCgroup {
+// A cgroup directory of one v1 controller ("memory", "cpu") for one test,
+// made by root in the test's own cgroup of that hierarchy (as on hosts
+// with the hybrid layout) or given by tests/run for the unprivileged run
+// (PJ_TEST_MEMORY_CGROUP, PJ_TEST_CPU_CGROUP: chowned to that user).
+// Empty when neither.
+struct TestCgroup {
   std::string path;
   bool made = false;
-  MemoryCgroup() {
-    if (const char* given = std::getenv("PJ_TEST_MEMORY_CGROUP"); given && *given) {
+  TestCgroup(const std::string& controller, const char* env) {
+    if (const char* given = std::getenv(env); given && *given) {
       path = given;
       return;
     }
@@ -34,16 +35,21 @@ struct MemoryCgroup {
     std::string line;
     while (std::getline(in, line)) {
       auto a = line.find(':'), b = line.find(':', a + 1);
-      if (line.substr(a + 1, b - a - 1) != "memory") continue;
+      std::string names = "," + line.substr(a + 1, b - a - 1) + ",";
+      if (names.find("," + controller + ",") == std::string::npos) continue;
       std::string rel = line.substr(b + 1);
-      path = "/sys/fs/cgroup/memory" + (rel == "/" ? std::string() : rel) + "/pj-test-" + unique_token();
+      path = "/sys/fs/cgroup/" + controller + (rel == "/" ? std::string() : rel) + "/pj-test-" + unique_token();
       made = ::mkdir(path.c_str(), 0755) == 0;
       if (!made) path.clear();
     }
   }
-  ~MemoryCgroup() {
+  ~TestCgroup() {
     if (made) ::rmdir(path.c_str());
   }
+};
+
+struct MemoryCgroup : TestCgroup {
+  MemoryCgroup() : TestCgroup("memory", "PJ_TEST_MEMORY_CGROUP") {}
 };
 
 std::string field_line(const std::string& json, const std::string& key) {
@@ -185,4 +191,28 @@ TEST_CASE("a run cgroup left by a pi-jail killed with SIGKILL is removed by the 
   CAPTURE(next.err);
   CHECK(next.status == 0);
   CHECK_FALSE(exists(left));
+}
+
+TEST_CASE("a CPU limit in a delegated cgroup: a busy loop gets at most its share of CPU time") {
+  TestCgroup cg("cpu", "PJ_TEST_CPU_CGROUP");
+  REQUIRE_MESSAGE(!cg.path.empty(), "no cpu cgroup: run as root, or set PJ_TEST_CPU_CGROUP (tests/run does)");
+  Sandbox sb;
+  const std::string config = sb.base + "/operator.toml", report = sb.outside + "/report.json";
+  write_file(config, "[limits]\ncgroup = [\"" + cg.path + "\"]\n");
+  // 0.01 CPU for about 2 s of wall time (--timeout, not an assertion): the
+  // CFS quota allows 1 ms of every 100 ms, some 25 ms in all; the bound
+  // leaves ten times that. Unlimited, the loop takes the better part of a
+  // CPU (even on this busy 2-core host: ~470 ms of the 2 s).
+  auto o = sb.jail({"/bin/sh", "-c", "while :; do :; done"},
+                   {"--config", config, "--cpus", "0.01", "--timeout", "2s", "--grace", "100ms", "--report", report});
+  CAPTURE(o.err);
+  CHECK(o.status == 124);
+  std::string text = read_file(report);
+  CAPTURE(text);
+  CHECK(text.find("\"name\": \"cpus\",\n        \"value\": \"0.01\"") != std::string::npos);
+  CHECK(text.find("\"enforced_by\": \"cgroup v") != std::string::npos);
+  auto line = field_line(text, "cpu_ms");
+  REQUIRE(line.starts_with("\"cpu_ms\": "));
+  CHECK(std::stoull(line.substr(10)) < 250);
+  CHECK(validate_report(report).status == 0);
 }
