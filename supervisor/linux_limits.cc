@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include <chrono>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,21 @@ util::Result<JailLimits> prepare_limits(const runtime::Request& r) {
     want.memory_bytes = *bytes;
   }
   want.millicpus = l.millicpus;
+  // Checked before root's own pids cgroup joins `dirs`: only operators'
+  // directories serve memory and CPU.
+  for (auto [asked, member, what] : {std::tuple{want.memory_bytes.has_value(), &cg::Controllers::memory, "memory"},
+                                     std::tuple{want.millicpus.has_value(), &cg::Controllers::cpu, "cpu"}}) {
+    if (!asked || has(member)) continue;
+    std::string request = want.memory_bytes && member == &cg::Controllers::memory
+                              ? fmt::format("--memory/[limits] memory {} ({})", l.memory->str(), l.memory_src)
+                              : fmt::format("--cpus/[limits] cpus {} ({})", policy::cpus_str(*l.millicpus), l.cpus_src);
+    return Error::invalid(fmt::format(
+        "cannot enforce {}: no cgroup with the {} controller is delegated to pi-jail ({}); fix: give [limits] cgroup "
+        "a directory you can write: cgroup v2 with the controller in its cgroup.subtree_control (systemd: "
+        "`systemd-run --user --scope -p Delegate=yes ...`), or a cgroup v1 directory of that controller's hierarchy "
+        "made for you (mkdir + chown by root); `pi-jail doctor` lists this host's",
+        request, what, dirs.empty() ? "[limits] cgroup is not set" : "none of [limits] cgroup has it"));
+  }
   // The host's root is exempt from RLIMIT_NPROC (kernel/fork.c): only a
   // pids cgroup limits its jail; pi-jail makes one in its own pids cgroup
   // when no operator directory has the controller.

@@ -108,6 +108,8 @@ TEST_CASE("a memory limit no delegated cgroup can enforce: 125 before anything r
   CAPTURE(o.err);
   CHECK(o.status == 125);
   CHECK(o.err.find("cannot enforce --memory/[limits] memory 64M (--memory)") != std::string::npos);
+  CHECK(o.err.find("no cgroup with the memory controller is delegated to pi-jail ([limits] cgroup is not set)") !=
+        std::string::npos);
   CHECK(o.err.find("fix: give [limits] cgroup a directory you can write") != std::string::npos);
   CHECK(o.err.find("nothing was run") != std::string::npos);
   CHECK(!exists(marker));
