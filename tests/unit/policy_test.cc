@@ -687,3 +687,28 @@ TEST_CASE("[limits] cgroup is an absolute path") {
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].str() == "op.toml:2:11: limits.cgroup \"sys/fs/cgroup\": must be an absolute path");
 }
+
+TEST_CASE("explain shows the resource limits and their sources") {
+  static FakeFs fs = host();
+  Resolved r = resolve({layer("[limits]\npids = 512\nmemory = \"1G\"\ncgroup = [\"/sys/fs/cgroup/pj\"]\n", "op.toml",
+                              Authority::system)},
+                       context(fs));
+  REQUIRE(r.policy);
+  ExplainInput ex;
+  ex.policy = &*r.policy;
+  ex.resolved = &r;
+  ex.backend = "linux";
+  std::string text = explain_text(ex);
+  CAPTURE(text);
+  CHECK(text.find("\nresource limits (the whole jail):\n") != std::string::npos);
+  CHECK(text.find("  processes       512") != std::string::npos);
+  CHECK(text.find("op.toml:2:8") != std::string::npos);
+  CHECK(text.find("  memory          1G (needs a delegated cgroup)") != std::string::npos);
+  CHECK(text.find("  cpus            no limit") != std::string::npos);
+  CHECK(text.find("  cgroup          /sys/fs/cgroup/pj") != std::string::npos);
+  std::string json = explain_json(ex);
+  std::erase_if(json, [](char c) { return c == ' ' || c == '\n'; });
+  CAPTURE(json);
+  CHECK(json.find(R"("limits":{"pids":{"value":512,"source":{"file":"op.toml","line":2,"column":8}})") != std::string::npos);
+  CHECK(json.find(R"("cpus":null,"cgroup":["/sys/fs/cgroup/pj"]})") != std::string::npos);
+}
