@@ -50,7 +50,7 @@ util::Status write_value(const std::string& path, const std::string& value) {
 std::optional<std::uint64_t> read_number(const std::string& path) {
   auto text = read_small(path);
   if (!text || text->empty() || (*text)[0] < '0' || (*text)[0] > '9') return std::nullopt;
-  return std::stoull(*text);
+  return keyed_value("v " + *text, "v");
 }
 
 std::string unescape_mount(std::string_view s) {  // "\040" in /proc/self/mountinfo
@@ -106,7 +106,8 @@ void sweep(const std::string& dir) {
     if (!name.starts_with("pi-jail-")) continue;
     std::string_view rest = name.substr(8);
     size_t dash = rest.find('-');
-    if (dash == 0 || dash == std::string_view::npos || rest.substr(0, dash).find_first_not_of("0123456789") != std::string_view::npos)
+    if (dash == 0 || dash == std::string_view::npos || dash > 9 ||
+        rest.substr(0, dash).find_first_not_of("0123456789") != std::string_view::npos)
       continue;
     long pid = std::stol(std::string(rest.substr(0, dash)));
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
@@ -137,7 +138,8 @@ std::optional<std::uint64_t> keyed_value(std::string_view text, std::string_view
     std::string_view line = text.substr(0, nl);
     if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ') {
       std::string_view v = line.substr(key.size() + 1);
-      if (v.empty() || v.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+      if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string_view::npos)
+        return std::nullopt;
       return std::stoull(std::string(v));
     }
     if (nl == std::string_view::npos) break;

@@ -35,4 +35,5 @@ TEST_CASE("keyed counters: memory.events, memory.oom_control, cpu.stat") {
   CHECK(keyed_value("usage_usec 123456\nuser_usec 1\n", "usage_usec") == 123456u);
   CHECK_FALSE(keyed_value("oom_kill x\n", "oom_kill").has_value());
   CHECK_FALSE(keyed_value("", "oom_kill").has_value());
+  CHECK_FALSE(keyed_value("oom_kill 123456789012345678901234567890\n", "oom_kill").has_value());
 }
