@@ -10,7 +10,7 @@ function __pi_jail_no_command
             continue
         end
         switch $w
-            case -w --workspace -p --profile --config --allow-read --allow-write --deny --allow-net --allow-net-preset --timeout --grace --report --net-log
+            case -w --workspace -p --profile --config --allow-read --allow-write --deny --allow-net --allow-net-preset --memory --pids --cpus --timeout --grace --report --net-log
                 set skip 1
             case '-*'
             case '*'
@@ -36,6 +36,9 @@ complete -c pi-jail -n __pi_jail_no_command -l deny -r -F -d 'hide PATH'
 complete -c pi-jail -n __pi_jail_no_command -l allow-net -x -d 'a network rule, HOST[:PORT]'
 complete -c pi-jail -n __pi_jail_no_command -l allow-net-preset -x -a 'npm pypi crates github' -d 'the hosts of a package ecosystem'
 complete -c pi-jail -n __pi_jail_no_command -l ephemeral-home -d '$HOME inside is discarded at the end'
+complete -c pi-jail -n __pi_jail_no_command -l memory -x -d 'limit the memory of the jail to SIZE'
+complete -c pi-jail -n __pi_jail_no_command -l pids -x -d 'at most N processes and threads'
+complete -c pi-jail -n __pi_jail_no_command -l cpus -x -d 'at most N CPUs of time'
 complete -c pi-jail -n __pi_jail_no_command -l timeout -x -d 'stop the jail after DURATION'
 complete -c pi-jail -n __pi_jail_no_command -l grace -x -d 'time between TERM and KILL'
 complete -c pi-jail -n __pi_jail_no_command -l report -r -F -d 'write a JSON report of the run'

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "policy/layer.h"
+
 namespace pj::cli {
 
 using util::Error;
@@ -32,6 +34,9 @@ options:
   --allow-net-preset NAME  the hosts of a package ecosystem: npm, pypi, crates, github
   --ephemeral-home      $HOME inside is this run's own, discarded at the end (default: the
                         workspace's jail home under ~/.local/share/pi-jail/homes/, kept)
+  --memory SIZE         limit the jail's memory to SIZE (2G, 512M); needs a delegated cgroup
+  --pids N              at most N processes and threads in the jail at once (default 4096)
+  --cpus N              at most N CPUs of time (1.5); needs a delegated cgroup
   --timeout DURATION    stop the jail after DURATION (TERM, --grace, KILL) and exit 124;
                         DURATION is a number with an optional unit: ms, s (default), m, h
   --grace DURATION      time between TERM and KILL when stopping (default 5s)
@@ -95,6 +100,9 @@ constexpr Option kOptions[] = {
     {"--allow-net", "", true, Scope::policy},
     {"--allow-net-preset", "", true, Scope::policy},
     {"--ephemeral-home", "", false, Scope::policy},
+    {"--memory", "", true, Scope::policy},
+    {"--pids", "", true, Scope::policy},
+    {"--cpus", "", true, Scope::policy},
     {"--timeout", "", true, Scope::run},
     {"--grace", "", true, Scope::run},
     {"--report", "", true, Scope::run},
@@ -176,7 +184,14 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   else if (name == "--deny") inv.deny.push_back(*value);
   else if (name == "--report") inv.report = *value;
   else if (name == "--net-log") inv.net_log = *value;
-  else if (name == "--timeout" || name == "--grace") {
+  else if (name == "--memory" || name == "--pids" || name == "--cpus") {
+    std::string why;
+    bool ok = name == "--memory" ? policy::parse_memory_size(*value, why).has_value()
+              : name == "--pids" ? policy::parse_count(*value, why).has_value()
+                                 : policy::parse_cpus(*value, why).has_value();
+    if (!ok) return Error::invalid(fmt::format("{} {}: {}", name, *value, why));
+    (name == "--memory" ? inv.memory : name == "--pids" ? inv.pids : inv.cpus) = *value;
+  } else if (name == "--timeout" || name == "--grace") {
     auto d = parse_duration(*value);
     if (!d) return std::move(d.take_error()).context(std::string(name));
     if (name == "--timeout") inv.timeout = *d;

@@ -31,6 +31,9 @@ struct Invocation {
   bool no_project_config = false;
   std::vector<std::string> test_landlock_read_only;  // test aid; only narrows
   std::optional<std::chrono::milliseconds> timeout;
+  // --memory SIZE, --pids N, --cpus N: checked here, applied as the
+  // command line's [limits] (policy_layers.cc).
+  std::optional<std::string> memory, pids, cpus;
   std::chrono::milliseconds grace{5000};
   std::optional<std::string> report;  // --report FILE
   std::optional<std::string> net_log;  // --net-log FILE

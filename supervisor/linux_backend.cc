@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "git_audit.h"
 #include "jail_home.h"
+#include "linux_limits.h"
 #include "linux_run.h"
 #include "placeholders.h"
 #include "private_dirs.h"
@@ -230,9 +231,17 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = opts.error().message();
     return out;
   }
+  auto limits = prepare_limits(prepared.request);
+  if (!limits) {
+    holds->release();
+    return fail(limits.error().message() + "; nothing was run");
+  }
   const auto repository = git_audit::snapshot(prepared.request.workspace);
-  auto result = run_jailed(*spec, *opts);
+  auto result = run_jailed(*spec, *opts, limits->cgroups ? limits->cgroups->procs_fds() : std::vector<int>{});
   holds->release();
+  add_usage(*limits, result.resources);
+  limits->cgroups.reset();
+  summarise_resources(result.resources);
   // What was not written back is a security event: said even with -q.
   content.write_back = copies->finish();
   for (const auto& note : content.write_back)

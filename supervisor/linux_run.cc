@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/statfs.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -115,6 +117,7 @@ private:
   bool timed_out_ = false;
   int stopped_by_ = 0;  // RunOutcome::stopped_by
   std::string supervisor_failure_;  // set by abort_jail()
+  util::UniqueFd scratch_;          // O_PATH fd of the jail's scratch tmpfs (kControlScratch)
 };
 
 // A stopped command must still end: a signal it handles stays pending
@@ -201,6 +204,7 @@ void Supervisor::on_control() {
   }
   if (!*msg) return;
   if ((*msg)->tag == linuxjail::kControlListeners) on_listeners(std::move((*msg)->fds));
+  if ((*msg)->tag == linuxjail::kControlScratch && (*msg)->fds.size() == 1) scratch_ = std::move((*msg)->fds.front());
   if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
     relay_.emplace(std::move((*msg)->fds.front()), ends_.in, ends_.out);
     take_terminal(mode_, ends_, *relay_);
@@ -263,8 +267,32 @@ RunOutcome Supervisor::run() {
     if (!rec || !*rec) break;
     failure_ = **rec;
   }
+  // Messages the last poll left unread: only the scratch fd matters now.
+  while (jail_.control_fd() >= 0 && !scratch_.valid()) {
+    auto msg = jail_.read_control();
+    if (!msg || !*msg) break;
+    if ((*msg)->tag == linuxjail::kControlScratch && (*msg)->fds.size() == 1) scratch_ = std::move((*msg)->fds.front());
+  }
 
+  rusage before{};
+  ::getrusage(RUSAGE_CHILDREN, &before);
   auto code = jail_.reap();
+  // What the jail's processes used: init waited for every one of them, so
+  // their times and the largest RSS reach pi-jail with init (getrusage(2)).
+  rusage after{};
+  ::getrusage(RUSAGE_CHILDREN, &after);
+  auto ms = [](const timeval& t) { return static_cast<std::uint64_t>(t.tv_sec) * 1000 + static_cast<std::uint64_t>(t.tv_usec) / 1000; };
+  out.resources.cpu_ms = ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
+  out.resources.cpu_from = "getrusage";
+  // ru_maxrss of RUSAGE_CHILDREN is the largest of every child pi-jail
+  // ever waited for (git too): only a new maximum is the jail's.
+  if (after.ru_maxrss > before.ru_maxrss) {
+    out.resources.memory_peak_bytes = static_cast<std::uint64_t>(after.ru_maxrss) * 1024;
+    out.resources.memory_peak_from = "largest process (getrusage)";
+  }
+  struct statfs sf;
+  if (scratch_.valid() && ::fstatfs(scratch_.get(), &sf) == 0)
+    out.resources.scratch_bytes = static_cast<std::uint64_t>(sf.f_blocks - sf.f_bfree) * static_cast<std::uint64_t>(sf.f_bsize);
   if (!code) {
     util::error("{}", code.error().message());
     out.failure = code.error().message();
@@ -285,6 +313,7 @@ RunOutcome Supervisor::run() {
   RunOutcome ended = command_ended(*code, timed_out_);
   ended.decisions = std::move(out.decisions);
   ended.stopped_by = stopped_by_;
+  ended.resources = std::move(out.resources);
   return ended;
 }
 
@@ -308,9 +337,9 @@ void choose_streams(linuxjail::JailSpec& spec) {
   ::ioctl(tty, TIOCGWINSZ, &t.size);
 }
 
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts) {
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs) {
   RunOutcome failed;
-  auto launched = Jail::launch(spec);
+  auto launched = Jail::launch(spec, std::move(cgroup_procs));
   if (!launched) {
     const util::Error& e = launched.error();
     util::error("cannot build the jail, nothing was run\n  step: {}\n  fix: {}", e.message(),

@@ -17,6 +17,8 @@ void block_handled_signals();
 void choose_streams(linuxjail::JailSpec& spec);
 
 // Launch the jail for `spec` and supervise it until it ends.
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts);
+// `cgroup_procs`: the run's cgroups' cgroup.procs files, which the jail's
+// init joins first (the caller keeps them open).
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs = {});
 
 }  // namespace pj::supervisor

@@ -95,6 +95,17 @@ policy::Layer command_line_layer(const cli::Invocation& inv) {
     }
   }
   if (inv.ephemeral_home) l.home_persist = policy::Flag{false, {"--ephemeral-home", 0, 0}};
+  if (inv.memory || inv.pids || inv.cpus) {
+    l.limits = policy::Limits{};
+    l.limits->src = {"command line", 0, 0};
+    std::string why;  // checked by cli::parse
+    if (inv.memory)
+      if (auto m = policy::parse_memory_size(*inv.memory, why)) l.limits->memory = policy::SizeSetting{*m, {"--memory", 0, 0}};
+    if (inv.pids)
+      if (auto n = policy::parse_count(*inv.pids, why)) l.limits->pids = policy::CountSetting{*n, {"--pids", 0, 0}};
+    if (inv.cpus)
+      if (auto n = policy::parse_cpus(*inv.cpus, why)) l.limits->cpus = policy::CountSetting{*n, {"--cpus", 0, 0}};
+  }
   return l;
 }
 

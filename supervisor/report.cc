@@ -40,6 +40,38 @@ const char* ending_word(RunOutcome::Ending e) {
   return "?";
 }
 
+void optional_number(JsonWriter& j, std::string_view k, const std::optional<std::uint64_t>& v) {
+  if (v) j.field(k, static_cast<std::int64_t>(*v));
+  else j.key(k).null();
+}
+
+void optional_text(JsonWriter& j, std::string_view k, const std::string& v) {
+  if (!v.empty()) j.field(k, v);
+  else j.key(k).null();
+}
+
+void write_resources(JsonWriter& j, const ResourceUse& r) {
+  j.key("resources").begin_object();
+  j.key("limits").begin_array();
+  for (const auto& l : r.limits) {
+    j.begin_object();
+    j.field("name", l.name);
+    j.field("value", l.value);
+    j.field("source", l.source);
+    j.field("enforced_by", l.enforced_by);
+    j.end_object();
+  }
+  j.end_array();
+  optional_number(j, "memory_peak_bytes", r.memory_peak_bytes);
+  optional_text(j, "memory_peak_from", r.memory_peak_bytes ? r.memory_peak_from : "");
+  optional_number(j, "cpu_ms", r.cpu_ms);
+  optional_text(j, "cpu_from", r.cpu_ms ? r.cpu_from : "");
+  optional_number(j, "processes_peak", r.processes_peak);
+  optional_number(j, "scratch_bytes", r.scratch_bytes);
+  optional_number(j, "oom_kills", r.oom_kills);
+  j.end_object();
+}
+
 }  // namespace
 
 void write_environment(JsonWriter& j, const std::vector<std::string>& env) {
@@ -127,6 +159,7 @@ std::string render_report(const Report::Content& c) {
   j.key("write_back").begin_array();
   for (const auto& note : c.write_back) j.value(note);
   j.end_array();
+  write_resources(j, c.outcome.resources);
   j.end_object();
   return j.str();
 }

@@ -162,6 +162,25 @@ void summarise_refusals(const netproxy::DecisionTable& decisions) {
   for (const auto& line : refusal_summary(decisions)) util::warn("{}", line);
 }
 
+namespace {
+std::string mib(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+}  // namespace
+
+void summarise_resources(const ResourceUse& r) {
+  if (r.oom_kills && *r.oom_kills > 0)
+    util::emit("WARNING", fmt::format("the jail reached its memory limit: the kernel killed {} process(es) in it",
+                                      *r.oom_kills));
+  if (util::verbosity() != util::Verbosity::verbose) return;
+  std::vector<std::string> parts;
+  if (r.memory_peak_bytes) parts.push_back(fmt::format("peak memory {} ({})", mib(*r.memory_peak_bytes), r.memory_peak_from));
+  if (r.cpu_ms) parts.push_back(fmt::format("CPU {:.2f}s ({})", static_cast<double>(*r.cpu_ms) / 1000, r.cpu_from));
+  if (r.processes_peak) parts.push_back(fmt::format("at most {} processes at once", *r.processes_peak));
+  if (r.scratch_bytes) parts.push_back(fmt::format("{} left in scratch", mib(*r.scratch_bytes)));
+  if (!parts.empty()) util::debug("resources used: {}", fmt::join(parts, ", "));
+  for (const auto& l : r.limits)
+    util::debug("limit {} {} ({}): {}", l.name, l.value, l.source, l.enforced_by);
+}
+
 void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv) {
   util::emit("WARNING",
              "--unsandboxed: running the command with NO isolation. It can read and change every file "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <csignal>
 #include <optional>
 #include <string>
@@ -28,6 +29,25 @@ struct RunOptions {
 // and the network decision log opened (see open_net_log).
 util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy::Rules& rules);
 
+// The run's resource limits and what it used (the report's "resources",
+// the -v summary). Unmeasured values stay empty.
+struct ResourceUse {
+  struct Limit {
+    std::string name;         // "memory", "pids", "cpus", "scratch"
+    std::string value;        // "512M", "4096", "1.5"
+    std::string source;       // "--memory", "policy.toml:3:10", "default"
+    std::string enforced_by;  // "cgroup v1 /sys/fs/...", "RLIMIT_NPROC in the jail's user namespace", ...
+  };
+  std::vector<Limit> limits;
+  std::optional<std::uint64_t> memory_peak_bytes;
+  std::string memory_peak_from;  // "cgroup", "largest process (getrusage)"
+  std::optional<std::uint64_t> cpu_ms;
+  std::string cpu_from;          // "cgroup", "getrusage"
+  std::optional<std::uint64_t> processes_peak;  // cgroup pids.peak, when the kernel has it
+  std::optional<std::uint64_t> scratch_bytes;   // left in scratch at the end
+  std::optional<std::uint64_t> oom_kills;       // the memory cgroup's count
+};
+
 // How the run ended, for the exit status and the report.
 struct RunOutcome {
   enum class Ending { exited, signaled, timed_out, setup_failed, not_executed };
@@ -37,7 +57,11 @@ struct RunOutcome {
   std::string failure;  // the setup step and error, when it failed
   int stopped_by = 0;   // the first termination signal pi-jail got (passed on), or 0
   netproxy::DecisionTable decisions;  // the network filter's, aggregated
+  ResourceUse resources;
 };
+
+// With -v: one line of what the run used (and an OOM kill always).
+void summarise_resources(const ResourceUse& r);
 
 // The signals pi-jail handles while a command runs (each backend adds
 // what it needs to learn that the command ended).

@@ -43,6 +43,20 @@ util::Status check_switches(const cli::Invocation& inv, const Prepared& prepared
                                       *inv.unsafe_test_sandbox_exec));
   if (const auto& pol = prepared.policy.resolved.policy; pol && pol->landlock() == policy::LandlockUse::required)
     util::note("the policy requires Landlock, a Linux layer; on macOS Seatbelt is the filesystem layer");
+  // macOS has no per-jail memory, CPU or process accounting an unprivileged
+  // process can set (RLIMIT_NPROC there counts all of the user's
+  // processes): a limit asked for is refused, the default is not enforced.
+  const auto& l = prepared.request.limits;
+  auto cannot = [](std::string_view what, const std::string& src) {
+    return util::Error::invalid(fmt::format("the {} limit ({}) cannot be enforced by the macOS Seatbelt jail; fix: "
+                                            "remove it, or run on Linux",
+                                            what, src));
+  };
+  if (inv.mode == cli::Mode::run) {
+    if (l.memory) return cannot("memory", l.memory_src);
+    if (l.millicpus) return cannot("CPU", l.cpus_src);
+    if (l.pids_src != "default") return cannot("process", l.pids_src);
+  }
   return {};
 }
 

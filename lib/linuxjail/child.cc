@@ -283,12 +283,39 @@ void do_scratch(int root, Scratch& s, const char* fs_options, const ChildMount& 
 
 // Detach the staged scratch tmpfs (its places stay) and remove its
 // mountpoint from the root.
-void end_scratch(Scratch& s) {
+void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage);
+
+void end_scratch(const ChildPlan& p, Scratch& s) {
   if (s.stage < 0) return;
+  send_fds(p.control_fd, kControlScratch, &s.stage, 1, Stage::mount);
   ::close(s.stage);
   s.stage = -1;
   if (::umount2(kScratchStage, MNT_DETACH | UMOUNT_NOFOLLOW) != 0) fail(Stage::mount, errno);
   if (::rmdir(kScratchStage) != 0) fail(Stage::mount, errno);
+}
+
+// Into the run's cgroups before anything is allocated or forked: writing
+// "0" moves the writer. The files were opened by the supervisor, whose
+// credentials the kernel checks (cgroup_procs_write_permission uses the
+// opener's), and whose cgroup namespace bounds the move.
+void join_cgroups(const ChildPlan& p) {
+  for (size_t i = 0; i < p.cgroup_fd_count; ++i) {
+    if (::write(p.cgroup_fds[i], "0", 1) != 1) fail(Stage::join_cgroup, errno, -1);
+    ::close(p.cgroup_fds[i]);
+  }
+}
+
+// RLIMIT_NPROC set here, inside the new user namespace, limits the tasks
+// of (this namespace, this uid): every process and thread of this jail,
+// none of the host's (kernel/ucount.c is_rlimit_overlimit(): the task's
+// own limit is checked against its namespace's count; the levels above
+// are checked against the limit the supervisor had when the namespace
+// was made). Soft and hard alike: raising it needs CAP_SYS_RESOURCE in the
+// initial namespace, which nothing in the jail has.
+void limit_processes(const ChildPlan& p) {
+  if (p.nproc == 0) return;
+  rlimit lim{static_cast<rlim_t>(p.nproc), static_cast<rlim_t>(p.nproc)};
+  if (::setrlimit(RLIMIT_NPROC, &lim) != 0) fail(Stage::process_limit, errno);
 }
 
 // Make the mount at m.dest read-only: directly when it is a mount root,
@@ -353,7 +380,7 @@ void build_filesystem(const ChildPlan& p) {
       case MountKind::seal: do_seal(root, m, op); break;
     }
   }
-  end_scratch(scratch);
+  end_scratch(p, scratch);
 
   if (::umount2("/oldroot", MNT_DETACH) != 0) fail(Stage::detach_old_root, errno);
   if (::rmdir("/oldroot") != 0) fail(Stage::detach_old_root, errno);
@@ -651,7 +678,9 @@ int open_terminal(const ChildPlan& p) {
   pollfd pf{p.sync_fd, 0, 0};
   if (::poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLERR))) ::_exit(125);
 
+  join_cgroups(p);
   map_identity(p);
+  limit_processes(p);
   build_filesystem(p);
   if (::sethostname(p.hostname, std::strlen(p.hostname)) != 0) fail(Stage::hostname, errno);
   bring_up_loopback();

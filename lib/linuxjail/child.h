@@ -69,6 +69,9 @@ struct ChildPlan {
   size_t landlock_rule_count;
   const ChildListener* listeners;  // created by init, sent on control_fd
   size_t listener_count;
+  std::uint64_t nproc;             // RLIMIT_NPROC inside the user namespace; 0: none
+  const int* cgroup_fds;           // cgroup.procs of each run cgroup, opened by the supervisor
+  size_t cgroup_fd_count;
 };
 
 // Owns the strings and arrays a ChildPlan points into.
@@ -78,7 +81,8 @@ public:
   struct Fds {
     int sync, parent_sync, control, parent_control;
   };
-  ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter, Fds fds);
+  ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter, Fds fds,
+                   std::vector<int> cgroup_fds = {});
   ~ChildPlanStorage();
   ChildPlanStorage(const ChildPlanStorage&) = delete;
   ChildPlanStorage& operator=(const ChildPlanStorage&) = delete;
@@ -93,6 +97,7 @@ private:
   BpfProgram command_filter_, init_filter_;
   std::vector<ChildLandlockRule> landlock_;
   std::vector<ChildListener> listeners_;
+  std::vector<int> cgroup_fds_;
   ChildPlan plan_{};
 };
 
@@ -109,6 +114,9 @@ inline constexpr size_t kFdBatch = 64;
 // The byte the supervisor sends back once its network filter serves the
 // listeners: init starts the command only after it.
 inline constexpr char kControlFilterReady = 'R';
+// The tag of the message carrying an O_PATH fd of the scratch tmpfs, which
+// the supervisor keeps to measure what the run left in scratch (fstatfs).
+inline constexpr char kControlScratch = 'T';
 
 // Runs in the cloned child: builds the jail, becomes its init, starts the
 // command. Never returns. Async-signal-safe.

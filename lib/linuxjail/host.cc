@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "linuxjail/landlock.h"
+#include "linuxjail/cgroup.h"
 #include "linuxjail/sys.h"
 
 namespace pj::linuxjail {
@@ -168,6 +169,42 @@ std::string namespace_fix(int err) {
   return "run `pi-jail doctor` for details";
 }
 
+// Which resource limits this host lets the caller enforce (informational:
+// a limit that is asked for and cannot be enforced stops that run).
+void add_limit_checks(HostReport& r) {
+  using State = Check::State;
+  const bool root = ::geteuid() == 0;
+  auto own = cgroup::own_dirs();
+  std::vector<std::string> listed;
+  const cgroup::Dir* own_pids = nullptr;
+  for (const auto& d : own) {
+    std::vector<std::string> c;
+    if (d.controllers.memory) c.push_back("memory");
+    if (d.controllers.cpu) c.push_back("cpu");
+    if (d.controllers.pids) c.push_back("pids");
+    if (d.controllers.pids && !own_pids) own_pids = &d;
+    if (!c.empty()) listed.push_back(fmt::format("{} (v{}: {})", d.path, d.version, fmt::join(c, ", ")));
+  }
+  if (!root)
+    r.checks.push_back({"limit: processes (--pids, default 4096)", State::ok,
+                        "RLIMIT_NPROC in the jail's user namespace (counts the jail's tasks only)", ""});
+  else
+    r.checks.push_back({"limit: processes (--pids, default 4096)", own_pids ? State::ok : State::info,
+                        own_pids ? fmt::format("a pids cgroup in {} (root is exempt from RLIMIT_NPROC)", own_pids->path)
+                                 : "no writable pids cgroup: root is exempt from RLIMIT_NPROC, so the default is not enforced",
+                        own_pids ? "" : "give [limits] cgroup a cgroup directory with the pids controller"});
+  r.checks.push_back(
+      {"limit: memory and CPU (--memory, --cpus)", State::info,
+       listed.empty() ? "only through [limits] cgroup: none of this process's own cgroups is writable with a controller"
+                      : fmt::format("writable cgroups of this process: {}; pi-jail uses only those [limits] cgroup "
+                                    "names",
+                                    fmt::join(listed, "; ")),
+       "delegate a cgroup (cgroup v2: `systemd-run --user --scope -p Delegate=yes`, or a directory chowned to you) "
+       "and name it in [limits] cgroup (pi-jail.toml(5))"});
+  r.checks.push_back({"limit: scratch (/tmp, /var/tmp, /dev/shm together)", State::ok,
+                      "one tmpfs of [limits] scratch (default 50% of RAM)", ""});
+}
+
 HostReport probe_host() {
   HostReport r;
   using State = Check::State;
@@ -221,6 +258,7 @@ HostReport probe_host() {
                       abi > 0 ? fmt::format("ABI {}: {}", abi, describe_landlock(abi))
                               : "unavailable: jails run with the mount view as the only filesystem layer",
                       abi > 0 ? "" : "boot with Landlock enabled (lsm=...,landlock) to add the second layer"});
+  add_limit_checks(r);
   r.jail_possible = required_ok;
   return r;
 }

@@ -20,7 +20,9 @@ public:
   // and cgroup namespaces. The caller must be single-threaded (checked):
   // the kernel refuses CLONE_NEWUSER from a multithreaded process.
   // Signals the supervisor wants to handle must already be blocked.
-  static util::Result<Jail> launch(const JailSpec& spec);
+  // `cgroup_procs`: open cgroup.procs files (the caller keeps them) that
+  // init joins first thing, before it builds anything or forks.
+  static util::Result<Jail> launch(const JailSpec& spec, std::vector<int> cgroup_procs = {});
 
   Jail(Jail&& other) noexcept;
   Jail& operator=(Jail&&) = delete;

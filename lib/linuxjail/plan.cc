@@ -450,6 +450,7 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   }
   spec.mounts = std::move(ops);
   spec.scratch_fs = scratch_fs_options(in.scratch);
+  spec.nproc = in.limits.pids;
   spec.exec_path = in.exec_path;
   spec.argv = in.argv;
   std::optional<runtime::ProxyEndpoints> proxy;

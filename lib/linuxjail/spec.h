@@ -100,6 +100,12 @@ struct JailSpec {
   // every MountKind::scratch op takes a directory of: its size is the
   // budget /tmp, /var/tmp and /dev/shm share. Never attached whole.
   std::string scratch_fs;
+  // RLIMIT_NPROC (soft and hard) set by the jail's init inside its own
+  // user namespace, where the kernel counts the tasks of (that namespace,
+  // uid) only (kernel/ucount.c); 0: none. Has no effect when the jail's
+  // uid is the host's root (kernel/fork.c exempts INIT_USER): a pids
+  // cgroup enforces it there.
+  std::uint64_t nproc = 0;
   std::string exec_path;             // absolute host path of the program
   std::vector<std::string> argv;     // argv[0] as the user typed it
   std::vector<std::string> env;      // "NAME=value", already filtered

@@ -38,6 +38,8 @@ std::string_view stage_name(Stage s) {
     case Stage::init_seccomp: return "load the jail init's syscall filter";
     case Stage::signal_mask: return "reset the signal mask";
     case Stage::exec: return "execute the command";
+    case Stage::join_cgroup: return "join the run's cgroups (memory, CPU, process limits)";
+    case Stage::process_limit: return "set the process limit (RLIMIT_NPROC)";
   }
   return "unknown step";
 }
@@ -70,6 +72,9 @@ std::string_view stage_fix(Stage s, int err) {
       if (err == ENOENT) return "the program (or its interpreter) is not visible inside the jail: grant its directory with --allow-read";
       return "check that the program is executable and its interpreter is visible inside the jail";
     case Stage::parent_died: return "pi-jail was killed during setup";
+    case Stage::join_cgroup:
+      return "the kernel refused to move the jail into the cgroup given by [limits] cgroup: it must be writable by "
+             "you, with cgroup.procs of it and (cgroup v2) of the common parent writable; run `pi-jail doctor`";
     case Stage::landlock:
       return "the kernel refused the Landlock ruleset; run `pi-jail doctor`, and report a bug with its output";
     case Stage::seccomp:

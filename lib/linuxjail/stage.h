@@ -45,6 +45,8 @@ enum class Stage : std::uint32_t {
   init_seccomp,     // load init's own filter
   signal_mask,
   exec,             // execve of the command itself
+  join_cgroup,      // move into the run's cgroups (the supervisor made them)
+  process_limit,    // RLIMIT_NPROC inside the jail's user namespace
 };
 
 struct SyncRecord {

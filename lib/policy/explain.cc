@@ -83,6 +83,14 @@ std::string explain_text(const ExplainInput& in) {
          : in.backend == "linux"     ? "on (Node: read-only, made by a warm-up jail)"
                                      : "on (no effect on macOS yet)",
          p.compile_cache_src());
+    out += "\nresource limits (the whole jail):\n";
+    const bool linux = in.backend == "linux";
+    line("processes", std::to_string(p.pids().value) + (linux ? "" : " (not applied on macOS)"), p.pids().src);
+    if (p.memory()) line("memory", p.memory()->size.str() + " (needs a delegated cgroup)", p.memory()->src);
+    else line("memory", "no limit", Source{"default", 0, 0});
+    if (p.cpus()) line("cpus", cpus_str(p.cpus()->value) + " (needs a delegated cgroup)", p.cpus()->src);
+    else line("cpus", "no limit", Source{"default", 0, 0});
+    for (const auto& c : p.cgroups()) line("cgroup", c.path, c.src);
   }
   if (in.resolved) {
     out += "\nrefused requests:\n";
@@ -185,6 +193,33 @@ std::string explain_json(const ExplainInput& in) {
     j.key("runtime").begin_object();
     j.field("compile_cache", p.compile_cache());
     src(p.compile_cache_src());
+    j.end_object();
+    j.key("limits").begin_object();
+    j.key("pids").begin_object();
+    j.field("value", static_cast<std::int64_t>(p.pids().value));
+    src(p.pids().src);
+    j.end_object();
+    j.key("memory");
+    if (p.memory()) {
+      j.begin_object();
+      j.field("value", p.memory()->size.str());
+      src(p.memory()->src);
+      j.end_object();
+    } else {
+      j.null();
+    }
+    j.key("cpus");
+    if (p.cpus()) {
+      j.begin_object();
+      j.field("value", cpus_str(p.cpus()->value));
+      src(p.cpus()->src);
+      j.end_object();
+    } else {
+      j.null();
+    }
+    j.key("cgroup").begin_array();
+    for (const auto& c : p.cgroups()) j.value(c.path);
+    j.end_array();
     j.end_object();
   }
   j.key("refused").begin_array();

@@ -28,7 +28,7 @@ const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"network", {"allow", "deny", "presets"}},
     {"home", {"persist"}},
     {"env", {"pass", "set"}},
-    {"limits", {"read", "write", "network", "env", "scratch"}},
+    {"limits", {"read", "write", "network", "env", "scratch", "memory", "pids", "cpus", "cgroup"}},
     {"hardening", {"landlock", "unsafe_allow_ptrace", "unsafe_nested_user_namespaces"}},
     {"policy", {"on_excess"}},
     {"runtime", {"compile_cache"}},
@@ -100,6 +100,24 @@ public:
       return std::nullopt;
     }
     return SizeSetting{*size, at(n)};
+  }
+
+  // pids = 512 (an integer); cpus = 2 or 1.5 (a number).
+  std::optional<CountSetting> count(const toml::node& n, std::string_view where, bool cpus) {
+    std::string text;
+    if (n.is_integer()) text = std::to_string(*n.value<std::int64_t>());
+    else if (cpus && n.is_floating_point()) text = fmt::format("{}", *n.value<double>());
+    else {
+      error(n, fmt::format("{} must be {}", where, cpus ? "a number (2, 1.5)" : "a whole number (512)"));
+      return std::nullopt;
+    }
+    std::string why;
+    auto v = cpus ? parse_cpus(text, why) : parse_count(text, why);
+    if (!v) {
+      error(n, fmt::format("{} {}: {}", where, text, why));
+      return std::nullopt;
+    }
+    return CountSetting{*v, at(n)};
   }
 
   // [network] allow: strings, or { host = "PATTERN", allow_private = BOOL }
@@ -201,8 +219,16 @@ public:
       } else if (name == "limits") {
         if (!l.limits) l.limits = Limits{};
         l.limits->src = at(t);
-        if (key == "scratch") {
-          l.limits->scratch = memory_size(v, where);
+        if (key == "scratch" || key == "memory") {
+          (key == "scratch" ? l.limits->scratch : l.limits->memory) = memory_size(v, where);
+          continue;
+        }
+        if (key == "pids" || key == "cpus") {
+          (key == "pids" ? l.limits->pids : l.limits->cpus) = count(v, where, key == "cpus");
+          continue;
+        }
+        if (key == "cgroup") {
+          l.limits->cgroup = strings(v, where);
           continue;
         }
         auto list = strings(v, where);
@@ -397,6 +423,42 @@ std::optional<MemorySize> parse_memory_size(std::string_view text, std::string& 
   out.value = n << shift;
   out.unit = MemorySize::Unit::bytes;
   return out;
+}
+
+std::optional<std::uint64_t> parse_count(std::string_view text, std::string& error) {
+  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string_view::npos)
+    return error = "expected a whole number such as 512", std::nullopt;
+  std::uint64_t n = std::stoull(std::string(text));
+  if (n == 0) return error = "0 would let nothing run; give at least 1", std::nullopt;
+  if (n > (1ULL << 31)) return error = "too large (at most 2147483648)", std::nullopt;
+  return n;
+}
+
+std::optional<std::uint64_t> parse_cpus(std::string_view text, std::string& error) {
+  const char* usage = "expected a number of CPUs such as 2 or 1.5";
+  size_t dot = text.find('.');
+  std::string_view whole = text.substr(0, dot), frac = dot == std::string_view::npos ? "" : text.substr(dot + 1);
+  if (whole.empty() || whole.size() > 4 || whole.find_first_not_of("0123456789") != std::string_view::npos ||
+      (dot != std::string_view::npos && (frac.empty() || frac.find_first_not_of("0123456789") != std::string_view::npos)))
+    return error = usage, std::nullopt;
+  std::uint64_t milli = std::stoull(std::string(whole)) * 1000;
+  for (size_t i = 0; i < frac.size(); ++i) {
+    if (i >= 3) {
+      if (frac[i] != '0') return error = "at most three decimals (0.001 CPU)", std::nullopt;
+      continue;
+    }
+    milli += static_cast<std::uint64_t>(frac[i] - '0') * (i == 0 ? 100 : i == 1 ? 10 : 1);
+  }
+  if (milli < 10) return error = "at least 0.01 CPU", std::nullopt;
+  if (milli > 1024 * 1000) return error = "at most 1024 CPUs", std::nullopt;
+  return milli;
+}
+
+std::string cpus_str(std::uint64_t millicpus) {
+  std::string s = fmt::format("{}.{:03}", millicpus / 1000, millicpus % 1000);
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s;
 }
 
 }  // namespace pj::policy

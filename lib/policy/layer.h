@@ -75,12 +75,33 @@ struct SizeSetting {
   Source src;
 };
 
+// A whole number with its source: `[limits] pids`, or `cpus` in
+// thousandths of a CPU.
+struct CountSetting {
+  std::uint64_t value = 0;
+  Source src;
+};
+
+// "N": a whole number from 1 to 2^31 (a process count). Returns it or an
+// error message.
+std::optional<std::uint64_t> parse_count(std::string_view text, std::string& error);
+// "N" or "N.FFF": CPUs, at least 0.01 and at most 1024; returns thousandths
+// of a CPU ("1.5" -> 1500) or an error message.
+std::optional<std::uint64_t> parse_cpus(std::string_view text, std::string& error);
+// 1500 -> "1.5".
+std::string cpus_str(std::uint64_t millicpus);
+
 // Each list key is either absent (no bound from this layer) or a list;
 // `scratch` is the size of the jail's one scratch file system (/tmp,
-// /var/tmp and /dev/shm together).
+// /var/tmp and /dev/shm together). The resource limits (memory, pids,
+// cpus) are values: a later layer may only lower them (a project file
+// too); `cgroup` names the cgroup directories the operator delegates to
+// pi-jail for enforcing them (operators only).
 struct Limits {
   std::optional<std::vector<Entry>> read, write, network, env;
-  std::optional<SizeSetting> scratch;
+  std::optional<SizeSetting> scratch, memory;
+  std::optional<CountSetting> pids, cpus;
+  std::optional<std::vector<Entry>> cgroup;
   Source src;  // the [limits] table
 };
 

@@ -20,6 +20,11 @@ enum class OnExcess { warn, error };
 // Whether an allowed name may resolve to a private range (`allow_private`).
 enum class PrivateRanges { refused, allowed };
 
+// The processes (threads count too) a jail may have at once unless a
+// layer sets `[limits] pids`: far above what Pi and its tools use, far
+// below what exhausts a host's process table.
+inline constexpr std::uint64_t kDefaultPids = 4096;
+
 class Policy {
 public:
   struct PathGrant {
@@ -77,6 +82,13 @@ public:
   // file system (false; --ephemeral-home).
   bool home_persists() const { return home_persist_.value; }
   const Source& home_persist_src() const { return home_persist_.src; }
+  // The jail's resource limits: memory (nullopt: none), processes (always
+  // one: kDefaultPids unless a layer set it), CPUs in thousandths (nullopt:
+  // none), and the cgroup directories operators delegate for them.
+  const std::optional<SizeSetting>& memory() const { return memory_; }
+  const CountSetting& pids() const { return pids_; }
+  const std::optional<CountSetting>& cpus() const { return cpus_; }
+  const std::vector<PathRule>& cgroups() const { return cgroups_; }
 
 private:
   Policy() = default;
@@ -96,6 +108,10 @@ private:
   Flag compile_cache_{true, {"default", 0, 0}};
   Flag home_persist_{true, {"default", 0, 0}};
   SizeSetting scratch_{MemorySize{50, MemorySize::Unit::percent_of_ram}, {"default", 0, 0}};
+  std::optional<SizeSetting> memory_;
+  CountSetting pids_{kDefaultPids, {"default", 0, 0}};
+  std::optional<CountSetting> cpus_;
+  std::vector<PathRule> cgroups_;
 };
 
 // A request that was not applied, and why.

@@ -69,6 +69,10 @@ struct Resolver {
   };
   Bounds system_bounds;   // bound user, command line and project
   std::optional<SizeSetting> system_scratch;  // bounds the user's
+  // The system file's resource limits bound every later layer; what is in
+  // force (pol.memory_ ...) bounds the project.
+  std::optional<SizeSetting> system_memory;
+  std::optional<CountSetting> system_pids, system_cpus;
   Bounds project_bounds;  // bound the project
 
   explicit Resolver(const Context& c) : ctx(c) {}
@@ -199,6 +203,65 @@ struct Resolver {
     pol.scratch_ = s;
   }
 
+  // memory, pids and cpus of any layer: the system file's bound the rest;
+  // a project may only lower what is in force. Sets `dst` to `asked`
+  // when taken; a refusal names the limit it exceeds.
+  template <class T, class Within, class Str>
+  void resource_limit(const std::optional<T>& asked, std::optional<T>& system_bound, std::optional<T> in_force,
+                      std::optional<T>& dst, Authority a, const char* key, Within within, Str str) {
+    if (!asked) return;
+    auto check = [&](const T& bound, const char* whose) {
+      auto ok = within(*asked, bound);
+      if (ok && *ok) return true;
+      refuse(asked->src, fmt::format("limits.{} {}", key, str(*asked)),
+             ok ? fmt::format("more than {} ({})", whose, str(bound))
+                : "cannot be compared with the limit in force (the host's RAM is unknown)",
+             bound.src);
+      return false;
+    };
+    if (a != Authority::system && a != Authority::profile && system_bound &&
+        !check(*system_bound, "the system operator's limit"))
+      return;
+    if (a == Authority::project && in_force && !check(*in_force, "the operators' limit: a project may only lower it"))
+      return;
+    if (a == Authority::system) system_bound = asked;
+    dst = *asked;
+  }
+
+  void resource_limits(const Layer& l) {
+    if (!l.limits) return;
+    const Limits& lim = *l.limits;
+    auto size_ok = [&](const SizeSetting& x, const SizeSetting& b) { return size_within(x.size, b.size, ctx.ram_bytes); };
+    auto size_str = [](const SizeSetting& x) { return x.size.str(); };
+    auto count_ok = [](const CountSetting& x, const CountSetting& b) { return std::optional<bool>(x.value <= b.value); };
+    auto pids_str = [](const CountSetting& x) { return std::to_string(x.value); };
+    auto cpus_fmt = [](const CountSetting& x) { return cpus_str(x.value); };
+    std::optional<SizeSetting> memory = pol.memory_;
+    resource_limit(lim.memory, system_memory, pol.memory_, memory, l.authority, "memory", size_ok, size_str);
+    pol.memory_ = memory;
+    std::optional<CountSetting> pids = pol.pids_;
+    resource_limit(lim.pids, system_pids, pids, pids, l.authority, "pids", count_ok, pids_str);
+    pol.pids_ = *pids;
+    std::optional<CountSetting> cpus = pol.cpus_;
+    resource_limit(lim.cpus, system_cpus, pol.cpus_, cpus, l.authority, "cpus", count_ok, cpus_fmt);
+    pol.cpus_ = cpus;
+    if (l.authority == Authority::project) {
+      if (lim.scratch) {
+        std::optional<SizeSetting> none, scratch = pol.scratch_;
+        resource_limit(lim.scratch, none, scratch, scratch, l.authority, "scratch", size_ok, size_str);
+        pol.scratch_ = *scratch;
+      }
+      return;
+    }
+    if (lim.cgroup) {
+      pol.cgroups_.clear();
+      for (const auto& e : *lim.cgroup) {
+        if (!e.text.starts_with("/")) error(e.src, fmt::format("limits.cgroup \"{}\": must be an absolute path", e.text));
+        else pol.cgroups_.push_back({e.text, e.src});
+      }
+    }
+  }
+
   bool covered(const Entry& x, const Bound& b, bool paths, bool network) {
     for (const auto& l : b.entries) {
       if (paths && path_within(x.text, l.text)) return true;
@@ -315,6 +378,7 @@ struct Resolver {
 
   void operator_layer(const Layer& l) {
     scratch_limit(l);
+    resource_limits(l);
     const bool bounded = l.authority == Authority::user || l.authority == Authority::command_line;
     const Bounds* b = bounded ? &system_bounds : nullptr;
     for (const auto& e : l.system) {
@@ -402,7 +466,16 @@ struct Resolver {
         refuse(s.src, fmt::format("env.set {}", s.name), "outside the env limit");
       else pol.env_set_.push_back(s);
     }
-    if (l.limits) refuse(l.limits->src, "[limits]", "limits are set by operators, not by projects");
+    if (l.limits) {
+      // A project may lower the resource limits (resource_limits); it
+      // sets no bounds and names no cgroup.
+      const Limits& lim = *l.limits;
+      if (lim.read || lim.write || lim.network || lim.env || lim.cgroup)
+        refuse(l.limits->src, "[limits]",
+               "bounds and cgroups are set by operators, not by projects (a project may only lower memory, pids, "
+               "cpus and scratch)");
+      resource_limits(l);
+    }
     for (const auto& e : l.private_dirs)
       refuse(e.src, "private " + e.text, "private directories are set by operators, not by projects");
     for (const auto& e : l.write_back)

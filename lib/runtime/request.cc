@@ -28,6 +28,12 @@ void apply_policy(const policy::Policy& p, Request& r) {
   for (const auto& e : p.env_pass()) r.env_pass.push_back(e.name);
   for (const auto& e : p.env_set()) r.env_set.emplace_back(e.name, e.value);
   r.scratch = p.scratch();
+  r.limits.scratch_src = p.scratch_src().str();
+  if (p.memory()) r.limits.memory = p.memory()->size, r.limits.memory_src = p.memory()->src.str();
+  r.limits.pids = p.pids().value;
+  r.limits.pids_src = p.pids().src.str();
+  if (p.cpus()) r.limits.millicpus = p.cpus()->value, r.limits.cpus_src = p.cpus()->src.str();
+  for (const auto& c : p.cgroups()) r.limits.cgroups.push_back(c.path);
 }
 
 std::string symlink_at_protected_path(const PathRule& r) {

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +51,18 @@ struct PrivateView {
   std::vector<std::pair<std::string, std::string>> links;  // path -> link target
 };
 
+// The run's resource limits, each with the source that set it.
+struct Limits {
+  std::optional<policy::MemorySize> memory;  // nullopt: none
+  std::string memory_src;
+  std::uint64_t pids = policy::kDefaultPids;
+  std::string pids_src = "default";
+  std::optional<std::uint64_t> millicpus;    // nullopt: none
+  std::string cpus_src;
+  std::vector<std::string> cgroups;          // delegated by operators
+  std::string scratch_src = "default";       // of Request::scratch
+};
+
 struct Request {
   std::string workspace;  // absolute, normalised, resolved
   std::string cwd;        // the caller's current directory
@@ -87,6 +100,7 @@ struct Request {
   // The size of the one scratch file system /tmp, /var/tmp and /dev/shm
   // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
   policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};
+  Limits limits;
 };
 
 // The resolved policy's lists into `r` (system, grants, masks, read-only

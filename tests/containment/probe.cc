@@ -7,7 +7,10 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <time.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -171,6 +174,53 @@ int do_socks5(const char* name_hex, const char* port) {
   return 0;
 }
 
+// forkbomb FLAG DONE: a real fork bomb (every process forks for ever),
+// then this process forks until the kernel refuses (EAGAIN), tries to
+// raise RLIMIT_NPROC, writes "limit EAGAIN raise ERRNAME" to FLAG and
+// waits until DONE exists; its exit ends the jail and the bomb with it.
+int do_forkbomb(const char* flag, const char* done) {
+  pid_t bomb = ::fork();
+  if (bomb == 0) {
+    for (;;) {
+      if (::fork() < 0) {
+        timespec ts{0, 1000000};
+        ::nanosleep(&ts, nullptr);
+      }
+    }
+  }
+  int err = 0;
+  while (err == 0) {
+    pid_t p = ::fork();
+    if (p == 0) ::_exit(0);
+    if (p < 0) err = errno;
+    else ::waitpid(p, nullptr, 0);
+  }
+  rlimit more{RLIM_INFINITY, RLIM_INFINITY};
+  int raise_err = ::setrlimit(RLIMIT_NPROC, &more) == 0 ? 0 : errno;
+  {
+    std::ofstream out(flag);
+    out << "limit " << strerrorname_np(err) << " raise " << (raise_err ? strerrorname_np(raise_err) : "ok") << "\n";
+  }
+  while (::access(done, F_OK) != 0) {
+    timespec ts{0, 20000000};
+    ::nanosleep(&ts, nullptr);
+  }
+  std::puts("ok");
+  return 0;
+}
+
+// alloc MIB: allocate and touch MIB MiB, 1 MiB at a time; "ok" when all
+// of it was touched (a memory limit kills the process before that).
+int do_alloc(const char* mib) {
+  long long want = std::atoll(mib);
+  for (long long i = 0; i < want; ++i) {
+    char* p = static_cast<char*>(std::malloc(1 << 20));
+    if (!p) return result(false, ENOMEM);
+    std::memset(p, 1, 1 << 20);
+  }
+  return result(true, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +233,8 @@ int main(int argc, char** argv) {
   if (cmd == "write") return do_write(a);
   if (cmd == "read") return do_read(a);
   if (cmd == "fill") return do_fill(argc, argv);
+  if (cmd == "forkbomb" && argc > 3) return do_forkbomb(argv[2], argv[3]);
+  if (cmd == "alloc") return do_alloc(a);
   if (cmd == "statfs") return do_statfs(argc, argv);
   long r = -1;
   if (cmd == "mount-tmpfs") {

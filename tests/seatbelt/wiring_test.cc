@@ -188,6 +188,20 @@ TEST_CASE("a stand-in that cannot be run stops the run with 125, naming the step
   CHECK(o.err.find("ENOENT") != std::string::npos);
 }
 
+TEST_CASE("a resource limit the Seatbelt jail cannot enforce stops the run with 125 before anything runs") {
+  Wiring w;
+  for (const auto& limit : {std::vector<std::string>{"--memory", "64M"}, {"--cpus", "1"}, {"--pids", "64"}}) {
+    CAPTURE(limit[0]);
+    auto o = w.jail({"/bin/true"}, limit);
+    CHECK(o.status == 125);
+    CHECK(o.err.find("cannot be enforced by the macOS Seatbelt jail; fix: remove it, or run on Linux") !=
+          std::string::npos);
+    CHECK(o.err.find("(" + limit[0] + ")") != std::string::npos);
+    CHECK_FALSE(exists(w.record));  // nothing was launched
+  }
+  CHECK(w.jail({"/bin/true"}).status == 0);  // the default process limit is not applied there
+}
+
 TEST_CASE("a TMPDIR where the run's private directory cannot be made stops the run with 125") {
   Wiring w;
   auto o = run(w.argv({"/bin/true"}), {"HOME=" + w.box.home, "TMPDIR=" + w.box.base + "/no-such-dir"});

@@ -52,6 +52,11 @@ TEST_CASE("bad command lines are errors, never defaults") {
       {{"--unsandboxed=yes", "true"}, "takes no value"},
       {{"shell-init", "tcsh"}, "unknown shell"},
       {{"doctor", "extra"}, "unexpected argument"},
+      {{"--pids", "0", "true"}, "--pids 0: 0 would let nothing run"},
+      {{"--pids", "many", "true"}, "--pids many: expected a whole number"},
+      {{"--cpus", "1,5", "true"}, "--cpus 1,5: expected a number of CPUs"},
+      {{"--memory", "0", "true"}, "--memory 0: 0 "},
+      {{"--memory", "2X", "true"}, "--memory 2X: expected a size"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.message);
@@ -59,6 +64,16 @@ TEST_CASE("bad command lines are errors, never defaults") {
     REQUIRE_FALSE(inv.ok());
     CHECK(inv.error().message().find(c.message) != std::string::npos);
   }
+}
+
+TEST_CASE("--memory, --pids and --cpus are kept as given (the policy applies them)") {
+  auto inv = parse_args({"--memory", "512M", "--pids", "64", "--cpus", "1.5", "true"});
+  REQUIRE(inv.ok());
+  CHECK(inv->memory == "512M");
+  CHECK(inv->pids == "64");
+  CHECK(inv->cpus == "1.5");
+  auto explain = parse_args({"explain", "--pids", "64"});
+  CHECK(explain.ok());
 }
 
 TEST_CASE("subcommands") {

@@ -359,11 +359,15 @@ TEST_CASE("[limits] scratch: half the RAM by default; the system file sets it; t
   Resolved user_only = resolve_with("", "[limits]\nscratch = \"64G\"\n");
   CHECK(scratch_of(user_only) == "64G");
 
+  // A project may only lower it.
   Resolved project = resolve_with("[limits]\nscratch = \"100%\"\n", "", "[limits]\nscratch = \"1G\"\n");
   CHECK(scratch_of(project) == "1G");
   REQUIRE(project.refused.size() == 1);
-  CHECK(project.refused[0].what == "[limits]");
-  CHECK(project.refused[0].request.str() == ".pi/jail.toml:1:1");
+  CHECK(project.refused[0].what == "limits.scratch 100%");
+  CHECK(project.refused[0].request.str() == ".pi/jail.toml:2:11");
+  Resolved lower = resolve_with("[limits]\nscratch = \"512M\"\n", "", "[limits]\nscratch = \"1G\"\n");
+  CHECK(scratch_of(lower) == "512M");
+  CHECK(lower.refused.empty());
 }
 
 TEST_CASE("explain says where the scratch size applies: the Linux jail, not the macOS one") {
@@ -637,4 +641,144 @@ TEST_CASE("[home] persist: true by default; an operator may make the home epheme
   auto bad = load_layer("[home]\npersist = \"no\"\n", "user.toml", Authority::user);
   REQUIRE(bad.errors.size() == 1);
   CHECK(bad.errors[0].message.find("home.persist must be true or false") != std::string::npos);
+}
+
+TEST_CASE("limit values: whole process counts, CPUs to a thousandth; never 0, never ambiguous") {
+  std::string why;
+  CHECK(parse_count("1", why) == 1u);
+  CHECK(parse_count("4096", why) == 4096u);
+  CHECK(parse_count("2147483648", why) == 2147483648u);
+  for (const char* bad : {"", "0", "-1", "1.5", "12abc", "2147483649", "99999999999"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_count(bad, why).has_value());
+  }
+  CHECK(parse_cpus("2", why) == 2000u);
+  CHECK(parse_cpus("1.5", why) == 1500u);
+  CHECK(parse_cpus("0.25", why) == 250u);
+  CHECK(parse_cpus("0.01", why) == 10u);
+  CHECK(parse_cpus("1.0000", why) == 1000u);
+  CHECK(parse_cpus("1024", why) == 1024000u);
+  for (const char* bad : {"", "0", "0.001", "0.009", "1.", ".5", "1.0001", "1025", "1,5", "-1", "1e3"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_cpus(bad, why).has_value());
+  }
+  CHECK(cpus_str(1500) == "1.5");
+  CHECK(cpus_str(2000) == "2");
+  CHECK(cpus_str(10) == "0.01");
+}
+
+TEST_CASE("[limits] memory, pids, cpus and cgroup: schema errors with file:line:column") {
+  struct Case {
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"[limits]\npids = \"64\"\n", "f.toml:2:8: limits.pids must be a whole number"},
+      {"[limits]\npids = 0\n", "f.toml:2:8: limits.pids 0: 0 would let nothing run"},
+      {"[limits]\ncpus = 0.001\n", "f.toml:2:8: limits.cpus 0.001: at least 0.01 CPU"},
+      {"[limits]\ncpus = \"2\"\n", "f.toml:2:8: limits.cpus must be a number"},
+      {"[limits]\nmemory = \"lots\"\n", "f.toml:2:10: limits.memory \"lots\": "},
+      {"[limits]\ncgroup = \"/sys/fs/cgroup/x\"\n", "f.toml:2:10: limits.cgroup must be an array of strings"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.text);
+    auto loaded = load_layer(c.text, "f.toml", Authority::system);
+    REQUIRE(loaded.errors.size() == 1);
+    CHECK(loaded.errors[0].str().find(c.error) == 0);
+  }
+  auto ok = load_layer("[limits]\nmemory = \"2G\"\npids = 512\ncpus = 1.5\ncgroup = [\"/sys/fs/cgroup/a\"]\n", "f.toml",
+                       Authority::system);
+  CHECK(ok.errors.empty());
+  REQUIRE(ok.layer.limits);
+  CHECK(ok.layer.limits->memory->size.str() == "2G");
+  CHECK(ok.layer.limits->pids->value == 512u);
+  CHECK(ok.layer.limits->cpus->value == 1500u);
+  CHECK(ok.layer.limits->cgroup->at(0).text == "/sys/fs/cgroup/a");
+}
+
+TEST_CASE("resource limits: 4096 processes by default; the system file bounds the rest; a project may only lower") {
+  Resolved none = resolve_with("");
+  REQUIRE(none.policy);
+  CHECK(none.policy->pids().value == kDefaultPids);
+  CHECK(none.policy->pids().src.str() == "default");
+  CHECK_FALSE(none.policy->memory().has_value());
+  CHECK_FALSE(none.policy->cpus().has_value());
+
+  const std::string sys = "[limits]\nmemory = \"2G\"\npids = 512\ncpus = 2\ncgroup = [\"/sys/fs/cgroup/pj\"]\n";
+  Resolved s = resolve_with("", "", sys);
+  REQUIRE(s.policy);
+  CHECK(s.policy->memory()->size.str() == "2G");
+  CHECK(s.policy->pids().value == 512u);
+  CHECK(s.policy->pids().src.str() == "/etc/pi-jail/policy.toml:3:8");
+  CHECK(s.policy->cpus()->value == 2000u);
+  REQUIRE(s.policy->cgroups().size() == 1);
+  CHECK(s.policy->cgroups()[0].path == "/sys/fs/cgroup/pj");
+
+  // The user file within the system file's, not beyond.
+  Resolved u = resolve_with("", "[limits]\nmemory = \"4G\"\npids = 256\n", sys);
+  CHECK(u.policy->memory()->size.str() == "2G");
+  CHECK(u.policy->pids().value == 256u);
+  REQUIRE(u.refused.size() == 1);
+  CHECK(u.refused[0].str().find("user.toml:2:10: limits.memory 4G: more than the system operator's limit (2G)") == 0);
+
+  // A project lowers; asking for more is refused with its file:line and the limit's.
+  Resolved lower = resolve_with("[limits]\nmemory = \"1G\"\npids = 64\ncpus = 0.5\n", "", sys);
+  CHECK(lower.refused.empty());
+  CHECK(lower.policy->memory()->size.str() == "1G");
+  CHECK(lower.policy->pids().value == 64u);
+  CHECK(lower.policy->pids().src.str() == ".pi/jail.toml:3:8");
+  CHECK(lower.policy->cpus()->value == 500u);
+  Resolved more = resolve_with("[limits]\npids = 100000\n");
+  CHECK(more.policy->pids().value == kDefaultPids);
+  REQUIRE(more.refused.size() == 1);
+  CHECK(more.refused[0].request.str() == ".pi/jail.toml:2:8");
+  CHECK(more.refused[0].what == "limits.pids 100000");
+  CHECK(more.refused[0].reason.find("a project may only lower it") != std::string::npos);
+  CHECK(more.refused[0].limit->str() == "default");
+  // With no memory limit in force, a project may set one (lower than none).
+  Resolved set = resolve_with("[limits]\nmemory = \"256M\"\n");
+  CHECK(set.refused.empty());
+  CHECK(set.policy->memory()->size.str() == "256M");
+  // Bounds and cgroups stay the operators'.
+  Resolved cg = resolve_with("[limits]\ncgroup = [\"/sys/fs/cgroup/mine\"]\n", "", sys);
+  REQUIRE(cg.refused.size() == 1);
+  CHECK(cg.refused[0].what == "[limits]");
+  CHECK(cg.policy->cgroups()[0].path == "/sys/fs/cgroup/pj");
+  // on_excess = "error" makes the refusal stop the run.
+  Resolved strict = resolve_with("[limits]\npids = 100000\n", "", "[policy]\non_excess = \"error\"\n");
+  CHECK_FALSE(strict.policy.has_value());
+  REQUIRE_FALSE(strict.errors.empty());
+  CHECK(strict.errors[0].str().find(".pi/jail.toml:2:8: refused") == 0);
+}
+
+TEST_CASE("[limits] cgroup is an absolute path") {
+  Resolved r = resolve({layer("[limits]\ncgroup = [\"sys/fs/cgroup\"]\n", "op.toml", Authority::system)},
+                       context(host()));
+  CHECK_FALSE(r.policy.has_value());
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].str() == "op.toml:2:11: limits.cgroup \"sys/fs/cgroup\": must be an absolute path");
+}
+
+TEST_CASE("explain shows the resource limits and their sources") {
+  static FakeFs fs = host();
+  Resolved r = resolve({layer("[limits]\npids = 512\nmemory = \"1G\"\ncgroup = [\"/sys/fs/cgroup/pj\"]\n", "op.toml",
+                              Authority::system)},
+                       context(fs));
+  REQUIRE(r.policy);
+  ExplainInput ex;
+  ex.policy = &*r.policy;
+  ex.resolved = &r;
+  ex.backend = "linux";
+  std::string text = explain_text(ex);
+  CAPTURE(text);
+  CHECK(text.find("\nresource limits (the whole jail):\n") != std::string::npos);
+  CHECK(text.find("  processes       512") != std::string::npos);
+  CHECK(text.find("op.toml:2:8") != std::string::npos);
+  CHECK(text.find("  memory          1G (needs a delegated cgroup)") != std::string::npos);
+  CHECK(text.find("  cpus            no limit") != std::string::npos);
+  CHECK(text.find("  cgroup          /sys/fs/cgroup/pj") != std::string::npos);
+  std::string json = explain_json(ex);
+  std::erase_if(json, [](char c) { return c == ' ' || c == '\n'; });
+  CAPTURE(json);
+  CHECK(json.find(R"("limits":{"pids":{"value":512,"source":{"file":"op.toml","line":2,"column":8}})") != std::string::npos);
+  CHECK(json.find(R"("cpus":null,"cgroup":["/sys/fs/cgroup/pj"]})") != std::string::npos);
 }
