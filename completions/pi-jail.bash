@@ -5,7 +5,7 @@ _pi_jail() {
   _init_completion || return
 
   local opts="--workspace -w --profile -p --config --no-project-config --allow-read --allow-write --deny
-    --allow-net --timeout --grace --report --net-log --unsandboxed --json --verbose -v --quiet -q --help -h
+    --allow-net --publish --timeout --grace --report --net-log --unsandboxed --json --verbose -v --quiet -q --help -h
     --version"
   local subcommands="explain doctor shell-init help"
 
@@ -23,7 +23,7 @@ _pi_jail() {
     --config | --report | --net-log)
       _filedir
       return ;;
-    --allow-net | --timeout | --grace)
+    --allow-net | --publish | --timeout | --grace)
       return ;;
     shell-init)
       COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur"))
@@ -37,7 +37,7 @@ _pi_jail() {
     case ${words[i]} in
       --) _command_offset $((i + 1)); return ;;
       -w | --workspace | -p | --profile | --config | --allow-read | --allow-write | --deny | --allow-net | \
-        --timeout | --grace | --report | --net-log) ((i++)) ;;
+        --publish | --timeout | --grace | --report | --net-log) ((i++)) ;;
       -*) ;;
       explain | doctor | shell-init | help) [[ -z $sub ]] && sub=${words[i]} ;;
       *) [[ -z $sub ]] && { _command_offset "$i"; return; } ;;

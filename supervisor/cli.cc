@@ -29,6 +29,8 @@ options:
   --allow-write PATH    also show PATH, read-write (PATH must exist)
   --deny PATH           hide PATH (an empty read-only file or directory), even under a grant
   --allow-net HOST[:PORT]  a network rule for the filter (see pi-jail.toml(5))
+  --publish [127.0.0.1:]PORT[:JAILPORT]  serve the jail's port JAILPORT (default PORT)
+                        on the host's loopback at PORT, for a server the command starts
   --timeout DURATION    stop the jail after DURATION (TERM, --grace, KILL) and exit 124;
                         DURATION is a number with an optional unit: ms, s (default), m, h
   --grace DURATION      time between TERM and KILL when stopping (default 5s)
@@ -90,6 +92,7 @@ constexpr Option kOptions[] = {
     {"--allow-write", "", true, Scope::policy},
     {"--deny", "", true, Scope::policy},
     {"--allow-net", "", true, Scope::policy},
+    {"--publish", "", true, Scope::policy},
     {"--timeout", "", true, Scope::run},
     {"--grace", "", true, Scope::run},
     {"--report", "", true, Scope::run},
@@ -164,6 +167,7 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   else if (name == "--config") inv.config = *value;
   else if (name == "--no-project-config") inv.no_project_config = true;
   else if (name == "--allow-net") inv.allow_net.push_back(*value);
+  else if (name == "--publish") inv.publish.push_back(*value);
   else if (name == "--allow-read") inv.allow_read.push_back(*value);
   else if (name == "--allow-write") inv.allow_write.push_back(*value);
   else if (name == "--deny") inv.deny.push_back(*value);

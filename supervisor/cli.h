@@ -24,6 +24,7 @@ struct Invocation {
   std::vector<std::string> allow_write;
   std::vector<std::string> deny;
   std::vector<std::string> allow_net;
+  std::vector<std::string> publish;  // --publish, checked by policy::parse_publish
   std::string profile = "pi";
   std::optional<std::string> config;  // replaces the operator file locations
   bool no_project_config = false;

@@ -130,7 +130,8 @@ void write_layers(JsonWriter& j, const linuxjail::JailSpec& spec) {
   j.end_object();
 }
 
-void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
+void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
+                  const std::vector<runtime::Request::Published>& published) {
   j.key("policy").begin_object();
   j.key("mounts").begin_array();
   for (const auto& op : spec.mounts) {
@@ -147,6 +148,16 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
   }
   j.end_array();
   write_environment(j, spec.env);
+  j.key("published").begin_array();
+  for (const auto& p : published) {
+    j.begin_object();
+    j.field("host_address", p.spec.host_addr);
+    j.field("host_port", p.spec.host_port);
+    j.field("jail_port", p.spec.jail_port);
+    j.field("why", p.why);
+    j.end_object();
+  }
+  j.end_array();
   j.end_object();
 }
 
@@ -208,9 +219,9 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     for (const auto& op : spec->mounts)
       util::debug("{}  # {}", util::printable(linuxjail::describe(op)), util::printable(op.why));
   choose_streams(*spec);
-  content.write_jail = [spec](JsonWriter& j) {
+  content.write_jail = [spec, published = input->published](JsonWriter& j) {
     write_layers(j, *spec);
-    write_policy(j, *spec);
+    write_policy(j, *spec, published);
   };
   auto opts = run_options(inv, prepared.rules);
   if (!opts) {
@@ -218,6 +229,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = opts.error().message();
     return out;
   }
+  opts->publish = input->published;
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_jailed(*spec, *opts);
   holds->release();

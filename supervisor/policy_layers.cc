@@ -85,6 +85,11 @@ policy::Layer command_line_layer(const cli::Invocation& inv) {
     auto pat = policy::parse_net_pattern(p);
     if (pat) l.net_allow.push_back({pat->str(), {"--allow-net", 0, 0}});
   }
+  for (const auto& p : inv.publish) {
+    std::string why;
+    auto spec = policy::parse_publish(p, why);
+    if (spec) l.publish.push_back({spec->str(), {"--publish", 0, 0}});
+  }
   return l;
 }
 
@@ -142,6 +147,11 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
     if (auto pat = policy::parse_net_pattern(p); !pat)
       lp.errors.push_back(problem("--allow-net", fmt::format("bad network pattern \"{}\": {}", p, pat.error().what())));
   }
+  for (const auto& p : inv.publish) {
+    std::string why;
+    if (!policy::parse_publish(p, why))
+      lp.errors.push_back(problem("--publish", fmt::format("bad publish \"{}\": {}", p, why)));
+  }
   policy::Layer cli = command_line_layer(inv);
   lp.info.push_back({cli.authority, cli.name, true});
   lp.layers.push_back(std::move(cli));
@@ -163,6 +173,11 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
                         (xdg_config && *xdg_config == '/' ? std::string(xdg_config) : home + "/.config") + "/pi-jail"}},
                       real_path,
                       places.worktree};
+  ctx.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (!v || !*v) return std::nullopt;
+    return std::string(v);
+  };
   ctx.ram_bytes = ram_bytes();
   lp.resolved = policy::resolve(lp.layers, ctx);
   return lp;

@@ -1,6 +1,9 @@
 #include "run.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,6 +75,49 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
   if (!log) return log.take_error();
   opts.net_log = std::move(*log);
   return opts;
+}
+
+util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtime::Request::Published>& ports) {
+  std::vector<PublishedPort> out;
+  for (const auto& p : ports) {
+    const bool v6 = p.spec.host_addr == "::1";
+    sockaddr_storage ss{};
+    socklen_t len;
+    if (v6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      a->sin6_family = AF_INET6;
+      a->sin6_addr = in6addr_loopback;
+      a->sin6_port = htons(static_cast<uint16_t>(p.spec.host_port));
+      len = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a->sin_port = htons(static_cast<uint16_t>(p.spec.host_port));
+      len = sizeof *a;
+    }
+    const std::string where = fmt::format("publish {} ({})", p.spec.str(), p.why);
+    util::UniqueFd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) return util::Error::from_errno(where + ": socket", errno);
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // past TIME_WAIT only, never a listener
+    if (v6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+      int err = errno;
+      std::string fix = err == EADDRINUSE
+                            ? fmt::format("stop what listens on the host's port {}, or publish another host port "
+                                          "(--publish {}:{})",
+                                          p.spec.host_port, p.spec.host_port == 65535 ? 65534 : p.spec.host_port + 1,
+                                          p.spec.jail_port)
+                        : err == EACCES ? "ports below 1024 need privileges on the host: publish a higher host port"
+                                        : "publish on 127.0.0.1";
+      return util::Error::invalid(fmt::format("{}: cannot listen on the host's port {}: {} ({})\n  fix: {}", where,
+                                              p.spec.host_port, std::strerror(err), util::errno_name(err), fix));
+    }
+    if (::listen(fd.get(), 128) != 0) return util::Error::from_errno(where + ": listen", errno);
+    out.push_back({std::move(fd), p.spec, p.why});
+  }
+  return out;
 }
 
 util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter() {
