@@ -243,6 +243,7 @@ struct Conn {
   std::vector<IpAddress> addrs;
   size_t next_addr = 0;
   std::string address;
+  std::string jail_socket_error;  // publish: why the last socket could not be made
   std::string to_client;  // a reply to flush before closing or relaying
   Flow up, down;
   bool client_dead = false, upstream_dead = false;  // hung up: never watched again
@@ -437,7 +438,10 @@ struct Proxy::Impl {
         ref.target = {l.target->host, l.target->port};
         ref.verdict.allowed = true;
         ref.verdict.reason = "the operator's " + l.target->source;
+        // A dev server may listen on either loopback ("localhost"
+        // resolves to ::1 first for some): 127.0.0.1, then ::1.
         ref.addrs = {l.target->addr};
+        if (auto v6 = parse_ip("::1"); v6 && !l.target->addr.v6) ref.addrs.push_back(*v6);
         watch(fd, ref.id << 1, 0);  // nothing from the host's client until connected
         try_connect(ref);
       }
@@ -564,9 +568,10 @@ struct Proxy::Impl {
       }
       if (c.kind == ListenerKind::publish) {
         int fd = jail_sockets ? jail_sockets(ss.ss_family) : -ENOSYS;
-        if (fd < 0) {
-          return refuse(c, 502, SocksReply::general_failure,
-                        fmt::format("cannot make a socket in the jail's network namespace: {}", std::strerror(-fd)));
+        if (fd < 0) {  // e.g. no IPv6 in the jail: the next address, else refused below
+          c.jail_socket_error = fmt::format("cannot make a socket in the jail's network namespace: {}",
+                                            std::strerror(-fd));
+          continue;
         }
         c.upstream.reset(fd);
       } else {
@@ -583,7 +588,8 @@ struct Proxy::Impl {
       }
     }
     refuse(c, 502, SocksReply::connection_refused,
-           fmt::format("cannot connect to {}:{}", bounded(c.target.host), c.target.port));
+           c.jail_socket_error.empty() ? fmt::format("cannot connect to {}:{}", bounded(c.target.host), c.target.port)
+                                       : c.jail_socket_error);
   }
 
   void on_connected(Conn& c) {

@@ -51,21 +51,26 @@ int free_port() {
   return port;
 }
 
-// A server in the jail on 127.0.0.1:PORT serving the workspace; it
+// A server in the jail on ADDRESS:PORT (default 127.0.0.1) serving the workspace; it
 // writes `ready` once listening and stops when the test writes `done`.
 const char* kServer =
-    "import http.server, os, sys, threading, time\n"
-    "s = http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), http.server.SimpleHTTPRequestHandler)\n"
+    "import http.server, os, socket, sys, threading, time\n"
+    "addr = sys.argv[2] if len(sys.argv) > 2 else '127.0.0.1'\n"
+    "class S(http.server.ThreadingHTTPServer):\n"
+    "    address_family = socket.AF_INET6 if ':' in addr else socket.AF_INET\n"
+    "s = S((addr, int(sys.argv[1])), http.server.SimpleHTTPRequestHandler)\n"
     "threading.Thread(target=s.serve_forever, daemon=True).start()\n"
     "open('ready', 'w').close()\n"
     "while not os.path.exists('done'): time.sleep(0.05)\n";
 
-// pi-jail [extra...] -- python3 server.py JAILPORT
-std::vector<std::string> server_argv(const Sandbox& sb, const std::vector<std::string>& extra, int jail_port) {
+// pi-jail [extra...] -- python3 server.py JAILPORT [ADDRESS]
+std::vector<std::string> server_argv(const Sandbox& sb, const std::vector<std::string>& extra, int jail_port,
+                                     const std::string& address = "127.0.0.1") {
   std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws};
   argv.insert(argv.end(), extra.begin(), extra.end());
   for (std::string a : {"--", "/usr/bin/python3", "server.py"}) argv.push_back(a);
   argv.push_back(std::to_string(jail_port));
+  argv.push_back(address);
   return argv;
 }
 
@@ -220,4 +225,18 @@ TEST_CASE("a project file asking for a published port is refused and reported; n
   CHECK(text.find("published ports are set by operators, not by projects") != std::string::npos);
   CHECK(text.find("\"published\": []") != std::string::npos);
   CHECK(validate_report(report).status == 0);
+}
+
+TEST_CASE("--publish reaches a server that listens on the jail's ::1 only (\"localhost\" resolved to ::1)") {
+  Sandbox sb;
+  write_file(sb.ws + "/page.txt", "served-on-v6\n");
+  write_file(sb.ws + "/server.py", kServer);
+  const int port = free_port();
+  pid_t pid = spawn(server_argv(sb, {"--publish", std::to_string(port)}, port, "::1"), {"HOME=" + sb.home});
+  REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
+  auto o = curl(port);
+  CHECK(o.status == 0);
+  CHECK(o.out == "served-on-v6\n");
+  write_file(sb.ws + "/done", "");
+  CHECK(wait_status_guarded(pid) == 0);
 }
