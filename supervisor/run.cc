@@ -159,15 +159,26 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
   // One row per destination (protocols together), most refused first.
   std::vector<Row> rows;
   std::uint64_t refused = table.unlisted.refused;
+  // A published port's failures are the host's clients finding no server
+  // in the jail (yet): said apart, never as the filter refusing the jail.
+  std::vector<std::string> published;
   for (const auto& d : table.entries) {
     if (d.allowed) continue;
+    if (d.protocol == "publish") {
+      if (published.size() < kSummaryLines)
+        published.push_back(fmt::format("published port: {} connection{} from the host found nothing at the jail's "
+                                        "port {}: {}",
+                                        d.count, d.count == 1 ? "" : "s", d.port,
+                                        util::printable(netproxy::bounded(d.reason, 160))));
+      continue;
+    }
     refused += d.count;
     auto it = std::find_if(rows.begin(), rows.end(),
                            [&](const Row& r) { return r.d->host == d.host && r.d->port == d.port; });
     if (it == rows.end()) rows.push_back({&d, d.count});
     else it->count += d.count;
   }
-  if (refused == 0) return {};
+  if (refused == 0) return published;
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.count > b.count; });
   // Jail-supplied text: escaped, and cut to what a line can show.
   auto shown = [](std::string_view s, size_t max) { return util::printable(netproxy::bounded(s, max)); };
@@ -201,6 +212,7 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
     out.push_back("  (a project's .pi/jail.toml may ask for them too, only within the operator's [limits]; "
                   "see pi-jail.toml(5))");
   }
+  out.insert(out.end(), published.begin(), published.end());
   return out;
 }
 
