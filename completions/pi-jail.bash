@@ -5,7 +5,7 @@ _pi_jail() {
   _init_completion || return
 
   local opts="--workspace -w --profile -p --config --no-project-config --allow-read --allow-write --deny
-    --allow-net --publish --timeout --grace --report --net-log --unsandboxed --json --verbose -v --quiet -q --help -h
+    --allow-net --allow-net-preset --ephemeral-home --publish --timeout --grace --report --net-log --unsandboxed --json --verbose -v --quiet -q --help -h
     --version"
   local subcommands="explain doctor shell-init help"
 
@@ -25,6 +25,9 @@ _pi_jail() {
       return ;;
     --allow-net | --publish | --timeout | --grace)
       return ;;
+    --allow-net-preset)
+      COMPREPLY=($(compgen -W "npm pypi crates github" -- "$cur"))
+      return ;;
     shell-init)
       COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur"))
       return ;;
@@ -36,7 +39,7 @@ _pi_jail() {
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
       --) _command_offset $((i + 1)); return ;;
-      -w | --workspace | -p | --profile | --config | --allow-read | --allow-write | --deny | --allow-net | \
+      -w | --workspace | -p | --profile | --config | --allow-read | --allow-write | --deny | --allow-net | --allow-net-preset | \
         --publish | --timeout | --grace | --report | --net-log) ((i++)) ;;
       -*) ;;
       explain | doctor | shell-init | help) [[ -z $sub ]] && sub=${words[i]} ;;

@@ -10,7 +10,7 @@ function __pi_jail_no_command
             continue
         end
         switch $w
-            case -w --workspace -p --profile --config --allow-read --allow-write --deny --allow-net --publish --timeout --grace --report --net-log
+            case -w --workspace -p --profile --config --allow-read --allow-write --deny --allow-net --allow-net-preset --publish --timeout --grace --report --net-log
                 set skip 1
             case '-*'
             case '*'
@@ -35,6 +35,8 @@ complete -c pi-jail -n __pi_jail_no_command -l allow-write -r -F -d 'also show P
 complete -c pi-jail -n __pi_jail_no_command -l deny -r -F -d 'hide PATH'
 complete -c pi-jail -n __pi_jail_no_command -l allow-net -x -d 'a network rule, HOST[:PORT]'
 complete -c pi-jail -n __pi_jail_no_command -l publish -x -d 'serve a jail port on the host loopback, [127.0.0.1:]PORT[:JAILPORT]'
+complete -c pi-jail -n __pi_jail_no_command -l allow-net-preset -x -a 'npm pypi crates github' -d 'the hosts of a package ecosystem'
+complete -c pi-jail -n __pi_jail_no_command -l ephemeral-home -d '$HOME inside is discarded at the end'
 complete -c pi-jail -n __pi_jail_no_command -l timeout -x -d 'stop the jail after DURATION'
 complete -c pi-jail -n __pi_jail_no_command -l grace -x -d 'time between TERM and KILL'
 complete -c pi-jail -n __pi_jail_no_command -l report -r -F -d 'write a JSON report of the run'

@@ -31,6 +31,9 @@ options:
   --allow-net HOST[:PORT]  a network rule for the filter (see pi-jail.toml(5))
   --publish [127.0.0.1:]PORT[:JAILPORT]  serve the jail's port JAILPORT (default PORT)
                         on the host's loopback at PORT, for a server the command starts
+  --allow-net-preset NAME  the hosts of a package ecosystem: npm, pypi, crates, github
+  --ephemeral-home      $HOME inside is this run's own, discarded at the end (default: the
+                        workspace's jail home under ~/.local/share/pi-jail/homes/, kept)
   --timeout DURATION    stop the jail after DURATION (TERM, --grace, KILL) and exit 124;
                         DURATION is a number with an optional unit: ms, s (default), m, h
   --grace DURATION      time between TERM and KILL when stopping (default 5s)
@@ -93,6 +96,8 @@ constexpr Option kOptions[] = {
     {"--deny", "", true, Scope::policy},
     {"--allow-net", "", true, Scope::policy},
     {"--publish", "", true, Scope::policy},
+    {"--allow-net-preset", "", true, Scope::policy},
+    {"--ephemeral-home", "", false, Scope::policy},
     {"--timeout", "", true, Scope::run},
     {"--grace", "", true, Scope::run},
     {"--report", "", true, Scope::run},
@@ -168,6 +173,8 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   else if (name == "--no-project-config") inv.no_project_config = true;
   else if (name == "--allow-net") inv.allow_net.push_back(*value);
   else if (name == "--publish") inv.publish.push_back(*value);
+  else if (name == "--allow-net-preset") inv.allow_net_presets.push_back(*value);
+  else if (name == "--ephemeral-home") inv.ephemeral_home = true;
   else if (name == "--allow-read") inv.allow_read.push_back(*value);
   else if (name == "--allow-write") inv.allow_write.push_back(*value);
   else if (name == "--deny") inv.deny.push_back(*value);

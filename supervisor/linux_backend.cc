@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "git_audit.h"
+#include "jail_home.h"
 #include "linux_run.h"
 #include "placeholders.h"
 #include "private_dirs.h"
@@ -209,6 +210,17 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   if (inv.mode == cli::Mode::explain) {
     print_view(*spec);
     return out;
+  }
+  if (!input->home_source.empty()) {
+    std::vector<std::pair<std::string, MountNode>> dests;
+    for (const auto& op : spec->mounts) {
+      if (op.kind == linuxjail::MountKind::seal) continue;
+      dests.emplace_back(op.dest, op.kind == linuxjail::MountKind::symlink ? MountNode::symlink
+                                  : op.node == linuxjail::Node::directory  ? MountNode::directory
+                                                                           : MountNode::file);
+    }
+    for (const auto& note : clear_mount_paths(input->home_source, input->home, dests))
+      util::note("{}", util::printable(note));
   }
   auto holds = registry->hold(*spec);
   registry->unlock();

@@ -36,6 +36,7 @@ bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prep
   ex.policy = lp.resolved.policy ? &*lp.resolved.policy : nullptr;
   ex.layers = lp.info;
   ex.workspace = prepared.request.workspace;
+  ex.jail_home = prepared.request.home_source;
   ex.backend = supervisor::backend::kName;
   policy::Resolved with_load_errors = lp.resolved;
   with_load_errors.errors.insert(with_load_errors.errors.begin(), lp.errors.begin(), lp.errors.end());
@@ -59,6 +60,8 @@ supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::R
     return out;
   }
   content.workspace = prepared->request.workspace;
+  content.interpreter = prepared->program.interpreter;
+  content.path_first = prepared->program.path_first;
   content.refused = prepared->policy.resolved.refused;
   if (inv.isolation == cli::Isolation::unsandboxed) {
     if (inv.report) util::warn("--report is not written for --unsandboxed runs: nothing is enforced to report");

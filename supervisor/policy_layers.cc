@@ -1,5 +1,7 @@
 #include "policy_layers.h"
 
+#include "jail_home.h"
+
 #include <sys/stat.h>
 #if defined(__linux__)
 #include <sys/sysinfo.h>
@@ -90,6 +92,14 @@ policy::Layer command_line_layer(const cli::Invocation& inv) {
     auto spec = policy::parse_publish(p, why);
     if (spec) l.publish.push_back({spec->str(), {"--publish", 0, 0}});
   }
+  for (const auto& name : inv.allow_net_presets) {
+    const policy::Source src{"--allow-net-preset " + name, 0, 0};
+    if (const auto* p = policy::find_net_preset(name)) {
+      for (auto host : p->hosts) l.net_allow.push_back({std::string(host), src});
+      l.net_presets.push_back({name, src});
+    }
+  }
+  if (inv.ephemeral_home) l.home_persist = policy::Flag{false, {"--ephemeral-home", 0, 0}};
   return l;
 }
 
@@ -152,6 +162,12 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
     if (!policy::parse_publish(p, why))
       lp.errors.push_back(problem("--publish", fmt::format("bad publish \"{}\": {}", p, why)));
   }
+  for (const auto& p : inv.allow_net_presets)
+    if (!policy::find_net_preset(p)) {
+      std::string known;
+      for (const auto& n : policy::net_presets()) known += (known.empty() ? "" : ", ") + std::string(n.name);
+      lp.errors.push_back(problem("--allow-net-preset", fmt::format("unknown preset \"{}\" (known: {})", p, known)));
+    }
   policy::Layer cli = command_line_layer(inv);
   lp.info.push_back({cli.authority, cli.name, true});
   lp.layers.push_back(std::move(cli));
@@ -164,11 +180,13 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
 
   const char* xdg_config = std::getenv("XDG_CONFIG_HOME");
   const std::string state = state_dir();
+  const std::string data = data_dir();
   policy::Context ctx{places.workspace,
                       home,
                       places.cwd,
                       {{"pi_agent_dir", places.agent_dir},
                        {"pi_jail_state", state.empty() ? home + "/.local/state/pi-jail" : state},
+                       {"pi_jail_data", data.empty() ? home + "/.local/share/pi-jail" : data},
                        {"pi_jail_config",
                         (xdg_config && *xdg_config == '/' ? std::string(xdg_config) : home + "/.config") + "/pi-jail"}},
                       real_path,

@@ -16,6 +16,9 @@
 #include <fmt/format.h>
 
 #include "git_worktree.h"
+#include "git_identity.h"
+#include "jail_home.h"
+#include "run.h"
 #include "runtime/program.h"
 #include "util/escape.h"
 #include "util/log.h"
@@ -240,6 +243,30 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     for (const auto& f : prepared.rules.forwards()) in.forwards.emplace_back(f.addr.str(), f.port);
   }
 
+  // $HOME inside: the workspace's jail home, made now (explain shows it).
+  if (lp.resolved.policy && lp.resolved.policy->home_persists() && in.home != "/" &&
+      inv.isolation == cli::Isolation::jail) {
+    const std::string data = data_dir();
+    if (data.empty())
+      return Error::invalid("the jail home: neither $XDG_DATA_HOME nor $HOME is an absolute path; set one, or pass "
+                            "--ephemeral-home");
+    auto home_dir = prepare_jail_home(data, in.workspace);
+    if (home_dir) in.home_source = *home_dir;
+    else if (inv.mode == cli::Mode::explain)  // shown, not fatal: explain runs nothing
+      util::warn("{}; a run would stop here (exit 125)", home_dir.error().message());
+    else
+      return home_dir.take_error();
+  }
+  // The host's git identity, without its secrets, at ~/.config/git/config.
+  if (in.home != "/" && inv.isolation == cli::Isolation::jail && !state_dir().empty()) {
+    auto git = git_identity::prepare(state_dir(), in.home);
+    if (git)
+      in.shown_files.push_back({in.home + "/.config/git/config", *git,
+                                "your git identity and display settings, nothing else (pi-jail(1), GIT)"});
+    else
+      util::warn("{}; the jail gets no git identity", git.error().message());
+  }
+
   in.uid = ::getuid();
   in.gid = ::getgid();
   for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);
@@ -253,6 +280,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     return program.take_error();
   }
   in.exec_path = program->exec_path;
+  in.path_first = program->path_first;
   for (const auto& need : program->needs) in.grants.push_back({need.path, runtime::Access::read_only, need.why});
   prepared.program = std::move(*program);
   in.argv = inv.command;

@@ -58,6 +58,10 @@ std::string render_report(const Report::Content& c) {
   for (const auto& a : c.command) j.value(a);
   j.end_array();
   j.field("workspace", c.workspace);
+  j.key("interpreter").begin_object();
+  j.field("path", c.interpreter);
+  j.field("path_first", c.path_first);
+  j.end_object();
   j.field("started", rfc3339(c.started));
   j.field("ended", rfc3339(c.ended));
   j.field("duration_ms",

@@ -27,6 +27,9 @@ public:
   struct Content {
     std::vector<std::string> command;
     std::string workspace;
+    // The #! interpreter pi-jail resolved, and the directory put first on
+    // PATH inside for it (both "" when none).
+    std::string interpreter, path_first;
     std::chrono::system_clock::time_point started, ended;
     std::string backend;  // "linux" or "macos-seatbelt"
     // The backend writes the jail's "layers" and "policy" objects; unset

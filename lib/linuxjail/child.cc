@@ -265,10 +265,16 @@ void do_scratch(int root, Scratch& s, const char* fs_options, const ChildMount& 
     s.stage = open_in_root(root, kScratchStage, O_PATH | O_DIRECTORY);
     if (s.stage < 0) fail(Stage::mount, errno, op);
   }
-  // mkdirat's mode is masked by the umask: set 1777 explicitly. Nothing
+  // mkdirat's mode is masked by the umask: set it explicitly (1777, or
+  // the octal mode in `options`: 0700 for an ephemeral $HOME). Nothing
   // else can reach this private tmpfs, so the name is ours.
+  mode_t mode = 01777;
+  if (m.options && m.options[0]) {
+    mode = 0;
+    for (const char* c = m.options; *c >= '0' && *c <= '7'; ++c) mode = mode * 8 + static_cast<mode_t>(*c - '0');
+  }
   if (::mkdirat(s.stage, m.source, 0700) != 0) fail(Stage::mount, errno, op);
-  if (::fchmodat(s.stage, m.source, 01777, 0) != 0) fail(Stage::mount, errno, op);
+  if (::fchmodat(s.stage, m.source, mode, 0) != 0) fail(Stage::mount, errno, op);
   int tree = ::open_tree(s.stage, m.source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
   if (tree < 0) fail(Stage::mount, errno, op);
   set_attrs(tree, m.attrs, 0, Stage::mount, op);

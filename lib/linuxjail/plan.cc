@@ -18,6 +18,9 @@ using util::path_within;
 
 const SourceFact kAbsent{};
 
+// The scratch directory of an ephemeral $HOME (the places' are in view.cc).
+constexpr std::string_view kEphemeralHome = "home";
+
 const SourceFact& fact(const Facts& facts, std::string_view path) {
   auto it = facts.find(std::string(path));
   return it == facts.end() ? kAbsent : it->second;
@@ -131,6 +134,13 @@ bool visible(const std::vector<MountOp>& ops, std::string_view path) {
   return m && m->kind == MountKind::bind;
 }
 
+// Is `path` in the jail home (no mount closer to it): a place whose host
+// path names the real home's object, which the jail does not see there?
+bool in_jail_home(const std::vector<MountOp>& ops, std::string_view path) {
+  const MountOp* m = closest_mount(ops, path);
+  return m && m->jail_home;
+}
+
 // Is `path` below a writable bind (where a jail could create it)?
 bool writable(const std::vector<MountOp>& ops, std::string_view path) {
   const MountOp* m = closest_mount(ops, path);
@@ -156,6 +166,7 @@ void pin_ancestors(const Facts& facts, std::vector<MountOp>& ops) {
     std::string parent(util::parent_path(op.dest));
     const MountOp* above = closest_mount(ops, parent);
     if (!above || above->kind != MountKind::bind || above->access != Access::read_write) continue;
+    if (above->jail_home) continue;  // the host's directories there are not the jail's
     for (std::string dir = parent; dir != above->dest && dir != "/"; dir = std::string(util::parent_path(dir))) {
       const SourceFact& f = fact(facts, dir);
       if (f.kind != SourceFact::Kind::directory || f.is_symlink || f.resolved != dir || taken(dir)) continue;
@@ -195,6 +206,7 @@ MountOp placeholder_op(const std::string& dest, Node node, const std::string& wh
 //   creates is audited when the run ends (git_audit.h), not prevented.
 std::string protect(const Facts& facts, const PathRule& r, std::vector<MountOp>& ops) {
   const SourceFact& f = fact(facts, r.path);
+  if (in_jail_home(ops, r.path) || (usable(f) && in_jail_home(ops, f.resolved))) return "";  // not the host's
   if (!writable(ops, r.path) && !(usable(f) && writable(ops, f.resolved))) {
     if (usable(f) && visible(ops, f.resolved)) ops.push_back(bind_op(f.resolved, f, Access::read_only, r.why));
     return "";
@@ -252,7 +264,8 @@ std::string describe(const MountOp& op) {
       if (op.source == op.dest) return fmt::format("bind {} {}", access, op.dest);
       return fmt::format("bind {} {} <- {}", access, op.dest, op.source);
     case MountKind::tmpfs: return fmt::format("tmpfs {} ({})", op.dest, op.options);
-    case MountKind::scratch: return fmt::format("scratch {} <- {}/ (mode=1777)", op.dest, op.source);
+    case MountKind::scratch:
+      return fmt::format("scratch {} <- {}/ (mode={})", op.dest, op.source, op.options.empty() ? "1777" : op.options);
     case MountKind::proc: return fmt::format("proc {}", op.dest);
     case MountKind::devpts: return fmt::format("devpts {} ({})", op.dest, op.options);
     case MountKind::mask: return fmt::format("mask {}", op.dest);
@@ -276,6 +289,8 @@ std::vector<std::string> paths_to_probe(const PlanInput& in) {
   out.push_back(in.workspace);
   for (const auto& g : in.grants) out.push_back(g.path);
   for (const auto& s : in.sockets) out.push_back(s.path);
+  if (!in.home_source.empty()) out.push_back(in.home_source);
+  for (const auto& s : in.shown_files) out.push_back(s.source);
   for (const auto& v : in.private_views) {
     out.push_back(v.staging);
     out.insert(out.end(), v.shown.begin(), v.shown.end());
@@ -296,9 +311,21 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   add_structure(facts, ops);
 
   const bool private_home = in.home != "/" && !in.home.empty();
-  if (private_home) {
-    MountOp home = simple_op(MountKind::tmpfs, in.home, "", "$HOME: empty and read-only except grants");
-    home.options = "size=1m,mode=0700";
+  if (private_home && !in.home_source.empty()) {
+    const SourceFact& f = fact(facts, in.home_source);
+    if (f.kind != SourceFact::Kind::directory || f.is_symlink || f.resolved != in.home_source)
+      problems.push_back(fmt::format("$HOME: the jail home {} is not a directory (or changed after it was checked)",
+                                     in.home_source));
+    else {
+      MountOp home = bind_op(in.home, f, Access::read_write,
+                             "$HOME: this workspace's own jail home, kept between runs ([home] persist)");
+      home.jail_home = true;
+      ops.push_back(std::move(home));
+    }
+  } else if (private_home) {
+    MountOp home = simple_op(MountKind::scratch, in.home, kEphemeralHome, "$HOME: this run's own, discarded at the end "
+                             "([home] persist = false; the shared scratch budget)");
+    home.options = "0700";
     home.access = Access::read_write;
     ops.push_back(std::move(home));
   }
@@ -373,6 +400,16 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     ops.push_back(std::move(op));
   }
 
+  // Files pi-jail wrote for the jail (its git config), at their places.
+  for (const auto& s : in.shown_files) {
+    const SourceFact& f = fact(facts, s.source);
+    if (f.kind != SourceFact::Kind::file || f.is_symlink || f.resolved != s.source) {
+      problems.push_back(fmt::format("{} <- {}: not a regular file of pi-jail's ({})", s.path, s.source, s.why));
+      continue;
+    }
+    ops.push_back(bind_op(s.path, f, Access::read_only, s.why));
+  }
+
   // Read-only marks: the same object bound read-only over itself inside
   // a writable grant; an absent one covered by an empty read-only
   // placeholder so it cannot be created either.
@@ -384,7 +421,7 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     const SourceFact& f = fact(facts, d.path);
     if (!usable(f)) continue;  // nothing there to hide
     std::string dest = f.resolved;
-    if (!visible(ops, dest)) continue;  // not in the view anyway
+    if (!visible(ops, dest) || in_jail_home(ops, dest)) continue;  // not in the view anyway
     MountOp mask = simple_op(MountKind::mask, dest, "", d.why);
     mask.node = node_of(f);
     ops.push_back(std::move(mask));
@@ -414,7 +451,6 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     if (still_tmpfs) ops.push_back(simple_op(MountKind::seal, dest, "", why));
   };
   seal_tmpfs("/dev", "no new device entries");
-  if (private_home) seal_tmpfs(in.home, "$HOME is read-only except grants");
   for (const auto& e : view::proc_read_only()) {
     MountOp seal = simple_op(MountKind::seal, e.path, "", e.why);
     seal.optional = true;
@@ -460,7 +496,7 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   std::optional<runtime::ProxyEndpoints> proxy;
   if (in.network_filter) proxy = runtime::ProxyEndpoints{"127.0.0.1", kHttpProxyPort, kSocksProxyPort};
   spec.env = runtime::jail_env(in, "/tmp", proxy);
-  spec.cwd = visible(spec.mounts, in.cwd) ? in.cwd : in.workspace;
+  spec.cwd = visible(spec.mounts, in.cwd) && !in_jail_home(spec.mounts, in.cwd) ? in.cwd : in.workspace;
   spec.uid = in.uid;
   spec.gid = in.gid;
   spec.seccomp = in.seccomp;

@@ -21,8 +21,8 @@ using runtime::Access;
 enum class MountKind {
   bind,        // host `source` (already resolved) at `dest`, file or directory
   tmpfs,       // a fresh tmpfs at `dest` (`options`: size, mode)
-  scratch,     // directory `source` (made mode 1777) of the jail's one scratch
-               // tmpfs (JailSpec::scratch_fs), bound at `dest`
+  scratch,     // directory `source` (mode 1777, or the octal `options`) of the
+               // jail's one scratch tmpfs (JailSpec::scratch_fs), bound at `dest`
   proc,        // a new procfs for the jail's PID namespace
   devpts,      // a new devpts instance (newinstance, ptmxmode=0666)
   mask,        // an empty read-only directory or file over `dest`
@@ -48,6 +48,10 @@ struct MountOp {
   bool optional = false; // seal of a path the kernel may not have (/proc/bus)
   bool placeholder = false;  // mask over a path that did not exist: made on the host (placeholders.h)
   bool held = false;         // a protected object inside a writable mount: held while the jail runs
+  // The jail home bound at $HOME: below it the jail sees its own files,
+  // not the host's at the same paths, so nothing there is masked,
+  // protected or pinned from the host.
+  bool jail_home = false;
   std::string why;       // where this entry comes from, for messages and explain
 };
 

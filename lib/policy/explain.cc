@@ -79,6 +79,9 @@ std::string explain_text(const ExplainInput& in) {
     line("ptrace", p.ptrace_allowed() ? "ALLOWED (unsafe_allow_ptrace)" : "denied", p.ptrace_src());
     line("nested-userns", p.nested_userns_allowed() ? "ALLOWED (unsafe_nested_user_namespaces)" : "denied",
          p.nested_userns_src());
+    out += "\nhome ($HOME inside; never the real home):\n";
+    line("persist", p.home_persists() ? "kept between runs in " + in.jail_home : "no: the run's own, discarded at the end",
+         p.home_persist_src());
     out += scratch_enforced(in) ? "\nscratch (one tmpfs for /tmp, /var/tmp and /dev/shm together):\n"
                                 : "\nscratch:\n";
     line("size", scratch_words(in, p.scratch()), p.scratch_src());
@@ -182,6 +185,11 @@ std::string explain_json(const ExplainInput& in) {
     j.field("landlock", p.landlock() == LandlockUse::required ? "required" : "if-available");
     j.field("ptrace", p.ptrace_allowed() ? "allowed" : "denied");
     j.field("nested_user_namespaces", p.nested_userns_allowed() ? "allowed" : "denied");
+    j.end_object();
+    j.key("home").begin_object();
+    j.field("persist", p.home_persists());
+    j.field("path", p.home_persists() ? in.jail_home : "");
+    src(p.home_persist_src());
     j.end_object();
     j.key("scratch").begin_object();
     j.field("size", p.scratch().str());

@@ -22,6 +22,7 @@ struct ExplainInput {
   std::vector<LayerInfo> layers;
   std::string workspace;
   std::string backend = "linux";  // which jail runs it: "linux" or "macos-seatbelt"
+  std::string jail_home = "";     // the host directory shown at $HOME; "" when ephemeral
 };
 
 // For people: paths, patterns and messages (which may come from the

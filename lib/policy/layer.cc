@@ -25,7 +25,8 @@ constexpr size_t kMaxFileSize = 1 << 20;
 // The schema: which keys each table may have.
 const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"filesystem", {"system", "read", "write", "deny", "read_only", "private", "write_back", "sockets"}},
-    {"network", {"allow", "deny", "publish"}},
+    {"network", {"allow", "deny", "presets", "publish"}},
+    {"home", {"persist"}},
     {"env", {"pass", "set"}},
     {"limits", {"read", "write", "network", "env", "scratch"}},
     {"hardening", {"landlock", "unsafe_allow_ptrace", "unsafe_nested_user_namespaces"}},
@@ -173,6 +174,10 @@ public:
           if (!p) out_.errors.push_back({e.src, fmt::format("bad publish \"{}\": {}", e.text, why)});
           else l.publish.push_back({p->str(), e.src});
         }
+      } else if (name == "network" && key == "presets") {
+        for (const auto& e : strings(v, where)) add_preset(e);
+      } else if (name == "home") {
+        l.home_persist = flag(v, where);
       } else if (name == "network") {
         std::vector<Entry> list, private_ranges;
         if (key == "allow") net_allow_entries(v, where, list, private_ranges);
@@ -225,6 +230,19 @@ public:
     }
   }
 
+  // A preset's hosts become allow entries at the preset's position, so
+  // limits and refusals treat them as if each host were written there.
+  void add_preset(const Entry& e) {
+    if (const NetPreset* p = find_net_preset(e.text)) {
+      for (auto host : p->hosts) out_.layer.net_allow.push_back({std::string(host), e.src});
+      out_.layer.net_presets.push_back(e);
+      return;
+    }
+    std::string known;
+    for (const auto& p : net_presets()) known += (known.empty() ? "" : ", ") + std::string(p.name);
+    out_.errors.push_back({e.src, fmt::format("unknown network preset \"{}\" (known: {})", e.text, known)});
+  }
+
   bool check_env_name(const Entry& e, bool glob) {
     std::string_view n = e.text;
     if (glob && n.ends_with("*")) n.remove_suffix(1);
@@ -240,7 +258,7 @@ public:
     for (auto&& [k, v] : root) {
       std::string key(k.str());
       if (!kSchema.count(key)) {
-        error(k, fmt::format("unknown table [{}] (known: filesystem, network, env, limits, hardening, policy, runtime)", key));
+        error(k, fmt::format("unknown table [{}] (known: filesystem, network, home, env, limits, hardening, policy, runtime)", key));
         continue;
       }
       if (const toml::table* t = v.as_table()) table(key, *t);
@@ -276,6 +294,25 @@ const char* authority_name(Authority a) {
     case Authority::git_worktree: return "git worktree";
   }
   return "?";
+}
+
+const std::vector<NetPreset>& net_presets() {
+  static const std::vector<NetPreset> presets = {
+      {"npm", {"registry.npmjs.org", "registry.yarnpkg.com"}, "npm and yarn packages"},
+      {"pypi", {"pypi.org", "files.pythonhosted.org"}, "pip packages"},
+      {"crates", {"crates.io", "index.crates.io", "static.crates.io"}, "cargo crates"},
+      {"github",
+       {"github.com", "api.github.com", "codeload.github.com", "raw.githubusercontent.com",
+        "objects.githubusercontent.com", "release-assets.githubusercontent.com"},
+       "git over HTTPS, releases and raw files"},
+  };
+  return presets;
+}
+
+const NetPreset* find_net_preset(std::string_view name) {
+  for (const auto& p : net_presets())
+    if (p.name == name) return &p;
+  return nullptr;
 }
 
 Loaded load_layer(std::string_view text, const std::string& name, Authority authority) {

@@ -102,6 +102,10 @@ struct Layer {
   // (also in net_allow): their names may resolve to private ranges.
   std::vector<Entry> net_allow_private;
   std::vector<Entry> publish;  // jail ports served on the host's loopback (normalised; operators only)
+  // The presets named in [network] presets (their hosts are in net_allow).
+  std::vector<Entry> net_presets;
+  // [home]
+  std::optional<Flag> home_persist;  // the workspace's jail home kept between runs
   // [env]
   std::vector<Entry> env_pass;   // names or NAME_* globs
   std::vector<Setting> env_set;
@@ -116,6 +120,17 @@ struct Layer {
   // [runtime]
   std::optional<Flag> compile_cache;  // a trusted read-only Node compile cache
 };
+
+// A name for the hosts one package ecosystem needs (`[network] presets`,
+// --allow-net-preset), documented in pi-jail.toml(5): each host on 443.
+struct NetPreset {
+  std::string_view name;
+  std::vector<std::string_view> hosts;
+  std::string_view what;
+};
+const std::vector<NetPreset>& net_presets();
+// The preset named `name`, or nullptr.
+const NetPreset* find_net_preset(std::string_view name);
 
 struct Loaded {
   Layer layer;

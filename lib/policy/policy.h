@@ -86,6 +86,11 @@ public:
   // installation, mounted read-only (supervisor/compile_cache.h).
   bool compile_cache() const { return compile_cache_.value; }
   const Source& compile_cache_src() const { return compile_cache_.src; }
+  // Whether $HOME inside is the workspace's jail home, kept between runs
+  // (`[home] persist`, default true), or the run's own on the scratch
+  // file system (false; --ephemeral-home).
+  bool home_persists() const { return home_persist_.value; }
+  const Source& home_persist_src() const { return home_persist_.src; }
 
 private:
   Policy() = default;
@@ -105,6 +110,7 @@ private:
   Flag ptrace_{false, {"default", 0, 0}};
   Flag nested_userns_{false, {"default", 0, 0}};
   Flag compile_cache_{true, {"default", 0, 0}};
+  Flag home_persist_{true, {"default", 0, 0}};
   SizeSetting scratch_{MemorySize{50, MemorySize::Unit::percent_of_ram}, {"default", 0, 0}};
 };
 

@@ -347,6 +347,7 @@ struct Resolver {
       pol.landlock_ = l.landlock->text == "required" ? LandlockUse::required : LandlockUse::if_available;
       pol.landlock_src_ = l.landlock->src;
     }
+    if (l.home_persist) pol.home_persist_ = *l.home_persist;
     if (l.unsafe_allow_ptrace) pol.ptrace_ = *l.unsafe_allow_ptrace;
     if (l.unsafe_nested_user_namespaces) pol.nested_userns_ = *l.unsafe_nested_user_namespaces;
     if (l.compile_cache) pol.compile_cache_ = *l.compile_cache;
@@ -429,6 +430,7 @@ struct Resolver {
     if (l.on_excess) refuse(l.on_excess->src, "[policy] on_excess", "set by operators, not by projects");
     if (l.compile_cache)
       refuse(l.compile_cache->src, "[runtime] compile_cache", "set by operators, not by projects");
+    if (l.home_persist) refuse(l.home_persist->src, "[home] persist", "set by operators, not by projects");
   }
 
   // A socket grant: "$NAME[/rest]" takes the caller's variable, then

@@ -152,6 +152,7 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk, Missin
                                         first));
     }
     p.needs.push_back({installation_of(p.interpreter, lk), why});
+    if (interp.ends_with("/env") && !arg.empty()) p.path_first = std::string(util::parent_path(p.interpreter));
   }
   return p;
 }

@@ -54,6 +54,11 @@ struct Request {
   std::string workspace;  // absolute, normalised, resolved
   std::string cwd;        // the caller's current directory
   std::string home;       // $HOME as the jail will see it
+  // The host directory shown read-write at `home`: the workspace's own
+  // persistent jail home (supervisor/jail_home.h), never the real home.
+  // Empty: `home` is the run's own, on the scratch file system, and is
+  // gone when the run ends ([home] persist = false, --ephemeral-home).
+  std::string home_source;
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<PathRule> system;     // read-only when present; symlinks kept
@@ -71,6 +76,15 @@ struct Request {
   std::vector<std::string> host_env;  // "NAME=value" of the caller
   std::string exec_path;
   std::vector<std::string> argv;
+  // Files pi-jail wrote for the jail, shown read-only at another path:
+  // (jail path, host file, why). The synthesized git config
+  // (supervisor/git_identity.h) at $HOME/.config/git/config.
+  struct ShownFile {
+    std::string path, source, why;
+  };
+  std::vector<ShownFile> shown_files;
+  // A directory put first on PATH inside (runtime::Program::path_first).
+  std::string path_first;
   // Host-loopback services the policy names with a port: (address, port).
   std::vector<std::pair<std::string, int>> forwards;
   // Jail ports served on the host's loopback (operator grants; the

@@ -236,15 +236,64 @@ TEST_CASE("a deny beats a grant of the same path, and hides only what is visible
   CHECK_FALSE(find(*spec, "/home/u/missing", MountKind::mask));
 }
 
-TEST_CASE("$HOME is an empty tmpfs sealed read-only; the cwd falls back to the workspace when hidden") {
+TEST_CASE("an ephemeral $HOME is the run's own 0700 directory of the scratch tmpfs; the cwd falls back when hidden") {
   PlanInput in = debian_input();
   in.cwd = "/srv";
   auto spec = plan(in, debian_host());
   REQUIRE(spec.ok());
-  CHECK(find(*spec, "/home/u", MountKind::tmpfs));
-  CHECK(find(*spec, "/home/u", MountKind::seal));
+  const MountOp* home = find(*spec, "/home/u", MountKind::scratch);
+  REQUIRE(home);
+  CHECK(home->source == "home");
+  CHECK(home->options == "0700");
+  CHECK(home->access == Access::read_write);
+  CHECK_FALSE(find(*spec, "/home/u", MountKind::tmpfs));
+  CHECK_FALSE(find(*spec, "/home/u", MountKind::seal));
   CHECK(find(*spec, "/dev", MountKind::seal));
   CHECK(spec->cwd == "/home/u/src/proj");
+}
+
+TEST_CASE("a persistent $HOME binds the jail home; the real home's objects are neither shown, masked nor pinned") {
+  PlanInput in = debian_input();
+  Facts facts = debian_host();
+  const std::string jh = "/home/u/.local/share/pi-jail/homes/proj-0123456789abcdef";
+  in.home_source = jh;
+  facts[jh] = dir(jh, 900);
+  // Host objects under the real home that rules name.
+  facts["/home/u/.netrc"] = file("/home/u/.netrc", 901);
+  facts["/home/u/.config"] = dir("/home/u/.config", 902);
+  facts["/home/u/.config/tool"] = dir("/home/u/.config/tool", 903);
+  facts["/home/u/.gitconfig"] = file("/home/u/.gitconfig", 904);
+  facts["/home/u/notes"] = dir("/home/u/notes", 905);
+  in.denies.push_back({"/home/u/.netrc", "profile: secrets"});
+  in.read_only.push_back({"/home/u/.gitconfig", "a read-only mark in the home"});
+  in.grants.push_back({"/home/u/.config/tool", Access::read_only, "--allow-read"});
+  in.cwd = "/home/u/notes";
+  auto spec = plan(in, facts);
+  REQUIRE(spec.ok());
+  const MountOp* home = find(*spec, "/home/u", MountKind::bind);
+  REQUIRE(home);
+  CHECK(home->source == jh);
+  CHECK(home->access == Access::read_write);
+  CHECK(home->jail_home);
+  CHECK_FALSE(find(*spec, "/home/u", MountKind::seal));
+  // Nothing of the real home is masked or bound over the jail's own files ...
+  CHECK_FALSE(find(*spec, "/home/u/.netrc", MountKind::mask));
+  CHECK_FALSE(find(*spec, "/home/u/.gitconfig", MountKind::bind));
+  CHECK_FALSE(find(*spec, "/home/u/.gitconfig", MountKind::mask));
+  // ... and never is a real directory pinned (bound read-write) there.
+  CHECK_FALSE(find(*spec, "/home/u/.config", MountKind::bind));
+  // The grant itself is there, read-only.
+  const MountOp* tool = find(*spec, "/home/u/.config/tool", MountKind::bind);
+  REQUIRE(tool);
+  CHECK(tool->access == Access::read_only);
+  // A cwd in the real home is not what the jail sees there.
+  CHECK(spec->cwd == "/home/u/src/proj");
+
+  // A jail home that is not a directory (or became a link) stops the run.
+  facts[jh] = link("/etc", dir("/etc", 906));
+  auto swapped = plan(in, facts);
+  REQUIRE_FALSE(swapped.ok());
+  CHECK(swapped.error().message().find("the jail home " + jh + " is not a directory") != std::string::npos);
 }
 
 TEST_CASE("devices keep device access; nothing else does") {
@@ -294,7 +343,7 @@ TEST_CASE("/tmp, /var/tmp and /dev/shm are directories of one scratch tmpfs of t
   std::vector<std::pair<std::string, std::string>> places;
   for (const auto& op : spec->mounts) {
     CHECK_FALSE((op.kind == MountKind::tmpfs && (op.dest == "/tmp" || op.dest == "/var/tmp" || op.dest == "/dev/shm")));
-    if (op.kind != MountKind::scratch) continue;
+    if (op.kind != MountKind::scratch || op.dest == in.home) continue;
     CHECK(op.access == Access::read_write);
     CHECK(op.devices == Devices::denied);
     places.emplace_back(op.dest, op.source);

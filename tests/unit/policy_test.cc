@@ -126,6 +126,7 @@ TEST_CASE("project requests beyond the limits are refused and reported with both
       {"its own limits", "[limits]\nwrite = [\"/\"]\n", "[limits]", "set by operators"},
       {"the excess switch", "[policy]\non_excess = \"warn\"\n", "on_excess", "set by operators"},
       {"the compile cache", "[runtime]\ncompile_cache = false\n", "[runtime] compile_cache", "set by operators"},
+      {"the jail home", "[home]\npersist = false\n", "[home] persist", "set by operators"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -437,6 +438,7 @@ TEST_CASE("explain: golden text and JSON") {
                    {Authority::system, "/etc/pi-jail/policy.toml", false},
                    {Authority::project, ".pi/jail.toml", true}},
                   "/home/u/proj"};
+  ex.jail_home = "/home/u/.local/share/pi-jail/homes/proj-0123456789abcdef";
   for (const auto& golden : {std::pair<std::string, std::string>{"explain.txt", explain_text(ex)},
                               std::pair<std::string, std::string>{"explain.json", explain_json(ex)}}) {
     const std::string& file = golden.first;  // not a structured binding: CAPTURE's lambda takes it
@@ -586,4 +588,53 @@ TEST_CASE("a project's deny wins over the operators' allows it covers, even more
   REQUIRE(r.policy);
   REQUIRE(r.policy->net_allow().size() == 1);
   CHECK(r.policy->net_allow()[0].pattern.str() == "pypi.org");
+}
+
+TEST_CASE("network presets: an operator's become allow rules at the preset's line; a project's are requests") {
+  Resolved op = resolve_with("", "[network]\npresets = [\"npm\", \"crates\"]\n");
+  REQUIRE(op.errors.empty());
+  REQUIRE(op.policy);
+  std::set<std::string> allowed;
+  for (const auto& r : op.policy->net_allow()) {
+    allowed.insert(r.pattern.str());
+    if (r.pattern.str() == "index.crates.io") {
+      CHECK(r.src.file == "user.toml");
+      CHECK(r.src.line == 2);
+    }
+  }
+  for (const char* h : {"registry.npmjs.org", "registry.yarnpkg.com", "crates.io", "index.crates.io", "static.crates.io"})
+    CHECK(allowed.count(h));
+  CHECK_FALSE(allowed.count("pypi.org"));
+
+  // The profile's limit covers *.npmjs.org only: the project gets that
+  // host of the preset, and the refusal names the other.
+  Resolved proj = resolve_with("[network]\npresets = [\"npm\"]\n");
+  REQUIRE(proj.errors.empty());
+  REQUIRE(proj.policy);
+  bool npmjs = false;
+  for (const auto& r : proj.policy->net_allow()) npmjs = npmjs || r.pattern.str() == "registry.npmjs.org";
+  CHECK(npmjs);
+  REQUIRE(proj.refused.size() == 1);
+  CHECK(proj.refused[0].what == "network registry.yarnpkg.com");
+  CHECK(proj.refused[0].request.line == 2);
+
+  auto unknown = load_layer("[network]\npresets = [\"npm\", \"maven\"]\n", "user.toml", Authority::user);
+  REQUIRE(unknown.errors.size() == 1);
+  CHECK(unknown.errors[0].str().find("user.toml:2:") == 0);
+  CHECK(unknown.errors[0].message.find("unknown network preset \"maven\" (known: npm, pypi, crates, github)") !=
+        std::string::npos);
+  for (const auto& p : net_presets()) CHECK_FALSE(p.hosts.empty());
+}
+
+TEST_CASE("[home] persist: true by default; an operator may make the home ephemeral") {
+  Resolved def = resolve_with("");
+  REQUIRE(def.policy);
+  CHECK(def.policy->home_persists());
+  Resolved off = resolve_with("", "[home]\npersist = false\n");
+  REQUIRE(off.policy);
+  CHECK_FALSE(off.policy->home_persists());
+  CHECK(off.policy->home_persist_src().file == "user.toml");
+  auto bad = load_layer("[home]\npersist = \"no\"\n", "user.toml", Authority::user);
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors[0].message.find("home.persist must be true or false") != std::string::npos);
 }

