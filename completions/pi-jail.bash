@@ -5,7 +5,7 @@ _pi_jail() {
   _init_completion || return
 
   local opts="--workspace -w --profile -p --config --no-project-config --allow-read --allow-write --deny
-    --allow-net --allow-net-preset --ephemeral-home --memory --pids --cpus --timeout --grace --report --net-log --unsandboxed --json --verbose -v --quiet -q --help -h
+    --allow-net --allow-net-preset --ephemeral-home --memory --pids --cpus --publish --timeout --grace --report --net-log --unsandboxed --json --verbose -v --quiet -q --help -h
     --version"
   local subcommands="explain doctor shell-init help"
 
@@ -23,7 +23,7 @@ _pi_jail() {
     --config | --report | --net-log)
       _filedir
       return ;;
-    --allow-net | --memory | --pids | --cpus | --timeout | --grace)
+    --allow-net | --memory | --pids | --cpus | --publish | --timeout | --grace)
       return ;;
     --allow-net-preset)
       COMPREPLY=($(compgen -W "npm pypi crates github" -- "$cur"))
@@ -40,7 +40,7 @@ _pi_jail() {
     case ${words[i]} in
       --) _command_offset $((i + 1)); return ;;
       -w | --workspace | -p | --profile | --config | --allow-read | --allow-write | --deny | --allow-net | --allow-net-preset | \
-        --memory | --pids | --cpus | --timeout | --grace | --report | --net-log) ((i++)) ;;
+        --memory | --pids | --cpus | --publish | --timeout | --grace | --report | --net-log) ((i++)) ;;
       -*) ;;
       explain | doctor | shell-init | help) [[ -z $sub ]] && sub=${words[i]} ;;
       *) [[ -z $sub ]] && { _command_offset "$i"; return; } ;;

@@ -132,7 +132,8 @@ void write_layers(JsonWriter& j, const linuxjail::JailSpec& spec) {
   j.end_object();
 }
 
-void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
+void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
+                  const std::vector<runtime::Request::Published>& published) {
   j.key("policy").begin_object();
   j.key("mounts").begin_array();
   for (const auto& op : spec.mounts) {
@@ -149,6 +150,16 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec) {
   }
   j.end_array();
   write_environment(j, spec.env);
+  j.key("published").begin_array();
+  for (const auto& p : published) {
+    j.begin_object();
+    j.field("host_address", p.spec.host_addr);
+    j.field("host_port", p.spec.host_port);
+    j.field("jail_port", p.spec.jail_port);
+    j.field("why", p.why);
+    j.end_object();
+  }
+  j.end_array();
   j.end_object();
 }
 
@@ -221,9 +232,9 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     for (const auto& op : spec->mounts)
       util::debug("{}  # {}", util::printable(linuxjail::describe(op)), util::printable(op.why));
   choose_streams(*spec);
-  content.write_jail = [spec](JsonWriter& j) {
+  content.write_jail = [spec, published = input->published](JsonWriter& j) {
     write_layers(j, *spec);
-    write_policy(j, *spec);
+    write_policy(j, *spec, published);
   };
   auto opts = run_options(inv, prepared.rules);
   if (!opts) {
@@ -236,6 +247,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     holds->release();
     return fail(limits.error().message() + "; nothing was run");
   }
+  opts->publish = input->published;
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_jailed(*spec, *opts, limits->cgroups ? limits->cgroups->procs_fds() : std::vector<int>{});
   holds->release();

@@ -17,6 +17,7 @@
 
 #include "linuxjail/host.h"
 #include "linuxjail/child.h"
+#include "linuxjail/jail_socket.h"
 #include "linuxjail/launch.h"
 #include "terminal.h"
 #include "util/log.h"
@@ -98,7 +99,7 @@ private:
   void on_control();
   void on_listeners(std::vector<util::UniqueFd> fds);
   void start_proxy(std::vector<util::UniqueFd> fds);
-  void abort_jail(std::string why);
+  void abort_jail(std::string why);  // "fix: report a bug": for what cannot be the caller's doing
   void begin_termination(int sig);
 
   const linuxjail::JailSpec& spec_;
@@ -193,6 +194,22 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     if (auto st = proxy_->add_listener(std::move(fds[i]), kind, target); !st) {
       return abort_jail("start the network filter: " + st.error().message());
     }
+  }
+  // Published ports: the host's loopback to the jail's own 127.0.0.1,
+  // through sockets made in the jail's network namespace.
+  proxy_->set_jail_sockets([pidfd = jail_.pidfd()](int family) { return linuxjail::jail_socket(pidfd, family); });
+  auto published = bind_published(opts_.publish);
+  if (!published) {
+    util::error("{}", published.error().message());
+    if (supervisor_failure_.empty()) supervisor_failure_ = published.error().message();
+    (void)jail_.signal(SIGKILL);
+    return;
+  }
+  for (auto& p : *published) {
+    netproxy::Rules::Forward target{*netproxy::parse_ip("127.0.0.1"), p.spec.jail_port, "127.0.0.1",
+                                    fmt::format("publish {} ({})", p.spec.str(), p.why)};
+    if (auto st = proxy_->add_listener(std::move(p.fd), netproxy::ListenerKind::publish, target); !st)
+      return abort_jail("serve a published port: " + st.error().message());
   }
   if (auto st = jail_.filter_ready(); !st) return abort_jail(st.error().message());
 }

@@ -87,6 +87,11 @@ policy::Layer command_line_layer(const cli::Invocation& inv) {
     auto pat = policy::parse_net_pattern(p);
     if (pat) l.net_allow.push_back({pat->str(), {"--allow-net", 0, 0}});
   }
+  for (const auto& p : inv.publish) {
+    std::string why;
+    auto spec = policy::parse_publish(p, why);
+    if (spec) l.publish.push_back({spec->str(), {"--publish", 0, 0}});
+  }
   for (const auto& name : inv.allow_net_presets) {
     const policy::Source src{"--allow-net-preset " + name, 0, 0};
     if (const auto* p = policy::find_net_preset(name)) {
@@ -163,6 +168,11 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
     if (auto pat = policy::parse_net_pattern(p); !pat)
       lp.errors.push_back(problem("--allow-net", fmt::format("bad network pattern \"{}\": {}", p, pat.error().what())));
   }
+  for (const auto& p : inv.publish) {
+    std::string why;
+    if (!policy::parse_publish(p, why))
+      lp.errors.push_back(problem("--publish", fmt::format("bad publish \"{}\": {}", p, why)));
+  }
   for (const auto& p : inv.allow_net_presets)
     if (!policy::find_net_preset(p)) {
       std::string known;
@@ -192,6 +202,11 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
                         (xdg_config && *xdg_config == '/' ? std::string(xdg_config) : home + "/.config") + "/pi-jail"}},
                       real_path,
                       places.worktree};
+  ctx.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (!v || !*v) return std::nullopt;
+    return std::string(v);
+  };
   ctx.ram_bytes = ram_bytes();
   lp.resolved = policy::resolve(lp.layers, ctx);
   return lp;

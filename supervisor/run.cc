@@ -1,6 +1,9 @@
 #include "run.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,6 +77,49 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
   return opts;
 }
 
+util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtime::Request::Published>& ports) {
+  std::vector<PublishedPort> out;
+  for (const auto& p : ports) {
+    const bool v6 = p.spec.host_addr == "::1";
+    sockaddr_storage ss{};
+    socklen_t len;
+    if (v6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      a->sin6_family = AF_INET6;
+      a->sin6_addr = in6addr_loopback;
+      a->sin6_port = htons(static_cast<uint16_t>(p.spec.host_port));
+      len = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a->sin_port = htons(static_cast<uint16_t>(p.spec.host_port));
+      len = sizeof *a;
+    }
+    const std::string where = fmt::format("publish {} ({})", p.spec.str(), p.why);
+    util::UniqueFd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) return util::Error::from_errno(where + ": socket", errno);
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // past TIME_WAIT only, never a listener
+    if (v6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+      int err = errno;
+      std::string fix = err == EADDRINUSE
+                            ? fmt::format("stop what listens on the host's port {}, or publish another host port "
+                                          "(--publish {}:{})",
+                                          p.spec.host_port, p.spec.host_port == 65535 ? 65534 : p.spec.host_port + 1,
+                                          p.spec.jail_port)
+                        : err == EACCES ? "ports below 1024 need privileges on the host: publish a higher host port"
+                                        : "publish on 127.0.0.1";
+      return util::Error::invalid(fmt::format("{}: cannot listen on the host's port {}: {} ({})\n  fix: {}", where,
+                                              p.spec.host_port, std::strerror(err), util::errno_name(err), fix));
+    }
+    if (::listen(fd.get(), 128) != 0) return util::Error::from_errno(where + ": listen", errno);
+    out.push_back({std::move(fd), p.spec, p.why});
+  }
+  return out;
+}
+
 util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter() {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   return util::Error::invalid("failing on purpose (--test-fail-network-filter)");
@@ -113,15 +159,26 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
   // One row per destination (protocols together), most refused first.
   std::vector<Row> rows;
   std::uint64_t refused = table.unlisted.refused;
+  // A published port's failures are the host's clients finding no server
+  // in the jail (yet): said apart, never as the filter refusing the jail.
+  std::vector<std::string> published;
   for (const auto& d : table.entries) {
     if (d.allowed) continue;
+    if (d.protocol == "publish") {
+      if (published.size() < kSummaryLines)
+        published.push_back(fmt::format("published port: {} connection{} from the host found nothing at the jail's "
+                                        "port {}: {}",
+                                        d.count, d.count == 1 ? "" : "s", d.port,
+                                        util::printable(netproxy::bounded(d.reason, 160))));
+      continue;
+    }
     refused += d.count;
     auto it = std::find_if(rows.begin(), rows.end(),
                            [&](const Row& r) { return r.d->host == d.host && r.d->port == d.port; });
     if (it == rows.end()) rows.push_back({&d, d.count});
     else it->count += d.count;
   }
-  if (refused == 0) return {};
+  if (refused == 0) return published;
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.count > b.count; });
   // Jail-supplied text: escaped, and cut to what a line can show.
   auto shown = [](std::string_view s, size_t max) { return util::printable(netproxy::bounded(s, max)); };
@@ -155,6 +212,7 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
     out.push_back("  (a project's .pi/jail.toml may ask for them too, only within the operator's [limits]; "
                   "see pi-jail.toml(5))");
   }
+  out.insert(out.end(), published.begin(), published.end());
   return out;
 }
 

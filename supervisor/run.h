@@ -11,10 +11,19 @@
 
 #include "cli.h"
 #include "netproxy/proxy.h"
+#include "runtime/request.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
 namespace pj::supervisor {
+
+// A published port's listener on the host's loopback (a port in use
+// stops the run: 125).
+struct PublishedPort {
+  util::UniqueFd fd;
+  policy::PublishSpec spec;
+  std::string why;  // the operator's entry: "--publish", "file:line:column"
+};
 
 struct RunOptions {
   std::optional<std::chrono::milliseconds> timeout;  // --timeout
@@ -23,7 +32,14 @@ struct RunOptions {
   util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
   bool test_fail_network_filter = false;             // test builds: the filter fails to start
   netproxy::ProxyLimits proxy_limits;               // defaults; tests shorten the timeouts
+  // Published ports: bound by the supervisor once the jail is built and
+  // before its command starts (never inherited by the jail's init).
+  std::vector<runtime::Request::Published> publish;
 };
+
+// Listen on the host's loopback for every published port: an error names
+// the port and the fix (in use, no IPv6 loopback).
+util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtime::Request::Published>& ports);
 
 // The options of a run: --timeout, --grace, the policy's network rules,
 // and the network decision log opened (see open_net_log).

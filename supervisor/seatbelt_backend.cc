@@ -41,6 +41,18 @@ util::Status check_switches(const cli::Invocation& inv, const Prepared& prepared
     util::emit("WARNING", fmt::format("--unsafe-test-sandbox-exec: the command runs under {}, a stand-in for "
                                       "sandbox-exec that enforces NOTHING (test build)",
                                       *inv.unsafe_test_sandbox_exec));
+  // Not built for Seatbelt yet: stop rather than run without what the
+  // operator granted (or with a port nobody is relaying).
+  if (!prepared.request.sockets.empty())
+    return util::Error::invalid(fmt::format("socket grant {} ({}): socket grants are not supported on macOS yet; "
+                                            "remove [filesystem] sockets from the operator file for this host",
+                                            prepared.request.sockets.front().path, prepared.request.sockets.front().why));
+  if (!prepared.request.published.empty())
+    return util::Error::invalid(fmt::format("publish {} ({}): published ports are not supported on macOS yet; the "
+                                            "Seatbelt jail shares the host's network, so start the server on a "
+                                            "port the network policy allows instead",
+                                            prepared.request.published.front().spec.str(),
+                                            prepared.request.published.front().why));
   if (const auto& pol = prepared.policy.resolved.policy; pol && pol->landlock() == policy::LandlockUse::required)
     util::note("the policy requires Landlock, a Linux layer; on macOS Seatbelt is the filesystem layer");
   // macOS has no per-jail memory, CPU or process accounting an unprivileged

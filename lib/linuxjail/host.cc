@@ -28,6 +28,7 @@ namespace {
 SourceFact::Kind kind_of(mode_t mode) {
   if (S_ISDIR(mode)) return SourceFact::Kind::directory;
   if (S_ISREG(mode)) return SourceFact::Kind::file;
+  if (S_ISSOCK(mode)) return SourceFact::Kind::socket;
   return SourceFact::Kind::other;
 }
 

@@ -288,6 +288,7 @@ std::vector<std::string> paths_to_probe(const PlanInput& in) {
   for (const auto& e : view::devices()) out.emplace_back(e.path);
   out.push_back(in.workspace);
   for (const auto& g : in.grants) out.push_back(g.path);
+  for (const auto& s : in.sockets) out.push_back(s.path);
   if (!in.home_source.empty()) out.push_back(in.home_source);
   for (const auto& s : in.shown_files) out.push_back(s.source);
   for (const auto& v : in.private_views) {
@@ -370,6 +371,35 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     ops.push_back(bind_op(f.resolved, f, g.access, g.why));
   }
 
+  // Socket grants: the socket itself at its own path (connect(2) needs
+  // no write access to the mount), never through a symlink, never under
+  // a mask.
+  for (const auto& s : in.sockets) {
+    const SourceFact& f = fact(facts, s.path);
+    if (f.is_symlink || (f.kind != SourceFact::Kind::absent && f.resolved != s.path)) {
+      problems.push_back(fmt::format("{} {}: a symlink ({}); grant the socket itself", s.why, s.path,
+                                     f.resolved.empty() ? "to nothing" : "to " + f.resolved));
+      continue;
+    }
+    if (f.kind != SourceFact::Kind::socket) {
+      problems.push_back(fmt::format("{} {}: {}", s.why, s.path,
+                                     f.kind == SourceFact::Kind::absent
+                                         ? "no such socket (is the agent running? is the variable stale?)"
+                                         : "not a unix socket"));
+      continue;
+    }
+    auto masked = std::find_if(in.denies.begin(), in.denies.end(),
+                               [&](const PathDeny& d) { return path_within(s.path, d.path); });
+    if (masked != in.denies.end()) {
+      problems.push_back(fmt::format("{} {}: it is under {}, which is denied ({})", s.why, s.path, masked->path,
+                                     masked->why));
+      continue;
+    }
+    MountOp op = bind_op(s.path, f, Access::read_only, s.why);
+    op.node = Node::file;
+    ops.push_back(std::move(op));
+  }
+
   // Files pi-jail wrote for the jail (its git config), at their places.
   for (const auto& s : in.shown_files) {
     const SourceFact& f = fact(facts, s.source);
@@ -446,6 +476,17 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
       }
       spec.listeners.push_back({ListenSpec::Kind::forward, addr, port});
     }
+    // A published port reaches the jail's own server; the filter's
+    // listeners there would hand the host's users the filter (and the
+    // credentials it adds).
+    for (const auto& p : in.published)
+      for (const auto& l : spec.listeners)
+        if (l.port == p.spec.jail_port)
+          problems.push_back(fmt::format("publish {} ({}): jail port {} is the network filter's {} inside the jail, "
+                                         "not a server of the jail's; publish another port",
+                                         p.spec.str(), p.why, p.spec.jail_port,
+                                         l.kind == ListenSpec::Kind::forward ? "forward of a host-loopback service"
+                                                                             : "proxy"));
     if (!problems.empty()) return Error::invalid(problems.front());
   }
   spec.mounts = std::move(ops);

@@ -29,7 +29,7 @@ inline constexpr size_t kMaxForwardPorts = 256;
 // What the host has at one path. `kind` describes what the path resolves
 // to; `is_symlink` whether the path itself is a symlink.
 struct SourceFact {
-  enum class Kind { absent, directory, file, other };
+  enum class Kind { absent, directory, file, socket, other };
   Kind kind = Kind::absent;
   bool is_symlink = false;
   std::string link_target;  // readlink(2) of the path when is_symlink

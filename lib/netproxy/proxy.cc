@@ -243,6 +243,7 @@ struct Conn {
   std::vector<IpAddress> addrs;
   size_t next_addr = 0;
   std::string address;
+  std::string jail_socket_error;  // publish: why the last socket could not be made
   std::string to_client;  // a reply to flush before closing or relaying
   Flow up, down;
   bool client_dead = false, upstream_dead = false;  // hung up: never watched again
@@ -297,6 +298,7 @@ struct Proxy::Impl {
     size_t open = 0;  // its connections now
   };
   std::vector<Listener> listeners;
+  JailSockets jail_sockets;
   std::optional<Clock::time_point> accept_paused_until;  // the fd table was full
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns;
   std::uint64_t next_id = 1;
@@ -421,7 +423,10 @@ struct Proxy::Impl {
       c->kind = l.kind;
       c->client.reset(fd);
       c->deadline = Clock::now() + limits.handshake;
-      c->protocol = l.kind == ListenerKind::http ? "http" : l.kind == ListenerKind::socks ? "socks5" : "forward";
+      c->protocol = l.kind == ListenerKind::http    ? "http"
+                    : l.kind == ListenerKind::socks ? "socks5"
+                    : l.kind == ListenerKind::publish ? "publish"
+                                                      : "forward";
       Conn& ref = *c;
       conns.emplace(ref.id, std::move(c));
       ++l.open;
@@ -429,6 +434,16 @@ struct Proxy::Impl {
       if (l.kind == ListenerKind::forward) {
         ref.target = {l.target->host, l.target->port};  // checked as the rule that made it
         decide(ref);
+      } else if (l.kind == ListenerKind::publish) {
+        ref.target = {l.target->host, l.target->port};
+        ref.verdict.allowed = true;
+        ref.verdict.reason = "the operator's " + l.target->source;
+        // A dev server may listen on either loopback ("localhost"
+        // resolves to ::1 first for some): 127.0.0.1, then ::1.
+        ref.addrs = {l.target->addr};
+        if (auto v6 = parse_ip("::1"); v6 && !l.target->addr.v6) ref.addrs.push_back(*v6);
+        watch(fd, ref.id << 1, 0);  // nothing from the host's client until connected
+        try_connect(ref);
       }
     }
   }
@@ -530,7 +545,8 @@ struct Proxy::Impl {
     while (c.next_addr < c.addrs.size()) {
       const IpAddress& a = c.addrs[c.next_addr++];
       // Final check of the exact address (literal requests come here too).
-      Verdict v = rules.check_address(c.verdict, c.target.host, a);
+      // A published port is the operator's own choice, inside the jail.
+      Verdict v = c.kind == ListenerKind::publish ? c.verdict : rules.check_address(c.verdict, c.target.host, a);
       if (!v.allowed) {
         if (c.next_addr == c.addrs.size()) return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
         continue;
@@ -550,7 +566,17 @@ struct Proxy::Impl {
         s4->sin_port = htons(static_cast<uint16_t>(c.target.port));
         len = sizeof *s4;
       }
-      c.upstream.reset(::socket(ss.ss_family, SOCK_STREAM, 0));
+      if (c.kind == ListenerKind::publish) {
+        int fd = jail_sockets ? jail_sockets(ss.ss_family) : -ENOSYS;
+        if (fd < 0) {  // e.g. no IPv6 in the jail: the next address, else refused below
+          c.jail_socket_error = fmt::format("cannot make a socket in the jail's network namespace: {}",
+                                            std::strerror(-fd));
+          continue;
+        }
+        c.upstream.reset(fd);
+      } else {
+        c.upstream.reset(::socket(ss.ss_family, SOCK_STREAM, 0));
+      }
       if (!c.upstream.valid() || !set_flags(c.upstream.get())) continue;
       no_delay(c.upstream.get());
       c.address = a.str();
@@ -562,7 +588,8 @@ struct Proxy::Impl {
       }
     }
     refuse(c, 502, SocksReply::connection_refused,
-           fmt::format("cannot connect to {}:{}", bounded(c.target.host), c.target.port));
+           c.jail_socket_error.empty() ? fmt::format("cannot connect to {}:{}", bounded(c.target.host), c.target.port)
+                                       : c.jail_socket_error);
   }
 
   void on_connected(Conn& c) {
@@ -736,6 +763,8 @@ util::Status Proxy::add_listener(UniqueFd fd, ListenerKind kind, std::optional<R
   impl_->listeners.push_back({std::move(fd), kind, std::move(target), 0});
   return {};
 }
+
+void Proxy::set_jail_sockets(JailSockets make) { impl_->jail_sockets = std::move(make); }
 
 int Proxy::fd() const { return impl_->poller.fd(); }
 

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,7 +28,15 @@
 
 namespace pj::netproxy {
 
-enum class ListenerKind { http, socks, forward };
+// forward: the jail reaches a host-loopback service (a rule allowed it);
+// publish: the host reaches a server inside the jail (an operator's
+// `publish`): the listener is on the host's loopback and the connection
+// is made from a socket of the jail's network namespace (JailSockets).
+enum class ListenerKind { http, socks, forward, publish };
+
+// Makes an unconnected TCP socket of `family` inside the jail's network
+// namespace (the fd, or -errno). Needed by publish listeners only.
+using JailSockets = std::function<int(int family)>;
 
 // Every bound of the filter; the defaults are documented in README
 // "Network" and pi-jail(1). Tests shorten the timeouts (--test-net-timeouts).
@@ -56,7 +65,12 @@ public:
   Proxy& operator=(const Proxy&) = delete;
 
   // A listener to serve; for `forward`, where to connect on the host.
+  // `publish`: `target` is the jail's address and port, its `source` the
+  // operator's entry; it is relayed without the rule check (the operator
+  // chose it; the jail's server is not a destination the jail asked for).
   util::Status add_listener(util::UniqueFd fd, ListenerKind kind, std::optional<Rules::Forward> target);
+  // Where publish listeners get their sockets (before the first accept).
+  void set_jail_sockets(JailSockets make);
   // The loop's fd: readable when run_once() has work (Linux); -1 where
   // the loop has no single fd (portable path): call run_for() instead.
   int fd() const;

@@ -25,6 +25,7 @@ std::vector<FsRow> fs_rows(const Policy& p) {
   for (const auto& r : p.read_only()) rows.push_back({"kept-read-only", r.path, &r.src});
   for (const auto& r : p.private_dirs()) rows.push_back({"private-copy", r.path, &r.src});
   for (const auto& r : p.write_back()) rows.push_back({"written-back", r.path, &r.src});
+  for (const auto& r : p.sockets()) rows.push_back({"socket", r.path, &r.src});
   for (const auto& d : p.denies()) rows.push_back({"denied", d.path, &d.src});
   return rows;
 }
@@ -63,9 +64,16 @@ std::string explain_text(const ExplainInput& in) {
     for (const auto& r : p.net_allow())
       line("allow", r.private_ranges == PrivateRanges::allowed ? r.pattern.str() + " (allow_private)" : r.pattern.str(), r.src);
     for (const auto& r : p.net_deny()) line("deny", r.pattern.str(), r.src);
+    for (const auto& r : p.publish())
+      line("publish", fmt::format("host {}:{} -> jail 127.0.0.1:{}",
+                                  r.spec.host_addr == "::1" ? "[::1]" : r.spec.host_addr, r.spec.host_port,
+                                  r.spec.jail_port),
+           r.src);
     out += "\nenvironment:\n";
     for (const auto& e : p.env_pass()) line("pass", e.name, e.src);
     for (const auto& e : p.env_set()) line("set", e.name + "=" + e.value, e.src);
+    for (const auto& r : p.sockets())
+      if (!r.env.empty()) line("set", r.env + "=" + r.path, r.src);
     out += "\nhardening:\n";
     line("landlock", p.landlock() == LandlockUse::required ? "required" : "if-available", p.landlock_src());
     line("ptrace", p.ptrace_allowed() ? "ALLOWED (unsafe_allow_ptrace)" : "denied", p.ptrace_src());
@@ -151,6 +159,16 @@ std::string explain_json(const ExplainInput& in) {
     j.key("network").begin_object();
     rules("allow", p.net_allow());
     rules("deny", p.net_deny());
+    j.key("publish").begin_array();
+    for (const auto& r : p.publish()) {
+      j.begin_object();
+      j.field("host_address", r.spec.host_addr);
+      j.field("host_port", r.spec.host_port);
+      j.field("jail_port", r.spec.jail_port);
+      src(r.src);
+      j.end_object();
+    }
+    j.end_array();
     j.end_object();
     j.key("env").begin_object();
     j.key("pass").begin_array();

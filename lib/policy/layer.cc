@@ -24,8 +24,8 @@ constexpr size_t kMaxFileSize = 1 << 20;
 
 // The schema: which keys each table may have.
 const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
-    {"filesystem", {"system", "read", "write", "deny", "read_only", "private", "write_back"}},
-    {"network", {"allow", "deny", "presets"}},
+    {"filesystem", {"system", "read", "write", "deny", "read_only", "private", "write_back", "sockets"}},
+    {"network", {"allow", "deny", "presets", "publish"}},
     {"home", {"persist"}},
     {"env", {"pass", "set"}},
     {"limits", {"read", "write", "network", "env", "scratch", "memory", "pids", "cpus", "cgroup"}},
@@ -183,8 +183,15 @@ public:
         auto list = strings(v, where);
         auto& dst = key == "system" ? l.system : key == "read" ? l.read : key == "write" ? l.write
                   : key == "deny" ? l.deny : key == "private" ? l.private_dirs : key == "write_back" ? l.write_back
-                  : l.read_only;
+                  : key == "sockets" ? l.sockets : l.read_only;
         dst.insert(dst.end(), list.begin(), list.end());
+      } else if (name == "network" && key == "publish") {
+        for (auto& e : strings(v, where)) {
+          std::string why;
+          auto p = parse_publish(e.text, why);
+          if (!p) out_.errors.push_back({e.src, fmt::format("bad publish \"{}\": {}", e.text, why)});
+          else l.publish.push_back({p->str(), e.src});
+        }
       } else if (name == "network" && key == "presets") {
         for (const auto& e : strings(v, where)) add_preset(e);
       } else if (name == "home") {
@@ -459,6 +466,50 @@ std::string cpus_str(std::uint64_t millicpus) {
   while (s.back() == '0') s.pop_back();
   if (s.back() == '.') s.pop_back();
   return s;
+}
+
+std::string PublishSpec::str() const {
+  return fmt::format("{}:{}:{}", host_addr == "::1" ? "[::1]" : host_addr, host_port, jail_port);
+}
+
+std::optional<PublishSpec> parse_publish(std::string_view text, std::string& error) {
+  auto port = [&](std::string_view t, int& out) {
+    if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    out = std::stoi(std::string(t));
+    return out >= 1 && out <= 65535;
+  };
+  PublishSpec p;
+  std::string_view rest = text;
+  std::string_view addr;
+  if (rest.starts_with("[")) {
+    size_t close = rest.find(']');
+    if (close == std::string_view::npos) return error = "unclosed [", std::nullopt;
+    addr = rest.substr(1, close - 1);
+    rest.remove_prefix(close + 1);
+    if (!rest.starts_with(":")) return error = "a port must follow the address", std::nullopt;
+    rest.remove_prefix(1);
+  } else if (size_t colon = rest.find(':');
+             colon != std::string_view::npos && rest.substr(0, colon).find_first_not_of("0123456789") != std::string_view::npos) {
+    addr = rest.substr(0, colon);
+    rest.remove_prefix(colon + 1);
+  }
+  if (!addr.empty()) {
+    if (addr == "127.0.0.1" || addr == "localhost") p.host_addr = "127.0.0.1";
+    else if (addr == "::1") p.host_addr = "::1";
+    else
+      return error = fmt::format("{} is not the host's loopback: a port published there could be reached from other "
+                                 "machines; publish on 127.0.0.1 or [::1] (e.g. 127.0.0.1:3000)",
+                                 addr),
+             std::nullopt;
+  }
+  std::string_view host_port = rest, jail_port = rest;
+  if (size_t colon = rest.find(':'); colon != std::string_view::npos) {
+    host_port = rest.substr(0, colon);
+    jail_port = rest.substr(colon + 1);
+  }
+  if (!port(host_port, p.host_port) || !port(jail_port, p.jail_port))
+    return error = "expected [127.0.0.1:|[::1]:]PORT or HOSTPORT:JAILPORT, ports 1-65535", std::nullopt;
+  return p;
 }
 
 }  // namespace pj::policy

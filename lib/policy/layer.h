@@ -116,11 +116,13 @@ struct Layer {
   std::vector<Entry> read_only;  // read-only even under a writable grant
   std::vector<Entry> private_dirs;  // "private": the run's own copy (operators only)
   std::vector<Entry> write_back;    // files of a private dir merged back at the end (operators only)
+  std::vector<Entry> sockets;       // unix sockets bound inside ("$SSH_AUTH_SOCK"; operators only)
   // [network]
   std::vector<Entry> net_allow, net_deny;
   // The allow entries written as { host = "...", allow_private = true }
   // (also in net_allow): their names may resolve to private ranges.
   std::vector<Entry> net_allow_private;
+  std::vector<Entry> publish;  // jail ports served on the host's loopback (normalised; operators only)
   // The presets named in [network] presets (their hosts are in net_allow).
   std::vector<Entry> net_presets;
   // [home]
@@ -169,5 +171,19 @@ Loaded load_file(const std::string& path, Authority authority, Presence presence
 // so what explain shows is what is enforced.
 using netproxy::NetPattern;
 using netproxy::parse_net_pattern;
+
+// A published port: the supervisor listens on the host's loopback at
+// `host_addr`:`host_port` and relays each connection to `jail_port` on the
+// jail's own 127.0.0.1. Written "PORT", "HOSTPORT:JAILPORT",
+// "127.0.0.1:PORT[:JAILPORT]", "[::1]:PORT[:JAILPORT]" or
+// "localhost:PORT[:JAILPORT]"; any other address is refused (the port
+// would be reachable from other machines).
+struct PublishSpec {
+  std::string host_addr = "127.0.0.1";  // "127.0.0.1" or "::1"
+  int host_port = 0;
+  int jail_port = 0;
+  std::string str() const;  // "127.0.0.1:3000:3000", "[::1]:8080:3000"
+};
+std::optional<PublishSpec> parse_publish(std::string_view text, std::string& error);
 
 }  // namespace pj::policy

@@ -43,6 +43,18 @@ public:
     Source src;
     PrivateRanges private_ranges = PrivateRanges::refused;  // allow rules of operators only
   };
+  // A unix socket of the host bound at the same path inside (an agent:
+  // ssh-agent, gpg-agent). `env` names the variable it was written as
+  // ("$SSH_AUTH_SOCK"), which the jail then gets set to `path`.
+  struct SocketGrant {
+    std::string path;  // absolute, normalised, as written (never resolved: a symlink is refused)
+    std::string env;
+    Source src;
+  };
+  struct Publish {
+    PublishSpec spec;
+    Source src;
+  };
   struct EnvPass {
     std::string name;       // a name, or a NAME* prefix
     Source src;
@@ -58,7 +70,9 @@ public:
   // are merged back into the host's (by the rule of their name).
   const std::vector<PathRule>& private_dirs() const { return private_dirs_; }
   const std::vector<PathRule>& write_back() const { return write_back_; }
+  const std::vector<SocketGrant>& sockets() const { return sockets_; }
   const std::vector<NetRule>& net_allow() const { return net_allow_; }
+  const std::vector<Publish>& publish() const { return publish_; }
   const std::vector<NetRule>& net_deny() const { return net_deny_; }
   const std::vector<EnvPass>& env_pass() const { return env_pass_; }
   const std::vector<Setting>& env_set() const { return env_set_; }
@@ -99,6 +113,8 @@ private:
   std::vector<PathRule> read_only_;
   std::vector<PathRule> private_dirs_, write_back_;
   std::vector<NetRule> net_allow_, net_deny_;
+  std::vector<SocketGrant> sockets_;
+  std::vector<Publish> publish_;
   std::vector<EnvPass> env_pass_;
   std::vector<Setting> env_set_;
   LandlockUse landlock_ = LandlockUse::if_available;
@@ -150,6 +166,9 @@ struct Context {
   // The host's RAM in bytes, to compare a share of RAM with a size
   // (`[limits] scratch` of the user against the system's); 0: unknown.
   std::uint64_t ram_bytes = 0;
+  // The caller's environment, for "$NAME" in `[filesystem] sockets`
+  // (nullopt: unset or empty). Absent: every variable is unset.
+  std::function<std::optional<std::string>(const std::string&)> getenv = {};
 };
 
 struct Resolved {

@@ -393,6 +393,8 @@ struct Resolver {
     for (const auto& e : l.write) path_grant(e, l, PathAccess::read_write, b);
     for (const auto& e : l.private_dirs) private_dir(e, l);
     for (const auto& e : l.write_back) write_back_file(e, l);
+    for (const auto& e : l.sockets) socket_grant(e, l);
+    for (const auto& e : l.publish) publish(e);
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network, false, true))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
@@ -480,6 +482,11 @@ struct Resolver {
       refuse(e.src, "private " + e.text, "private directories are set by operators, not by projects");
     for (const auto& e : l.write_back)
       refuse(e.src, "write_back " + e.text, "write-back is set by operators, not by projects");
+    for (const auto& e : l.sockets)
+      refuse(e.src, "sockets " + e.text,
+             "socket grants are set by operators, not by projects (an agent socket signs and logs in as you)");
+    for (const auto& e : l.publish)
+      refuse(e.src, "publish " + e.text, "published ports are set by operators, not by projects (--publish)");
     if (l.unsafe_allow_ptrace)
       refuse(l.unsafe_allow_ptrace->src, "unsafe_allow_ptrace", "unsafe_* switches are for operators only");
     if (l.unsafe_nested_user_namespaces)
@@ -497,6 +504,43 @@ struct Resolver {
     if (l.compile_cache)
       refuse(l.compile_cache->src, "[runtime] compile_cache", "set by operators, not by projects");
     if (l.home_persist) refuse(l.home_persist->src, "[home] persist", "set by operators, not by projects");
+  }
+
+  // A socket grant: "$NAME[/rest]" takes the caller's variable, then
+  // the usual expansion. An unset variable drops the grant (reported: no
+  // agent runs), anything else wrong stops the run.
+  void socket_grant(const Entry& e, const Layer& l) {
+    Entry x = e;
+    std::string env;
+    if (e.text.starts_with("$") && !e.text.starts_with("${")) {
+      size_t end = e.text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", 1);
+      env = e.text.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+      if (env.empty()) return error(e.src, fmt::format("sockets \"{}\": $ must be followed by a variable name", e.text));
+      auto value = ctx.getenv ? ctx.getenv(env) : std::nullopt;
+      if (!value || value->empty())
+        return refuse(e.src, "sockets " + e.text, fmt::format("${} is not set in pi-jail's environment", env));
+      x.text = *value + (end == std::string::npos ? "" : e.text.substr(end));
+      if (end != std::string::npos) env.clear();  // a path below it: the variable keeps its own value
+    }
+    std::string why;
+    auto p = x.text.front() == '/' || x.text.front() == '~' || x.text.starts_with("${") ? expand(x, l.authority, why)
+                                                                                          : std::nullopt;
+    if (!p) {
+      if (why.empty()) why = "a socket path must be absolute";
+      return error(e.src, fmt::format("sockets \"{}\" ({}): {}", e.text, x.text, why));
+    }
+    pol.sockets_.push_back({*p, env, e.src});
+  }
+
+  void publish(const Entry& e) {
+    std::string why;
+    auto p = parse_publish(e.text, why);
+    if (!p) return error(e.src, fmt::format("publish \"{}\": {}", e.text, why));
+    for (const auto& other : pol.publish_)
+      if (other.spec.host_port == p->host_port && other.spec.host_addr == p->host_addr)
+        return error(e.src, fmt::format("publish \"{}\": host port {} is already published by {}", e.text,
+                                        p->host_port, other.src.str()));
+    pol.publish_.push_back({*p, e.src});
   }
 
   // A private directory: it must exist (resolved: its protections are

@@ -27,6 +27,11 @@ void apply_policy(const policy::Policy& p, Request& r) {
   for (const auto& e : p.write_back()) r.write_back.push_back({e.path, e.src.str(), Node::file});
   for (const auto& e : p.env_pass()) r.env_pass.push_back(e.name);
   for (const auto& e : p.env_set()) r.env_set.emplace_back(e.name, e.value);
+  for (const auto& e : p.sockets()) {
+    r.sockets.push_back({e.path, "socket grant " + e.src.str(), Node::file});
+    if (!e.env.empty()) r.env_set.emplace_back(e.env, e.path);
+  }
+  for (const auto& e : p.publish()) r.published.push_back({e.spec, e.src.str()});
   r.scratch = p.scratch();
   r.limits.scratch_src = p.scratch_src().str();
   if (p.memory()) r.limits.memory = p.memory()->size, r.limits.memory_src = p.memory()->src.str();

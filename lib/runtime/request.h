@@ -80,6 +80,9 @@ struct Request {
   std::vector<PathRule> read_only;  // read-only even under a writable grant
   std::vector<PathRule> private_dirs;  // the run's own copy (policy.h)
   std::vector<PathRule> write_back;    // merged back from a private dir
+  // Host unix sockets bound at the same path inside (operator grants);
+  // each must be a socket itself, not a symlink to one.
+  std::vector<PathRule> sockets;
   std::vector<PrivateView> private_views;  // run mode: as staged
   std::vector<std::string> env_pass;  // names, or NAME* prefixes
   std::vector<std::pair<std::string, std::string>> env_set;
@@ -97,6 +100,13 @@ struct Request {
   std::string path_first;
   // Host-loopback services the policy names with a port: (address, port).
   std::vector<std::pair<std::string, int>> forwards;
+  // Jail ports served on the host's loopback (operator grants; the
+  // supervisor listens and relays, the jail sees nothing new).
+  struct Published {
+    policy::PublishSpec spec;
+    std::string why;
+  };
+  std::vector<Published> published;
   // The size of the one scratch file system /tmp, /var/tmp and /dev/shm
   // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
   policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};

@@ -4,6 +4,7 @@
 // sends back to the model say what the kernel refused.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -418,4 +419,35 @@ TEST_CASE("the macOS supervisor runs Pi's TUI on its PTY and restores the termin
   REQUIRE(eventually_gone(w.jail.front() + " --unsafe-test-sandbox-exec"));
   t.type("stty -a > ../after; cmp ../before ../after && echo STTY-SAME-$((6*7))");
   CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
+}
+
+TEST_CASE("a port published with --publish reaches a server Pi's bash tool started in the jail") {
+  PiWorld w("[]");
+  write_file(w.sb.ws + "/page.txt", "served-by-pi's-server\n");
+  int host_port = 0, jail_port = 0;
+  for (int* p : {&host_port, &jail_port}) ::close(loopback_socket(SOCK_STREAM, *p));
+  const std::string url = "http://127.0.0.1:" + std::to_string(host_port) + "/page.txt";
+  // The server runs in the background of one bash call; the next waits
+  // for the test to have fetched the page through the published port.
+  write_file(w.sb.base + "/script.json",
+             "[" + bash("cd " + w.sb.ws + " && (/usr/bin/python3 -m http.server --bind 127.0.0.1 " +
+                        std::to_string(jail_port) + " >/dev/null 2>&1 &) && echo started") + ", " +
+                 bash("until [ -e " + w.sb.ws + "/fetched ]; do sleep 0.1; done; echo fetched-seen") + "]");
+  pid_t pid = spawn(w.pi_argv({"--publish", std::to_string(host_port) + ":" + std::to_string(jail_port)}), w.env());
+  Outcome got;
+  bool served = false;
+  for (int i = 0; i < 600 && !served; ++i) {  // a guard of 60 s for Pi's start, not a timing assertion
+    got = run({"/usr/bin/curl", "-sS", "--max-time", "5", url});
+    served = got.status == 0;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  write_file(w.sb.ws + "/fetched", "");
+  CHECK(wait_status_guarded(pid) == 0);
+  CHECK(served);
+  CHECK(got.out == "served-by-pi's-server\n");
+  auto r = w.tool_results();
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].find("started") != std::string::npos);
+  CHECK(r[1].find("fetched-seen") != std::string::npos);
+  CHECK(run({"/usr/bin/curl", "-sS", "--max-time", "5", url}).status == 7);  // gone with the run
 }

@@ -202,6 +202,20 @@ TEST_CASE("a resource limit the Seatbelt jail cannot enforce stops the run with 
   CHECK(w.jail({"/bin/true"}).status == 0);  // the default process limit is not applied there
 }
 
+TEST_CASE("a socket grant or a published port stops the run with 125 on macOS, saying so; nothing is launched") {
+  Wiring w;
+  auto publish = run(w.argv({"/bin/true"}, {"--publish", "3000"}), {"HOME=" + w.box.home});
+  CHECK(publish.status == 125);
+  CHECK(publish.err.find("publish 127.0.0.1:3000:3000 (--publish): published ports are not supported on macOS") !=
+        std::string::npos);
+  std::string config = w.box.base + "/operator.toml";
+  write_file(config, "[filesystem]\nsockets = [\"" + w.box.outside + "/agent.sock\"]\n");
+  auto socket = run(w.argv({"/bin/true"}, {"--config", config}), {"HOME=" + w.box.home});
+  CHECK(socket.status == 125);
+  CHECK(socket.err.find("socket grants are not supported on macOS") != std::string::npos);
+  CHECK_FALSE(exists(w.record));
+}
+
 TEST_CASE("a TMPDIR where the run's private directory cannot be made stops the run with 125") {
   Wiring w;
   auto o = run(w.argv({"/bin/true"}), {"HOME=" + w.box.home, "TMPDIR=" + w.box.base + "/no-such-dir"});

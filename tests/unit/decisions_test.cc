@@ -152,3 +152,20 @@ TEST_CASE("summary: nothing refused, nothing said") {
   rec.add(ok);
   CHECK(supervisor::refusal_summary(rec.table()).empty());
 }
+
+TEST_CASE("summary: a published port's failed connections are said apart, never as the filter refusing the jail") {
+  netproxy::DecisionRecorder rec(-1);
+  auto d = refused("127.0.0.1", 3000, false);
+  d.protocol = "publish";
+  d.reason = "cannot connect to 127.0.0.1:3000: Connection refused";
+  for (int i = 0; i < 3; ++i) rec.add(d);
+  auto lines = supervisor::refusal_summary(rec.table());
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "published port: 3 connections from the host found nothing at the jail's port 3000: cannot "
+                    "connect to 127.0.0.1:3000: Connection refused");
+  rec.add(refused("pypi.org", 443));
+  lines = supervisor::refusal_summary(rec.table());
+  REQUIRE(lines.size() >= 3);
+  CHECK(lines[0] == "the network filter refused 1 connection to 1 destination:");
+  CHECK(lines.back().starts_with("published port: 3 connections"));
+}

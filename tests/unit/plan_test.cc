@@ -454,3 +454,67 @@ TEST_CASE("listeners: the two proxies, then every forward; a bounded number of p
   REQUIRE_FALSE(clash);
   CHECK(clash.error().message().find("the jail's proxy listens on 127.0.0.1:3128") != std::string::npos);
 }
+
+TEST_CASE("a socket grant is the socket itself at its own path; missing, not a socket, a symlink or denied stops") {
+  SourceFact sock = file("/tmp/ssh-x/agent.1", 900);
+  sock.kind = SourceFact::Kind::socket;
+  auto facts = debian_host();
+  facts["/tmp/ssh-x/agent.1"] = sock;
+  auto in = debian_input();
+  in.sockets.push_back({"/tmp/ssh-x/agent.1", "socket grant op.toml:2:12"});
+  auto spec = plan(in, facts);
+  REQUIRE(spec);
+  const MountOp* op = find(*spec, "/tmp/ssh-x/agent.1", MountKind::bind);
+  REQUIRE(op);
+  CHECK(op->source == "/tmp/ssh-x/agent.1");
+  CHECK(op->node == Node::file);
+  CHECK(op->access == Access::read_only);
+  CHECK(op->ino == 900);
+  // Mounted after the scratch /tmp it lies in.
+  auto at = [&](const std::string& dest) {
+    for (size_t i = 0; i < spec->mounts.size(); ++i)
+      if (spec->mounts[i].dest == dest) return i;
+    return spec->mounts.size();
+  };
+  CHECK(at("/tmp") < at("/tmp/ssh-x/agent.1"));
+
+  auto refused = [&](const SourceFact& f, const std::string& path, const std::string& deny = "") {
+    auto facts2 = debian_host();
+    facts2[path] = f;
+    auto in2 = debian_input();
+    in2.sockets.push_back({path, "socket grant op.toml:2:12"});
+    if (!deny.empty()) in2.denies.push_back({deny, "profile: secrets"});
+    auto s = plan(in2, facts2);
+    REQUIRE_FALSE(s);
+    return s.error().message();
+  };
+  CHECK(refused(SourceFact{}, "/tmp/gone") == "socket grant op.toml:2:12 /tmp/gone: no such socket (is the agent "
+                                                 "running? is the variable stale?)");
+  CHECK(refused(file("/tmp/f", 901), "/tmp/f") == "socket grant op.toml:2:12 /tmp/f: not a unix socket");
+  CHECK(refused(dir("/tmp/d", 902), "/tmp/d") == "socket grant op.toml:2:12 /tmp/d: not a unix socket");
+  CHECK(refused(link("/tmp/ssh-x/agent.1", sock), "/tmp/link") ==
+        "socket grant op.toml:2:12 /tmp/link: a symlink (to /tmp/ssh-x/agent.1); grant the socket itself");
+  CHECK(refused(sock, "/tmp/ssh-x/agent.1", "/tmp/ssh-x") ==
+        "socket grant op.toml:2:12 /tmp/ssh-x/agent.1: it is under /tmp/ssh-x, which is denied (profile: secrets)");
+}
+
+TEST_CASE("a published port cannot be the network filter's own listener inside the jail") {
+  auto in = debian_input();
+  in.forwards.emplace_back("127.0.0.1", 11434);
+  for (int port : {3128, 1080, 11434}) {
+    CAPTURE(port);
+    auto in2 = in;
+    pj::runtime::Request::Published p;
+    p.spec.host_port = 3000;
+    p.spec.jail_port = port;
+    p.why = "--publish";
+    in2.published.push_back(p);
+    auto s = plan(in2, debian_host());
+    REQUIRE_FALSE(s);
+    CHECK(s.error().message().find("publish 127.0.0.1:3000:" + std::to_string(port) + " (--publish): jail port") == 0);
+  }
+  pj::runtime::Request::Published fine;
+  fine.spec.host_port = fine.spec.jail_port = 3000;
+  in.published.push_back(fine);
+  CHECK(plan(in, debian_host()));
+}

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -108,12 +109,15 @@ private:
 // The proxy with an HTTP and a SOCKS listener, its loop on a thread.
 class Running {
 public:
-  explicit Running(netproxy::Rules rules, netproxy::ProxyLimits limits = {}) {
+  // `setup` adds listeners before the loop starts.
+  explicit Running(netproxy::Rules rules, netproxy::ProxyLimits limits = {},
+                   const std::function<void(netproxy::Proxy&)>& setup = {}) {
     auto p = netproxy::Proxy::start(std::move(rules), -1, limits);
     REQUIRE(p.ok());
     proxy_ = std::move(*p);
     REQUIRE(proxy_->add_listener(listen_loopback(http), netproxy::ListenerKind::http, std::nullopt).ok());
     REQUIRE(proxy_->add_listener(listen_loopback(socks), netproxy::ListenerKind::socks, std::nullopt).ok());
+    if (setup) setup(*proxy_);
     thread_ = std::thread([this] {
       while (!stop_) {
         proxy_->run_for(20ms);
@@ -378,4 +382,46 @@ TEST_CASE("proxy loop: a client that resets mid-transfer does not kill the proce
   auto c = tunnel(proxy.http, echo.port);  // still serving: this process is alive
   send_all(c.get(), "ping");
   CHECK(recv_n(c.get(), 4) == "ping");
+}
+
+TEST_CASE("proxy loop: a published port relays through the socket the jail-socket maker gives, without a rule") {
+  EchoServer echo;  // stands in for the server inside the jail
+  int publish_port = 0;
+  std::atomic<int> made{0};
+  auto setup = [&](netproxy::Proxy& p) {
+    p.set_jail_sockets([&](int family) {
+      ++made;
+      return ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    });
+    netproxy::Rules::Forward target{*netproxy::parse_ip("127.0.0.1"), echo.port, "127.0.0.1", "publish test"};
+    REQUIRE(p.add_listener(listen_loopback(publish_port), netproxy::ListenerKind::publish, target).ok());
+  };
+  Running proxy(netproxy::Rules{}, {}, setup);  // no rule names the echo server
+  auto c = connect_to(publish_port);
+  send_all(c.get(), "ping");
+  CHECK(recv_n(c.get(), 4) == "ping");
+  c.reset();
+  std::this_thread::sleep_for(100ms);
+  const auto& d = proxy.stop();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].allowed);
+  CHECK(d[0].protocol == "publish");
+  CHECK(d[0].reason == "the operator's publish test");
+  CHECK(made == 1);
+}
+
+TEST_CASE("proxy loop: a published port whose jail socket cannot be made is refused and recorded") {
+  int publish_port = 0;
+  auto setup = [&](netproxy::Proxy& p) {
+    p.set_jail_sockets([](int) { return -EPERM; });
+    netproxy::Rules::Forward target{*netproxy::parse_ip("127.0.0.1"), 9, "127.0.0.1", "publish test"};
+    REQUIRE(p.add_listener(listen_loopback(publish_port), netproxy::ListenerKind::publish, target).ok());
+  };
+  Running proxy(netproxy::Rules{}, {}, setup);
+  auto c = connect_to(publish_port);
+  CHECK(recv_all(c.get()).empty());  // closed without a byte
+  const auto& d = proxy.stop();
+  REQUIRE(d.size() == 1);
+  CHECK_FALSE(d[0].allowed);
+  CHECK(d[0].reason == "cannot make a socket in the jail's network namespace: Operation not permitted");
 }
