@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "credential_run.h"
 #include "git_audit.h"
 #include "linux_run.h"
 #include "placeholders.h"
@@ -168,6 +169,12 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = std::move(why);
     return out;
   };
+  // Model credentials: placeholders in the environment and Pi's
+  // auth.json; the real values stay here (credential_run.h).
+  auto creds = RunCredentials::prepare(prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr,
+                                       *input);
+  if (!creds) return fail(creds.error().message() + "\n  nothing was run");
+  content.write_credentials = [c = *creds](JsonWriter& j) { c.write_json(j); };
   // Planned under the placeholder registry's lock (placeholders.h); explain
   // makes nothing and takes no lock.
   std::optional<Registry> registry;
@@ -180,7 +187,8 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
                             "writable, or set XDG_STATE_HOME to a directory of your own";
     auto locked = Registry::lock(state);
     if (!locked) return fail(locked.error().message() + "; nothing was run" + fix);
-    auto staged = PrivateCopies::stage(state, *input);
+    const SecretFile auth = creds->auth_file();
+    auto staged = PrivateCopies::stage(state, *input, &auth);
     if (!staged) return fail(staged.error().message() + "; nothing was run" + fix);
     copies.emplace(std::move(*staged));
     registry.emplace(std::move(*locked));
@@ -212,6 +220,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = opts.error().message();
     return out;
   }
+  opts->intercept = creds->intercept([](const std::string& w) { util::emit("WARNING", w); });
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_jailed(*spec, *opts);
   holds->release();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "netproxy/intercept.h"
 #include "netproxy/proxy.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -22,6 +23,8 @@ struct RunOptions {
   util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
   bool test_fail_network_filter = false;             // test builds: the filter fails to start
   netproxy::ProxyLimits proxy_limits;               // defaults; tests shorten the timeouts
+  // Credentials the filter substitutes (issue 17; credential_run.h).
+  netproxy::Intercept intercept;
 };
 
 // The options of a run: --timeout, --grace, the policy's network rules,
