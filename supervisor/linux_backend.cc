@@ -172,7 +172,20 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   // makes nothing and takes no lock.
   std::optional<Registry> registry;
   std::optional<PrivateCopies> copies;
+  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::optional<CaBundleFile> ca_bundle;
   if (inv.mode == cli::Mode::run) {
+    // Credentials bound to hosts: the run's CA exists before the jail is
+    // planned, so its bundle is in the view from the start.
+    auto made = make_interceptor(inv);
+    if (!made) return fail(made.error().message() + "; nothing was run");
+    interceptor = std::move(*made);
+    if (interceptor) {
+      auto bundle = CaBundleFile::write(state_dir(), interceptor->ca_pem());
+      if (!bundle) return fail("write the jail's CA bundle: " + bundle.error().message() + "; nothing was run");
+      ca_bundle.emplace(std::move(*bundle));
+      input->ca_bundle = ca_bundle->path();
+    }
     const std::string state = state_dir();
     if (state.empty()) return fail("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path; "
                                    "nothing was run");
@@ -212,6 +225,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = opts.error().message();
     return out;
   }
+  opts->interceptor = interceptor;
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_jailed(*spec, *opts);
   holds->release();
