@@ -366,7 +366,11 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
           use(b);
           changed = true;
         }
-      if (changed) f.value = "Basic " + base64_encode(*basic[i]);
+      if (changed) {
+        std::string sent = base64_encode(*basic[i]);
+        s.renderings.emplace_back(sent, std::string(trim(std::string_view(f.value).substr(6))));
+        f.value = "Basic " + sent;
+      }
       continue;
     }
     for (const auto& b : bindings)
@@ -378,9 +382,11 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
   return s;
 }
 
-Masker::Masker(const std::vector<Binding>& bindings) {
+Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair<std::string, std::string>>& renderings) {
   for (const auto& b : bindings)
     if (!b.real.empty()) pairs_.emplace_back(b.real, b.placeholder);
+  for (const auto& r : renderings)
+    if (!r.first.empty()) pairs_.push_back(r);
   // The longest first: a real value that contains another is masked whole.
   std::sort(pairs_.begin(), pairs_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 }

@@ -94,6 +94,9 @@ struct Substitution {
   bool refused = false;
   std::string refused_binding;  // a binding whose placeholder was seen but is not bound here
   std::vector<std::string> used;  // bindings substituted (names), in order, once each
+  // Renderings of real values sent (a Basic credential's base64) and the
+  // jail's own: masked in the response like the values themselves.
+  std::vector<std::pair<std::string, std::string>> renderings;
 };
 
 // Whether binding `b` may be sent to host:port.
@@ -120,7 +123,8 @@ std::optional<std::string> base64_decode(std::string_view in);
 // real value, so a streamed response (SSE) is not delayed.
 class Masker {
 public:
-  explicit Masker(const std::vector<Binding>& bindings);
+  explicit Masker(const std::vector<Binding>& bindings,
+                  const std::vector<std::pair<std::string, std::string>>& renderings = {});
   // The masked bytes safe to send now.
   std::string feed(std::string_view in);
   // The held-back rest (end of the body).

@@ -350,7 +350,7 @@ struct InterceptConn {
         owner.record(decision("credential", true, "substituted " + names));
       }
       // The response(s): 1xx heads first.
-      http1::Masker masker(bindings);
+      http1::Masker masker(bindings, sub.renderings);
       std::optional<http1::HeadParse> rp;
       int status = 0;
       while (true) {

@@ -54,6 +54,10 @@ TEST_CASE("credential filter: Basic credentials are decoded, substituted and re-
   auto s = substitute(h, bindings(), "api.anthropic.com", 443);
   CHECK_FALSE(s.refused);
   CHECK(*h.get("Authorization") == "Basic " + base64_encode("user:" + kReal));
+  // Its echo is masked back to the jail's own rendering.
+  REQUIRE(s.renderings.size() == 1);
+  Masker m(bindings(), s.renderings);
+  CHECK(m.mask("got " + base64_encode("user:" + kReal)) == "got " + base64_encode("user:" + kPh));
   CHECK(base64_decode(base64_encode("a")) == "a");
   CHECK(base64_decode(base64_encode("ab")) == "ab");
   CHECK(base64_decode(base64_encode("abc")) == "abc");
