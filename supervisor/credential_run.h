@@ -34,7 +34,11 @@ public:
   // judged as a run would, so that its bindings can be shown.
   void preview_auth();
   // The bindings so far and the token exchange, for the network filter.
-  netproxy::Intercept intercept(std::function<void(const std::string&)> warn) const;
+  // `allowed(host, port)`: whether the network policy lets the jail reach
+  // it (a token endpoint it may reach is intercepted even without a
+  // credential: see the .cc).
+  netproxy::Intercept intercept(const std::function<bool(const std::string&, int)>& allowed,
+                                std::function<void(const std::string&)> warn) const;
 
   const std::vector<credentials::Provenance>& provenance() const { return state_->provenance; }
   // "# credentials" lines for explain; never a secret.

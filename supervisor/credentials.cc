@@ -73,7 +73,9 @@ const std::vector<Provider>& providers() {
       {{"github-copilot"},
        {"COPILOT_GITHUB_TOKEN"},
        {"api.individual.githubcopilot.com"},
-       {{"api.github.com", "/copilot_internal/v2/token", "github-copilot"}}},
+       {{"api.github.com", "/copilot_internal/v2/token", "github-copilot"},
+        // The device login's GitHub token: rewritten too, never given to the jail.
+        {"github.com", "/login/oauth/access_token", "github-copilot"}}},
       {{"opencode", "opencode-go"}, {"OPENCODE_API_KEY"}, {"opencode.ai"}, {}},
       {{"radius"}, {"RADIUS_API_KEY"}, {"radius.pi.dev"}, {{"radius.pi.dev", "/v1/oauth/token", "radius"}}},
       {{"amazon-bedrock"},

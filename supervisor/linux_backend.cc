@@ -179,6 +179,8 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   // makes nothing and takes no lock.
   std::optional<Registry> registry;
   std::optional<PrivateCopies> copies;
+  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::optional<CaBundleFile> ca_bundle;
   if (inv.mode == cli::Mode::run) {
     const std::string state = state_dir();
     if (state.empty()) return fail("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path; "
@@ -192,6 +194,20 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     if (!staged) return fail(staged.error().message() + "; nothing was run" + fix);
     copies.emplace(std::move(*staged));
     registry.emplace(std::move(*locked));
+    // Credentials bound to hosts (the environment's and, staged just now,
+    // auth.json's): the run's CA exists before the jail is planned, so its
+    // bundle is in the view from the start.
+    auto made = make_interceptor(
+        inv, creds->intercept([&](const std::string& host, int port) { return prepared.rules.check(host, port).allowed; },
+                              [](const std::string& w) { util::emit("WARNING", w); }));
+    if (!made) return fail(made.error().message() + "; nothing was run");
+    interceptor = std::move(*made);
+    if (interceptor) {
+      auto bundle = CaBundleFile::write(state_dir(), interceptor->ca_pem());
+      if (!bundle) return fail("write the jail's CA bundle: " + bundle.error().message() + "; nothing was run");
+      ca_bundle.emplace(std::move(*bundle));
+      input->ca_bundle = ca_bundle->path();
+    }
   }
   auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
@@ -220,7 +236,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = opts.error().message();
     return out;
   }
-  opts->intercept = creds->intercept([](const std::string& w) { util::emit("WARNING", w); });
+  opts->interceptor = interceptor;
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_jailed(*spec, *opts);
   holds->release();

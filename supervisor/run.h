@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <csignal>
+#include <memory>
+#include <utility>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,8 +25,30 @@ struct RunOptions {
   util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
   bool test_fail_network_filter = false;             // test builds: the filter fails to start
   netproxy::ProxyLimits proxy_limits;               // defaults; tests shorten the timeouts
-  // Credentials the filter substitutes (issue 17; credential_run.h).
-  netproxy::Intercept intercept;
+  std::shared_ptr<netproxy::Interceptor> interceptor;  // credentials bound to hosts (may be null)
+};
+
+// The credential filter for this run, or null when nothing is bound:
+// from --test-bind/--test-upstream-ca (test builds), and `intercept` (the
+// supervisor's credential table; may be empty). Makes the run's CA.
+util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv,
+                                                                      netproxy::Intercept intercept = {});
+
+// The file the jail trusts: the host's system CAs (the first of
+// runtime::kCaBundlePaths present) then the run's CA, written 0644 in
+// pi-jail's state directory `dir`, which no jail sees; removed on
+// destruction.
+class CaBundleFile {
+public:
+  static util::Result<CaBundleFile> write(const std::string& dir, const std::string& ca_pem);
+  CaBundleFile(CaBundleFile&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  CaBundleFile& operator=(CaBundleFile&&) = delete;
+  ~CaBundleFile();
+  const std::string& path() const { return path_; }
+
+private:
+  explicit CaBundleFile(std::string p) : path_(std::move(p)) {}
+  std::string path_;
 };
 
 // The options of a run: --timeout, --grace, the policy's network rules,
