@@ -69,26 +69,9 @@ void RunCredentials::preview_auth() {
   if (!jail) st.provenance.push_back({"auth.json", "refused", "", {}, jail.error().message()});
 }
 
-netproxy::Intercept RunCredentials::intercept(const std::function<bool(const std::string&, int)>& allowed,
-                                              std::function<void(const std::string&)> warn) const {
+netproxy::Intercept RunCredentials::intercept(std::function<void(const std::string&)> warn) const {
   netproxy::Intercept in;
   in.bindings = state_->table->take_added();
-  // A token endpoint the jail may reach is intercepted even with no
-  // credential of its provider at the start (and that provider's API
-  // hosts with it), so a /login inside the jail gets placeholders, never
-  // the real tokens, and can use them at once. Such a binding's value and
-  // placeholder are random and never given to anyone.
-  for (const auto& p : credentials::providers()) {
-    if (std::none_of(p.token_endpoints.begin(), p.token_endpoints.end(),
-                     [&](const credentials::TokenEndpoint& t) { return allowed(t.host, 443); }))
-      continue;
-    std::vector<netproxy::BoundHost> hosts;
-    for (const auto& t : p.token_endpoints) hosts.push_back({t.host, 443});
-    for (const auto& h : p.hosts) hosts.push_back({h, 443});
-    in.bindings.push_back({"(no credential: " + p.ids.front() + " token endpoint)",
-                           credentials::make_placeholder("unused-"), credentials::make_placeholder("unused-"),
-                           std::move(hosts)});
-  }
   in.exchange = std::make_shared<credentials::OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
                                                              std::move(warn));
   return in;

@@ -34,11 +34,10 @@ public:
   // judged as a run would, so that its bindings can be shown.
   void preview_auth();
   // The bindings so far and the token exchange, for the network filter.
-  // `allowed(host, port)`: whether the network policy lets the jail reach
-  // it (a token endpoint it may reach is intercepted even without a
-  // credential: see the .cc).
-  netproxy::Intercept intercept(const std::function<bool(const std::string&, int)>& allowed,
-                                std::function<void(const std::string&)> warn) const;
+  // A token endpoint is intercepted only when a credential is bound to its
+  // host (a refresh token): a /login inside for a provider the run started
+  // without is not rewritten (see pi-jail.toml(5) [credentials]).
+  netproxy::Intercept intercept(std::function<void(const std::string&)> warn) const;
 
   const std::vector<credentials::Provenance>& provenance() const { return state_->provenance; }
   // "# credentials" lines for explain; never a secret.

@@ -197,9 +197,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     // Credentials bound to hosts (the environment's and, staged just now,
     // auth.json's): the run's CA exists before the jail is planned, so its
     // bundle is in the view from the start.
-    auto made = make_interceptor(
-        inv, creds->intercept([&](const std::string& host, int port) { return prepared.rules.check(host, port).allowed; },
-                              [](const std::string& w) { util::emit("WARNING", w); }));
+    auto made = make_interceptor(inv, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
     if (!made) return fail(made.error().message() + "; nothing was run");
     interceptor = std::move(*made);
     if (interceptor) {
