@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "netproxy/intercept.h"
 #include "netproxy/proxy.h"
 #include "util/result.h"
 #include "util/unique_fd.h"

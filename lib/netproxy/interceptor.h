@@ -77,9 +77,17 @@ private:
   Interceptor() = default;
   void serve(Handoff h);
   void record(Decision d);
+  // The bindings now (a snapshot: a token refresh adds bindings while
+  // workers read them).
+  std::shared_ptr<const std::vector<Binding>> bindings() const;
+  // The TokenExchange's new bindings (checked as create() checks them;
+  // one that fails the check is left out and recorded).
+  void add_bindings(std::vector<Binding> more);
   friend struct InterceptConn;
 
-  Intercept intercept_;
+  Intercept intercept_;  // exchange and upstream CA; bindings live in bindings_
+  mutable std::mutex bm_;
+  std::shared_ptr<const std::vector<Binding>> bindings_;  // under bm_
   InterceptLimits limits_;
   std::unique_ptr<TlsAuthority> ca_;
   util::UniqueFd stop_r_, stop_w_;  // readable once shutdown() starts

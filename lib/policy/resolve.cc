@@ -321,6 +321,8 @@ struct Resolver {
     for (const auto& e : l.write) path_grant(e, l, PathAccess::read_write, b);
     for (const auto& e : l.private_dirs) private_dir(e, l);
     for (const auto& e : l.write_back) write_back_file(e, l);
+    pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
+    pol.cred_pass_through_.insert(pol.cred_pass_through_.end(), l.cred_pass_through.begin(), l.cred_pass_through.end());
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network, false, true))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
@@ -404,6 +406,11 @@ struct Resolver {
       refuse(e.src, "private " + e.text, "private directories are set by operators, not by projects");
     for (const auto& e : l.write_back)
       refuse(e.src, "write_back " + e.text, "write-back is set by operators, not by projects");
+    for (const auto& bind : l.cred_bind)
+      refuse(bind.host.src, fmt::format("credentials.bind {} {}", bind.credential, bind.host.text),
+             "credentials are bound to hosts by operators, not by projects");
+    for (const auto& e : l.cred_pass_through)
+      refuse(e.src, "credentials.pass_through " + e.text, "credentials are passed by operators, not by projects");
     if (l.unsafe_allow_ptrace)
       refuse(l.unsafe_allow_ptrace->src, "unsafe_allow_ptrace", "unsafe_* switches are for operators only");
     if (l.unsafe_nested_user_namespaces)

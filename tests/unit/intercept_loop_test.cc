@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "netproxy/proxy.h"
 #include "netproxy/tls_ca.h"
@@ -184,8 +185,12 @@ public:
     seen_encoding = ce;
     seen_body = body;
     if (fail_response) return util::Error::invalid("cannot decode");
+    added.push_back({"NEW_ACCESS", "PH_NEW_ACCESS", "REAL_NEW_ACCESS", {{"127.0.0.1", port}}});
     return std::string(R"({"access_token":"PH_NEW_ACCESS"})");
   }
+  std::vector<netproxy::Binding> take_new_bindings() override { return std::exchange(added, {}); }
+  uint16_t port = 0;
+  std::vector<netproxy::Binding> added;
 };
 
 struct Rig {
@@ -304,6 +309,7 @@ TEST_CASE("credential filter loop: the token exchange rewrites both bodies; a fa
   Upstream up({"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: " + std::to_string(secret_body.size()) +
                "\r\n\r\n" + secret_body});
   auto ex = std::make_shared<FakeExchange>();
+  ex->port = static_cast<uint16_t>(up.port);
   Rig rig(up.port, up.ca_file, ex);
   {
     auto c = rig.connect(up.port);
@@ -322,6 +328,10 @@ TEST_CASE("credential filter loop: the token exchange rewrites both bodies; a fa
     CHECK(seen.find("Content-Length: 32\r\n") != std::string::npos);
     CHECK(seen.find(R"({"refresh_token":"REAL_REFRESH"})") != std::string::npos);
     CHECK(seen.find("Transfer-Encoding") == std::string::npos);
+    // The refreshed token's placeholder is substituted from the next request on.
+    write(c->ssl, "GET /after HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_NEW_ACCESS\r\n\r\n");
+    read_until(c->ssl, has_full_response);
+    CHECK(up.received().find("Authorization: Bearer REAL_NEW_ACCESS") != std::string::npos);
   }
   ex->fail_response = true;
   {
