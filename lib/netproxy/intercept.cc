@@ -557,11 +557,22 @@ bool Interceptor::start(Handoff h) {
 void Interceptor::record(Decision d) {
   std::lock_guard<std::mutex> lock(m_);
   if (decisions_.size() < 4 * kMaxEntries) decisions_.push_back(std::move(d));
+  else ++overflow_;  // the loop drains the queue every tick; a flood between two ticks is counted
 }
 
 std::vector<Decision> Interceptor::take_decisions() {
   std::lock_guard<std::mutex> lock(m_);
-  return std::exchange(decisions_, {});
+  auto out = std::exchange(decisions_, {});
+  if (overflow_) {
+    Decision d;
+    d.time = d.last = std::chrono::system_clock::now();
+    d.protocol = "credential";
+    d.reason = fmt::format("{} decisions of the credential filter were not recorded (more than {} between two "
+                           "turns of the loop)",
+                           std::exchange(overflow_, 0), 4 * kMaxEntries);
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 void Interceptor::shutdown() {

@@ -99,6 +99,7 @@ private:
   std::list<Worker> workers_;  // under m_
   std::vector<Decision> decisions_;  // under m_
   bool stopping_ = false;            // under m_
+  std::uint64_t overflow_ = 0;       // under m_: decisions past the queue's bound
   std::atomic<size_t> active_{0};
 };
 
