@@ -194,14 +194,14 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     if (!staged) return fail(staged.error().message() + "; nothing was run" + fix);
     copies.emplace(std::move(*staged));
     registry.emplace(std::move(*locked));
-    // Credentials bound to hosts (the environment's and, staged just now,
-    // auth.json's): the run's CA exists before the jail is planned, so its
+    // Credentials bound to hosts (every binding is known once auth.json is
+    // staged): the run's CA exists before the jail is planned, so its
     // bundle is in the view from the start.
     auto made = make_interceptor(inv, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
     if (!made) return fail(made.error().message() + "; nothing was run");
     interceptor = std::move(*made);
     if (interceptor) {
-      auto bundle = CaBundleFile::write(state_dir(), interceptor->ca_pem());
+      auto bundle = CaBundleFile::write(state, interceptor->ca_pem());
       if (!bundle) return fail("write the jail's CA bundle: " + bundle.error().message() + "; nothing was run");
       ca_bundle.emplace(std::move(*bundle));
       input->ca_bundle = ca_bundle->path();

@@ -294,9 +294,9 @@ struct InterceptConn {
   void serve_requests() {
     const auto port = static_cast<uint16_t>(h.port);
     while (true) {
-      const auto snapshot = owner.bindings();
-      const auto& bindings = *snapshot;
       auto hp = read_head(jail, idle);
+      const auto snapshot = owner.bindings();  // this request's view (a refresh may add to it)
+      const std::vector<Binding>& bindings = *snapshot;
       if (!hp) return;
       if (hp->progress == Progress::bad) return answer(400, "malformed request: " + hp->error);
       http1::Head req = std::move(hp->head);
@@ -381,12 +381,12 @@ struct InterceptConn {
           return answer(502, "the token response could not be read");
         }
         auto rewritten = ex->response_body(h.host, path, status, ce, body);
-        // New placeholders are bound before the jail can send them.
-        owner.add_bindings(ex->take_new_bindings());
         if (!rewritten) {
           credential_refusal("token response refused: " + rewritten.error().message());
           return answer(502, "the token response could not be rewritten: " + rewritten.error().message());
         }
+        // New placeholders are substituted from the jail's next request on.
+        owner.add_bindings(ex->take_new_bindings());
         resp.erase("Content-Encoding");
         resp.erase("Transfer-Encoding");
         resp.set("Content-Length", std::to_string(rewritten->size()));
@@ -442,25 +442,38 @@ struct InterceptConn {
   }
 };
 
+namespace {
+
+// A binding the filter can use safely, its hosts normalised; `others`:
+// the bindings beside it (no placeholder may contain another).
+util::Status check_binding(Binding& b, const std::vector<Binding>& others) {
+  if (b.placeholder.empty() || b.real.empty() || b.hosts.empty())
+    return Error::invalid(fmt::format("credential {}: a placeholder, a value and a host are needed", b.name));
+  if (b.real.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+    return Error::invalid(fmt::format("credential {}: its value holds CR, LF or NUL", b.name));
+  for (const auto& o : others)
+    if (&o != &b && (o.placeholder.find(b.placeholder) != std::string::npos ||
+                     b.placeholder.find(o.placeholder) != std::string::npos))
+      return Error::invalid(fmt::format("credentials {} and {}: one placeholder contains the other", b.name, o.name));
+  for (auto& h : b.hosts) {
+    auto n = normalise_host(h.name);
+    if (!n) return Error::invalid(fmt::format("credential {}: host '{}' is not a valid name", b.name, h.name));
+    h.name = *n;
+  }
+  return {};
+}
+
+}  // namespace
+
 util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept intercept) {
   std::vector<BoundHost> hosts;
-  for (const auto& b : intercept.bindings) {
-    if (b.placeholder.empty() || b.real.empty() || b.hosts.empty())
-      return Error::invalid(fmt::format("credential {}: a placeholder, a value and a host are needed", b.name));
-    if (b.real.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
-      return Error::invalid(fmt::format("credential {}: its value holds CR, LF or NUL", b.name));
-    for (const auto& o : intercept.bindings)
-      if (&o != &b && o.placeholder.find(b.placeholder) != std::string::npos)
-        return Error::invalid(fmt::format("credentials {} and {}: one placeholder contains the other", b.name, o.name));
-    for (auto h : b.hosts) {
-      auto n = normalise_host(h.name);
-      if (!n) return Error::invalid(fmt::format("credential {}: host '{}' is not a valid name", b.name, h.name));
-      hosts.push_back({*n, h.port});
-    }
+  for (auto& b : intercept.bindings) {
+    if (auto st = check_binding(b, intercept.bindings); !st) return st.take_error();
+    hosts.insert(hosts.end(), b.hosts.begin(), b.hosts.end());
   }
-  for (auto& b : intercept.bindings)
-    for (auto& h : b.hosts) h.name = *normalise_host(h.name);
   std::shared_ptr<Interceptor> me(new Interceptor());
+  me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));
+  intercept.bindings.clear();
   auto ca = TlsAuthority::create(hosts, intercept.upstream_extra_ca_file);
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
@@ -468,10 +481,13 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
   if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return Error::from_errno("make the credential filter's stop pipe", errno);
   me->stop_r_.reset(p[0]);
   me->stop_w_.reset(p[1]);
-  me->bindings_ = std::make_shared<const std::vector<Binding>>(intercept.bindings);
   me->intercept_ = std::move(intercept);
   return me;
 }
+
+Interceptor::~Interceptor() { shutdown(); }
+
+const std::string& Interceptor::ca_pem() const { return ca_->ca_pem(); }
 
 std::shared_ptr<const std::vector<Binding>> Interceptor::bindings() const {
   std::lock_guard<std::mutex> lock(bm_);
@@ -479,35 +495,36 @@ std::shared_ptr<const std::vector<Binding>> Interceptor::bindings() const {
 }
 
 void Interceptor::add_bindings(std::vector<Binding> more) {
-  // Only what create() would accept, on hosts the run's CA already covers.
-  std::erase_if(more, [&](const Binding& b) {
-    if (b.placeholder.empty() || b.real.empty() || b.hosts.empty() ||
-        b.real.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
-      return true;
-    for (const auto& h : b.hosts)
-      if (!bound(h.name, h.port)) return true;
-    return false;
-  });
   if (more.empty()) return;
   std::lock_guard<std::mutex> lock(bm_);
   auto next = std::make_shared<std::vector<Binding>>(*bindings_);
-  next->insert(next->end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  for (auto& b : more) {
+    std::vector<Binding> all = *next;
+    all.push_back(b);
+    if (auto st = check_binding(all.back(), all); !st) {
+      Decision d;
+      d.time = d.last = std::chrono::system_clock::now();
+      d.protocol = "credential";
+      d.host = b.hosts.empty() ? "" : b.hosts.front().name;
+      d.port = b.hosts.empty() ? 0 : b.hosts.front().port;
+      d.reason = "a refreshed credential was not taken: " + st.error().message();
+      record(std::move(d));
+      continue;
+    }
+    next->push_back(std::move(all.back()));
+  }
   bindings_ = std::move(next);
 }
 
-Interceptor::~Interceptor() { shutdown(); }
-
-const std::string& Interceptor::ca_pem() const { return ca_->ca_pem(); }
-
 bool Interceptor::bound(const std::string& host, int port) const {
-  // The hosts of the start: later bindings add placeholders, never hosts.
-  for (const auto& b : intercept_.bindings)
+  auto snapshot = bindings();
+  for (const auto& b : *snapshot)
     if (http1::bound_to(b, host, static_cast<uint16_t>(port))) return true;
   return false;
 }
 
 std::optional<std::string> Interceptor::unbound_placeholder(std::string_view text, const std::string& host, int port) const {
-  const auto snapshot = bindings();
+  auto snapshot = bindings();
   for (const Binding* b : http1::placeholders_in(text, *snapshot))
     if (port < 0 || !http1::bound_to(*b, host, static_cast<uint16_t>(port))) return b->name;
   return std::nullopt;
@@ -540,11 +557,22 @@ bool Interceptor::start(Handoff h) {
 void Interceptor::record(Decision d) {
   std::lock_guard<std::mutex> lock(m_);
   if (decisions_.size() < 4 * kMaxEntries) decisions_.push_back(std::move(d));
+  else ++overflow_;  // the loop drains the queue every tick; a flood between two ticks is counted
 }
 
 std::vector<Decision> Interceptor::take_decisions() {
   std::lock_guard<std::mutex> lock(m_);
-  return std::exchange(decisions_, {});
+  auto out = std::exchange(decisions_, {});
+  if (overflow_) {
+    Decision d;
+    d.time = d.last = std::chrono::system_clock::now();
+    d.protocol = "credential";
+    d.reason = fmt::format("{} decisions of the credential filter were not recorded (more than {} between two "
+                           "turns of the loop)",
+                           std::exchange(overflow_, 0), 4 * kMaxEntries);
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 void Interceptor::shutdown() {

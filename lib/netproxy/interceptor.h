@@ -77,15 +77,15 @@ private:
   Interceptor() = default;
   void serve(Handoff h);
   void record(Decision d);
+  // The bindings now (a snapshot: a token refresh adds bindings while
+  // workers read them).
+  std::shared_ptr<const std::vector<Binding>> bindings() const;
+  // The TokenExchange's new bindings (checked as create() checks them;
+  // one that fails the check is left out and recorded).
+  void add_bindings(std::vector<Binding> more);
   friend struct InterceptConn;
 
-  // The bindings now: those at the start, then those the token exchange
-  // made (new placeholders for refreshed tokens). Each request reads one
-  // snapshot.
-  std::shared_ptr<const std::vector<Binding>> bindings() const;
-  void add_bindings(std::vector<Binding> more);
-
-  Intercept intercept_;
+  Intercept intercept_;  // exchange and upstream CA; bindings live in bindings_
   mutable std::mutex bm_;
   std::shared_ptr<const std::vector<Binding>> bindings_;  // under bm_
   InterceptLimits limits_;
@@ -99,6 +99,7 @@ private:
   std::list<Worker> workers_;  // under m_
   std::vector<Decision> decisions_;  // under m_
   bool stopping_ = false;            // under m_
+  std::uint64_t overflow_ = 0;       // under m_: decisions past the queue's bound
   std::atomic<size_t> active_{0};
 };
 

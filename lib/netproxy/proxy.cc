@@ -322,6 +322,12 @@ struct Proxy::Impl {
   // Connected to a host bound to a credential: the credential filter
   // serves it from here (TLS both ways), on its own thread.
   void hand_off(Conn& c) {
+    if (interceptor->active() >= kMaxIntercepted) {
+      c.rule_refusal = false;
+      return refuse(c, 503, SocksReply::general_failure,
+                    fmt::format("too many connections to hosts bound to a credential at once ({}); try again",
+                                kMaxIntercepted));
+    }
     if (!c.inbuf.empty()) {
       c.rule_refusal = false;
       return refuse(c, 400, SocksReply::general_failure,
