@@ -57,6 +57,8 @@ test builds only (-Dtest_switches=true; never in a release):
   --test-bind NAME=PLACEHOLDER=VALUE@HOST:PORT
                                   bind a credential for the network filter to substitute
   --test-upstream-ca FILE         trust FILE's CAs for servers behind bound hosts
+  --test-token-endpoint PROVIDER@HOST:PORT/PATH
+                                  also treat HOST:PORT/PATH as PROVIDER's OAuth token endpoint
 )"
 #endif
     R"(
@@ -112,6 +114,7 @@ constexpr Option kOptions[] = {
     {"--test-net-timeouts", "", true, Scope::run},
     {"--test-bind", "", true, Scope::run},
     {"--test-upstream-ca", "", true, Scope::run},
+    {"--test-token-endpoint", "", true, Scope::run},
 #endif
 };
 
@@ -194,6 +197,7 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
     inv.test_net_timeouts = std::pair{*hs, *idle};
   } else if (name == "--test-bind") inv.test_bind.push_back(*value);
   else if (name == "--test-upstream-ca") inv.test_upstream_ca = *value;
+  else if (name == "--test-token-endpoint") inv.test_token_endpoint.push_back(*value);
   else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
   else if (name == "--verbose") inv.verbosity = util::Verbosity::verbose;
   else if (name == "--quiet") inv.verbosity = util::Verbosity::quiet;

@@ -48,6 +48,7 @@ struct Invocation {
   // table; --test-upstream-ca FILE, extra anchors for upstream servers.
   std::vector<std::string> test_bind;
   std::optional<std::string> test_upstream_ca;
+  std::vector<std::string> test_token_endpoint;  // PROVIDER@HOST:PORT/PATH: a stand-in token endpoint
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;

@@ -1,6 +1,7 @@
 #include "credential_run.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -13,9 +14,21 @@ namespace pj::supervisor {
 
 using credentials::Provenance;
 
-util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, runtime::Request& r) {
+util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, runtime::Request& r,
+                                                     const std::vector<std::string>& test_token_endpoints) {
   RunCredentials rc;
   State& st = *rc.state_;
+  for (const auto& t : test_token_endpoints) {
+    // PROVIDER@HOST:PORT/PATH
+    size_t at = t.find('@'), colon = t.find(':', at == std::string::npos ? 0 : at), slash = t.find('/', at);
+    if (at == std::string::npos || colon == std::string::npos || slash == std::string::npos || slash < colon ||
+        !credentials::provider_by_id(t.substr(0, at)))
+      return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
+    int port = std::atoi(t.substr(colon + 1, slash - colon - 1).c_str());
+    if (port <= 0 || port > 65535) return util::Error::invalid(fmt::format("--test-token-endpoint {}: bad port", t));
+    st.settings.test_token_endpoints.push_back(
+        {t.substr(at + 1, colon - at - 1), t.substr(slash), t.substr(0, at), static_cast<uint16_t>(port)});
+  }
   if (p) {
     st.settings.extra_hosts = p->credential_hosts();
     st.settings.pass_through = p->credential_pass_through();

@@ -26,7 +26,9 @@ public:
   // withheld variable removed, a variable an operator bound passed).
   // Fails, with the fix, on a signed credential that is passed but not
   // passed through.
-  static util::Result<RunCredentials> prepare(const policy::Policy* p, runtime::Request& r);
+  // `test_token_endpoints`: --test-token-endpoint values (test builds).
+  static util::Result<RunCredentials> prepare(const policy::Policy* p, runtime::Request& r,
+                                              const std::vector<std::string>& test_token_endpoints = {});
 
   // auth.json through placeholders (for PrivateCopies::stage).
   SecretFile auth_file() const;

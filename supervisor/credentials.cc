@@ -237,8 +237,11 @@ std::vector<BoundHost> bound_hosts(const Provider* p, std::string_view name, boo
                                    std::vector<std::string>& why) {
   std::vector<BoundHost> hosts;
   if (p) {
-    if (refresh)
-      for (const auto& t : p->token_endpoints) add_host(hosts, {t.host, 443});
+    if (refresh) {
+      for (const auto& t : p->token_endpoints) add_host(hosts, {t.host, t.port});
+      for (const auto& t : s.test_token_endpoints)
+        if (std::find(p->ids.begin(), p->ids.end(), t.id) != p->ids.end()) add_host(hosts, {t.host, t.port});
+    }
     else
       for (const auto& h : p->hosts) add_host(hosts, {h, 443});
     if (!hosts.empty()) why.push_back("the profile's provider table");

@@ -30,6 +30,7 @@ struct TokenEndpoint {
   std::string host;
   std::string path;
   std::string id;  // the auth.json key its tokens are stored under
+  uint16_t port = 443;
 };
 
 // One row of the provider table: which variables hold its secrets, its
@@ -94,6 +95,9 @@ struct Settings {
   std::vector<policy::Layer::CredentialHost> extra_hosts;
   std::vector<policy::Entry> pass_through;
   std::vector<std::string> env_pass;  // names or NAME* prefixes
+  // Test builds (--test-token-endpoint): loopback stand-ins for a
+  // provider's token endpoint (`id`: the provider), beside the table's.
+  std::vector<TokenEndpoint> test_token_endpoints;
 };
 
 // How one credential reaches the jail, for explain and the report.

@@ -172,7 +172,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   // Model credentials: placeholders in the environment and Pi's
   // auth.json; the real values stay here (credential_run.h).
   auto creds = RunCredentials::prepare(prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr,
-                                       *input);
+                                       *input, inv.test_token_endpoint);
   if (!creds) return fail(creds.error().message() + "\n  nothing was run");
   content.write_credentials = [c = *creds](JsonWriter& j) { c.write_json(j); };
   // Planned under the placeholder registry's lock (placeholders.h); explain

@@ -220,13 +220,23 @@ OAuthExchange::OAuthExchange(std::shared_ptr<Table> table, Settings settings, st
                              std::function<void(const std::string&)> warn)
     : table_(std::move(table)), settings_(std::move(settings)), agent_dir_(std::move(agent_dir)), warn_(std::move(warn)) {}
 
+const TokenEndpoint* OAuthExchange::endpoint(std::string_view host, std::string_view path) const {
+  path = path.substr(0, path.find('?'));
+  for (const auto& t : settings_.test_token_endpoints)
+    if (t.host == host && t.path == path && provider_by_id(t.id)) return &t;
+  for (const auto& p : providers())
+    for (const auto& t : p.token_endpoints)
+      if (t.host == host && t.path == path) return &t;
+  return nullptr;
+}
+
 bool OAuthExchange::is_token_endpoint(std::string_view host, std::string_view path) const {
-  return token_endpoint_provider(host, path) != nullptr;
+  return endpoint(host, path) != nullptr;
 }
 
 util::Result<std::string> OAuthExchange::request_body(std::string_view host, std::string_view path,
                                                       std::string_view body) {
-  if (!token_endpoint_provider(host, path)) return Error::invalid("not a token endpoint");
+  if (!endpoint(host, path)) return Error::invalid("not a token endpoint");
   if (body.size() > kMaxTokenBody) return Error::invalid("the token request body is too large");
   std::string out(body);
   const bool is_json = body.find_first_not_of(" \t\r\n") != std::string_view::npos &&
@@ -250,8 +260,9 @@ util::Result<std::string> OAuthExchange::request_body(std::string_view host, std
 
 util::Result<std::string> OAuthExchange::response_body(std::string_view host, std::string_view path, int status,
                                                        std::string_view content_encoding, std::string_view body) {
-  const Provider* p = token_endpoint_provider(host, path);
-  if (!p) return Error::invalid("not a token endpoint");
+  const TokenEndpoint* t = endpoint(host, path);
+  if (!t) return Error::invalid("not a token endpoint");
+  const Provider* p = provider_by_id(t->id);
   auto decoded = decode_body(content_encoding, body);
   if (!decoded) return decoded.take_error();
   NewTokens tokens;
@@ -261,10 +272,7 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
   auto rewritten = rewrite_token_response(*decoded, *p, settings_, *table_, tokens, now_ms);
   if (!rewritten) return rewritten.take_error();
   if (status >= 200 && status < 300 && !agent_dir_.empty() && (tokens.access || tokens.refresh)) {
-    std::string id = p->ids.front();
-    path = path.substr(0, path.find('?'));
-    for (const auto& t : p->token_endpoints)
-      if (t.host == host && t.path == path) id = t.id;
+    const std::string id = t->id;
     auto dir = util::open_dir_nofollow(agent_dir_);
     util::Result<agent::WriteOutcome> written =
         dir ? agent::update_locked(dir->get(), agent::kAuthFile.name,

@@ -73,6 +73,9 @@ public:
   std::vector<netproxy::Binding> take_new_bindings() override { return table_->take_added(); }
 
 private:
+  // The endpoint host+path is (settings' test stand-ins first), or nullptr.
+  const TokenEndpoint* endpoint(std::string_view host, std::string_view path) const;
+
   std::shared_ptr<Table> table_;
   Settings settings_;
   std::string agent_dir_;

@@ -177,7 +177,12 @@ util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vect
 util::Result<X509*> TlsAuthority::leaf_for(const std::string& host) {
   std::lock_guard<std::mutex> lock(m_);
   if (auto it = leaves_.find(host); it != leaves_.end()) return it->second;
-  X509* x = new_cert(leaf_key_, host.substr(0, 64), kValidity - 60);
+  // An address's leaf gets a CN that is no host name: OpenSSL checks a
+  // host-name-like CN against the CA's DNS constraints when the leaf has
+  // no DNS SAN, and "127.0.0.1" then fails a CA that also names DNS hosts
+  // ("permitted subtree violation").
+  X509* x = new_cert(leaf_key_, parse_ip(host) ? "pi-jail address " + host.substr(0, 46) : host.substr(0, 64),
+                     kValidity - 60);
   if (!x || X509_set_issuer_name(x, X509_get_subject_name(ca_)) != 1 ||
       !add_ext(x, ca_, NID_basic_constraints, "critical,CA:FALSE") ||
       !add_ext(x, ca_, NID_key_usage, "critical,digitalSignature") ||
