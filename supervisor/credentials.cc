@@ -226,6 +226,16 @@ std::vector<Binding> Table::take_added() {
   return out;
 }
 
+void Table::add_withheld(std::string placeholder, std::string real) {
+  std::lock_guard lock(mu_);
+  withheld_.emplace_back(std::move(placeholder), std::move(real));
+}
+
+std::vector<std::pair<std::string, std::string>> Table::withheld() const {
+  std::lock_guard lock(mu_);
+  return withheld_;
+}
+
 size_t Table::size() const {
   std::lock_guard lock(mu_);
   return bindings_.size();
@@ -352,7 +362,11 @@ util::Result<std::string> synthesize_auth(std::string_view host_auth, const Sett
       auto hosts = bound_hosts(p, provider, refresh, s, why);
       if (hosts.empty()) {
         provenance.push_back({name, "withheld", "", {}, "bound to no host: not passed"});
-        value = json::Value::string("");
+        // A placeholder, not "": what the jail leaves maps back to the real
+        // value, so the write-back never empties the host's entry.
+        std::string ph = make_placeholder(*v);
+        table.add_withheld(ph, *v);
+        value = json::Value::string(std::move(ph));
         continue;
       }
       value = json::Value::string(bind(table, name, *v, std::move(hosts), std::move(why), provenance));
@@ -365,11 +379,17 @@ util::Result<std::string> reveal_auth(std::string_view jail_auth, const Table& t
   auto doc = json::parse(jail_auth);
   if (!doc) return util::Error::invalid(fmt::format("auth.json: {}", doc.error().message()));
   const auto bindings = table.snapshot();
+  const auto withheld = table.withheld();
   auto walk = [&](auto& self, json::Value& v) -> void {
     if (const std::string* s = v.as_string()) {
       for (const auto& b : bindings)
         if (b.placeholder == *s) {
           v = json::Value::string(b.real);
+          return;
+        }
+      for (const auto& [placeholder, real] : withheld)
+        if (placeholder == *s) {
+          v = json::Value::string(real);
           return;
         }
       return;

@@ -81,11 +81,16 @@ public:
   std::optional<std::string> placeholder_of(std::string_view real) const;
   // The bindings added since the last call (the filter adds them).
   std::vector<netproxy::Binding> take_added();
+  // A withheld secret (bound to no host): its placeholder is never
+  // substituted, but write-back maps it back like the others.
+  void add_withheld(std::string placeholder, std::string real);
+  std::vector<std::pair<std::string, std::string>> withheld() const;
   size_t size() const;
 
 private:
   mutable std::mutex mu_;
   std::vector<netproxy::Binding> bindings_;
+  std::vector<std::pair<std::string, std::string>> withheld_;  // placeholder, real
   size_t taken_ = 0;
 };
 
@@ -132,7 +137,7 @@ Plan plan_env(const std::vector<std::string>& host_env, const Settings& s, Table
 // endpoints), every other field kept. A "!command" or "$VAR" key is kept
 // as it is (Pi runs it inside the jail: no secret of the host's is in it).
 // A provider that is in no table and not bound by the operator gets its
-// secrets withheld (replaced by an empty string), said in provenance.
+// secrets withheld (a placeholder no host receives), said in provenance.
 // Fails on a host file that is not a JSON object of objects.
 util::Result<std::string> synthesize_auth(std::string_view host_auth, const Settings& s, Table& table,
                                           std::vector<Provenance>& provenance);

@@ -194,7 +194,10 @@ TEST_CASE("auth.json: the jail's copy holds placeholders, every other field kept
   CHECK(a->find("expires")->as_number()->text() == "1767225600000");
   CHECK(*a->find("type")->as_string() == "oauth");
   CHECK(*doc->find("groq")->find("key")->as_string() == "!pass show groq");  // Pi runs it inside: nothing of ours
-  CHECK(*doc->find("unknownprov")->find("key")->as_string() == "");           // bound to no host: withheld
+  // Bound to no host: withheld (a placeholder no host receives).
+  const std::string withheld = *doc->find("unknownprov")->find("key")->as_string();
+  CHECK(withheld != "secret-of-unknown-origin");
+  CHECK(withheld.size() >= 32);
   // Refresh tokens go only to the token endpoints, access tokens only to the API.
   auto refresh = table.by_placeholder(*a->find("refresh")->as_string());
   REQUIRE(refresh);
@@ -211,6 +214,8 @@ TEST_CASE("auth.json: the jail's copy holds placeholders, every other field kept
   CHECK(revealed->find(kAccess) != std::string::npos);
   CHECK(revealed->find("sk-ant-oat01-") == revealed->find(kAccess));
   CHECK(revealed->find("1767229200000") != std::string::npos);
+  // The withheld key comes back too: the write-back never empties the host's entry (was "").
+  CHECK(revealed->find("secret-of-unknown-origin") != std::string::npos);
   CHECK_FALSE(synthesize_auth("[1,2]", pi_settings(), table, prov));
   CHECK_FALSE(synthesize_auth("{nope", pi_settings(), table, prov));
 }
