@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,5 +117,12 @@ enum class WriteOutcome { written, nothing_to_write };
 [[nodiscard]] util::Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content given,
                                                     Content jail_left, Notes& notes,
                                                     const LockTiming& timing = {});
+
+// Under Pi's lock on `name` in `agent_dir_fd`, as write_back(): read the
+// host file, let `update` compute its new content from it, and replace it
+// atomically. (The token exchange writes refreshed OAuth tokens so.)
+[[nodiscard]] util::Result<WriteOutcome> update_locked(int agent_dir_fd, std::string_view name,
+                                                       const std::function<NewContent(Content host_now)>& update,
+                                                       const LockTiming& timing = {});
 
 }  // namespace pj::supervisor::agent

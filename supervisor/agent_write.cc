@@ -162,9 +162,9 @@ Status replace(int dirfd, std::string_view name, std::string_view content) {
 
 }  // namespace
 
-Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content given, Content jail_left,
-                                Notes& notes, const LockTiming& timing) {
-  std::string name(file.name);
+Result<WriteOutcome> update_locked(int agent_dir_fd, std::string_view name_view,
+                                   const std::function<NewContent(Content host_now)>& update, const LockTiming& timing) {
+  std::string name(name_view);
   std::string what = fmt::format("write back {}", name);
   auto lock = PiLock::acquire(agent_dir_fd, name + ".lock", timing);
   if (!lock) return lock.take_error().context(what);
@@ -173,7 +173,7 @@ Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content
   if (!host) return host.take_error().context(fmt::format("{}: read the host's file", what));
   Content host_now = host->has_value() ? Content(**host) : std::nullopt;
 
-  NewContent next = file.merge(host_now, given, jail_left, notes);
+  NewContent next = update(host_now);
   WriteOutcome outcome = WriteOutcome::nothing_to_write;
   if (next) {
     if (auto st = replace(agent_dir_fd, name, *next); !st) return st.take_error().context(what);
@@ -183,6 +183,12 @@ Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content
     return st.take_error().context(
         fmt::format("{}: {}", what, outcome == WriteOutcome::written ? "written, but" : "nothing written, and"));
   return outcome;
+}
+
+Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content given, Content jail_left,
+                                Notes& notes, const LockTiming& timing) {
+  return update_locked(
+      agent_dir_fd, file.name, [&](Content host_now) { return file.merge(host_now, given, jail_left, notes); }, timing);
 }
 
 }  // namespace pj::supervisor::agent

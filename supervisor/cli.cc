@@ -64,6 +64,11 @@ test builds only (-Dtest_switches=true; never in a release):
   --unsafe-test-sandbox-exec FILE run FILE in place of /usr/bin/sandbox-exec (macOS backend)
   --test-fail-network-filter      make the network filter's start fail
   --test-net-timeouts HS,IDLE     the network filter's handshake and idle timeouts
+  --test-bind NAME=PLACEHOLDER=VALUE@HOST:PORT
+                                  bind a credential for the network filter to substitute
+  --test-upstream-ca FILE         trust FILE's CAs for servers behind bound hosts
+  --test-token-endpoint PROVIDER@HOST:PORT/PATH
+                                  also treat HOST:PORT/PATH as PROVIDER's OAuth token endpoint
 )"
 #endif
     R"(
@@ -123,6 +128,9 @@ constexpr Option kOptions[] = {
     {"--unsafe-test-sandbox-exec", "", true, Scope::backend},
     {"--test-fail-network-filter", "", false, Scope::run},
     {"--test-net-timeouts", "", true, Scope::run},
+    {"--test-bind", "", true, Scope::run},
+    {"--test-upstream-ca", "", true, Scope::run},
+    {"--test-token-endpoint", "", true, Scope::run},
 #endif
 };
 
@@ -213,7 +221,10 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
     auto idle = parse_duration(std::string_view(*value).substr(comma + 1));
     if (!idle) return std::move(idle.take_error()).context("--test-net-timeouts");
     inv.test_net_timeouts = std::pair{*hs, *idle};
-  } else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
+  } else if (name == "--test-bind") inv.test_bind.push_back(*value);
+  else if (name == "--test-upstream-ca") inv.test_upstream_ca = *value;
+  else if (name == "--test-token-endpoint") inv.test_token_endpoint.push_back(*value);
+  else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
   else if (name == "--verbose") inv.verbosity = util::Verbosity::verbose;
   else if (name == "--quiet") inv.verbosity = util::Verbosity::quiet;
   else if (name == "--json") inv.json = true;

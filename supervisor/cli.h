@@ -49,6 +49,12 @@ struct Invocation {
   // Test builds only: --test-net-timeouts HANDSHAKE,IDLE (durations), the
   // network filter's handshake and idle timeouts, so tests need not wait.
   std::optional<std::pair<std::chrono::milliseconds, std::chrono::milliseconds>> test_net_timeouts;
+  // Test builds only: --test-bind NAME=PLACEHOLDER=VALUE@HOST:PORT, a
+  // credential for the network filter without the supervisor's credential
+  // table; --test-upstream-ca FILE, extra anchors for upstream servers.
+  std::vector<std::string> test_bind;
+  std::optional<std::string> test_upstream_ca;
+  std::vector<std::string> test_token_endpoint;  // PROVIDER@HOST:PORT/PATH: a stand-in token endpoint
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "credential_run.h"
 #include "git_audit.h"
 #include "jail_home.h"
 #include "linux_limits.h"
@@ -182,10 +183,18 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = std::move(why);
     return out;
   };
+  // Model credentials: placeholders in the environment and Pi's
+  // auth.json; the real values stay here (credential_run.h).
+  auto creds = RunCredentials::prepare(prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr,
+                                       *input, inv.test_token_endpoint);
+  if (!creds) return fail(creds.error().message() + "\n  nothing was run");
+  content.write_credentials = [c = *creds](JsonWriter& j) { c.write_json(j); };
   // Planned under the placeholder registry's lock (placeholders.h); explain
   // makes nothing and takes no lock.
   std::optional<Registry> registry;
   std::optional<PrivateCopies> copies;
+  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::optional<CaBundleFile> ca_bundle;
   if (inv.mode == cli::Mode::run) {
     // Before any lock is taken: a first run may warm the cache up (a jail of its own).
     if (int sig = attach_compile_cache(prepared, *input)) {
@@ -199,10 +208,23 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
                             "writable, or set XDG_STATE_HOME to a directory of your own";
     auto locked = Registry::lock(state);
     if (!locked) return fail(locked.error().message() + "; nothing was run" + fix);
-    auto staged = PrivateCopies::stage(state, *input);
+    const SecretFile auth = creds->auth_file();
+    auto staged = PrivateCopies::stage(state, *input, &auth);
     if (!staged) return fail(staged.error().message() + "; nothing was run" + fix);
     copies.emplace(std::move(*staged));
     registry.emplace(std::move(*locked));
+    // Credentials bound to hosts (every binding is known once auth.json is
+    // staged): the run's CA exists before the jail is planned, so its
+    // bundle is in the view from the start.
+    auto made = make_interceptor(inv, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
+    if (!made) return fail(made.error().message() + "; nothing was run");
+    interceptor = std::move(*made);
+    if (interceptor) {
+      auto bundle = CaBundleFile::write(state, interceptor->ca_pem());
+      if (!bundle) return fail("write the jail's CA bundle: " + bundle.error().message() + "; nothing was run");
+      ca_bundle.emplace(std::move(*bundle));
+      input->ca_bundle = ca_bundle->path();
+    }
   }
   auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
@@ -248,6 +270,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     return fail(limits.error().message() + "; nothing was run");
   }
   opts->publish = input->published;
+  opts->interceptor = interceptor;
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_jailed(*spec, *opts, limits->cgroups ? limits->cgroups->procs_fds() : std::vector<int>{});
   holds->release();

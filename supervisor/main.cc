@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "doctor.h"
 #include "policy/explain.h"
+#include "credential_run.h"
 #include "prepare.h"
 #include "report.h"
 #include "run.h"
@@ -43,6 +44,22 @@ bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prep
   ex.resolved = &with_load_errors;
   util::out("{}", inv.json ? policy::explain_json(ex) : policy::explain_text(ex));
   status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
+  if (ex.policy && !inv.json) {
+    // Each credential the run would pass, how and where its real value
+    // may go (credential_run.h); never a value.
+    runtime::Request r = prepared.request;
+    auto creds = supervisor::RunCredentials::prepare(ex.policy, r);
+    util::out("\ncredentials (placeholders inside the jail; the network filter sends the real value to the bound "
+              "hosts only):\n");
+    if (!creds) {
+      util::out("  {}\n", util::printable(creds.error().message()));
+      status = kSetupFailed;
+    } else {
+      creds->preview_auth();
+      for (const auto& line : creds->explain_lines()) util::out("  {}\n", line);
+      if (creds->provenance().empty()) util::out("  (none)\n");
+    }
+  }
   return ex.policy && !inv.json && util::verbosity() == util::Verbosity::verbose;
 }
 

@@ -146,6 +146,32 @@ util::Status copy_in(int host, int staging, const std::string& name, mode_t mode
   return {};
 }
 
+// The jail's copy of the secret file: made by its transform from the
+// host's, which must be a regular file the copy can hold (a larger one
+// would be shown as it is, a symlink followed inside: the host's secrets).
+util::Status copy_secret(int host, int staging, const SecretFile& secret, const struct stat& st, auto& copy) {
+  if (!S_ISREG(st.st_mode))
+    return Error::invalid(fmt::format("{} is not a regular file (a symlink?): the jail would reach the host's secrets "
+                                      "through it; replace it by the file itself",
+                                      secret.name));
+  if (static_cast<size_t>(st.st_size) > kCopyCap)
+    return Error::invalid(fmt::format("{} is larger than {} bytes: its secrets cannot be replaced by placeholders",
+                                      secret.name, kCopyCap));
+  auto text = util::read_untrusted_file(host, secret.name, kCopyCap, secret.name);
+  if (!text) return text.take_error();
+  if (!*text) return {};  // gone meanwhile
+  auto jail = (*text)->find_first_not_of(" \t\r\n") == std::string::npos ? util::Result<std::string>(**text)
+                                                                           : secret.to_jail(**text);
+  if (!jail) return std::move(jail.take_error()).context(fmt::format("make the jail's {}", secret.name));
+  UniqueFd out(::openat(staging, secret.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out.valid() || ::write(out.get(), jail->data(), jail->size()) != static_cast<ssize_t>(jail->size()))
+    return Error::from_errno(fmt::format("write the jail's {}", secret.name), errno ? errno : EIO);
+  for (auto& [given_name, given] : copy.given)
+    if (given_name == secret.name) given = std::move(**text);
+  copy.secret_given = std::move(*jail);
+  return {};
+}
+
 // Remove every entry below `dir` that is neither a regular file nor a
 // directory, never following one; at most kMaxDepth deep and
 // kScrubEntries entries in all (the rest is left as it is).
@@ -173,9 +199,11 @@ size_t scrub(const std::string& dir) {
 
 }  // namespace
 
-util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, runtime::Request& r) {
+util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, runtime::Request& r,
+                                                 const SecretFile* secret) {
   PrivateCopies pc;
   if (r.private_dirs.empty()) return pc;
+  if (secret) pc.secret_ = *secret;
   auto runs = util::make_private_dir(state_dir + "/runs");
   if (!runs) return runs.take_error();
   sweep_dead_runs(runs->get());
@@ -187,7 +215,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
 
   for (size_t i = 0; i < r.private_dirs.size(); ++i) {
     const auto& p = r.private_dirs[i];
-    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}, {}};
+    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}, std::nullopt, {}};
     auto host = util::open_dir_nofollow(p.path);
     if (!host) return Error::from_errno(fmt::format("open the private directory {}", p.path), host.error().err());
     if (::mkdir(copy.staging.c_str(), 0700) != 0) return Error::from_errno(fmt::format("make {}", copy.staging), errno);
@@ -204,6 +232,11 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
       struct stat st;
       if (::fstatat(host->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       const std::string path = p.path + "/" + name;
+      if (secret && name == secret->name) {
+        if (auto c = copy_secret(host->get(), staging->get(), *secret, st, copy); !c)
+          return std::move(c.take_error()).context(fmt::format("stage {}", path));
+        continue;
+      }
       if (S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > kCopyCap)) {
         view.shown.push_back(path);
       } else if (S_ISREG(st.st_mode)) {
@@ -255,6 +288,20 @@ std::vector<std::string> PrivateCopies::finish() {
       }
       agent::Content jail_left = *left ? agent::Content(**left) : std::nullopt;
       if (!given && !jail_left) continue;                  // never there
+      std::optional<std::string> revealed;
+      if (secret_ && name == secret_->name && jail_left) {
+        if (c.secret_given && *c.secret_given == *jail_left) continue;  // untouched
+        // Placeholders back to the real values: never a placeholder into
+        // the host's file.
+        auto real = secret_->from_jail(*jail_left);
+        if (!real) {
+          out.push_back(fmt::format("refused: {}: what the run left cannot be read ({}); nothing written back", name,
+                                    util::printable(real.error().message())));
+          continue;
+        }
+        revealed = std::move(*real);
+        jail_left = *revealed;
+      }
       if (given && jail_left && *given == *jail_left) continue;  // untouched
       agent::Content given_content = given ? agent::Content(*given) : std::nullopt;
       auto written = agent::write_back(host->get(), *file, given_content, jail_left, notes);

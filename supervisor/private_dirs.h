@@ -14,8 +14,10 @@
 // run; a start removes the staging of runs that died (SIGKILL).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/request.h"
@@ -24,6 +26,17 @@
 
 namespace pj::supervisor {
 
+// A file of a private directory whose secrets never enter the jail
+// (credentials.h): the jail's copy is made from the host's by `to_jail`
+// (placeholders), and what the jail leaves is mapped back by `from_jail`
+// (real values) before it is merged into the host's. Such a file must be
+// a regular file of at most 1 MiB: anything else refuses the run.
+struct SecretFile {
+  std::string name;  // "auth.json"
+  std::function<util::Result<std::string>(std::string_view host)> to_jail;
+  std::function<util::Result<std::string>(std::string_view jail)> from_jail;
+};
+
 class PrivateCopies {
 public:
   // Stage every private directory of `r` (its private_dirs) and fill
@@ -31,7 +44,9 @@ public:
   // on: entries are listed with O_NOFOLLOW, files copied through
   // util/untrusted.h (at most 1 MiB each; a larger file is shown
   // read-only instead), symlinks recreated as they are.
-  static util::Result<PrivateCopies> stage(const std::string& state_dir, runtime::Request& r);
+  // `secret`, when given, names the file copied in through its transform.
+  static util::Result<PrivateCopies> stage(const std::string& state_dir, runtime::Request& r,
+                                           const SecretFile* secret = nullptr);
 
   PrivateCopies(PrivateCopies&&) = default;
   PrivateCopies& operator=(PrivateCopies&&) = default;
@@ -53,6 +68,8 @@ private:
     // Each write_back file of this directory: its name, and the content
     // copied in (nullopt: it did not exist at the start).
     std::vector<std::pair<std::string, std::optional<std::string>>> given;
+    // The secret file as the jail was given it (placeholders), when it was.
+    std::optional<std::string> secret_given;
     // Write grants inside the directory (Pi's sessions/): data the jail
     // writes in place, scrubbed after the run (see finish()).
     std::vector<std::string> data_dirs;
@@ -61,6 +78,7 @@ private:
   void discard();
 
   std::string run_dir_;
+  std::optional<SecretFile> secret_;
   util::UniqueFd lock_;
   std::vector<Copy> copies_;
 };

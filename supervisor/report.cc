@@ -160,6 +160,14 @@ std::string render_report(const Report::Content& c) {
   for (const auto& note : c.write_back) j.value(note);
   j.end_array();
   write_resources(j, c.outcome.resources);
+  j.key("credentials").begin_object();
+  if (c.write_credentials) {
+    c.write_credentials(j);
+  } else {
+    j.key("bindings").begin_array();
+    j.end_array();
+  }
+  j.end_object();
   j.end_object();
   return j.str();
 }

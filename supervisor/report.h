@@ -46,6 +46,9 @@ public:
     // back to the host: "applied: ...", "refused: ...", "kept: ..."
     // (private_dirs.h), names escaped, never a value.
     std::vector<std::string> write_back;
+    // The run's credential bindings (credential_run.h): the "bindings"
+    // array of the report's "credentials" object; unset: none.
+    std::function<void(util::JsonWriter&)> write_credentials;
   };
 
   util::Status write(const Content& c);

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/request.h"
 #include "util/escape.h"
 #include "util/log.h"
 #include "util/paths.h"
@@ -118,6 +119,82 @@ util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtim
     out.push_back({std::move(fd), p.spec, p.why});
   }
   return out;
+}
+
+namespace {
+
+// --test-bind NAME=PLACEHOLDER=VALUE@HOST:PORT
+util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
+  auto bad = [&] { return util::Error::invalid("--test-bind: NAME=PLACEHOLDER=VALUE@HOST:PORT expected"); };
+  size_t eq1 = text.find('='), eq2 = eq1 == std::string::npos ? eq1 : text.find('=', eq1 + 1);
+  size_t at = text.rfind('@');
+  if (eq2 == std::string::npos || at == std::string::npos || at < eq2) return bad();
+  std::string hostport = text.substr(at + 1);
+  size_t colon = hostport.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad();
+  int port = std::atoi(hostport.c_str() + colon + 1);
+  if (port <= 0 || port > 65535) return bad();
+  netproxy::Binding b;
+  b.name = text.substr(0, eq1);
+  b.placeholder = text.substr(eq1 + 1, eq2 - eq1 - 1);
+  b.real = text.substr(eq2 + 1, at - eq2 - 1);
+  b.hosts.push_back({hostport.substr(0, colon), static_cast<uint16_t>(port)});
+  if (b.name.empty() || b.placeholder.empty() || b.real.empty()) return bad();
+  return b;
+}
+
+}  // namespace
+
+util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv,
+                                                                      netproxy::Intercept intercept) {
+  for (const auto& t : inv.test_bind) {
+    auto b = parse_test_binding(t);
+    if (!b) return b.take_error();
+    intercept.bindings.push_back(std::move(*b));
+  }
+  if (inv.test_upstream_ca) intercept.upstream_extra_ca_file = *inv.test_upstream_ca;
+  if (intercept.empty()) return std::shared_ptr<netproxy::Interceptor>();
+  auto made = netproxy::Interceptor::create(std::move(intercept));
+  if (!made) return std::move(made.take_error()).context("the credential filter");
+  return std::move(*made);
+}
+
+util::Result<CaBundleFile> CaBundleFile::write(const std::string& dir, const std::string& ca_pem) {
+  std::string system;
+  for (auto p : runtime::kCaBundlePaths) {
+    auto text = util::read_untrusted_file(p, 16 << 20);
+    if (text && *text) {
+      system = std::move(**text);
+      break;
+    }
+  }
+  if (system.empty())
+    return util::Error::invalid("no system CA bundle (/etc/ssl/certs/ca-certificates.crt, ...) to add the run's CA "
+                                "to; install ca-certificates");
+  if (!system.ends_with("\n")) system += "\n";
+  auto d = util::make_private_dir(dir);
+  if (!d) return std::move(d.take_error()).context("pi-jail's state directory");
+  unsigned char rnd[8];
+  if (::getentropy(rnd, sizeof rnd) != 0) return util::Error::from_errno("getentropy", errno);
+  std::string name = fmt::format("ca-bundle-{}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}.pem", ::getpid(), rnd[0],
+                                 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+  util::UniqueFd fd(::openat(d->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  std::string path = dir + "/" + name;
+  if (!fd.valid()) return util::Error::from_errno("create " + path, errno);
+  CaBundleFile out(path);
+  std::string all = system + "# pi-jail: this run's CA (credentials stay outside the jail)\n" + ca_pem;
+  if (::fchmod(fd.get(), 0644) != 0) return util::Error::from_errno("chmod " + path, errno);
+  for (std::string_view rest = all; !rest.empty();) {
+    ssize_t n = ::write(fd.get(), rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return util::Error::from_errno("write " + path, n < 0 ? errno : EIO);
+    rest.remove_prefix(static_cast<size_t>(n));
+  }
+  return out;
+}
+
+CaBundleFile::~CaBundleFile() {
+  if (!path_.empty()) ::unlink(path_.c_str());
 }
 
 util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter() {

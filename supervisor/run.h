@@ -5,11 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <csignal>
+#include <memory>
+#include <utility>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "netproxy/intercept.h"
 #include "netproxy/proxy.h"
 #include "runtime/request.h"
 #include "util/result.h"
@@ -35,6 +38,30 @@ struct RunOptions {
   // Published ports: bound by the supervisor once the jail is built and
   // before its command starts (never inherited by the jail's init).
   std::vector<runtime::Request::Published> publish;
+  std::shared_ptr<netproxy::Interceptor> interceptor;  // credentials bound to hosts (may be null)
+};
+
+// The credential filter for this run, or null when nothing is bound:
+// from --test-bind/--test-upstream-ca (test builds), and `intercept` (the
+// supervisor's credential table; may be empty). Makes the run's CA.
+util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv,
+                                                                      netproxy::Intercept intercept = {});
+
+// The file the jail trusts: the host's system CAs (the first of
+// runtime::kCaBundlePaths present) then the run's CA, written 0644 in
+// pi-jail's state directory `dir`, which no jail sees; removed on
+// destruction.
+class CaBundleFile {
+public:
+  static util::Result<CaBundleFile> write(const std::string& dir, const std::string& ca_pem);
+  CaBundleFile(CaBundleFile&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  CaBundleFile& operator=(CaBundleFile&&) = delete;
+  ~CaBundleFile();
+  const std::string& path() const { return path_; }
+
+private:
+  explicit CaBundleFile(std::string p) : path_(std::move(p)) {}
+  std::string path_;
 };
 
 // Listen on the host's loopback for every published port: an error names

@@ -177,6 +177,22 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     in.socks_port = listeners.socks_port;
   }
 
+  // Credentials bound to hosts: the jail trusts the run's CA through the
+  // TLS libraries' variables, naming the bundle file (read-only grant).
+  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::optional<CaBundleFile> ca_bundle;
+  if (!explain) {
+    auto made = make_interceptor(inv);
+    if (!made) return step_failed(made.error());
+    interceptor = std::move(*made);
+    if (interceptor) {
+      auto bundle = CaBundleFile::write(state_dir(), interceptor->ca_pem());
+      if (!bundle) return step_failed(std::move(bundle.take_error()).context("write the jail's CA bundle"));
+      ca_bundle.emplace(std::move(*bundle));
+      in.request.ca_bundle = ca_bundle->path();
+      in.request.grants.push_back({ca_bundle->path(), runtime::Access::read_only, "the run's CA bundle (credentials)"});
+    }
+  }
   auto facts = seatbelt::probe_paths(seatbelt::paths_to_probe(in));
   if (explain) facts[in.tmpdir] = {seatbelt::PathFact::Kind::directory, false, in.tmpdir};
   auto planned = seatbelt::plan(in, facts);
@@ -204,6 +220,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     out.failure = opts.error().message();
     return out;
   }
+  opts->interceptor = interceptor;
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_sandboxed(*spec, exec, std::move(pty), std::move(listeners), *opts);
   summarise_refusals(result.decisions);

@@ -276,7 +276,7 @@ RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& 
     return out;
   };
   auto proxy = opts.test_fail_network_filter ? test_failed_filter()
-                                           : netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits);
+                                           : netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
   if (!proxy) return fail(std::move(proxy.take_error()).context("start the network filter"), "report a bug");
   for (auto [fd, kind] : {std::pair{&listeners.http, netproxy::ListenerKind::http},
                           std::pair{&listeners.socks, netproxy::ListenerKind::socks}})

@@ -300,6 +300,10 @@ std::vector<std::string> paths_to_probe(const PlanInput& in) {
     for (std::string p = path; p != "/"; p = std::string(util::parent_path(p))) out.push_back(p);
   };
   for (const auto& d : in.denies) with_ancestors(d.path);
+  if (!in.ca_bundle.empty()) {
+    out.push_back(in.ca_bundle);
+    for (auto p : runtime::kCaBundlePaths) out.emplace_back(p);
+  }
   for (const auto& r : in.read_only) with_ancestors(r.path);
   return out;
 }
@@ -427,6 +431,28 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     ops.push_back(std::move(mask));
   }
 
+  // The run's CA bundle, read-only over each distribution bundle path
+  // the view shows (a link there is covered where it points).
+  std::string ca_bundle_inside;
+  if (!in.ca_bundle.empty()) {
+    const SourceFact& src = fact(facts, in.ca_bundle);
+    if (src.kind != SourceFact::Kind::file || src.is_symlink) {
+      problems.push_back(fmt::format("the run's CA bundle {} is not a file", in.ca_bundle));
+    } else {
+      for (auto p : runtime::kCaBundlePaths) {
+        const SourceFact& f = fact(facts, std::string(p));
+        if (f.kind != SourceFact::Kind::file || !visible(ops, f.resolved)) continue;
+        ops.push_back(bind_op(f.resolved, src, Access::read_only, "the system's CAs and the run's CA (credentials)"));
+        ops.back().dest = f.resolved;
+        if (ca_bundle_inside.empty()) ca_bundle_inside = std::string(p);
+      }
+      if (ca_bundle_inside.empty())
+        problems.push_back("no CA bundle to cover in the jail's view (/etc/ssl/certs/ca-certificates.crt, "
+                           "/etc/pki/tls/certs/ca-bundle.crt or /etc/ssl/cert.pem): the jail could not trust the "
+                           "credential filter; install ca-certificates");
+    }
+  }
+
   pin_ancestors(facts, ops);
 
   if (in.landlock_use == LandlockUse::required && in.landlock_abi < 1)
@@ -496,7 +522,7 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   spec.argv = in.argv;
   std::optional<runtime::ProxyEndpoints> proxy;
   if (in.network_filter) proxy = runtime::ProxyEndpoints{"127.0.0.1", kHttpProxyPort, kSocksProxyPort};
-  spec.env = runtime::jail_env(in, "/tmp", proxy);
+  spec.env = runtime::jail_env(in, "/tmp", proxy, ca_bundle_inside);
   spec.cwd = visible(spec.mounts, in.cwd) && !in_jail_home(spec.mounts, in.cwd) ? in.cwd : in.workspace;
   spec.uid = in.uid;
   spec.gid = in.gid;

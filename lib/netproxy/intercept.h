@@ -60,6 +60,11 @@ public:
   // upstream body: fail closed.
   virtual util::Result<std::string> response_body(std::string_view host, std::string_view path, int status,
                                                   std::string_view content_encoding, std::string_view body) = 0;
+  // The bindings response_body() made since the last call (new
+  // placeholders for refreshed tokens, bound like the old ones): the
+  // filter adds them to its own before it relays the response, so the
+  // jail's next request with them is substituted. Thread-safe.
+  virtual std::vector<Binding> take_new_bindings() { return {}; }
 };
 
 // Everything the filter needs to substitute credentials for one run.

@@ -303,8 +303,59 @@ struct Proxy::Impl {
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns;
   std::uint64_t next_id = 1;
 
+  std::shared_ptr<Interceptor> interceptor;  // may be null
+
   Impl(Rules r, int fd, ProxyLimits l)
       : rules(std::move(r)), limits(l), recorder(fd, l.log), tick(tick_for(l)), resolver(l.resolver_names) {}
+
+  // The credential filter's decisions, into the one record.
+  void take_intercepted() {
+    if (!interceptor) return;
+    for (auto& d : interceptor->take_decisions()) recorder.add(std::move(d));
+  }
+
+  // The target as the rules see it (lower case, no brackets or trailing dot).
+  std::string checked_host(const Conn& c) const {
+    std::string host = c.target.host;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    return normalise_host(host).value_or(host);
+  }
+
+  // Connected to a host bound to a credential: the credential filter
+  // serves it from here (TLS both ways), on its own thread.
+  void hand_off(Conn& c) {
+    if (interceptor->active() >= kMaxIntercepted) {
+      c.rule_refusal = false;
+      return refuse(c, 503, SocksReply::general_failure,
+                    fmt::format("too many connections to hosts bound to a credential at once ({}); try again",
+                                kMaxIntercepted));
+    }
+    if (!c.inbuf.empty()) {
+      c.rule_refusal = false;
+      return refuse(c, 400, SocksReply::general_failure,
+                    "bytes sent before the tunnel was open, to a host bound to a credential");
+    }
+    Interceptor::Handoff h;
+    if (c.kind == ListenerKind::http) h.reply = "HTTP/1.1 200 Connection established\r\n\r\n";
+    else if (c.kind == ListenerKind::socks) h.reply = socks_reply(SocksReply::succeeded);
+    h.protocol = c.protocol;
+    h.host = checked_host(c);
+    h.port = c.target.port;
+    h.address = c.address;
+    h.reason = c.verdict.reason;
+    h.wall = c.wall;
+    poller.forget(c.client.get());
+    poller.forget(c.upstream.get());
+    h.client = std::move(c.client);
+    h.upstream = std::move(c.upstream);
+    c.logged = true;  // the credential filter records this connection
+    std::uint64_t id = c.id;
+    if (!interceptor->start(std::move(h))) {
+      c.logged = false;
+      record(c, false, fmt::format("too many connections to credential hosts at once ({})", kMaxIntercepted));
+    }
+    close_conn(id);
+  }
 
   void watch(int fd, std::uint64_t tag, std::uint32_t events) { poller.watch(fd, tag, events); }
 
@@ -469,6 +520,16 @@ struct Proxy::Impl {
       c.protocol = r.tunnel ? "http-connect" : "http";
       c.target = r.target;
       c.upstream_head = r.upstream;
+      if (interceptor) {
+        // A placeholder is never sent in clear, nor through a tunnel to a
+        // host it is not bound to.
+        std::string host = checked_host(c);
+        if (auto name = interceptor->unbound_placeholder(std::string_view(c.inbuf).substr(0, r.consumed), host,
+                                                          r.tunnel ? c.target.port : -1))
+          return refuse(c, 403, SocksReply::not_allowed,
+                        fmt::format("a placeholder of {} in a {} request to {}:{}: refused", *name,
+                                    r.tunnel ? "CONNECT" : "plain-http", bounded(host), c.target.port));
+      }
       c.inbuf.erase(0, r.consumed);
       return decide(c);
     }
@@ -604,6 +665,8 @@ struct Proxy::Impl {
                     fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port,
                                 std::strerror(err)));
     }
+    if (interceptor && c.protocol != "http" && interceptor->bound(checked_host(c), c.target.port))
+      return hand_off(c);
     c.state = State::relaying;
     c.last_active = Clock::now();
     c.up.src = c.client.get();
@@ -731,7 +794,8 @@ struct Proxy::Impl {
 Proxy::Proxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Proxy::~Proxy() = default;
 
-util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, ProxyLimits limits) {
+util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, ProxyLimits limits,
+                                                  std::shared_ptr<Interceptor> interceptor) {
   // splice(2) into a socket whose peer is gone raises SIGPIPE (splice has
   // no MSG_NOSIGNAL): a jailed client that closes mid-download must not
   // kill the supervisor. Process-wide, and inherited by later children:
@@ -740,6 +804,10 @@ util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, Proxy
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
   auto impl = std::make_unique<Impl>(std::move(rules), log_fd, limits);
+  if (interceptor) {
+    interceptor->set_limits({limits.handshake, limits.idle});
+    impl->interceptor = std::move(interceptor);
+  }
   if (!impl->poller.ok()) return Error::from_errno("create the network filter's event loop", errno);
   if (impl->resolver.fd() < 0) return Error::from_errno("network filter wake-up", errno);
 #if PJ_PROXY_EPOLL
@@ -788,12 +856,17 @@ void Proxy::run_for(std::chrono::milliseconds max_wait) {
     }
   }
   if (!PJ_PROXY_EPOLL) impl_->sweep();
+  impl_->take_intercepted();
 }
 
 void Proxy::shutdown() {
   std::vector<std::uint64_t> ids;
   for (auto& [id, c] : impl_->conns) ids.push_back(id);
   for (auto id : ids) impl_->close_conn(id);
+  if (impl_->interceptor) {
+    impl_->interceptor->shutdown();
+    impl_->take_intercepted();
+  }
   impl_->recorder.flush();
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "netproxy/decisions.h"
+#include "netproxy/interceptor.h"
 #include "netproxy/rules.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -59,7 +60,13 @@ public:
   // process's soft RLIMIT_NOFILE to its hard limit (each relayed
   // connection holds six fds on Linux: two sockets, two pipes), and
   // ignores SIGPIPE process-wide (splice(2) raises it for a gone peer).
-  static util::Result<std::unique_ptr<Proxy>> start(Rules rules, int log_fd, ProxyLimits limits = {});
+  // `interceptor` (may be null): connections to hosts bound to a
+  // credential are handed to it once connected (CONNECT, SOCKS5 and
+  // forwards); a placeholder in a proxy request head is refused (403)
+  // unless the tunnel goes to a host it is bound to, and always in a
+  // plain-http request (never sent in clear).
+  static util::Result<std::unique_ptr<Proxy>> start(Rules rules, int log_fd, ProxyLimits limits = {},
+                                                    std::shared_ptr<Interceptor> interceptor = nullptr);
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;

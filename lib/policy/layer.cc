@@ -32,6 +32,7 @@ const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"hardening", {"landlock", "unsafe_allow_ptrace", "unsafe_nested_user_namespaces"}},
     {"policy", {"on_excess"}},
     {"runtime", {"compile_cache"}},
+    {"credentials", {"bind", "pass_through"}},
 };
 
 class Loader {
@@ -252,6 +253,8 @@ public:
         l.on_excess = one_of(v, where, {"warn", "error"});
       } else if (name == "runtime") {
         l.compile_cache = flag(v, where);
+      } else if (name == "credentials") {
+        credentials(key, v, where);
       }
     }
   }
@@ -269,6 +272,37 @@ public:
     out_.errors.push_back({e.src, fmt::format("unknown network preset \"{}\" (known: {})", e.text, known)});
   }
 
+  // [credentials] bind = { CREDENTIAL = ["host", "host:port"] }, where
+  // CREDENTIAL is a provider name or an environment variable name; and
+  // pass_through = ["NAME", ...].
+  void credentials(const std::string& key, const toml::node& v, const std::string& where) {
+    Layer& l = out_.layer;
+    if (key == "pass_through") {
+      for (auto& e : strings(v, where))
+        if (check_env_name(e, /*glob=*/false)) l.cred_pass_through.push_back(std::move(e));
+      return;
+    }
+    const toml::table* t = v.as_table();
+    if (!t) return error(v, "credentials.bind must be a table of CREDENTIAL = [\"host\", ...]");
+    for (auto&& [name, hosts] : *t) {
+      std::string cred(name.str());
+      if (cred.empty() || cred.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") !=
+                              std::string::npos) {
+        error(name, fmt::format("credentials.bind: \"{}\" is neither a provider nor an environment variable name",
+                                cred));
+        continue;
+      }
+      for (auto& e : strings(hosts, fmt::format("credentials.bind.{}", cred))) {
+        auto p = parse_net_pattern(e.text);
+        if (!p) error_at(e.src, fmt::format("credentials.bind.{}: bad host \"{}\": {}", cred, e.text, p.error().what()));
+        else if (p->wildcard) error_at(e.src, fmt::format("credentials.bind.{}: \"{}\": a credential is bound to "
+                                                          "named hosts, not to a wildcard", cred, e.text));
+        else l.cred_bind.push_back({cred, Entry{p->str(), e.src}});
+      }
+    }
+  }
+  void error_at(const Source& s, std::string msg) { out_.errors.push_back({s, std::move(msg)}); }
+
   bool check_env_name(const Entry& e, bool glob) {
     std::string_view n = e.text;
     if (glob && n.ends_with("*")) n.remove_suffix(1);
@@ -284,7 +318,7 @@ public:
     for (auto&& [k, v] : root) {
       std::string key(k.str());
       if (!kSchema.count(key)) {
-        error(k, fmt::format("unknown table [{}] (known: filesystem, network, home, env, limits, hardening, policy, runtime)", key));
+        error(k, fmt::format("unknown table [{}] (known: filesystem, network, home, env, limits, hardening, policy, runtime, credentials)", key));
         continue;
       }
       if (const toml::table* t = v.as_table()) table(key, *t);

@@ -130,6 +130,13 @@ struct Layer {
   // [env]
   std::vector<Entry> env_pass;   // names or NAME_* globs
   std::vector<Setting> env_set;
+  // [credentials] (operators only; see supervisor/credentials.h)
+  struct CredentialHost {
+    std::string credential;  // a provider ("anthropic") or an environment variable name
+    Entry host;              // "name" or "name:port", no wildcard
+  };
+  std::vector<CredentialHost> cred_bind;   // bind = { anthropic = ["llm.corp.example"] }
+  std::vector<Entry> cred_pass_through;    // pass_through = ["AWS_ACCESS_KEY_ID"]: the real value, reported
   // [limits]
   std::optional<Limits> limits;
   // [hardening]

@@ -76,6 +76,10 @@ public:
   const std::vector<NetRule>& net_deny() const { return net_deny_; }
   const std::vector<EnvPass>& env_pass() const { return env_pass_; }
   const std::vector<Setting>& env_set() const { return env_set_; }
+  // [credentials], operators only: extra hosts a credential may be sent
+  // to, and the credentials passed in as they are (not placeholders).
+  const std::vector<Layer::CredentialHost>& credential_hosts() const { return cred_hosts_; }
+  const std::vector<Entry>& credential_pass_through() const { return cred_pass_through_; }
   LandlockUse landlock() const { return landlock_; }
   const Source& landlock_src() const { return landlock_src_; }
   bool ptrace_allowed() const { return ptrace_.value; }
@@ -117,6 +121,8 @@ private:
   std::vector<Publish> publish_;
   std::vector<EnvPass> env_pass_;
   std::vector<Setting> env_set_;
+  std::vector<Layer::CredentialHost> cred_hosts_;
+  std::vector<Entry> cred_pass_through_;
   LandlockUse landlock_ = LandlockUse::if_available;
   Source landlock_src_{"default", 0, 0};
   Flag ptrace_{false, {"default", 0, 0}};

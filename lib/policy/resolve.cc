@@ -395,6 +395,8 @@ struct Resolver {
     for (const auto& e : l.write_back) write_back_file(e, l);
     for (const auto& e : l.sockets) socket_grant(e, l);
     for (const auto& e : l.publish) publish(e);
+    pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
+    pol.cred_pass_through_.insert(pol.cred_pass_through_.end(), l.cred_pass_through.begin(), l.cred_pass_through.end());
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network, false, true))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
@@ -487,6 +489,11 @@ struct Resolver {
              "socket grants are set by operators, not by projects (an agent socket signs and logs in as you)");
     for (const auto& e : l.publish)
       refuse(e.src, "publish " + e.text, "published ports are set by operators, not by projects (--publish)");
+    for (const auto& bind : l.cred_bind)
+      refuse(bind.host.src, fmt::format("credentials.bind {} {}", bind.credential, bind.host.text),
+             "credentials are bound to hosts by operators, not by projects");
+    for (const auto& e : l.cred_pass_through)
+      refuse(e.src, "credentials.pass_through " + e.text, "credentials are passed by operators, not by projects");
     if (l.unsafe_allow_ptrace)
       refuse(l.unsafe_allow_ptrace->src, "unsafe_allow_ptrace", "unsafe_* switches are for operators only");
     if (l.unsafe_nested_user_namespaces)

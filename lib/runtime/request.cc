@@ -47,7 +47,7 @@ std::string symlink_at_protected_path(const PathRule& r) {
 }
 
 std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
-                                  const std::optional<ProxyEndpoints>& proxy) {
+                                  const std::optional<ProxyEndpoints>& proxy, std::string_view ca_bundle) {
   std::map<std::string, std::string> env;
   for (const auto& kv : r.host_env) {
     auto eq = kv.find('=');
@@ -76,6 +76,8 @@ std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
     env["NO_PROXY"] = env["no_proxy"] = env["npm_config_noproxy"] = env["GLOBAL_AGENT_NO_PROXY"] = no_proxy;
     env["NODE_USE_ENV_PROXY"] = "1";
   }
+  if (!ca_bundle.empty())
+    for (auto name : kCaBundleVariables) env[std::string(name)] = std::string(ca_bundle);
   std::vector<std::string> out;
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;

@@ -111,7 +111,19 @@ struct Request {
   // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
   policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};
   Limits limits;
+  // Credentials outside the jail (issue 17): a host file holding the
+  // system's CAs and the run's CA, which the jail trusts (mounted over the
+  // distribution's bundle paths; every TLS library's variable names it).
+  // Empty: no credential is bound, nothing changes.
+  std::string ca_bundle;
 };
+
+// The distribution bundle paths the run's bundle is mounted over, and the
+// variables that name it (Node, OpenSSL, Python requests, curl, git, Deno).
+inline constexpr std::string_view kCaBundlePaths[] = {"/etc/ssl/certs/ca-certificates.crt",
+                                                       "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
+inline constexpr std::string_view kCaBundleVariables[] = {"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                                          "CURL_CA_BUNDLE",      "GIT_SSL_CAINFO", "DENO_CERT"};
 
 // The resolved policy's lists into `r` (system, grants, masks, read-only
 // marks, environment), each entry keeping its source as the reason, and
@@ -132,8 +144,9 @@ struct ProxyEndpoints {
 // The command's environment: the caller's variables that the policy
 // passes, the policy's settings, then what pi-jail sets itself (HOME,
 // TMPDIR, PI_JAIL=1 and, with a network filter, every client library's
-// proxy variables). Sorted by name.
+// proxy variables, and with `ca_bundle` (the bundle's path as the jail
+// sees it) kCaBundleVariables). Sorted by name.
 std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
-                                  const std::optional<ProxyEndpoints>& proxy);
+                                  const std::optional<ProxyEndpoints>& proxy, std::string_view ca_bundle = {});
 
 }  // namespace pj::runtime

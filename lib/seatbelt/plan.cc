@@ -238,7 +238,7 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
 
   spec.exec_path = r.exec_path;
   spec.argv = r.argv;
-  spec.env = runtime::jail_env(r, in.tmpdir, runtime::ProxyEndpoints{"127.0.0.1", in.http_port, in.socks_port});
+  spec.env = runtime::jail_env(r, in.tmpdir, runtime::ProxyEndpoints{"127.0.0.1", in.http_port, in.socks_port}, r.ca_bundle);
   const PathFact& cwd = fact(facts, r.cwd);
   bool cwd_readable = std::any_of(roots.begin(), roots.end(), [&](const Root& root) {
     return root.directory && util::path_within(cwd.resolved, root.path);

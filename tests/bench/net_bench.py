@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The network filter's throughput and latency, side by side in one run.
 
-    net_bench.py PI_JAIL OUT.json        (as root: it creates a network namespace)
+    net_bench.py PI_JAIL OUT.json [--tls-only]   (as root: it creates a network namespace)
 
 Paths compared, with the same client (curl) and server (sendfile from a
 sparse file): direct (no jail), the jail's loopback forward, CONNECT
@@ -11,7 +11,11 @@ network namespace this script creates, 1 Gbit/s each way and a few ms of
 delay with `tc netem` (when the kernel has no sch_netem: `tbf` at 1 Gbit/s
 and no added delay; the output says which). Then the round-trip time of
 small requests (64 bytes each way on one connection), alone and while a
-bulk transfer runs on the same path, as p50/p99. Every comparison is a
+bulk transfer runs on the same path, as p50/p99. Then HTTPS through
+CONNECT on loopback: an end-to-end tunnel (a host no credential is bound
+to) beside a substituting connection (a bound host: the filter terminates
+TLS, substitutes the header, masks the body); --tls-only runs only that
+(pi-jail must be a test build: --test-bind). Every comparison is a
 ratio measured in this run. Not a test: nothing here asserts a time.
 Traffic stays on loopback and in the namespace."""
 import json
@@ -24,6 +28,8 @@ import tempfile
 import time
 
 PI_JAIL, OUT = sys.argv[1:3]
+TLS_ONLY = "--tls-only" in sys.argv[3:]
+TLS_SIZE = 256 << 20
 SIZE = 1 << 30
 RUNS = 3
 work = tempfile.mkdtemp(prefix="pj-netbench.")
@@ -249,7 +255,91 @@ def latency(label, host, port, n=2000):
                 ratio(f"{label}: p99 {name} / direct{w}", figs[(name, during)][1], d[1])
 
 
+# HTTPS: answers any request with TLS_SIZE zero bytes (Content-Length).
+TLS_SERVER = r'''
+import os, socket, ssl, sys, threading
+cert, key, portfile, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+chunk = bytes(1 << 20)
+def serve(raw):
+    try:
+        c = ctx.wrap_socket(raw, server_side=True)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            b = c.recv(4096)
+            if not b:
+                return
+            head += b
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % size)
+        left = size
+        while left:
+            n = min(left, len(chunk))
+            c.sendall(chunk[:n])
+            left -= n
+        c.close()
+    except OSError:
+        pass
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+with open(portfile + ".tmp", "w") as f:
+    f.write(str(s.getsockname()[1]))
+os.rename(portfile + ".tmp", portfile)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+def tls_section():
+    """HTTPS through CONNECT: end-to-end tunnel beside a substituting connection."""
+    ca, key = os.path.join(WS, "bench-ca.pem"), os.path.join(work, "bench-ca.key")
+    cert, ckey = os.path.join(work, "server.pem"), os.path.join(work, "server.key")
+    subprocess.run(f"openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=bench-ca -days 1 "
+                   f"-keyout {key} -out {ca} -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+                   f"&& openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout {ckey} "
+                   f"-out {cert}.csr && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > {cert}.ext "
+                   f"&& openssl x509 -req -in {cert}.csr -CA {ca} -CAkey {key} -CAcreateserial -days 1 -out {cert} "
+                   f"-extfile {cert}.ext", shell=True, check=True, capture_output=True)
+    os.chmod(ca, 0o644)
+    script = os.path.join(work, "tls_server.py")
+    with open(script, "w") as f:
+        f.write(TLS_SERVER)
+    portfile = os.path.join(work, "port-tls")
+    p = subprocess.Popen(["python3", script, cert, ckey, portfile, str(TLS_SIZE)])
+    for _ in range(200):
+        if os.path.exists(portfile):
+            break
+        time.sleep(0.05)
+    port = int(open(portfile).read())
+    url = f"https://127.0.0.1:{port}/blob"
+    rule = f"127.0.0.1:{port}"
+    ph, real = "sk-bench-placeholder-0123456789abcdef", "sk-bench-real-value-fedcba9876543210"
+    bound = [PI_JAIL, "-q", "-w", WS, "--allow-net", rule, "--test-bind", f"BENCH_KEY={ph}={real}@{rule}",
+             "--test-upstream-ca", ca, "--", "env", "-u", "NO_PROXY", "-u", "no_proxy"]
+    try:
+        print(f"\nHTTPS through CONNECT on loopback, {TLS_SIZE >> 20} MiB per transfer (median of 3)")
+        tunnel = figure("https: end-to-end tunnel (no credential bound)",
+                        [x for x in (curl_speed(jail(rule), url, ["-x", "http://127.0.0.1:3128", "--cacert", ca])
+                                     for _ in range(RUNS)) if x], "MB/s")
+        subst = figure("https: substituting (bound: TLS both ways, header, masking)",
+                       [x for x in (curl_speed(bound, url, ["-x", "http://127.0.0.1:3128", "-H", f"x-api-key: {ph}"])
+                                    for _ in range(RUNS)) if x], "MB/s")
+        ratio("https: substituting / tunnel", subst, tunnel)
+    finally:
+        p.terminate()
+
+
 print(f"network filter benchmark ({os.cpu_count()} CPUs, kernel {os.uname().release})")
+if TLS_ONLY:
+    tls_section()
+    with open(OUT, "w") as f:
+        json.dump(results, f, indent=2)
+    print(f"\nJSON: {OUT}")
+    shutil.rmtree(work, ignore_errors=True)
+    sys.exit(0)
 print("\nloopback, 1 GiB per transfer (median of 3)")
 srv, port = start_server("127.0.0.1")
 soc, sport = start_socat("127.0.0.1", port)
@@ -260,6 +350,7 @@ try:
 finally:
     soc.terminate()
     srv.terminate()
+tls_section()
 
 ns = f"pjbench{os.getpid()}"
 host_if, ns_if = f"pjbh{os.getpid() % 10000}", f"pjbn{os.getpid() % 10000}"

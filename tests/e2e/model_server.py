@@ -11,7 +11,9 @@ already in it, and answers a final text when the script is done. Each
 request's tool results (role "tool"), user messages and system prompt
 (the first "system" or "developer" message, null when there is none) are
 appended to LOG.jsonl for the test to read. The script is read for every request. The chosen port is written to PORTFILE. Listens on
-127.0.0.1 only; stops after 300 s or on SIGTERM."""
+127.0.0.1 only; stops after 300 s or on SIGTERM. With PJ_MODEL_TLS_CERT and
+PJ_MODEL_TLS_KEY (PEM files) it speaks HTTPS; each log line also holds the
+request's Authorization header ("auth")."""
 import json
 import os
 import signal
@@ -54,6 +56,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             with open(log_path, "a") as log:
                 log.write(json.dumps({"model": request.get("model"), "step": step_index,
+                                      "auth": self.headers.get("Authorization"),
                                       "tool_results": [m.get("content") for m in messages if m.get("role") == "tool"],
                                       "user": [m.get("content") for m in messages if m.get("role") == "user"],
                                       "system": next((m.get("content") for m in messages
@@ -82,6 +85,11 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if os.environ.get("PJ_MODEL_TLS_CERT"):
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(os.environ["PJ_MODEL_TLS_CERT"], os.environ["PJ_MODEL_TLS_KEY"])
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     with open(sys.argv[3], "w") as f:
         f.write(str(server.server_address[1]))
     signal.signal(signal.SIGTERM, lambda *a: threading.Thread(target=server.shutdown, daemon=True).start())

@@ -1,0 +1,592 @@
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "netproxy/http1.h"
+#include "netproxy/interceptor.h"
+#include "netproxy/protocol.h"
+#include "netproxy/rules.h"
+#include "netproxy/tls_ca.h"
+
+namespace pj::netproxy {
+
+using util::Error;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Wait until `fd` is ready for `events`, the stop fd is readable, or
+// `timeout` passes. 1: ready; 0: timed out; -1: stopping or an error.
+int wait_fd(int fd, short events, int stop_fd, std::chrono::milliseconds timeout) {
+  pollfd p[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
+  while (true) {
+    int n = ::poll(p, 2, static_cast<int>(timeout.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || (p[1].revents & POLLIN)) return -1;
+    if (n == 0) return 0;
+    return 1;
+  }
+}
+
+// One side's TLS, over a non-blocking socket, with poll-bounded waits.
+struct Tls {
+  SSL* ssl = nullptr;
+  int fd = -1;
+  int stop = -1;
+  std::string buf;  // read but not yet used
+  bool eof = false;
+  std::string error;
+  ~Tls() { SSL_free(ssl); }
+
+  bool wait_for(int err, std::chrono::milliseconds t) {
+    short ev = err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+    int r = wait_fd(fd, ev, stop, t);
+    if (r == 0) error = "timed out";
+    else if (r < 0) error = "stopped";
+    return r > 0;
+  }
+  bool handshake(std::chrono::milliseconds t) {
+    while (true) {
+      ERR_clear_error();
+      int rc = SSL_do_handshake(ssl);
+      if (rc == 1) return true;
+      int err = SSL_get_error(ssl, rc);
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+        error = openssl_error();
+        return false;
+      }
+      if (!wait_for(err, t)) return false;
+    }
+  }
+  // Read what is there into buf, waiting up to `t` for something. 1: read;
+  // 0: end of stream; -1: error or timeout; -2 (`wait` false): nothing now.
+  int fill(std::chrono::milliseconds t, bool wait = true) {
+    char tmp[16384];
+    while (true) {
+      size_t n = 0;
+      ERR_clear_error();
+      if (SSL_read_ex(ssl, tmp, sizeof tmp, &n) == 1) {
+        buf.append(tmp, n);
+        return 1;
+      }
+      int err = SSL_get_error(ssl, 0);
+      if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+        eof = true;
+        return 0;
+      }
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+        error = openssl_error();
+        return -1;
+      }
+      if (!wait) return -2;
+      if (!wait_for(err, t)) return -1;
+    }
+  }
+  bool write(std::string_view data, std::chrono::milliseconds t) {
+    while (!data.empty()) {
+      size_t n = 0;
+      ERR_clear_error();
+      if (SSL_write_ex(ssl, data.data(), data.size(), &n) == 1) {
+        data.remove_prefix(n);
+        continue;
+      }
+      int err = SSL_get_error(ssl, 0);
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+        error = openssl_error();
+        return false;
+      }
+      if (!wait_for(err, t)) return false;
+    }
+    return true;
+  }
+};
+
+bool send_raw(int fd, std::string_view data, int stop, std::chrono::milliseconds t) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_fd(fd, POLLOUT, stop, t) > 0) continue;
+    return false;
+  }
+  return true;
+}
+
+std::string authority(const std::string& host, int port) {
+  std::string h = parse_ip(host) && host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return port == 443 ? h : h + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+// One intercepted connection, on its worker thread.
+struct InterceptConn {
+  Interceptor& owner;
+  Interceptor::Handoff h;
+  Tls jail, server;
+  std::uint64_t up = 0, down = 0;
+  std::chrono::milliseconds hs, idle;
+  const Clock::time_point started = Clock::now();
+
+  InterceptConn(Interceptor& o, Interceptor::Handoff&& handoff) : owner(o), h(std::move(handoff)) {
+    hs = o.limits_.handshake;
+    idle = o.limits_.idle;
+  }
+
+  Decision decision(std::string protocol, bool allowed, std::string reason) {
+    Decision d;
+    d.time = d.last = std::chrono::system_clock::now();
+    d.protocol = std::move(protocol);
+    d.host = h.host;
+    d.port = h.port;
+    d.address = h.address;
+    d.allowed = allowed;
+    d.reason = std::move(reason);
+    return d;
+  }
+  // A request refused by the credential rules (never holds a secret: names only).
+  void credential_refusal(std::string reason) { owner.record(decision("credential", false, std::move(reason))); }
+
+  // Answer the jail and end the connection.
+  void answer(int status, const std::string& told) {
+    (void)jail.write(http_response(status, reason_phrase(status), "pi-jail: " + told + "\n"), hs);
+  }
+
+  // Read a head from `s`. nullopt with `s.error` empty: a clean end before any byte.
+  std::optional<http1::HeadParse> read_head(Tls& s, std::chrono::milliseconds t) {
+    while (true) {
+      auto p = http1::parse_head(s.buf);
+      if (p.progress != Progress::need_more) {
+        if (p.progress == Progress::done) s.buf.erase(0, p.consumed);
+        return p;
+      }
+      int r = s.fill(t);
+      if (r == 0 && s.buf.empty()) return std::nullopt;
+      if (r <= 0) {
+        if (s.error.empty()) s.error = "the connection closed inside a head";
+        return std::nullopt;
+      }
+    }
+  }
+
+  // Read a body as `f` frames it, giving the decoded bytes to `sink`;
+  // more than `max` bytes (0: no bound) is an error.
+  bool read_body(Tls& s, const http1::BodyFraming& f, size_t max, const std::function<bool(std::string_view)>& sink) {
+    std::uint64_t total = 0;
+    auto give = [&](std::string_view b) {
+      total += b.size();
+      if (max && total > max) {
+        s.error = fmt::format("body larger than {} bytes", max);
+        return false;
+      }
+      return b.empty() || sink(b);
+    };
+    if (f.framing == http1::Framing::none) return true;
+    if (f.framing == http1::Framing::length) {
+      std::uint64_t left = f.length;
+      while (left) {
+        if (s.buf.empty() && s.fill(idle) <= 0) {
+          if (s.error.empty()) s.error = "the connection closed inside a body";
+          return false;
+        }
+        size_t take = static_cast<size_t>(std::min<std::uint64_t>(left, s.buf.size()));
+        std::string part = s.buf.substr(0, take);
+        s.buf.erase(0, take);
+        left -= take;
+        if (!give(part)) return false;
+      }
+      return true;
+    }
+    if (f.framing == http1::Framing::chunked) {
+      http1::ChunkDecoder dec;
+      while (true) {
+        if (s.buf.empty() && s.fill(idle) <= 0) {
+          if (s.error.empty()) s.error = "the connection closed inside a chunked body";
+          return false;
+        }
+        std::string out;
+        size_t used = 0;
+        Progress p = dec.feed(s.buf, out, used);
+        s.buf.erase(0, used);
+        if (p == Progress::bad) return s.error = dec.error(), false;
+        if (!give(out)) return false;
+        if (p == Progress::done) return true;
+      }
+    }
+    while (true) {  // until the close
+      if (!s.buf.empty()) {
+        std::string part = std::move(s.buf);
+        s.buf.clear();
+        if (!give(part)) return false;
+      }
+      int r = s.fill(idle);
+      if (r == 0) return true;
+      if (r < 0) return false;
+    }
+  }
+
+  void run() {
+    std::string reason = h.reason + "; TLS intercepted for credentials";
+    bool allowed = true;
+    auto end = [&](bool ok, std::string why) {
+      allowed = ok;
+      reason = std::move(why);
+    };
+    [&] {
+      if (!h.reply.empty() && !send_raw(h.client.get(), h.reply, owner.stop_r_.get(), hs))
+        return end(true, h.reason + "; the client went away");
+      auto js = owner.ca_->server_ssl(h.host);
+      if (!js) return end(false, js.error().message());
+      jail.ssl = *js;
+      jail.fd = h.client.get();
+      jail.stop = owner.stop_r_.get();
+      SSL_set_fd(jail.ssl, jail.fd);
+      SSL_set_app_data(jail.ssl, const_cast<char*>(h.host.c_str()));
+      SSL_set_accept_state(jail.ssl);
+      if (!jail.handshake(hs)) return end(true, h.reason + "; TLS with the jail failed: " + jail.error);
+      auto ss = owner.ca_->client_ssl(h.host);
+      if (!ss) return end(false, ss.error().message());
+      server.ssl = *ss;
+      server.fd = h.upstream.get();
+      server.stop = owner.stop_r_.get();
+      SSL_set_fd(server.ssl, server.fd);
+      SSL_set_connect_state(server.ssl);
+      if (!server.handshake(hs)) {
+        long v = SSL_get_verify_result(server.ssl);
+        std::string why = v != X509_V_OK ? fmt::format("the server's certificate was not verified: {}",
+                                                       X509_verify_cert_error_string(v))
+                                         : "TLS with the server failed: " + server.error;
+        (void)read_head(jail, hs);  // its request, then the answer
+        answer(502, "refused: " + why);
+        return end(false, why);
+      }
+      serve_requests();
+    }();
+    Decision d = decision(h.protocol, allowed, reason);
+    d.time = h.wall;
+    d.bytes_up = up;
+    d.bytes_down = down;
+    d.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    owner.record(std::move(d));
+  }
+
+  bool to_server(std::string_view b) {
+    up += b.size();
+    return server.write(b, idle);
+  }
+  bool to_jail(std::string_view b) {
+    down += b.size();
+    return jail.write(b, idle);
+  }
+
+  void serve_requests() {
+    const auto port = static_cast<uint16_t>(h.port);
+    while (true) {
+      auto hp = read_head(jail, idle);
+      const auto snapshot = owner.bindings();  // this request's view (a refresh may add to it)
+      const std::vector<Binding>& bindings = *snapshot;
+      if (!hp) return;
+      if (hp->progress == Progress::bad) return answer(400, "malformed request: " + hp->error);
+      http1::Head req = std::move(hp->head);
+      size_t sp1 = req.start.find(' '), sp2 = req.start.rfind(' ');
+      if (sp1 == std::string::npos || sp2 == sp1) return answer(400, "malformed request line");
+      std::string method = req.start.substr(0, sp1), path = req.start.substr(sp1 + 1, sp2 - sp1 - 1),
+                  version = req.start.substr(sp2 + 1);
+      if (version != "HTTP/1.1" && version != "HTTP/1.0") return answer(505, "only HTTP/1.1 here");
+      http1::Substitution sub = http1::substitute(req, bindings, h.host, port);
+      if (sub.refused) {
+        std::string why = fmt::format("a placeholder of {} was sent to {}:{}, which it is not bound to",
+                                      sub.refused_binding, h.host, h.port);
+        credential_refusal(why);
+        return answer(403, "refused: " + why);
+      }
+      http1::BodyFraming rf = http1::request_framing(req);
+      if (!rf.error.empty()) return answer(400, "malformed request: " + rf.error);
+      bool close_after = version == "HTTP/1.0" || req.lists("Connection", "close");
+      bool upgrade = req.lists("Connection", "upgrade") && req.get("Upgrade");
+      if (req.get("Expect")) {
+        req.erase("Expect");
+        if (!to_jail("HTTP/1.1 100 Continue\r\n\r\n")) return;
+      }
+      req.set("Host", authority(h.host, h.port));
+      req.set("Accept-Encoding", "identity");  // bodies must be readable to be masked
+      req.erase("Proxy-Connection");
+      req.erase("Proxy-Authorization");
+      TokenExchange* ex = owner.intercept_.exchange.get();
+      bool exchange = ex && ex->is_token_endpoint(h.host, path);
+      if (exchange) {
+        std::string body;
+        if (!read_body(jail, rf, http1::kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; }))
+          return answer(400, "token request: " + jail.error);
+        auto rewritten = ex->request_body(h.host, path, body);
+        if (!rewritten) {
+          credential_refusal("token request refused: " + rewritten.error().message());
+          return answer(403, "refused: " + rewritten.error().message());
+        }
+        req.erase("Transfer-Encoding");
+        req.set("Content-Length", std::to_string(rewritten->size()));
+        if (!to_server(req.serialise() + *rewritten)) return;
+      } else {
+        if (!to_server(req.serialise())) return;
+        bool chunked = rf.framing == http1::Framing::chunked;
+        if (!read_body(jail, rf, 0, [&](std::string_view b) { return to_server(chunked ? http1::chunk(b) : std::string(b)); }))
+          return;
+        if (chunked && !to_server(http1::chunk(""))) return;
+      }
+      if (!sub.used.empty()) {
+        std::string names;
+        for (const auto& n : sub.used) names += (names.empty() ? "" : ", ") + n;
+        owner.record(decision("credential", true, "substituted " + names));
+      }
+      // The response(s): 1xx heads first.
+      http1::Masker masker(bindings, sub.renderings);
+      std::optional<http1::HeadParse> rp;
+      int status = 0;
+      while (true) {
+        rp = read_head(server, idle);
+        if (!rp || rp->progress == Progress::bad) {
+          std::string why = rp ? rp->error : server.error.empty() ? "no response" : server.error;
+          return answer(502, "bad response from the server: " + why);
+        }
+        status = http1::status_of(rp->head);
+        if (status == 0) return answer(502, "bad response from the server: malformed status line");
+        for (auto& f : rp->head.fields) f.value = masker.mask(f.value);
+        if (status == 101 && upgrade) {
+          if (!to_jail(rp->head.serialise())) return;
+          return relay_both_ways();
+        }
+        if (status / 100 != 1) break;
+        if (!to_jail(rp->head.serialise())) return;
+      }
+      http1::Head resp = std::move(rp->head);
+      http1::BodyFraming sf = http1::response_framing(resp, method);
+      if (!sf.error.empty()) return answer(502, "bad response from the server: " + sf.error);
+      std::string ce(resp.get("Content-Encoding").value_or(""));
+      if (exchange) {
+        std::string body;
+        if (!read_body(server, sf, http1::kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; })) {
+          credential_refusal("token response not read: " + server.error);
+          return answer(502, "the token response could not be read");
+        }
+        auto rewritten = ex->response_body(h.host, path, status, ce, body);
+        if (!rewritten) {
+          credential_refusal("token response refused: " + rewritten.error().message());
+          return answer(502, "the token response could not be rewritten: " + rewritten.error().message());
+        }
+        // New placeholders are substituted from the jail's next request on.
+        owner.add_bindings(ex->take_new_bindings());
+        resp.erase("Content-Encoding");
+        resp.erase("Transfer-Encoding");
+        resp.set("Content-Length", std::to_string(rewritten->size()));
+        if (!to_jail(resp.serialise() + masker.mask(*rewritten))) return;
+      } else if (sf.framing == http1::Framing::none) {
+        if (!to_jail(resp.serialise())) return;
+      } else {
+        if (!ce.empty() && ce != "identity") {
+          // The server ignored Accept-Encoding: identity. A compressed body
+          // cannot be scanned for an echoed key: fail closed.
+          std::string why = fmt::format("the server sent a {}-encoded body, which cannot be checked for echoed credentials", ce.substr(0, 32));
+          credential_refusal(why);
+          return answer(502, "refused: " + why);
+        }
+        // Masking changes lengths: the body is re-framed (chunked, or to the close for HTTP/1.0).
+        resp.erase("Content-Length");
+        resp.erase("Transfer-Encoding");
+        bool chunked = version == "HTTP/1.1";
+        if (chunked) resp.set("Transfer-Encoding", "chunked");
+        else close_after = true, resp.set("Connection", "close");
+        if (!to_jail(resp.serialise())) return;
+        auto out = [&](std::string_view b) { return b.empty() || to_jail(chunked ? http1::chunk(b) : std::string(b)); };
+        bool ok = read_body(server, sf, 0, [&](std::string_view b) { return out(masker.feed(b)); });
+        if (!ok || !out(masker.finish())) return;
+        if (chunked && !to_jail(http1::chunk(""))) return;
+        if (sf.framing == http1::Framing::until_close) close_after = true;
+      }
+      if (resp.lists("Connection", "close")) close_after = true;
+      if (close_after) return;
+    }
+  }
+
+  // After a 101: bytes both ways, unchanged, until either side ends.
+  void relay_both_ways() {
+    while (true) {
+      for (auto [from, to, count] : {std::tuple{&jail, &server, &up}, std::tuple{&server, &jail, &down}}) {
+        while (true) {
+          if (!from->buf.empty()) {
+            *count += from->buf.size();
+            if (!to->write(from->buf, idle)) return;
+            from->buf.clear();
+          }
+          int r = from->fill(idle, false);
+          if (r == 0 || r == -1) return;
+          if (r == -2) break;
+        }
+      }
+      pollfd p[3] = {{jail.fd, POLLIN, 0}, {server.fd, POLLIN, 0}, {owner.stop_r_.get(), POLLIN, 0}};
+      int n = ::poll(p, 3, static_cast<int>(idle.count()));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0 || (p[2].revents & POLLIN)) return;
+    }
+  }
+};
+
+namespace {
+
+// A binding the filter can use safely, its hosts normalised; `others`:
+// the bindings beside it (no placeholder may contain another).
+util::Status check_binding(Binding& b, const std::vector<Binding>& others) {
+  if (b.placeholder.empty() || b.real.empty() || b.hosts.empty())
+    return Error::invalid(fmt::format("credential {}: a placeholder, a value and a host are needed", b.name));
+  if (b.real.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+    return Error::invalid(fmt::format("credential {}: its value holds CR, LF or NUL", b.name));
+  for (const auto& o : others)
+    if (&o != &b && (o.placeholder.find(b.placeholder) != std::string::npos ||
+                     b.placeholder.find(o.placeholder) != std::string::npos))
+      return Error::invalid(fmt::format("credentials {} and {}: one placeholder contains the other", b.name, o.name));
+  for (auto& h : b.hosts) {
+    auto n = normalise_host(h.name);
+    if (!n) return Error::invalid(fmt::format("credential {}: host '{}' is not a valid name", b.name, h.name));
+    h.name = *n;
+  }
+  return {};
+}
+
+}  // namespace
+
+util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept intercept) {
+  std::vector<BoundHost> hosts;
+  for (auto& b : intercept.bindings) {
+    if (auto st = check_binding(b, intercept.bindings); !st) return st.take_error();
+    hosts.insert(hosts.end(), b.hosts.begin(), b.hosts.end());
+  }
+  std::shared_ptr<Interceptor> me(new Interceptor());
+  me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));
+  intercept.bindings.clear();
+  auto ca = TlsAuthority::create(hosts, intercept.upstream_extra_ca_file);
+  if (!ca) return ca.take_error();
+  me->ca_ = std::move(*ca);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return Error::from_errno("make the credential filter's stop pipe", errno);
+  me->stop_r_.reset(p[0]);
+  me->stop_w_.reset(p[1]);
+  me->intercept_ = std::move(intercept);
+  return me;
+}
+
+Interceptor::~Interceptor() { shutdown(); }
+
+const std::string& Interceptor::ca_pem() const { return ca_->ca_pem(); }
+
+std::shared_ptr<const std::vector<Binding>> Interceptor::bindings() const {
+  std::lock_guard<std::mutex> lock(bm_);
+  return bindings_;
+}
+
+void Interceptor::add_bindings(std::vector<Binding> more) {
+  if (more.empty()) return;
+  std::lock_guard<std::mutex> lock(bm_);
+  auto next = std::make_shared<std::vector<Binding>>(*bindings_);
+  for (auto& b : more) {
+    std::vector<Binding> all = *next;
+    all.push_back(b);
+    if (auto st = check_binding(all.back(), all); !st) {
+      Decision d;
+      d.time = d.last = std::chrono::system_clock::now();
+      d.protocol = "credential";
+      d.host = b.hosts.empty() ? "" : b.hosts.front().name;
+      d.port = b.hosts.empty() ? 0 : b.hosts.front().port;
+      d.reason = "a refreshed credential was not taken: " + st.error().message();
+      record(std::move(d));
+      continue;
+    }
+    next->push_back(std::move(all.back()));
+  }
+  bindings_ = std::move(next);
+}
+
+bool Interceptor::bound(const std::string& host, int port) const {
+  auto snapshot = bindings();
+  for (const auto& b : *snapshot)
+    if (http1::bound_to(b, host, static_cast<uint16_t>(port))) return true;
+  return false;
+}
+
+std::optional<std::string> Interceptor::unbound_placeholder(std::string_view text, const std::string& host, int port) const {
+  auto snapshot = bindings();
+  for (const Binding* b : http1::placeholders_in(text, *snapshot))
+    if (port < 0 || !http1::bound_to(*b, host, static_cast<uint16_t>(port))) return b->name;
+  return std::nullopt;
+}
+
+bool Interceptor::start(Handoff h) {
+  std::lock_guard<std::mutex> lock(m_);
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (it->done) {
+      it->thread.join();
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (workers_.size() >= kMaxIntercepted || stopping_) return false;
+  Worker& w = workers_.emplace_back();
+  ++active_;
+  w.thread = std::thread([this, &w, h = std::move(h)]() mutable {
+    {
+      InterceptConn c(*this, std::move(h));
+      c.run();
+    }
+    --active_;
+    w.done = true;
+  });
+  return true;
+}
+
+void Interceptor::record(Decision d) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (decisions_.size() < 4 * kMaxEntries) decisions_.push_back(std::move(d));
+  else ++overflow_;  // the loop drains the queue every tick; a flood between two ticks is counted
+}
+
+std::vector<Decision> Interceptor::take_decisions() {
+  std::lock_guard<std::mutex> lock(m_);
+  auto out = std::exchange(decisions_, {});
+  if (overflow_) {
+    Decision d;
+    d.time = d.last = std::chrono::system_clock::now();
+    d.protocol = "credential";
+    d.reason = fmt::format("{} decisions of the credential filter were not recorded (more than {} between two "
+                           "turns of the loop)",
+                           std::exchange(overflow_, 0), 4 * kMaxEntries);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+void Interceptor::shutdown() {
+  std::list<Worker> all;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    stopping_ = true;
+    if (stop_w_.valid()) {
+      char x = 1;
+      (void)!::write(stop_w_.get(), &x, 1);
+    }
+    all.splice(all.end(), workers_);
+  }
+  for (auto& w : all) w.thread.join();
+}
+
+}  // namespace pj::netproxy

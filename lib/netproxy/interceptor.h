@@ -1,0 +1,106 @@
+// The network filter's credential side (issue 17): a connection whose
+// checked target is a bound host is handed here by the proxy's loop. A
+// worker thread (at most kMaxIntercepted at once) terminates the jail's
+// TLS with the run's CA, verifies the real server, then reads HTTP/1.1
+// requests one by one: placeholders in header values become the real
+// values bound to this host, a placeholder bound elsewhere is refused
+// (403), responses are masked (real values back to placeholders), a token
+// exchange goes through the TokenExchange, and a WebSocket upgrade is
+// relayed both ways after its head. Every wait is bounded by the
+// filter's handshake and idle limits. What the workers decide reaches the
+// proxy's DecisionRecorder through take_decisions() (the loop's thread).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "netproxy/decisions.h"
+#include "netproxy/intercept.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace pj::netproxy {
+
+class TlsAuthority;
+
+inline constexpr size_t kMaxIntercepted = 64;
+
+struct InterceptLimits {
+  std::chrono::milliseconds handshake{10000};
+  std::chrono::milliseconds idle{600000};
+};
+
+class Interceptor {
+public:
+  // Makes the run's CA. Refuses a binding without a placeholder, without
+  // hosts, or whose real value holds CR, LF or NUL (header injection), or
+  // whose placeholder is inside another binding's.
+  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept);
+  ~Interceptor();
+  Interceptor(const Interceptor&) = delete;
+  Interceptor& operator=(const Interceptor&) = delete;
+
+  void set_limits(InterceptLimits l) { limits_ = l; }
+  // The CA certificate the jail is to trust (PEM).
+  const std::string& ca_pem() const;
+  // Whether host:port (normalised) is bound to a credential.
+  bool bound(const std::string& host, int port) const;
+  // The first binding whose placeholder is in `text` (a proxy request
+  // head) and that is not bound to host:port; nullopt when none.
+  std::optional<std::string> unbound_placeholder(std::string_view text, const std::string& host, int port) const;
+
+  struct Handoff {
+    util::UniqueFd client, upstream;  // connected; the upstream to the checked address
+    std::string reply;                // sent to the client first (CONNECT 200, SOCKS success)
+    std::string protocol, host, address, reason;
+    int port = 0;
+    std::chrono::system_clock::time_point wall;
+  };
+  // Serve one connection on a worker; false (the fds closed) when
+  // kMaxIntercepted are served already.
+  bool start(Handoff h);
+  // What the workers decided since the last call.
+  std::vector<Decision> take_decisions();
+  // Stop every worker (their connections close) and wait for them.
+  void shutdown();
+  size_t active() const { return active_; }
+
+private:
+  Interceptor() = default;
+  void serve(Handoff h);
+  void record(Decision d);
+  // The bindings now (a snapshot: a token refresh adds bindings while
+  // workers read them).
+  std::shared_ptr<const std::vector<Binding>> bindings() const;
+  // The TokenExchange's new bindings (checked as create() checks them;
+  // one that fails the check is left out and recorded).
+  void add_bindings(std::vector<Binding> more);
+  friend struct InterceptConn;
+
+  Intercept intercept_;  // exchange and upstream CA; bindings live in bindings_
+  mutable std::mutex bm_;
+  std::shared_ptr<const std::vector<Binding>> bindings_;  // under bm_
+  InterceptLimits limits_;
+  std::unique_ptr<TlsAuthority> ca_;
+  util::UniqueFd stop_r_, stop_w_;  // readable once shutdown() starts
+  std::mutex m_;
+  struct Worker {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  std::list<Worker> workers_;  // under m_
+  std::vector<Decision> decisions_;  // under m_
+  bool stopping_ = false;            // under m_
+  std::uint64_t overflow_ = 0;       // under m_: decisions past the queue's bound
+  std::atomic<size_t> active_{0};
+};
+
+}  // namespace pj::netproxy

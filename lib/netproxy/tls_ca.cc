@@ -1,0 +1,224 @@
+#include "netproxy/tls_ca.h"
+
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "netproxy/rules.h"
+
+namespace pj::netproxy {
+
+using util::Error;
+
+std::string openssl_error() {
+  unsigned long e = ERR_get_error();
+  std::string out = "unknown TLS error";
+  if (e) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    out = buf;
+  }
+  ERR_clear_error();
+  return out;
+}
+
+namespace {
+
+constexpr long kValidity = 7L * 24 * 3600;
+
+bool add_ext(X509* cert, X509* issuer, int nid, const std::string& value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
+  if (!ext) return false;
+  bool ok = X509_add_ext(cert, ext, -1) == 1;
+  X509_EXTENSION_free(ext);
+  return ok;
+}
+
+bool random_serial(X509* cert) {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) return false;
+  bytes[0] &= 0x7f;  // positive
+  BIGNUM* bn = BN_bin2bn(bytes, sizeof bytes, nullptr);
+  bool ok = bn && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert));
+  BN_free(bn);
+  return ok;
+}
+
+X509* new_cert(EVP_PKEY* key, const std::string& cn, long not_after) {
+  X509* x = X509_new();
+  if (!x) return nullptr;
+  X509_NAME* name = X509_get_subject_name(x);
+  bool ok = X509_set_version(x, 2) == 1 && random_serial(x) && X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
+            X509_gmtime_adj(X509_getm_notAfter(x), not_after) && X509_set_pubkey(x, key) == 1 &&
+            X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>("pi-jail"), -1, -1, 0) == 1 &&
+            X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0) == 1;
+  if (!ok) {
+    X509_free(x);
+    return nullptr;
+  }
+  return x;
+}
+
+std::string san_for(const std::string& host) {
+  if (auto ip = parse_ip(host)) return "IP:" + ip->str();
+  return "DNS:" + host;
+}
+
+// The name constraints of the CA: the bound names (DNS) and addresses (IP, exact).
+std::string name_constraints(const std::vector<BoundHost>& hosts) {
+  std::string out = "critical";
+  std::vector<std::string> seen;
+  for (const auto& h : hosts) {
+    std::string item;
+    if (auto ip = parse_ip(h.name)) item = ip->v6 ? "permitted;IP:" + ip->str() + "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+                                                  : "permitted;IP:" + ip->str() + "/255.255.255.255";
+    else item = "permitted;DNS:" + h.name;
+    if (std::find(seen.begin(), seen.end(), item) != seen.end()) continue;
+    seen.push_back(item);
+    out += "," + item;
+  }
+  return out;
+}
+
+int alpn_select(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned inlen, void*) {
+  static const unsigned char kHttp11[] = "\x08http/1.1";
+  unsigned char* sel = nullptr;
+  if (SSL_select_next_proto(&sel, outlen, kHttp11, sizeof kHttp11 - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_ALERT_FATAL;  // h2-only: this filter speaks HTTP/1.1 only
+  *out = sel;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+// The SNI, when sent, must name the host the jail asked the proxy for.
+int sni_check(SSL* ssl, int* alert, void*) {
+  const char* sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  const char* want = static_cast<const char*>(SSL_get_app_data(ssl));
+  if (!sni || !want) return SSL_TLSEXT_ERR_OK;
+  if (::strcasecmp(sni, want) == 0) return SSL_TLSEXT_ERR_OK;
+  *alert = SSL_AD_UNRECOGNIZED_NAME;
+  return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+}  // namespace
+
+TlsAuthority::~TlsAuthority() {
+  for (auto& [h, x] : leaves_) X509_free(x);
+  SSL_CTX_free(server_);
+  SSL_CTX_free(client_);
+  X509_free(ca_);
+  EVP_PKEY_free(ca_key_);
+  EVP_PKEY_free(leaf_key_);
+}
+
+util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vector<BoundHost>& hosts,
+                                                                 const std::string& extra_ca) {
+  std::unique_ptr<TlsAuthority> a(new TlsAuthority());
+  a->ca_key_ = EVP_EC_gen("P-256");
+  a->leaf_key_ = EVP_EC_gen("P-256");
+  if (!a->ca_key_ || !a->leaf_key_) return Error::invalid("make the per-run CA key: " + openssl_error());
+  unsigned char id[8];
+  if (RAND_bytes(id, sizeof id) != 1) return Error::invalid("make the per-run CA: " + openssl_error());
+  std::string cn = "pi-jail per-run CA ";
+  for (unsigned char c : id) cn += fmt::format("{:02x}", c);
+  a->ca_ = new_cert(a->ca_key_, cn, kValidity);
+  if (!a->ca_ || X509_set_issuer_name(a->ca_, X509_get_subject_name(a->ca_)) != 1 ||
+      !add_ext(a->ca_, a->ca_, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
+      !add_ext(a->ca_, a->ca_, NID_key_usage, "critical,keyCertSign,cRLSign") ||
+      !add_ext(a->ca_, a->ca_, NID_subject_key_identifier, "hash") ||
+      !add_ext(a->ca_, a->ca_, NID_authority_key_identifier, "keyid:always") ||
+      (!hosts.empty() && !add_ext(a->ca_, a->ca_, NID_name_constraints, name_constraints(hosts))) ||
+      X509_sign(a->ca_, a->ca_key_, EVP_sha256()) == 0)
+    return Error::invalid("make the per-run CA certificate: " + openssl_error());
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (!bio || PEM_write_bio_X509(bio, a->ca_) != 1) {
+    BIO_free(bio);
+    return Error::invalid("write the per-run CA certificate: " + openssl_error());
+  }
+  char* data = nullptr;
+  long len = BIO_get_mem_data(bio, &data);
+  a->ca_pem_.assign(data, static_cast<size_t>(len));
+  BIO_free(bio);
+
+  a->server_ = SSL_CTX_new(TLS_server_method());
+  a->client_ = SSL_CTX_new(TLS_client_method());
+  if (!a->server_ || !a->client_) return Error::invalid("make the TLS contexts: " + openssl_error());
+  for (SSL_CTX* c : {a->server_, a->client_}) {
+    SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+    SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  }
+  SSL_CTX_set_alpn_select_cb(a->server_, alpn_select, nullptr);
+  SSL_CTX_set_tlsext_servername_callback(a->server_, sni_check);
+  SSL_CTX_set_session_cache_mode(a->server_, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_num_tickets(a->server_, 0);
+  if (SSL_CTX_set_default_verify_paths(a->client_) != 1)
+    return Error::invalid("load the system's trust store: " + openssl_error());
+  if (!extra_ca.empty() && SSL_CTX_load_verify_locations(a->client_, extra_ca.c_str(), nullptr) != 1)
+    return Error::invalid(fmt::format("load the upstream CA file {}: {}", extra_ca, openssl_error()));
+  SSL_CTX_set_verify(a->client_, SSL_VERIFY_PEER, nullptr);
+  static const unsigned char kHttp11[] = "\x08http/1.1";
+  if (SSL_CTX_set_alpn_protos(a->client_, kHttp11, sizeof kHttp11 - 1) != 0)
+    return Error::invalid("set the upstream ALPN: " + openssl_error());
+  return a;
+}
+
+util::Result<X509*> TlsAuthority::leaf_for(const std::string& host) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (auto it = leaves_.find(host); it != leaves_.end()) return it->second;
+  // An address's leaf gets a CN that is no host name: OpenSSL checks a
+  // host-name-like CN against the CA's DNS constraints when the leaf has
+  // no DNS SAN, and "127.0.0.1" then fails a CA that also names DNS hosts
+  // ("permitted subtree violation").
+  X509* x = new_cert(leaf_key_, parse_ip(host) ? "pi-jail address " + host.substr(0, 46) : host.substr(0, 64),
+                     kValidity - 60);
+  if (!x || X509_set_issuer_name(x, X509_get_subject_name(ca_)) != 1 ||
+      !add_ext(x, ca_, NID_basic_constraints, "critical,CA:FALSE") ||
+      !add_ext(x, ca_, NID_key_usage, "critical,digitalSignature") ||
+      !add_ext(x, ca_, NID_ext_key_usage, "serverAuth") || !add_ext(x, ca_, NID_subject_key_identifier, "hash") ||
+      !add_ext(x, ca_, NID_authority_key_identifier, "keyid:always") ||
+      !add_ext(x, ca_, NID_subject_alt_name, san_for(host)) || X509_sign(x, ca_key_, EVP_sha256()) == 0) {
+    X509_free(x);
+    return Error::invalid("make the certificate for " + host + ": " + openssl_error());
+  }
+  leaves_[host] = x;
+  return x;
+}
+
+util::Result<SSL*> TlsAuthority::server_ssl(const std::string& host) {
+  auto leaf = leaf_for(host);
+  if (!leaf) return leaf.take_error();
+  SSL* ssl = SSL_new(server_);
+  if (!ssl || SSL_use_certificate(ssl, *leaf) != 1 || SSL_use_PrivateKey(ssl, leaf_key_) != 1 ||
+      SSL_add1_chain_cert(ssl, ca_) != 1) {
+    SSL_free(ssl);
+    return Error::invalid("set up TLS towards the jail: " + openssl_error());
+  }
+  return ssl;
+}
+
+util::Result<SSL*> TlsAuthority::client_ssl(const std::string& host) {
+  SSL* ssl = SSL_new(client_);
+  if (!ssl) return Error::invalid("set up TLS towards the server: " + openssl_error());
+  bool ok;
+  if (auto ip = parse_ip(host)) ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip->str().c_str()) == 1;
+  else ok = SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1;
+  if (!ok) {
+    SSL_free(ssl);
+    return Error::invalid("set the server name to verify: " + openssl_error());
+  }
+  return ssl;
+}
+
+}  // namespace pj::netproxy

@@ -1,0 +1,67 @@
+// The per-run certificate authority of the credential filter (issue 17),
+// and the two OpenSSL contexts it serves with: towards the jail (a leaf
+// per bound host, minted on demand and cached, ALPN http/1.1 only) and
+// towards the real server (system trust store plus an operator's extra
+// anchors, hostname verification; nothing the jail wrote is ever trusted).
+//
+// The CA key is a P-256 key made in memory at start; it is never written
+// anywhere. Its certificate (CA:TRUE, pathlen 0, keyCertSign) is valid
+// for 7 days from an hour before start, and name-constrained to the bound
+// hosts: even a leaked key could not vouch for any other name.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "netproxy/intercept.h"
+#include "util/result.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+typedef struct x509_st X509;
+typedef struct evp_pkey_st EVP_PKEY;
+
+namespace pj::netproxy {
+
+class TlsAuthority {
+public:
+  // A new CA constrained to `hosts`; `upstream_extra_ca_file` (PEM, may
+  // be empty) is trusted for upstream servers beside the system store.
+  static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<BoundHost>& hosts,
+                                                           const std::string& upstream_extra_ca_file);
+  ~TlsAuthority();
+  TlsAuthority(const TlsAuthority&) = delete;
+  TlsAuthority& operator=(const TlsAuthority&) = delete;
+
+  // The CA certificate, PEM (what the jail trusts).
+  const std::string& ca_pem() const { return ca_pem_; }
+
+  // A server-side SSL for a jail connection to `host`, with its leaf (made
+  // once per host, then cached; thread-safe). A client's SNI other than
+  // `host` fails the handshake; so does an ALPN offer without http/1.1.
+  util::Result<SSL*> server_ssl(const std::string& host);
+  // A client-side SSL towards the real `host` (SNI for names; verification
+  // of the name or IP address against the trust store).
+  util::Result<SSL*> client_ssl(const std::string& host);
+
+private:
+  TlsAuthority() = default;
+  util::Result<X509*> leaf_for(const std::string& host);
+
+  EVP_PKEY* ca_key_ = nullptr;
+  X509* ca_ = nullptr;
+  EVP_PKEY* leaf_key_ = nullptr;  // one key for every leaf of this run
+  SSL_CTX* server_ = nullptr;
+  SSL_CTX* client_ = nullptr;
+  std::string ca_pem_;
+  std::mutex m_;
+  std::map<std::string, X509*> leaves_;  // under m_
+};
+
+// The last OpenSSL error queue entry as text (and the queue cleared).
+std::string openssl_error();
+
+}  // namespace pj::netproxy

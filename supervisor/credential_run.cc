@@ -1,0 +1,115 @@
+#include "credential_run.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "token_exchange.h"
+#include "util/escape.h"
+#include "util/paths.h"
+#include "util/untrusted.h"
+
+namespace pj::supervisor {
+
+using credentials::Provenance;
+
+util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, runtime::Request& r,
+                                                     const std::vector<std::string>& test_token_endpoints) {
+  RunCredentials rc;
+  State& st = *rc.state_;
+  for (const auto& t : test_token_endpoints) {
+    // PROVIDER@HOST:PORT/PATH
+    size_t at = t.find('@'), colon = t.find(':', at == std::string::npos ? 0 : at), slash = t.find('/', at);
+    if (at == std::string::npos || colon == std::string::npos || slash == std::string::npos || slash < colon ||
+        !credentials::provider_by_id(t.substr(0, at)))
+      return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
+    int port = std::atoi(t.substr(colon + 1, slash - colon - 1).c_str());
+    if (port <= 0 || port > 65535) return util::Error::invalid(fmt::format("--test-token-endpoint {}: bad port", t));
+    st.settings.test_token_endpoints.push_back(
+        {t.substr(at + 1, colon - at - 1), t.substr(slash), t.substr(0, at), static_cast<uint16_t>(port)});
+  }
+  if (p) {
+    st.settings.extra_hosts = p->credential_hosts();
+    st.settings.pass_through = p->credential_pass_through();
+  }
+  st.settings.env_pass = r.env_pass;
+  for (const auto& w : r.write_back)
+    if (util::parent_path(w.path) != w.path && w.path.ends_with("/auth.json")) st.agent_dir = util::parent_path(w.path);
+  if (st.agent_dir.empty() && !r.private_dirs.empty()) st.agent_dir = r.private_dirs.front().path;
+
+  auto plan = credentials::plan_env(r.host_env, st.settings, *st.table);
+  if (!plan.errors.empty()) {
+    std::string all;
+    for (const auto& e : plan.errors) all += (all.empty() ? "" : "\n") + e;
+    return util::Error::invalid(all);
+  }
+  for (auto& kv : r.host_env) {
+    const std::string name = kv.substr(0, kv.find('='));
+    for (const auto& [n, placeholder] : plan.env)
+      if (n == name) kv = name + "=" + placeholder;
+  }
+  std::erase_if(r.host_env, [&](const std::string& kv) {
+    const std::string name = kv.substr(0, kv.find('='));
+    return std::find(plan.withheld.begin(), plan.withheld.end(), name) != plan.withheld.end();
+  });
+  // A variable only an operator's bind names is passed (as its placeholder).
+  for (const auto& [n, placeholder] : plan.env)
+    if (std::find(r.env_pass.begin(), r.env_pass.end(), n) == r.env_pass.end()) r.env_pass.push_back(n);
+  st.provenance = std::move(plan.provenance);
+  return rc;
+}
+
+SecretFile RunCredentials::auth_file() const {
+  auto st = state_;
+  return SecretFile{
+      "auth.json",
+      [st](std::string_view host) {
+        return credentials::synthesize_auth(host, st->settings, *st->table, st->provenance);
+      },
+      [st](std::string_view jail) { return credentials::reveal_auth(jail, *st->table); },
+  };
+}
+
+void RunCredentials::preview_auth() {
+  State& st = *state_;
+  if (st.agent_dir.empty()) return;
+  auto dir = util::open_dir_nofollow(st.agent_dir);
+  if (!dir) return;
+  auto text = util::read_untrusted_file(dir->get(), "auth.json", size_t{1} << 20, "auth.json");
+  if (!text || !*text) return;
+  auto jail = credentials::synthesize_auth(**text, st.settings, *st.table, st.provenance);
+  if (!jail) st.provenance.push_back({"auth.json", "refused", "", {}, jail.error().message()});
+}
+
+netproxy::Intercept RunCredentials::intercept(std::function<void(const std::string&)> warn) const {
+  netproxy::Intercept in;
+  in.bindings = state_->table->take_added();
+  in.exchange = std::make_shared<credentials::OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
+                                                             std::move(warn));
+  return in;
+}
+
+std::vector<std::string> RunCredentials::explain_lines() const {
+  auto lines = credentials::explain_lines(state_->provenance);
+  for (auto& l : lines) l = util::printable(l);
+  return lines;
+}
+
+void RunCredentials::write_json(util::JsonWriter& j) const {
+  j.key("bindings").begin_array();
+  for (const auto& p : state_->provenance) {
+    j.begin_object();
+    j.field("name", p.name);
+    j.field("treatment", p.treatment);
+    if (!p.prefix.empty()) j.field("prefix", p.prefix);
+    j.key("hosts").begin_array();
+    for (const auto& h : p.hosts) j.value(h);
+    j.end_array();
+    j.field("why", p.why);
+    j.end_object();
+  }
+  j.end_array();
+}
+
+}  // namespace pj::supervisor

@@ -1,0 +1,61 @@
+// One run's credentials (credentials.h) put to work: the caller's
+// provider variables replaced by placeholders in the request, Pi's
+// auth.json given to the jail through placeholders (private_dirs.h
+// SecretFile), and what the network filter needs (netproxy::Intercept).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "credentials.h"
+#include "netproxy/intercept.h"
+#include "policy/policy.h"
+#include "private_dirs.h"
+#include "runtime/request.h"
+#include "util/json.h"
+#include "util/result.h"
+
+namespace pj::supervisor {
+
+class RunCredentials {
+public:
+  // From the resolved policy ([credentials], [env] pass) and the request:
+  // rewrites r.host_env (placeholders in place of the real values, a
+  // withheld variable removed, a variable an operator bound passed).
+  // Fails, with the fix, on a signed credential that is passed but not
+  // passed through.
+  // `test_token_endpoints`: --test-token-endpoint values (test builds).
+  static util::Result<RunCredentials> prepare(const policy::Policy* p, runtime::Request& r,
+                                              const std::vector<std::string>& test_token_endpoints = {});
+
+  // auth.json through placeholders (for PrivateCopies::stage).
+  SecretFile auth_file() const;
+  // For explain, which stages nothing: the host's auth.json read and
+  // judged as a run would, so that its bindings can be shown.
+  void preview_auth();
+  // The bindings so far and the token exchange, for the network filter.
+  // A token endpoint is intercepted only when a credential is bound to its
+  // host (a refresh token): a /login inside for a provider the run started
+  // without is not rewritten (see pi-jail.toml(5) [credentials]).
+  netproxy::Intercept intercept(std::function<void(const std::string&)> warn) const;
+
+  const std::vector<credentials::Provenance>& provenance() const { return state_->provenance; }
+  // "# credentials" lines for explain; never a secret.
+  std::vector<std::string> explain_lines() const;
+  // The report's "credentials" object.
+  void write_json(util::JsonWriter& j) const;
+
+private:
+  struct State {
+    std::shared_ptr<credentials::Table> table = std::make_shared<credentials::Table>();
+    credentials::Settings settings;
+    std::vector<credentials::Provenance> provenance;
+    std::string agent_dir;  // the private directory holding auth.json (Pi's agent dir), or empty
+  };
+  RunCredentials() = default;
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+}  // namespace pj::supervisor

@@ -1,0 +1,418 @@
+#include "credentials.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "util/json_value.h"
+
+namespace pj::supervisor::credentials {
+
+using netproxy::Binding;
+using netproxy::BoundHost;
+namespace json = util::json;
+
+const std::vector<Provider>& providers() {
+  // Hosts are those of the pi profile's [network] allow; a provider
+  // without a fixed host (Azure: a resource of its own) has none, so its
+  // key is withheld unless an operator binds it.
+  static const std::vector<Provider> table = {
+      {{"anthropic"},
+       {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN"},
+       {"api.anthropic.com"},
+       {{"platform.claude.com", "/v1/oauth/token", "anthropic"}, {"console.anthropic.com", "/v1/oauth/token", "anthropic"}}},
+      {{"openai"}, {"OPENAI_API_KEY"}, {"api.openai.com"}, {}},
+      {{"openai-codex", "openai-chatgpt"},
+       {},
+       {"chatgpt.com"},
+       {{"auth.openai.com", "/oauth/token", "openai-codex"},
+        {"auth.openai.com", "/api/accounts/oauth/token", "openai-chatgpt"}}},
+      {{"azure", "azure-openai-responses"}, {"AZURE_OPENAI_*"}, {}, {}},
+      {{"google", "google-vertex"}, {"GEMINI_API_KEY", "GOOGLE_CLOUD_API_KEY"}, {"generativelanguage.googleapis.com"}, {}},
+      {{"mistral"}, {"MISTRAL_API_KEY"}, {"api.mistral.ai"}, {}},
+      {{"groq"}, {"GROQ_API_KEY"}, {"api.groq.com"}, {}},
+      {{"cerebras"}, {"CEREBRAS_API_KEY"}, {"api.cerebras.ai"}, {}},
+      {{"xai"}, {"XAI_API_KEY"}, {"api.x.ai"}, {{"auth.x.ai", "/oauth2/token", "xai"}}},
+      {{"deepseek"}, {"DEEPSEEK_API_KEY"}, {"api.deepseek.com"}, {}},
+      {{"together"}, {"TOGETHER_API_KEY"}, {"api.together.ai"}, {}},
+      {{"fireworks"}, {"FIREWORKS_API_KEY"}, {"api.fireworks.ai"}, {}},
+      {{"openrouter"},
+       {"OPENROUTER_API_KEY"},
+       {"openrouter.ai", "us.openrouter.ai"},
+       {{"openrouter.ai", "/api/v1/auth/keys", "openrouter"}}},
+      {{"huggingface"}, {"HF_TOKEN"}, {"router.huggingface.co"}, {}},
+      {{"nvidia"}, {"NVIDIA_API_KEY"}, {"integrate.api.nvidia.com"}, {}},
+      {{"baseten"}, {"BASETEN_API_KEY"}, {"inference.baseten.co"}, {}},
+      {{"moonshotai", "moonshotai-cn"}, {"MOONSHOT_API_KEY"}, {"api.moonshot.ai", "api.moonshot.cn"}, {}},
+      {{"kimi-coding"}, {"KIMI_API_KEY"}, {"api.kimi.com"}, {{"auth.kimi.com", "/api/oauth/token", "kimi-coding"}}},
+      {{"zai", "zai-coding-cn"}, {"ZAI_API_KEY", "ZAI_CODING_CN_API_KEY"}, {"api.z.ai", "open.bigmodel.cn"}, {}},
+      {{"minimax", "minimax-cn"}, {"MINIMAX_API_KEY", "MINIMAX_CN_API_KEY"}, {"api.minimax.io", "api.minimaxi.com"}, {}},
+      {{"xiaomi", "xiaomi-token-plan-cn", "xiaomi-token-plan-ams", "xiaomi-token-plan-sgp"},
+       {"XIAOMI_*"},
+       {"api.xiaomimimo.com", "token-plan-ams.xiaomimimo.com", "token-plan-cn.xiaomimimo.com",
+        "token-plan-sgp.xiaomimimo.com"},
+       {}},
+      {{"qwen-token-plan", "qwen-token-plan-cn", "qwen-token-plan-individual", "qwen-token-plan-individual-cn"},
+       {"QWEN_TOKEN_PLAN_*"},
+       {"token-plan.ap-southeast-1.maas.aliyuncs.com", "token-plan.cn-beijing.maas.aliyuncs.com"},
+       {}},
+      {{"meta"}, {"META_API_KEY"}, {"api.meta.ai"}, {}},
+      {{"ant-ling"}, {"ANT_LING_API_KEY"}, {"api.ant-ling.com"}, {}},
+      {{"typesafe"}, {"TYPESAFE_API_KEY"}, {"api.typesafe.ai"}, {}},
+      {{"vercel-ai-gateway"}, {"AI_GATEWAY_API_KEY"}, {"ai-gateway.vercel.sh"}, {}},
+      {{"cloudflare-workers-ai", "cloudflare-ai-gateway"},
+       {"CLOUDFLARE_API_KEY"},
+       {"gateway.ai.cloudflare.com", "api.cloudflare.com"},
+       {}},
+      // The GitHub token (auth.json "refresh") buys a Copilot token
+      // ("access") at api.github.com, sent in a header.
+      {{"github-copilot"},
+       {"COPILOT_GITHUB_TOKEN"},
+       {"api.individual.githubcopilot.com"},
+       {{"api.github.com", "/copilot_internal/v2/token", "github-copilot"},
+        // The device login's GitHub token: rewritten too, never given to the jail.
+        {"github.com", "/login/oauth/access_token", "github-copilot"}}},
+      {{"opencode", "opencode-go"}, {"OPENCODE_API_KEY"}, {"opencode.ai"}, {}},
+      {{"radius"}, {"RADIUS_API_KEY"}, {"radius.pi.dev"}, {{"radius.pi.dev", "/v1/oauth/token", "radius"}}},
+      {{"amazon-bedrock"},
+       {"AWS_BEARER_TOKEN_BEDROCK"},
+       {"bedrock-runtime.us-east-1.amazonaws.com", "bedrock-runtime.eu-central-1.amazonaws.com"},
+       {}},
+  };
+  return table;
+}
+
+namespace {
+
+bool env_matches(std::string_view pattern, std::string_view name) {
+  if (!pattern.ends_with('*')) return pattern == name;
+  pattern.remove_suffix(1);
+  return name.starts_with(pattern);
+}
+
+bool is_secret_name(std::string_view name) { return name.ends_with("_KEY") || name.ends_with("_TOKEN"); }
+
+bool passed(const std::vector<std::string>& env_pass, std::string_view name) {
+  return std::any_of(env_pass.begin(), env_pass.end(), [&](const std::string& p) { return env_matches(p, name); });
+}
+
+std::string host_str(const BoundHost& h) { return fmt::format("{}:{}", h.name, h.port); }
+
+void add_host(std::vector<BoundHost>& hosts, BoundHost h) {
+  if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(std::move(h));
+}
+
+BoundHost parse_bound(std::string_view text) {
+  // Already normalised by the policy loader (parse_net_pattern): "name",
+  // "name:port", "[v6]" or "[v6]:port"; no port: 443.
+  BoundHost h;
+  size_t colon = text.rfind(':');
+  bool has_port = colon != std::string_view::npos &&
+                  (text.starts_with('[') ? colon > 0 && text[colon - 1] == ']' : text.find(':') == colon);
+  if (has_port) {
+    unsigned port = 0;
+    for (char c : text.substr(colon + 1)) port = port * 10 + static_cast<unsigned>(c - '0');
+    if (port > 0 && port < 65536) h.port = static_cast<uint16_t>(port);
+    text = text.substr(0, colon);
+  }
+  h.name = std::string(text);
+  return h;
+}
+
+}  // namespace
+
+const Provider* provider_of_env(std::string_view name) {
+  for (const auto& p : providers())
+    for (const auto& e : p.env)
+      if (e.ends_with('*') ? env_matches(e, name) && is_secret_name(name) : e == name) return &p;
+  return nullptr;
+}
+
+const Provider* provider_by_id(std::string_view id) {
+  for (const auto& p : providers())
+    if (std::find(p.ids.begin(), p.ids.end(), id) != p.ids.end()) return &p;
+  return nullptr;
+}
+
+// ---- placeholders ----
+
+std::string placeholder_prefix(std::string_view real) {
+  static constexpr std::string_view kKnown[] = {
+      "sk-ant-api03-", "sk-ant-oat01-", "sk-ant-ort01-", "sk-ant-", "sk-proj-", "sk-or-v1-", "sk-svcacct-",
+      "sk-",           "gsk_",          "xai-",          "ghu_",    "gho_",     "ghp_",      "github_pat_",
+      "hf_",           "nvapi-",        "csk-",          "fw_",     "AIza",     "tgp_v1_"};
+  // A JWT: header and claims kept, the signature replaced.
+  if (real.starts_with("eyJ")) {
+    size_t dot = real.rfind('.');
+    if (dot != std::string_view::npos && std::count(real.begin(), real.end(), '.') == 2 && dot + 1 < real.size())
+      return std::string(real.substr(0, dot + 1));
+  }
+  for (auto k : kKnown)
+    if (real.starts_with(k) && real.size() > k.size()) return std::string(k);
+  // A leading run of letters ending with '-' or '_' ("nvapi-", "tok_"):
+  // a type marker, not part of the secret.
+  for (size_t i = 0; i < real.size() && i < 12; ++i) {
+    char c = real[i];
+    if ((c == '-' || c == '_') && i > 0) return std::string(real.substr(0, i + 1));
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) break;
+  }
+  return {};
+}
+
+std::string make_placeholder(std::string_view real) {
+  static constexpr std::string_view kAlnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  static constexpr std::string_view kB64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const std::string prefix = placeholder_prefix(real);
+  const bool jwt = prefix.ends_with('.');
+  const std::string_view alphabet = jwt ? kB64url : kAlnum;
+  const size_t body = std::max<size_t>(32, real.size() > prefix.size() ? real.size() - prefix.size() : 0);
+  for (;;) {
+    std::string out = prefix;
+    out.reserve(prefix.size() + body);
+    while (out.size() < prefix.size() + body) {
+      std::array<unsigned char, 64> buf;
+      ssize_t n = ::getrandom(buf.data(), buf.size(), 0);
+      if (n <= 0) {
+        if (errno == EINTR) continue;
+        std::abort();  // the kernel's random source is gone: nothing safe to return
+      }
+      // Rejection sampling: no modulo bias.
+      const size_t limit = 256 - 256 % alphabet.size();
+      for (ssize_t i = 0; i < n && out.size() < prefix.size() + body; ++i)
+        if (buf[static_cast<size_t>(i)] < limit) out.push_back(alphabet[buf[static_cast<size_t>(i)] % alphabet.size()]);
+    }
+    // Never the real value, nor holding its secret part (what follows the
+    // prefix): 32 random characters make either all but impossible, and
+    // this loop ends at once for any real value.
+    const std::string_view secret = real.size() > prefix.size() ? real.substr(prefix.size()) : std::string_view();
+    if (out != real && (secret.empty() || out.find(secret) == std::string::npos)) return out;
+  }
+}
+
+// ---- the table ----
+
+void Table::add(Binding b) {
+  std::lock_guard lock(mu_);
+  bindings_.push_back(std::move(b));
+}
+
+std::vector<Binding> Table::snapshot() const {
+  std::lock_guard lock(mu_);
+  return bindings_;
+}
+
+std::optional<Binding> Table::by_placeholder(std::string_view placeholder) const {
+  std::lock_guard lock(mu_);
+  for (const auto& b : bindings_)
+    if (b.placeholder == placeholder) return b;
+  return std::nullopt;
+}
+
+std::optional<std::string> Table::placeholder_of(std::string_view real) const {
+  std::lock_guard lock(mu_);
+  for (const auto& b : bindings_)
+    if (b.real == real) return b.placeholder;
+  return std::nullopt;
+}
+
+std::vector<Binding> Table::take_added() {
+  std::lock_guard lock(mu_);
+  std::vector<Binding> out(bindings_.begin() + static_cast<std::ptrdiff_t>(taken_), bindings_.end());
+  taken_ = bindings_.size();
+  return out;
+}
+
+void Table::add_withheld(std::string placeholder, std::string real) {
+  std::lock_guard lock(mu_);
+  withheld_.emplace_back(std::move(placeholder), std::move(real));
+}
+
+std::vector<std::pair<std::string, std::string>> Table::withheld() const {
+  std::lock_guard lock(mu_);
+  return withheld_;
+}
+
+size_t Table::size() const {
+  std::lock_guard lock(mu_);
+  return bindings_.size();
+}
+
+// ---- plans ----
+
+std::vector<BoundHost> bound_hosts(const Provider* p, std::string_view name, bool refresh, const Settings& s,
+                                   std::vector<std::string>& why) {
+  std::vector<BoundHost> hosts;
+  if (p) {
+    if (refresh) {
+      for (const auto& t : p->token_endpoints) add_host(hosts, {t.host, t.port});
+      for (const auto& t : s.test_token_endpoints)
+        if (std::find(p->ids.begin(), p->ids.end(), t.id) != p->ids.end()) add_host(hosts, {t.host, t.port});
+    }
+    else
+      for (const auto& h : p->hosts) add_host(hosts, {h, 443});
+    if (!hosts.empty()) why.push_back("the profile's provider table");
+  }
+  for (const auto& x : s.extra_hosts) {
+    bool mine = x.credential == name || (p && std::find(p->ids.begin(), p->ids.end(), x.credential) != p->ids.end());
+    // An operator's extra host takes API keys and access tokens; a refresh
+    // token goes only to the provider's own token endpoints.
+    if (!mine || refresh) continue;
+    add_host(hosts, parse_bound(x.host.text));
+    why.push_back(x.host.src.str());
+  }
+  return hosts;
+}
+
+Plan plan_env(const std::vector<std::string>& host_env, const Settings& s, Table& table) {
+  Plan plan;
+  auto through = [&](std::string_view name) {
+    return std::any_of(s.pass_through.begin(), s.pass_through.end(), [&](const policy::Entry& e) { return e.text == name; });
+  };
+  auto operator_bound = [&](std::string_view name) {
+    return std::any_of(s.extra_hosts.begin(), s.extra_hosts.end(),
+                       [&](const policy::Layer::CredentialHost& x) { return x.credential == name; });
+  };
+  for (const auto& kv : host_env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    const std::string name = kv.substr(0, eq);
+    const std::string_view value = std::string_view(kv).substr(eq + 1);
+    const Provider* p = provider_of_env(name);
+    const bool signed_cred = std::find(std::begin(kSignedCredentials), std::end(kSignedCredentials), name) !=
+                             std::end(kSignedCredentials);
+    const bool custom = operator_bound(name) && !p;
+    if (!p && !signed_cred && !custom) continue;            // not a credential
+    if (!custom && !passed(s.env_pass, name)) continue;      // not passed anyway
+    if (value.empty()) continue;
+    if (through(name)) {
+      plan.provenance.push_back({name, "pass-through", "", {}, "[credentials] pass_through: the real value"});
+      continue;
+    }
+    if (signed_cred) {
+      plan.errors.push_back(fmt::format(
+          "{} is passed into the jail, but requests are signed with it (or tokens minted from it), which a "
+          "placeholder cannot do, and the real value is never put inside\n"
+          "  fix: remove it from [env] pass, or pass it as it is, knowing the jail can read it: [credentials] "
+          "pass_through = [\"{}\"] in ~/.config/pi-jail/policy.toml",
+          name, name));
+      continue;
+    }
+    std::vector<std::string> why;
+    auto hosts = bound_hosts(p, name, false, s, why);
+    if (hosts.empty()) {
+      plan.withheld.push_back(name);
+      plan.provenance.push_back({name, "withheld", "", {}, "bound to no host: not passed"});
+      continue;
+    }
+    Binding b{name, make_placeholder(value), std::string(value), hosts};
+    Provenance pv{name, "placeholder", placeholder_prefix(value), {}, fmt::format("{}", fmt::join(why, ", "))};
+    for (const auto& h : hosts) pv.hosts.push_back(host_str(h));
+    plan.env.emplace_back(name, b.placeholder);
+    plan.provenance.push_back(std::move(pv));
+    table.add(std::move(b));
+  }
+  return plan;
+}
+
+namespace {
+
+// The placeholder for `real` under `name`, reusing one already made for
+// the same value and hosts (an env key that is also in auth.json).
+std::string bind(Table& table, std::string name, std::string_view real, std::vector<BoundHost> hosts,
+                 std::vector<std::string> why, std::vector<Provenance>& provenance) {
+  Provenance pv{name, "placeholder", placeholder_prefix(real), {}, fmt::format("{}", fmt::join(why, ", "))};
+  for (const auto& h : hosts) pv.hosts.push_back(host_str(h));
+  provenance.push_back(std::move(pv));
+  for (const auto& b : table.snapshot())
+    if (b.real == real && b.hosts == hosts) return b.placeholder;
+  Binding b{std::move(name), make_placeholder(real), std::string(real), std::move(hosts)};
+  std::string ph = b.placeholder;
+  table.add(std::move(b));
+  return ph;
+}
+
+}  // namespace
+
+util::Result<std::string> synthesize_auth(std::string_view host_auth, const Settings& s, Table& table,
+                                          std::vector<Provenance>& provenance) {
+  auto doc = json::parse(host_auth);
+  if (!doc) return util::Error::invalid(fmt::format("auth.json: {}", doc.error().message()));
+  json::Object* top = doc->as_object();
+  if (!top) return util::Error::invalid("auth.json: not a JSON object");
+  for (auto& [provider, entry] : *top) {
+    json::Object* fields = entry.as_object();
+    if (!fields) continue;  // Pi ignores it; nothing secret we could recognise
+    const Provider* p = provider_by_id(provider);
+    for (auto& [field, value] : *fields) {
+      const std::string* v = value.as_string();
+      // The secret fields of Pi's two credential types (and Copilot's
+      // minted token): everything else (expires, accountId, ...) is kept.
+      const bool refresh = field == "refresh";
+      if (!v || v->empty() || !(field == "key" || field == "access" || refresh || field == "token")) continue;
+      const std::string name = fmt::format("auth.json {}.{}", provider, field);
+      if (field == "key" && (v->starts_with('!') || v->starts_with('$'))) {
+        provenance.push_back({name, "kept", "", {}, "a command or variable Pi resolves inside the jail"});
+        continue;
+      }
+      std::vector<std::string> why;
+      auto hosts = bound_hosts(p, provider, refresh, s, why);
+      if (hosts.empty()) {
+        provenance.push_back({name, "withheld", "", {}, "bound to no host: not passed"});
+        // A placeholder, not "": what the jail leaves maps back to the real
+        // value, so the write-back never empties the host's entry.
+        std::string ph = make_placeholder(*v);
+        table.add_withheld(ph, *v);
+        value = json::Value::string(std::move(ph));
+        continue;
+      }
+      value = json::Value::string(bind(table, name, *v, std::move(hosts), std::move(why), provenance));
+    }
+  }
+  return json::stringify(*doc);
+}
+
+util::Result<std::string> reveal_auth(std::string_view jail_auth, const Table& table) {
+  auto doc = json::parse(jail_auth);
+  if (!doc) return util::Error::invalid(fmt::format("auth.json: {}", doc.error().message()));
+  const auto bindings = table.snapshot();
+  const auto withheld = table.withheld();
+  auto walk = [&](auto& self, json::Value& v) -> void {
+    if (const std::string* s = v.as_string()) {
+      for (const auto& b : bindings)
+        if (b.placeholder == *s) {
+          v = json::Value::string(b.real);
+          return;
+        }
+      for (const auto& [placeholder, real] : withheld)
+        if (placeholder == *s) {
+          v = json::Value::string(real);
+          return;
+        }
+      return;
+    }
+    if (json::Object* o = v.as_object())
+      for (auto& m : *o) self(self, m.value);
+    // Arrays: Pi's auth.json has none; a value inside one is left alone
+    // (merge_auth refuses what is not a credential).
+  };
+  walk(walk, *doc);
+  return json::stringify(*doc);
+}
+
+std::vector<std::string> explain_lines(const std::vector<Provenance>& provenance) {
+  std::vector<std::string> out;
+  for (const auto& p : provenance) {
+    if (p.treatment == "placeholder")
+      out.push_back(fmt::format("{}: placeholder {}<random> -> {} ({})", p.name, p.prefix, fmt::join(p.hosts, ", "),
+                                p.why));
+    else
+      out.push_back(fmt::format("{}: {} ({})", p.name, p.treatment, p.why));
+  }
+  return out;
+}
+
+}  // namespace pj::supervisor::credentials

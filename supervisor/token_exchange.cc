@@ -1,0 +1,289 @@
+#include "token_exchange.h"
+
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "util/json.h"
+#include "util/json_value.h"
+#include "util/escape.h"
+#include "util/untrusted.h"
+
+namespace pj::supervisor::credentials {
+
+using netproxy::Binding;
+using util::Error;
+namespace json = util::json;
+
+namespace {
+
+util::Result<std::string> inflate_with(std::string_view body, int window_bits) {
+  z_stream z{};
+  if (::inflateInit2(&z, window_bits) != Z_OK) return Error::invalid("zlib: cannot start inflating");
+  std::string out;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
+  z.avail_in = static_cast<uInt>(body.size());
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    char buf[16384];
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = ::inflate(&z, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) break;
+    out.append(buf, sizeof buf - z.avail_out);
+    if (out.size() > kMaxTokenBody) {
+      ::inflateEnd(&z);
+      return Error::invalid(fmt::format("the decoded body is larger than {} bytes", kMaxTokenBody));
+    }
+    if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) break;  // truncated
+  }
+  ::inflateEnd(&z);
+  if (rc != Z_STREAM_END) return Error::invalid("the compressed body is corrupt or truncated");
+  return out;
+}
+
+util::Result<std::string> unzstd(std::string_view body) {
+  ZSTD_DStream* d = ::ZSTD_createDStream();
+  if (!d) return Error::invalid("zstd: cannot start decoding");
+  ::ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, 23);  // 8 MiB window at most
+  std::string out;
+  ZSTD_inBuffer in{body.data(), body.size(), 0};
+  size_t rc = 1;
+  while (in.pos < in.size || rc != 0) {
+    char buf[16384];
+    ZSTD_outBuffer o{buf, sizeof buf, 0};
+    rc = ::ZSTD_decompressStream(d, &o, &in);
+    if (::ZSTD_isError(rc)) {
+      ::ZSTD_freeDStream(d);
+      return Error::invalid(fmt::format("zstd: {}", ::ZSTD_getErrorName(rc)));
+    }
+    out.append(buf, o.pos);
+    if (out.size() > kMaxTokenBody) {
+      ::ZSTD_freeDStream(d);
+      return Error::invalid(fmt::format("the decoded body is larger than {} bytes", kMaxTokenBody));
+    }
+    if (in.pos == in.size && o.pos == 0 && rc != 0) {
+      ::ZSTD_freeDStream(d);
+      return Error::invalid("zstd: the compressed body is truncated");
+    }
+  }
+  ::ZSTD_freeDStream(d);
+  return out;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+std::string percent_encode(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+        c == '.' || c == '~')
+      out.push_back(static_cast<char>(c));
+    else
+      out += fmt::format("%{:02X}", c);
+  }
+  return out;
+}
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+bool bound_to(const Binding& b, std::string_view host) {
+  return std::any_of(b.hosts.begin(), b.hosts.end(), [&](const netproxy::BoundHost& h) { return h.name == host; });
+}
+
+std::optional<double> number_of(const json::Value* v) {
+  if (!v || !v->as_number()) return std::nullopt;
+  char* end = nullptr;
+  const std::string& t = v->as_number()->text();
+  double d = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size() || !(d >= 0 && d < 1e13)) return std::nullopt;
+  return d;
+}
+
+}  // namespace
+
+util::Result<std::string> decode_body(std::string_view content_encoding, std::string_view body) {
+  const std::string enc = lower(content_encoding);
+  if (enc.empty() || enc == "identity") {
+    if (body.size() > kMaxTokenBody)
+      return Error::invalid(fmt::format("the body is larger than {} bytes", kMaxTokenBody));
+    return std::string(body);
+  }
+  if (enc == "gzip" || enc == "x-gzip") return inflate_with(body, 15 + 16);
+  if (enc == "deflate") {
+    auto z = inflate_with(body, 15);  // RFC 9110: zlib; some servers send raw deflate
+    return z ? std::move(z) : inflate_with(body, -15);
+  }
+  if (enc == "zstd") return unzstd(body);
+  return Error::invalid(fmt::format("a token response encoded as \"{}\" cannot be read (known: gzip, deflate, zstd)",
+                                    util::printable(content_encoding.substr(0, 40))));
+}
+
+const Provider* token_endpoint_provider(std::string_view host, std::string_view path) {
+  path = path.substr(0, path.find('?'));
+  for (const auto& p : providers())
+    for (const auto& t : p.token_endpoints)
+      if (t.host == host && t.path == path) return &p;
+  return nullptr;
+}
+
+util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const Settings& s,
+                                                 Table& table, NewTokens& tokens, int64_t now_ms) {
+  auto doc = json::parse(body);
+  if (!doc) return Error::invalid(fmt::format("the token response is not JSON ({})", doc.error().message()));
+  if (!doc->as_object()) return Error::invalid("the token response is not a JSON object");
+  const auto known = table.snapshot();
+  // Any real value anywhere becomes its placeholder (an endpoint may echo
+  // the refresh token it was sent).
+  auto mask = [&](auto& self, const json::Value& v) -> json::Value {
+    if (const std::string* str = v.as_string()) {
+      for (const auto& b : known)
+        if (b.real == *str) return json::Value::string(b.placeholder);
+      return v;
+    }
+    if (const json::Object* o = v.as_object()) {
+      json::Object out;
+      for (const auto& m : *o) out.push_back({m.key, self(self, m.value)});
+      return json::Value::object(std::move(out));
+    }
+    if (const json::Array* a = v.as_array()) {
+      json::Array out;
+      for (const auto& e : *a) out.push_back(self(self, e));
+      return json::Value::array(std::move(out));
+    }
+    return v;
+  };
+  json::Value out = mask(mask, *doc);
+  json::Object& top = *out.as_object();
+  const json::Object& orig = *doc->as_object();
+  for (size_t i = 0; i < top.size(); ++i) {
+    const std::string& key = top[i].key;
+    const std::string* real = orig[i].value.as_string();
+    const bool refresh = key == "refresh_token";
+    if (!real || real->empty() ||
+        !(key == "access_token" || refresh || key == "id_token" || key == "token" || key == "key"))
+      continue;
+    if (refresh) tokens.refresh = *real;
+    if (key == "access_token" || key == "token" || key == "key") tokens.access = *real;
+    if (table.placeholder_of(*real)) continue;  // masked above
+    std::vector<std::string> why;
+    auto hosts = bound_hosts(&p, p.ids.front(), refresh, s, why);
+    if (hosts.empty()) return Error::invalid(fmt::format("the token response's {} is bound to no host", key));
+    Binding b{fmt::format("token response {}.{}", p.ids.front(), key), make_placeholder(*real), *real, hosts};
+    top[i].value = json::Value::string(b.placeholder);
+    table.add(std::move(b));
+  }
+  if (auto in = number_of(doc->find("expires_in")))
+    tokens.expires_ms = now_ms + static_cast<int64_t>(*in * 1000) - 5 * 60 * 1000;
+  else if (auto at = number_of(doc->find("expires_at")))
+    tokens.expires_ms = static_cast<int64_t>(*at * 1000) - 5 * 60 * 1000;
+  return json::stringify(out);
+}
+
+agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, const NewTokens& tokens) {
+  if (!tokens.access && !tokens.refresh) return std::nullopt;
+  auto doc = json::parse(host_now ? *host_now : std::string_view("{}"));
+  if (!doc || !doc->as_object()) return std::nullopt;
+  json::Object& top = *doc->as_object();
+  auto it = std::find_if(top.begin(), top.end(), [&](const json::Member& m) { return m.key == id; });
+  if (it == top.end()) {
+    top.push_back({std::string(id), json::Value::object({{"type", json::Value::string("oauth")}})});
+    it = top.end() - 1;
+  }
+  json::Object* entry = it->value.as_object();
+  if (!entry) return std::nullopt;  // not Pi's shape: left for the host's Pi to judge
+  auto set = [&](std::string_view field, json::Value v) {
+    auto f = std::find_if(entry->begin(), entry->end(), [&](const json::Member& m) { return m.key == field; });
+    if (f == entry->end()) entry->push_back({std::string(field), std::move(v)});
+    else f->value = std::move(v);
+  };
+  if (tokens.refresh) set("refresh", json::Value::string(*tokens.refresh));
+  if (tokens.access) set("access", json::Value::string(*tokens.access));
+  if (tokens.expires_ms) set("expires", json::Value::number(json::Number::from_int(*tokens.expires_ms)));
+  return json::stringify(*doc);
+}
+
+OAuthExchange::OAuthExchange(std::shared_ptr<Table> table, Settings settings, std::string agent_dir,
+                             std::function<void(const std::string&)> warn)
+    : table_(std::move(table)), settings_(std::move(settings)), agent_dir_(std::move(agent_dir)), warn_(std::move(warn)) {}
+
+const TokenEndpoint* OAuthExchange::endpoint(std::string_view host, std::string_view path) const {
+  path = path.substr(0, path.find('?'));
+  for (const auto& t : settings_.test_token_endpoints)
+    if (t.host == host && t.path == path && provider_by_id(t.id)) return &t;
+  for (const auto& p : providers())
+    for (const auto& t : p.token_endpoints)
+      if (t.host == host && t.path == path) return &t;
+  return nullptr;
+}
+
+bool OAuthExchange::is_token_endpoint(std::string_view host, std::string_view path) const {
+  return endpoint(host, path) != nullptr;
+}
+
+util::Result<std::string> OAuthExchange::request_body(std::string_view host, std::string_view path,
+                                                      std::string_view body) {
+  if (!endpoint(host, path)) return Error::invalid("not a token endpoint");
+  if (body.size() > kMaxTokenBody) return Error::invalid("the token request body is too large");
+  std::string out(body);
+  const bool is_json = body.find_first_not_of(" \t\r\n") != std::string_view::npos &&
+                       body[body.find_first_not_of(" \t\r\n")] == '{';
+  for (const auto& b : table_->snapshot()) {
+    if (out.find(b.placeholder) == std::string::npos) continue;
+    if (!bound_to(b, host))
+      return Error::invalid(fmt::format("the token request carries the placeholder of {}, which is not bound to {}",
+                                        b.name, util::printable(host)));
+    std::string real;
+    if (is_json) {
+      real = util::json_escape(b.real);
+      real = real.substr(1, real.size() - 2);
+    } else {
+      real = percent_encode(b.real);
+    }
+    replace_all(out, b.placeholder, real);
+  }
+  return out;
+}
+
+util::Result<std::string> OAuthExchange::response_body(std::string_view host, std::string_view path, int status,
+                                                       std::string_view content_encoding, std::string_view body) {
+  const TokenEndpoint* t = endpoint(host, path);
+  if (!t) return Error::invalid("not a token endpoint");
+  const Provider* p = provider_by_id(t->id);
+  auto decoded = decode_body(content_encoding, body);
+  if (!decoded) return decoded.take_error();
+  NewTokens tokens;
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  auto rewritten = rewrite_token_response(*decoded, *p, settings_, *table_, tokens, now_ms);
+  if (!rewritten) return rewritten.take_error();
+  if (status >= 200 && status < 300 && !agent_dir_.empty() && (tokens.access || tokens.refresh)) {
+    const std::string id = t->id;
+    auto dir = util::open_dir_nofollow(agent_dir_);
+    util::Result<agent::WriteOutcome> written =
+        dir ? agent::update_locked(dir->get(), agent::kAuthFile.name,
+                                   [&](agent::Content now) { return apply_tokens(now, id, tokens); })
+            : util::Result<agent::WriteOutcome>(dir.take_error());
+    if (!written && warn_)
+      warn_(fmt::format("refreshed {} tokens could not be written to the host's auth.json now ({}); the write-back "
+                        "at the end tries again",
+                        id, written.error().message()));
+  }
+  return rewritten;
+}
+
+}  // namespace pj::supervisor::credentials

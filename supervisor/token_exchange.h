@@ -1,0 +1,85 @@
+// The OAuth token exchange as the network filter sees it
+// (netproxy::TokenExchange): Pi inside the jail refreshes its tokens
+// itself, sending the placeholder of its refresh token; the filter asks
+// this class for the request body with the real one, and for the response
+// body with every new real token swapped for a new placeholder. The new
+// real tokens go to the host's auth.json at once (under Pi's lock), so a
+// run killed after a refresh leaves the host with tokens that work.
+//
+// The body transforms are pure (decode, rewrite_token_response,
+// apply_tokens); OAuthExchange adds the table and the host file.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent_state.h"
+#include "credentials.h"
+#include "netproxy/intercept.h"
+#include "util/result.h"
+
+namespace pj::supervisor::credentials {
+
+// The largest token response body, decoded.
+inline constexpr size_t kMaxTokenBody = size_t{1} << 20;
+
+// `body` decoded from `content_encoding` ("", "identity", "gzip",
+// "x-gzip", "deflate" (zlib or raw), "zstd"); at most kMaxTokenBody bytes
+// out. "br" and anything else is an error: the filter then answers 502.
+util::Result<std::string> decode_body(std::string_view content_encoding, std::string_view body);
+
+// The provider whose token endpoint host+path is (a query string ignored),
+// or nullptr.
+const Provider* token_endpoint_provider(std::string_view host, std::string_view path);
+
+// The tokens a response carried (real values), for the host's auth.json.
+struct NewTokens {
+  std::optional<std::string> access, refresh;
+  std::optional<int64_t> expires_ms;  // epoch milliseconds, Pi's formula (5 minutes early)
+};
+
+// Rewrite a token endpoint's decoded JSON response: the values of
+// access_token, refresh_token, id_token, token (Copilot) and key
+// (OpenRouter) become new placeholders (added to `table`, bound like the
+// provider's: refresh tokens to its token endpoints, the rest to its
+// hosts), and any other string equal to a real value in `table` becomes
+// its placeholder. Fails on a body that is not a JSON object: never
+// passed on unread.
+util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const Settings& s,
+                                                 Table& table, NewTokens& tokens, int64_t now_ms);
+
+// The host's auth.json with provider `id`'s entry given the new tokens
+// (other fields kept; a missing entry made {"type": "oauth", ...}), or
+// nullopt when it cannot be read as Pi's file (left alone).
+agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, const NewTokens& tokens);
+
+class OAuthExchange final : public netproxy::TokenExchange {
+public:
+  // `agent_dir`: the host's Pi agent dir, whose auth.json is updated;
+  // empty: none is (tests). `warn` reports a failed host update (the jail
+  // still gets its placeholders; the write-back at the end tries again).
+  OAuthExchange(std::shared_ptr<Table> table, Settings settings, std::string agent_dir,
+                std::function<void(const std::string&)> warn);
+
+  bool is_token_endpoint(std::string_view host, std::string_view path) const override;
+  util::Result<std::string> request_body(std::string_view host, std::string_view path, std::string_view body) override;
+  util::Result<std::string> response_body(std::string_view host, std::string_view path, int status,
+                                          std::string_view content_encoding, std::string_view body) override;
+  std::vector<netproxy::Binding> take_new_bindings() override { return table_->take_added(); }
+
+private:
+  // The endpoint host+path is (settings' test stand-ins first), or nullptr.
+  const TokenEndpoint* endpoint(std::string_view host, std::string_view path) const;
+
+  std::shared_ptr<Table> table_;
+  Settings settings_;
+  std::string agent_dir_;
+  std::function<void(const std::string&)> warn_;
+};
+
+}  // namespace pj::supervisor::credentials

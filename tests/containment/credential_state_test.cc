@@ -1,0 +1,267 @@
+// Model credentials never enter the jail (issue 17), seen from inside a
+// real jail: the environment, /proc/self/environ and Pi's auth.json hold
+// placeholders only; what the jail leaves in auth.json goes back to the
+// host with the real values; signed credentials and project binds are
+// refused. (The substitution on the wire is the network filter's, tested
+// with the TLS stand-in server.)
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+namespace {
+
+const std::string kKey = "sk-ant-api03-" + unique_token() + "KEYkeyKEYkeyKEYkeyKEYkey0123456789abcdefghij";
+const std::string kAccess = "sk-ant-oat01-" + unique_token() + "ACCESSaccessACCESSaccess0123456789abcdefghij";
+const std::string kRefresh = "sk-ant-ort01-" + unique_token() + "REFRESHrefreshREFRESHrefresh0123456789abcdefg";
+
+// pi-jail -w ws [extra] -- /bin/sh -c script, from ws, HOME=home, the
+// caller's key in the environment, the user's operator file in home.
+Outcome jail_sh(const Sandbox& sb, const std::string& script, const std::vector<std::string>& extra = {},
+                std::vector<std::string> env = {}) {
+  std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"--", "/bin/sh", "-c", script});
+  env.push_back("HOME=" + sb.home);
+  env.push_back("XDG_CONFIG_HOME=" + sb.home + "/.config");
+  env.push_back("ANTHROPIC_API_KEY=" + kKey);
+  return run(argv, env);
+}
+
+void host_auth(const Sandbox& sb) {
+  std::filesystem::create_directories(sb.home + "/.pi/agent");
+  write_file(sb.home + "/.pi/agent/auth.json",
+             R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
+                 R"(","expires":1767225600000}})");
+  std::filesystem::permissions(sb.home + "/.pi/agent/auth.json", std::filesystem::perms::owner_read |
+                                                                     std::filesystem::perms::owner_write);
+}
+
+bool holds_secret(const std::string& text) {
+  for (const auto& s : {kKey, kAccess, kRefresh})
+    if (text.find(s.substr(13, 24)) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("inside the jail only placeholders: env, /proc/self/environ, Pi's auth.json; the report names bindings") {
+  Sandbox sb;
+  host_auth(sb);
+  const std::string report = sb.outside + "/report.json";
+  auto o = jail_sh(sb,
+                   "env; tr '\\0' '\\n' < /proc/self/environ; cat $HOME/.pi/agent/auth.json; "
+                   // The needle split by "": the command line (in the report) must not hold it either.
+                   "grep -rl " + kKey.substr(13, 12) + "\"\"" + kKey.substr(25, 12) +
+                       " $HOME /tmp /proc/self/environ . 2>/dev/null; echo done",
+                   {"--report", report});
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(o.out.find("done") != std::string::npos);
+  CHECK_FALSE(holds_secret(o.out));
+  CHECK_FALSE(holds_secret(o.err));
+  // The placeholders keep the provider's prefix and the real length.
+  std::smatch m;
+  REQUIRE(std::regex_search(o.out, m, std::regex("ANTHROPIC_API_KEY=(sk-ant-api03-[A-Za-z0-9]+)")));
+  CHECK(m[1].str().size() == kKey.size());
+  CHECK(std::regex_search(o.out, std::regex("\"access\": \"sk-ant-oat01-[A-Za-z0-9]+\"")));
+  CHECK(std::regex_search(o.out, std::regex("\"refresh\": \"sk-ant-ort01-[A-Za-z0-9]+\"")));
+  CHECK(o.out.find("\"expires\": 1767225600000") != std::string::npos);
+  // The host's file is untouched; the report lists each binding, no secret.
+  CHECK(read_file(sb.home + "/.pi/agent/auth.json").find(kRefresh) != std::string::npos);
+  const std::string text = read_file(report);
+  CHECK_FALSE(holds_secret(text));
+  CHECK(text.find("\"name\": \"ANTHROPIC_API_KEY\"") != std::string::npos);
+  CHECK(text.find("\"name\": \"auth.json anthropic.refresh\"") != std::string::npos);
+  CHECK(text.find("\"platform.claude.com:443\"") != std::string::npos);
+  auto v = validate_report(report);
+  CAPTURE(v.out);
+  CAPTURE(v.err);
+  CHECK(v.status == 0);
+}
+
+TEST_CASE("what the jail leaves in auth.json goes back with the real values, never a placeholder") {
+  Sandbox sb;
+  host_auth(sb);
+  // Pi rewrites the file (here: a later expiry) with the placeholders it holds.
+  auto o = jail_sh(sb, "f=$HOME/.pi/agent/auth.json; grep -o 'sk-ant-o[ar]t01-[A-Za-z0-9]*' $f; "
+                       "sed 's/1767225600000/1767229200000/' $f > $f.new && mv $f.new $f && echo rewritten");
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(o.out.find("rewritten") != std::string::npos);
+  const std::string host = read_file(sb.home + "/.pi/agent/auth.json");
+  CHECK(host.find("1767229200000") != std::string::npos);  // the jail's data change applied
+  CHECK(host.find(kAccess) != std::string::npos);
+  CHECK(host.find(kRefresh) != std::string::npos);
+  std::smatch m;
+  std::string seen = o.out;
+  while (std::regex_search(seen, m, std::regex("sk-ant-o[ar]t01-[A-Za-z0-9]+"))) {
+    CHECK(host.find(m[0].str()) == std::string::npos);  // no placeholder reached the host
+    seen = m.suffix();
+  }
+}
+
+TEST_CASE("a signed credential an operator passes is refused (125) unless passed through; a project binds nothing") {
+  Sandbox sb;
+  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
+  write_file(sb.home + "/.config/pi-jail/policy.toml", "[env]\npass = [\"AWS_ACCESS_KEY_ID\"]\n");
+  auto refused = jail_sh(sb, "echo ran", {}, {"AWS_ACCESS_KEY_ID=AKIAREALVALUE0001"});
+  CHECK(refused.status == 125);
+  CHECK(refused.out.find("ran") == std::string::npos);
+  CHECK(refused.err.find("AWS_ACCESS_KEY_ID") != std::string::npos);
+  CHECK(refused.err.find("pass_through") != std::string::npos);
+  CHECK(refused.err.find("AKIAREALVALUE0001") == std::string::npos);
+
+  write_file(sb.home + "/.config/pi-jail/policy.toml",
+             "[env]\npass = [\"AWS_ACCESS_KEY_ID\"]\n[credentials]\npass_through = [\"AWS_ACCESS_KEY_ID\"]\n");
+  std::filesystem::create_directories(sb.ws + "/.pi");
+  write_file(sb.ws + "/.pi/jail.toml", "[credentials]\nbind = { anthropic = [\"evil.example\"] }\n");
+  auto passed = jail_sh(sb, "echo $AWS_ACCESS_KEY_ID", {}, {"AWS_ACCESS_KEY_ID=AKIAREALVALUE0001"});
+  CAPTURE(passed.err);
+  CHECK(passed.status == 0);
+  CHECK(trim(passed.out) == "AKIAREALVALUE0001");
+  CHECK(passed.err.find(".pi/jail.toml:2:23") != std::string::npos);
+  CHECK(passed.err.find("credentials are bound to hosts by operators") != std::string::npos);
+  auto explain = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "explain"},
+                     {"HOME=" + sb.home, "XDG_CONFIG_HOME=" + sb.home + "/.config", "ANTHROPIC_API_KEY=" + kKey,
+                      "AWS_ACCESS_KEY_ID=AKIAREALVALUE0001"});
+  CHECK(explain.out.find("ANTHROPIC_API_KEY: placeholder sk-ant-api03-<random> -> api.anthropic.com:443 (the "
+                         "profile's provider table)") != std::string::npos);
+  CHECK(explain.out.find("AWS_ACCESS_KEY_ID: pass-through") != std::string::npos);
+  CHECK(explain.out.find("evil.example:443 (") == std::string::npos);
+  CHECK_FALSE(holds_secret(explain.out + explain.err));
+  CHECK(explain.out.find("AKIAREALVALUE0001") == std::string::npos);
+}
+
+namespace {
+
+// A stand-in for Anthropic's token endpoint and API on the host's loopback
+// (HTTPS, its own test CA): POST /v1/oauth/token answers, gzip-compressed,
+// new tokens when the body holds the expected real refresh token (else
+// 400); any other request is answered with the Authorization it carried.
+// Every request line, Authorization and body goes to the log.
+const char* kTokenServer = R"PY(
+import sys, os, ssl, gzip, json, socketserver, http.server, threading
+cert, key, log, portfile, conf = sys.argv[1:6]
+lock = threading.Lock()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self): self.any()
+    def do_POST(self): self.any()
+    def any(self):
+        c = json.load(open(conf))
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n).decode() if n else ""
+        with lock, open(log, "a") as f:
+            f.write("%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Authorization"), body))
+        if self.path == "/v1/oauth/token":
+            if json.loads(body).get("refresh_token") != c["expect_refresh"]:
+                out, code = b'{"error":"invalid_grant"}', 400
+            else:
+                out, code = gzip.compress(json.dumps({"token_type": "Bearer", "access_token": c["new_access"],
+                    "refresh_token": c["new_refresh"], "expires_in": 28800}).encode()), 200
+            self.send_response(code)
+            if code == 200: self.send_header("Content-Encoding", "gzip")
+        else:
+            out = ("auth=%s\n" % self.headers.get("Authorization")).encode()
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv = S(("127.0.0.1", 0), H)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+with open(portfile + ".tmp", "w") as f: f.write(str(srv.server_address[1]))
+os.rename(portfile + ".tmp", portfile)
+srv.serve_forever()
+)PY";
+
+void sh_ok(const std::string& cmd) {
+  auto o = run({"/bin/sh", "-c", cmd});
+  CAPTURE(cmd);
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+}
+
+}  // namespace
+
+TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new real tokens, the jail new placeholders; "
+          "the next run starts from them") {
+  Sandbox sb;
+  host_auth(sb);
+  const std::string d = sb.base, ca = d + "/test-ca.pem", cert = d + "/server.pem";
+  sh_ok("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " +
+        ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+        "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " +
+        cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage="
+        "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
+        ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
+  const std::string new_access = "sk-ant-oat01-" + unique_token() + "NEWACCESSnewaccess0123456789abcdefghijklmn";
+  const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "NEWREFRESHnewrefresh0123456789abcdefghijkl";
+  const std::string conf = d + "/conf.json", log = d + "/token.log", portfile = d + "/token.port";
+  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
+                       R"(","new_refresh":")" + new_refresh + "\"}");
+  write_file(d + "/server.py", kTokenServer);
+  sh_ok("chmod a+r " + d + "/*");
+  pid_t server = spawn({"/usr/bin/python3", d + "/server.py", cert, cert + ".key", log, portfile, conf});
+  REQUIRE(eventually([&] { return exists(portfile); }));
+  const std::string port = trim(read_file(portfile)), url = "https://127.0.0.1:" + port;
+  // The operator binds Anthropic's credentials to the stand-in too.
+  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
+  write_file(sb.home + "/.config/pi-jail/policy.toml",
+             "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
+  const std::vector<std::string> opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca,
+                                         "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
+  // What Pi does (anthropic.js refreshAnthropicToken): POST JSON with the
+  // refresh token it holds, then use the new access token.
+  auto o = jail_sh(sb,
+                   "f=$HOME/.pi/agent/auth.json; r=$(grep -o 'sk-ant-ort01-[A-Za-z0-9]*' $f); "
+                   "resp=$(env -u NO_PROXY -u no_proxy curl -sS -H 'content-type: application/json' --data "
+                   "\"{\\\"grant_type\\\":\\\"refresh_token\\\",\\\"refresh_token\\\":\\\"$r\\\"}\" " + url +
+                       "/v1/oauth/token); echo \"resp=$resp\"; "
+                   "a=$(echo \"$resp\" | grep -o 'sk-ant-oat01-[A-Za-z0-9]*'); "
+                   "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " + url + "/v1/messages",
+                   opts);
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  const std::string seen = exists(log) ? read_file(log) : "";
+  CAPTURE(seen);
+  CHECK(seen.find("\"refresh_token\":\"" + kRefresh + "\"") != std::string::npos);  // the real one went out
+  CHECK(seen.find("auth=Bearer " + new_access) != std::string::npos);               // and the new access token
+  // The jail saw new placeholders only.
+  CHECK(o.out.find("\"access_token\": \"sk-ant-oat01-") != std::string::npos);
+  CHECK(o.out.find("\"refresh_token\": \"sk-ant-ort01-") != std::string::npos);
+  CHECK(o.out.find(new_access.substr(13)) == std::string::npos);
+  CHECK(o.out.find(new_refresh.substr(13)) == std::string::npos);
+  CHECK((o.out + o.err).find(kRefresh.substr(13)) == std::string::npos);
+  // The host's auth.json holds the new real tokens (written under Pi's
+  // lock when the response passed), with Pi's expiry.
+  const std::string host = read_file(sb.home + "/.pi/agent/auth.json");
+  CHECK(host.find(new_access) != std::string::npos);
+  CHECK(host.find(new_refresh) != std::string::npos);
+  CHECK(host.find("1767225600000") == std::string::npos);
+  // The next run starts from them: its placeholder for the access token
+  // reaches the server as the new real one.
+  auto next = jail_sh(sb,
+                      "a=$(grep -o 'sk-ant-oat01-[A-Za-z0-9]*' $HOME/.pi/agent/auth.json); "
+                      "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " + url + "/v1/next",
+                      opts);
+  CAPTURE(next.err);
+  CHECK(next.status == 0);
+  const std::string seen2 = read_file(log);
+  CHECK(seen2.find("GET /v1/next HTTP/1.1 auth=Bearer " + new_access) != std::string::npos);
+  CHECK(next.out.find(new_access.substr(13)) == std::string::npos);
+  ::kill(server, SIGKILL);
+  wait_status(server);
+}

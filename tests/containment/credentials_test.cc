@@ -1,0 +1,289 @@
+// Credentials outside the jail (issue 17), the network filter's side, in
+// real jails: a TLS server on the host's loopback with its own test CA
+// (trusted by the filter through --test-upstream-ca, never by the jail),
+// a credential bound to it with --test-bind; the jail holds only the
+// placeholder. The jail trusts the run's CA through the variables and the
+// bundle mounted over /etc/ssl/certs/ca-certificates.crt.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "harness.h"
+
+using namespace pj::test;
+
+namespace {
+
+const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
+
+// Answers every request with what it received (x-api-key, Authorization,
+// Accept-Encoding), echoing x-api-key in a field too; /gzip compressed;
+// /ws upgrades, then echoes bytes. Every request head goes to the log.
+const char* kServer = R"PY(
+import sys, os, ssl, gzip, socketserver, http.server, threading
+cert, key, log, portfile = sys.argv[1:5]
+lock = threading.Lock()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self): self.any()
+    def do_POST(self): self.any()
+    def any(self):
+        with lock, open(log, "a") as f:
+            f.write(self.requestline + "\n" + str(self.headers) + "--\n")
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        if self.path.startswith("/ws") and self.headers.get("Upgrade", "").lower() == "websocket":
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.end_headers()
+            self.wfile.flush()
+            while True:
+                d = self.connection.recv(4096)
+                if not d: break
+                self.connection.sendall(b"echo:" + d)
+            self.close_connection = True
+            return
+        echo = ("seen x-api-key=%s authorization=%s accept-encoding=%s body=%s\n" % (self.headers.get("x-api-key"),
+                self.headers.get("Authorization"), self.headers.get("Accept-Encoding"), body.decode())).encode()
+        self.send_response(200)
+        if self.path.startswith("/gzip"):
+            echo = gzip.compress(echo)
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("X-Echo", self.headers.get("x-api-key") or "")
+        self.send_header("Content-Length", str(len(echo)))
+        self.end_headers()
+        self.wfile.write(echo)
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv = S(("127.0.0.1", 0), H)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+with open(portfile + ".tmp", "w") as f: f.write(str(srv.server_address[1]))
+os.rename(portfile + ".tmp", portfile)
+srv.serve_forever()
+)PY";
+
+void sh(const std::string& cmd) {
+  auto o = run({"/bin/sh", "-c", cmd});
+  CAPTURE(cmd);
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+}
+
+// A test CA and a server certificate for IP 127.0.0.1 (`signed_by_ca`),
+// or a self-signed one no one trusts.
+struct Certs {
+  std::string dir, ca, cert, key;
+  Certs(const std::string& base, bool signed_by_ca) : dir(base) {
+    ca = dir + "/test-ca.pem";
+    cert = dir + (signed_by_ca ? "/server.pem" : "/untrusted.pem");
+    key = cert + ".key";
+    const std::string o = "openssl";
+    sh(o + " req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " + ca +
+       ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null");
+    if (signed_by_ca)
+      sh(o + " req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " + key + " -out " +
+         cert + ".csr 2>/dev/null && " + o + " x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
+         ".key -CAcreateserial -days 2 -out " + cert + " -extfile /dev/stdin <<EOF 2>/dev/null\n"
+         "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nEOF");
+    else
+      sh(o + " req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -days 2 -keyout " + key +
+         " -out " + cert + " -addext subjectAltName=IP:127.0.0.1 2>/dev/null");
+    sh("chmod a+r " + dir + "/*");
+  }
+};
+
+class TlsServer {
+public:
+  TlsServer(const std::string& dir, const Certs& certs, const std::string& name) {
+    script_ = dir + "/server.py";
+    write_file(script_, kServer);
+    log_ = dir + "/" + name + ".log";
+    std::string portfile = dir + "/" + name + ".port";
+    pid_ = spawn({"/usr/bin/python3", script_, certs.cert, certs.key, log_, portfile});
+    REQUIRE(eventually([&] { return exists(portfile); }));
+    port_ = trim(read_file(portfile));
+  }
+  ~TlsServer() {
+    ::kill(pid_, SIGKILL);
+    wait_status(pid_);
+  }
+  std::string port() const { return port_; }
+  std::string log() const { return exists(log_) ? read_file(log_) : ""; }
+
+private:
+  std::string script_, log_, port_;
+  pid_t pid_ = -1;
+};
+
+std::string unique_secret(const std::string& prefix) { return prefix + unique_token() + unique_token(); }
+
+std::string base64(const std::string& in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 3) {
+    unsigned v = (unsigned char)in[i] << 16;
+    if (i + 1 < in.size()) v |= (unsigned char)in[i + 1] << 8;
+    if (i + 2 < in.size()) v |= (unsigned char)in[i + 2];
+    out += t[v >> 18];
+    out += t[(v >> 12) & 63];
+    out += i + 1 < in.size() ? t[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? t[v & 63] : '=';
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("credentials: the jail's placeholder reaches the bound host as the real key; echoes come back as the placeholder") {
+  Sandbox sb;
+  Certs certs(sb.base, true);
+  TlsServer server(sb.base, certs, "bound");
+  const std::string ph = unique_secret("sk-ant-api03-PH");
+  const std::string real = unique_secret("sk-ant-api03-REAL");
+  const std::string url = "https://127.0.0.1:" + server.port();
+  const std::string report = sb.outside + "/r.json", log = sb.outside + "/net.jsonl";
+  // Direct (the forwarded loopback port), through CONNECT, through SOCKS5;
+  // Basic credentials; and with only the mounted bundle (no variables).
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "curl -sS -H 'x-api-key: " + ph + "' " + url + "/a && " + kNoProxyEnv +
+                        "curl -sS -x http://127.0.0.1:3128 -H 'Authorization: Bearer " + ph + "' " + url + "/b && " +
+                        kNoProxyEnv + "curl -sS --socks5-hostname 127.0.0.1:1080 -D - -H 'x-api-key: " + ph + "' " + url +
+                        "/c && curl -sS -u 'user:" + ph + "' " + url + "/d && " +
+                        "env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS -H 'x-api-key: " + ph + "' " + url + "/e && " +
+                        "curl -sS -H 'x-api-key: " + ph + "' --data-binary 'prompt mentions " + ph + "' " + url + "/f"},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind", "TEST_KEY=" + ph + "=" + real +
+                    "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca, "--report", report, "--net-log", log});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  const std::string seen = server.log();
+  CAPTURE(seen);
+  // The server got the real key every time, never the placeholder in a header.
+  CHECK(seen.find("x-api-key: " + real) != std::string::npos);
+  CHECK(seen.find("Authorization: Bearer " + real) != std::string::npos);
+  CHECK(seen.find("Authorization: Basic " + base64("user:" + real)) != std::string::npos);
+  CHECK(seen.find("x-api-key: " + ph) == std::string::npos);
+  CHECK(seen.find("Accept-Encoding: identity") != std::string::npos);
+  // Six requests reached it.
+  size_t n = 0;
+  for (size_t at = 0; (at = seen.find("--\n", at)) != std::string::npos; ++at) ++n;
+  CHECK(n == 6);
+  // The echoes (body and the X-Echo field) came back as the placeholder.
+  CHECK(o.out.find("seen x-api-key=" + ph) != std::string::npos);
+  CHECK(o.out.find("authorization=Bearer " + ph) != std::string::npos);
+  CHECK(o.out.find("X-Echo: " + ph) != std::string::npos);
+  // A body is never substituted: the prompt's placeholder stays one.
+  CHECK(o.out.find("body=prompt mentions " + ph) != std::string::npos);
+  CHECK(o.out.find(real) == std::string::npos);
+  // Basic's echo too, in its base64 form.
+  CHECK(o.out.find("authorization=Basic " + base64("user:" + ph)) != std::string::npos);
+  CHECK(o.out.find(base64("user:" + real)) == std::string::npos);
+  // The real key is in no output, report or log of pi-jail.
+  std::string text = read_file(report), lines = read_file(log);
+  CHECK(o.err.find(real) == std::string::npos);
+  CHECK(text.find(real) == std::string::npos);
+  CHECK(lines.find(real) == std::string::npos);
+  CHECK(text.find("\"credential\"") != std::string::npos);
+  CHECK(text.find("substituted TEST_KEY") != std::string::npos);
+  CHECK(validate_report(report).status == 0);
+}
+
+TEST_CASE("credentials: a placeholder sent where it is not bound is refused (403) and reported; never sent in clear") {
+  Sandbox sb;
+  Certs certs(sb.base, true);
+  TlsServer server(sb.base, certs, "bound");
+  HttpServer plain("plain-served\n");
+  const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
+  const std::string ph2 = unique_secret("sk-OTHER-PH"), real2 = unique_secret("sk-OTHER-REAL");
+  const std::string url = "https://127.0.0.1:" + server.port();
+  const std::string report = sb.outside + "/r.json";
+  auto o = sb.jail({"/bin/sh", "-c",
+                    // OTHER's placeholder to the host only TEST_KEY is bound to.
+                    "curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: " + ph2 + "' " + url + "/x; " +
+                        // In the URL.
+                        "curl -s -o /dev/null -w '%{http_code}\\n' '" + url + "/y?k=" + ph2 + "'; " +
+                        // A placeholder in a plain-http request, even to an allowed host.
+                        kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 -H 'x-api-key: " +
+                        ph + "' http://127.0.0.1:" + plain.port() + "/; " +
+                        // And the bound one still works on the same run.
+                        "curl -sS -H 'x-api-key: " + ph + "' " + url + "/ok"},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--allow-net", "127.0.0.1:" + plain.port(),
+                    "--test-bind", "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-bind",
+                    "OTHER_KEY=" + ph2 + "=" + real2 + "@127.0.0.1:1", "--test-upstream-ca", certs.ca, "--report", report});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.out.find("403\n403\n403\n") == 0);
+  CHECK(o.out.find("seen x-api-key=" + ph) != std::string::npos);
+  const std::string seen = server.log();
+  CHECK(seen.find(ph2) == std::string::npos);
+  CHECK(seen.find(real2) == std::string::npos);
+  CHECK(seen.find("/ok") != std::string::npos);
+  CHECK(plain.hits() == 0);
+  std::string text = read_file(report);
+  CHECK(text.find("a placeholder of OTHER_KEY was sent to 127.0.0.1:" + server.port()) != std::string::npos);
+  CHECK(text.find("a placeholder of TEST_KEY in a plain-http request") != std::string::npos);
+  CHECK(text.find(real) == std::string::npos);
+  CHECK(text.find(real2) == std::string::npos);
+  CHECK(o.err.find(real2) == std::string::npos);
+}
+
+TEST_CASE("credentials: a server the filter cannot verify is refused (502), however the jail's CA is set up") {
+  Sandbox sb;
+  Certs certs(sb.base, false);  // self-signed: not the test CA
+  TlsServer server(sb.base, certs, "untrusted");
+  const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
+  const std::string report = sb.outside + "/r.json";
+  // The jail trusts the untrusted cert itself too: that changes nothing upstream.
+  std::string jail_ca = sb.ws + "/evil-ca.pem";
+  sh("cp " + certs.cert + " " + jail_ca);
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "curl -s -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' https://127.0.0.1:" + server.port() +
+                        "/; SSL_CERT_FILE=" + jail_ca + " curl -s -k -w '%{http_code}\\n' -H 'x-api-key: " + ph +
+                        "' https://127.0.0.1:" + server.port() + "/"},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
+                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--report", report});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.out.find("the server's certificate was not verified") != std::string::npos);
+  CHECK(o.out.find("502\n") != std::string::npos);
+  CHECK(o.out.find("200") == std::string::npos);
+  CHECK(server.log().empty());  // no request ever reached it
+  std::string text = read_file(report);
+  CHECK(text.find("the server's certificate was not verified") != std::string::npos);
+  CHECK(text.find(real) == std::string::npos);
+}
+
+TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket upgrade carries the real key, then bytes flow") {
+  Sandbox sb;
+  Certs certs(sb.base, true);
+  TlsServer server(sb.base, certs, "bound");
+  const std::string ph = unique_secret("sk-ant-oat01-PH"), real = unique_secret("sk-ant-oat01-REAL");
+  const std::string js =
+      "const https=require('https');"
+      "const req=https.request({host:'127.0.0.1',port:" + server.port() + ",path:'/ws',headers:{Connection:'Upgrade',"
+      "Upgrade:'websocket',Authorization:'Bearer " + ph + "'}});"
+      "req.on('upgrade',(res,sock)=>{console.log('status '+res.statusCode);sock.write('ping');"
+      "sock.on('data',d=>{console.log(String(d));sock.destroy();process.exit(0);});});"
+      "req.on('response',r=>{console.log('no upgrade '+r.statusCode);process.exit(1);});"
+      "req.on('error',e=>{console.log('error '+e.message);process.exit(1);});req.end();";
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "curl -s -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' https://127.0.0.1:" + server.port() +
+                        "/gzip; node -e \"$0\"", js},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
+                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.out.find("gzip-encoded body, which cannot be checked") != std::string::npos);
+  CHECK(o.out.find("502\n") != std::string::npos);
+  CHECK(o.out.find("status 101\necho:ping\n") != std::string::npos);
+  const std::string seen = server.log();
+  CHECK(seen.find("GET /ws") != std::string::npos);
+  CHECK(seen.find("Authorization: Bearer " + real) != std::string::npos);
+  CHECK(o.out.find(real) == std::string::npos);
+}

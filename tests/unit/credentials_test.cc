@@ -1,0 +1,382 @@
+// Credentials outside the jail, the supervisor's half (credentials.h,
+// token_exchange.h): placeholders, bindings, the jail's auth.json, the
+// token exchange's body rewriting, and who may bind what.
+#include <doctest/doctest.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "credentials.h"
+#include "token_exchange.h"
+#include "policy/layer.h"
+#include "policy/policy.h"
+#include "util/json_value.h"
+
+using namespace pj::supervisor::credentials;
+namespace json = pj::util::json;
+using pj::netproxy::Binding;
+using pj::netproxy::BoundHost;
+
+namespace {
+
+const std::string kApiKey = "sk-ant-api03-" + std::string(95, 'R') + "AA";  // the real shape: 108 characters
+const std::string kAccess = "sk-ant-oat01-REALACCESSrealaccessREALACCESSrealaccess0123456789abcdef";
+const std::string kRefresh = "sk-ant-ort01-REALREFRESHrealrefreshREALREFRESHrealrefresh0123456789ab";
+
+bool only_from(std::string_view s, std::string_view alphabet) {
+  return s.find_first_not_of(alphabet) == std::string_view::npos;
+}
+constexpr std::string_view kAlnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+Settings pi_settings() {
+  Settings s;
+  s.env_pass = {"PATH", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "AZURE_OPENAI_*", "GROQ_API_KEY",
+                "AWS_ACCESS_KEY_ID"};
+  return s;
+}
+
+pj::policy::Layer::CredentialHost extra(std::string cred, std::string host) {
+  return {std::move(cred), pj::policy::Entry{std::move(host), {"user.toml", 3, 1}}};
+}
+
+std::string gzip(std::string_view s) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, s.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+  z.avail_in = static_cast<uInt>(s.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string zstd(std::string_view s) {
+  std::string out(ZSTD_compressBound(s.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), s.data(), s.size(), 3);
+  REQUIRE(!ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("placeholders keep the provider's prefix and length, are random, and never the real value") {
+  struct Case {
+    std::string real, prefix;
+  } cases[] = {
+      {kApiKey, "sk-ant-api03-"},
+      {kAccess, "sk-ant-oat01-"},
+      {kRefresh, "sk-ant-ort01-"},
+      {"sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH", "sk-proj-"},
+      {"sk-abcdefghijklmnopqrstuvwxyz0123456789", "sk-"},
+      {"gsk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEF", "gsk_"},
+      {"xai-abcdefghijklmnopqrstuvwxyz0123456789ABCDEF", "xai-"},
+      {"AIzaSyAbcdefghijklmnopqrstuvwxyz012345", "AIza"},
+      {"0123456789abcdef0123456789abcdef", ""},  // no marker: nothing of it kept
+      {"short", ""},
+      {"unused-", "unused-"},  // nothing after the marker (was an endless loop)
+      {"", ""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.real);
+    CHECK(placeholder_prefix(c.real) == c.prefix);
+    std::set<std::string> seen;
+    for (int i = 0; i < 50; ++i) {
+      std::string p = make_placeholder(c.real);
+      REQUIRE(p.starts_with(c.prefix));
+      const std::string_view body = std::string_view(p).substr(c.prefix.size());
+      CHECK(body.size() >= 32);                                        // >= 190 bits
+      CHECK(p.size() == std::max(c.real.size(), c.prefix.size() + 32));  // the SDKs' length class
+      CHECK(only_from(body, kAlnum));
+      CHECK(p != c.real);
+      if (c.real.size() > c.prefix.size()) CHECK(p.find(c.real.substr(c.prefix.size())) == std::string::npos);
+      seen.insert(p);
+    }
+    CHECK(seen.size() == 50);
+  }
+  // The characters are spread over the whole alphabet (not a fixed pattern).
+  std::set<char> chars;
+  for (int i = 0; i < 20; ++i)
+    for (char ch : make_placeholder(kApiKey).substr(13)) chars.insert(ch);
+  CHECK(chars.size() > 55);
+}
+
+TEST_CASE("a JWT placeholder keeps header and claims (Pi reads the Codex account id) and replaces the signature") {
+  const std::string jwt = "eyJhbGciOiJSUzI1NiJ9.eyJhY2NvdW50IjoiYWNjIn0.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl";
+  std::string p = make_placeholder(jwt);
+  CHECK(p.starts_with("eyJhbGciOiJSUzI1NiJ9.eyJhY2NvdW50IjoiYWNjIn0."));
+  CHECK(p.size() == jwt.size());
+  CHECK(p.find("c2lnbmF0dXJl") == std::string::npos);
+}
+
+TEST_CASE("environment: provider keys become placeholders bound to the provider's hosts; the rest as decided") {
+  Table table;
+  Settings s = pi_settings();
+  s.extra_hosts = {extra("anthropic", "llm.corp.example:8443")};
+  const std::vector<std::string> env = {"PATH=/usr/bin",
+                                        "ANTHROPIC_API_KEY=" + kApiKey,
+                                        "ANTHROPIC_BASE_URL=https://llm.corp.example:8443",
+                                        "AZURE_OPENAI_API_KEY=azure-secret-value-0123456789",
+                                        "AZURE_OPENAI_BASE_URL=https://x.openai.azure.com",
+                                        "MISTRAL_API_KEY=not-passed-by-the-policy",
+                                        "GROQ_API_KEY="};
+  Plan plan = plan_env(env, s, table);
+  CHECK(plan.errors.empty());
+  REQUIRE(plan.env.size() == 1);
+  CHECK(plan.env[0].first == "ANTHROPIC_API_KEY");
+  CHECK(plan.env[0].second.starts_with("sk-ant-api03-"));
+  CHECK(plan.env[0].second != kApiKey);
+  // Azure has no fixed host: not passed at all until an operator binds it.
+  CHECK(plan.withheld == std::vector<std::string>{"AZURE_OPENAI_API_KEY"});
+  auto b = table.by_placeholder(plan.env[0].second);
+  REQUIRE(b);
+  CHECK(b->real == kApiKey);
+  CHECK(b->hosts == std::vector<BoundHost>{{"api.anthropic.com", 443}, {"llm.corp.example", 8443}});
+  CHECK(table.size() == 1);
+  // explain: provenance, never the secret.
+  auto lines = explain_lines(plan.provenance);
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  CHECK(all.find("ANTHROPIC_API_KEY: placeholder sk-ant-api03-<random> -> api.anthropic.com:443, llm.corp.example:8443 "
+                 "(the profile's provider table, user.toml:3:1)") != std::string::npos);
+  CHECK(all.find("AZURE_OPENAI_API_KEY: withheld") != std::string::npos);
+  CHECK(all.find(kApiKey.substr(13)) == std::string::npos);
+}
+
+TEST_CASE("environment: signed credentials are refused unless passed through; an operator may bind a variable of "
+          "its own") {
+  Table table;
+  Settings s = pi_settings();
+  Plan refused = plan_env({"AWS_ACCESS_KEY_ID=AKIAEXAMPLE"}, s, table);
+  REQUIRE(refused.errors.size() == 1);
+  CHECK(refused.errors[0].find("AWS_ACCESS_KEY_ID") != std::string::npos);
+  CHECK(refused.errors[0].find("pass_through") != std::string::npos);
+  CHECK(refused.errors[0].find("AKIAEXAMPLE") == std::string::npos);
+
+  s.pass_through = {pj::policy::Entry{"AWS_ACCESS_KEY_ID", {"user.toml", 4, 1}}};
+  s.extra_hosts = {extra("CORP_LLM_TOKEN", "llm.corp.example")};
+  Plan ok = plan_env({"AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "CORP_LLM_TOKEN=tok_abcdefghijklmnopqrstuvwxyz012345"}, s, table);
+  CHECK(ok.errors.empty());
+  REQUIRE(ok.env.size() == 1);  // the pass-through one keeps the caller's value: not rewritten
+  CHECK(ok.env[0].first == "CORP_LLM_TOKEN");
+  CHECK(ok.env[0].second.starts_with("tok_"));
+  REQUIRE(ok.provenance.size() == 2);
+  CHECK(ok.provenance[0].treatment == "pass-through");
+  CHECK(table.by_placeholder(ok.env[0].second)->hosts == std::vector<BoundHost>{{"llm.corp.example", 443}});
+}
+
+TEST_CASE("auth.json: the jail's copy holds placeholders, every other field kept; write-back gets the real values") {
+  const std::string host = R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
+                           R"(","expires":1767225600000},"openai":{"type":"api_key","key":"sk-abcdefghijklmnopqrstuvwxyz0123456789"},)"
+                           R"("groq":{"type":"api_key","key":"!pass show groq"},"unknownprov":{"type":"api_key","key":"secret-of-unknown-origin"}})";
+  Table table;
+  std::vector<Provenance> prov;
+  auto jail = synthesize_auth(host, pi_settings(), table, prov);
+  REQUIRE(jail);
+  for (const std::string& secret : {kRefresh, kAccess, std::string("sk-abcdefghijklmnopqrstuvwxyz0123456789"),
+                                    std::string("secret-of-unknown-origin")})
+    CHECK(jail->find(secret.substr(13)) == std::string::npos);
+  auto doc = json::parse(*jail);
+  REQUIRE(doc);
+  const json::Value* a = doc->find("anthropic");
+  REQUIRE(a);
+  CHECK(a->find("access")->as_string()->starts_with("sk-ant-oat01-"));
+  CHECK(a->find("refresh")->as_string()->starts_with("sk-ant-ort01-"));
+  CHECK(a->find("expires")->as_number()->text() == "1767225600000");
+  CHECK(*a->find("type")->as_string() == "oauth");
+  CHECK(*doc->find("groq")->find("key")->as_string() == "!pass show groq");  // Pi runs it inside: nothing of ours
+  // Bound to no host: withheld (a placeholder no host receives).
+  const std::string withheld = *doc->find("unknownprov")->find("key")->as_string();
+  CHECK(withheld != "secret-of-unknown-origin");
+  CHECK(withheld.size() >= 32);
+  // Refresh tokens go only to the token endpoints, access tokens only to the API.
+  auto refresh = table.by_placeholder(*a->find("refresh")->as_string());
+  REQUIRE(refresh);
+  CHECK(refresh->hosts == std::vector<BoundHost>{{"platform.claude.com", 443}, {"console.anthropic.com", 443}});
+  CHECK(table.by_placeholder(*a->find("access")->as_string())->hosts == std::vector<BoundHost>{{"api.anthropic.com", 443}});
+
+  // What the jail leaves (Pi rewrote it, new expiry) comes back with the
+  // real values: never a placeholder into the host's file.
+  std::string left = *jail;
+  left.replace(left.find("1767225600000"), 13, "1767229200000");
+  auto revealed = reveal_auth(left, table);
+  REQUIRE(revealed);
+  CHECK(revealed->find(kRefresh) != std::string::npos);
+  CHECK(revealed->find(kAccess) != std::string::npos);
+  CHECK(revealed->find("sk-ant-oat01-") == revealed->find(kAccess));
+  CHECK(revealed->find("1767229200000") != std::string::npos);
+  // The withheld key comes back too: the write-back never empties the host's entry (was "").
+  CHECK(revealed->find("secret-of-unknown-origin") != std::string::npos);
+  CHECK_FALSE(synthesize_auth("[1,2]", pi_settings(), table, prov));
+  CHECK_FALSE(synthesize_auth("{nope", pi_settings(), table, prov));
+}
+
+TEST_CASE("token exchange: the request's placeholder refresh token becomes the real one, JSON or form-encoded") {
+  auto table = std::make_shared<Table>();
+  table->add({"auth.json anthropic.refresh", "sk-ant-ort01-PLACEHOLDERplaceholderPLACEHOLDER0123", kRefresh,
+              {{"platform.claude.com", 443}}});
+  table->add({"auth.json anthropic.access", "sk-ant-oat01-PLACEHOLDERplaceholderPLACEHOLDER0123", kAccess,
+              {{"api.anthropic.com", 443}}});
+  table->add({"auth.json xai.refresh", "xai-PLACEHOLDERplaceholderPLACEHOLDER0123", "real/xai+refresh=",
+              {{"auth.x.ai", 443}}});
+  OAuthExchange ex(table, pi_settings(), "", nullptr);
+  CHECK(ex.is_token_endpoint("platform.claude.com", "/v1/oauth/token"));
+  CHECK(ex.is_token_endpoint("auth.openai.com", "/oauth/token"));
+  CHECK(ex.is_token_endpoint("api.github.com", "/copilot_internal/v2/token"));
+  CHECK_FALSE(ex.is_token_endpoint("api.anthropic.com", "/v1/oauth/token"));
+  CHECK_FALSE(ex.is_token_endpoint("platform.claude.com", "/v1/messages"));
+
+  auto json_body = ex.request_body(
+      "platform.claude.com", "/v1/oauth/token",
+      R"({"grant_type":"refresh_token","client_id":"c","refresh_token":"sk-ant-ort01-PLACEHOLDERplaceholderPLACEHOLDER0123"})");
+  REQUIRE(json_body);
+  CHECK(*json_body == R"({"grant_type":"refresh_token","client_id":"c","refresh_token":")" + kRefresh + "\"}");
+  auto form = ex.request_body("auth.x.ai", "/oauth2/token",
+                              "grant_type=refresh_token&refresh_token=xai-PLACEHOLDERplaceholderPLACEHOLDER0123&x=1");
+  REQUIRE(form);
+  CHECK(*form == "grant_type=refresh_token&refresh_token=real%2Fxai%2Brefresh%3D&x=1");
+  // The access token's placeholder is not bound to the token endpoint:
+  // refused (403), and the message holds no secret.
+  auto wrong = ex.request_body("platform.claude.com", "/v1/oauth/token",
+                               R"({"refresh_token":"sk-ant-oat01-PLACEHOLDERplaceholderPLACEHOLDER0123"})");
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.error().message().find("auth.json anthropic.access") != std::string::npos);
+  CHECK(wrong.error().message().find(kAccess) == std::string::npos);
+}
+
+TEST_CASE("token exchange: responses are decoded (gzip, deflate, zstd), new tokens become new bound placeholders") {
+  const std::string body = R"({"token_type":"Bearer","access_token":"sk-ant-oat01-NEWACCESSnewaccessNEWACCESS0123456789",)"
+                           R"("refresh_token":"sk-ant-ort01-NEWREFRESHnewrefreshNEWREFRESH0123456789","expires_in":28800,)"
+                           R"("account":{"uuid":"u-1","email_address":"a@example.com"}})";
+  for (std::string enc : {"", "identity", "gzip", "zstd", "ZSTD"}) {
+    CAPTURE(enc);
+    auto table = std::make_shared<Table>();
+    table->add({"auth.json anthropic.refresh", "sk-ant-ort01-OLDPLACEHOLDER", kRefresh, {{"platform.claude.com", 443}}});
+    (void)table->take_added();
+    OAuthExchange ex(table, pi_settings(), "", nullptr);
+    std::string wire = enc == "gzip" ? gzip(body) : enc.starts_with("z") || enc.starts_with("Z") ? zstd(body) : body;
+    auto out = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, enc, wire);
+    REQUIRE(out);
+    CHECK(out->find("NEWACCESS") == std::string::npos);
+    CHECK(out->find("NEWREFRESH") == std::string::npos);
+    auto doc = json::parse(*out);
+    REQUIRE(doc);
+    const std::string access = *doc->find("access_token")->as_string();
+    const std::string refresh = *doc->find("refresh_token")->as_string();
+    CHECK(access.starts_with("sk-ant-oat01-"));
+    CHECK(refresh.starts_with("sk-ant-ort01-"));
+    CHECK(doc->find("expires_in")->as_number()->text() == "28800");
+    CHECK(*doc->find("account")->find("uuid")->as_string() == "u-1");
+    // Registered for the rest of the run, and handed to the filter once.
+    auto added = ex.take_new_bindings();
+    REQUIRE(added.size() == 2);
+    CHECK(table->by_placeholder(access)->real == "sk-ant-oat01-NEWACCESSnewaccessNEWACCESS0123456789");
+    CHECK(table->by_placeholder(access)->hosts == std::vector<BoundHost>{{"api.anthropic.com", 443}});
+    CHECK(table->by_placeholder(refresh)->hosts ==
+          std::vector<BoundHost>{{"platform.claude.com", 443}, {"console.anthropic.com", 443}});
+    CHECK(ex.take_new_bindings().empty());
+  }
+}
+
+TEST_CASE("token exchange: fails closed on what it cannot read; an echoed real value is masked") {
+  auto table = std::make_shared<Table>();
+  table->add({"auth.json anthropic.refresh", "sk-ant-ort01-OLDPLACEHOLDER", kRefresh, {{"platform.claude.com", 443}}});
+  OAuthExchange ex(table, pi_settings(), "", nullptr);
+  const std::string body = R"({"access_token":"sk-ant-oat01-NEW0123456789abcdefghijklmnopqrstuvwxyz"})";
+  auto br = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "br", body);
+  REQUIRE_FALSE(br);
+  CHECK(br.error().message().find("\"br\"") != std::string::npos);
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "gzip", body));        // not gzip
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "zstd", zstd(body).substr(0, 10)));
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "", "<html>" + body));
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "", "[" + body + "]"));
+  auto bomb = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "gzip",
+                               gzip(std::string(kMaxTokenBody + 10, ' ') + body));
+  REQUIRE_FALSE(bomb);
+  CHECK(bomb.error().message().find("larger than") != std::string::npos);
+  // An error response that echoes the refresh token it was sent.
+  auto echo = ex.response_body("platform.claude.com", "/v1/oauth/token", 400, "",
+                               R"({"error":"invalid_grant","detail":{"sent":")" + kRefresh + "\"}}");
+  REQUIRE(echo);
+  CHECK(echo->find(kRefresh) == std::string::npos);
+  CHECK(echo->find("sk-ant-ort01-OLDPLACEHOLDER") != std::string::npos);
+}
+
+TEST_CASE("token exchange: the host's auth.json gets the new real tokens and expiry under Pi's lock") {
+  const int64_t now = 1'800'000'000'000;
+  NewTokens t{"new-access", "new-refresh", now + 3600'000 - 300'000};
+  auto next = apply_tokens(R"({"anthropic":{"type":"oauth","refresh":"old","access":"old","expires":1,"extra":"kept"},)"
+                           R"("openai":{"type":"api_key","key":"k"}})",
+                           "anthropic", t);
+  REQUIRE(next);
+  auto doc = json::parse(*next);
+  REQUIRE(doc);
+  CHECK(*doc->find("anthropic")->find("access")->as_string() == "new-access");
+  CHECK(*doc->find("anthropic")->find("refresh")->as_string() == "new-refresh");
+  CHECK(doc->find("anthropic")->find("expires")->as_number()->text() == std::to_string(now + 3300'000));
+  CHECK(*doc->find("anthropic")->find("extra")->as_string() == "kept");
+  CHECK(*doc->find("openai")->find("key")->as_string() == "k");
+  // /login inside the jail: a new entry.
+  auto login = apply_tokens(std::nullopt, "anthropic", t);
+  REQUIRE(login);
+  CHECK(*json::parse(*login)->find("anthropic")->find("type")->as_string() == "oauth");
+  CHECK_FALSE(apply_tokens(std::string_view("not json"), "anthropic", t));
+
+  // Against a real directory, through the exchange.
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/pj-cred-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string dir = tmpl;
+  { std::ofstream(dir + "/auth.json") << R"({"anthropic":{"type":"oauth","refresh":"old","access":"old","expires":1}})"; }
+  auto table = std::make_shared<Table>();
+  std::vector<std::string> warnings;
+  OAuthExchange ex(table, pi_settings(), dir, [&](const std::string& w) { warnings.push_back(w); });
+  auto out = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "",
+                              R"({"access_token":"sk-ant-oat01-HOSTNEWACCESS0123456789abcdefghijklmnop",)"
+                              R"("refresh_token":"sk-ant-ort01-HOSTNEWREFRESH0123456789abcdefghijklmno","expires_in":3600})");
+  REQUIRE(out);
+  CHECK(warnings.empty());
+  std::stringstream host;
+  host << std::ifstream(dir + "/auth.json").rdbuf();
+  CHECK(host.str().find("sk-ant-oat01-HOSTNEWACCESS0123456789abcdefghijklmnop") != std::string::npos);
+  CHECK(host.str().find("sk-ant-ort01-HOSTNEWREFRESH0123456789abcdefghijklmno") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/auth.json.lock"));
+  CHECK((fs::status(dir + "/auth.json").permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("[credentials]: operators bind and pass through; a project file can do neither (file:line)") {
+  using namespace pj::policy;
+  auto op = load_layer("[credentials]\nbind = { anthropic = [\"llm.corp.example:8443\"], CORP_KEY = [\"a.example\"] }\n"
+                       "pass_through = [\"AWS_ACCESS_KEY_ID\"]\n",
+                       "user.toml", Authority::user);
+  CHECK(op.errors.empty());
+  REQUIRE(op.layer.cred_bind.size() == 2);
+  CHECK(op.layer.cred_pass_through.size() == 1);
+  auto bad = load_layer("[credentials]\nbind = { anthropic = [\"*.corp.example\"], \"a b\" = [\"x\"] }\nmystery = 1\n",
+                        "user.toml", Authority::user);
+  CHECK(bad.errors.size() == 3);
+
+  auto proj = load_layer("[credentials]\nbind = { anthropic = [\"evil.example\"] }\npass_through = [\"OPENAI_API_KEY\"]\n",
+                         ".pi/jail.toml", Authority::project);
+  REQUIRE(proj.errors.empty());
+  Context ctx{"/w", "/home/u", "/w", {}, [](const std::string& p) { return std::optional<std::string>(p); },
+              std::nullopt};
+  auto r = resolve({op.layer, proj.layer}, ctx);
+  REQUIRE(r.policy);
+  CHECK(r.policy->credential_hosts().size() == 2);
+  CHECK(r.policy->credential_pass_through().size() == 1);
+  REQUIRE(r.refused.size() == 2);
+  CHECK(r.refused[0].request.str() == ".pi/jail.toml:2:23");
+  CHECK(r.refused[0].what == "credentials.bind anthropic evil.example");
+  CHECK(r.refused[1].request.str() == ".pi/jail.toml:3:17");
+}

@@ -1,0 +1,394 @@
+// The credential filter in the proxy's loop, on loopback sockets: a TLS
+// upstream made with a second TlsAuthority (trusted by the filter through
+// upstream_extra_ca_file), a client trusting the filter's run CA. What a
+// real jail cannot show cheaply: the token exchange, ALPN and SNI
+// refusals, keep-alive with a chunked body, the connection bound.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "netproxy/proxy.h"
+#include "netproxy/tls_ca.h"
+
+using namespace pj;
+using namespace std::chrono_literals;
+
+namespace {
+
+util::UniqueFd listen_on(int& port) {
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  REQUIRE(fd.valid());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd.get(), 128) == 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+util::UniqueFd dial(int port) {
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  REQUIRE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+std::string read_some(SSL* ssl) {
+  char buf[16384];
+  size_t n = 0;
+  return SSL_read_ex(ssl, buf, sizeof buf, &n) == 1 ? std::string(buf, n) : std::string();
+}
+
+// Read from `ssl` until `done(text)` or the end.
+std::string read_until(SSL* ssl, const std::function<bool(const std::string&)>& done) {
+  std::string out;
+  while (!done(out)) {
+    std::string more = read_some(ssl);
+    if (more.empty()) break;
+    out += more;
+  }
+  return out;
+}
+
+bool has_full_response(const std::string& s) {
+  size_t end = s.find("\r\n\r\n");
+  if (end == std::string::npos) return false;
+  std::string head = s.substr(0, end);
+  if (auto cl = head.find("Content-Length: "); cl != std::string::npos)
+    return s.size() >= end + 4 + std::stoul(head.substr(cl + 16));
+  if (head.find("chunked") != std::string::npos) return s.find("\r\n0\r\n\r\n", end) != std::string::npos;
+  return true;
+}
+
+// A TLS server on loopback answering every request with the next canned
+// response (the last repeats); keeps what it received.
+class Upstream {
+public:
+  explicit Upstream(std::vector<std::string> responses) : responses_(std::move(responses)), fd_(listen_on(port)) {
+    auto ca = netproxy::TlsAuthority::create({{"127.0.0.1", static_cast<uint16_t>(port)}}, "");
+    REQUIRE(ca);
+    ca_ = std::move(*ca);
+    ca_file = "/tmp/pj-unit-upstream-ca-" + std::to_string(::getpid()) + "-" + std::to_string(port) + ".pem";
+    FILE* f = std::fopen(ca_file.c_str(), "w");
+    REQUIRE(f);
+    std::fputs(ca_->ca_pem().c_str(), f);
+    std::fclose(f);
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = ::accept(fd_.get(), nullptr, nullptr);
+        if (c < 0 || stop_) {
+          if (c >= 0) ::close(c);
+          return;
+        }
+        serve(c);
+      }
+    });
+  }
+  ~Upstream() {
+    stop_ = true;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    thread_.join();
+    ::unlink(ca_file.c_str());
+  }
+  std::string received() {
+    std::lock_guard<std::mutex> l(m_);
+    return received_;
+  }
+  int port = 0;
+  std::string ca_file;
+
+private:
+  void serve(int c) {
+    timeval tv{5, 0};
+    ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    auto s = ca_->server_ssl("127.0.0.1");
+    if (!s) return (void)::close(c);
+    SSL* ssl = *s;
+    SSL_set_fd(ssl, c);
+    if (SSL_accept(ssl) == 1) {
+      size_t i = 0;
+      std::string pending;
+      while (true) {
+        // One request: its head, then a Content-Length body or a chunked one.
+        auto done = [](const std::string& t) {
+          size_t end = t.find("\r\n\r\n");
+          if (end == std::string::npos) return false;
+          std::string head = t.substr(0, end);
+          if (auto cl = head.find("Content-Length: "); cl != std::string::npos)
+            return t.size() >= end + 4 + std::stoul(head.substr(cl + 16));
+          if (head.find("chunked") != std::string::npos) return t.find("0\r\n\r\n", end) != std::string::npos;
+          return true;
+        };
+        std::string req = pending;
+        while (!done(req)) {
+          std::string more = read_some(ssl);
+          if (more.empty()) break;
+          req += more;
+        }
+        if (!done(req)) break;
+        {
+          std::lock_guard<std::mutex> l(m_);
+          received_ += req + "\n--\n";
+        }
+        const std::string& r = responses_[std::min(i++, responses_.size() - 1)];
+        SSL_write(ssl, r.data(), static_cast<int>(r.size()));
+      }
+    }
+    SSL_free(ssl);
+    ::close(c);
+  }
+  std::vector<std::string> responses_;
+  util::UniqueFd fd_;
+  std::unique_ptr<netproxy::TlsAuthority> ca_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex m_;
+  std::string received_;
+};
+
+class FakeExchange : public netproxy::TokenExchange {
+public:
+  bool fail_response = false;
+  std::string seen_encoding, seen_body;
+  bool is_token_endpoint(std::string_view, std::string_view path) const override { return path == "/v1/oauth/token"; }
+  util::Result<std::string> request_body(std::string_view, std::string_view, std::string_view body) override {
+    std::string b(body);
+    auto at = b.find("PH_REFRESH");
+    if (at == std::string::npos) return util::Error::invalid("no refresh placeholder");
+    return b.replace(at, 10, "REAL_REFRESH");
+  }
+  util::Result<std::string> response_body(std::string_view, std::string_view, int, std::string_view ce,
+                                          std::string_view body) override {
+    seen_encoding = ce;
+    seen_body = body;
+    if (fail_response) return util::Error::invalid("cannot decode");
+    added.push_back({"NEW_ACCESS", "PH_NEW_ACCESS", "REAL_NEW_ACCESS", {{"127.0.0.1", port}}});
+    return std::string(R"({"access_token":"PH_NEW_ACCESS"})");
+  }
+  std::vector<netproxy::Binding> take_new_bindings() override { return std::exchange(added, {}); }
+  uint16_t port = 0;
+  std::vector<netproxy::Binding> added;
+};
+
+struct Rig {
+  netproxy::Rules rules;
+  std::unique_ptr<netproxy::Proxy> proxy;
+  std::shared_ptr<netproxy::Interceptor> interceptor;
+  int http = 0;
+  std::atomic<bool> stop{false};
+  std::thread loop;
+
+  Rig(int upstream_port, const std::string& ca_file, std::shared_ptr<netproxy::TokenExchange> ex = nullptr,
+      netproxy::ProxyLimits limits = {}) {
+    REQUIRE(rules.allow("127.0.0.1:" + std::to_string(upstream_port), "test"));
+    netproxy::Intercept in;
+    in.bindings = {{"KEY", "PH_KEY_0123", "REAL_KEY_9876", {{"127.0.0.1", static_cast<uint16_t>(upstream_port)}}}};
+    in.exchange = std::move(ex);
+    in.upstream_extra_ca_file = ca_file;
+    auto i = netproxy::Interceptor::create(in);
+    REQUIRE(i);
+    interceptor = *i;
+    auto p = netproxy::Proxy::start(rules, -1, limits, interceptor);
+    REQUIRE(p);
+    proxy = std::move(*p);
+    REQUIRE(proxy->add_listener(listen_on(http), netproxy::ListenerKind::http, std::nullopt).ok());
+    loop = std::thread([this] {
+      while (!stop) proxy->run_for(20ms);
+    });
+  }
+  const std::vector<netproxy::Decision>& finish() {
+    if (!stop.exchange(true)) loop.join();
+    proxy->shutdown();
+    return proxy->decisions().entries;
+  }
+  ~Rig() { finish(); }
+
+  // CONNECT to the upstream, then TLS trusting the run's CA. nullptr when the handshake fails.
+  struct Client {
+    util::UniqueFd fd;
+    SSL_CTX* ctx = nullptr;
+    SSL* ssl = nullptr;
+    ~Client() {
+      SSL_free(ssl);
+      SSL_CTX_free(ctx);
+    }
+  };
+  std::unique_ptr<Client> connect(int upstream_port, const char* alpn = "\x08http/1.1", const char* sni = nullptr) {
+    auto c = std::make_unique<Client>();
+    c->fd = dial(http);
+    std::string req = "CONNECT 127.0.0.1:" + std::to_string(upstream_port) + " HTTP/1.1\r\n\r\n";
+    REQUIRE(::send(c->fd.get(), req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+    char buf[64];
+    const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n";
+    std::string got;
+    while (got.size() < ok.size()) {
+      ssize_t n = ::recv(c->fd.get(), buf, ok.size() - got.size(), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    REQUIRE(got == ok);
+    c->ctx = SSL_CTX_new(TLS_client_method());
+    BIO* bio = BIO_new_mem_buf(interceptor->ca_pem().data(), static_cast<int>(interceptor->ca_pem().size()));
+    X509* ca = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    BIO_free(bio);
+    X509_STORE_add_cert(SSL_CTX_get_cert_store(c->ctx), ca);
+    X509_free(ca);
+    SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, nullptr);
+    if (alpn) SSL_CTX_set_alpn_protos(c->ctx, reinterpret_cast<const unsigned char*>(alpn), static_cast<unsigned>(std::strlen(alpn)));
+    c->ssl = SSL_new(c->ctx);
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), "127.0.0.1");
+    if (sni) SSL_set_tlsext_host_name(c->ssl, sni);
+    SSL_set_fd(c->ssl, c->fd.get());
+    if (SSL_connect(c->ssl) != 1) {
+      ERR_clear_error();
+      return nullptr;
+    }
+    return c;
+  }
+};
+
+void write(SSL* ssl, const std::string& s) { REQUIRE(SSL_write(ssl, s.data(), static_cast<int>(s.size())) == static_cast<int>(s.size())); }
+
+}  // namespace
+
+TEST_CASE("credential filter loop: keep-alive requests, a chunked body re-framed, the key substituted in each") {
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 21\r\n\r\nkey was REAL_KEY_9876"});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /one HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  std::string r1 = read_until(c->ssl, has_full_response);
+  CHECK(r1.find("key was PH_KEY_0123") != std::string::npos);
+  CHECK(r1.find("REAL") == std::string::npos);
+  write(c->ssl, "POST /two HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nTransfer-Encoding: chunked\r\n\r\n"
+                "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  std::string r2 = read_until(c->ssl, has_full_response);
+  CHECK(r2.find("key was PH_KEY_0123") != std::string::npos);
+  std::string seen = up.received();
+  CHECK(seen.find("GET /one HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(up.port)) != std::string::npos);
+  CHECK(seen.find("x-api-key: REAL_KEY_9876") != std::string::npos);
+  CHECK(seen.find("Authorization: Bearer REAL_KEY_9876") != std::string::npos);
+  // Re-framed: the chunks as decoded, then the last one.
+  CHECK(seen.find("Transfer-Encoding: chunked\r\n") != std::string::npos);
+  CHECK((seen.find("b\r\nhello world\r\n0\r\n\r\n") != std::string::npos ||
+         seen.find("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n") != std::string::npos));
+  CHECK(seen.find("PH_KEY") == std::string::npos);
+  c.reset();
+  const auto& d = rig.finish();
+  bool substituted = false;
+  for (const auto& e : d)
+    if (e.protocol == "credential" && e.allowed && e.count == 2 && e.reason == "substituted KEY") substituted = true;
+  CHECK(substituted);
+}
+
+TEST_CASE("credential filter loop: the token exchange rewrites both bodies; a failed rewrite never passes the upstream body") {
+  const std::string secret_body = R"({"access_token":"REAL_NEW_ACCESS","refresh_token":"REAL_NEW_REFRESH"})";
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: " + std::to_string(secret_body.size()) +
+               "\r\n\r\n" + secret_body});
+  auto ex = std::make_shared<FakeExchange>();
+  ex->port = static_cast<uint16_t>(up.port);
+  Rig rig(up.port, up.ca_file, ex);
+  {
+    auto c = rig.connect(up.port);
+    REQUIRE(c);
+    write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "1a\r\n{\"refresh_token\":\"PH_REFRE\r\n4\r\nSH\"}\r\n0\r\n\r\n");
+    std::string r = read_until(c->ssl, has_full_response);
+    CHECK(r.find("HTTP/1.1 200 OK") == 0);
+    CHECK(r.find("Content-Encoding") == std::string::npos);
+    CHECK(r.find("Content-Length: 32\r\n") != std::string::npos);
+    CHECK(r.find(R"({"access_token":"PH_NEW_ACCESS"})") != std::string::npos);
+    CHECK(r.find("REAL_NEW") == std::string::npos);
+    CHECK(ex->seen_encoding == "gzip");
+    CHECK(ex->seen_body == secret_body);
+    std::string seen = up.received();
+    CHECK(seen.find("Content-Length: 32\r\n") != std::string::npos);
+    CHECK(seen.find(R"({"refresh_token":"REAL_REFRESH"})") != std::string::npos);
+    CHECK(seen.find("Transfer-Encoding") == std::string::npos);
+    // The refreshed token's placeholder is substituted from the next request on.
+    write(c->ssl, "GET /after HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_NEW_ACCESS\r\n\r\n");
+    read_until(c->ssl, has_full_response);
+    CHECK(up.received().find("Authorization: Bearer REAL_NEW_ACCESS") != std::string::npos);
+  }
+  ex->fail_response = true;
+  {
+    auto c = rig.connect(up.port);
+    REQUIRE(c);
+    write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
+    std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+    CHECK(r.find("HTTP/1.1 502") == 0);
+    CHECK(r.find("REAL_NEW") == std::string::npos);
+  }
+  {
+    // A request body the exchange refuses: 403, nothing sent upstream.
+    auto c = rig.connect(up.port);
+    REQUIRE(c);
+    size_t before = up.received().size();
+    write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+    std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+    CHECK(r.find("HTTP/1.1 403") == 0);
+    CHECK(up.received().size() == before);
+  }
+}
+
+TEST_CASE("credential filter loop: an h2-only client and a wrong SNI fail the handshake; http/1.1 among others is chosen") {
+  Upstream up({"HTTP/1.1 204 No Content\r\n\r\n"});
+  Rig rig(up.port, up.ca_file);
+  CHECK(rig.connect(up.port, "\x02h2") == nullptr);
+  CHECK(rig.connect(up.port, "\x08http/1.1", "evil.example") == nullptr);
+  auto c = rig.connect(up.port, "\x02h2\x08http/1.1");
+  REQUIRE(c);
+  const unsigned char* sel = nullptr;
+  unsigned len = 0;
+  SSL_get0_alpn_selected(c->ssl, &sel, &len);
+  CHECK(std::string(reinterpret_cast<const char*>(sel), len) == "http/1.1");
+  write(c->ssl, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(read_until(c->ssl, has_full_response).find("HTTP/1.1 204") == 0);
+}
+
+TEST_CASE("credential filter loop: at most kMaxIntercepted connections at once; the next one gets 503") {
+  Upstream up({"HTTP/1.1 204 No Content\r\n\r\n"});
+  netproxy::ProxyLimits limits;
+  limits.handshake = 5s;
+  Rig rig(up.port, up.ca_file, nullptr, limits);
+  std::vector<util::UniqueFd> held;
+  const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n";
+  for (size_t i = 0; i < netproxy::kMaxIntercepted; ++i) {
+    held.push_back(dial(rig.http));
+    std::string req = "CONNECT 127.0.0.1:" + std::to_string(up.port) + " HTTP/1.1\r\n\r\n";
+    ::send(held.back().get(), req.data(), req.size(), MSG_NOSIGNAL);
+    char buf[64];
+    REQUIRE(::recv(held.back().get(), buf, ok.size(), MSG_WAITALL) == static_cast<ssize_t>(ok.size()));
+  }
+  auto extra = dial(rig.http);
+  std::string req = "CONNECT 127.0.0.1:" + std::to_string(up.port) + " HTTP/1.1\r\n\r\n";
+  ::send(extra.get(), req.data(), req.size(), MSG_NOSIGNAL);
+  char buf[512];
+  ssize_t n = ::recv(extra.get(), buf, sizeof buf, 0);
+  REQUIRE(n > 0);
+  CHECK(std::string(buf, static_cast<size_t>(n)).find("HTTP/1.1 503") == 0);
+  held.clear();
+}
