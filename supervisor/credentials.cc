@@ -24,7 +24,10 @@ const std::vector<Provider>& providers() {
       {{"anthropic"},
        {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN"},
        {"api.anthropic.com"},
-       {{"platform.claude.com", "/v1/oauth/token", "anthropic"}, {"console.anthropic.com", "/v1/oauth/token", "anthropic"}}},
+       {{"platform.claude.com", "/v1/oauth/token", "anthropic"}, {"console.anthropic.com", "/v1/oauth/token", "anthropic"}},
+       // An OAuth token with scope org:create_api_key (Pi asks for it)
+       // mints a real API key at /api/oauth/claude_cli/create_api_key.
+       {"/api/oauth/"}},
       {{"openai"}, {"OPENAI_API_KEY"}, {"api.openai.com"}, {}},
       {{"openai-codex", "openai-chatgpt"},
        {},

@@ -312,6 +312,13 @@ struct InterceptConn {
         credential_refusal(why);
         return answer(403, "refused: " + why);
       }
+      for (const auto& m : owner.intercept_.refused)
+        if (m.host == h.host && http1::path_under(path, m.path_prefix)) {
+          std::string why = fmt::format("{}{} hands out new credentials, which the filter cannot keep from the jail",
+                                        h.host, m.path_prefix);
+          credential_refusal(why);
+          return answer(403, "refused: " + why);
+        }
       http1::BodyFraming rf = http1::request_framing(req);
       if (!rf.error.empty()) return answer(400, "malformed request: " + rf.error);
       bool close_after = version == "HTTP/1.0" || req.lists("Connection", "close");
@@ -470,6 +477,11 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
   for (auto& b : intercept.bindings) {
     if (auto st = check_binding(b, intercept.bindings); !st) return st.take_error();
     hosts.insert(hosts.end(), b.hosts.begin(), b.hosts.end());
+  }
+  for (auto& m : intercept.refused) {
+    auto n = normalise_host(m.host);
+    if (!n) return Error::invalid(fmt::format("credential filter: host '{}' is not a valid name", m.host));
+    m.host = *n;
   }
   std::shared_ptr<Interceptor> me(new Interceptor());
   me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));

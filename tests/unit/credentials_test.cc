@@ -373,3 +373,12 @@ TEST_CASE("[credentials]: operators bind and pass through; a project file can do
   CHECK(r.refused[0].what == "credentials.bind anthropic evil.example");
   CHECK(r.refused[1].request.str() == ".pi/jail.toml:3:17");
 }
+
+TEST_CASE("provider table: Anthropic's key-minting OAuth endpoints are marked for the filter to refuse") {
+  // An OAuth token with scope org:create_api_key (Pi asks for it) buys a
+  // new real API key at api.anthropic.com/api/oauth/claude_cli/create_api_key.
+  const Provider* p = provider_by_id("anthropic");
+  REQUIRE(p);
+  CHECK(std::find(p->minting.begin(), p->minting.end(), "/api/oauth/") != p->minting.end());
+  CHECK(std::find(p->hosts.begin(), p->hosts.end(), "api.anthropic.com") != p->hosts.end());
+}
