@@ -369,6 +369,7 @@ struct InterceptConn {
         }
         status = http1::status_of(rp->head);
         if (status == 0) return answer(502, "bad response from the server: malformed status line");
+        rp->head.start = masker.mask(rp->head.start);  // a reason phrase may echo too
         for (auto& f : rp->head.fields) f.value = masker.mask(f.value);
         if (status == 101 && upgrade) {
           if (!to_jail(rp->head.serialise())) return;

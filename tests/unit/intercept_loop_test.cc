@@ -426,3 +426,16 @@ TEST_CASE("credential filter loop: an endpoint that mints new credentials is ref
     if (e.protocol == "credential" && !e.allowed && e.reason.find("hands out new credentials") != std::string::npos) recorded = true;
   CHECK(recorded);
 }
+
+TEST_CASE("credential filter loop: a key echoed in a response's status line (reason phrase) is masked") {
+  // Found by the cred-attack review: only field values were masked.
+  Upstream up({"HTTP/1.1 401 bad key REAL_KEY_9876\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+  CHECK(r.find("HTTP/1.1 401 bad key PH_KEY_0123\r\n") == 0);
+  CHECK(r.find("REAL") == std::string::npos);
+  CHECK(up.received().find("x-api-key: REAL_KEY_9876") != std::string::npos);
+}
