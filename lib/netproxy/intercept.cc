@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -381,7 +382,12 @@ struct InterceptConn {
       http1::Head resp = std::move(rp->head);
       http1::BodyFraming sf = http1::response_framing(resp, method);
       if (!sf.error.empty()) return answer(502, "bad response from the server: " + sf.error);
-      std::string ce(resp.get("Content-Encoding").value_or(""));
+      // Every Content-Encoding field, joined: a second one must not slip a
+      // compressed body past the masker ("identity, gzip" is not identity).
+      std::string ce;
+      for (const auto& f : resp.fields)
+        if (::strcasecmp(f.name.c_str(), "Content-Encoding") == 0 && !f.value.empty())
+          ce += (ce.empty() ? "" : ", ") + f.value;
       if (exchange) {
         std::string body;
         if (!read_body(server, sf, http1::kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; })) {

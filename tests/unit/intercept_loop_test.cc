@@ -439,3 +439,41 @@ TEST_CASE("credential filter loop: a key echoed in a response's status line (rea
   CHECK(r.find("REAL") == std::string::npos);
   CHECK(up.received().find("x-api-key: REAL_KEY_9876") != std::string::npos);
 }
+
+TEST_CASE("credential filter loop: echoes split across chunks, in a 1xx head, or in pipelined requests are masked") {
+  // The cred-attack review: these held.
+  Upstream up({"HTTP/1.1 103 Early Hints\r\nLink: REAL_KEY_9876\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "5\r\nREAL_\r\n3\r\nKEY\r\n4\r\n_987\r\n2\r\n6!\r\n0\r\n\r\n"});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /a HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n"
+                "x-api-key: PH_KEY_0123\r\nConnection: close\r\n\r\n");
+  std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+  CHECK(r.find("Link: PH_KEY_0123") != std::string::npos);
+  CHECK(r.find("REAL") == std::string::npos);
+  std::string body;  // the jail's chunks decoded
+  for (size_t at = r.find("\r\n\r\n", r.find("200 OK")) + 4; at < r.size();) {
+    size_t eol = r.find("\r\n", at);
+    size_t n = std::stoul(r.substr(at, eol - at), nullptr, 16);
+    if (!n) break;
+    body += r.substr(eol + 2, n);
+    at = eol + 2 + n + 2;
+  }
+  CHECK(body.find("PH_KEY_0123!") != std::string::npos);
+  std::string seen = up.received();
+  CHECK(seen.find("GET /b HTTP/1.1") != std::string::npos);
+  CHECK(seen.find("PH_KEY") == std::string::npos);
+}
+
+TEST_CASE("credential filter loop: a second Content-Encoding field cannot slip a compressed body past the masker") {
+  // The cred-attack review: only the first Content-Encoding was looked at.
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd"});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\nConnection: close\r\n\r\n");
+  std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+  CHECK(r.find("HTTP/1.1 502") == 0);
+  CHECK(r.find("abcd") == std::string::npos);
+}
