@@ -85,6 +85,9 @@ void RunCredentials::preview_auth() {
 netproxy::Intercept RunCredentials::intercept(std::function<void(const std::string&)> warn) const {
   netproxy::Intercept in;
   in.bindings = state_->table->take_added();
+  for (const auto& p : credentials::providers())
+    for (const auto& host : p.hosts)
+      for (const auto& prefix : p.minting) in.refused.push_back({host, prefix});
   in.exchange = std::make_shared<credentials::OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
                                                              std::move(warn));
   return in;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "util/escape.h"
 #include "util/json_value.h"
 
 namespace pj::supervisor::credentials {
@@ -24,7 +25,10 @@ const std::vector<Provider>& providers() {
       {{"anthropic"},
        {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN"},
        {"api.anthropic.com"},
-       {{"platform.claude.com", "/v1/oauth/token", "anthropic"}, {"console.anthropic.com", "/v1/oauth/token", "anthropic"}}},
+       {{"platform.claude.com", "/v1/oauth/token", "anthropic"}, {"console.anthropic.com", "/v1/oauth/token", "anthropic"}},
+       // An OAuth token with scope org:create_api_key (Pi asks for it)
+       // mints a real API key at /api/oauth/claude_cli/create_api_key.
+       {"/api/oauth/"}},
       {{"openai"}, {"OPENAI_API_KEY"}, {"api.openai.com"}, {}},
       {{"openai-codex", "openai-chatgpt"},
        {},
@@ -380,10 +384,30 @@ util::Result<std::string> reveal_auth(std::string_view jail_auth, const Table& t
   if (!doc) return util::Error::invalid(fmt::format("auth.json: {}", doc.error().message()));
   const auto bindings = table.snapshot();
   const auto withheld = table.withheld();
-  auto walk = [&](auto& self, json::Value& v) -> void {
+  // The provider a binding came from: "auth.json P.F", "token response
+  // P.K", or a provider's variable. A placeholder is revealed only inside
+  // that provider's entry: the jail must not move a secret under another
+  // provider, whose hosts it would be bound to on the next run.
+  auto belongs = [](const std::string& name, std::string_view entry) {
+    const Provider* e = provider_by_id(entry);
+    for (std::string_view pre : {"auth.json ", "token response "})
+      if (name.starts_with(pre)) {
+        std::string_view rest = std::string_view(name).substr(pre.size());
+        rest = rest.substr(0, rest.rfind('.'));
+        return rest == entry || (e && provider_by_id(rest) == e);
+      }
+    return e && provider_of_env(name) == e;
+  };
+  std::optional<std::string> moved;
+  auto walk = [&](auto& self, json::Value& v, std::string_view entry_name) -> void {
     if (const std::string* s = v.as_string()) {
       for (const auto& b : bindings)
         if (b.placeholder == *s) {
+          if (!belongs(b.name, entry_name)) {
+            if (!moved) moved = fmt::format("auth.json: the entry {} holds the placeholder of {}, which belongs to another "
+                                            "provider: not written back", util::printable(entry_name.substr(0, 64)), b.name);
+            return;
+          }
           v = json::Value::string(b.real);
           return;
         }
@@ -395,11 +419,13 @@ util::Result<std::string> reveal_auth(std::string_view jail_auth, const Table& t
       return;
     }
     if (json::Object* o = v.as_object())
-      for (auto& m : *o) self(self, m.value);
+      for (auto& m : *o) self(self, m.value, entry_name);
     // Arrays: Pi's auth.json has none; a value inside one is left alone
     // (merge_auth refuses what is not a credential).
   };
-  walk(walk, *doc);
+  if (json::Object* top = doc->as_object())
+    for (auto& m : *top) walk(walk, m.value, m.key);
+  if (moved) return util::Error::invalid(*moved);
   return json::stringify(*doc);
 }
 

@@ -42,6 +42,9 @@ struct Provider {
   std::vector<std::string> env;    // variable names; "XIAOMI_*": names with that prefix ending _KEY or _TOKEN
   std::vector<std::string> hosts;  // API hosts (443): API keys and OAuth access tokens go there
   std::vector<TokenEndpoint> token_endpoints;  // OAuth refresh tokens go there only
+  // Path prefixes on `hosts` whose responses hand out new credentials
+  // (Anthropic's create_api_key for an OAuth token): the filter refuses them.
+  std::vector<std::string> minting = {};
 };
 const std::vector<Provider>& providers();
 

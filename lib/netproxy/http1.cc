@@ -276,6 +276,43 @@ std::vector<const Binding*> placeholders_in(std::string_view text, const std::ve
   return out;
 }
 
+namespace {
+// The segments of a path as path_under reads it.
+std::vector<std::string> lenient_segments(std::string_view target) {
+  std::string p(target);
+  if (auto scheme = p.find("://"); scheme != std::string::npos && scheme < p.find('/')) {
+    size_t slash = p.find('/', scheme + 3);
+    p = slash == std::string::npos ? "/" : p.substr(slash);
+  }
+  for (int i = 0; i < 4 && p.find('%') != std::string::npos; ++i) p = percent_decode(p);
+  p = p.substr(0, p.find_first_of("?#"));
+  std::vector<std::string> segs;
+  size_t at = 0;
+  while (at <= p.size()) {
+    size_t end = p.find_first_of("/\\", at);
+    if (end == std::string::npos) end = p.size();
+    std::string seg = p.substr(at, end - at);
+    seg = seg.substr(0, seg.find(';'));
+    for (auto& c : seg) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    while (!seg.empty() && (seg.back() == ' ' || seg.back() == '\t')) seg.pop_back();
+    if (seg == "..") {
+      if (!segs.empty()) segs.pop_back();
+    } else if (!seg.empty() && seg != ".") {
+      segs.push_back(std::move(seg));
+    }
+    at = end + 1;
+  }
+  return segs;
+}
+}  // namespace
+
+bool path_under(std::string_view target, std::string_view prefix) {
+  auto t = lenient_segments(target), p = lenient_segments(prefix);
+  if (p.empty()) return true;
+  if (t.size() < p.size()) return false;
+  return std::equal(p.begin(), p.end(), t.begin());
+}
+
 std::string base64_encode(std::string_view in) {
   static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;

@@ -114,6 +114,14 @@ std::vector<const Binding*> placeholders_in(std::string_view text, const std::ve
 // changes nothing. The start line is never rewritten.
 Substitution substitute(Head& request, const std::vector<Binding>& bindings, std::string_view host, uint16_t port);
 
+// Whether a request target (origin- or absolute-form) names `prefix`
+// ("/api/oauth/") or something under it, as a lenient server might read
+// it: query and fragment dropped, percent-decoded until stable, case
+// folded, backslashes as slashes, empty, "." and ";params" segments
+// dropped and ".." resolved. Fails closed: anything that might be the
+// prefix is.
+bool path_under(std::string_view target, std::string_view prefix);
+
 // Base64 (RFC 4648, padded), for Basic credentials.
 std::string base64_encode(std::string_view in);
 std::optional<std::string> base64_decode(std::string_view in);

@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -312,6 +313,13 @@ struct InterceptConn {
         credential_refusal(why);
         return answer(403, "refused: " + why);
       }
+      for (const auto& m : owner.intercept_.refused)
+        if (m.host == h.host && http1::path_under(path, m.path_prefix)) {
+          std::string why = fmt::format("{}{} hands out new credentials, which the filter cannot keep from the jail",
+                                        h.host, m.path_prefix);
+          credential_refusal(why);
+          return answer(403, "refused: " + why);
+        }
       http1::BodyFraming rf = http1::request_framing(req);
       if (!rf.error.empty()) return answer(400, "malformed request: " + rf.error);
       bool close_after = version == "HTTP/1.0" || req.lists("Connection", "close");
@@ -362,6 +370,7 @@ struct InterceptConn {
         }
         status = http1::status_of(rp->head);
         if (status == 0) return answer(502, "bad response from the server: malformed status line");
+        rp->head.start = masker.mask(rp->head.start);  // a reason phrase may echo too
         for (auto& f : rp->head.fields) f.value = masker.mask(f.value);
         if (status == 101 && upgrade) {
           if (!to_jail(rp->head.serialise())) return;
@@ -373,7 +382,12 @@ struct InterceptConn {
       http1::Head resp = std::move(rp->head);
       http1::BodyFraming sf = http1::response_framing(resp, method);
       if (!sf.error.empty()) return answer(502, "bad response from the server: " + sf.error);
-      std::string ce(resp.get("Content-Encoding").value_or(""));
+      // Every Content-Encoding field, joined: a second one must not slip a
+      // compressed body past the masker ("identity, gzip" is not identity).
+      std::string ce;
+      for (const auto& f : resp.fields)
+        if (::strcasecmp(f.name.c_str(), "Content-Encoding") == 0 && !f.value.empty())
+          ce += (ce.empty() ? "" : ", ") + f.value;
       if (exchange) {
         std::string body;
         if (!read_body(server, sf, http1::kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; })) {
@@ -470,6 +484,11 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
   for (auto& b : intercept.bindings) {
     if (auto st = check_binding(b, intercept.bindings); !st) return st.take_error();
     hosts.insert(hosts.end(), b.hosts.begin(), b.hosts.end());
+  }
+  for (auto& m : intercept.refused) {
+    auto n = normalise_host(m.host);
+    if (!n) return Error::invalid(fmt::format("credential filter: host '{}' is not a valid name", m.host));
+    m.host = *n;
   }
   std::shared_ptr<Interceptor> me(new Interceptor());
   me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));

@@ -67,9 +67,20 @@ public:
   virtual std::vector<Binding> take_new_bindings() { return {}; }
 };
 
+// An endpoint on a bound host that hands out NEW credentials in its
+// response, e.g. Anthropic's /api/oauth/claude_cli/create_api_key, which
+// Pi's OAuth token (scope org:create_api_key) may call: the filter cannot
+// mask a secret it has never seen, so such a request is refused (403),
+// whatever its spelling (http1::path_under normalises it).
+struct MintingEndpoint {
+  std::string host;         // normalised, like BoundHost::name (any port)
+  std::string path_prefix;  // "/api/oauth/"
+};
+
 // Everything the filter needs to substitute credentials for one run.
 struct Intercept {
   std::vector<Binding> bindings;
+  std::vector<MintingEndpoint> refused;
   std::shared_ptr<TokenExchange> exchange;  // may be null: no OAuth
   // Extra trust anchors for upstream servers, PEM, beside the system
   // store (operator/test setting; never anything the jail wrote).

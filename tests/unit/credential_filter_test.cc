@@ -214,3 +214,18 @@ TEST_CASE("credential filter: the per-run CA is a name-constrained P-256 CA, its
   SSL_free(*outside);
   X509_free(cert);
 }
+
+TEST_CASE("credential filter: path_under reads a target as a lenient server would") {
+  CHECK(path_under("/api/oauth/claude_cli/create_api_key", "/api/oauth/"));
+  CHECK(path_under("/api/oauth", "/api/oauth/"));
+  CHECK(path_under("/API//oauth\\x?y", "/api/oauth/"));
+  CHECK(path_under("/a/b/../../api/oauth/x", "/api/oauth/"));
+  CHECK(path_under("/%61pi/%6Fauth/x", "/api/oauth/"));
+  CHECK(path_under("/%2561pi/oauth/x", "/api/oauth/"));
+  CHECK(path_under("/api;jsessionid=1/oauth/x", "/api/oauth/"));
+  CHECK(path_under("https://api.anthropic.com/api/oauth/x", "/api/oauth/"));
+  CHECK_FALSE(path_under("/v1/messages", "/api/oauth/"));
+  CHECK_FALSE(path_under("/v1/messages?next=/api/oauth/x", "/api/oauth/"));
+  CHECK_FALSE(path_under("/api/oauthx", "/api/oauth/"));
+  CHECK_FALSE(path_under("/v1/api/oauth/x", "/api/oauth/"));
+}

@@ -380,3 +380,43 @@ TEST_CASE("[credentials]: operators bind and pass through; a project file can do
   CHECK(r.refused[0].what == "credentials.bind anthropic evil.example");
   CHECK(r.refused[1].request.str() == ".pi/jail.toml:3:17");
 }
+
+TEST_CASE("provider table: Anthropic's key-minting OAuth endpoints are marked for the filter to refuse") {
+  // An OAuth token with scope org:create_api_key (Pi asks for it) buys a
+  // new real API key at api.anthropic.com/api/oauth/claude_cli/create_api_key.
+  const Provider* p = provider_by_id("anthropic");
+  REQUIRE(p);
+  CHECK(std::find(p->minting.begin(), p->minting.end(), "/api/oauth/") != p->minting.end());
+  CHECK(std::find(p->hosts.begin(), p->hosts.end(), "api.anthropic.com") != p->hosts.end());
+}
+
+TEST_CASE("auth.json write-back: a placeholder moved under another provider is never revealed there") {
+  // The cred-attack review: the jail could write the Anthropic token's
+  // placeholder as another provider's key; the write-back put the REAL
+  // Anthropic token there, and the next run bound it to that provider's hosts.
+  const std::string host = R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
+                           R"(","expires":1767225600000},"openai":{"type":"api_key","key":"sk-abcdefghijklmnopqrstuvwxyz0123456789"}})";
+  Table table;
+  std::vector<Provenance> prov;
+  auto jail = synthesize_auth(host, pi_settings(), table, prov);
+  REQUIRE(jail);
+  auto doc = json::parse(*jail);
+  REQUIRE(doc);
+  const std::string access_ph = *doc->find("anthropic")->find("access")->as_string();
+  const std::string openai_ph = *doc->find("openai")->find("key")->as_string();
+  // Unchanged, and with an alias of the same provider, it is revealed as before.
+  auto same = reveal_auth(*jail, table);
+  REQUIRE(same);
+  CHECK(same->find(kAccess) != std::string::npos);
+  // Moved: refused, the real value nowhere.
+  std::string moved = *jail;
+  moved.replace(moved.find(openai_ph), openai_ph.size(), access_ph);
+  auto r = reveal_auth(moved, table);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message().find("openai") != std::string::npos);
+  CHECK(r.error().message().find(kAccess) == std::string::npos);
+  // A new entry of another provider holding it: refused too.
+  std::string added = *jail;
+  added.insert(added.rfind('}'), R"(,"groq":{"type":"api_key","key":")" + access_ph + R"("})");
+  CHECK_FALSE(reveal_auth(added, table));
+}

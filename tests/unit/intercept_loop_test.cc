@@ -207,6 +207,7 @@ struct Rig {
     netproxy::Intercept in;
     in.bindings = {{"KEY", "PH_KEY_0123", "REAL_KEY_9876", {{"127.0.0.1", static_cast<uint16_t>(upstream_port)}}}};
     in.exchange = std::move(ex);
+    in.refused = {{"127.0.0.1", "/api/oauth/"}};
     in.upstream_extra_ca_file = ca_file;
     auto i = netproxy::Interceptor::create(in);
     REQUIRE(i);
@@ -391,4 +392,88 @@ TEST_CASE("credential filter loop: at most kMaxIntercepted connections at once; 
   REQUIRE(n > 0);
   CHECK(std::string(buf, static_cast<size_t>(n)).find("HTTP/1.1 503") == 0);
   held.clear();
+}
+
+TEST_CASE("credential filter loop: an endpoint that mints new credentials is refused, however spelled") {
+  // Anthropic's /api/oauth/claude_cli/create_api_key answers the jail's
+  // (substituted) OAuth token with a brand-new real API key, which no
+  // masking can catch. Found by the cred-attack review.
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 34\r\n\r\n{\"raw_key\":\"sk-ant-api03-MINTED\"}"});
+  Rig rig(up.port, up.ca_file);
+  for (std::string target : {"/api/oauth/claude_cli/create_api_key", "//api/OAuth/claude_cli/create_api_key",
+                             "/v1/../api/./oauth/claude_cli/create_api_key?x=1", "/api/oauth%2Fclaude_cli/create_api_key",
+                             "/%2561pi/oauth/claude_cli/create_api_key", "/api;v=1/oauth/claude_cli/create_api_key",
+                             "https://127.0.0.1/api/oauth/claude_cli/create_api_key"}) {
+    CAPTURE(target);
+    auto c = rig.connect(up.port);
+    REQUIRE(c);
+    write(c->ssl, "POST " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nContent-Length: 2\r\n\r\n{}");
+    std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+    CHECK(r.find("HTTP/1.1 403") == 0);
+    CHECK(r.find("MINTED") == std::string::npos);
+  }
+  CHECK(up.received().find("oauth") == std::string::npos);
+  CHECK(up.received().find("OAuth") == std::string::npos);
+  // The model API on the same host is untouched.
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\nConnection: close\r\n\r\n");
+  CHECK(read_until(c->ssl, [](const std::string&) { return false; }).find("HTTP/1.1 200") == 0);
+  CHECK(up.received().find("x-api-key: REAL_KEY_9876") != std::string::npos);
+  c.reset();
+  bool recorded = false;
+  for (const auto& e : rig.finish())
+    if (e.protocol == "credential" && !e.allowed && e.reason.find("hands out new credentials") != std::string::npos) recorded = true;
+  CHECK(recorded);
+}
+
+TEST_CASE("credential filter loop: a key echoed in a response's status line (reason phrase) is masked") {
+  // Found by the cred-attack review: only field values were masked.
+  Upstream up({"HTTP/1.1 401 bad key REAL_KEY_9876\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+  CHECK(r.find("HTTP/1.1 401 bad key PH_KEY_0123\r\n") == 0);
+  CHECK(r.find("REAL") == std::string::npos);
+  CHECK(up.received().find("x-api-key: REAL_KEY_9876") != std::string::npos);
+}
+
+TEST_CASE("credential filter loop: echoes split across chunks, in a 1xx head, or in pipelined requests are masked") {
+  // The cred-attack review: these held.
+  Upstream up({"HTTP/1.1 103 Early Hints\r\nLink: REAL_KEY_9876\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "5\r\nREAL_\r\n3\r\nKEY\r\n4\r\n_987\r\n2\r\n6!\r\n0\r\n\r\n"});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /a HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n"
+                "x-api-key: PH_KEY_0123\r\nConnection: close\r\n\r\n");
+  std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+  CHECK(r.find("Link: PH_KEY_0123") != std::string::npos);
+  CHECK(r.find("REAL") == std::string::npos);
+  std::string body;  // the jail's chunks decoded
+  for (size_t at = r.find("\r\n\r\n", r.find("200 OK")) + 4; at < r.size();) {
+    size_t eol = r.find("\r\n", at);
+    size_t n = std::stoul(r.substr(at, eol - at), nullptr, 16);
+    if (!n) break;
+    body += r.substr(eol + 2, n);
+    at = eol + 2 + n + 2;
+  }
+  CHECK(body.find("PH_KEY_0123!") != std::string::npos);
+  std::string seen = up.received();
+  CHECK(seen.find("GET /b HTTP/1.1") != std::string::npos);
+  CHECK(seen.find("PH_KEY") == std::string::npos);
+}
+
+TEST_CASE("credential filter loop: a second Content-Encoding field cannot slip a compressed body past the masker") {
+  // The cred-attack review: only the first Content-Encoding was looked at.
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd"});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\nConnection: close\r\n\r\n");
+  std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+  CHECK(r.find("HTTP/1.1 502") == 0);
+  CHECK(r.find("abcd") == std::string::npos);
 }
