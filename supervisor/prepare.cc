@@ -96,17 +96,25 @@ std::string system_dir_problem(const std::string& dir) {
 // is a symlink (into a dotfiles repository) is protected where it lives.
 util::Result<std::string> prepare_agent_dir(const std::string& home, const std::string& home_real) {
   const std::string agent_dir = pi_agent_dir(home);
-  std::string partial;
+  std::string partial, failed;
+  int mkdir_errno = 0;
   for (auto part : util::path_components(agent_dir)) {
     partial += "/" + std::string(part);
-    ::mkdir(partial.c_str(), 0700);
+    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST && failed.empty()) {
+      failed = partial;
+      mkdir_errno = errno;
+    }
   }
   auto real = real_path(agent_dir);
-  if (!real)
-    return Error::from_errno(fmt::format("Pi's agent dir {} cannot be made (fix: make it, or its parent, writable, or "
-                                         "set PI_CODING_AGENT_DIR to a directory of your own)",
-                                         agent_dir),
-                             errno);
+  if (!real) {
+    // The first mkdir that failed says why (EACCES on a read-only parent,
+    // ENOENT under a dangling ~/.pi link), better than realpath's ENOENT.
+    const int err = mkdir_errno ? mkdir_errno : errno;
+    return Error::from_errno(fmt::format("Pi's agent dir {} cannot be made{} (fix: make it, or its parent, writable, "
+                                         "or set PI_CODING_AGENT_DIR to a directory of your own)",
+                                         agent_dir, failed.empty() ? "" : ": mkdir " + failed),
+                             err);
+  }
   if (util::path_within(home_real, *real))
     return Error::invalid(fmt::format(
         "refusing Pi's agent dir {}: it is your home directory or contains it, so all of it would be writable "
@@ -232,6 +240,11 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                    util::printable(g.path));
   if (lp.resolved.policy) {
     runtime::apply_policy(*lp.resolved.policy, in);
+    // Pi inside is told where its agent dir is: the real directory, where
+    // the jail shows it. Its default, $HOME/.pi/agent, does not lead there
+    // when ~/.pi is a symlink (a dotfiles setup): the link is not in the
+    // jail's home, and Pi would start with no models ("Unknown provider").
+    if (inv.profile == "pi") in.env_set.emplace_back("PI_CODING_AGENT_DIR", places.agent_dir);
     for (const auto& r : lp.resolved.policy->net_allow())
       prepared.rules.allow(r.pattern, r.src.str(),
                            r.private_ranges == policy::PrivateRanges::allowed ? netproxy::PrivateRanges::allowed

@@ -17,8 +17,6 @@ std::string need_env(const char* name) {
   return v;
 }
 
-namespace {
-// "VERSION" from the installed Pi's package.json ("?" when unreadable).
 std::string pi_version_in(const std::string& prefix) {
   std::string pkg = read_file(prefix + "/node_modules/@earendil-works/pi-coding-agent/package.json");
   size_t at = pkg.find("\"version\"");
@@ -26,7 +24,6 @@ std::string pi_version_in(const std::string& prefix) {
   if (s == std::string::npos) return "?";
   return pkg.substr(s + 1, pkg.find('"', s + 1) - s - 1);
 }
-}  // namespace
 
 std::vector<std::pair<std::string, std::string>> pi_versions() {
   std::string pinned = need_env("PJ_PI_PREFIX"), newest = need_env("PJ_PI_NEWEST_PREFIX");

@@ -24,6 +24,10 @@ std::string need_env(const char* name);
 // so that no version is skipped silently.
 std::vector<std::pair<std::string, std::string>> pi_versions();
 
+// The version of the Pi installed in `prefix` (its package.json), "?"
+// when unreadable.
+std::string pi_version_in(const std::string& prefix);
+
 class PiWorld {
 public:
   // `prefix`: where Pi and its Node are installed (default PJ_PI_PREFIX).

@@ -1,0 +1,138 @@
+// A day's work with the real Pi (pinned and newest) under pi-jail: a
+// dotfiles setup where ~/.pi is a symlink, an agent dir that cannot be
+// made, settings changed in one run kept for the next.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "pi_world.h"
+
+using namespace pj::test;
+namespace fs = std::filesystem;
+
+TEST_CASE("a symlinked ~/.pi (dotfiles): the jailed Pi finds its agent dir and its models") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[" + bash("echo agent=$PI_CODING_AGENT_DIR") + "]", prefix);
+    // ~/.pi -> <base>/dotfiles/pi, the agent dir (models.json) inside it.
+    fs::create_directories(w.sb.base + "/dotfiles");
+    fs::rename(w.sb.home + "/.pi", w.sb.base + "/dotfiles/pi");
+    fs::create_directory_symlink(w.sb.base + "/dotfiles/pi", w.sb.home + "/.pi");
+    auto o = w.pi();
+    CAPTURE(o.err);
+    CHECK(o.status == 0);
+    CHECK(o.err.find("Unknown provider") == std::string::npos);
+    REQUIRE(w.tool_results().size() == 1);
+    CHECK(w.tool_results()[0].find("agent=" + fs::canonical(w.sb.base + "/dotfiles/pi/agent").string()) !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("an agent dir that cannot be made stops the run (125) with the reason and the fix") {
+  Sandbox sb;
+  // A dangling ~/.pi link (dotfiles not checked out): nothing can be made
+  // under it, for root as for anyone.
+  fs::create_directory_symlink(sb.base + "/not-checked-out/pi", sb.home + "/.pi");
+  auto o = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/true"}, {"HOME=" + sb.home});
+  CAPTURE(o.err);
+  CHECK(o.status == 125);
+  CHECK(o.err.find("pi-jail: error: Pi's agent dir " + sb.home + "/.pi/agent cannot be made: mkdir " + sb.home +
+                   "/.pi/agent") != std::string::npos);
+  CHECK(o.err.find("fix:") != std::string::npos);
+  CHECK(o.err.find("ENOENT") != std::string::npos);
+  CHECK(o.err.find("WARNING") == std::string::npos);
+}
+
+namespace {
+
+// Pi's TUI, jailed, in a real terminal: once it is ready, presses Ctrl-T
+// (show/hide thinking blocks) until Pi takes it (Pi ignores keys while its
+// start-up is in progress; a guard of 20 tries, not a timing assertion),
+// then exits with Ctrl-D. Returns the screen as it was after Ctrl-T.
+std::string tui_ctrl_t(const PiWorld& w) {
+  std::string env;
+  for (const auto& e : w.env()) env += " '" + e + "'";
+  Tmux t("env PS1='outer$ '" + env + " bash --norc --noprofile", 120, 35);
+  REQUIRE(t.wait_for("outer$"));
+  // Shown when pi-jail has exited (the typed line has $((6*7)), not 42).
+  std::string token = unique_token(), done = "TUI-DONE-42-" + token;
+  t.type("cd " + w.sb.ws + " && " + pi_jail() + " --allow-net 127.0.0.1:" + w.port +
+         " -- pi --provider scripted --model m; echo TUI-DONE-$((6*7))-" + token);
+  REQUIRE_MESSAGE(t.wait_for("(auto)"), t.screen());
+  bool taken = false;
+  for (int i = 0; i < 20 && !taken; ++i) {
+    t.send({"C-t"});
+    for (int j = 0; j < 20 && !taken; ++j) {
+      taken = t.screen().find("Thinking blocks: ") != std::string::npos;
+      if (!taken) usleep(50 * 1000);
+    }
+  }
+  std::string screen = t.screen();
+  CHECK_MESSAGE(taken, screen);
+  t.send({"C-d"});
+  REQUIRE_MESSAGE(t.wait_for(done), t.screen());
+  return screen;
+}
+
+// `json` without spaces and newlines (the values compared have none).
+std::string compact(std::string json) {
+  std::erase_if(json, [](char c) { return c == ' ' || c == '\n'; });
+  return json;
+}
+
+}  // namespace
+
+TEST_CASE("a TUI setting changed in one jailed run (Ctrl-T) is there in the next; What's New shows once") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    const std::string version = pi_version_in(prefix);
+    PiWorld w("[]", prefix);
+    // A user who last saw 1.3.0's notes, condensed to one line.
+    write_file(w.agent + "/settings.json",
+               R"({"retry": {"enabled": false}, "collapseChangelog": true, "lastChangelogVersion": "1.3.0"})");
+    std::string first = tui_ctrl_t(w);
+    CHECK_MESSAGE(first.find("Updated to v" + version) != std::string::npos, first);
+    CHECK_MESSAGE(first.find("Thinking blocks: hidden") != std::string::npos, first);
+    std::string host = compact(read_file(w.agent + "/settings.json"));
+    CAPTURE(host);
+    CHECK(host.find("\"hideThinkingBlock\":true") != std::string::npos);
+    CHECK(host.find("\"lastChangelogVersion\":\"" + version + "\"") != std::string::npos);
+    // The next run: the notes are not shown again; thinking was hidden, so
+    // Ctrl-T now shows it.
+    std::string second = tui_ctrl_t(w);
+    CHECK_MESSAGE(second.find("Updated to v") == std::string::npos, second);
+    CHECK_MESSAGE(second.find("Thinking blocks: visible") != std::string::npos, second);
+    host = compact(read_file(w.agent + "/settings.json"));
+    CHECK(host.find("\"hideThinkingBlock\":false") != std::string::npos);
+  }
+}
+
+TEST_CASE("settings a jailed Pi writes that load or run code are not carried back, and are reported") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    write_file(w.agent + "/settings.json", R"({"retry": {"enabled": false}})");
+    w.script("[" +
+             bash("node -e \"const fs = require('fs'); const f = process.argv[1];"
+                  "const j = JSON.parse(fs.readFileSync(f, 'utf8')); j.hideThinkingBlock = true;"
+                  "j.shellPath = '/tmp/evil'; j.extensions = ['/tmp/evil.js']; j.npmCommand = ['evil'];"
+                  "fs.writeFileSync(f, JSON.stringify(j)); console.log('changed');\" " +
+                  w.agent + "/settings.json") +
+             "]");
+    auto o = w.pi();
+    CAPTURE(o.err);
+    CHECK(o.status == 0);
+    REQUIRE(w.tool_results().size() == 1);
+    CHECK(w.tool_results()[0].find("changed") != std::string::npos);
+    std::string host = compact(read_file(w.agent + "/settings.json"));
+    CAPTURE(host);
+    CHECK(host.find("\"hideThinkingBlock\":true") != std::string::npos);
+    CHECK(host.find("evil") == std::string::npos);
+    for (const char* key : {"shellPath", "extensions", "npmCommand"})
+      CHECK(o.err.find(std::string("pi-jail: WARNING: refused: settings.json: \"") + key + "\"") != std::string::npos);
+  }
+}
