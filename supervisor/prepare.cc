@@ -7,6 +7,7 @@
 #endif
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "git_worktree.h"
 #include "runtime/program.h"
@@ -128,6 +130,57 @@ util::Result<std::string> prepare_agent_dir(const std::string& home, const std::
   if (::mkdirat(dir->get(), "sessions", 0700) != 0 && errno != EEXIST)
     return Error::from_errno(fmt::format("create {}/sessions", *real), errno);
   return *real;
+}
+
+// fd and rg for Pi's find and grep tools. Pi looks for `fd` or `fdfind`
+// and `rg` on PATH (and in its agent dir's bin/) and, when they are not
+// there, downloads them from github.com, which the jail refuses (a
+// warning in the TUI at every start). Those on the caller's PATH outside
+// the system directories (~/.cargo/bin, ~/.local/bin, /opt/...) are shown
+// read-only where they are, so PATH finds them inside as outside. Returns
+// the tools Pi will not find, with why, for one note.
+std::vector<std::string> show_pi_search_tools(std::string_view path_env, const policy::Policy& pol,
+                                              runtime::Request& in) {
+  struct Tool {
+    const char* what;
+    std::vector<const char*> names;
+  };
+  const Tool tools[] = {{"fd", {"fd", "fdfind"}}, {"rg", {"rg"}}};
+  std::vector<std::string> missing;
+  auto in_system_view = [&](const std::string& p) {
+    return std::any_of(pol.system().begin(), pol.system().end(),
+                       [&](const auto& e) { return util::path_within(e.path, p); });
+  };
+  for (const auto& tool : tools) {
+    std::string found, why_not;
+    for (size_t start = 0; start <= path_env.size() && found.empty();) {
+      size_t end = std::min(path_env.find(':', start), path_env.size());
+      std::string dir(path_env.substr(start, end - start));
+      start = end + 1;
+      if (dir.empty() || dir.front() != '/') continue;  // relative entries name no fixed place
+      for (const char* name : tool.names) {
+        std::string path = dir + "/" + name;
+        struct stat st;
+        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) continue;
+        if (in_system_view(path) || util::path_within(in.workspace, path)) {  // shown already, links included
+          found = path;
+          break;
+        }
+        auto real = real_path(path);
+        if (!real) continue;
+        if (*real != path) {
+          why_not = fmt::format("{} is a link to {}, and the jail shows files, not links: put {} on PATH", path,
+                                *real, *real);
+          continue;
+        }
+        in.grants.push_back({path, runtime::Access::read_only, fmt::format("Pi's {} (found on PATH)", name)});
+        found = path;
+        break;
+      }
+    }
+    if (found.empty()) missing.push_back(why_not.empty() ? fmt::format("{} is not on PATH", tool.what) : why_not);
+  }
+  return missing;
 }
 
 // Why the caller cannot write to the workspace inside the jail, or "".
@@ -269,6 +322,16 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   for (const auto& need : program->needs) in.grants.push_back({need.path, runtime::Access::read_only, need.why});
   prepared.program = std::move(*program);
   in.argv = inv.command;
+  const bool runs_pi = prepared.program.exec_path.find("/pi-coding-agent/") != std::string::npos ||
+                       inv.command.front() == "pi" || inv.command.front().ends_with("/pi");
+  if (inv.profile == "pi" && runs_pi && lp.resolved.policy) {
+    auto not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in);
+    if (!not_found.empty())
+      util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
+                 "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
+                 "them on PATH",
+                 util::printable(fmt::format("{}", fmt::join(not_found, "; "))));
+  }
   return prepared;
 }
 

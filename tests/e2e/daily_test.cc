@@ -53,15 +53,15 @@ namespace {
 // (show/hide thinking blocks) until Pi takes it (Pi ignores keys while its
 // start-up is in progress; a guard of 20 tries, not a timing assertion),
 // then exits with Ctrl-D. Returns the screen as it was after Ctrl-T.
-std::string tui_ctrl_t(const PiWorld& w) {
+std::string tui_ctrl_t(const PiWorld& w, const std::string& path_extra = "", const std::string& err_file = "/dev/null") {
   std::string env;
-  for (const auto& e : w.env()) env += " '" + e + "'";
+  for (const auto& e : w.env()) env += " '" + e + (e.rfind("PATH=", 0) == 0 ? path_extra : "") + "'";
   Tmux t("env PS1='outer$ '" + env + " bash --norc --noprofile", 120, 35);
   REQUIRE(t.wait_for("outer$"));
   // Shown when pi-jail has exited (the typed line has $((6*7)), not 42).
   std::string token = unique_token(), done = "TUI-DONE-42-" + token;
   t.type("cd " + w.sb.ws + " && " + pi_jail() + " --allow-net 127.0.0.1:" + w.port +
-         " -- pi --provider scripted --model m; echo TUI-DONE-$((6*7))-" + token);
+         " -- pi --provider scripted --model m 2>" + err_file + "; echo TUI-DONE-$((6*7))-" + token);
   REQUIRE_MESSAGE(t.wait_for("(auto)"), t.screen());
   bool taken = false;
   for (int i = 0; i < 20 && !taken; ++i) {
@@ -135,4 +135,52 @@ TEST_CASE("settings a jailed Pi writes that load or run code are not carried bac
     for (const char* key : {"shellPath", "extensions", "npmCommand"})
       CHECK(o.err.find(std::string("pi-jail: WARNING: refused: settings.json: \"") + key + "\"") != std::string::npos);
   }
+}
+
+TEST_CASE("fd and rg on PATH outside the system directories (~/.cargo/bin) are shown to Pi: it downloads nothing") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    // Stand-ins where `cargo install` puts them: Pi only asks --version.
+    std::string bin = w.sb.home + "/.cargo/bin";
+    fs::create_directories(bin);
+    for (const char* name : {"fd", "rg"}) {
+      write_file(bin + "/" + name, "#!/bin/sh\necho \"$0 1.0.0\"\n");
+      fs::permissions(bin + "/" + name, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                            fs::perms::others_read | fs::perms::others_exec);
+    }
+    fs::permissions(w.sb.home, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
+    std::string err = w.sb.base + "/jail-stderr";
+    std::string screen = tui_ctrl_t(w, ":" + bin, err);
+    CHECK_MESSAGE(screen.find("Downloading") == std::string::npos, screen);
+    std::string said = read_file(err);
+    CAPTURE(said);
+    CHECK(said.find("github.com") == std::string::npos);
+    CHECK(said.find("Pi downloads fd and rg") == std::string::npos);
+  }
+}
+
+TEST_CASE("without fd and rg where Pi looks, one note at start says why and the fix") {
+  Sandbox sb;
+  std::string bin = sb.base + "/bin";
+  fs::create_directories(sb.base + "/opt");
+  fs::create_directories(bin);
+  write_file(sb.base + "/opt/rg", "#!/bin/sh\n");
+  fs::permissions(sb.base + "/opt/rg", fs::perms::owner_all);
+  fs::create_symlink(sb.base + "/opt/rg", bin + "/rg");
+  // A stand-in named pi (the note is for Pi only).
+  write_file(bin + "/pi", "#!/bin/sh\nexit 0\n");
+  fs::permissions(bin + "/pi", fs::perms::owner_all);
+  auto o = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "pi"}, {"HOME=" + sb.home, "PATH=" + bin});
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  CHECK(o.err.find("pi-jail: Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses "
+                   "that (Pi then warns at start): fd is not on PATH; " + bin + "/rg is a link to " + sb.base +
+                   "/opt/rg") != std::string::npos);
+  CHECK(o.err.find("apt install fd-find ripgrep") != std::string::npos);
+  // Any other command: not a word about it.
+  auto other = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/true"},
+                   {"HOME=" + sb.home, "PATH=" + bin});
+  CHECK(other.status == 0);
+  CHECK(other.err.find("fd and rg") == std::string::npos);
 }
