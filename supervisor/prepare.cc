@@ -324,9 +324,14 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   in.argv = inv.command;
   const bool runs_pi = prepared.program.exec_path.find("/pi-coding-agent/") != std::string::npos ||
                        inv.command.front() == "pi" || inv.command.front().ends_with("/pi");
+  // Pi looks for them when its TUI starts (print, JSON and RPC modes do
+  // not, unless a find or grep tool is enabled): the note is for the TUI.
+  const bool pi_tui = ::isatty(STDIN_FILENO) && std::none_of(inv.command.begin() + 1, inv.command.end(), [](const std::string& a) {
+    return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
+  });
   if (inv.profile == "pi" && runs_pi && lp.resolved.policy) {
     auto not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in);
-    if (!not_found.empty())
+    if (!not_found.empty() && pi_tui)
       util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
                  "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
                  "them on PATH",

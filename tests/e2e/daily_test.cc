@@ -171,16 +171,25 @@ TEST_CASE("without fd and rg where Pi looks, one note at start says why and the 
   // A stand-in named pi (the note is for Pi only).
   write_file(bin + "/pi", "#!/bin/sh\nexit 0\n");
   fs::permissions(bin + "/pi", fs::perms::owner_all);
-  auto o = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "pi"}, {"HOME=" + sb.home, "PATH=" + bin});
+  // Pi's TUI (a terminal on stdin) is where Pi looks for them.
+  std::string err_file = sb.base + "/err";
+  {
+    Tmux t("env HOME=" + sb.home + " PATH=" + bin + " " + pi_jail() + " -w " + sb.ws + " -- pi 2>" + err_file +
+           "; echo DONE-$((6*7)); sleep 60");
+    REQUIRE_MESSAGE(t.wait_for("DONE-42"), t.screen());
+  }
+  Outcome o{0, "", read_file(err_file)};
   CAPTURE(o.err);
-  CHECK(o.status == 0);
   CHECK(o.err.find("pi-jail: Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses "
                    "that (Pi then warns at start): fd is not on PATH; " + bin + "/rg is a link to " + sb.base +
                    "/opt/rg") != std::string::npos);
   CHECK(o.err.find("apt install fd-find ripgrep") != std::string::npos);
-  // Any other command: not a word about it.
-  auto other = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--", "/bin/true"},
-                   {"HOME=" + sb.home, "PATH=" + bin});
-  CHECK(other.status == 0);
-  CHECK(other.err.find("fd and rg") == std::string::npos);
+  // Pi's print mode (stdin not a terminal), or any other command: not a word about it.
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"pi", "-p", "x"}, {"/bin/true"}}) {
+    std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--"};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    auto other = run(argv, {"HOME=" + sb.home, "PATH=" + bin});
+    CHECK(other.status == 0);
+    CHECK(other.err.find("fd and rg") == std::string::npos);
+  }
 }
