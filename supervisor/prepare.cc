@@ -1,5 +1,6 @@
 #include "prepare.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #ifdef __linux__
@@ -20,6 +21,7 @@
 #include "git_worktree.h"
 #include "runtime/program.h"
 #include "util/escape.h"
+#include "util/json_value.h"
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/untrusted.h"
@@ -183,6 +185,46 @@ std::vector<std::string> show_pi_search_tools(std::string_view path_env, const p
   return missing;
 }
 
+// The working directory a Pi session file records (its first line, the
+// header {"type":"session",...,"cwd":...}); empty when it cannot be read.
+// The file lies in the agent dir's sessions/, which jails write: opened
+// without following a final link or blocking on a FIFO, and only its
+// first 64 KiB are read.
+std::string session_cwd(const std::string& file) {
+  util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  std::string head(64 * 1024, '\0');
+  ssize_t n = ::read(fd.get(), head.data(), head.size());
+  if (n <= 0) return "";
+  head.resize(static_cast<size_t>(n));
+  auto header = util::json::parse(head.substr(0, head.find('\n')));
+  if (!header) return "";
+  const auto* type = header->find("type");
+  const auto* cwd = header->find("cwd");
+  if (!type || !type->as_string() || *type->as_string() != "session" || !cwd || !cwd->as_string()) return "";
+  return *cwd->as_string();
+}
+
+// Pi run with `--session FILE` of a session recorded in another
+// directory: that directory is not in the jail, and Pi will only say it
+// "does not exist". One note says why and what to do.
+void note_foreign_session(const std::vector<std::string>& argv, const std::string& workspace, const std::string& cwd) {
+  for (size_t i = 1; i + 1 < argv.size(); ++i) {
+    if (argv[i] != "--session") continue;
+    auto file = util::normalize_path(argv[i + 1], cwd);
+    if (!file) continue;
+    std::string recorded = session_cwd(*file);
+    if (recorded.empty() || recorded.front() != '/' || util::path_within(workspace, recorded)) continue;
+    if (recorded.size() > 300) recorded = recorded.substr(0, 300) + "...";
+    util::note("the session {} was recorded in {}, outside this jail's workspace {}: the jail does not show that "
+               "directory, so Pi will say it does not exist (its TUI offers to continue or fork the session here). "
+               "To work there, run pi-jail in it: pi-jail -w {} -- pi --session ...",
+               util::printable(*file), util::printable(recorded), util::printable(workspace),
+               util::printable(recorded));
+  }
+}
+
 // Why the caller cannot write to the workspace inside the jail, or "".
 // access(2) sees read-only mounts, ACLs and the caller's groups; for root
 // it also counts capabilities, which the jail drops: root in CI on another
@@ -329,6 +371,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   const bool pi_tui = ::isatty(STDIN_FILENO) && std::none_of(inv.command.begin() + 1, inv.command.end(), [](const std::string& a) {
     return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
   });
+  if (inv.profile == "pi" && runs_pi) note_foreign_session(inv.command, in.workspace, in.cwd);
   if (inv.profile == "pi" && runs_pi && lp.resolved.policy) {
     auto not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in);
     if (!not_found.empty() && pi_tui)

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -191,5 +192,71 @@ TEST_CASE("without fd and rg where Pi looks, one note at start says why and the 
     auto other = run(argv, {"HOME=" + sb.home, "PATH=" + bin});
     CHECK(other.status == 0);
     CHECK(other.err.find("fd and rg") == std::string::npos);
+  }
+}
+
+namespace {
+
+// pi-jail ... -- pi -p (with sessions) `extra` `prompt`, from `dir` (the workspace).
+Outcome pi_with_sessions(const PiWorld& w, const std::string& dir, const std::vector<std::string>& extra,
+                         const std::string& prompt, bool jailed = true) {
+  std::vector<std::string> argv{"/usr/bin/env", "-C", dir};
+  if (jailed) argv.insert(argv.end(), {pi_jail(), "-w", dir, "--allow-net", "127.0.0.1:" + w.port, "--"});
+  argv.insert(argv.end(), {"pi", "-p", "--provider", "scripted", "--model", "m"});
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back(prompt);
+  return run(argv, w.env());
+}
+
+// The session files Pi keeps for `dir` (sessions/--<dir with - for />--/).
+std::vector<std::string> sessions_of(const PiWorld& w, const std::string& dir) {
+  std::string name = "--" + dir.substr(1) + "--";
+  std::replace(name.begin(), name.end(), '/', '-');
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(w.agent + "/sessions/" + name, ec)) out.push_back(e.path().string());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("sessions under the jail: --continue picks up the last jailed run; a session from another workspace says why") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    // Two jailed runs in the workspace: the second continues the first.
+    std::string first_prompt = "first-" + unique_token(), second_prompt = "second-" + unique_token();
+    auto first = pi_with_sessions(w, w.sb.ws, {}, first_prompt);
+    CAPTURE(first.err);
+    REQUIRE(first.status == 0);
+    auto second = pi_with_sessions(w, w.sb.ws, {"--continue"}, second_prompt);
+    CAPTURE(second.err);
+    CHECK(second.status == 0);
+    // The request of the second run (the log line naming its prompt)
+    // carries the first run's turn too.
+    std::string log = read_file(w.sb.base + "/model-log.jsonl");
+    size_t at = log.rfind(second_prompt);
+    REQUIRE(at != std::string::npos);
+    size_t from = log.rfind('\n', at);
+    std::string request = log.substr(from == std::string::npos ? 0 : from + 1, log.find('\n', at) - (from == std::string::npos ? 0 : from + 1));
+    CHECK_MESSAGE(request.find(first_prompt) != std::string::npos, request);
+    CHECK(sessions_of(w, w.sb.ws).size() == 1);
+
+    // A session recorded (without the jail) in another directory.
+    REQUIRE(pi_with_sessions(w, w.sb.outside, {}, "elsewhere", false).status == 0);
+    auto other = sessions_of(w, w.sb.outside);
+    REQUIRE(other.size() == 1);
+    auto o = pi_with_sessions(w, w.sb.ws, {"--session", other[0]}, "resume it");
+    CAPTURE(o.err);
+    CHECK(o.status == 1);
+    CHECK(o.err.find("Stored session working directory does not exist: " + w.sb.outside) != std::string::npos);
+    CHECK(o.err.find("pi-jail: the session " + other[0] + " was recorded in " + w.sb.outside +
+                     ", outside this jail's workspace " + w.sb.ws + ": the jail does not show that directory") !=
+          std::string::npos);
+    CHECK(o.err.find("pi-jail -w " + w.sb.outside + " -- pi --session") != std::string::npos);
+    // The session of this workspace: no such note.
+    auto own = pi_with_sessions(w, w.sb.ws, {"--session", sessions_of(w, w.sb.ws)[0]}, "again");
+    CHECK(own.status == 0);
+    CHECK(own.err.find("was recorded in") == std::string::npos);
   }
 }
