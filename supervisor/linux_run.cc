@@ -16,6 +16,7 @@
 #include "linuxjail/host.h"
 #include "linuxjail/child.h"
 #include "linuxjail/launch.h"
+#include "scratch_audit.h"
 #include "terminal.h"
 #include "util/log.h"
 #include "util/paths.h"
@@ -114,7 +115,31 @@ private:
   SignalPolicy policy_;
   bool timed_out_ = false;
   std::string supervisor_failure_;  // set by abort_jail()
+  // The jail's scratch places, opened before anything runs in it; the
+  // open files keep the tmpfs readable after the jail's mount namespace
+  // is gone, for the end-of-run survey.
+  std::vector<std::pair<std::string, util::UniqueFd>> scratch_;
+  void open_scratch();
+  std::string survey_scratch();
 };
+
+void Supervisor::open_scratch() {
+  // Init waits for filter_ready() with its filesystem built and nothing
+  // run yet, so these are the jail's own directories, not a link it made.
+  for (const char* place : {"/tmp", "/var/tmp", "/dev/shm"}) {
+    std::string path = fmt::format("/proc/{}/root{}", jail_.pid(), place);
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.valid()) scratch_.emplace_back(place, std::move(fd));
+  }
+}
+
+std::string Supervisor::survey_scratch() {
+  std::vector<std::pair<std::string, int>> dirs;
+  for (const auto& [place, fd] : scratch_) dirs.emplace_back(place, fd.get());
+  std::string line = scratch::discarded_line(scratch::survey(dirs));
+  scratch_.clear();
+  return line;
+}
 
 // A stopped command must still end: a signal it handles stays pending
 // while it is stopped (signal(7)), so SIGCONT follows, which init passes
@@ -189,6 +214,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
       return abort_jail("start the network filter: " + st.error().message());
     }
   }
+  open_scratch();
   if (auto st = jail_.filter_ready(); !st) return abort_jail(st.error().message());
 }
 
@@ -282,6 +308,7 @@ RunOutcome Supervisor::run() {
   }
   RunOutcome ended = command_ended(*code, timed_out_);
   ended.decisions = std::move(out.decisions);
+  ended.discarded = survey_scratch();
   return ended;
 }
 

@@ -36,6 +36,7 @@ struct RunOutcome {
   int command_status = -1;  // the command's code or 128+N, when it ran
   std::string failure;  // the setup step and error, when it failed
   netproxy::DecisionTable decisions;  // the network filter's, aggregated
+  std::string discarded;  // what the run left in scratch places (scratch_audit.h), or ""
 };
 
 // The signals pi-jail handles while a command runs (each backend adds
