@@ -164,7 +164,11 @@ std::vector<std::string> show_pi_search_tools(std::string_view path_env, const p
         std::string path = dir + "/" + name;
         struct stat st;
         if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) continue;
-        if (in_system_view(path) || util::path_within(in.workspace, path)) {  // shown already, links included
+        // Shown already, links included: the system directories, the
+        // workspace, the agent dir's copy (its bin/ is Pi's own place).
+        const bool in_private = std::any_of(pol.private_dirs().begin(), pol.private_dirs().end(),
+                                            [&](const auto& e) { return util::path_within(e.path, path); });
+        if (in_system_view(path) || in_private || util::path_within(in.workspace, path)) {
           found = path;
           break;
         }
@@ -368,9 +372,10 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                        inv.command.front() == "pi" || inv.command.front().ends_with("/pi");
   // Pi looks for them when its TUI starts (print, JSON and RPC modes do
   // not, unless a find or grep tool is enabled): the note is for the TUI.
-  const bool pi_tui = ::isatty(STDIN_FILENO) && std::none_of(inv.command.begin() + 1, inv.command.end(), [](const std::string& a) {
-    return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
-  });
+  const bool pi_tui = ::isatty(STDIN_FILENO) &&
+                      std::none_of(inv.command.begin() + 1, inv.command.end(), [](const std::string& a) {
+                        return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
+                      });
   if (inv.profile == "pi" && runs_pi) note_foreign_session(inv.command, in.workspace, in.cwd);
   if (inv.profile == "pi" && runs_pi && lp.resolved.policy) {
     auto not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in);
