@@ -412,12 +412,16 @@ struct Setting {
 };
 
 // The settings written back: display and model preferences, each checked
-// against settings-schema.d.ts (Pi 1.4.0). Reasons in the comments.
+// against settings-schema.d.ts (Pi 1.4.0 to 1.6.0). Reasons in the comments.
 const Setting kDataSettings[] = {
     // What Pi last showed and what the user picked with /model, /settings,
     // Ctrl+P and Shift+Tab. Provider and model names select among what the
     // host's own models.json and auth.json configure.
     {"lastChangelogVersion", text},
+    // Pi 1.6.0: the changelog version last shown per installed extension
+    // package (what is installed stays read-only in the jail; this only
+    // stops the same notes from showing at every start).
+    {"extensionChangelogVersions", [](const json::Value& v, const json::Value*) { return record_of(v, text); }},
     {"collapseChangelog", boolean},
     {"defaultProvider", text},
     {"defaultModel", text},
@@ -510,7 +514,7 @@ const Setting* data_setting(std::string_view key) {
 std::string_view not_data_reason(std::string_view key) {
   for (const NotData& n : kNotData)
     if (n.key == key) return n.why;
-  return "it is not a setting Pi 1.4.0 stores as data";
+  return "it is not a setting Pi 1.4.0 to 1.6.0 stores as data";
 }
 
 }  // namespace

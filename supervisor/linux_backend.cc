@@ -282,6 +282,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   for (const auto& note : content.write_back)
     note.starts_with("applied:") ? util::note("{}", note) : util::emit("WARNING", note);
   summarise_refusals(result.decisions);
+  if (!result.discarded.empty()) util::note("{}", result.discarded);
   content.repository_audit = git_audit::audit(prepared.request.workspace, repository);
   git_audit::print(content.repository_audit, prepared.request.workspace);
   return result;

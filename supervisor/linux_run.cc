@@ -19,6 +19,7 @@
 #include "linuxjail/child.h"
 #include "linuxjail/jail_socket.h"
 #include "linuxjail/launch.h"
+#include "scratch_audit.h"
 #include "terminal.h"
 #include "util/log.h"
 #include "util/paths.h"
@@ -119,7 +120,31 @@ private:
   int stopped_by_ = 0;  // RunOutcome::stopped_by
   std::string supervisor_failure_;  // set by abort_jail()
   util::UniqueFd scratch_;          // O_PATH fd of the jail's scratch tmpfs (kControlScratch)
+  // The jail's scratch places, opened before anything runs in it; the
+  // open files keep the tmpfs readable after the jail's mount namespace
+  // is gone, for the end-of-run survey.
+  std::vector<std::pair<std::string, util::UniqueFd>> scratch_places_;
+  void open_scratch();
+  std::string survey_scratch();
 };
+
+void Supervisor::open_scratch() {
+  // Init waits for filter_ready() with its filesystem built and nothing
+  // run yet, so these are the jail's own directories, not a link it made.
+  for (const char* place : {"/tmp", "/var/tmp", "/dev/shm"}) {
+    std::string path = fmt::format("/proc/{}/root{}", jail_.pid(), place);
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.valid()) scratch_places_.emplace_back(place, std::move(fd));
+  }
+}
+
+std::string Supervisor::survey_scratch() {
+  std::vector<std::pair<std::string, int>> dirs;
+  for (const auto& [place, fd] : scratch_places_) dirs.emplace_back(place, fd.get());
+  std::string line = scratch::discarded_line(scratch::survey(dirs));
+  scratch_places_.clear();
+  return line;
+}
 
 // A stopped command must still end: a signal it handles stays pending
 // while it is stopped (signal(7)), so SIGCONT follows, which init passes
@@ -211,6 +236,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     if (auto st = proxy_->add_listener(std::move(p.fd), netproxy::ListenerKind::publish, target); !st)
       return abort_jail("serve a published port: " + st.error().message());
   }
+  open_scratch();
   if (auto st = jail_.filter_ready(); !st) return abort_jail(st.error().message());
 }
 
@@ -331,6 +357,7 @@ RunOutcome Supervisor::run() {
   ended.decisions = std::move(out.decisions);
   ended.stopped_by = stopped_by_;
   ended.resources = std::move(out.resources);
+  ended.discarded = survey_scratch();
   return ended;
 }
 

@@ -1,5 +1,6 @@
 #include "prepare.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #ifdef __linux__
@@ -7,6 +8,7 @@
 #endif
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "git_worktree.h"
 #include "git_identity.h"
@@ -21,6 +24,7 @@
 #include "run.h"
 #include "runtime/program.h"
 #include "util/escape.h"
+#include "util/json_value.h"
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/untrusted.h"
@@ -99,17 +103,25 @@ std::string system_dir_problem(const std::string& dir) {
 // is a symlink (into a dotfiles repository) is protected where it lives.
 util::Result<std::string> prepare_agent_dir(const std::string& home, const std::string& home_real) {
   const std::string agent_dir = pi_agent_dir(home);
-  std::string partial;
+  std::string partial, failed;
+  int mkdir_errno = 0;
   for (auto part : util::path_components(agent_dir)) {
     partial += "/" + std::string(part);
-    ::mkdir(partial.c_str(), 0700);
+    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST && failed.empty()) {
+      failed = partial;
+      mkdir_errno = errno;
+    }
   }
   auto real = real_path(agent_dir);
-  if (!real)
-    return Error::from_errno(fmt::format("Pi's agent dir {} cannot be made (fix: make it, or its parent, writable, or "
-                                         "set PI_CODING_AGENT_DIR to a directory of your own)",
-                                         agent_dir),
-                             errno);
+  if (!real) {
+    // The first mkdir that failed says why (EACCES on a read-only parent,
+    // ENOENT under a dangling ~/.pi link), better than realpath's ENOENT.
+    const int err = mkdir_errno ? mkdir_errno : errno;
+    return Error::from_errno(fmt::format("Pi's agent dir {} cannot be made{} (fix: make it, or its parent, writable, "
+                                         "or set PI_CODING_AGENT_DIR to a directory of your own)",
+                                         agent_dir, failed.empty() ? "" : ": mkdir " + failed),
+                             err);
+  }
   if (util::path_within(home_real, *real))
     return Error::invalid(fmt::format(
         "refusing Pi's agent dir {}: it is your home directory or contains it, so all of it would be writable "
@@ -123,6 +135,101 @@ util::Result<std::string> prepare_agent_dir(const std::string& home, const std::
   if (::mkdirat(dir->get(), "sessions", 0700) != 0 && errno != EEXIST)
     return Error::from_errno(fmt::format("create {}/sessions", *real), errno);
   return *real;
+}
+
+// fd and rg for Pi's find and grep tools. Pi looks for `fd` or `fdfind`
+// and `rg` on PATH (and in its agent dir's bin/) and, when they are not
+// there, downloads them from github.com, which the jail refuses (a
+// warning in the TUI at every start). Those on the caller's PATH outside
+// the system directories (~/.cargo/bin, ~/.local/bin, /opt/...) are shown
+// read-only where they are, so PATH finds them inside as outside. Returns
+// the tools Pi will not find, with why, for one note.
+std::vector<std::string> show_pi_search_tools(std::string_view path_env, const policy::Policy& pol,
+                                              runtime::Request& in) {
+  struct Tool {
+    const char* what;
+    std::vector<const char*> names;
+  };
+  const Tool tools[] = {{"fd", {"fd", "fdfind"}}, {"rg", {"rg"}}};
+  std::vector<std::string> missing;
+  auto in_system_view = [&](const std::string& p) {
+    return std::any_of(pol.system().begin(), pol.system().end(),
+                       [&](const auto& e) { return util::path_within(e.path, p); });
+  };
+  for (const auto& tool : tools) {
+    std::string found, why_not;
+    for (size_t start = 0; start <= path_env.size() && found.empty();) {
+      size_t end = std::min(path_env.find(':', start), path_env.size());
+      std::string dir(path_env.substr(start, end - start));
+      start = end + 1;
+      if (dir.empty() || dir.front() != '/') continue;  // relative entries name no fixed place
+      for (const char* name : tool.names) {
+        std::string path = dir + "/" + name;
+        struct stat st;
+        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) continue;
+        // Shown already, links included: the system directories, the
+        // workspace, the agent dir's copy (its bin/ is Pi's own place).
+        const bool in_private = std::any_of(pol.private_dirs().begin(), pol.private_dirs().end(),
+                                            [&](const auto& e) { return util::path_within(e.path, path); });
+        if (in_system_view(path) || in_private || util::path_within(in.workspace, path)) {
+          found = path;
+          break;
+        }
+        auto real = real_path(path);
+        if (!real) continue;
+        if (*real != path) {
+          why_not = fmt::format("{} is a link to {}, and the jail shows files, not links: put {} on PATH", path,
+                                *real, *real);
+          continue;
+        }
+        in.grants.push_back({path, runtime::Access::read_only, fmt::format("Pi's {} (found on PATH)", name)});
+        found = path;
+        break;
+      }
+    }
+    if (found.empty()) missing.push_back(why_not.empty() ? fmt::format("{} is not on PATH", tool.what) : why_not);
+  }
+  return missing;
+}
+
+// The working directory a Pi session file records (its first line, the
+// header {"type":"session",...,"cwd":...}); empty when it cannot be read.
+// The file lies in the agent dir's sessions/, which jails write: opened
+// without following a final link or blocking on a FIFO, and only its
+// first 64 KiB are read.
+std::string session_cwd(const std::string& file) {
+  util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  std::string head(64 * 1024, '\0');
+  ssize_t n = ::read(fd.get(), head.data(), head.size());
+  if (n <= 0) return "";
+  head.resize(static_cast<size_t>(n));
+  auto header = util::json::parse(head.substr(0, head.find('\n')));
+  if (!header) return "";
+  const auto* type = header->find("type");
+  const auto* cwd = header->find("cwd");
+  if (!type || !type->as_string() || *type->as_string() != "session" || !cwd || !cwd->as_string()) return "";
+  return *cwd->as_string();
+}
+
+// Pi run with `--session FILE` of a session recorded in another
+// directory: that directory is not in the jail, and Pi will only say it
+// "does not exist". One note says why and what to do.
+void note_foreign_session(const std::vector<std::string>& argv, const std::string& workspace, const std::string& cwd) {
+  for (size_t i = 1; i + 1 < argv.size(); ++i) {
+    if (argv[i] != "--session") continue;
+    auto file = util::normalize_path(argv[i + 1], cwd);
+    if (!file) continue;
+    std::string recorded = session_cwd(*file);
+    if (recorded.empty() || recorded.front() != '/' || util::path_within(workspace, recorded)) continue;
+    if (recorded.size() > 300) recorded = recorded.substr(0, 300) + "...";
+    util::note("the session {} was recorded in {}, outside this jail's workspace {}: the jail does not show that "
+               "directory, so Pi will say it does not exist (its TUI offers to continue or fork the session here). "
+               "To work there, run pi-jail in it: pi-jail -w {} -- pi --session ...",
+               util::printable(*file), util::printable(recorded), util::printable(workspace),
+               util::printable(recorded));
+  }
 }
 
 // Why the caller cannot write to the workspace inside the jail, or "".
@@ -235,6 +342,11 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                    util::printable(g.path));
   if (lp.resolved.policy) {
     runtime::apply_policy(*lp.resolved.policy, in);
+    // Pi inside is told where its agent dir is: the real directory, where
+    // the jail shows it. Its default, $HOME/.pi/agent, does not lead there
+    // when ~/.pi is a symlink (a dotfiles setup): the link is not in the
+    // jail's home, and Pi would start with no models ("Unknown provider").
+    if (inv.profile == "pi") in.env_set.emplace_back("PI_CODING_AGENT_DIR", places.agent_dir);
     for (const auto& r : lp.resolved.policy->net_allow())
       prepared.rules.allow(r.pattern, r.src.str(),
                            r.private_ranges == policy::PrivateRanges::allowed ? netproxy::PrivateRanges::allowed
@@ -284,6 +396,23 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   for (const auto& need : program->needs) in.grants.push_back({need.path, runtime::Access::read_only, need.why});
   prepared.program = std::move(*program);
   in.argv = inv.command;
+  const bool runs_pi = prepared.program.exec_path.find("/pi-coding-agent/") != std::string::npos ||
+                       inv.command.front() == "pi" || inv.command.front().ends_with("/pi");
+  // Pi looks for them when its TUI starts (print, JSON and RPC modes do
+  // not, unless a find or grep tool is enabled): the note is for the TUI.
+  const bool pi_tui = ::isatty(STDIN_FILENO) &&
+                      std::none_of(inv.command.begin() + 1, inv.command.end(), [](const std::string& a) {
+                        return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
+                      });
+  if (inv.profile == "pi" && runs_pi) note_foreign_session(inv.command, in.workspace, in.cwd);
+  if (inv.profile == "pi" && runs_pi && lp.resolved.policy) {
+    auto not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in);
+    if (!not_found.empty() && pi_tui)
+      util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
+                 "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
+                 "them on PATH",
+                 util::printable(fmt::format("{}", fmt::join(not_found, "; "))));
+  }
   return prepared;
 }
 

@@ -101,6 +101,7 @@ struct RunOutcome {
   int stopped_by = 0;   // the first termination signal pi-jail got (passed on), or 0
   netproxy::DecisionTable decisions;  // the network filter's, aggregated
   ResourceUse resources;
+  std::string discarded;  // what the run left in scratch places (scratch_audit.h), or ""
 };
 
 // With -v: one line of what the run used (and an OOM kill always).

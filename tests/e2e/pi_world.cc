@@ -17,9 +17,18 @@ std::string need_env(const char* name) {
   return v;
 }
 
+std::string pi_version_in(const std::string& prefix) {
+  std::string pkg = read_file(prefix + "/node_modules/@earendil-works/pi-coding-agent/package.json");
+  size_t at = pkg.find("\"version\"");
+  size_t s = at == std::string::npos ? at : pkg.find('"', pkg.find(':', at));
+  if (s == std::string::npos) return "?";
+  return pkg.substr(s + 1, pkg.find('"', s + 1) - s - 1);
+}
+
 std::vector<std::pair<std::string, std::string>> pi_versions() {
-  return {{"pinned (PJ_PI_PREFIX)", need_env("PJ_PI_PREFIX")},
-          {"newest (PJ_PI_NEWEST_PREFIX)", need_env("PJ_PI_NEWEST_PREFIX")}};
+  std::string pinned = need_env("PJ_PI_PREFIX"), newest = need_env("PJ_PI_NEWEST_PREFIX");
+  return {{"Pi " + pi_version_in(pinned) + " (pinned, PJ_PI_PREFIX)", pinned},
+          {"Pi " + pi_version_in(newest) + " (newest, PJ_PI_NEWEST_PREFIX)", newest}};
 }
 
 PiWorld::PiWorld(const std::string& script, const std::string& prefix) {

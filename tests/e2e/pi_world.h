@@ -17,11 +17,16 @@ namespace pj::test {
 // it) when it is unset or empty.
 std::string need_env(const char* name);
 
-// The Pi installations the agent-dir tests run against: {"1.4.0 (pinned)",
-// prefix} from PJ_PI_PREFIX and {"newest", prefix} from
-// PJ_PI_NEWEST_PREFIX (tests/e2e/install-pi). Throws when either is unset,
+// The Pi installations the agent-dir tests run against: {"Pi 1.4.0
+// (pinned, ...)", prefix} from PJ_PI_PREFIX and {"Pi X.Y.Z (newest, ...)",
+// prefix} from PJ_PI_NEWEST_PREFIX (tests/e2e/install-pi: the newest on
+// npm at test time). Throws when either is unset,
 // so that no version is skipped silently.
 std::vector<std::pair<std::string, std::string>> pi_versions();
+
+// The version of the Pi installed in `prefix` (its package.json), "?"
+// when unreadable.
+std::string pi_version_in(const std::string& prefix);
 
 class PiWorld {
 public:

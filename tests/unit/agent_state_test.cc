@@ -228,6 +228,9 @@ TEST_CASE("settings: values are checked against what Pi stores") {
       {R"({"modelThinkingLevels":{"anthropic/claude":"lots"}})", false},
       {R"({"httpIdleTimeoutMs":"disabled"})", true},
       {R"({"enabledModels":["claude-*",3]})", false},
+      {R"({"extensionChangelogVersions":{"npm:pi-foo":"1.2.0","git:github.com/a/b":"0.1.0"}})", true},
+      {R"({"extensionChangelogVersions":{"npm:pi-foo":["1.2.0"]}})", false},
+      {R"({"extensionChangelogVersions":{"npm:pi-foo":"1.2\u001b[2J"}})", false},
   };
   for (const auto& c : cases) {
     CAPTURE(c.left);
