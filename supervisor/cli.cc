@@ -69,6 +69,8 @@ test builds only (-Dtest_switches=true; never in a release):
   --test-upstream-ca FILE         trust FILE's CAs for servers behind bound hosts
   --test-token-endpoint PROVIDER@HOST:PORT/PATH
                                   also treat HOST:PORT/PATH as PROVIDER's OAuth token endpoint
+  --test-resolve HOST:PORT=IP:PORT2
+                                  once the rules allow HOST:PORT, connect to IP:PORT2 for it
 )"
 #endif
     R"(
@@ -131,6 +133,7 @@ constexpr Option kOptions[] = {
     {"--test-bind", "", true, Scope::run},
     {"--test-upstream-ca", "", true, Scope::run},
     {"--test-token-endpoint", "", true, Scope::run},
+    {"--test-resolve", "", true, Scope::run},
 #endif
 };
 
@@ -224,6 +227,7 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   } else if (name == "--test-bind") inv.test_bind.push_back(*value);
   else if (name == "--test-upstream-ca") inv.test_upstream_ca = *value;
   else if (name == "--test-token-endpoint") inv.test_token_endpoint.push_back(*value);
+  else if (name == "--test-resolve") inv.test_resolve.push_back(*value);
   else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
   else if (name == "--verbose") inv.verbosity = util::Verbosity::verbose;
   else if (name == "--quiet") inv.verbosity = util::Verbosity::quiet;

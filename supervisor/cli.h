@@ -54,6 +54,7 @@ struct Invocation {
   // table; --test-upstream-ca FILE, extra anchors for upstream servers.
   std::vector<std::string> test_bind;
   std::optional<std::string> test_upstream_ca;
+  std::vector<std::string> test_resolve;  // HOST:PORT=IP:PORT2: connect there once HOST:PORT is allowed
   std::vector<std::string> test_token_endpoint;  // PROVIDER@HOST:PORT/PATH: a stand-in token endpoint
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "netproxy/address.h"
 #include "runtime/request.h"
 #include "util/escape.h"
 #include "util/log.h"
@@ -71,6 +72,14 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
   if (inv.test_net_timeouts) {
     opts.proxy_limits.handshake = inv.test_net_timeouts->first;
     opts.proxy_limits.idle = inv.test_net_timeouts->second;
+  }
+  for (const auto& t : inv.test_resolve) {  // test builds only: HOST:PORT=IP:PORT2
+    auto eq = t.find('='), colon = t.rfind(':');
+    auto ip = eq == std::string::npos || colon < eq ? std::nullopt : netproxy::parse_ip(t.substr(eq + 1, colon - eq - 1));
+    int port = ip ? std::atoi(t.c_str() + colon + 1) : 0;
+    if (!ip || port <= 0 || port > 65535 || t.find(':') >= eq)
+      return util::Error::invalid(fmt::format("--test-resolve {}: HOST:PORT=IP:PORT2 expected", t));
+    opts.proxy_limits.test_resolve.push_back({t.substr(0, eq), {*ip, static_cast<uint16_t>(port)}});
   }
   auto log = open_net_log(inv.net_log);
   if (!log) return log.take_error();

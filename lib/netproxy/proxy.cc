@@ -242,6 +242,7 @@ struct Conn {
   std::string upstream_head;  // absolute-form HTTP
   std::vector<IpAddress> addrs;
   size_t next_addr = 0;
+  int test_port = 0;  // --test-resolve: the stand-in's port (its address is in addrs)
   std::string address;
   std::string jail_socket_error;  // publish: why the last socket could not be made
   std::string to_client;  // a reply to flush before closing or relaying
@@ -571,6 +572,12 @@ struct Proxy::Impl {
       return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
     }
     watch(c.client.get(), c.id << 1, 0);  // nothing more from the client until connected
+    for (const auto& [name, to] : limits.test_resolve)  // test builds only
+      if (name == fmt::format("{}:{}", host, c.target.port)) {
+        c.addrs = {to.first};
+        c.test_port = to.second;
+        return try_connect(c);
+      }
     if (auto fixed = Rules::fixed_addresses(host); !fixed.empty()) {  // literals, localhost
       c.addrs = std::move(fixed);
       return try_connect(c);
@@ -607,7 +614,9 @@ struct Proxy::Impl {
       const IpAddress& a = c.addrs[c.next_addr++];
       // Final check of the exact address (literal requests come here too).
       // A published port is the operator's own choice, inside the jail.
-      Verdict v = c.kind == ListenerKind::publish ? c.verdict : rules.check_address(c.verdict, c.target.host, a);
+      Verdict v = c.kind == ListenerKind::publish || c.test_port ? c.verdict
+                                                                 : rules.check_address(c.verdict, c.target.host, a);
+      const int port = c.test_port ? c.test_port : c.target.port;
       if (!v.allowed) {
         if (c.next_addr == c.addrs.size()) return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
         continue;
@@ -618,13 +627,13 @@ struct Proxy::Impl {
         auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);
         s6->sin6_family = AF_INET6;
         s6->sin6_addr = a.v6addr;
-        s6->sin6_port = htons(static_cast<uint16_t>(c.target.port));
+        s6->sin6_port = htons(static_cast<uint16_t>(port));
         len = sizeof *s6;
       } else {
         auto* s4 = reinterpret_cast<sockaddr_in*>(&ss);
         s4->sin_family = AF_INET;
         s4->sin_addr = a.v4addr;
-        s4->sin_port = htons(static_cast<uint16_t>(c.target.port));
+        s4->sin_port = htons(static_cast<uint16_t>(port));
         len = sizeof *s4;
       }
       if (c.kind == ListenerKind::publish) {

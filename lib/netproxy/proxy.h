@@ -52,6 +52,10 @@ struct ProxyLimits {
   std::chrono::milliseconds idle{600000};      // a relayed connection with no byte either way
   size_t relay_slice = 256 * 1024;             // bytes one direction moves per wake-up
   LogLimits log;
+  // Test builds only (--test-resolve HOST:PORT=IP:PORT2): once the rules
+  // allowed HOST:PORT, connect to IP:PORT2 instead of resolving HOST (the
+  // name stays what is checked, bound, verified and shown). Empty otherwise.
+  std::vector<std::pair<std::string, std::pair<IpAddress, uint16_t>>> test_resolve;
 };
 
 class Proxy {
