@@ -1,0 +1,164 @@
+// The real Pi refreshes an expired Anthropic OAuth token through the
+// network filter (issues 17 and 19): Pi posts its (placeholder) refresh
+// token to its hard-coded https://platform.claude.com/v1/oauth/token; the
+// filter sends the real one (--test-resolve routes the allowed name to a
+// loopback HTTPS stand-in that knows only the real tokens), rewrites the
+// answer to new placeholders and writes the new real tokens to the host's
+// auth.json; the next run starts from them.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include "harness.h"
+#include "pi_world.h"
+
+using namespace pj::test;
+
+namespace {
+
+// The stand-in for platform.claude.com and api.anthropic.com: the token
+// endpoint answers (gzip, as Anthropic's does) only the real refresh
+// token; /v1/messages answers a minimal Messages stream.
+const char* const kStandIn = R"PY(
+import sys, os, ssl, gzip, json, socketserver, http.server, threading
+cert, key, log, portfile, conf = sys.argv[1:6]
+lock = threading.Lock()
+SSE = "".join("event: %s\ndata: %s\n\n" % (e, json.dumps(d)) for e, d in [
+    ("message_start", {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+        "model": "claude-haiku-4-5", "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "stand-in-answer"}}),
+    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        "usage": {"output_tokens": 1}}),
+    ("message_stop", {"type": "message_stop"})]).encode()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self): self.any()
+    def do_POST(self): self.any()
+    def any(self):
+        c = json.load(open(conf))
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n).decode() if n else ""
+        with lock, open(log, "a") as f:
+            f.write("%s host=%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Host"),
+                    self.headers.get("Authorization"), body[:300].replace("\n", " ")))
+        ctype = "application/json"
+        if self.path.startswith("/v1/oauth/token"):
+            if json.loads(body).get("refresh_token") != c["expect_refresh"]:
+                out, code = b'{"error":"invalid_grant"}', 400
+            else:
+                out, code = gzip.compress(json.dumps({"token_type": "Bearer", "access_token": c["new_access"],
+                    "refresh_token": c["new_refresh"], "expires_in": 28800}).encode()), 200
+        elif self.path.startswith("/v1/messages"):
+            out, code, ctype = SSE, 200, "text/event-stream"
+        else:
+            out, code = b'{"error":"not here"}', 404
+        self.send_response(code)
+        if out[:2] == b"\x1f\x8b": self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv = S(("127.0.0.1", 0), H)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+with open(portfile + ".tmp", "w") as f: f.write(str(srv.server_address[1]))
+os.rename(portfile + ".tmp", portfile)
+srv.serve_forever()
+)PY";
+
+void sh(const std::string& cmd) {
+  auto o = run({"/bin/sh", "-c", cmd});
+  CAPTURE(cmd);
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the real Pi refreshes an expired Anthropic OAuth token through the filter: the stand-in gets the real "
+          "refresh token, the host's auth.json the new real tokens, Pi placeholders; the next run starts from them") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    write_file(w.agent + "/settings.json", R"({"retry": {"enabled": false}})");
+    const std::string d = w.sb.base, ca = d + "/test-ca.pem", cert = d + "/anthropic.pem";
+    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-e2e-ca -days 2 -keyout " +
+       ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+       "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=platform.claude.com "
+       "-keyout " + cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=DNS:platform.claude.com,"
+       "DNS:api.anthropic.com\\nextendedKeyUsage=serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert +
+       ".csr -CA " + ca + " -CAkey " + ca + ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert +
+       ".ext 2>/dev/null && chmod a+r " + d + "/*");
+    const std::string access = "sk-ant-oat01-" + unique_token() + "E2EOLDaccess0123456789abcdefghijklmnopqrstu";
+    const std::string refresh = "sk-ant-ort01-" + unique_token() + "E2EOLDrefresh0123456789abcdefghijklmnopqrst";
+    const std::string new_access = "sk-ant-oat01-" + unique_token() + "E2ENEWaccess0123456789abcdefghijklmnopqrstu";
+    const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "E2ENEWrefresh0123456789abcdefghijklmnopqrst";
+    const std::string conf = d + "/conf.json", log = d + "/anthropic.log", portfile = d + "/anthropic.port";
+    write_file(conf, R"({"expect_refresh":")" + refresh + R"(","new_access":")" + new_access +
+                         R"(","new_refresh":")" + new_refresh + "\"}");
+    write_file(d + "/stand-in.py", kStandIn);
+    sh("chmod a+r " + d + "/*");
+    pid_t server = spawn({"/usr/bin/python3", d + "/stand-in.py", cert, cert + ".key", log, portfile, conf});
+    REQUIRE(eventually([&] { return exists(portfile); }));
+    const std::string port = trim(read_file(portfile));
+    // Expired long ago: Pi refreshes before its model call.
+    write_file(w.agent + "/auth.json", R"({"anthropic":{"type":"oauth","refresh":")" + refresh + R"(","access":")" +
+                                           access + R"(","expires":1767225600000}})");
+    std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws};
+    argv.insert(argv.end(), w.jail.begin(), w.jail.end());
+    argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "platform.claude.com:443", "--allow-net",
+                             "api.anthropic.com:443", "--test-upstream-ca", ca, "--test-resolve",
+                             "platform.claude.com:443=127.0.0.1:" + port, "--test-resolve",
+                             "api.anthropic.com:443=127.0.0.1:" + port, "--", "pi", "-p", "--no-session",
+                             "--provider", "anthropic", "--model", "claude-haiku-4-5", "go"});
+    auto first = run(argv, w.env());
+    CAPTURE(first.out);
+    CAPTURE(first.err);
+    std::string seen = exists(log) ? read_file(log) : "";
+    CAPTURE(seen);
+    CHECK(first.status == 0);
+    CHECK(first.out.find("stand-in-answer") != std::string::npos);
+    // Pi's refresh reached the stand-in with the real refresh token (the
+    // stand-in refuses anything else), then its model call with the new
+    // real access token.
+    CHECK(seen.find("POST /v1/oauth/token HTTP/1.1 host=platform.claude.com") != std::string::npos);
+    CHECK(seen.find("\"refresh_token\": \"" + refresh + "\"") + seen.find("\"refresh_token\":\"" + refresh + "\"") !=
+          2 * std::string::npos);
+    CHECK(seen.find("host=api.anthropic.com auth=Bearer " + new_access) != std::string::npos);
+    CHECK(count(seen, "/v1/oauth/token") == 1);
+    // Pi (its output) never saw a real token.
+    for (const auto& secret : {access, refresh, new_access, new_refresh}) {
+      CAPTURE(secret);
+      CHECK((first.out + first.err).find(secret.substr(13)) == std::string::npos);
+    }
+    // The host's auth.json holds the new real tokens, a future expiry.
+    const std::string host = read_file(w.agent + "/auth.json");
+    CAPTURE(host);
+    CHECK(host.find(new_access) != std::string::npos);
+    CHECK(host.find(new_refresh) != std::string::npos);
+    CHECK(host.find("1767225600000") == std::string::npos);
+    // The next run starts from them: no refresh, its model call carries the
+    // new real access token.
+    auto next = run(argv, w.env());
+    CAPTURE(next.out);
+    CAPTURE(next.err);
+    CHECK(next.status == 0);
+    seen = read_file(log);
+    CHECK(count(seen, "/v1/oauth/token") == 1);
+    CHECK(count(seen, "host=api.anthropic.com auth=Bearer " + new_access) == 2);
+    ::kill(server, SIGKILL);
+    wait_status(server);
+  }
+}
