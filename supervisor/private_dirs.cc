@@ -203,7 +203,9 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
                                                  const SecretFile* secret) {
   PrivateCopies pc;
   if (r.private_dirs.empty()) return pc;
-  if (secret) pc.secret_ = *secret;
+  // On the heap: GCC 12 with ASan misreads an optional of std::function
+  // members as maybe-uninitialized (-Werror).
+  if (secret) pc.secret_ = std::make_shared<const SecretFile>(*secret);
   auto runs = util::make_private_dir(state_dir + "/runs");
   if (!runs) return runs.take_error();
   sweep_dead_runs(runs->get());

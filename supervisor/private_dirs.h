@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,7 +79,7 @@ private:
   void discard();
 
   std::string run_dir_;
-  std::optional<SecretFile> secret_;
+  std::shared_ptr<const SecretFile> secret_;
   util::UniqueFd lock_;
   std::vector<Copy> copies_;
 };
