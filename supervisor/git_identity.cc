@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>  // renameat2
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -158,20 +159,31 @@ util::Result<std::string> prepare(const std::string& state_dir, const std::strin
   if (!dir) return std::move(dir.take_error()).context("the jail's git config");
   const std::string name = fmt::format("{:016x}", fnv1a(text));
   const std::string path = state_dir + "/gitconfig/" + name;
-  // Named by its content: a concurrent run writes the same bytes, and a
-  // file already there is used only if it holds them.
-  auto existing = util::read_untrusted_file(dir->get(), name, kMaxConfig * 2, path);
-  if (existing && *existing && **existing == text) return path;
-  ::unlinkat(dir->get(), name.c_str(), 0);
+  // Named by its content, and never replaced while it holds it: a
+  // concurrent run's jail may have it bound already (replacing it made that
+  // run fail with ESTALE). A file there is used only if it holds the bytes.
+  auto holds_text = [&] {
+    auto existing = util::read_untrusted_file(dir->get(), name, kMaxConfig * 2, path);
+    return existing && *existing && **existing == text;
+  };
+  if (holds_text()) return path;
+  ::unlinkat(dir->get(), name.c_str(), 0);  // something else under our content's name
   const std::string tmp = fmt::format("{}.{}", name, ::getpid());
   int fd = ::openat(dir->get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Error::from_errno(fmt::format("write {}", path), errno);
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int err = errno;
   ::close(fd);
-  if (!ok || ::renameat(dir->get(), tmp.c_str(), dir->get(), name.c_str()) != 0) {
+  if (!ok) {
     ::unlinkat(dir->get(), tmp.c_str(), 0);
-    return Error::from_errno(fmt::format("write {}", path), ok ? errno : err);
+    return Error::from_errno(fmt::format("write {}", path), err);
+  }
+  if (::renameat2(dir->get(), tmp.c_str(), dir->get(), name.c_str(), RENAME_NOREPLACE) != 0) {
+    const int rename_err = errno;
+    ::unlinkat(dir->get(), tmp.c_str(), 0);
+    // A concurrent run published the same content first: use its file.
+    if (rename_err == EEXIST && holds_text()) return path;
+    return Error::from_errno(fmt::format("write {}", path), rename_err);
   }
   return path;
 }
