@@ -2,9 +2,9 @@
 // user (an operator names it: `[limits] cgroup`), pi-jail makes one child
 // directory per run in it, writes the run's memory, CPU and process
 // limits there, and the jail's init joins it before it builds anything
-// (child.cc join_cgroups). cgroup v2 and the v1 hierarchies (memory, cpu,
-// pids mounted apart) are both handled; a limit no directory can enforce
-// is refused before anything runs.
+// (child_limits.cc join_cgroups). cgroup v2 and the v1 hierarchies
+// (memory, cpu, pids mounted apart) are both handled; a limit no
+// directory can enforce is refused before anything runs.
 #pragma once
 
 #include <cstdint>

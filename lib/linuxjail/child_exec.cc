@@ -1,0 +1,113 @@
+// The command's process: every privilege dropped, Landlock, the syscall
+// filter, execve. Runs in the cloned child: the rules
+// of child_stages.h hold (no allocation, only system calls).
+#include "linuxjail/child_stages.h"
+
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <linux/securebits.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+
+#include "linuxjail/sys.h"
+
+namespace pj::linuxjail::in_child {
+
+namespace {
+
+// Landlock, from the rules planned in the supervisor. Every path is
+// opened inside the finished root without following symlinks.
+void apply_landlock(const ChildPlan& p) {
+  if (p.landlock_fs == 0) return;
+  struct {
+    std::uint64_t handled_access_fs;
+    std::uint64_t handled_access_net;
+    std::uint64_t scoped;
+  } attr{p.landlock_fs, 0, p.landlock_scoped};
+  // Network rights stay unhandled: the network namespace and the proxy
+  // decide where connections go.
+  int ruleset = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U));
+  if (ruleset < 0) fail(Stage::landlock, errno);
+  int root = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) fail(Stage::landlock, errno);
+  for (size_t i = 0; i < p.landlock_rule_count; ++i) {
+    const ChildLandlockRule& r = p.landlock_rules[i];
+    if (r.access == 0) continue;
+    int fd = open_in_root(root, r.path, O_PATH);
+    if (fd < 0) fail(Stage::landlock, errno);
+    struct __attribute__((packed)) {
+      std::uint64_t allowed_access;
+      std::int32_t parent_fd;
+    } beneath{r.access, fd};
+    constexpr int kRulePathBeneath = 1;
+    if (::syscall(SYS_landlock_add_rule, ruleset, kRulePathBeneath, &beneath, 0U) != 0)
+      fail(Stage::landlock, errno, static_cast<int>(i));
+    ::close(fd);
+  }
+  ::close(root);
+  if (::syscall(SYS_landlock_restrict_self, ruleset, 0U) != 0) fail(Stage::landlock, errno);
+  ::close(ruleset);
+}
+
+}  // namespace
+
+// The command's last steps: its own process group in init's session (the
+// foreground group of the jail's PTY, as a shell runs a job), only fds
+// 0-2, no privilege of any kind, Landlock, then the syscall filter and
+// execve. Exec failures exit 127 (not found) or 126.
+//
+// Why a group and not a session of its own: a process group whose
+// parents are all outside its session is orphaned, and the kernel drops
+// SIGTSTP, SIGTTIN and SIGTTOU sent to it (kernel/signal.c), so Ctrl-Z
+// and a program's own `kill(0, SIGTSTP)` would do nothing. Init, the
+// parent, is in the same session: the stops take effect.
+[[noreturn]] void exec_command(const ChildPlan& p, int slave) {
+  if (::setpgid(0, 0) != 0) fail(Stage::new_session, errno);
+  if (slave >= 0) {
+    // Take the foreground before exec, so the first read of the terminal
+    // is not a background read (SIGTTIN). tcsetpgrp from a background
+    // group raises SIGTTOU unless it is blocked; the mask is cleared below.
+    sigset_t ttou;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    if (::sigprocmask(SIG_BLOCK, &ttou, nullptr) != 0) fail(Stage::signal_mask, errno);
+    pid_t self = ::getpid();
+    if (::ioctl(slave, TIOCSPGRP, &self) != 0) fail(Stage::terminal, errno);
+    for (int fd = 0; fd < 3; ++fd)
+      if ((p.pty_fds & (1U << fd)) && ::dup2(slave, fd) < 0) fail(Stage::terminal, errno);
+    if (slave > 2) ::close(slave);
+  }
+  if (::chdir(p.cwd) != 0) fail(Stage::workdir, errno);
+  if (sys::close_range_cloexec(3) != 0) fail(Stage::close_fds, errno);
+  rlimit no_core{0, 0};
+  if (::setrlimit(RLIMIT_CORE, &no_core) != 0) fail(Stage::resource_limits, errno);
+  constexpr unsigned kSecbits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                                SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+  if (::cap_set_secbits(kSecbits) != 0) fail(Stage::securebits, errno);
+  for (cap_value_t c = 0; c < 64; ++c)
+    if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) fail(Stage::capabilities, errno);
+  if (::cap_reset_ambient() != 0) fail(Stage::capabilities, errno);
+  if (::cap_set_proc(p.empty_caps) != 0) fail(Stage::capabilities, errno);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::no_new_privs, errno);
+  apply_landlock(p);
+  // Last: from here on the table in seccomp.cc rules every call.
+  if (p.command_filter_enforced &&
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.command_filter) != 0)
+    fail(Stage::seccomp, errno);
+  sigset_t none;
+  sigemptyset(&none);
+  if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail(Stage::signal_mask, errno);
+  ::execve(p.exec_path, p.argv, p.envp);
+  int err = errno;
+  report(Stage::exec, err, -1);
+  ::_exit(err == ENOENT || err == ENOTDIR || err == ELOOP ? 127 : 126);
+}
+
+}  // namespace pj::linuxjail::in_child

@@ -1,0 +1,121 @@
+// PID 1 of the jail. Runs in the cloned child: the rules
+// of child_stages.h hold (no allocation, only system calls).
+#include "linuxjail/child_stages.h"
+
+#include <linux/seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <ctime>
+
+#include "linuxjail/sys.h"
+
+namespace pj::linuxjail::in_child {
+
+namespace {
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 125;
+}
+
+}  // namespace
+
+// PID 1 of the jail: forward signals to the command, reap everything, and
+// when the command exits end the rest (TERM, grace, KILL) and exit with
+// the command's status. Signals reach a PID-namespace init only when it
+// handles them or has them blocked (kernel/signal.c sig_ignored()): the
+// set stays blocked and is taken with sigwaitinfo.
+[[noreturn]] void run_init(const ChildPlan& p) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP})
+    sigaddset(&set, s);
+  if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) fail(Stage::signal_mask, errno);
+  if (::setsid() < 0) fail(Stage::new_session, errno);
+
+  // Init leads the session and holds the PTY as its controlling terminal;
+  // the command's group is the terminal's foreground (exec_command).
+  const int slave = p.pty ? open_terminal(p) : -1;
+  if (slave >= 0 && ::ioctl(slave, TIOCSCTTY, 0) != 0) fail(Stage::terminal, errno);
+  long child = sys::clone_process(SIGCHLD, nullptr);
+  if (child < 0) fail(Stage::fork_command, errno);
+  if (child == 0) exec_command(p, slave);
+  // Both sides set the group (as shells do): whichever runs first, the
+  // group exists before init signals it.
+  ::setpgid(static_cast<pid_t>(child), static_cast<pid_t>(child));
+  if (slave >= 0) ::close(slave);
+  // Init's own filter, allowing only what the loop below calls; loaded
+  // while the sync fd is still open, so a failure is reported (init's exit
+  // takes the command with it: the PID namespace ends).
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::init_seccomp, errno);
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.init_filter) != 0) fail(Stage::init_seccomp, errno);
+  ::close(p.sync_fd);
+
+  int code = -1;
+  while (code < 0) {
+    siginfo_t si;
+    int sig = ::sigwaitinfo(&set, &si);
+    if (sig < 0) continue;
+    if (sig == SIGCONT || sig == SIGTSTP) {
+      // Resume, or stop, the command's whole process group, as a terminal
+      // does (SIGTSTP reaches pi-jail when its own terminal is not raw).
+      ::kill(-static_cast<pid_t>(child), sig);
+      ::kill(static_cast<pid_t>(child), sig);  // it may have left its group
+      continue;
+    }
+    if (sig != SIGCHLD) {
+      ::kill(static_cast<pid_t>(child), sig);
+      continue;
+    }
+    int status;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
+      if (pid != child) continue;
+      if (WIFSTOPPED(status)) {
+        // The command stopped: tell the supervisor which signal stopped
+        // it; on a terminal it gives the terminal back and stops the same way.
+        char note[2] = {kControlStopped, static_cast<char>(WSTOPSIG(status))};
+        ssize_t n = ::write(p.control_fd, note, sizeof note);
+        (void)n;
+      } else {
+        code = exit_code(status);
+      }
+    }
+  }
+
+  // The command is gone: everything else in the namespace goes too.
+  ::kill(-1, SIGTERM);
+  ::kill(-1, SIGCONT);
+  timespec deadline;
+  ::clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += p.grace_ms / 1000;
+  deadline.tv_nsec += (p.grace_ms % 1000) * 1000000L;
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  while (true) {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (errno == ECHILD) break;
+    timespec now;
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    long left_ns = (deadline.tv_sec - now.tv_sec) * 1000000000L + (deadline.tv_nsec - now.tv_nsec);
+    if (left_ns <= 0) {
+      ::kill(-1, SIGKILL);
+      while (::waitpid(-1, nullptr, 0) > 0) {
+      }
+      break;
+    }
+    timespec wait{left_ns / 1000000000L, left_ns % 1000000000L};
+    ::sigtimedwait(&chld, nullptr, &wait);
+  }
+  ::_exit(code);
+}
+
+}  // namespace pj::linuxjail::in_child

@@ -1,0 +1,44 @@
+// The stages jail_main() (child.cc) runs between clone and exec, one file
+// per stage; internal to lib/linuxjail. Rules for child.cc and every
+// child_*.cc: no allocation, no stdio, no fmt, no locks, no exceptions;
+// only system calls and the plain data in ChildPlan. A failure sends
+// {stage, errno, op} to the supervisor and exits 125. See stage.h.
+#pragma once
+
+#include <cstddef>
+
+#include "linuxjail/child.h"
+#include "linuxjail/stage.h"
+
+namespace pj::linuxjail::in_child {
+
+// child.cc: the failure record on the sync socket, fds on the control socket.
+void report(Stage stage, int err, int op);
+[[noreturn]] void fail(Stage stage, int err, int op = -1);
+void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage);
+
+// child_limits.cc: the run's cgroups, RLIMIT_NPROC.
+void join_cgroups(const ChildPlan& p);
+void limit_processes(const ChildPlan& p);
+
+// child_ids.cc: the user namespace's uid and gid maps.
+void map_identity(const ChildPlan& p);
+
+// child_mounts.cc: the new root and every mount in it.
+int open_in_root(int root, const char* path, int flags);
+void build_filesystem(const ChildPlan& p);
+
+// child_net.cc: loopback, the network filter's listeners.
+void bring_up_loopback();
+void open_listeners(const ChildPlan& p);
+
+// child_terminal.cc: the jail's PTY; returns the slave.
+int open_terminal(const ChildPlan& p);
+
+// child_exec.cc: the command's privilege drop, Landlock, filter, execve.
+[[noreturn]] void exec_command(const ChildPlan& p, int slave);
+
+// child_init.cc: PID 1.
+[[noreturn]] void run_init(const ChildPlan& p);
+
+}  // namespace pj::linuxjail::in_child
