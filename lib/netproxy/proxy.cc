@@ -5,24 +5,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-// Linux: epoll, an eventfd, a timerfd and splice(2). Elsewhere (macOS), or
-// built with PJ_PROXY_PORTABLE (so Linux CI tests that path too): poll(2),
-// a pipe, the wait's timeout and a buffer copy; POSIX calls only.
-#if defined(__linux__) && !defined(PJ_PROXY_PORTABLE)
-#define PJ_PROXY_EPOLL 1
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#else
-#define PJ_PROXY_EPOLL 0
-#endif
-#ifndef MSG_NOSIGNAL
-#define MSG_NOSIGNAL 0  // macOS: sockets get SO_NOSIGPIPE instead (no_sigpipe())
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -33,7 +17,9 @@
 
 #include <fmt/format.h>
 
+#include "netproxy/poller.h"
 #include "netproxy/protocol.h"
+#include "netproxy/relay.h"
 #include "netproxy/resolver.h"
 #include "util/json.h"
 
@@ -44,16 +30,6 @@ using util::UniqueFd;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-constexpr size_t kPipeSize = 64 * 1024;
-
-// What a watched fd is waited for, and what happened.
-constexpr std::uint32_t kIn = 1, kOut = 2, kHangup = 4;
-
-struct Event {
-  std::uint64_t tag;
-  std::uint32_t events;
-};
 
 // Non-blocking and close-on-exec; no SIGPIPE from a socket where that is
 // a flag (macOS).
@@ -66,67 +42,6 @@ bool set_flags(int fd) {
   return true;
 }
 
-#if PJ_PROXY_EPOLL
-class Poller {
-public:
-  bool ok() const { return ep_.valid(); }
-  int fd() const { return ep_.get(); }
-  void watch(int fd, std::uint64_t tag, std::uint32_t events) {
-    epoll_event ev{};
-    ev.events = ((events & kIn) ? EPOLLIN : 0U) | ((events & kOut) ? EPOLLOUT : 0U);
-    ev.data.u64 = tag;
-    if (::epoll_ctl(ep_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev);
-  }
-  void forget(int fd) { ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr); }
-  size_t wait(Event* out, size_t max, int timeout_ms) {
-    epoll_event evs[64];
-    int n = ::epoll_wait(ep_.get(), evs, static_cast<int>(std::min<size_t>(max, 64)), timeout_ms);
-    for (int i = 0; i < n; ++i) {
-      std::uint32_t e = evs[i].events;
-      out[i] = {evs[i].data.u64, ((e & EPOLLIN) ? kIn : 0U) | ((e & EPOLLOUT) ? kOut : 0U) |
-                                     ((e & (EPOLLHUP | EPOLLERR)) ? kHangup : 0U)};
-    }
-    return n < 0 ? 0 : static_cast<size_t>(n);
-  }
-
-private:
-  UniqueFd ep_{::epoll_create1(EPOLL_CLOEXEC)};
-};
-#else
-class Poller {
-public:
-  bool ok() const { return true; }
-  int fd() const { return -1; }  // no single fd: the owner calls run_for()
-  void watch(int fd, std::uint64_t tag, std::uint32_t events) { fds_[fd] = {tag, events}; }
-  void forget(int fd) { fds_.erase(fd); }
-  size_t wait(Event* out, size_t max, int timeout_ms) {
-    std::vector<pollfd> p;
-    for (const auto& [fd, w] : fds_)
-      p.push_back({fd, static_cast<short>(((w.second & kIn) ? POLLIN : 0) | ((w.second & kOut) ? POLLOUT : 0)), 0});
-    if (::poll(p.data(), p.size(), timeout_ms) <= 0) return 0;
-    size_t n = 0;
-    // Past `max` ready fds, the next wait starts where this one stopped:
-    // low-numbered fds cannot starve the others.
-    start_ = p.empty() ? 0 : start_ % p.size();
-    for (size_t i = 0; i < p.size() && n < max; ++i) {
-      const pollfd& x = p[(start_ + i) % p.size()];
-      if (!x.revents) continue;
-      std::uint32_t e = ((x.revents & POLLIN) ? kIn : 0U) | ((x.revents & POLLOUT) ? kOut : 0U) |
-                        ((x.revents & (POLLHUP | POLLERR | POLLNVAL)) ? kHangup : 0U);
-      out[n++] = {fds_[x.fd].first, e};
-      if (n == max) start_ = (start_ + i + 1) % p.size();
-    }
-    return n;
-  }
-
-private:
-  std::map<int, std::pair<std::uint64_t, std::uint32_t>> fds_;
-  size_t start_ = 0;
-};
-
-#endif
-
-
 // TCP_NODELAY: the relay forwards what it got as it got it; Nagle's delay
 // on top of the endpoints' own would hold back small requests.
 void no_delay(int fd) {
@@ -135,96 +50,6 @@ void no_delay(int fd) {
 }
 
 enum class State { handshake, socks_request, resolving, connecting, relaying, closing };
-
-// One direction of a relay: pending bytes first, then splice(2) through a
-// pipe (Linux) or a buffer copy (portable). At most `slice` bytes are read
-// per pump; the fds stay watched (level-triggered), so the rest follows on
-// the next turn of the loop, after the other connections' turns.
-struct Flow {
-  int src = -1, dst = -1;
-  std::string pending;
-  UniqueFd pipe_r, pipe_w;
-  size_t in_pipe = 0;
-  bool src_eof = false;
-  bool done = false;
-  bool want_in = false, want_out = false;
-  std::uint64_t bytes = 0;
-  bool error = false;
-  bool moved = false;  // bytes moved in the last pump
-  // The source hung up and is no longer watched: it is read to its end
-  // without the slice (a hung-up socket never says EAGAIN, and holds at
-  // most its receive buffer), else the rest would never be read.
-  bool src_dead = false;
-
-  void pump(size_t slice) {
-    want_in = want_out = moved = false;
-    size_t read_now = 0;
-    while (!done && !error) {
-      if (!pending.empty()) {
-        ssize_t n = ::send(dst, pending.data(), pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-          if (errno == EAGAIN || errno == EWOULDBLOCK) want_out = true;
-          else error = true;
-          return;
-        }
-        pending.erase(0, static_cast<size_t>(n));
-        bytes += static_cast<std::uint64_t>(n);
-        moved = true;
-        continue;
-      }
-#if PJ_PROXY_EPOLL
-      if (in_pipe > 0) {
-        ssize_t n = ::splice(pipe_r.get(), nullptr, dst, nullptr, in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (n < 0) {
-          if (errno == EAGAIN) want_out = true;
-          else error = true;
-          return;
-        }
-        in_pipe -= static_cast<size_t>(n);
-        bytes += static_cast<std::uint64_t>(n);
-        moved = true;
-        continue;
-      }
-      if (!src_eof) {
-        if (read_now >= slice && !src_dead) {
-          want_in = true;  // still readable: the next turn goes on
-          return;
-        }
-        ssize_t n = ::splice(src, nullptr, pipe_w.get(), nullptr, kPipeSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (n < 0) {
-          if (errno == EAGAIN) want_in = true;
-          else error = true;
-          return;
-        }
-        moved = true;
-        if (n == 0) src_eof = true;
-        else in_pipe += static_cast<size_t>(n), read_now += static_cast<size_t>(n);
-        continue;
-      }
-#else
-      if (!src_eof) {
-        if (read_now >= slice && !src_dead) {
-          want_in = true;
-          return;
-        }
-        char buf[kPipeSize];
-        ssize_t n = ::recv(src, buf, sizeof buf, 0);
-        if (n < 0) {
-          if (errno == EAGAIN || errno == EWOULDBLOCK) want_in = true;
-          else error = true;
-          return;
-        }
-        moved = true;
-        if (n == 0) src_eof = true;
-        else pending.assign(buf, static_cast<size_t>(n)), read_now += static_cast<size_t>(n);
-        continue;
-      }
-#endif
-      ::shutdown(dst, SHUT_WR);  // half-close: the other direction goes on
-      done = true;
-    }
-  }
-};
 
 struct Conn {
   std::uint64_t id;
@@ -285,12 +110,8 @@ struct Proxy::Impl {
   Rules rules;
   ProxyLimits limits;
   DecisionRecorder recorder;
-  Poller poller;
   std::chrono::milliseconds tick;
-#if PJ_PROXY_EPOLL
-  UniqueFd timer{::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)};
-#endif
-  Clock::time_point last_sweep = Clock::now();
+  Poller poller;
   Resolver resolver;
   struct Listener {
     UniqueFd fd;
@@ -307,7 +128,7 @@ struct Proxy::Impl {
   std::shared_ptr<Interceptor> interceptor;  // may be null
 
   Impl(Rules r, int fd, ProxyLimits l)
-      : rules(std::move(r)), limits(l), recorder(fd, l.log), tick(tick_for(l)), resolver(l.resolver_names) {}
+      : rules(std::move(r)), limits(l), recorder(fd, l.log), tick(tick_for(l)), poller(tick, kTagTimer), resolver(l.resolver_names) {}
 
   // The credential filter's decisions, into the one record.
   void take_intercepted() {
@@ -688,14 +509,8 @@ struct Proxy::Impl {
       c.down.pending = socks_reply(SocksReply::succeeded);
     c.up.pending = c.upstream_head + c.inbuf;
     c.inbuf.clear();
-#if PJ_PROXY_EPOLL
-    for (Flow* f : {&c.up, &c.down}) {
-      int p[2];
-      if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return close_conn(c.id);
-      f->pipe_r.reset(p[0]);
-      f->pipe_w.reset(p[1]);
-    }
-#endif
+    for (Flow* f : {&c.up, &c.down})
+      if (!f->prepare()) return close_conn(c.id);
     relay(c);
   }
 
@@ -766,14 +581,7 @@ struct Proxy::Impl {
   // Timeouts: a handshake (request, resolution, connect) or an unread
   // refusal past its deadline; a relayed connection idle too long.
   void sweep() {
-#if PJ_PROXY_EPOLL
-    std::uint64_t n;
-    ssize_t r = ::read(timer.get(), &n, sizeof n);
-    (void)r;
-#endif
     auto now = Clock::now();
-    if (!PJ_PROXY_EPOLL && now - last_sweep < tick) return;
-    last_sweep = now;
     if (accept_paused_until && now >= *accept_paused_until) resume_accepting();
     std::vector<std::uint64_t> late, idle;
     for (auto& [id, c] : conns) {
@@ -819,16 +627,7 @@ util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, Proxy
   }
   if (!impl->poller.ok()) return Error::from_errno("create the network filter's event loop", errno);
   if (impl->resolver.fd() < 0) return Error::from_errno("network filter wake-up", errno);
-#if PJ_PROXY_EPOLL
-  if (!impl->timer.valid()) return Error::from_errno("network filter timer", errno);
-  itimerspec its{};
-  auto tick_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(impl->tick).count();
-  its.it_interval.tv_sec = its.it_value.tv_sec = tick_ns / 1000000000;
-  its.it_interval.tv_nsec = its.it_value.tv_nsec = tick_ns % 1000000000;
-  if (::timerfd_settime(impl->timer.get(), 0, &its, nullptr) != 0)
-    return Error::from_errno("start the network filter timer", errno);
-  impl->watch(impl->timer.get(), kTagTimer, kIn);
-#endif
+  if (auto ticking = impl->poller.start_tick(); !ticking) return ticking.error();
   impl->watch(impl->resolver.fd(), kTagResolver, kIn);
   return std::unique_ptr<Proxy>(new Proxy(std::move(impl)));
 }
@@ -848,10 +647,8 @@ int Proxy::fd() const { return impl_->poller.fd(); }
 void Proxy::run_once() { run_for(std::chrono::milliseconds(0)); }
 
 void Proxy::run_for(std::chrono::milliseconds max_wait) {
-  Event evs[64];
-  // Without a timer fd, the wait's timeout drives the sweep.
-  auto wait = PJ_PROXY_EPOLL ? max_wait : std::min(max_wait, impl_->tick);
-  size_t n = impl_->poller.wait(evs, 64, static_cast<int>(wait.count()));
+  Event evs[64 + 1];  // and the tick
+  size_t n = impl_->poller.wait(evs, 64, max_wait);
   for (size_t i = 0; i < n; ++i) {
     std::uint64_t tag = evs[i].tag;
     if (tag & kTagListener) {
@@ -864,7 +661,6 @@ void Proxy::run_for(std::chrono::milliseconds max_wait) {
       impl_->on_conn_event(tag, evs[i].events);
     }
   }
-  if (!PJ_PROXY_EPOLL) impl_->sweep();
   impl_->take_intercepted();
 }
 

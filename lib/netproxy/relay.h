@@ -1,0 +1,57 @@
+// One direction of a relayed connection (the network filter loop's Flow).
+// relay.cc holds what both builds share; the bytes move through
+// relay_splice.cc (Linux: splice(2) through a pipe) or relay_copy.cc (a
+// buffer copy: POSIX, what macOS runs), the file meson links with the
+// matching poller (lib/netproxy/meson.build).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "util/unique_fd.h"
+
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0  // macOS: sockets get SO_NOSIGPIPE instead (set_flags() in proxy.cc)
+#endif
+
+namespace pj::netproxy {
+
+inline constexpr size_t kPipeSize = 64 * 1024;
+
+// One direction of a relay: pending bytes first, then splice(2) through a
+// pipe (Linux) or a buffer copy (portable). At most `slice` bytes are read
+// per pump; the fds stay watched (level-triggered), so the rest follows on
+// the next turn of the loop, after the other connections' turns.
+struct Flow {
+  int src = -1, dst = -1;
+  std::string pending;
+  util::UniqueFd pipe_r, pipe_w;
+  size_t in_pipe = 0;
+  bool src_eof = false;
+  bool done = false;
+  bool want_in = false, want_out = false;
+  std::uint64_t bytes = 0;
+  bool error = false;
+  bool moved = false;  // bytes moved in the last pump
+  // The source hung up and is no longer watched: it is read to its end
+  // without the slice (a hung-up socket never says EAGAIN, and holds at
+  // most its receive buffer), else the rest would never be read.
+  bool src_dead = false;
+
+  // What the relay needs before its first pump: the pipe (splice); false
+  // (errno set) when it cannot be made.
+  [[nodiscard]] bool prepare();
+  void pump(size_t slice);
+
+private:
+  enum class Step { more, wait, drained };
+  // Past the pending bytes: move what the source has (relay_splice.cc,
+  // relay_copy.cc). more: go on; wait: want_in, want_out or error is set;
+  // drained: the source ended and everything read went out.
+  Step move(size_t slice, size_t& read_now);
+};
+
+}  // namespace pj::netproxy
