@@ -1,0 +1,383 @@
+// One connection through the network filter, from its request to its
+// end: the request head (HTTP or SOCKS5), the rule check, resolution off
+// the loop, the connect to a checked address, the relay or the hand-off
+// to the credential filter, and the refusal in the client's protocol
+// (proxy_impl.h). Loop thread only.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "netproxy/proxy_impl.h"
+
+namespace pj::netproxy {
+
+// The target as the rules see it (lower case, no brackets or trailing dot).
+std::string Proxy::Impl::checked_host(const Conn& c) const {
+  std::string host = c.target.host;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return normalise_host(host).value_or(host);
+}
+
+// Connected to a host bound to a credential: the credential filter
+// serves it from here (TLS both ways), on its own thread.
+void Proxy::Impl::hand_off(Conn& c) {
+  if (interceptor->active() >= kMaxIntercepted) {
+    c.rule_refusal = false;
+    return refuse(c, 503, SocksReply::general_failure,
+                  fmt::format("too many connections to hosts bound to a credential at once ({}); try again",
+                              kMaxIntercepted));
+  }
+  if (!c.inbuf.empty()) {
+    c.rule_refusal = false;
+    return refuse(c, 400, SocksReply::general_failure,
+                  "bytes sent before the tunnel was open, to a host bound to a credential");
+  }
+  Interceptor::Handoff h;
+  if (c.kind == ListenerKind::http) h.reply = "HTTP/1.1 200 Connection established\r\n\r\n";
+  else if (c.kind == ListenerKind::socks) h.reply = socks_reply(SocksReply::succeeded);
+  h.protocol = c.protocol;
+  h.host = checked_host(c);
+  h.port = c.target.port;
+  h.address = c.address;
+  h.reason = c.verdict.reason;
+  h.wall = c.wall;
+  poller.forget(c.client.get());
+  poller.forget(c.upstream.get());
+  h.client = std::move(c.client);
+  h.upstream = std::move(c.upstream);
+  c.logged = true;  // the credential filter records this connection
+  std::uint64_t id = c.id;
+  if (!interceptor->start(std::move(h))) {
+    c.logged = false;
+    record(c, false, fmt::format("too many connections to credential hosts at once ({})", kMaxIntercepted));
+  }
+  close_conn(id);
+}
+
+void Proxy::Impl::record(Conn& c, bool allowed, std::string reason) {
+  if (c.logged) return;
+  c.logged = true;
+  Decision d;
+  d.time = c.wall;
+  d.protocol = c.protocol;
+  d.host = c.target.host;
+  d.port = c.target.port;
+  d.address = c.address;
+  d.allowed = allowed;
+  d.reason = std::move(reason);
+  d.rule_refusal = !allowed && c.rule_refusal && c.target.port > 0 && normalise_host(c.target.host).has_value();
+  d.bytes_up = c.up.bytes;
+  d.bytes_down = c.down.bytes;
+  d.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - c.started).count();
+  recorder.add(std::move(d));
+}
+
+void Proxy::Impl::close_conn(std::uint64_t id) {
+  auto it = conns.find(id);
+  if (it == conns.end()) return;
+  Conn& c = *it->second;
+  if (!c.logged) record(c, c.verdict.allowed, c.verdict.reason.empty() ? "closed" : c.verdict.reason);
+  if (!c.resolving.empty()) resolver.cancel(c.id, c.resolving);  // nobody waits for it now
+  if (c.client.valid() && !c.client_dead) poller.forget(c.client.get());
+  if (c.upstream.valid() && !c.upstream_dead) poller.forget(c.upstream.get());
+  --listeners[c.listener].open;
+  conns.erase(it);  // fds close with their owners
+}
+
+// Refuse: answer in the protocol's words, then close once flushed.
+// `told`: what the jail is told (default: `reason`), never a host file path or DNS answer.
+void Proxy::Impl::refuse(Conn& c, int http_status, SocksReply socks, const std::string& reason, std::string_view told) {
+  record(c, false, reason);
+  if (c.kind == ListenerKind::http)
+    c.to_client = http_response(http_status, reason_phrase(http_status),
+                                "pi-jail: " + bounded(told.empty() ? reason : told) + "\n");
+  else if (c.kind == ListenerKind::socks)
+    c.to_client = socks_reply(socks);
+  c.state = State::closing;
+  c.deadline = Clock::now() + limits.handshake;  // a client that never reads the answer
+  if (c.upstream.valid()) {
+    poller.forget(c.upstream.get());
+    c.upstream.reset();
+  }
+  flush_and_close(c);
+}
+
+void Proxy::Impl::flush_and_close(Conn& c) {
+  while (!c.to_client.empty()) {
+    ssize_t n = ::send(c.client.get(), c.to_client.data(), c.to_client.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) {
+      if (n < 0 && errno == EAGAIN) {
+        watch(c.client.get(), c.id << 1, kOut);
+        return;
+      }
+      break;
+    }
+    c.to_client.erase(0, static_cast<size_t>(n));
+  }
+  close_conn(c.id);
+}
+
+void Proxy::Impl::on_client_handshake(Conn& c) {
+  char buf[4096];
+  while (c.inbuf.size() <= kMaxHttpHead + 1) {
+    ssize_t n = ::recv(c.client.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) return close_conn(c.id);
+    if (n < 0) {
+      if (errno == EAGAIN) break;
+      return close_conn(c.id);
+    }
+    c.inbuf.append(buf, static_cast<size_t>(n));
+  }
+  if (c.kind == ListenerKind::http) {
+    HttpRequest r = parse_http_request(c.inbuf);
+    if (r.progress == Progress::need_more) return;
+    if (r.progress == Progress::bad) {
+      c.target = {"", 0};
+      return refuse(c, r.status, SocksReply::general_failure, "malformed request: " + bounded(r.error));
+    }
+    c.protocol = r.tunnel ? "http-connect" : "http";
+    c.target = r.target;
+    c.upstream_head = r.upstream;
+    if (interceptor) {
+      // A placeholder is never sent in clear, nor through a tunnel to a
+      // host it is not bound to.
+      std::string host = checked_host(c);
+      if (auto name = interceptor->unbound_placeholder(std::string_view(c.inbuf).substr(0, r.consumed), host,
+                                                        r.tunnel ? c.target.port : -1))
+        return refuse(c, 403, SocksReply::not_allowed,
+                      fmt::format("a placeholder of {} in a {} request to {}:{}: refused", *name,
+                                  r.tunnel ? "CONNECT" : "plain-http", bounded(host), c.target.port));
+    }
+    c.inbuf.erase(0, r.consumed);
+    return decide(c);
+  }
+  // SOCKS5: greeting, then the request.
+  if (!c.greeted) {
+    SocksGreeting g = parse_socks_greeting(c.inbuf);
+    if (g.progress == Progress::need_more) return;
+    if (g.progress == Progress::bad || !g.no_auth_offered) {
+      c.to_client = std::string{'\x05', '\xff'};
+      record(c, false, "SOCKS5 greeting without the no-authentication method");
+      c.state = State::closing;
+      return flush_and_close(c);
+    }
+    c.inbuf.erase(0, g.consumed);
+    c.greeted = true;
+    std::string ok{'\x05', '\x00'};
+    if (::send(c.client.get(), ok.data(), ok.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != 2) return close_conn(c.id);
+  }
+  SocksRequest r = parse_socks_request(c.inbuf);
+  if (r.progress == Progress::need_more) return;
+  c.target = r.target;
+  if (r.progress == Progress::bad) {
+    std::string why = r.reply == SocksReply::command_not_supported
+                          ? fmt::format("SOCKS5 command {} is not supported (only CONNECT)", r.command)
+                          : "malformed SOCKS5 request";
+    return refuse(c, 400, r.reply, why);
+  }
+  c.inbuf.erase(0, r.consumed);
+  decide(c);
+}
+
+// The rule check; then resolve (names) or connect (literals).
+void Proxy::Impl::decide(Conn& c) {
+  std::string host = c.target.host;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  c.verdict = rules.check(host, c.target.port);
+  if (!c.verdict.allowed) {
+    c.rule_refusal = true;
+    return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
+  }
+  watch(c.client.get(), c.id << 1, 0);  // nothing more from the client until connected
+  for (const auto& [name, to] : limits.test_resolve)  // test builds only
+    if (name == fmt::format("{}:{}", host, c.target.port)) {
+      c.addrs = {to.first};
+      c.test_port = to.second;
+      return try_connect(c);
+    }
+  if (auto fixed = Rules::fixed_addresses(host); !fixed.empty()) {  // literals, localhost
+    c.addrs = std::move(fixed);
+    return try_connect(c);
+  }
+  if (!resolver.submit(c.id, host))
+    return refuse(c, 503, SocksReply::general_failure,
+                  fmt::format("too many names being looked up ({}); try again", limits.resolver_names));
+  c.state = State::resolving;
+  c.resolving = host;
+}
+
+void Proxy::Impl::on_resolved(Resolver::Answer& r) {
+  auto it = conns.find(r.conn);
+  if (it == conns.end()) return;
+  Conn& c = *it->second;
+  c.resolving.clear();
+  if (!r.error.empty() || r.addrs.empty())
+    return refuse(c, 502, SocksReply::host_unreachable,
+                  fmt::format("cannot resolve {}: {}", bounded(c.target.host), r.error.empty() ? "no address" : r.error),
+                  "cannot resolve the host");
+  // Every address is checked; only checked ones are connected to.
+  Verdict refusal;
+  for (const auto& a : r.addrs) {
+    Verdict v = rules.check_address(c.verdict, c.target.host, a);
+    if (v.allowed) c.addrs.push_back(a);
+    else if (refusal.reason.empty()) refusal = v;
+  }
+  if (c.addrs.empty()) return refuse(c, 403, SocksReply::not_allowed, refusal.reason, refusal.told);
+  try_connect(c);
+}
+
+void Proxy::Impl::try_connect(Conn& c) {
+  while (c.next_addr < c.addrs.size()) {
+    const IpAddress& a = c.addrs[c.next_addr++];
+    // Final check of the exact address (literal requests come here too).
+    // A published port is the operator's own choice, inside the jail.
+    Verdict v = c.kind == ListenerKind::publish || c.test_port ? c.verdict
+                                                               : rules.check_address(c.verdict, c.target.host, a);
+    const int port = c.test_port ? c.test_port : c.target.port;
+    if (!v.allowed) {
+      if (c.next_addr == c.addrs.size()) return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len;
+    if (a.v6) {
+      auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);
+      s6->sin6_family = AF_INET6;
+      s6->sin6_addr = a.v6addr;
+      s6->sin6_port = htons(static_cast<uint16_t>(port));
+      len = sizeof *s6;
+    } else {
+      auto* s4 = reinterpret_cast<sockaddr_in*>(&ss);
+      s4->sin_family = AF_INET;
+      s4->sin_addr = a.v4addr;
+      s4->sin_port = htons(static_cast<uint16_t>(port));
+      len = sizeof *s4;
+    }
+    if (c.kind == ListenerKind::publish) {
+      int fd = jail_sockets ? jail_sockets(ss.ss_family) : -ENOSYS;
+      if (fd < 0) {  // e.g. no IPv6 in the jail: the next address, else refused below
+        c.jail_socket_error = fmt::format("cannot make a socket in the jail's network namespace: {}",
+                                          std::strerror(-fd));
+        continue;
+      }
+      c.upstream.reset(fd);
+    } else {
+      c.upstream.reset(::socket(ss.ss_family, SOCK_STREAM, 0));
+    }
+    if (!c.upstream.valid() || !set_flags(c.upstream.get())) continue;
+    no_delay(c.upstream.get());
+    c.address = a.str();
+    int rc = ::connect(c.upstream.get(), reinterpret_cast<sockaddr*>(&ss), len);
+    if (rc == 0 || errno == EINPROGRESS) {
+      c.state = State::connecting;
+      watch(c.upstream.get(), (c.id << 1) | 1, kOut);
+      return;
+    }
+  }
+  refuse(c, 502, SocksReply::connection_refused,
+         c.jail_socket_error.empty() ? fmt::format("cannot connect to {}:{}", bounded(c.target.host), c.target.port)
+                                     : c.jail_socket_error);
+}
+
+void Proxy::Impl::on_connected(Conn& c) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  ::getsockopt(c.upstream.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) {
+    poller.forget(c.upstream.get());
+    c.upstream.reset();
+    if (c.next_addr < c.addrs.size()) return try_connect(c);
+    return refuse(c, 502, err == ECONNREFUSED ? SocksReply::connection_refused : SocksReply::host_unreachable,
+                  fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port,
+                              std::strerror(err)));
+  }
+  if (interceptor && c.protocol != "http" && interceptor->bound(checked_host(c), c.target.port))
+    return hand_off(c);
+  c.state = State::relaying;
+  c.last_active = Clock::now();
+  c.up.src = c.client.get();
+  c.up.dst = c.upstream.get();
+  c.down.src = c.upstream.get();
+  c.down.dst = c.client.get();
+  if (c.kind == ListenerKind::http && c.protocol == "http-connect")
+    c.down.pending = "HTTP/1.1 200 Connection established\r\n\r\n";
+  else if (c.kind == ListenerKind::socks)
+    c.down.pending = socks_reply(SocksReply::succeeded);
+  c.up.pending = c.upstream_head + c.inbuf;
+  c.inbuf.clear();
+  for (Flow* f : {&c.up, &c.down})
+    if (!f->prepare()) return close_conn(c.id);
+  relay(c);
+}
+
+void Proxy::Impl::relay(Conn& c) {
+  c.up.pump(limits.relay_slice);
+  c.down.pump(limits.relay_slice);
+  if (c.up.moved || c.down.moved) c.last_active = Clock::now();
+  if (c.up.error || c.down.error || (c.up.done && c.down.done)) {
+    record(c, true, c.verdict.reason);
+    return close_conn(c.id);
+  }
+  constexpr std::uint32_t in = kIn, out = kOut, none = 0;
+  std::uint32_t client_ev = (c.up.want_in ? in : none) | (c.down.want_out ? out : none);
+  std::uint32_t upstream_ev = (c.down.want_in ? in : none) | (c.up.want_out ? out : none);
+  // Level-triggered, and only what each flow waits for: a side whose
+  // input is done is not watched for input any more (no spinning on EOF),
+  // and a side that hung up is not watched at all.
+  if (!c.client_dead) watch(c.client.get(), c.id << 1, client_ev);
+  if (!c.upstream_dead) watch(c.upstream.get(), (c.id << 1) | 1, upstream_ev);
+}
+
+// A relayed socket hung up (EPOLLHUP/EPOLLERR: reset, or shut both
+// ways). The kernel reports that whatever is asked for, so the socket
+// leaves the poller for good: re-arming it would wake the loop forever.
+// What can still be read from it is relayed; if bytes were still owed to
+// it, they can never arrive, and the connection ends.
+void Proxy::Impl::on_hangup(Conn& c, bool upstream_side) {
+  std::uint64_t id = c.id;
+  (upstream_side ? c.upstream_dead : c.client_dead) = true;
+  (upstream_side ? c.down : c.up).src_dead = true;
+  poller.forget(upstream_side ? c.upstream.get() : c.client.get());
+  relay(c);
+  if (!conns.count(id)) return;
+  Flow& into = upstream_side ? c.up : c.down;
+  if (!into.done) {
+    record(c, true, c.verdict.reason);
+    close_conn(id);
+  }
+}
+
+void Proxy::Impl::on_conn_event(std::uint64_t tag, std::uint32_t events) {
+  auto it = conns.find(tag >> 1);
+  if (it == conns.end()) return;
+  Conn& c = *it->second;
+  switch (c.state) {
+    case State::handshake:
+    case State::socks_request:
+      if ((tag & 1) == 0) {
+        c.last_active = Clock::now();
+        on_client_handshake(c);
+      }
+      break;
+    case State::resolving:
+      if (events & kHangup) close_conn(c.id);  // the client gave up: so does its look-up
+      break;
+    case State::connecting:
+      if (tag & 1) on_connected(c);
+      else if (events & kHangup) close_conn(c.id);
+      break;
+    case State::relaying:
+      if (events & kHangup) on_hangup(c, (tag & 1) != 0);
+      else relay(c);
+      break;
+    case State::closing: flush_and_close(c); break;
+  }
+}
+
+}  // namespace pj::netproxy

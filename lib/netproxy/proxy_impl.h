@@ -1,0 +1,121 @@
+// The network filter loop's state (Proxy::Impl, proxy.h), shared by
+// proxy.cc (the loop: listeners, accepting, timeouts, the public calls)
+// and connection.cc (one connection's way through its states: request,
+// rule check, resolution, connect, relay or refusal). Internal to
+// lib/netproxy; loop thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "netproxy/poller.h"
+#include "netproxy/protocol.h"
+#include "netproxy/proxy.h"
+#include "netproxy/relay.h"
+#include "netproxy/resolver.h"
+#include "util/unique_fd.h"
+
+namespace pj::netproxy {
+
+using Clock = std::chrono::steady_clock;
+
+// Non-blocking and close-on-exec; no SIGPIPE from a socket where that is
+// a flag (macOS).
+[[nodiscard]] bool set_flags(int fd);
+// TCP_NODELAY on a relayed socket.
+void no_delay(int fd);
+
+enum class State { handshake, socks_request, resolving, connecting, relaying, closing };
+
+// One connection: the client's socket, and once connected the upstream.
+struct Conn {
+  std::uint64_t id;
+  size_t listener;
+  ListenerKind kind;
+  std::string protocol;
+  util::UniqueFd client, upstream;
+  State state = State::handshake;
+  std::string inbuf;
+  bool greeted = false;  // SOCKS greeting answered
+  Target target;
+  Verdict verdict;
+  bool rule_refusal = false;  // refused by the rule check itself
+  std::string resolving;      // the name given to the resolver, while it is looked up
+  std::string upstream_head;  // absolute-form HTTP
+  std::vector<IpAddress> addrs;
+  size_t next_addr = 0;
+  int test_port = 0;  // --test-resolve: the stand-in's port (its address is in addrs)
+  std::string address;
+  std::string jail_socket_error;  // publish: why the last socket could not be made
+  std::string to_client;  // a reply to flush before closing or relaying
+  Flow up, down;
+  bool client_dead = false, upstream_dead = false;  // hung up: never watched again
+  Clock::time_point started = Clock::now();
+  Clock::time_point last_active = started;
+  std::chrono::system_clock::time_point wall = std::chrono::system_clock::now();
+  Clock::time_point deadline;
+  bool logged = false;
+};
+
+// Poller tags: a connection's client is id << 1, its upstream id << 1 | 1.
+constexpr std::uint64_t kTagListener = 1ULL << 62;
+constexpr std::uint64_t kTagResolver = 1ULL << 61;
+constexpr std::uint64_t kTagTimer = 1ULL << 60;
+
+struct Proxy::Impl {
+  Rules rules;
+  ProxyLimits limits;
+  DecisionRecorder recorder;
+  std::chrono::milliseconds tick;
+  Poller poller;
+  Resolver resolver;
+  struct Listener {
+    util::UniqueFd fd;
+    ListenerKind kind;
+    std::optional<Rules::Forward> target;
+    size_t open = 0;  // its connections now
+  };
+  std::vector<Listener> listeners;
+  JailSockets jail_sockets;
+  std::optional<Clock::time_point> accept_paused_until;  // the fd table was full
+  std::map<std::uint64_t, std::unique_ptr<Conn>> conns;
+  std::uint64_t next_id = 1;
+
+  std::shared_ptr<Interceptor> interceptor;  // may be null
+
+  Impl(Rules r, int fd, ProxyLimits l);
+
+  void watch(int fd, std::uint64_t tag, std::uint32_t events) { poller.watch(fd, tag, events); }
+
+  // The loop (proxy.cc).
+  void take_intercepted();
+  void make_room(size_t listener);
+  void pause_accepting();
+  void resume_accepting();
+  void accept_on(size_t index);
+  void sweep();
+
+  // One connection's states (connection.cc).
+  std::string checked_host(const Conn& c) const;
+  void hand_off(Conn& c);
+  void record(Conn& c, bool allowed, std::string reason);
+  void close_conn(std::uint64_t id);
+  void refuse(Conn& c, int http_status, SocksReply socks, const std::string& reason, std::string_view told = {});
+  void flush_and_close(Conn& c);
+  void on_client_handshake(Conn& c);
+  void decide(Conn& c);
+  void on_resolved(Resolver::Answer& r);
+  void try_connect(Conn& c);
+  void on_connected(Conn& c);
+  void relay(Conn& c);
+  void on_hangup(Conn& c, bool upstream_side);
+  void on_conn_event(std::uint64_t tag, std::uint32_t events);
+};
+
+}  // namespace pj::netproxy
