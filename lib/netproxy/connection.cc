@@ -334,7 +334,7 @@ void Proxy::Impl::relay(Conn& c) {
   if (!c.upstream_dead) watch(c.upstream.get(), (c.id << 1) | 1, upstream_ev);
 }
 
-// A relayed socket hung up (EPOLLHUP/EPOLLERR: reset, or shut both
+// A relayed socket hung up (kHangup: reset, or shut both
 // ways). The kernel reports that whatever is asked for, so the socket
 // leaves the poller for good: re-arming it would wake the loop forever.
 // What can still be read from it is relayed; if bytes were still owed to

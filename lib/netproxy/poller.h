@@ -15,7 +15,8 @@
 
 namespace pj::netproxy {
 
-// What a watched fd is waited for, and what happened.
+// What a watched fd is waited for, and what happened. kHangup (EPOLLHUP,
+// EPOLLERR; POLLHUP, POLLERR, POLLNVAL) is reported whatever is asked for.
 inline constexpr std::uint32_t kIn = 1, kOut = 2, kHangup = 4;
 
 struct Event {
