@@ -72,9 +72,19 @@ std::vector<Record> load(int state) {
 // Replace the registry with `records` (written, fsync'ed, renamed over
 // it); nothing is written when they are what it holds already (`on_disk`,
 // as load() read it under the same lock): most runs change nothing there,
-// and the fsync is a good part of a start-up.
+// and the fsync is a good part of a start-up. An empty registry is no
+// file at all (load() reads a missing one as empty): the usual teardown
+// removes it rather than writing, fsyncing and renaming an empty file.
+// A crash may undo that unlink just as it may undo the rename (the
+// directory is not fsynced either way): the next run then sweeps records
+// whose placeholders are already gone, which it does anyway.
 util::Status save(int state, const std::vector<Record>& on_disk, const std::vector<Record>& records) {
   if (records == on_disk) return {};
+  if (records.empty()) {
+    if (::unlinkat(state, kRegistry, 0) != 0 && errno != ENOENT)
+      return Error::from_errno("remove the emptied placeholder registry", errno);
+    return {};
+  }
   std::string text;
   for (const auto& r : records)
     text += fmt::format("{} {} {}\n", r.node == linuxjail::Node::file ? 'f' : 'd', hex(r.content), hex(r.path));

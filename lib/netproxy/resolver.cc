@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <system_error>
 
 #if defined(__linux__)
 #include <sys/eventfd.h>
@@ -50,7 +51,8 @@ Resolver::Answer look_up(const std::string& host) {
 
 }  // namespace
 
-Resolver::Resolver(size_t max_names, int threads) : max_names_(max_names) {
+Resolver::Resolver(size_t max_names, int threads)
+    : max_names_(max_names), max_threads_(threads > 0 ? static_cast<size_t>(threads) : 0) {
 #if defined(__linux__)
   wake_r_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (wake_r_.valid()) wake_w_.reset(::dup(wake_r_.get()));
@@ -62,7 +64,6 @@ Resolver::Resolver(size_t max_names, int threads) : max_names_(max_names) {
     if (!util::set_nonblocking_cloexec(p[0]) || !util::set_nonblocking_cloexec(p[1])) wake_r_.reset();
   }
 #endif
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
 }
 
 Resolver::~Resolver() {
@@ -83,12 +84,35 @@ bool Resolver::submit(std::uint64_t conn, const std::string& host) {
   }
   if (waiters_.size() >= max_names_) return false;
   waiters_[host].push_back(conn);
+  bool started;
   {
     std::lock_guard lock(m_);
     queue_.push_back(host);
+    started = grow_locked();
+    // No worker runs and none could start: the name fails now rather
+    // than waiting for a worker that will never come.
+    if (!started) done_.push_back({queue_.back(), {}, "no resolver thread could be started"});
+    if (!started) queue_.pop_back();
+  }
+  if (!started) {
+    std::uint64_t one = 1;
+    ssize_t w = ::write(wake_w_.get(), &one, sizeof one);
+    (void)w;
+    return true;
   }
   cv_.notify_one();
   return true;
+}
+
+bool Resolver::grow_locked() {
+  if (queue_.size() <= idle_ || threads_.size() >= max_threads_) return !threads_.empty() || max_threads_ == 0;
+  try {
+    threads_.emplace_back([this] { work(); });
+  } catch (const std::system_error&) {
+    // Fewer workers than asked for: the queued names wait for the ones
+    // that run.
+  }
+  return !threads_.empty();
 }
 
 void Resolver::cancel(std::uint64_t conn, const std::string& host) {
@@ -127,7 +151,9 @@ void Resolver::work() {
     std::string host;
     {
       std::unique_lock lock(m_);
+      ++idle_;
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      --idle_;
       if (stop_) return;
       host = std::move(queue_.front());
       queue_.pop_front();

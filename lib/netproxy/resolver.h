@@ -1,5 +1,7 @@
 // Name resolution off the network filter's loop: a few worker threads,
-// results announced through a wake-up fd (an eventfd, or a pipe).
+// results announced through a wake-up fd (an eventfd, or a pipe). The
+// workers start on demand (a name queued and no worker idle, up to
+// `threads`): a run that resolves nothing starts none (issue 18).
 //
 // Bounded and cancellable: one look-up per name at a time, however many
 // connections wait for it; at most `max_names` names queued or being
@@ -54,6 +56,9 @@ private:
     std::string error;
   };
   void work();
+  // Under m_: start one more worker if a queued name has none idle to
+  // take it; false if none could be started while none runs.
+  bool grow_locked();
 
   size_t max_names_;
   util::UniqueFd wake_r_, wake_w_;  // the same fd twice for an eventfd
@@ -62,8 +67,10 @@ private:
   std::deque<std::string> queue_;  // under m_
   std::deque<Done> done_;          // under m_
   bool stop_ = false;              // under m_
+  size_t idle_ = 0;                // workers waiting for a name; under m_
+  size_t max_threads_;
   std::map<std::string, std::vector<std::uint64_t>> waiters_;  // loop thread only
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_;  // started by the loop thread only
 };
 
 }  // namespace pj::netproxy

@@ -74,3 +74,21 @@ TEST_CASE("a run that leaves no placeholder does not rewrite pi-jail's placehold
     CHECK(before.st_mtim.tv_nsec == after.st_mtim.tv_nsec);
   }
 }
+
+TEST_CASE("a run whose placeholders are all removed leaves no placeholder registry file") {
+  // Issue 18: the teardown used to write an empty registry (a new file,
+  // an fsync and a rename on the way to the exit status); none is needed.
+  Sandbox sb;
+  const std::string registry = sb.home + "/.local/state/pi-jail/placeholders";
+  std::filesystem::remove_all(sb.ws + "/.pi");  // needs a placeholder
+  auto run = sb.jail({"/bin/sh", "-c", "test -d .pi"});
+  CAPTURE(run.err);
+  REQUIRE(run.status == 0);
+  CHECK_FALSE(std::filesystem::exists(sb.ws + "/.pi"));  // removed again
+  struct stat st {};
+  const int rc = ::lstat(registry.c_str(), &st);
+  const int err = errno;
+  CHECK(rc != 0);
+  CHECK(err == ENOENT);
+  CHECK_FALSE(std::filesystem::exists(sb.home + "/.local/state/pi-jail/placeholders.tmp"));
+}

@@ -4,9 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "netproxy/decisions.h"
 #include "netproxy/resolver.h"
@@ -116,6 +119,51 @@ TEST_CASE("resolver: one look-up per name, a bounded queue, and cancelled work l
   for (std::uint64_t c = 1; c <= 1000; ++c) r.cancel(c, "a.test");
   CHECK(r.pending() == 1);
   CHECK(r.submit(1002, "c.test"));
+}
+
+namespace {
+
+// Threads of this process (Linux: /proc/self/task), -1 elsewhere.
+int threads_now() {
+#if defined(__linux__)
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+#else
+  return -1;
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("resolver: workers start when a name is queued, not before, and answer it") {
+  // Issue 18: four idle workers used to start with every network filter,
+  // on every run, resolving nothing for most of them.
+  const int before = threads_now();
+  netproxy::Resolver r(8, 4);
+  REQUIRE(r.fd() >= 0);
+  CHECK(threads_now() == before);  // none yet
+  REQUIRE(r.submit(1, "localhost"));
+  REQUIRE(r.submit(2, "127.0.0.1"));
+  REQUIRE(r.submit(3, "localhost"));  // joins the first look-up
+#if defined(__linux__)
+  CHECK(threads_now() > before);
+  CHECK(threads_now() <= before + 2);  // one per name at most
+#endif
+  std::vector<netproxy::Resolver::Answer> got;
+  for (int guard = 0; guard < 100 && got.size() < 3; ++guard) {
+    pollfd p{r.fd(), POLLIN, 0};
+    ::poll(&p, 1, 100);  // a guard, not a timing
+    for (auto& a : r.take()) got.push_back(std::move(a));
+  }
+  REQUIRE(got.size() == 3);
+  for (const auto& a : got) {
+    CAPTURE(a.conn);
+    CAPTURE(a.error);
+    CHECK(a.error.empty());
+    CHECK_FALSE(a.addrs.empty());
+  }
+  CHECK(r.pending() == 0);
 }
 
 TEST_CASE("summary: one line per destination with its count, then the exact fix") {
