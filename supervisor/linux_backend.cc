@@ -226,7 +226,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
       input->ca_bundle = ca_bundle->path();
     }
   }
-  auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(*input));
+  auto facts = view::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
   if (!planned) return fail(planned.error().message());
   auto spec = std::make_shared<linuxjail::JailSpec>(std::move(*planned));

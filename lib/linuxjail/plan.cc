@@ -15,22 +15,17 @@ namespace {
 
 using util::Error;
 using util::path_within;
-
-const SourceFact kAbsent{};
+using ::pj::view::fact;
+using ::pj::view::usable;
 
 // The scratch directory of an ephemeral $HOME (the places' are in view.cc).
 constexpr std::string_view kEphemeralHome = "home";
 
-const SourceFact& fact(const Facts& facts, std::string_view path) {
-  auto it = facts.find(std::string(path));
-  return it == facts.end() ? kAbsent : it->second;
+Node node_of(const PathFact& f) {
+  return f.kind == PathFact::Kind::directory ? Node::directory : Node::file;
 }
 
-Node node_of(const SourceFact& f) {
-  return f.kind == SourceFact::Kind::directory ? Node::directory : Node::file;
-}
-
-MountOp bind_op(std::string dest, const SourceFact& f, Access access, std::string why) {
+MountOp bind_op(std::string dest, const PathFact& f, Access access, std::string why) {
   MountOp op;
   op.kind = MountKind::bind;
   op.dest = std::move(dest);
@@ -53,10 +48,6 @@ MountOp simple_op(MountKind kind, std::string_view dest, std::string_view source
   return op;
 }
 
-bool usable(const SourceFact& f) {
-  return f.kind == SourceFact::Kind::directory || f.kind == SourceFact::Kind::file;
-}
-
 size_t depth(std::string_view path) { return util::path_components(path).size(); }
 
 // System paths: a symlink whose target lies in another system directory
@@ -66,13 +57,13 @@ size_t depth(std::string_view path) { return util::path_components(path).size();
 void add_system(const PlanInput& in, const Facts& facts, std::vector<MountOp>& ops) {
   auto in_system_dir = [&](const std::string& target) {
     for (const auto& s : in.system) {
-      const SourceFact& f = fact(facts, s.path);
-      if (!f.is_symlink && f.kind == SourceFact::Kind::directory && util::path_within(target, s.path)) return true;
+      const PathFact& f = fact(facts, s.path);
+      if (!f.is_symlink && f.kind == PathFact::Kind::directory && util::path_within(target, s.path)) return true;
     }
     return false;
   };
   for (const auto& e : in.system) {
-    const SourceFact& f = fact(facts, e.path);
+    const PathFact& f = fact(facts, e.path);
     if (!usable(f)) continue;
     if (f.is_symlink && in_system_dir(f.resolved))
       ops.push_back(simple_op(MountKind::symlink, e.path, f.link_target, e.why));
@@ -101,8 +92,8 @@ void add_structure(const Facts& facts, std::vector<MountOp>& ops) {
   pts.access = Access::read_write;
   ops.push_back(std::move(pts));
   for (const auto& e : view::devices()) {
-    const SourceFact& f = fact(facts, e.path);
-    if (f.kind != SourceFact::Kind::other) continue;  // character devices only
+    const PathFact& f = fact(facts, e.path);
+    if (f.kind != PathFact::Kind::other) continue;  // character devices only
     MountOp op = bind_op(std::string(e.path), f, Access::read_write, std::string(e.why));
     op.node = Node::file;
     op.devices = Devices::allowed;
@@ -168,8 +159,8 @@ void pin_ancestors(const Facts& facts, std::vector<MountOp>& ops) {
     if (!above || above->kind != MountKind::bind || above->access != Access::read_write) continue;
     if (above->jail_home) continue;  // the host's directories there are not the jail's
     for (std::string dir = parent; dir != above->dest && dir != "/"; dir = std::string(util::parent_path(dir))) {
-      const SourceFact& f = fact(facts, dir);
-      if (f.kind != SourceFact::Kind::directory || f.is_symlink || f.resolved != dir || taken(dir)) continue;
+      const PathFact& f = fact(facts, dir);
+      if (f.kind != PathFact::Kind::directory || f.is_symlink || f.resolved != dir || taken(dir)) continue;
       pins.push_back(bind_op(dir, f, Access::read_write,
                              fmt::format("pinned: holds {} (cannot be renamed or removed)", op.dest)));
     }
@@ -205,7 +196,7 @@ MountOp placeholder_op(const std::string& dest, Node node, const std::string& wh
 //   be created, except under a missing `.git`: a repository the jail
 //   creates is audited when the run ends (git_audit.h), not prevented.
 std::string protect(const Facts& facts, const PathRule& r, std::vector<MountOp>& ops) {
-  const SourceFact& f = fact(facts, r.path);
+  const PathFact& f = fact(facts, r.path);
   if (in_jail_home(ops, r.path) || (usable(f) && in_jail_home(ops, f.resolved))) return "";  // not the host's
   if (!writable(ops, r.path) && !(usable(f) && writable(ops, f.resolved))) {
     if (usable(f) && visible(ops, f.resolved)) ops.push_back(bind_op(f.resolved, f, Access::read_only, r.why));
@@ -230,9 +221,9 @@ std::string protect(const Facts& facts, const PathRule& r, std::vector<MountOp>&
   std::string missing = r.path;
   while (true) {
     std::string parent(util::parent_path(missing));
-    const SourceFact& pf = fact(facts, parent);
-    if (pf.kind == SourceFact::Kind::directory) break;
-    if (pf.kind != SourceFact::Kind::absent || parent == "/") return "";  // under a file: nothing can be made there
+    const PathFact& pf = fact(facts, parent);
+    if (pf.kind == PathFact::Kind::directory) break;
+    if (pf.kind != PathFact::Kind::absent || parent == "/") return "";  // under a file: nothing can be made there
     missing = parent;
   }
   if (missing != r.path && missing.ends_with("/.git")) return "";
@@ -316,8 +307,8 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
 
   const bool private_home = in.home != "/" && !in.home.empty();
   if (private_home && !in.home_source.empty()) {
-    const SourceFact& f = fact(facts, in.home_source);
-    if (f.kind != SourceFact::Kind::directory || f.is_symlink || f.resolved != in.home_source)
+    const PathFact& f = fact(facts, in.home_source);
+    if (f.kind != PathFact::Kind::directory || f.is_symlink || f.resolved != in.home_source)
       problems.push_back(fmt::format("$HOME: the jail home {} is not a directory (or changed after it was checked)",
                                      in.home_source));
     else {
@@ -337,15 +328,15 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   // Private directories first: a grant inside one (sessions/) replaces
   // the read-only entry for the same path (dedupe keeps the later).
   for (const auto& v : in.private_views) {
-    const SourceFact& own = fact(facts, v.staging);
-    if (own.kind != SourceFact::Kind::directory || own.is_symlink) {
+    const PathFact& own = fact(facts, v.staging);
+    if (own.kind != PathFact::Kind::directory || own.is_symlink) {
       problems.push_back(fmt::format("{}: its staging directory {} is not a directory", v.path, v.staging));
       continue;
     }
     MountOp root = bind_op(v.path, own, Access::read_write, fmt::format("the run's own copy ({})", v.why));
     ops.push_back(std::move(root));
     for (const auto& p : v.shown) {
-      const SourceFact& f = fact(facts, p);
+      const PathFact& f = fact(facts, p);
       if (!usable(f) || f.is_symlink) continue;
       ops.push_back(bind_op(p, f, Access::read_only, fmt::format("shown read-only in the run's copy ({})", v.why)));
     }
@@ -357,10 +348,10 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   grants.push_back({in.workspace, Access::read_write, "workspace"});
   grants.insert(grants.end(), in.grants.begin(), in.grants.end());
   for (const auto& g : grants) {
-    const SourceFact& f = fact(facts, g.path);
+    const PathFact& f = fact(facts, g.path);
     if (!usable(f)) {
       problems.push_back(fmt::format("{} {}: {}", g.why, g.path,
-                                     f.kind == SourceFact::Kind::absent ? "no such file or directory"
+                                     f.kind == PathFact::Kind::absent ? "no such file or directory"
                                                                        : "not a file or directory"));
       continue;
     }
@@ -379,15 +370,15 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   // no write access to the mount), never through a symlink, never under
   // a mask.
   for (const auto& s : in.sockets) {
-    const SourceFact& f = fact(facts, s.path);
-    if (f.is_symlink || (f.kind != SourceFact::Kind::absent && f.resolved != s.path)) {
+    const PathFact& f = fact(facts, s.path);
+    if (f.is_symlink || (f.kind != PathFact::Kind::absent && f.resolved != s.path)) {
       problems.push_back(fmt::format("{} {}: a symlink ({}); grant the socket itself", s.why, s.path,
                                      f.resolved.empty() ? "to nothing" : "to " + f.resolved));
       continue;
     }
-    if (f.kind != SourceFact::Kind::socket) {
+    if (f.kind != PathFact::Kind::socket) {
       problems.push_back(fmt::format("{} {}: {}", s.why, s.path,
-                                     f.kind == SourceFact::Kind::absent
+                                     f.kind == PathFact::Kind::absent
                                          ? "no such socket (is the agent running? is the variable stale?)"
                                          : "not a unix socket"));
       continue;
@@ -406,8 +397,8 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
 
   // Files pi-jail wrote for the jail (its git config), at their places.
   for (const auto& s : in.shown_files) {
-    const SourceFact& f = fact(facts, s.source);
-    if (f.kind != SourceFact::Kind::file || f.is_symlink || f.resolved != s.source) {
+    const PathFact& f = fact(facts, s.source);
+    if (f.kind != PathFact::Kind::file || f.is_symlink || f.resolved != s.source) {
       problems.push_back(fmt::format("{} <- {}: not a regular file of pi-jail's ({})", s.path, s.source, s.why));
       continue;
     }
@@ -422,7 +413,7 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   }
 
   for (const auto& d : in.denies) {
-    const SourceFact& f = fact(facts, d.path);
+    const PathFact& f = fact(facts, d.path);
     if (!usable(f)) continue;  // nothing there to hide
     std::string dest = f.resolved;
     if (!visible(ops, dest) || in_jail_home(ops, dest)) continue;  // not in the view anyway
@@ -435,13 +426,13 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   // the view shows (a link there is covered where it points).
   std::string ca_bundle_inside;
   if (!in.ca_bundle.empty()) {
-    const SourceFact& src = fact(facts, in.ca_bundle);
-    if (src.kind != SourceFact::Kind::file || src.is_symlink) {
+    const PathFact& src = fact(facts, in.ca_bundle);
+    if (src.kind != PathFact::Kind::file || src.is_symlink) {
       problems.push_back(fmt::format("the run's CA bundle {} is not a file", in.ca_bundle));
     } else {
       for (auto p : runtime::kCaBundlePaths) {
-        const SourceFact& f = fact(facts, std::string(p));
-        if (f.kind != SourceFact::Kind::file || !visible(ops, f.resolved)) continue;
+        const PathFact& f = fact(facts, std::string(p));
+        if (f.kind != PathFact::Kind::file || !visible(ops, f.resolved)) continue;
         ops.push_back(bind_op(f.resolved, src, Access::read_only, "the system's CAs and the run's CA (credentials)"));
         ops.back().dest = f.resolved;
         if (ca_bundle_inside.empty()) ca_bundle_inside = std::string(p);

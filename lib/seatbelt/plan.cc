@@ -15,14 +15,8 @@ using util::Error;
 
 namespace {
 
-const PathFact kAbsent{};
-
-const PathFact& fact(const Facts& facts, const std::string& path) {
-  auto it = facts.find(path);
-  return it == facts.end() ? kAbsent : it->second;
-}
-
-bool present(const PathFact& f) { return f.kind == PathFact::Kind::directory || f.kind == PathFact::Kind::file; }
+using view::fact;
+bool present(const PathFact& f) { return view::usable(f); }
 
 // A place the command may read (and maybe write): `filter` is subpath for
 // a directory, literal for a file.

@@ -12,27 +12,27 @@ using namespace pj::linuxjail;
 
 namespace {
 
-SourceFact dir(const std::string& path, ino_t ino) {
-  SourceFact f;
-  f.kind = SourceFact::Kind::directory;
+PathFact dir(const std::string& path, ino_t ino) {
+  PathFact f;
+  f.kind = PathFact::Kind::directory;
   f.resolved = path;
   f.dev = 1;
   f.ino = ino;
   return f;
 }
-SourceFact file(const std::string& path, ino_t ino) {
-  SourceFact f = dir(path, ino);
-  f.kind = SourceFact::Kind::file;
+PathFact file(const std::string& path, ino_t ino) {
+  PathFact f = dir(path, ino);
+  f.kind = PathFact::Kind::file;
   return f;
 }
-SourceFact link(const std::string& target, SourceFact resolved) {
+PathFact link(const std::string& target, PathFact resolved) {
   resolved.is_symlink = true;
   resolved.link_target = target;
   return resolved;
 }
-SourceFact device(const std::string& path, ino_t ino) {
-  SourceFact f = dir(path, ino);
-  f.kind = SourceFact::Kind::other;
+PathFact device(const std::string& path, ino_t ino) {
+  PathFact f = dir(path, ino);
+  f.kind = PathFact::Kind::other;
   return f;
 }
 
@@ -456,8 +456,8 @@ TEST_CASE("listeners: the two proxies, then every forward; a bounded number of p
 }
 
 TEST_CASE("a socket grant is the socket itself at its own path; missing, not a socket, a symlink or denied stops") {
-  SourceFact sock = file("/tmp/ssh-x/agent.1", 900);
-  sock.kind = SourceFact::Kind::socket;
+  PathFact sock = file("/tmp/ssh-x/agent.1", 900);
+  sock.kind = PathFact::Kind::socket;
   auto facts = debian_host();
   facts["/tmp/ssh-x/agent.1"] = sock;
   auto in = debian_input();
@@ -478,7 +478,7 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
   };
   CHECK(at("/tmp") < at("/tmp/ssh-x/agent.1"));
 
-  auto refused = [&](const SourceFact& f, const std::string& path, const std::string& deny = "") {
+  auto refused = [&](const PathFact& f, const std::string& path, const std::string& deny = "") {
     auto facts2 = debian_host();
     facts2[path] = f;
     auto in2 = debian_input();
@@ -488,7 +488,7 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
     REQUIRE_FALSE(s);
     return s.error().message();
   };
-  CHECK(refused(SourceFact{}, "/tmp/gone") == "socket grant op.toml:2:12 /tmp/gone: no such socket (is the agent "
+  CHECK(refused(PathFact{}, "/tmp/gone") == "socket grant op.toml:2:12 /tmp/gone: no such socket (is the agent "
                                                  "running? is the variable stale?)");
   CHECK(refused(file("/tmp/f", 901), "/tmp/f") == "socket grant op.toml:2:12 /tmp/f: not a unix socket");
   CHECK(refused(dir("/tmp/d", 902), "/tmp/d") == "socket grant op.toml:2:12 /tmp/d: not a unix socket");
