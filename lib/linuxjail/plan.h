@@ -1,10 +1,10 @@
 // plan(): from what was asked and what the host has, decide the jail.
 //
 // Pure: the facts about host paths are gathered beforehand by
-// view::probe_paths() (view/facts.h), so every decision here is unit-tested without
-// privileges. Until the policy module lands, the filesystem view comes
-// from the default table in view.cc plus the operator's command-line
-// grants.
+// view::probe_paths() (view/facts.h), so every decision here is
+// unit-tested without privileges. The filesystem view is the
+// backend-neutral one (view/view.h) plus the jail's own structure (the
+// table in view.cc); plan() translates it into mount operations.
 #pragma once
 
 #include <sys/types.h>
