@@ -49,8 +49,8 @@ Place mask_place(Role role, std::string path, Node node, std::string why) {
 // System paths: a symlink whose target lies in another system directory
 // (merged /usr: /bin -> usr/bin) is recreated as the same symlink; other
 // entries are shown read-only as what they resolve to; absent ones are
-// skipped.
-void add_system(const runtime::Request& r, const Facts& facts, View& v) {
+// skipped. Without copies, each is seen at its real path.
+void add_system(const runtime::Request& r, const Facts& facts, Copies copies, View& v) {
   auto in_system_dir = [&](const std::string& target) {
     for (const auto& s : r.system) {
       const PathFact& f = fact(facts, s.path);
@@ -61,10 +61,14 @@ void add_system(const runtime::Request& r, const Facts& facts, View& v) {
   for (const auto& e : r.system) {
     const PathFact& f = fact(facts, e.path);
     if (!usable(f)) continue;
-    if (f.is_symlink && in_system_dir(f.resolved))
+    if (copies == Copies::none) {  // seen where it really is
+      v.places.push_back(host_place(Role::system, f.resolved, f, Access::read_only, e.why));
+    } else if (f.is_symlink && in_system_dir(f.resolved)) {
       v.places.push_back(link_place(Role::system, e.path, f.link_target, e.why));
-    else
+      v.places.back().source = f;
+    } else {
       v.places.push_back(host_place(Role::system, e.path, f, Access::read_only, e.why));
+    }
   }
 }
 
@@ -239,6 +243,7 @@ void protect(const Facts& facts, const PathRule& r, View& v) {
   if (missing.empty()) return;  // under a file: nothing can be made there
   if (missing != r.path && missing.ends_with("/.git")) return;
   v.places.push_back(placeholder_place(missing, missing == r.path ? r.node : Node::directory, r.why));
+  v.places.back().source = fact(facts, missing);
 }
 
 void add_masks(const runtime::Request& r, const Facts& facts, View& v) {
@@ -376,18 +381,19 @@ std::vector<std::string> paths_to_probe(const runtime::Request& r) {
   return out;
 }
 
-View compute(const runtime::Request& r, const std::vector<Place>& structure, const Facts& facts) {
+View compute(const runtime::Request& r, const std::vector<Place>& structure, const Facts& facts, Copies copies) {
   View v;
-  add_system(r, facts, v);
+  const bool shown = copies == Copies::shown;
+  add_system(r, facts, copies, v);
   v.places.insert(v.places.end(), structure.begin(), structure.end());
-  add_home(r, facts, v);
-  add_private_views(r, facts, v);
+  if (shown) add_home(r, facts, v);
+  if (shown) add_private_views(r, facts, v);
   add_grants(r, facts, v);
   add_sockets(r, facts, v);
-  add_shown_files(r, facts, v);
+  if (shown) add_shown_files(r, facts, v);
   for (const auto& m : r.read_only) protect(facts, m, v);
   add_masks(r, facts, v);
-  add_ca_bundle(r, facts, v);
+  if (shown) add_ca_bundle(r, facts, v);
   pin_ancestors(facts, v);
   return v;
 }

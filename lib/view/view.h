@@ -53,15 +53,14 @@ struct Place {
   Role role = Role::grant;
   Shows shows = Shows::host;
   std::string path;    // in the jail
-  PathFact source;     // host: the object shown at `path`
+  // host: the object shown at `path`; a system link: what it resolves to;
+  // a placeholder: the absent protected path's own fact.
+  PathFact source;
   Access access = Access::read_only;
   Node node = Node::directory;
-  // link: its target. A placeholder file: its content. 
-  std::string content;
-  // mark: a protected object inside a writable place, held while the jail runs
-  bool held = false;
-  // structure: the backend's own index for it
-  std::size_t backend = 0;
+  std::string content;  // link: its target; a placeholder file: its content
+  bool held = false;       // mark: inside a writable place, held while the jail runs
+  std::size_t backend = 0; // structure: the backend's own index for it
   std::string why;     // where it comes from, for messages and explain
 };
 
@@ -88,11 +87,21 @@ public:
   std::vector<Place> deduped() const;
 };
 
+// Whether the backend can show the jail something at a path other than
+// the host object's own: a jail home at $HOME, the run's copy of a
+// private directory, files pi-jail wrote, the run's CA bundle over the
+// system's (the Linux jail binds them). Seatbelt cannot: every host object
+// is seen at its own path or not at all, and $HOME is the real one.
+enum class Copies { shown, none };
+
 // The view for `r` on a host with `facts`. `structure` is what the backend
-// itself makes, placed after the system paths (Linux: the scratch places,
-// /run, /dev, /proc); an ephemeral home (no home_source, home not "/")
-// is a `fresh` home place. Problems go to View::problems.
-View compute(const runtime::Request& r, const std::vector<Place>& structure, const Facts& facts);
+// itself adds, placed after the system paths (Linux: the scratch places,
+// /run, /dev, /proc; Seatbelt: TMPDIR, the program, the private
+// directories read-only). With Copies::shown, an ephemeral home (no
+// home_source, home not "/") is a `fresh` home place. Problems go to
+// View::problems.
+View compute(const runtime::Request& r, const std::vector<Place>& structure, const Facts& facts,
+             Copies copies = Copies::shown);
 
 // Every host path compute() asks about (the backend adds its own).
 std::vector<std::string> paths_to_probe(const runtime::Request& r);
