@@ -141,8 +141,8 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
     j.begin_object();
     j.field("kind", kind_word(op.kind));
     j.field("path", op.dest);
-    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::symlink)
-      j.field("source", op.source);
+    if (op.kind == linuxjail::MountKind::bind) j.field("source", op.bind_source);
+    if (op.kind == linuxjail::MountKind::symlink) j.field("source", op.link_target);
     if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::tmpfs ||
         op.kind == linuxjail::MountKind::scratch)
       j.field("access", op.access == linuxjail::Access::read_write ? "read-write" : "read-only");

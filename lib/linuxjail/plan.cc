@@ -30,7 +30,7 @@ MountOp bind_op(std::string dest, const PathFact& f, Access access, std::string 
   MountOp op;
   op.kind = MountKind::bind;
   op.dest = std::move(dest);
-  op.source = f.resolved;
+  op.bind_source = f.resolved;
   op.access = access;
   op.node = node_of(f);
   op.dev = f.dev;
@@ -39,13 +39,25 @@ MountOp bind_op(std::string dest, const PathFact& f, Access access, std::string 
   return op;
 }
 
-MountOp simple_op(MountKind kind, std::string_view dest, std::string_view source,
-                  std::string_view why) {
+MountOp simple_op(MountKind kind, std::string_view dest, std::string_view why) {
   MountOp op;
   op.kind = kind;
   op.dest = std::string(dest);
-  op.source = std::string(source);
   op.why = std::string(why);
+  return op;
+}
+
+MountOp symlink_op(std::string_view dest, std::string_view target, std::string_view why) {
+  MountOp op = simple_op(MountKind::symlink, dest, why);
+  op.link_target = std::string(target);
+  return op;
+}
+
+MountOp scratch_op(std::string_view dest, std::string_view dir, std::string_view mode, std::string_view why) {
+  MountOp op = simple_op(MountKind::scratch, dest, why);
+  op.scratch_dir = std::string(dir);
+  op.scratch_mode = std::string(mode);
+  op.access = Access::read_write;
   return op;
 }
 
@@ -58,19 +70,17 @@ size_t depth(std::string_view path) { return util::path_components(path).size();
 std::vector<MountOp> structure_ops(const Facts& facts) {
   std::vector<MountOp> ops;
   for (const auto& e : view::scratch_places()) {
-    MountOp op = simple_op(MountKind::scratch, e.path, e.dir, e.why);
-    op.access = Access::read_write;
-    ops.push_back(std::move(op));
+    ops.push_back(scratch_op(e.path, e.dir, "", e.why));
   }
   for (const auto& e : view::private_tmpfs()) {
-    MountOp op = simple_op(MountKind::tmpfs, e.path, "", e.why);
-    op.options = std::string(e.options);
+    MountOp op = simple_op(MountKind::tmpfs, e.path, e.why);
+    op.fs_options = std::string(e.options);
     op.access = Access::read_write;
     ops.push_back(std::move(op));
   }
-  ops.push_back(simple_op(MountKind::proc, "/proc", "", "a new procfs for the jail's PID namespace"));
-  MountOp pts = simple_op(MountKind::devpts, "/dev/pts", "", "the jail's own pseudo-terminals");
-  pts.options = "newinstance,ptmxmode=0666,mode=0620";
+  ops.push_back(simple_op(MountKind::proc, "/proc", "a new procfs for the jail's PID namespace"));
+  MountOp pts = simple_op(MountKind::devpts, "/dev/pts", "the jail's own pseudo-terminals");
+  pts.fs_options = "newinstance,ptmxmode=0666,mode=0620";
   pts.access = Access::read_write;
   ops.push_back(std::move(pts));
   for (const auto& e : view::devices()) {
@@ -82,7 +92,7 @@ std::vector<MountOp> structure_ops(const Facts& facts) {
     ops.push_back(std::move(op));
   }
   for (const auto& e : view::dev_links())
-    ops.push_back(simple_op(MountKind::symlink, e.path, e.target, e.why));
+    ops.push_back(symlink_op(e.path, e.target, e.why));
   return ops;
 }
 
@@ -119,17 +129,13 @@ MountOp translate(const ::pj::view::Place& p, const std::vector<MountOp>& struct
       op.jail_home = p.shows == Shows::own;
       return op;
     }
-    case Shows::fresh: {  // the ephemeral home, the only fresh place not of the structure
-      MountOp op = simple_op(MountKind::scratch, p.path, kEphemeralHome, p.why);
-      op.options = "0700";
-      op.access = Access::read_write;
-      return op;
-    }
-    case Shows::link: return simple_op(MountKind::symlink, p.path, p.content, p.why);
+    case Shows::fresh:  // the ephemeral home, the only fresh place not of the structure
+      return scratch_op(p.path, kEphemeralHome, "0700", p.why);
+    case Shows::link: return symlink_op(p.path, p.content, p.why);
     case Shows::mask: {
-      MountOp op = simple_op(MountKind::mask, p.path, "", p.why);
+      MountOp op = simple_op(MountKind::mask, p.path, p.why);
       op.node = p.node;
-      op.options = p.content;
+      op.mask_content = p.content;
       op.placeholder = p.role == Role::placeholder;
       return op;
     }
@@ -172,15 +178,16 @@ std::string describe(const MountOp& op) {
   const char* access = op.access == Access::read_write ? "rw" : "ro";
   switch (op.kind) {
     case MountKind::bind:
-      if (op.source == op.dest) return fmt::format("bind {} {}", access, op.dest);
-      return fmt::format("bind {} {} <- {}", access, op.dest, op.source);
-    case MountKind::tmpfs: return fmt::format("tmpfs {} ({})", op.dest, op.options);
+      if (op.bind_source == op.dest) return fmt::format("bind {} {}", access, op.dest);
+      return fmt::format("bind {} {} <- {}", access, op.dest, op.bind_source);
+    case MountKind::tmpfs: return fmt::format("tmpfs {} ({})", op.dest, op.fs_options);
     case MountKind::scratch:
-      return fmt::format("scratch {} <- {}/ (mode={})", op.dest, op.source, op.options.empty() ? "1777" : op.options);
+      return fmt::format("scratch {} <- {}/ (mode={})", op.dest, op.scratch_dir,
+                         op.scratch_mode.empty() ? "1777" : op.scratch_mode);
     case MountKind::proc: return fmt::format("proc {}", op.dest);
-    case MountKind::devpts: return fmt::format("devpts {} ({})", op.dest, op.options);
+    case MountKind::devpts: return fmt::format("devpts {} ({})", op.dest, op.fs_options);
     case MountKind::mask: return fmt::format("mask {}", op.dest);
-    case MountKind::symlink: return fmt::format("symlink {} -> {}", op.dest, op.source);
+    case MountKind::symlink: return fmt::format("symlink {} -> {}", op.dest, op.link_target);
     case MountKind::seal: return fmt::format("seal read-only {}", op.dest);
   }
   return "?";
@@ -225,11 +232,11 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     bool still_tmpfs = std::any_of(ops.begin(), ops.end(), [&](const MountOp& o) {
       return o.dest == dest && o.kind == MountKind::tmpfs;
     });
-    if (still_tmpfs) ops.push_back(simple_op(MountKind::seal, dest, "", why));
+    if (still_tmpfs) ops.push_back(simple_op(MountKind::seal, dest, why));
   };
   seal_tmpfs("/dev", "no new device entries");
   for (const auto& e : view::proc_read_only()) {
-    MountOp seal = simple_op(MountKind::seal, e.path, "", e.why);
+    MountOp seal = simple_op(MountKind::seal, e.path, e.why);
     seal.optional = true;
     ops.push_back(std::move(seal));
   }

@@ -183,7 +183,7 @@ TEST_CASE("a symlinked /etc entry is bound from its target at its own name") {
   REQUIRE(spec.ok());
   const MountOp* op = find(*spec, "/etc/resolv.conf", MountKind::bind);
   REQUIRE(op);
-  CHECK(op->source == "/run/systemd/resolve/stub-resolv.conf");
+  CHECK(op->bind_source == "/run/systemd/resolve/stub-resolv.conf");
   CHECK(op->node == Node::file);
   CHECK(op->access == Access::read_only);
 }
@@ -243,8 +243,8 @@ TEST_CASE("an ephemeral $HOME is the run's own 0700 directory of the scratch tmp
   REQUIRE(spec.ok());
   const MountOp* home = find(*spec, "/home/u", MountKind::scratch);
   REQUIRE(home);
-  CHECK(home->source == "home");
-  CHECK(home->options == "0700");
+  CHECK(home->scratch_dir == "home");
+  CHECK(home->scratch_mode == "0700");
   CHECK(home->access == Access::read_write);
   CHECK_FALSE(find(*spec, "/home/u", MountKind::tmpfs));
   CHECK_FALSE(find(*spec, "/home/u", MountKind::seal));
@@ -272,7 +272,7 @@ TEST_CASE("a persistent $HOME binds the jail home; the real home's objects are n
   REQUIRE(spec.ok());
   const MountOp* home = find(*spec, "/home/u", MountKind::bind);
   REQUIRE(home);
-  CHECK(home->source == jh);
+  CHECK(home->bind_source == jh);
   CHECK(home->access == Access::read_write);
   CHECK(home->jail_home);
   CHECK_FALSE(find(*spec, "/home/u", MountKind::seal));
@@ -346,7 +346,7 @@ TEST_CASE("/tmp, /var/tmp and /dev/shm are directories of one scratch tmpfs of t
     if (op.kind != MountKind::scratch || op.dest == in.home) continue;
     CHECK(op.access == Access::read_write);
     CHECK(op.devices == Devices::denied);
-    places.emplace_back(op.dest, op.source);
+    places.emplace_back(op.dest, op.scratch_dir);
   }
   CHECK(places == std::vector<std::pair<std::string, std::string>>{
                       {"/tmp", "tmp"}, {"/var/tmp", "var-tmp"}, {"/dev/shm", "shm"}});
@@ -395,7 +395,7 @@ TEST_CASE("protected paths in the workspace: placeholders git ignores, .git/comm
   REQUIRE(commondir);
   CHECK(commondir->placeholder);
   CHECK(commondir->node == Node::file);
-  CHECK(commondir->options == ".\n");
+  CHECK(commondir->mask_content == ".\n");
   const MountOp* envrc = op_at(*spec, ws + "/.envrc");
   REQUIRE(envrc);
   CHECK(envrc->placeholder);
@@ -466,7 +466,7 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
   REQUIRE(spec);
   const MountOp* op = find(*spec, "/tmp/ssh-x/agent.1", MountKind::bind);
   REQUIRE(op);
-  CHECK(op->source == "/tmp/ssh-x/agent.1");
+  CHECK(op->bind_source == "/tmp/ssh-x/agent.1");
   CHECK(op->node == Node::file);
   CHECK(op->access == Access::read_only);
   CHECK(op->ino == 900);
