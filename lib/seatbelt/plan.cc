@@ -132,57 +132,12 @@ std::vector<Root> roots_of(const runtime::Request& r, const view::View& v, const
   return roots;
 }
 
-}  // namespace
-
-std::vector<std::string> paths_to_probe(const PlanInput& in) {
-  const auto& r = in.request;
-  std::vector<std::string> out{r.workspace, r.cwd, in.tmpdir};
-  auto shared = view::paths_to_probe(r);
-  out.insert(out.end(), shared.begin(), shared.end());
-  for (const auto& p : r.private_dirs) out.push_back(p.path);
-  if (!r.exec_path.empty()) out.push_back(r.exec_path);
-  return out;
-}
-
-util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
-  const auto& r = in.request;
-  std::vector<std::string> problems;
-
-  // The shared view (view/view.h), with Seatbelt's own places; nothing is
-  // shown at another path here.
-  const OwnPlaces own = own_places(in, facts, problems);
-  const view::View v = view::compute(r, own.places, facts, view::Copies::none);
-  problems.insert(problems.end(), v.problems.begin(), v.problems.end());
-
-  // Where the command may read, and write.
-  const std::vector<Root> roots = roots_of(r, v, own);
-  // Kept read-only: existing marks where they are; absent ones at their
-  // first missing component, which cannot be created (nor made a link).
-  // Masks where they are. Pins: the directories holding them.
-  std::vector<Mark> keep, masks;
-  std::vector<std::string> pins;
-  for (const auto& p : v.places) {
-    switch (p.role) {
-      case view::Role::mark: keep.push_back({p.path, p.why}); break;
-      case view::Role::placeholder:
-        keep.push_back({p.source.resolved.empty() ? p.path : p.source.resolved, p.why});
-        break;
-      case view::Role::mask: masks.push_back({p.path, p.why}); break;
-      case view::Role::pin: pins.push_back(p.path); break;
-      default: break;
-    }
-  }
-  for (int port : {in.http_port, in.socks_port})
-    if (port < 1 || port > 65535) problems.push_back(fmt::format("network filter port {} is out of range", port));
-  for (const auto& [addr, port] : r.forwards)
-    if (port < 1 || port > 65535) problems.push_back(fmt::format("forward {}:{}: port out of range", addr, port));
-  if (!problems.empty()) return Error::invalid(join(problems, "; "));
-
-  Writer w;
-  w.line("");
-  w.line("; ---- Made from the policy by pi-jail: fixed templates; every path and port");
-  w.line("; ---- below is a parameter, passed to sandbox-exec with -D NAME=VALUE.");
-
+// The file rules: the roots' parents may be looked at; each root is
+// readable except masks below it, writable roots writable except kept
+// paths and masks below them; then the kept paths, pins and masks once
+// more as denials.
+void write_file_rules(Writer& w, const std::vector<Root>& roots, const std::vector<Mark>& keep,
+                      const std::vector<Mark>& masks, std::vector<std::string> pins) {
   // Parents of every root may be looked at (stat, realpath), not listed.
   std::set<std::string> ancestors;
   for (const auto& root : roots)
@@ -249,23 +204,81 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
   names.clear();
   for (const auto& [n, m] : mask_names) names.push_back(n);
   deny("file-read* file-write*", "subpath", names);
+}
 
-  if (!in.tty.empty())
-    w.line("(allow file-read* file-write* file-ioctl " +
-           w.ref("literal", w.param("TTY", in.tty, "the terminal pi-jail gives the command", false)) + ")");
-
-  // Network: TCP to the filter's two ports on localhost, and to the
-  // host-loopback services the policy names (Seatbelt can say only
-  // "localhost", which is 127.0.0.1 and ::1 alike).
+// Network: TCP to the filter's two ports on localhost, and to the
+// host-loopback services the policy names (Seatbelt can say only
+// "localhost", which is 127.0.0.1 and ::1 alike).
+void write_network(Writer& w, const PlanInput& in) {
   std::vector<std::string> remotes;
   auto remote = [&](std::string name) { remotes.push_back("(remote tcp (param \"" + name + "\"))"); };
   remote(w.param("PROXY_HTTP", fmt::format("localhost:{}", in.http_port), "the network filter: HTTP proxy", false));
   remote(w.param("PROXY_SOCKS", fmt::format("localhost:{}", in.socks_port), "the network filter: SOCKS5 proxy", false));
   std::set<int> forward_ports;
-  for (const auto& f : r.forwards) forward_ports.insert(f.second);
+  for (const auto& f : in.request.forwards) forward_ports.insert(f.second);
   for (int port : forward_ports)
     remote(w.param("FORWARD", fmt::format("localhost:{}", port), "a host-loopback service the policy names"));
   w.line("(allow network-outbound\n  " + join(remotes, "\n  ") + ")");
+}
+
+}  // namespace
+
+std::vector<std::string> paths_to_probe(const PlanInput& in) {
+  const auto& r = in.request;
+  std::vector<std::string> out{r.workspace, r.cwd, in.tmpdir};
+  auto shared = view::paths_to_probe(r);
+  out.insert(out.end(), shared.begin(), shared.end());
+  for (const auto& p : r.private_dirs) out.push_back(p.path);
+  if (!r.exec_path.empty()) out.push_back(r.exec_path);
+  return out;
+}
+
+util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
+  const auto& r = in.request;
+  std::vector<std::string> problems;
+
+  // The shared view (view/view.h), with Seatbelt's own places; nothing is
+  // shown at another path here.
+  const OwnPlaces own = own_places(in, facts, problems);
+  const view::View v = view::compute(r, own.places, facts, view::Copies::none);
+  problems.insert(problems.end(), v.problems.begin(), v.problems.end());
+
+  // Where the command may read, and write.
+  const std::vector<Root> roots = roots_of(r, v, own);
+  // Kept read-only: existing marks where they are; absent ones at their
+  // first missing component, which cannot be created (nor made a link).
+  // Masks where they are. Pins: the directories holding them.
+  std::vector<Mark> keep, masks;
+  std::vector<std::string> pins;
+  for (const auto& p : v.places) {
+    switch (p.role) {
+      case view::Role::mark: keep.push_back({p.path, p.why}); break;
+      case view::Role::placeholder:
+        keep.push_back({p.source.resolved.empty() ? p.path : p.source.resolved, p.why});
+        break;
+      case view::Role::mask: masks.push_back({p.path, p.why}); break;
+      case view::Role::pin: pins.push_back(p.path); break;
+      default: break;
+    }
+  }
+  for (int port : {in.http_port, in.socks_port})
+    if (port < 1 || port > 65535) problems.push_back(fmt::format("network filter port {} is out of range", port));
+  for (const auto& [addr, port] : r.forwards)
+    if (port < 1 || port > 65535) problems.push_back(fmt::format("forward {}:{}: port out of range", addr, port));
+  if (!problems.empty()) return Error::invalid(join(problems, "; "));
+
+  Writer w;
+  w.line("");
+  w.line("; ---- Made from the policy by pi-jail: fixed templates; every path and port");
+  w.line("; ---- below is a parameter, passed to sandbox-exec with -D NAME=VALUE.");
+
+  write_file_rules(w, roots, keep, masks, std::move(pins));
+
+  if (!in.tty.empty())
+    w.line("(allow file-read* file-write* file-ioctl " +
+           w.ref("literal", w.param("TTY", in.tty, "the terminal pi-jail gives the command", false)) + ")");
+
+  write_network(w, in);
 
   SeatbeltSpec spec;
   spec.profile = std::string(base_profile()) + w.text_;
