@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -80,7 +81,10 @@ struct TempTree {
     REQUIRE(::realpath(tmpl.c_str(), real) != nullptr);
     root = real;
   }
-  ~TempTree() { std::system(("rm -rf '" + root + "'").c_str()); }
+  ~TempTree() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
 };
 
 }  // namespace
