@@ -46,7 +46,7 @@ enum class Role {
   mask,          // a masked path
   placeholder,   // an absent protected path's first missing component
   ca_bundle,     // the run's CA bundle over a distribution bundle path
-  pin,           // a directory holding a protected path, bound over itself
+  pin,           // a directory holding a protected path: not renamed or removed
 };
 
 struct Place {
@@ -54,7 +54,7 @@ struct Place {
   Shows shows = Shows::host;
   std::string path;    // in the jail
   // host: the object shown at `path`; a system link: what it resolves to;
-  // a placeholder: the absent protected path's own fact.
+  // a placeholder: the fact of the absent path it covers (its real path).
   PathFact source;
   Access access = Access::read_only;
   Node node = Node::directory;
