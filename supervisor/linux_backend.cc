@@ -141,8 +141,8 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
     j.begin_object();
     j.field("kind", kind_word(op.kind));
     j.field("path", op.dest);
-    if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::symlink)
-      j.field("source", op.source);
+    if (op.kind == linuxjail::MountKind::bind) j.field("source", op.bind_source);
+    if (op.kind == linuxjail::MountKind::symlink) j.field("source", op.link_target);
     if (op.kind == linuxjail::MountKind::bind || op.kind == linuxjail::MountKind::tmpfs ||
         op.kind == linuxjail::MountKind::scratch)
       j.field("access", op.access == linuxjail::Access::read_write ? "read-write" : "read-only");
@@ -226,7 +226,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
       input->ca_bundle = ca_bundle->path();
     }
   }
-  auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(*input));
+  auto facts = view::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
   if (!planned) return fail(planned.error().message());
   auto spec = std::make_shared<linuxjail::JailSpec>(std::move(*planned));

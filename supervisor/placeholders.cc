@@ -214,13 +214,13 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
   std::vector<Record> records = on_disk;
   for (const auto& op : spec.mounts) {
     if (!op.placeholder) continue;
-    records.push_back({op.node, op.options, op.dest});
+    records.push_back({op.node, op.mask_content, op.dest});
   }
   // Written before anything is made: a SIGKILL from here on leaves a record.
   if (auto st = save(state->get(), on_disk, records); !st) return st.take_error();
   for (const auto& op : spec.mounts) {
     if (!op.placeholder && !op.held) continue;
-    Record r{op.node, op.options, op.dest};
+    Record r{op.node, op.mask_content, op.dest};
     if (op.placeholder) {
       if (auto st = make(r); !st) return st.take_error();
     }

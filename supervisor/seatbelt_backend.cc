@@ -193,8 +193,12 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
       in.request.grants.push_back({ca_bundle->path(), runtime::Access::read_only, "the run's CA bundle (credentials)"});
     }
   }
-  auto facts = seatbelt::probe_paths(seatbelt::paths_to_probe(in));
-  if (explain) facts[in.tmpdir] = {seatbelt::PathFact::Kind::directory, false, in.tmpdir};
+  auto facts = view::probe_paths(seatbelt::paths_to_probe(in));
+  if (explain) {
+    facts[in.tmpdir] = {};
+    facts[in.tmpdir].kind = view::PathFact::Kind::directory;
+    facts[in.tmpdir].resolved = in.tmpdir;
+  }
   auto planned = seatbelt::plan(in, facts);
   if (!planned) return step_failed(planned.error());
   auto spec = std::make_shared<seatbelt::SeatbeltSpec>(std::move(*planned));

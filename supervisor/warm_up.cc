@@ -95,7 +95,7 @@ cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& 
   w.landlock_use = session.landlock_use;
   w.scratch = policy::MemorySize{64ULL << 20, policy::MemorySize::Unit::bytes};
 
-  auto facts = linuxjail::probe_paths(linuxjail::paths_to_probe(w));
+  auto facts = view::probe_paths(linuxjail::paths_to_probe(w));
   auto spec = linuxjail::plan(w, facts);
   if (!spec) return {Warmed::not_now, "plan the warm-up jail: " + spec.error().message()};
   for (const auto& op : spec->mounts)

@@ -20,8 +20,8 @@ namespace pj::linuxjail {
 struct ChildMount {
   MountKind kind;
   const char* dest;
-  const char* source;   // bind: "/oldroot" + host path; symlink: target
-  const char* options;  // tmpfs options "k=v,k=v"
+  const char* source;   // bind: "/oldroot" + host path; symlink: target; scratch: its directory
+  const char* options;  // tmpfs, devpts: "k=v,k=v"; scratch: octal mode; mask: file content
   unsigned attrs;       // MOUNT_ATTR_* to set
   Node node;
   bool optional;

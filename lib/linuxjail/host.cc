@@ -25,13 +25,6 @@ namespace pj::linuxjail {
 
 namespace {
 
-SourceFact::Kind kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return SourceFact::Kind::directory;
-  if (S_ISREG(mode)) return SourceFact::Kind::file;
-  if (S_ISSOCK(mode)) return SourceFact::Kind::socket;
-  return SourceFact::Kind::other;
-}
-
 std::string read_sysctl(const char* path) {
   std::ifstream in(path);
   std::string v;
@@ -114,31 +107,6 @@ std::string describe_landlock(int abi) {
   if (landlock_scopes(abi)) out += ", scoped: abstract unix sockets, signals";
   out += "; network rights left to the network namespace";
   return out;
-}
-
-Facts probe_paths(const std::vector<std::string>& paths) {
-  Facts facts;
-  for (const auto& path : paths) {
-    if (facts.count(path)) continue;
-    SourceFact f;
-    struct stat lst;
-    if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
-      f.is_symlink = true;
-      char buf[PATH_MAX];
-      ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-      if (n > 0) f.link_target.assign(buf, static_cast<size_t>(n));
-    }
-    char real[PATH_MAX];
-    struct stat st;
-    if (::realpath(path.c_str(), real) && ::stat(real, &st) == 0) {
-      f.kind = kind_of(st.st_mode);
-      f.resolved = real;
-      f.dev = st.st_dev;
-      f.ino = st.st_ino;
-    }
-    facts.emplace(path, std::move(f));
-  }
-  return facts;
 }
 
 int landlock_abi() {

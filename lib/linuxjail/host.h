@@ -1,5 +1,5 @@
-// What this host offers: facts about paths for the planner, and the
-// kernel features `doctor` reports. Reads only; changes nothing.
+// What this host offers: the kernel features `doctor` reports (facts
+// about paths are view::probe_paths()). Reads only; changes nothing.
 #pragma once
 
 #include <string>
@@ -10,10 +10,6 @@
 #include "util/result.h"
 
 namespace pj::linuxjail {
-
-// lstat/realpath/stat each path (symlinks are reported, not followed
-// blindly: the planner decides).
-Facts probe_paths(const std::vector<std::string>& paths);
 
 using Check = runtime::Check;
 using HostReport = runtime::HostReport;

@@ -52,12 +52,31 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
                                    Fds fds, std::vector<int> cgroup_fds)
     : command_filter_(std::move(command_filter)), init_filter_(std::move(init_filter)),
       cgroup_fds_(std::move(cgroup_fds)) {
+  // The child's flat record: `source` and `options` mean what the kind says
+  // (child.h); the plan's typed fields are read here, once.
+  static const std::string kNone;
+  auto source_of = [](const MountOp& op) -> std::string {
+    switch (op.kind) {
+      case MountKind::bind: return "/oldroot" + op.bind_source;
+      case MountKind::symlink: return op.link_target;
+      case MountKind::scratch: return op.scratch_dir;
+      default: return {};
+    }
+  };
+  auto options_of = [](const MountOp& op) -> const std::string& {
+    switch (op.kind) {
+      case MountKind::tmpfs:
+      case MountKind::devpts: return op.fs_options;
+      case MountKind::scratch: return op.scratch_mode;
+      case MountKind::mask: return op.mask_content;
+      default: return kNone;
+    }
+  };
   sources_.reserve(spec.mounts.size());
-  for (const auto& op : spec.mounts)
-    sources_.push_back(op.kind == MountKind::bind ? "/oldroot" + op.source : op.source);
+  for (const auto& op : spec.mounts) sources_.push_back(source_of(op));
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const MountOp& op = spec.mounts[i];
-    mounts_.push_back(ChildMount{op.kind, op.dest.c_str(), sources_[i].c_str(), op.options.c_str(),
+    mounts_.push_back(ChildMount{op.kind, op.dest.c_str(), sources_[i].c_str(), options_of(op).c_str(),
                                  attrs_for(op), op.node, op.optional, op.dev, op.ino});
   }
   for (const auto& a : spec.argv) argv_.push_back(const_cast<char*>(a.c_str()));

@@ -1,10 +1,10 @@
 // plan(): from what was asked and what the host has, decide the jail.
 //
 // Pure: the facts about host paths are gathered beforehand by
-// probe_paths() (host.h), so every decision here is unit-tested without
-// privileges. Until the policy module lands, the filesystem view comes
-// from the default table in view.cc plus the operator's command-line
-// grants.
+// view::probe_paths() (view/facts.h), so every decision here is
+// unit-tested without privileges. The filesystem view is the
+// backend-neutral one (view/view.h) plus the jail's own structure (the
+// table in view.cc); plan() translates it into mount operations.
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "linuxjail/spec.h"
+#include "view/facts.h"
 #include "util/result.h"
 
 namespace pj::linuxjail {
@@ -26,18 +27,9 @@ inline constexpr int kSocksProxyPort = 1080;
 // The most host-loopback ports one jail forwards (pi-jail.toml(5)).
 inline constexpr size_t kMaxForwardPorts = 256;
 
-// What the host has at one path. `kind` describes what the path resolves
-// to; `is_symlink` whether the path itself is a symlink.
-struct SourceFact {
-  enum class Kind { absent, directory, file, socket, other };
-  Kind kind = Kind::absent;
-  bool is_symlink = false;
-  std::string link_target;  // readlink(2) of the path when is_symlink
-  std::string resolved;     // realpath(3) when it exists
-  dev_t dev = 0;
-  ino_t ino = 0;
-};
-using Facts = std::map<std::string, SourceFact>;
+// What the host has at each path (view/facts.h, probed once).
+using ::pj::view::Facts;
+using ::pj::view::PathFact;
 
 using runtime::PathGrant;
 using runtime::PathRule;
@@ -59,7 +51,7 @@ struct PlanInput : runtime::Request {
 // writable grant) and removes it after the run if it is still empty.
 std::vector<std::pair<std::string, Node>> placeholders(const JailSpec& spec);
 
-// Every host path plan() will ask about; probe_paths() answers them.
+// Every host path plan() will ask about; view::probe_paths() answers them.
 // (The policy module turns profiles and operator files into these lists;
 // see supervisor/prepare.cc.)
 std::vector<std::string> paths_to_probe(const PlanInput& in);

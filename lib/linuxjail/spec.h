@@ -17,16 +17,18 @@ namespace pj::linuxjail {
 
 using runtime::Access;
 
-// What happens at one path of the new root, in order.
+// What happens at one path of the new root, in order. What each kind
+// needs is in MountOp's field of that kind's name.
 enum class MountKind {
-  bind,        // host `source` (already resolved) at `dest`, file or directory
-  tmpfs,       // a fresh tmpfs at `dest` (`options`: size, mode)
-  scratch,     // directory `source` (mode 1777, or the octal `options`) of the
-               // jail's one scratch tmpfs (JailSpec::scratch_fs), bound at `dest`
+  bind,        // the host object `bind_source` (already resolved) at `dest`
+  tmpfs,       // a fresh tmpfs at `dest` (`fs_options`: size, mode)
+  scratch,     // directory `scratch_dir` of the jail's one scratch tmpfs
+               // (JailSpec::scratch_fs), mode `scratch_mode`, bound at `dest`
   proc,        // a new procfs for the jail's PID namespace
-  devpts,      // a new devpts instance (newinstance, ptmxmode=0666)
+  devpts,      // a new devpts instance (`fs_options`: newinstance, ...)
   mask,        // an empty read-only directory or file over `dest`
-  symlink,     // `dest` -> `source`, created in the tmpfs root
+               // (a file placeholder holds `mask_content`)
+  symlink,     // `dest` -> `link_target`, created in the tmpfs root
   seal,        // make the mount at `dest` read-only (after everything else)
 };
 
@@ -38,8 +40,13 @@ using runtime::Node;  // which kind of object the destination is
 struct MountOp {
   MountKind kind = MountKind::bind;
   std::string dest;      // absolute path inside the jail
-  std::string source;    // bind: host path; symlink: link target
-  std::string options;   // tmpfs: "size=...,mode=..."; file mask: its content
+  // Each set for its kind only (see MountKind):
+  std::string bind_source;   // bind: the host path, resolved
+  std::string link_target;   // symlink
+  std::string scratch_dir;   // scratch: its directory in the scratch tmpfs
+  std::string scratch_mode;  // scratch: octal mode; "" is 1777
+  std::string fs_options;    // tmpfs, devpts: mount options
+  std::string mask_content;  // mask: a file placeholder's content
   Access access = Access::read_only;
   Devices devices = Devices::denied;
   Node node = Node::directory;

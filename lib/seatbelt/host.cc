@@ -24,26 +24,6 @@ using util::Error;
 
 namespace {
 
-PathFact::Kind kind_of(mode_t m) {
-  if (S_ISDIR(m)) return PathFact::Kind::directory;
-  if (S_ISREG(m)) return PathFact::Kind::file;
-  return PathFact::Kind::other;
-}
-
-// The real path of `path`'s nearest existing ancestor, joined with the
-// rest of `path`.
-std::string resolve_absent(const std::string& path) {
-  std::string rest;
-  for (std::string p = path; p != "/";) {
-    std::string parent(util::parent_path(p));
-    rest = "/" + p.substr(parent == "/" ? 1 : parent.size() + 1) + rest;
-    char real[PATH_MAX];
-    if (::realpath(parent.c_str(), real)) return (std::string(real) == "/" ? "" : std::string(real)) + rest;
-    p = parent;
-  }
-  return path;
-}
-
 // Remove everything in the open directory `dir` (then closed).
 void empty_dir(int dir) {
   DIR* d = ::fdopendir(dir);
@@ -102,26 +82,6 @@ Check check_profile_accepted(const std::string& sandbox_exec) {
 }
 
 }  // namespace
-
-Facts probe_paths(const std::vector<std::string>& paths) {
-  Facts facts;
-  for (const auto& path : paths) {
-    if (facts.count(path)) continue;
-    PathFact f;
-    struct stat lst;
-    if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) f.is_symlink = true;
-    char real[PATH_MAX];
-    struct stat st;
-    if (::realpath(path.c_str(), real) && ::stat(real, &st) == 0) {
-      f.kind = kind_of(st.st_mode);
-      f.resolved = real;
-    } else if (!f.is_symlink) {
-      f.resolved = resolve_absent(path);  // a dangling link stays unresolved: the planner refuses it
-    }
-    facts.emplace(path, std::move(f));
-  }
-  return facts;
-}
 
 runtime::HostReport probe_host(const std::string& sandbox_exec) {
   runtime::HostReport r;

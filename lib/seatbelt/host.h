@@ -1,5 +1,5 @@
-// What the host offers the Seatbelt backend: facts about paths for the
-// planner, `doctor`'s checks, and the run's private TMPDIR. POSIX only.
+// What the host offers the Seatbelt backend: `doctor`'s checks, and the
+// run's private TMPDIR. POSIX only.
 #pragma once
 
 #include <string>
@@ -10,11 +10,6 @@
 #include "util/result.h"
 
 namespace pj::seatbelt {
-
-// lstat and realpath each path. An absent path is given the real path of
-// its nearest existing ancestor joined with the rest (Seatbelt matches
-// real paths: /tmp is /private/tmp).
-Facts probe_paths(const std::vector<std::string>& paths);
 
 // `doctor`: is this macOS, is `sandbox_exec` there, and does it accept
 // the base profile (a throw-away run of /usr/bin/true under it).

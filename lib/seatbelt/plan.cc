@@ -7,6 +7,7 @@
 
 #include "seatbelt/sbpl.h"
 #include "util/paths.h"
+#include "view/view.h"
 
 namespace pj::seatbelt {
 
@@ -15,14 +16,8 @@ using util::Error;
 
 namespace {
 
-const PathFact kAbsent{};
-
-const PathFact& fact(const Facts& facts, const std::string& path) {
-  auto it = facts.find(path);
-  return it == facts.end() ? kAbsent : it->second;
-}
-
-bool present(const PathFact& f) { return f.kind == PathFact::Kind::directory || f.kind == PathFact::Kind::file; }
+using view::fact;
+bool present(const PathFact& f) { return view::usable(f); }
 
 // A place the command may read (and maybe write): `filter` is subpath for
 // a directory, literal for a file.
@@ -63,78 +58,86 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
-}  // namespace
+// Seatbelt's own places beyond the request's view: the run's TMPDIR, the
+// private directories (read-only: the run's own copy is Linux only) and
+// the program, each where it really is. A missing one is a problem.
+struct OwnPlaces {
+  std::vector<view::Place> places;  // `backend`: the index here
+  size_t private_begin = 0, program_begin = 0;  // TMPDIR, private dirs, program
+};
 
-std::vector<std::string> paths_to_probe(const PlanInput& in) {
+OwnPlaces own_places(const PlanInput& in, const Facts& facts, std::vector<std::string>& problems) {
   const auto& r = in.request;
-  std::vector<std::string> out{r.workspace, r.cwd, in.tmpdir};
-  for (const auto& e : r.system) out.push_back(e.path);
-  for (const auto& g : r.grants) out.push_back(g.path);
-  for (const auto& d : r.denies) out.push_back(d.path);
-  for (const auto& e : r.read_only) out.push_back(e.path);
-  for (const auto& p : r.private_dirs) out.push_back(p.path);
-  if (!r.exec_path.empty()) out.push_back(r.exec_path);
-  return out;
-}
-
-util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
-  const auto& r = in.request;
-  std::vector<std::string> problems;
-
-  // Where the command may read, and write.
-  std::vector<Root> roots;
-  auto add_root = [&](const std::string& path, Access access, const std::string& why, bool required) {
+  OwnPlaces own;
+  std::vector<view::Place>& out = own.places;
+  auto add = [&](const std::string& path, Access access, const std::string& why) {
     const PathFact& f = fact(facts, path);
     if (!present(f)) {
-      if (required)
-        problems.push_back(fmt::format("{} {}: {}", why, path,
-                                       f.kind == PathFact::Kind::absent ? "no such file or directory"
-                                                                        : "not a file or directory"));
+      problems.push_back(fmt::format("{} {}: {}", why, path,
+                                     f.kind == PathFact::Kind::absent ? "no such file or directory"
+                                                                      : "not a file or directory"));
       return;
     }
-    for (auto& x : roots) {  // one entry per real path; read-write wins
-      if (x.path == f.resolved) {
-        if (access == Access::read_write) x.access = access;
+    view::Place p;
+    p.role = view::Role::structure;
+    p.shows = view::Shows::host;
+    p.path = f.resolved;
+    p.source = f;
+    p.access = access;
+    p.node = f.kind == PathFact::Kind::directory ? runtime::Node::directory : runtime::Node::file;
+    p.backend = out.size();
+    p.why = why;
+    out.push_back(std::move(p));
+  };
+  add(in.tmpdir, Access::read_write, "the run's private TMPDIR");
+  own.private_begin = out.size();
+  for (const auto& p : r.private_dirs)
+    add(p.path, Access::read_only, p.why + " (read-only: the run's own copy is Linux only)");
+  own.program_begin = out.size();
+  if (!r.exec_path.empty()) add(r.exec_path, Access::read_only, "the program");
+  return own;
+}
+
+// The view's places as profile roots, in the profile's order: the
+// workspace, TMPDIR, system paths, private directories, grants, the
+// program. One root per real path; read-write wins.
+std::vector<Root> roots_of(const runtime::Request& r, const view::View& v, const OwnPlaces& own) {
+  using view::Place;
+  using view::Role;
+  std::vector<Root> roots;
+  auto add = [&](const Place& p) {
+    const std::string& real = p.source.resolved;
+    for (auto& x : roots) {
+      if (x.path == real) {
+        if (p.access == Access::read_write) x.access = p.access;
         return;
       }
     }
-    roots.push_back({f.resolved, f.kind == PathFact::Kind::directory, access, why});
+    roots.push_back({real, p.source.kind == PathFact::Kind::directory, p.access, p.why});
   };
-  add_root(r.workspace, Access::read_write, "workspace", true);
-  add_root(in.tmpdir, Access::read_write, "the run's private TMPDIR", true);
-  for (const auto& e : r.system) add_root(e.path, Access::read_only, e.why, false);
-  // A private directory (the run's own copy on Linux) has no copy here
-  // yet: it is shown read-only, with its write grants (Pi's sessions/).
-  for (const auto& p : r.private_dirs)
-    add_root(p.path, Access::read_only, p.why + " (read-only: the run's own copy is Linux only)", true);
-  for (const auto& g : r.grants) add_root(g.path, g.access, g.why, true);
-  if (!r.exec_path.empty()) add_root(r.exec_path, Access::read_only, "the program", true);
+  auto each = [&](auto&& pick) {
+    for (const auto& p : v.places)
+      if (pick(p)) add(p);
+  };
+  auto own_in = [&](size_t begin, size_t end) {
+    return [=](const Place& p) { return p.role == Role::structure && p.backend >= begin && p.backend < end; };
+  };
+  auto workspace = [&](const Place& p) { return p.role == Role::grant && p.path == r.workspace; };
+  each(workspace);
+  each(own_in(0, own.private_begin));
+  each([](const Place& p) { return p.role == Role::system; });
+  each(own_in(own.private_begin, own.program_begin));
+  each([&](const Place& p) { return p.role == Role::grant && !workspace(p); });
+  each(own_in(own.program_begin, own.places.size()));
+  return roots;
+}
 
-  std::vector<Mark> keep, masks;
-  for (const auto& e : r.read_only) {
-    const PathFact& f = fact(facts, e.path);
-    if (f.is_symlink) {
-      problems.push_back(runtime::symlink_at_protected_path(e));
-      continue;
-    }
-    if (f.resolved.empty()) continue;
-    keep.push_back({f.resolved, e.why});  // absent ones too: they cannot be created
-  }
-  for (const auto& d : r.denies) {
-    const PathFact& f = fact(facts, d.path);
-    if (present(f)) masks.push_back({f.resolved, d.why});  // nothing there to hide otherwise
-  }
-  for (int port : {in.http_port, in.socks_port})
-    if (port < 1 || port > 65535) problems.push_back(fmt::format("network filter port {} is out of range", port));
-  for (const auto& [addr, port] : r.forwards)
-    if (port < 1 || port > 65535) problems.push_back(fmt::format("forward {}:{}: port out of range", addr, port));
-  if (!problems.empty()) return Error::invalid(join(problems, "; "));
-
-  Writer w;
-  w.line("");
-  w.line("; ---- Made from the policy by pi-jail: fixed templates; every path and port");
-  w.line("; ---- below is a parameter, passed to sandbox-exec with -D NAME=VALUE.");
-
+// The file rules: the roots' parents may be looked at; each root is
+// readable except masks below it, writable roots writable except kept
+// paths and masks below them; then the kept paths, pins and masks once
+// more as denials.
+void write_file_rules(Writer& w, const std::vector<Root>& roots, const std::vector<Mark>& keep,
+                      const std::vector<Mark>& masks, std::vector<std::string> pins) {
   // Parents of every root may be looked at (stat, realpath), not listed.
   std::set<std::string> ancestors;
   for (const auto& root : roots)
@@ -166,7 +169,6 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
     for (const auto& e : excluded) parts.push_back("(require-not " + w.ref("subpath", e) + ")");
     w.line(fmt::format("(allow {}\n  (require-all\n    {}))", ops, join(parts, "\n    ")));
   };
-  std::vector<std::string> pins;
   for (const auto& root : roots) {
     std::string name = w.param("ROOT", root.path, root.why);
     std::string ref = w.ref(root.directory ? "subpath" : "literal", name);
@@ -182,14 +184,6 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
     std::vector<std::string> excluded = below(keep_names);
     for (const auto& n : below(mask_names)) excluded.push_back(n);
     rule("file-write*", ref, excluded);
-    // A kept path's parents inside the root may not be renamed or removed
-    // (mv .git .git2; mkdir -p .git/hooks would rebuild it writable).
-    for (const auto& [n, m] : keep_names) {
-      if (!util::path_within(m->path, root.path) || m->path == root.path) continue;
-      for (std::string p(util::parent_path(m->path)); p != root.path && util::path_within(p, root.path);
-           p = std::string(util::parent_path(p)))
-        pins.push_back(p);
-    }
   }
   std::sort(pins.begin(), pins.end());
   pins.erase(std::unique(pins.begin(), pins.end()), pins.end());
@@ -210,23 +204,81 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
   names.clear();
   for (const auto& [n, m] : mask_names) names.push_back(n);
   deny("file-read* file-write*", "subpath", names);
+}
 
-  if (!in.tty.empty())
-    w.line("(allow file-read* file-write* file-ioctl " +
-           w.ref("literal", w.param("TTY", in.tty, "the terminal pi-jail gives the command", false)) + ")");
-
-  // Network: TCP to the filter's two ports on localhost, and to the
-  // host-loopback services the policy names (Seatbelt can say only
-  // "localhost", which is 127.0.0.1 and ::1 alike).
+// Network: TCP to the filter's two ports on localhost, and to the
+// host-loopback services the policy names (Seatbelt can say only
+// "localhost", which is 127.0.0.1 and ::1 alike).
+void write_network(Writer& w, const PlanInput& in) {
   std::vector<std::string> remotes;
   auto remote = [&](std::string name) { remotes.push_back("(remote tcp (param \"" + name + "\"))"); };
   remote(w.param("PROXY_HTTP", fmt::format("localhost:{}", in.http_port), "the network filter: HTTP proxy", false));
   remote(w.param("PROXY_SOCKS", fmt::format("localhost:{}", in.socks_port), "the network filter: SOCKS5 proxy", false));
   std::set<int> forward_ports;
-  for (const auto& f : r.forwards) forward_ports.insert(f.second);
+  for (const auto& f : in.request.forwards) forward_ports.insert(f.second);
   for (int port : forward_ports)
     remote(w.param("FORWARD", fmt::format("localhost:{}", port), "a host-loopback service the policy names"));
   w.line("(allow network-outbound\n  " + join(remotes, "\n  ") + ")");
+}
+
+}  // namespace
+
+std::vector<std::string> paths_to_probe(const PlanInput& in) {
+  const auto& r = in.request;
+  std::vector<std::string> out{r.workspace, r.cwd, in.tmpdir};
+  auto shared = view::paths_to_probe(r);
+  out.insert(out.end(), shared.begin(), shared.end());
+  for (const auto& p : r.private_dirs) out.push_back(p.path);
+  if (!r.exec_path.empty()) out.push_back(r.exec_path);
+  return out;
+}
+
+util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
+  const auto& r = in.request;
+  std::vector<std::string> problems;
+
+  // The shared view (view/view.h), with Seatbelt's own places; nothing is
+  // shown at another path here.
+  const OwnPlaces own = own_places(in, facts, problems);
+  const view::View v = view::compute(r, own.places, facts, view::Copies::none);
+  problems.insert(problems.end(), v.problems.begin(), v.problems.end());
+
+  // Where the command may read, and write.
+  const std::vector<Root> roots = roots_of(r, v, own);
+  // Kept read-only: existing marks where they are; absent ones at their
+  // first missing component, which cannot be created (nor made a link).
+  // Masks where they are. Pins: the directories holding them.
+  std::vector<Mark> keep, masks;
+  std::vector<std::string> pins;
+  for (const auto& p : v.places) {
+    switch (p.role) {
+      case view::Role::mark: keep.push_back({p.path, p.why}); break;
+      case view::Role::placeholder:
+        keep.push_back({p.source.resolved.empty() ? p.path : p.source.resolved, p.why});
+        break;
+      case view::Role::mask: masks.push_back({p.path, p.why}); break;
+      case view::Role::pin: pins.push_back(p.path); break;
+      default: break;
+    }
+  }
+  for (int port : {in.http_port, in.socks_port})
+    if (port < 1 || port > 65535) problems.push_back(fmt::format("network filter port {} is out of range", port));
+  for (const auto& [addr, port] : r.forwards)
+    if (port < 1 || port > 65535) problems.push_back(fmt::format("forward {}:{}: port out of range", addr, port));
+  if (!problems.empty()) return Error::invalid(join(problems, "; "));
+
+  Writer w;
+  w.line("");
+  w.line("; ---- Made from the policy by pi-jail: fixed templates; every path and port");
+  w.line("; ---- below is a parameter, passed to sandbox-exec with -D NAME=VALUE.");
+
+  write_file_rules(w, roots, keep, masks, std::move(pins));
+
+  if (!in.tty.empty())
+    w.line("(allow file-read* file-write* file-ioctl " +
+           w.ref("literal", w.param("TTY", in.tty, "the terminal pi-jail gives the command", false)) + ")");
+
+  write_network(w, in);
 
   SeatbeltSpec spec;
   spec.profile = std::string(base_profile()) + w.text_;

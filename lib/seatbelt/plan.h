@@ -18,20 +18,17 @@
 
 #include "runtime/request.h"
 #include "util/result.h"
+#include "view/facts.h"
 
 namespace pj::seatbelt {
 
-// What the host has at one path. Seatbelt matches the real path (after
-// symlinks: /etc/hosts is /private/etc/hosts), so every path enters the
-// profile resolved; for an absent path, `resolved` is the real path of
-// its nearest existing ancestor joined with the rest.
-struct PathFact {
-  enum class Kind { absent, directory, file, other };
-  Kind kind = Kind::absent;
-  bool is_symlink = false;
-  std::string resolved;
-};
-using Facts = std::map<std::string, PathFact>;
+// What the host has at each path (view/facts.h, probed once). Seatbelt
+// matches the real path (after symlinks: /etc/hosts is /private/etc/hosts),
+// so every path enters the profile resolved; for an absent path,
+// `resolved` is the real path of its nearest existing ancestor joined
+// with the rest.
+using ::pj::view::Facts;
+using ::pj::view::PathFact;
 
 struct Param {
   std::string name;   // fixed by the template: ROOT_0, PROXY_HTTP, ...

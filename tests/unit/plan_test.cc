@@ -12,27 +12,27 @@ using namespace pj::linuxjail;
 
 namespace {
 
-SourceFact dir(const std::string& path, ino_t ino) {
-  SourceFact f;
-  f.kind = SourceFact::Kind::directory;
+PathFact dir(const std::string& path, ino_t ino) {
+  PathFact f;
+  f.kind = PathFact::Kind::directory;
   f.resolved = path;
   f.dev = 1;
   f.ino = ino;
   return f;
 }
-SourceFact file(const std::string& path, ino_t ino) {
-  SourceFact f = dir(path, ino);
-  f.kind = SourceFact::Kind::file;
+PathFact file(const std::string& path, ino_t ino) {
+  PathFact f = dir(path, ino);
+  f.kind = PathFact::Kind::file;
   return f;
 }
-SourceFact link(const std::string& target, SourceFact resolved) {
+PathFact link(const std::string& target, PathFact resolved) {
   resolved.is_symlink = true;
   resolved.link_target = target;
   return resolved;
 }
-SourceFact device(const std::string& path, ino_t ino) {
-  SourceFact f = dir(path, ino);
-  f.kind = SourceFact::Kind::other;
+PathFact device(const std::string& path, ino_t ino) {
+  PathFact f = dir(path, ino);
+  f.kind = PathFact::Kind::other;
   return f;
 }
 
@@ -183,7 +183,7 @@ TEST_CASE("a symlinked /etc entry is bound from its target at its own name") {
   REQUIRE(spec.ok());
   const MountOp* op = find(*spec, "/etc/resolv.conf", MountKind::bind);
   REQUIRE(op);
-  CHECK(op->source == "/run/systemd/resolve/stub-resolv.conf");
+  CHECK(op->bind_source == "/run/systemd/resolve/stub-resolv.conf");
   CHECK(op->node == Node::file);
   CHECK(op->access == Access::read_only);
 }
@@ -243,8 +243,8 @@ TEST_CASE("an ephemeral $HOME is the run's own 0700 directory of the scratch tmp
   REQUIRE(spec.ok());
   const MountOp* home = find(*spec, "/home/u", MountKind::scratch);
   REQUIRE(home);
-  CHECK(home->source == "home");
-  CHECK(home->options == "0700");
+  CHECK(home->scratch_dir == "home");
+  CHECK(home->scratch_mode == "0700");
   CHECK(home->access == Access::read_write);
   CHECK_FALSE(find(*spec, "/home/u", MountKind::tmpfs));
   CHECK_FALSE(find(*spec, "/home/u", MountKind::seal));
@@ -272,7 +272,7 @@ TEST_CASE("a persistent $HOME binds the jail home; the real home's objects are n
   REQUIRE(spec.ok());
   const MountOp* home = find(*spec, "/home/u", MountKind::bind);
   REQUIRE(home);
-  CHECK(home->source == jh);
+  CHECK(home->bind_source == jh);
   CHECK(home->access == Access::read_write);
   CHECK(home->jail_home);
   CHECK_FALSE(find(*spec, "/home/u", MountKind::seal));
@@ -346,7 +346,7 @@ TEST_CASE("/tmp, /var/tmp and /dev/shm are directories of one scratch tmpfs of t
     if (op.kind != MountKind::scratch || op.dest == in.home) continue;
     CHECK(op.access == Access::read_write);
     CHECK(op.devices == Devices::denied);
-    places.emplace_back(op.dest, op.source);
+    places.emplace_back(op.dest, op.scratch_dir);
   }
   CHECK(places == std::vector<std::pair<std::string, std::string>>{
                       {"/tmp", "tmp"}, {"/var/tmp", "var-tmp"}, {"/dev/shm", "shm"}});
@@ -395,7 +395,7 @@ TEST_CASE("protected paths in the workspace: placeholders git ignores, .git/comm
   REQUIRE(commondir);
   CHECK(commondir->placeholder);
   CHECK(commondir->node == Node::file);
-  CHECK(commondir->options == ".\n");
+  CHECK(commondir->mask_content == ".\n");
   const MountOp* envrc = op_at(*spec, ws + "/.envrc");
   REQUIRE(envrc);
   CHECK(envrc->placeholder);
@@ -456,8 +456,8 @@ TEST_CASE("listeners: the two proxies, then every forward; a bounded number of p
 }
 
 TEST_CASE("a socket grant is the socket itself at its own path; missing, not a socket, a symlink or denied stops") {
-  SourceFact sock = file("/tmp/ssh-x/agent.1", 900);
-  sock.kind = SourceFact::Kind::socket;
+  PathFact sock = file("/tmp/ssh-x/agent.1", 900);
+  sock.kind = PathFact::Kind::socket;
   auto facts = debian_host();
   facts["/tmp/ssh-x/agent.1"] = sock;
   auto in = debian_input();
@@ -466,7 +466,7 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
   REQUIRE(spec);
   const MountOp* op = find(*spec, "/tmp/ssh-x/agent.1", MountKind::bind);
   REQUIRE(op);
-  CHECK(op->source == "/tmp/ssh-x/agent.1");
+  CHECK(op->bind_source == "/tmp/ssh-x/agent.1");
   CHECK(op->node == Node::file);
   CHECK(op->access == Access::read_only);
   CHECK(op->ino == 900);
@@ -478,7 +478,7 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
   };
   CHECK(at("/tmp") < at("/tmp/ssh-x/agent.1"));
 
-  auto refused = [&](const SourceFact& f, const std::string& path, const std::string& deny = "") {
+  auto refused = [&](const PathFact& f, const std::string& path, const std::string& deny = "") {
     auto facts2 = debian_host();
     facts2[path] = f;
     auto in2 = debian_input();
@@ -488,7 +488,7 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
     REQUIRE_FALSE(s);
     return s.error().message();
   };
-  CHECK(refused(SourceFact{}, "/tmp/gone") == "socket grant op.toml:2:12 /tmp/gone: no such socket (is the agent "
+  CHECK(refused(PathFact{}, "/tmp/gone") == "socket grant op.toml:2:12 /tmp/gone: no such socket (is the agent "
                                                  "running? is the variable stale?)");
   CHECK(refused(file("/tmp/f", 901), "/tmp/f") == "socket grant op.toml:2:12 /tmp/f: not a unix socket");
   CHECK(refused(dir("/tmp/d", 902), "/tmp/d") == "socket grant op.toml:2:12 /tmp/d: not a unix socket");

@@ -195,13 +195,17 @@ TEST_CASE("Seatbelt: grants, masks, read-only under writable and ports (golden)"
   CHECK(g.find("(allow file-write*\n  (require-all\n    (subpath (param \"ROOT_4\"))\n"
                "    (require-not (subpath (param \"KEEP_RO_0\")))\n"
                "    (require-not (subpath (param \"MASK_0\")))))") != std::string::npos);
-  CHECK(param(*spec, "KEEP_RO_0")->value == "/Users/u/data/keep/sub/cfg");  // absent: cannot be created
+  // Absent: kept at its first missing component (the shared view's rule),
+  // which cannot be created, nor made a link to somewhere writable.
+  REQUIRE(param(*spec, "KEEP_RO_0"));
+  CHECK(param(*spec, "KEEP_RO_0")->value == "/Users/u/data/keep/sub");
   CHECK(param(*spec, "MASK_0")->value == "/Users/u/data/secret");
-  // Its parents inside the grant cannot be renamed away.
+  // The existing directories holding them inside the grant cannot be
+  // renamed away.
+  REQUIRE(param(*spec, "PIN_1"));
   CHECK(param(*spec, "PIN_0")->value == "/Users/u/data/keep");
-  CHECK(param(*spec, "PIN_1")->value == "/Users/u/data/keep/sub");
-  CHECK(param(*spec, "PIN_2")->value == "/Users/u/src/proj/.git");
-  CHECK_FALSE(param(*spec, "PIN_3"));
+  CHECK(param(*spec, "PIN_1")->value == "/Users/u/src/proj/.git");
+  CHECK_FALSE(param(*spec, "PIN_2"));
   // Loopback forwards: one per port (Seatbelt names only "localhost").
   CHECK(param(*spec, "FORWARD_0")->value == "localhost:5432");
   CHECK(param(*spec, "FORWARD_1")->value == "localhost:8080");
@@ -294,6 +298,38 @@ TEST_CASE("Seatbelt: problems are all reported; nothing is planned around them")
   CHECK(msg.find("--allow-read /Users/u/missing: no such file or directory") != std::string::npos);
   CHECK(msg.find("/Users/u/src/proj/.pi is a symlink") != std::string::npos);
   CHECK(msg.find("port 70000 is out of range") != std::string::npos);
+}
+
+// The rule the Linux jail had and Seatbelt lacked, now one rule in the
+// shared view: a kept path below a writable root must not be reached
+// through a symlink the jail could repoint.
+TEST_CASE("Seatbelt: a symlink between a writable root and a kept path stops the run, naming it") {
+  FakeMac m = mac();
+  m.links["/Users/u/src/proj/.git"] = "/Users/u/elsewhere-git";
+  m.dirs.insert("/Users/u/elsewhere-git");
+  m.dirs.insert("/Users/u/elsewhere-git/hooks");
+  PlanInput in = policies_input();
+  auto spec = plan(in, m.facts(in));
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.error().message().find("/Users/u/src/proj/.git is a symlink, and /Users/u/src/proj/.git/hooks below it "
+                                    "must stay read-only (profile:9)") != std::string::npos);
+}
+
+TEST_CASE("Seatbelt: a mask below a system path reached through a link (/etc -> /private/etc) is kept") {
+  FakeMac m = mac();
+  m.dirs.insert("/private/etc/ssl/private");
+  PlanInput in = policies_input();
+  in.request.system.push_back({"/etc/ssl", "profile:4"});
+  in.request.denies.push_back({"/etc/ssl/private", "profile:5"});
+  auto spec = plan(in, m.facts(in));
+  REQUIRE_MESSAGE(spec.ok(), spec.error().message());
+  bool masked = false, shown = false;
+  for (const auto& p : spec->params) {
+    masked = masked || (p.name.starts_with("MASK_") && p.value == "/private/etc/ssl/private");
+    shown = shown || (p.name.starts_with("ROOT_") && p.value == "/private/etc/ssl");
+  }
+  CHECK(shown);
+  CHECK(masked);
 }
 
 TEST_CASE("Seatbelt: sandbox-exec's arguments: profile, parameters, then the command") {
