@@ -66,16 +66,20 @@ public:
     return out;
   }
 
-  std::optional<Entry> one_of(const toml::node& n, std::string_view where, std::initializer_list<const char*> allowed) {
+  // A string naming one of `names` (its spelling and value), read into
+  // the value.
+  template <class E>
+  std::optional<Choice<E>> one_of(const toml::node& n, std::string_view where,
+                                  std::initializer_list<std::pair<const char*, E>> names) {
     auto s = n.value<std::string>();
     if (!n.is_string() || !s) {
       error(n, fmt::format("{} must be a string", where));
       return std::nullopt;
     }
-    for (const char* a : allowed)
-      if (*s == a) return Entry{*s, at(n)};
+    for (const auto& [name, value] : names)
+      if (*s == name) return Choice<E>{value, at(n)};
     std::string list;
-    for (const char* a : allowed) list += (list.empty() ? "\"" : ", \"") + std::string(a) + "\"";
+    for (const auto& [name, value] : names) list += (list.empty() ? "\"" : ", \"") + std::string(name) + "\"";
     error(n, fmt::format("{} must be one of {}", where, list));
     return std::nullopt;
   }
@@ -246,11 +250,13 @@ public:
         (key == "read" ? l.limits->read : key == "write" ? l.limits->write
          : key == "network" ? l.limits->network : l.limits->env) = std::move(list);
       } else if (name == "hardening") {
-        if (key == "landlock") l.landlock = one_of(v, where, {"if-available", "required"});
+        if (key == "landlock") l.landlock = one_of(v, where, {std::pair{choice_name(LandlockUse::if_available), LandlockUse::if_available},
+                                                         {choice_name(LandlockUse::required), LandlockUse::required}});
         else if (key == "unsafe_allow_ptrace") l.unsafe_allow_ptrace = flag(v, where);
         else l.unsafe_nested_user_namespaces = flag(v, where);
       } else if (name == "policy") {
-        l.on_excess = one_of(v, where, {"warn", "error"});
+        l.on_excess = one_of(v, where, {std::pair{choice_name(OnExcess::warn), OnExcess::warn},
+                                         {choice_name(OnExcess::error), OnExcess::error}});
       } else if (name == "runtime") {
         l.compile_cache = flag(v, where);
       } else if (name == "credentials") {
@@ -355,6 +361,9 @@ const char* authority_name(Authority a) {
   }
   return "?";
 }
+
+const char* choice_name(LandlockUse v) { return v == LandlockUse::required ? "required" : "if-available"; }
+const char* choice_name(OnExcess v) { return v == OnExcess::error ? "error" : "warn"; }
 
 const std::vector<NetPreset>& net_presets() {
   static const std::vector<NetPreset> presets = {
