@@ -230,7 +230,7 @@ struct Conn {
   std::uint64_t id;
   size_t listener;
   ListenerKind kind;
-  std::string protocol;
+  Protocol protocol = Protocol::http;
   UniqueFd client, upstream;
   State state = State::handshake;
   std::string inbuf;
@@ -475,10 +475,10 @@ struct Proxy::Impl {
       c->kind = l.kind;
       c->client.reset(fd);
       c->deadline = Clock::now() + limits.handshake;
-      c->protocol = l.kind == ListenerKind::http    ? "http"
-                    : l.kind == ListenerKind::socks ? "socks5"
-                    : l.kind == ListenerKind::publish ? "publish"
-                                                      : "forward";
+      c->protocol = l.kind == ListenerKind::http      ? Protocol::http
+                    : l.kind == ListenerKind::socks   ? Protocol::socks5
+                    : l.kind == ListenerKind::publish ? Protocol::publish
+                                                      : Protocol::forward;
       Conn& ref = *c;
       conns.emplace(ref.id, std::move(c));
       ++l.open;
@@ -518,7 +518,7 @@ struct Proxy::Impl {
         c.target = {"", 0};
         return refuse(c, r.status, SocksReply::general_failure, "malformed request: " + bounded(r.error));
       }
-      c.protocol = r.tunnel ? "http-connect" : "http";
+      c.protocol = r.tunnel ? Protocol::http_connect : Protocol::http;
       c.target = r.target;
       c.upstream_head = r.upstream;
       if (interceptor) {
@@ -674,7 +674,7 @@ struct Proxy::Impl {
                     fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port,
                                 std::strerror(err)));
     }
-    if (interceptor && c.protocol != "http" && interceptor->bound(checked_host(c), c.target.port))
+    if (interceptor && c.protocol != Protocol::http && interceptor->bound(checked_host(c), c.target.port))
       return hand_off(c);
     c.state = State::relaying;
     c.last_active = Clock::now();
@@ -682,7 +682,7 @@ struct Proxy::Impl {
     c.up.dst = c.upstream.get();
     c.down.src = c.upstream.get();
     c.down.dst = c.client.get();
-    if (c.kind == ListenerKind::http && c.protocol == "http-connect")
+    if (c.kind == ListenerKind::http && c.protocol == Protocol::http_connect)
       c.down.pending = "HTTP/1.1 200 Connection established\r\n\r\n";
     else if (c.kind == ListenerKind::socks)
       c.down.pending = socks_reply(SocksReply::succeeded);
