@@ -2,9 +2,9 @@
 //
 // Pure: the facts about host paths are gathered beforehand by
 // probe_paths() (host.h), so every decision here is unit-tested without
-// privileges. Until the policy module lands, the filesystem view comes
-// from the default table in view.cc plus the operator's command-line
-// grants.
+// privileges. The filesystem view comes from the request (the resolved
+// policy's grants, system paths, masks and read-only paths) plus the
+// structural table in view.h (scratch, devices, /proc).
 #pragma once
 
 #include <sys/types.h>

@@ -21,7 +21,7 @@
 #define PJ_PROXY_EPOLL 0
 #endif
 #ifndef MSG_NOSIGNAL
-#define MSG_NOSIGNAL 0  // macOS: sockets get SO_NOSIGPIPE instead (no_sigpipe())
+#define MSG_NOSIGNAL 0  // macOS: sockets get SO_NOSIGPIPE instead (set_flags())
 #endif
 
 #include <algorithm>
