@@ -173,6 +173,15 @@ struct Resolver {
             continue;
           }
           x.text = limit_root(*p);
+        } else if (dst.what == Bounded::hosts) {
+          // Loaded layers are checked already; a layer made in code is
+          // held to the same parser, never dropped as "covers nothing".
+          auto p = parse_net_pattern(e.text);
+          if (!p) {
+            error(e.src, fmt::format("limits.{} bad network pattern \"{}\": {}", key, e.text, p.error().what()));
+            continue;
+          }
+          x.text = p->str();
         }
         if (outer && outer->set && !covered(x, *outer)) {
           refuse(e.src, fmt::format("limits.{} {}", key, e.text), "wider than the system operator's limit",
@@ -266,8 +275,9 @@ struct Resolver {
     }
   }
 
-  // Whether `x` is within the limit `b`. Network patterns were checked
-  // when their layers were read; one that does not parse covers nothing.
+  // Whether `x` is within the limit `b`. A limit's network patterns are
+  // checked in load_bounds(), an entry's where it is read (layer.cc,
+  // net_rule()); one that does not parse is covered by nothing.
   static bool covered(const Entry& x, const Bound& b) {
     for (const auto& l : b.entries) {
       switch (b.what) {

@@ -805,3 +805,18 @@ TEST_CASE("choices are read into their values where they are written, and named 
   CHECK(!bad.layer.landlock);
   CHECK(bad.errors.size() == 1);
 }
+
+TEST_CASE("a network limit that does not parse is an error at its source, not a limit that covers nothing") {
+  static FakeFs fs = host();
+  Layer system;
+  system.authority = Authority::system;
+  system.name = "/etc/pi-jail/policy.toml";
+  system.limits = Limits{};
+  system.limits->network = std::vector<Entry>{{"*.1.2.3", Source{"/etc/pi-jail/policy.toml", 7, 11}}};
+  std::vector<Layer> layers{layer(kProfile, "pi.toml", Authority::profile), system,
+                            layer("[network]\nallow = [\"pypi.org\"]\n", ".pi/jail.toml", Authority::project)};
+  Resolved r = resolve(layers, context(fs));
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].str().find("/etc/pi-jail/policy.toml:7:11: limits.network bad network pattern \"*.1.2.3\"") == 0);
+  CHECK(!r.policy);
+}
