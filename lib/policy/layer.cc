@@ -108,7 +108,9 @@ public:
   }
 
   // pids = 512 (an integer); cpus = 2 or 1.5 (a number).
-  std::optional<CountSetting> count(const toml::node& n, std::string_view where, bool cpus) {
+  enum class Counted { processes, cpus };
+  std::optional<CountSetting> count(const toml::node& n, std::string_view where, Counted what) {
+    const bool cpus = what == Counted::cpus;
     std::string text;
     if (n.is_integer()) text = std::to_string(*n.value<std::int64_t>());
     else if (cpus && n.is_floating_point()) text = fmt::format("{}", *n.value<double>());
@@ -236,7 +238,7 @@ public:
           continue;
         }
         if (key == "pids" || key == "cpus") {
-          (key == "pids" ? l.limits->pids : l.limits->cpus) = count(v, where, key == "cpus");
+          (key == "pids" ? l.limits->pids : l.limits->cpus) = count(v, where, key == "cpus" ? Counted::cpus : Counted::processes);
           continue;
         }
         if (key == "cgroup") {
