@@ -206,13 +206,14 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     using K = linuxjail::ListenSpec::Kind;
     if (!is_listening(fds[i].get())) {
       // linuxjail open_listener(): the jail has no IPv6, so no ::1 to serve (or to squat).
-      if (l.address == "::1") continue;
-      return abort_jail(fmt::format("the jail's listener {}:{} is not listening", l.address, l.port));
+      if (l.address == runtime::Loopback::v6) continue;
+      return abort_jail(
+          fmt::format("the jail's listener {}:{} is not listening", runtime::loopback_address(l.address), l.port));
     }
     std::optional<netproxy::Rules::Forward> target;
     if (l.kind == K::forward)
       for (const auto& f : forwards)
-        if (f.addr.str() == l.address && f.port == l.port) target = f;
+        if (f.addr.v6 == (l.address == runtime::Loopback::v6) && f.port == l.port) target = f;
     auto kind = l.kind == K::http_proxy    ? netproxy::ListenerKind::http
                 : l.kind == K::socks_proxy ? netproxy::ListenerKind::socks
                                            : netproxy::ListenerKind::forward;

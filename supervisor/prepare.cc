@@ -352,7 +352,8 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                            r.private_ranges == policy::PrivateRanges::allowed ? netproxy::PrivateRanges::allowed
                                                                               : netproxy::PrivateRanges::refused);
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
-    for (const auto& f : prepared.rules.forwards()) in.forwards.emplace_back(f.addr.str(), f.port);
+    for (const auto& f : prepared.rules.forwards())
+      in.forwards.push_back({f.addr.v6 ? runtime::Loopback::v6 : runtime::Loopback::v4, f.port});
   }
 
   // $HOME inside: the workspace's jail home, made now (explain shows it).

@@ -134,7 +134,7 @@ std::string render_report(const Report::Content& c) {
     j.field("time", rfc3339(d.time));
     j.field("last", rfc3339(d.last));
     j.field("count", d.count);
-    j.field("protocol", d.protocol);
+    j.field("protocol", netproxy::protocol_name(d.protocol));
     j.field("host", d.host);
     j.field("port", d.port);
     j.field("address", d.address);

@@ -250,7 +250,7 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
   std::vector<std::string> published;
   for (const auto& d : table.entries) {
     if (d.allowed) continue;
-    if (d.protocol == "publish") {
+    if (d.protocol == netproxy::Protocol::publish) {
       if (published.size() < kSummaryLines)
         published.push_back(fmt::format("published port: {} connection{} from the host found nothing at the jail's "
                                         "port {}: {}",
@@ -275,7 +275,7 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
   std::vector<std::string> fixes;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& d = *rows[i].d;
-    std::string dest = d.host.empty() ? "(no destination: " + d.protocol + ")"
+    std::string dest = d.host.empty() ? "(no destination: " + std::string(netproxy::protocol_name(d.protocol)) + ")"
                                       : fmt::format("{}:{}", shown(d.host, 80), d.port);
     if (i < kSummaryLines)
       out.push_back(fmt::format("  {} refused {}\u00d7: {}", dest, rows[i].count, shown(d.reason, 160)));

@@ -89,16 +89,16 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
     landlock_.push_back(ChildLandlockRule{r.path.c_str(), r.access & spec.landlock.handled_fs});
   for (const auto& l : spec.listeners) {
     ChildListener cl{};
-    if (l.address.find(':') != std::string::npos) {
+    if (l.address == runtime::Loopback::v6) {
       auto* s6 = reinterpret_cast<sockaddr_in6*>(&cl.addr);
       s6->sin6_family = AF_INET6;
-      ::inet_pton(AF_INET6, l.address.c_str(), &s6->sin6_addr);
+      s6->sin6_addr = in6addr_loopback;
       s6->sin6_port = htons(static_cast<uint16_t>(l.port));
       cl.len = sizeof *s6;
     } else {
       auto* s4 = reinterpret_cast<sockaddr_in*>(&cl.addr);
       s4->sin_family = AF_INET;
-      ::inet_pton(AF_INET, l.address.c_str(), &s4->sin_addr);
+      s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       s4->sin_port = htons(static_cast<uint16_t>(l.port));
       cl.len = sizeof *s4;
     }

@@ -243,19 +243,19 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
 
   JailSpec spec;
   if (in.network_filter) {
-    spec.listeners.push_back({ListenSpec::Kind::http_proxy, "127.0.0.1", kHttpProxyPort});
-    spec.listeners.push_back({ListenSpec::Kind::socks_proxy, "127.0.0.1", kSocksProxyPort});
+    spec.listeners.push_back({ListenSpec::Kind::http_proxy, runtime::Loopback::v4, kHttpProxyPort});
+    spec.listeners.push_back({ListenSpec::Kind::socks_proxy, runtime::Loopback::v4, kSocksProxyPort});
     std::set<int> forward_ports;
-    for (const auto& f : in.forwards) forward_ports.insert(f.second);
+    for (const auto& f : in.forwards) forward_ports.insert(f.port);
     if (forward_ports.size() > kMaxForwardPorts)
       problems.push_back(fmt::format("too many host-loopback forwards: {} ports, at most {} (each is a listener on "
                                      "127.0.0.1 and ::1 inside the jail); allow fewer loopback ports",
                                      forward_ports.size(), kMaxForwardPorts));
     for (const auto& [addr, port] : in.forwards) {
-      if ((port == kHttpProxyPort || port == kSocksProxyPort) && addr == "127.0.0.1") {
+      if ((port == kHttpProxyPort || port == kSocksProxyPort) && addr == runtime::Loopback::v4) {
         problems.push_back(fmt::format("cannot forward host-loopback port {}: the jail's proxy listens on {}:{} (a "
                                        "loopback rule's port is forwarded on 127.0.0.1 and ::1 inside)",
-                                       port, addr, port));
+                                       port, runtime::loopback_address(addr), port));
         continue;
       }
       spec.listeners.push_back({ListenSpec::Kind::forward, addr, port});

@@ -97,7 +97,7 @@ struct TerminalSpec {
 // namespace and hands to the supervisor (the network filter).
 struct ListenSpec {
   enum class Kind { http_proxy, socks_proxy, forward } kind;
-  std::string address;  // "127.0.0.1" or "::1"
+  runtime::Loopback address = runtime::Loopback::v4;
   int port = 0;
 };
 

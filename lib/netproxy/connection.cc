@@ -141,7 +141,7 @@ void Proxy::Impl::on_client_handshake(Conn& c) {
       c.target = {"", 0};
       return refuse(c, r.status, SocksReply::general_failure, "malformed request: " + bounded(r.error));
     }
-    c.protocol = r.tunnel ? "http-connect" : "http";
+    c.protocol = r.tunnel ? Protocol::http_connect : Protocol::http;
     c.target = r.target;
     c.upstream_head = r.upstream;
     if (interceptor) {
@@ -297,7 +297,7 @@ void Proxy::Impl::on_connected(Conn& c) {
                   fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port,
                               std::strerror(err)));
   }
-  if (interceptor && c.protocol != "http" && interceptor->bound(checked_host(c), c.target.port))
+  if (interceptor && c.protocol != Protocol::http && interceptor->bound(checked_host(c), c.target.port))
     return hand_off(c);
   c.state = State::relaying;
   c.last_active = Clock::now();
@@ -305,7 +305,7 @@ void Proxy::Impl::on_connected(Conn& c) {
   c.up.dst = c.upstream.get();
   c.down.src = c.upstream.get();
   c.down.dst = c.client.get();
-  if (c.kind == ListenerKind::http && c.protocol == "http-connect")
+  if (c.kind == ListenerKind::http && c.protocol == Protocol::http_connect)
     c.down.pending = "HTTP/1.1 200 Connection established\r\n\r\n";
   else if (c.kind == ListenerKind::socks)
     c.down.pending = socks_reply(SocksReply::succeeded);

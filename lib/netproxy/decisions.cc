@@ -19,11 +19,23 @@ std::string bounded(std::string_view s, size_t max) {
   return std::string(s.substr(0, keep)) + fmt::format("...[+{} bytes]", s.size() - keep);
 }
 
+const char* protocol_name(Protocol p) {
+  switch (p) {
+    case Protocol::http: return "http";
+    case Protocol::http_connect: return "http-connect";
+    case Protocol::socks5: return "socks5";
+    case Protocol::forward: return "forward";
+    case Protocol::publish: return "publish";
+    case Protocol::credential: return "credential";
+  }
+  return "?";
+}
+
 std::string Decision::json() const {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
   std::string line = "{";
   line += fmt::format("\"time_ms\": {}, \"protocol\": {}, \"host\": {}, \"port\": {}, \"address\": {}, ", ms,
-                      util::json_escape(protocol), util::json_escape(host), port, util::json_escape(address));
+                      util::json_escape(protocol_name(protocol)), util::json_escape(host), port, util::json_escape(address));
   line += fmt::format("\"allowed\": {}, \"reason\": {}, \"bytes_up\": {}, \"bytes_down\": {}, \"duration_ms\": {}}}",
                       allowed, util::json_escape(reason), bytes_up, bytes_down, duration_ms);
   return line;

@@ -28,10 +28,17 @@ inline constexpr size_t kMaxEntries = 512;
 // cut marked "...[+N bytes]"; unchanged when it fits.
 std::string bounded(std::string_view s, size_t max = kMaxJailText);
 
+// How a connection reached the filter (or, for `credential`, the
+// credential filter's own records). Named only at the output edges: the
+// net log, the report and the summary (protocol_name()).
+enum class Protocol { http, http_connect, socks5, forward, publish, credential };
+// "http", "http-connect", "socks5", "forward", "publish", "credential".
+const char* protocol_name(Protocol p);
+
 struct Decision {
   std::chrono::system_clock::time_point time;  // the first connection
   std::chrono::system_clock::time_point last;  // the last one
-  std::string protocol;  // "http-connect", "http", "socks5", "forward"
+  Protocol protocol = Protocol::http;
   std::string host;      // bounded()
   int port = 0;
   std::string address;   // the address connected to (the first), when one was
@@ -82,7 +89,7 @@ private:
   std::optional<std::chrono::steady_clock::time_point> refilled_;
   std::uint64_t pending_suppressed_ = 0;
   DecisionTable table_;
-  std::map<std::tuple<std::string, std::string, int, bool>, size_t> index_;
+  std::map<std::tuple<Protocol, std::string, int, bool>, size_t> index_;
 };
 
 }  // namespace pj::netproxy

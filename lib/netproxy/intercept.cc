@@ -146,10 +146,10 @@ struct InterceptConn {
     idle = o.limits_.idle;
   }
 
-  Decision decision(std::string protocol, bool allowed, std::string reason) {
+  Decision decision(Protocol protocol, bool allowed, std::string reason) {
     Decision d;
     d.time = d.last = std::chrono::system_clock::now();
-    d.protocol = std::move(protocol);
+    d.protocol = protocol;
     d.host = h.host;
     d.port = h.port;
     d.address = h.address;
@@ -158,7 +158,7 @@ struct InterceptConn {
     return d;
   }
   // A request refused by the credential rules (never holds a secret: names only).
-  void credential_refusal(std::string reason) { owner.record(decision("credential", false, std::move(reason))); }
+  void credential_refusal(std::string reason) { owner.record(decision(Protocol::credential, false, std::move(reason))); }
 
   // Answer the jail and end the connection.
   void answer(int status, const std::string& told) {
@@ -356,7 +356,7 @@ struct InterceptConn {
       if (!sub.used.empty()) {
         std::string names;
         for (const auto& n : sub.used) names += (names.empty() ? "" : ", ") + n;
-        owner.record(decision("credential", true, "substituted " + names));
+        owner.record(decision(Protocol::credential, true, "substituted " + names));
       }
       // The response(s): 1xx heads first.
       http1::Masker masker(bindings, sub.renderings);
@@ -523,7 +523,7 @@ void Interceptor::add_bindings(std::vector<Binding> more) {
     if (auto st = check_binding(all.back(), all); !st) {
       Decision d;
       d.time = d.last = std::chrono::system_clock::now();
-      d.protocol = "credential";
+      d.protocol = Protocol::credential;
       d.host = b.hosts.empty() ? "" : b.hosts.front().name;
       d.port = b.hosts.empty() ? 0 : b.hosts.front().port;
       d.reason = "a refreshed credential was not taken: " + st.error().message();
@@ -585,7 +585,7 @@ std::vector<Decision> Interceptor::take_decisions() {
   if (overflow_) {
     Decision d;
     d.time = d.last = std::chrono::system_clock::now();
-    d.protocol = "credential";
+    d.protocol = Protocol::credential;
     d.reason = fmt::format("{} decisions of the credential filter were not recorded (more than {} between two "
                            "turns of the loop)",
                            std::exchange(overflow_, 0), 4 * kMaxEntries);

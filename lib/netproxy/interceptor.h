@@ -60,7 +60,8 @@ public:
   struct Handoff {
     util::UniqueFd client, upstream;  // connected; the upstream to the checked address
     std::string reply;                // sent to the client first (CONNECT 200, SOCKS success)
-    std::string protocol, host, address, reason;
+    Protocol protocol = Protocol::http_connect;
+    std::string host, address, reason;
     int port = 0;
     std::chrono::system_clock::time_point wall;
   };

@@ -130,10 +130,10 @@ void Proxy::Impl::accept_on(size_t index) {
     c->kind = l.kind;
     c->client.reset(fd);
     c->deadline = Clock::now() + limits.handshake;
-    c->protocol = l.kind == ListenerKind::http    ? "http"
-                  : l.kind == ListenerKind::socks ? "socks5"
-                  : l.kind == ListenerKind::publish ? "publish"
-                                                    : "forward";
+    c->protocol = l.kind == ListenerKind::http      ? Protocol::http
+                  : l.kind == ListenerKind::socks   ? Protocol::socks5
+                  : l.kind == ListenerKind::publish ? Protocol::publish
+                                                    : Protocol::forward;
     Conn& ref = *c;
     conns.emplace(ref.id, std::move(c));
     ++l.open;

@@ -38,7 +38,7 @@ struct Conn {
   std::uint64_t id;
   size_t listener;
   ListenerKind kind;
-  std::string protocol;
+  Protocol protocol = Protocol::http;
   util::UniqueFd client, upstream;
   State state = State::handshake;
   std::string inbuf;

@@ -75,7 +75,7 @@ std::string explain_text(const ExplainInput& in) {
     for (const auto& r : p.sockets())
       if (!r.env.empty()) line("set", r.env + "=" + r.path, r.src);
     out += "\nhardening:\n";
-    line("landlock", p.landlock() == LandlockUse::required ? "required" : "if-available", p.landlock_src());
+    line("landlock", choice_name(p.landlock()), p.landlock_src());
     line("ptrace", p.ptrace_allowed() ? "ALLOWED (unsafe_allow_ptrace)" : "denied", p.ptrace_src());
     line("nested-userns", p.nested_userns_allowed() ? "ALLOWED (unsafe_nested_user_namespaces)" : "denied",
          p.nested_userns_src());
@@ -190,7 +190,7 @@ std::string explain_json(const ExplainInput& in) {
     j.end_array();
     j.end_object();
     j.key("hardening").begin_object();
-    j.field("landlock", p.landlock() == LandlockUse::required ? "required" : "if-available");
+    j.field("landlock", choice_name(p.landlock()));
     j.field("ptrace", p.ptrace_allowed() ? "allowed" : "denied");
     j.field("nested_user_namespaces", p.nested_userns_allowed() ? "allowed" : "denied");
     j.end_object();

@@ -66,16 +66,20 @@ public:
     return out;
   }
 
-  std::optional<Entry> one_of(const toml::node& n, std::string_view where, std::initializer_list<const char*> allowed) {
+  // A string naming one of `names` (its spelling and value), read into
+  // the value.
+  template <class E>
+  std::optional<Choice<E>> one_of(const toml::node& n, std::string_view where,
+                                  std::initializer_list<std::pair<const char*, E>> names) {
     auto s = n.value<std::string>();
     if (!n.is_string() || !s) {
       error(n, fmt::format("{} must be a string", where));
       return std::nullopt;
     }
-    for (const char* a : allowed)
-      if (*s == a) return Entry{*s, at(n)};
+    for (const auto& [name, value] : names)
+      if (*s == name) return Choice<E>{value, at(n)};
     std::string list;
-    for (const char* a : allowed) list += (list.empty() ? "\"" : ", \"") + std::string(a) + "\"";
+    for (const auto& [name, value] : names) list += (list.empty() ? "\"" : ", \"") + std::string(name) + "\"";
     error(n, fmt::format("{} must be one of {}", where, list));
     return std::nullopt;
   }
@@ -104,7 +108,9 @@ public:
   }
 
   // pids = 512 (an integer); cpus = 2 or 1.5 (a number).
-  std::optional<CountSetting> count(const toml::node& n, std::string_view where, bool cpus) {
+  enum class Counted { processes, cpus };
+  std::optional<CountSetting> count(const toml::node& n, std::string_view where, Counted what) {
+    const bool cpus = what == Counted::cpus;
     std::string text;
     if (n.is_integer()) text = std::to_string(*n.value<std::int64_t>());
     else if (cpus && n.is_floating_point()) text = fmt::format("{}", *n.value<double>());
@@ -232,7 +238,7 @@ public:
           continue;
         }
         if (key == "pids" || key == "cpus") {
-          (key == "pids" ? l.limits->pids : l.limits->cpus) = count(v, where, key == "cpus");
+          (key == "pids" ? l.limits->pids : l.limits->cpus) = count(v, where, key == "cpus" ? Counted::cpus : Counted::processes);
           continue;
         }
         if (key == "cgroup") {
@@ -246,11 +252,13 @@ public:
         (key == "read" ? l.limits->read : key == "write" ? l.limits->write
          : key == "network" ? l.limits->network : l.limits->env) = std::move(list);
       } else if (name == "hardening") {
-        if (key == "landlock") l.landlock = one_of(v, where, {"if-available", "required"});
+        if (key == "landlock") l.landlock = one_of(v, where, {std::pair{choice_name(LandlockUse::if_available), LandlockUse::if_available},
+                                                         {choice_name(LandlockUse::required), LandlockUse::required}});
         else if (key == "unsafe_allow_ptrace") l.unsafe_allow_ptrace = flag(v, where);
         else l.unsafe_nested_user_namespaces = flag(v, where);
       } else if (name == "policy") {
-        l.on_excess = one_of(v, where, {"warn", "error"});
+        l.on_excess = one_of(v, where, {std::pair{choice_name(OnExcess::warn), OnExcess::warn},
+                                         {choice_name(OnExcess::error), OnExcess::error}});
       } else if (name == "runtime") {
         l.compile_cache = flag(v, where);
       } else if (name == "credentials") {
@@ -355,6 +363,9 @@ const char* authority_name(Authority a) {
   }
   return "?";
 }
+
+const char* choice_name(LandlockUse v) { return v == LandlockUse::required ? "required" : "if-available"; }
+const char* choice_name(OnExcess v) { return v == OnExcess::error ? "error" : "warn"; }
 
 const std::vector<NetPreset>& net_presets() {
   static const std::vector<NetPreset> presets = {

@@ -51,6 +51,20 @@ struct Flag {
   Source src;
 };
 
+// The choices a layer makes by name, read into these at load time (an
+// unknown name is an error at its file:line there, never later).
+enum class LandlockUse { if_available, required };  // [hardening] landlock
+enum class OnExcess { warn, error };                 // [policy] on_excess
+// The spelling in TOML and in explain's output.
+const char* choice_name(LandlockUse v);
+const char* choice_name(OnExcess v);
+
+template <class E>
+struct Choice {
+  E value{};
+  Source src;
+};
+
 // A size of memory-backed space (tmpfs `size=`): bytes, or a share of
 // the host's RAM at the time the file system is made. Never 0 (tmpfs
 // would take 0 as "no limit").
@@ -140,11 +154,11 @@ struct Layer {
   // [limits]
   std::optional<Limits> limits;
   // [hardening]
-  std::optional<Entry> landlock;  // "if-available" | "required"
+  std::optional<Choice<LandlockUse>> landlock;
   std::optional<Flag> unsafe_allow_ptrace;
   std::optional<Flag> unsafe_nested_user_namespaces;
   // [policy]
-  std::optional<Entry> on_excess;  // "warn" | "error"
+  std::optional<Choice<OnExcess>> on_excess;
   // [runtime]
   std::optional<Flag> compile_cache;  // a trusted read-only Node compile cache
 };

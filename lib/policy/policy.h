@@ -15,8 +15,6 @@
 namespace pj::policy {
 
 enum class PathAccess { read_only, read_write };
-enum class LandlockUse { if_available, required };
-enum class OnExcess { warn, error };
 // Whether an allowed name may resolve to a private range (`allow_private`).
 enum class PrivateRanges { refused, allowed };
 

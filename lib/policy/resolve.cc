@@ -60,12 +60,17 @@ struct Resolver {
   Policy pol;
 
   // Limits, per key: the entries in force and the layer that set them.
+  // What a limit bounds, and so how an entry is tested against it.
+  enum class Bounded { paths, hosts, env_names };
   struct Bound {
+    explicit Bound(Bounded w) : what(w) {}
+    void limit_to(std::vector<Entry> e) { entries = std::move(e), set = true; }
+    Bounded what;
     std::vector<Entry> entries;  // paths expanded; network normalised
     bool set = false;
   };
   struct Bounds {
-    Bound read, write, network, env;
+    Bound read{Bounded::paths}, write{Bounded::paths}, network{Bounded::hosts}, env{Bounded::env_names};
   };
   Bounds system_bounds;   // bound user, command line and project
   std::optional<SizeSetting> system_scratch;  // bounds the user's
@@ -154,14 +159,13 @@ struct Resolver {
 
   void load_bounds(const Layer& l, Bounds& b, const Bounds* within) {
     if (!l.limits) return;
-    auto take = [&](const std::optional<std::vector<Entry>>& src, Bound& dst, const Bound* outer, const char* key,
-                    bool paths, bool network) {
+    auto take = [&](const std::optional<std::vector<Entry>>& src, Bound& dst, const Bound* outer, const char* key) {
       if (!src) return;
       dst.entries.clear();
       dst.set = true;
       for (const auto& e : *src) {
         Entry x = e;
-        if (paths) {
+        if (dst.what == Bounded::paths) {
           std::string why;
           auto p = expand(e, Authority::system, why);
           if (!p) {
@@ -169,8 +173,17 @@ struct Resolver {
             continue;
           }
           x.text = limit_root(*p);
+        } else if (dst.what == Bounded::hosts) {
+          // Loaded layers are checked already; a layer made in code is
+          // held to the same parser, never dropped as "covers nothing".
+          auto p = parse_net_pattern(e.text);
+          if (!p) {
+            error(e.src, fmt::format("limits.{} bad network pattern \"{}\": {}", key, e.text, p.error().what()));
+            continue;
+          }
+          x.text = p->str();
         }
-        if (outer && outer->set && !covered(x, *outer, paths, network)) {
+        if (outer && outer->set && !covered(x, *outer)) {
           refuse(e.src, fmt::format("limits.{} {}", key, e.text), "wider than the system operator's limit",
                  outer->entries.empty() ? std::nullopt : std::optional<Source>(outer->entries.front().src));
           continue;
@@ -178,10 +191,10 @@ struct Resolver {
         dst.entries.push_back(x);
       }
     };
-    take(l.limits->read, b.read, within ? &within->read : nullptr, "read", true, false);
-    take(l.limits->write, b.write, within ? &within->write : nullptr, "write", true, false);
-    take(l.limits->network, b.network, within ? &within->network : nullptr, "network", false, true);
-    take(l.limits->env, b.env, within ? &within->env : nullptr, "env", false, false);
+    take(l.limits->read, b.read, within ? &within->read : nullptr, "read");
+    take(l.limits->write, b.write, within ? &within->write : nullptr, "write");
+    take(l.limits->network, b.network, within ? &within->network : nullptr, "network");
+    take(l.limits->env, b.env, within ? &within->env : nullptr, "env");
   }
 
   // `[limits] scratch` of an operator layer: the profile's and the system
@@ -262,14 +275,24 @@ struct Resolver {
     }
   }
 
-  bool covered(const Entry& x, const Bound& b, bool paths, bool network) {
+  // Whether `x` is within the limit `b`. A limit's network patterns are
+  // checked in load_bounds(), an entry's where it is read (layer.cc,
+  // net_rule()); one that does not parse is covered by nothing.
+  static bool covered(const Entry& x, const Bound& b) {
     for (const auto& l : b.entries) {
-      if (paths && path_within(x.text, l.text)) return true;
-      if (network) {
-        auto lp = parse_net_pattern(l.text), rp = parse_net_pattern(x.text);
-        if (lp && rp && net_covers(*lp, *rp)) return true;
+      switch (b.what) {
+        case Bounded::paths:
+          if (path_within(x.text, l.text)) return true;
+          break;
+        case Bounded::hosts: {
+          auto lp = parse_net_pattern(l.text), rp = parse_net_pattern(x.text);
+          if (lp && rp && net_covers(*lp, *rp)) return true;
+          break;
+        }
+        case Bounded::env_names:
+          if (env_covers(l.text, x.text)) return true;
+          break;
       }
-      if (!paths && !network && env_covers(l.text, x.text)) return true;
     }
     return false;
   }
@@ -398,26 +421,26 @@ struct Resolver {
     pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
     pol.cred_pass_through_.insert(pol.cred_pass_through_.end(), l.cred_pass_through.begin(), l.cred_pass_through.end());
     for (const auto& e : l.net_allow) {
-      if (b && b->network.set && !covered(e, b->network, false, true))
+      if (b && b->network.set && !covered(e, b->network))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
       else net_rule(pol.net_allow_, e, allows_private(l, e) ? PrivateRanges::allowed : PrivateRanges::refused);
     }
     for (const auto& e : l.net_deny) net_rule(pol.net_deny_, e);
     for (const auto& e : l.env_pass) {
-      if (b && b->env.set && !covered(e, b->env, false, false))
+      if (b && b->env.set && !covered(e, b->env))
         refuse(e.src, fmt::format("env {}", e.text), "outside the system operator's env limit");
       else pol.env_pass_.push_back({e.text, e.src});
     }
     for (const auto& s : l.env_set) pol.env_set_.push_back(s);
     if (l.landlock) {
-      pol.landlock_ = l.landlock->text == "required" ? LandlockUse::required : LandlockUse::if_available;
+      pol.landlock_ = l.landlock->value;
       pol.landlock_src_ = l.landlock->src;
     }
     if (l.home_persist) pol.home_persist_ = *l.home_persist;
     if (l.unsafe_allow_ptrace) pol.ptrace_ = *l.unsafe_allow_ptrace;
     if (l.unsafe_nested_user_namespaces) pol.nested_userns_ = *l.unsafe_nested_user_namespaces;
     if (l.compile_cache) pol.compile_cache_ = *l.compile_cache;
-    if (l.on_excess) out.on_excess = l.on_excess->text == "error" ? OnExcess::error : OnExcess::warn;
+    if (l.on_excess) out.on_excess = l.on_excess->value;
   }
 
   static bool allows_private(const Layer& l, const Entry& e) {
@@ -447,7 +470,7 @@ struct Resolver {
       if (allows_private(l, e))
         refuse(e.src, fmt::format("network {} (allow_private)", e.text),
                "allow_private is set by operators, not by projects");
-      else if (!covered(e, b.network, false, true))
+      else if (!covered(e, b.network))
         refuse(e.src, fmt::format("network {}", e.text), "outside the network limit",
                b.network.entries.empty() ? std::nullopt : std::optional<Source>(b.network.entries.front().src));
       else if (deny)
@@ -462,11 +485,11 @@ struct Resolver {
       net_rule(pol.net_deny_, e);
     }
     for (const auto& e : l.env_pass) {
-      if (!covered(e, b.env, false, false)) refuse(e.src, fmt::format("env {}", e.text), "outside the env limit");
+      if (!covered(e, b.env)) refuse(e.src, fmt::format("env {}", e.text), "outside the env limit");
       else pol.env_pass_.push_back({e.text, e.src});
     }
     for (const auto& s : l.env_set) {
-      if (!covered(Entry{s.name, s.src}, b.env, false, false))
+      if (!covered(Entry{s.name, s.src}, b.env))
         refuse(s.src, fmt::format("env.set {}", s.name), "outside the env limit");
       else pol.env_set_.push_back(s);
     }
@@ -500,7 +523,7 @@ struct Resolver {
       refuse(l.unsafe_nested_user_namespaces->src, "unsafe_nested_user_namespaces",
              "unsafe_* switches are for operators only");
     if (l.landlock) {
-      if (l.landlock->text == "required") {
+      if (l.landlock->value == LandlockUse::required) {
         pol.landlock_ = LandlockUse::required;
         pol.landlock_src_ = l.landlock->src;
       } else if (pol.landlock_ == LandlockUse::required) {
@@ -618,10 +641,10 @@ struct Resolver {
   Resolved run(const std::vector<Layer>& layers) {
     // Project limits default to the workspace and nothing else.
     Source builtin{"built-in default limits", 0, 0};
-    project_bounds.read = {{Entry{limit_root(ctx.workspace), builtin}}, true};
-    project_bounds.write = {{Entry{limit_root(ctx.workspace), builtin}}, true};
-    project_bounds.network = {{}, true};
-    project_bounds.env = {{}, true};
+    project_bounds.read.limit_to({Entry{limit_root(ctx.workspace), builtin}});
+    project_bounds.write.limit_to({Entry{limit_root(ctx.workspace), builtin}});
+    project_bounds.network.limit_to({});
+    project_bounds.env.limit_to({});
     auto adopt = [&](const Bounds& from) {
       if (from.read.set) project_bounds.read = from.read;
       if (from.write.set) project_bounds.write = from.write;

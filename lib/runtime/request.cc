@@ -4,6 +4,8 @@
 
 namespace pj::runtime {
 
+const char* loopback_address(Loopback l) { return l == Loopback::v6 ? "::1" : "127.0.0.1"; }
+
 namespace {
 
 bool passes(const Request& r, std::string_view name) {

@@ -63,6 +63,18 @@ struct Limits {
   std::string scratch_src = "default";       // of Request::scratch
 };
 
+// The loopback address of one family: where the jail's own listeners
+// are, and where a host-loopback service the policy names is reached.
+enum class Loopback { v4, v6 };
+const char* loopback_address(Loopback l);  // "127.0.0.1" or "::1"
+
+// A host-loopback service the policy names with a port: served inside the
+// jail at the same address and port (through the network filter).
+struct Forward {
+  Loopback address = Loopback::v4;
+  int port = 0;
+};
+
 struct Request {
   std::string workspace;  // absolute, normalised, resolved
   std::string cwd;        // the caller's current directory
@@ -98,8 +110,8 @@ struct Request {
   std::vector<ShownFile> shown_files;
   // A directory put first on PATH inside (runtime::Program::path_first).
   std::string path_first;
-  // Host-loopback services the policy names with a port: (address, port).
-  std::vector<std::pair<std::string, int>> forwards;
+  // Host-loopback services the policy names with a port.
+  std::vector<Forward> forwards;
   // Jail ports served on the host's loopback (operator grants; the
   // supervisor listens and relays, the jail sees nothing new).
   struct Published {

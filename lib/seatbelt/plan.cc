@@ -215,7 +215,7 @@ void write_network(Writer& w, const PlanInput& in) {
   remote(w.param("PROXY_HTTP", fmt::format("localhost:{}", in.http_port), "the network filter: HTTP proxy", false));
   remote(w.param("PROXY_SOCKS", fmt::format("localhost:{}", in.socks_port), "the network filter: SOCKS5 proxy", false));
   std::set<int> forward_ports;
-  for (const auto& f : in.request.forwards) forward_ports.insert(f.second);
+  for (const auto& f : in.request.forwards) forward_ports.insert(f.port);
   for (int port : forward_ports)
     remote(w.param("FORWARD", fmt::format("localhost:{}", port), "a host-loopback service the policy names"));
   w.line("(allow network-outbound\n  " + join(remotes, "\n  ") + ")");
@@ -264,7 +264,8 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
   for (int port : {in.http_port, in.socks_port})
     if (port < 1 || port > 65535) problems.push_back(fmt::format("network filter port {} is out of range", port));
   for (const auto& [addr, port] : r.forwards)
-    if (port < 1 || port > 65535) problems.push_back(fmt::format("forward {}:{}: port out of range", addr, port));
+    if (port < 1 || port > 65535) problems.push_back(
+          fmt::format("forward {}:{}: port out of range", runtime::loopback_address(addr), port));
   if (!problems.empty()) return Error::invalid(join(problems, "; "));
 
   Writer w;

@@ -23,7 +23,7 @@ namespace {
 netproxy::Decision refused(std::string host, int port, bool by_rule = true) {
   netproxy::Decision d;
   d.time = std::chrono::system_clock::now();
-  d.protocol = "http-connect";
+  d.protocol = netproxy::Protocol::http_connect;
   d.host = std::move(host);
   d.port = port;
   d.reason = "no rule allows " + d.host + ":" + std::to_string(port);
@@ -204,7 +204,7 @@ TEST_CASE("summary: nothing refused, nothing said") {
 TEST_CASE("summary: a published port's failed connections are said apart, never as the filter refusing the jail") {
   netproxy::DecisionRecorder rec(-1);
   auto d = refused("127.0.0.1", 3000, false);
-  d.protocol = "publish";
+  d.protocol = netproxy::Protocol::publish;
   d.reason = "cannot connect to 127.0.0.1:3000: Connection refused";
   for (int i = 0; i < 3; ++i) rec.add(d);
   auto lines = supervisor::refusal_summary(rec.table());
@@ -216,4 +216,34 @@ TEST_CASE("summary: a published port's failed connections are said apart, never 
   REQUIRE(lines.size() >= 3);
   CHECK(lines[0] == "the network filter refused 1 connection to 1 destination:");
   CHECK(lines.back().starts_with("published port: 3 connections"));
+}
+
+TEST_CASE("decisions: the protocol is named only at the output edge, as the log and report always spelled it") {
+  using netproxy::Protocol;
+  const std::pair<Protocol, const char*> names[] = {
+      {Protocol::http, "http"},       {Protocol::http_connect, "http-connect"}, {Protocol::socks5, "socks5"},
+      {Protocol::forward, "forward"}, {Protocol::publish, "publish"},           {Protocol::credential, "credential"},
+  };
+  for (const auto& n : names) {
+    const char* want = n.second;
+    CAPTURE(want);
+    CHECK(std::string(netproxy::protocol_name(n.first)) == want);
+    auto d = refused("a.example", 443);
+    d.protocol = n.first;
+    d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(5));
+    CHECK(d.json() == std::string("{\"time_ms\": 5, \"protocol\": \"") + want +
+                          "\", \"host\": \"a.example\", \"port\": 443, \"address\": \"\", \"allowed\": false, "
+                          "\"reason\": \"no rule allows a.example:443\", \"bytes_up\": 0, \"bytes_down\": 0, "
+                          "\"duration_ms\": 0}");
+  }
+  // A decision with no destination is summarised by its protocol's name.
+  netproxy::DecisionRecorder rec(-1);
+  auto d = refused("", 0, false);
+  d.protocol = Protocol::credential;
+  d.reason = "a refreshed credential was not taken";
+  rec.add(d);
+  auto lines = supervisor::refusal_summary(rec.table());
+  bool named = false;
+  for (const auto& l : lines) named = named || l.find("(no destination: credential)") != std::string::npos;
+  CHECK(named);
 }

@@ -301,7 +301,7 @@ TEST_CASE("credential filter loop: keep-alive requests, a chunked body re-framed
   const auto& d = rig.finish();
   bool substituted = false;
   for (const auto& e : d)
-    if (e.protocol == "credential" && e.allowed && e.count == 2 && e.reason == "substituted KEY") substituted = true;
+    if (e.protocol == netproxy::Protocol::credential && e.allowed && e.count == 2 && e.reason == "substituted KEY") substituted = true;
   CHECK(substituted);
 }
 
@@ -423,7 +423,7 @@ TEST_CASE("credential filter loop: an endpoint that mints new credentials is ref
   c.reset();
   bool recorded = false;
   for (const auto& e : rig.finish())
-    if (e.protocol == "credential" && !e.allowed && e.reason.find("hands out new credentials") != std::string::npos) recorded = true;
+    if (e.protocol == netproxy::Protocol::credential && !e.allowed && e.reason.find("hands out new credentials") != std::string::npos) recorded = true;
   CHECK(recorded);
 }
 

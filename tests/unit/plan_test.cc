@@ -436,23 +436,26 @@ TEST_CASE("a symlink at or above a protected path inside a writable grant stops 
 TEST_CASE("listeners: the two proxies, then every forward; a bounded number of ports with a clear error") {
   PlanInput in = debian_input();
   for (int port = 1; port <= static_cast<int>(kMaxForwardPorts); ++port) {
-    in.forwards.emplace_back("127.0.0.1", 40000 + port);
-    in.forwards.emplace_back("::1", 40000 + port);
+    in.forwards.push_back({pj::runtime::Loopback::v4, 40000 + port});
+    in.forwards.push_back({pj::runtime::Loopback::v6, 40000 + port});
   }
   auto spec = plan(in, debian_host());
   REQUIRE(spec);
   REQUIRE(spec->listeners.size() == 2 + 2 * kMaxForwardPorts);
   CHECK(spec->listeners[2].kind == ListenSpec::Kind::forward);
-  CHECK(spec->listeners.back().address == "::1");
-  in.forwards.emplace_back("127.0.0.1", 1);
+  CHECK(spec->listeners[0].address == pj::runtime::Loopback::v4);
+  CHECK(spec->listeners.back().address == pj::runtime::Loopback::v6);
+  in.forwards.push_back({pj::runtime::Loopback::v4, 1});
   auto over = plan(in, debian_host());
   REQUIRE_FALSE(over);
   CHECK(over.error().message().find("too many host-loopback forwards: 257 ports, at most 256") != std::string::npos);
   PlanInput proxy_port = debian_input();
-  proxy_port.forwards = {{"127.0.0.1", kHttpProxyPort}, {"::1", kHttpProxyPort}};
+  proxy_port.forwards = {{pj::runtime::Loopback::v4, kHttpProxyPort}, {pj::runtime::Loopback::v6, kHttpProxyPort}};
   auto clash = plan(proxy_port, debian_host());
   REQUIRE_FALSE(clash);
   CHECK(clash.error().message().find("the jail's proxy listens on 127.0.0.1:3128") != std::string::npos);
+  CHECK(std::string(pj::runtime::loopback_address(pj::runtime::Loopback::v4)) == "127.0.0.1");
+  CHECK(std::string(pj::runtime::loopback_address(pj::runtime::Loopback::v6)) == "::1");
 }
 
 TEST_CASE("a socket grant is the socket itself at its own path; missing, not a socket, a symlink or denied stops") {
@@ -500,7 +503,7 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
 
 TEST_CASE("a published port cannot be the network filter's own listener inside the jail") {
   auto in = debian_input();
-  in.forwards.emplace_back("127.0.0.1", 11434);
+  in.forwards.push_back({pj::runtime::Loopback::v4, 11434});
   for (int port : {3128, 1080, 11434}) {
     CAPTURE(port);
     auto in2 = in;

@@ -254,7 +254,10 @@ TEST_CASE("malformed files: every problem, each with file:line:column, never a c
         "f.toml:2:55: bad network pattern \"*\""}},
       {"a wildcard over an address", "[network]\ndeny = [\"*.1.2.3\"]\n",
        {"f.toml:2:9: bad network pattern \"*.1.2.3\": a wildcard needs a domain name, not an address"}},
-      {"bad enum", "[hardening]\nlandlock = \"sometimes\"\n", {"f.toml:2:12: hardening.landlock must be one of"}},
+      {"bad enum", "[hardening]\nlandlock = \"sometimes\"\n",
+       {"f.toml:2:12: hardening.landlock must be one of \"if-available\", \"required\""}},
+      {"bad on_excess", "[policy]\non_excess = \"Error\"\n", {"f.toml:2:13: policy.on_excess must be one of \"warn\", \"error\""}},
+      {"choice not a string", "[policy]\non_excess = true\n", {"f.toml:2:13: policy.on_excess must be a string"}},
       {"bad bool", "[hardening]\nunsafe_allow_ptrace = \"yes\"\n", {"f.toml:2:23: hardening.unsafe_allow_ptrace must be true or false"}},
       {"bad env name", "[env]\npass = [\"A B\"]\nset = { \"X-Y\" = \"1\", OK = 2 }\n",
        {"f.toml:2:9: \"A B\" is not an environment variable name", "f.toml:3:9: \"X-Y\" is not", "f.toml:3:27: env.set.OK must be a string"}},
@@ -781,4 +784,39 @@ TEST_CASE("explain shows the resource limits and their sources") {
   CAPTURE(json);
   CHECK(json.find(R"("limits":{"pids":{"value":512,"source":{"file":"op.toml","line":2,"column":8}})") != std::string::npos);
   CHECK(json.find(R"("cpus":null,"cgroup":["/sys/fs/cgroup/pj"]})") != std::string::npos);
+}
+
+TEST_CASE("choices are read into their values where they are written, and named back the same way") {
+  auto loaded = load_layer("[hardening]\nlandlock = \"if-available\"\n[policy]\non_excess = \"error\"\n", "f.toml",
+                           Authority::system);
+  for (const auto& e : loaded.errors) FAIL_CHECK(e.str());
+  REQUIRE(loaded.layer.landlock);
+  CHECK(loaded.layer.landlock->value == LandlockUse::if_available);
+  CHECK(loaded.layer.landlock->src.str() == "f.toml:2:12");
+  REQUIRE(loaded.layer.on_excess);
+  CHECK(loaded.layer.on_excess->value == OnExcess::error);
+  CHECK(loaded.layer.on_excess->src.str() == "f.toml:4:13");
+  CHECK(std::string(choice_name(LandlockUse::required)) == "required");
+  CHECK(std::string(choice_name(LandlockUse::if_available)) == "if-available");
+  CHECK(std::string(choice_name(OnExcess::warn)) == "warn");
+  CHECK(std::string(choice_name(OnExcess::error)) == "error");
+  // A bad value leaves the choice unset (the error stops the run), not a default.
+  auto bad = load_layer("[hardening]\nlandlock = \"sometimes\"\n", "f.toml", Authority::system);
+  CHECK(!bad.layer.landlock);
+  CHECK(bad.errors.size() == 1);
+}
+
+TEST_CASE("a network limit that does not parse is an error at its source, not a limit that covers nothing") {
+  static FakeFs fs = host();
+  Layer system;
+  system.authority = Authority::system;
+  system.name = "/etc/pi-jail/policy.toml";
+  system.limits = Limits{};
+  system.limits->network = std::vector<Entry>{{"*.1.2.3", Source{"/etc/pi-jail/policy.toml", 7, 11}}};
+  std::vector<Layer> layers{layer(kProfile, "pi.toml", Authority::profile), system,
+                            layer("[network]\nallow = [\"pypi.org\"]\n", ".pi/jail.toml", Authority::project)};
+  Resolved r = resolve(layers, context(fs));
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].str().find("/etc/pi-jail/policy.toml:7:11: limits.network bad network pattern \"*.1.2.3\"") == 0);
+  CHECK(!r.policy);
 }

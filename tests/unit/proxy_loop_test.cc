@@ -167,7 +167,7 @@ TEST_CASE("proxy loop: CONNECT relays a megabyte both ways, half-close included"
   const auto& d = proxy.stop();
   REQUIRE(d.size() == 1);
   CHECK(d[0].allowed);
-  CHECK(d[0].protocol == "http-connect");
+  CHECK(d[0].protocol == netproxy::Protocol::http_connect);
   CHECK(d[0].bytes_up == payload.size());
   CHECK(d[0].bytes_down >= payload.size());
 }
@@ -405,7 +405,7 @@ TEST_CASE("proxy loop: a published port relays through the socket the jail-socke
   const auto& d = proxy.stop();
   REQUIRE(d.size() == 1);
   CHECK(d[0].allowed);
-  CHECK(d[0].protocol == "publish");
+  CHECK(d[0].protocol == netproxy::Protocol::publish);
   CHECK(d[0].reason == "the operator's publish test");
   CHECK(made == 1);
 }

@@ -123,7 +123,7 @@ PlanInput policies_input() {
                  {"/Users/u/src/proj/.git/hooks", "profile:9", runtime::Node::directory}};
   r.denies = {{"/Users/u/data/secret", "user.toml:6:1"}, {"/Users/u/src/proj/.env", "project:1:1"},
               {"/Users/u/absent", "absent: nothing to hide"}};
-  r.forwards = {{"127.0.0.1", 5432}, {"::1", 5432}, {"127.0.0.1", 8080}};
+  r.forwards = {{runtime::Loopback::v4, 5432}, {runtime::Loopback::v6, 5432}, {runtime::Loopback::v4, 8080}};
   r.exec_path = "/usr/bin/env";
   r.argv = {"env"};
   in.tmpdir = "/private/var/folders/xy/T/pi-jail.ab12";
