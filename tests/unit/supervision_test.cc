@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <utility>
 #include <fstream>
 #include <sstream>
 
@@ -12,12 +13,14 @@
 #include "json_helpers.h"
 #include "report.h"
 #include "run.h"
+#include "supervise.h"
 
 using pj::supervisor::command_ended;
 using pj::supervisor::Report;
 using pj::supervisor::RunOutcome;
 using pj::supervisor::SignalPolicy;
 using pj::supervisor::SignalResponse;
+using pj::supervisor::Supervision;
 namespace json = pj::util::json;
 
 TEST_CASE("the first termination signal is passed on with the grace period; a second of any kind kills at once") {
@@ -100,6 +103,108 @@ TEST_CASE("a command's status is pi-jail's exit status, except after --timeout: 
   CHECK(timed_out.command_status == 128 + SIGTERM);
   CHECK(command_ended(0, true).exit_code == 124);  // the command ended well, but only after the timeout
   CHECK(command_ended(0, false).ending == RunOutcome::Ending::exited);
+}
+
+namespace {
+
+// A backend that records the signals the core sends.
+struct FakeJail final : pj::supervisor::JailControl {
+  std::vector<int> sent;
+  void signal(int sig) override { sent.push_back(sig); }
+  std::string_view everything() const override { return "the fake jail"; }
+  std::string_view stopped() const override { return "the fake jail"; }
+  std::vector<int> take() { return std::exchange(sent, {}); }
+};
+
+using std::chrono::seconds;
+const Supervision::Clock::time_point t0{seconds(1000)};
+
+pj::supervisor::RunOptions options(std::optional<std::chrono::milliseconds> timeout) {
+  pj::supervisor::RunOptions o;
+  o.timeout = timeout;
+  o.grace = seconds(5);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("--timeout: TERM and CONT when it is reached, KILL after --grace, and the run ends with 124") {
+  FakeJail jail;
+  auto opts = options(seconds(10));
+  Supervision core(jail, opts, 0, t0);
+  core.tick(t0 + seconds(9));
+  CHECK(jail.take().empty());
+  CHECK(core.poll_timeout(t0 + seconds(9), -1) == 1001);  // sleeps until just past the deadline
+  CHECK(core.poll_timeout(t0 + seconds(9), 200) == 200);
+  core.tick(t0 + seconds(10));
+  CHECK(jail.take() == std::vector<int>{SIGTERM, SIGCONT});
+  CHECK(core.timed_out());
+  CHECK(core.stopped_by() == 0);  // no signal to pi-jail stopped it
+  CHECK(core.poll_timeout(t0 + seconds(10), -1) == 5001);
+  core.tick(t0 + seconds(14));
+  CHECK(jail.take().empty());
+  core.tick(t0 + seconds(15));
+  CHECK(jail.take() == std::vector<int>{SIGKILL});
+  core.tick(t0 + seconds(60));
+  CHECK(jail.take().empty());  // each fires once
+  CHECK(core.poll_timeout(t0 + seconds(60), -1) == -1);
+  RunOutcome out = core.ended(128 + SIGKILL);
+  CHECK(out.exit_code == 124);
+  CHECK(out.ending == RunOutcome::Ending::timed_out);
+  CHECK(out.command_status == 128 + SIGKILL);
+}
+
+TEST_CASE("a termination signal is passed on with CONT, KILL follows after --grace, a second kills at once") {
+  FakeJail jail;
+  auto opts = options(std::nullopt);
+  Supervision core(jail, opts, 0, t0);
+  CHECK(core.poll_timeout(t0, -1) == -1);  // nothing due: sleep until something happens
+  CHECK(core.poll_timeout(t0, 1000) == 1000);
+  core.on_signal(SIGINT, t0);
+  CHECK(jail.take() == std::vector<int>{SIGINT, SIGCONT});
+  CHECK(core.stopped_by() == SIGINT);
+  CHECK(core.poll_timeout(t0, -1) == 5001);
+  core.on_signal(SIGHUP, t0 + seconds(1));
+  CHECK(jail.take() == std::vector<int>{SIGKILL});
+  CHECK(core.stopped_by() == SIGINT);  // the first one
+  core.tick(t0 + seconds(5));
+  CHECK(jail.take() == std::vector<int>{SIGKILL});  // the grace still ends: KILL is never taken back
+  RunOutcome out = core.ended(128 + SIGINT);
+  CHECK(out.exit_code == 128 + SIGINT);
+  CHECK(out.ending == RunOutcome::Ending::signaled);
+  CHECK(out.stopped_by == SIGINT);
+  CHECK_FALSE(core.timed_out());
+}
+
+TEST_CASE("a termination signal after --timeout fired kills at once only if it is the second signal; the grace is not extended") {
+  FakeJail jail;
+  auto opts = options(seconds(10));
+  Supervision core(jail, opts, 0, t0);
+  core.tick(t0 + seconds(10));
+  CHECK(jail.take() == std::vector<int>{SIGTERM, SIGCONT});
+  core.on_signal(SIGTERM, t0 + seconds(12));  // the operator's first: passed on
+  CHECK(jail.take() == std::vector<int>{SIGTERM, SIGCONT});
+  core.tick(t0 + seconds(15));  // the grace armed by the timeout, not 12 + 5
+  CHECK(jail.take() == std::vector<int>{SIGKILL});
+  CHECK(core.ended(0).exit_code == 124);
+  CHECK(core.ended(0).stopped_by == SIGTERM);
+}
+
+TEST_CASE("without a terminal: other signals are passed on, and a stopped command waits for SIGCONT") {
+  FakeJail jail;
+  auto opts = options(std::nullopt);
+  Supervision core(jail, opts, 0, t0);
+  CHECK_FALSE(core.on_pty());
+  for (int sig : {SIGUSR1, SIGUSR2, SIGWINCH, SIGTSTP}) core.on_signal(sig, t0);
+  CHECK(jail.take() == std::vector<int>{SIGUSR1, SIGUSR2, SIGWINCH, SIGTSTP});
+  core.on_command_stop(SIGTSTP);  // no shell to hand the terminal to: pi-jail does not stop
+  CHECK(jail.take().empty());
+  core.on_signal(SIGCONT, t0);
+  CHECK(jail.take() == std::vector<int>{SIGCONT});
+  CHECK(core.poll_timeout(t0, -1) == -1);  // no grace was started
+  RunOutcome out = core.ended(0);
+  CHECK(out.exit_code == 0);
+  CHECK(out.stopped_by == 0);
 }
 
 namespace {
