@@ -54,8 +54,7 @@ void report_failure(const SyncRecord& rec, const linuxjail::JailSpec& spec) {
                 util::errno_name(rec.err), linuxjail::stage_fix(rec.stage, rec.err));
     return;
   }
-  util::error("jail setup failed, nothing was run\n  step: {}\n  fix: {}", describe_failure(rec, spec),
-              linuxjail::stage_fix(rec.stage, rec.err));
+  say_setup_failed(describe_failure(rec, spec), linuxjail::stage_fix(rec.stage, rec.err));
 }
 
 // Signals reach the jail through its init, which passes them on to the
@@ -126,7 +125,7 @@ std::string Supervisor::survey_scratch() {
 // The supervisor's own part of the setup failed: kill the whole jail and
 // end the run as a setup failure (125), naming the step.
 void Supervisor::abort_jail(std::string why) {
-  util::error("jail setup failed, the jail was stopped\n  step: {}\n  fix: report a bug if it persists", why);
+  say_setup_failed(why, "report a bug if it persists", true);
   if (supervisor_failure_.empty()) supervisor_failure_ = std::move(why);
   (void)jail_.signal(SIGKILL);
 }
@@ -317,22 +316,16 @@ void choose_streams(linuxjail::JailSpec& spec) {
 }
 
 RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs) {
-  RunOutcome failed;
   auto launched = Jail::launch(spec, std::move(cgroup_procs));
   if (!launched) {
     const util::Error& e = launched.error();
-    util::error("cannot build the jail, nothing was run\n  step: {}\n  fix: {}", e.message(),
-                e.err() ? linuxjail::namespace_fix(e.err()) : "report a bug");
-    failed.failure = e.message();
-    return failed;
+    return setup_failed(e.message(), e.err() ? linuxjail::namespace_fix(e.err()) : "report a bug");
   }
   sigset_t set = handled_set();
   util::UniqueFd sfd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sfd.valid()) {
-    util::error("create a signalfd: {}", std::strerror(errno));
-    failed.failure = "signalfd";
-    return failed;
-  }
+  if (!sfd.valid())
+    return setup_failed(fmt::format("create a signalfd: {} ({})", std::strerror(errno), util::errno_name(errno)),
+                        "report a bug");
   Supervisor sup(spec, opts, std::move(*launched), std::move(sfd));
   return sup.run();
 }

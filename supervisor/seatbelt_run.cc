@@ -224,11 +224,7 @@ util::Result<Listeners> open_listeners() {
 RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& sandbox_exec, std::optional<Pty> pty,
                          Listeners listeners, const RunOptions& opts) {
   RunOutcome out;  // setup_failed, 125 until the command runs
-  auto fail = [&](const util::Error& e, std::string_view fix) {
-    util::error("cannot start the Seatbelt jail, nothing was run\n  step: {}\n  fix: {}", e.message(), fix);
-    out.failure = e.message();
-    return out;
-  };
+  auto fail = [](const util::Error& e, std::string_view fix) { return setup_failed(e.message(), fix); };
   auto proxy = opts.test_fail_network_filter ? test_failed_filter()
                                            : netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
   if (!proxy) return fail(std::move(proxy.take_error()).context("start the network filter"), "report a bug");

@@ -3,7 +3,10 @@
 // checked against man/pi-jail-report.schema.json.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdio>
 #include <utility>
 #include <fstream>
 #include <sstream>
@@ -408,4 +411,52 @@ TEST_CASE("a report of a command that could not be executed: its 127 is both cod
   Checked r200 = checked(c);
   CHECK(r200.problems.empty());
   CHECK(r200.doc.find("exit")->find("signal")->is_null());
+}
+
+namespace {
+
+// What `f` writes on stderr.
+template <class F>
+std::string stderr_of(F f) {
+  std::fflush(stderr);
+  FILE* tmp = std::tmpfile();
+  REQUIRE(tmp);
+  int saved = ::dup(2);
+  ::dup2(::fileno(tmp), 2);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::rewind(tmp);
+  std::string text;
+  char buf[512];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, tmp)) > 0) text.append(buf, n);
+  std::fclose(tmp);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("every set-up failure is worded the same way: nothing was run, the step, the fix when there is one") {
+  RunOutcome out;
+  std::string err = stderr_of([&] {
+    out = pj::supervisor::setup_failed("create the jail's namespaces (clone): No space left on device (ENOSPC)",
+                                       "raise user.max_user_namespaces");
+  });
+  CHECK(err == "pi-jail: error: jail setup failed, nothing was run\n"
+               "  step: create the jail's namespaces (clone): No space left on device (ENOSPC)\n"
+               "  fix: raise user.max_user_namespaces\n");
+  CHECK(out.exit_code == 125);
+  CHECK(out.ending == RunOutcome::Ending::setup_failed);
+  CHECK(out.command_status == -1);
+  CHECK(out.failure == "create the jail's namespaces (clone): No space left on device (ENOSPC)");
+
+  err = stderr_of([&] { out = pj::supervisor::setup_failed("--report: cannot open /x/r.json"); });
+  CHECK(err == "pi-jail: error: jail setup failed, nothing was run\n  step: --report: cannot open /x/r.json\n");
+  CHECK(out.exit_code == 125);
+
+  err = stderr_of([] { pj::supervisor::say_setup_failed("start the network filter: EMFILE", "report a bug", true); });
+  CHECK(err == "pi-jail: error: jail setup failed, the jail was stopped\n  step: start the network filter: EMFILE\n"
+               "  fix: report a bug\n");
 }
