@@ -173,21 +173,12 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   RunOutcome out;  // setup_failed, 125 until something runs
   content.network_filter = "proxy: HTTP 127.0.0.1:3128, SOCKS5 127.0.0.1:1080, forwarded host-loopback ports";
   auto input = plan_input(inv, prepared);
-  if (!input) {
-    util::error("{}", input.error().message());
-    out.failure = input.error().message();
-    return out;
-  }
-  auto fail = [&](std::string why) {
-    util::error("{}", why);
-    out.failure = std::move(why);
-    return out;
-  };
+  if (!input) return request_refused(input.error().message());
   // Model credentials: placeholders in the environment and Pi's
   // auth.json; the real values stay here (credential_run.h).
   auto creds = RunCredentials::prepare(prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr,
                                        *input, inv.test_token_endpoint);
-  if (!creds) return fail(creds.error().message() + "\n  nothing was run");
+  if (!creds) return setup_failed(creds.error().message());
   content.write_credentials = [c = *creds](JsonWriter& j) { c.write_json(j); };
   // Planned under the placeholder registry's lock (placeholders.h); explain
   // makes nothing and takes no lock.
@@ -198,37 +189,39 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   if (inv.mode == cli::Mode::run) {
     // Before any lock is taken: a first run may warm the cache up (a jail of its own).
     if (int sig = attach_compile_cache(prepared, *input)) {
-      out.exit_code = 128 + sig;
-      return fail(fmt::format("stopped by signal {} during the compile cache's warm-up; nothing was run", sig));
+      RunOutcome stopped = setup_failed(fmt::format("stopped by signal {} during the compile cache's warm-up", sig));
+      stopped.exit_code = 128 + sig;
+      return stopped;
     }
     const std::string state = state_dir();
-    if (state.empty()) return fail("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path; "
-                                   "nothing was run");
-    const std::string fix = "\n  fix: pi-jail keeps its placeholders' registry and the agent dir's staging there: make it "
+    if (state.empty())
+      return setup_failed("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path",
+                          "set XDG_STATE_HOME or HOME to an absolute path");
+    const std::string fix = "pi-jail keeps its placeholders' registry and the agent dir's staging there: make it "
                             "writable, or set XDG_STATE_HOME to a directory of your own";
     auto locked = Registry::lock(state);
-    if (!locked) return fail(locked.error().message() + "; nothing was run" + fix);
+    if (!locked) return setup_failed(locked.error().message(), fix);
     const SecretFile auth = creds->auth_file();
     auto staged = PrivateCopies::stage(state, *input, &auth);
-    if (!staged) return fail(staged.error().message() + "; nothing was run" + fix);
+    if (!staged) return setup_failed(staged.error().message(), fix);
     copies.emplace(std::move(*staged));
     registry.emplace(std::move(*locked));
     // Credentials bound to hosts (every binding is known once auth.json is
     // staged): the run's CA exists before the jail is planned, so its
     // bundle is in the view from the start.
     auto made = make_interceptor(inv, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
-    if (!made) return fail(made.error().message() + "; nothing was run");
+    if (!made) return setup_failed(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
       auto bundle = CaBundleFile::write(state, interceptor->ca_pem());
-      if (!bundle) return fail("write the jail's CA bundle: " + bundle.error().message() + "; nothing was run");
+      if (!bundle) return setup_failed("write the jail's CA bundle: " + bundle.error().message());
       ca_bundle.emplace(std::move(*bundle));
       input->ca_bundle = ca_bundle->path();
     }
   }
   auto facts = view::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
-  if (!planned) return fail(planned.error().message());
+  if (!planned) return request_refused(planned.error().message());
   auto spec = std::make_shared<linuxjail::JailSpec>(std::move(*planned));
   if (inv.mode == cli::Mode::explain) {
     print_view(*spec);
@@ -247,7 +240,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   }
   auto holds = registry->hold(*spec);
   registry->unlock();
-  if (!holds) return fail(holds.error().message() + "; nothing was run");
+  if (!holds) return setup_failed(holds.error().message());
   if (spec->cwd != input->cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec->cwd);
   if (util::verbosity() == util::Verbosity::verbose)
@@ -259,15 +252,11 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     write_policy(j, *spec, published);
   };
   auto opts = run_options(inv, prepared.rules);
-  if (!opts) {
-    util::error("{}; nothing was run", opts.error().message());
-    out.failure = opts.error().message();
-    return out;
-  }
+  if (!opts) return setup_failed(opts.error().message());
   auto limits = prepare_limits(prepared.request);
   if (!limits) {
     holds->release();
-    return fail(limits.error().message() + "; nothing was run");
+    return setup_failed(limits.error().message());
   }
   opts->publish = input->published;
   opts->interceptor = interceptor;

@@ -7,7 +7,6 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/statfs.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +19,7 @@
 #include "linuxjail/jail_socket.h"
 #include "linuxjail/launch.h"
 #include "scratch_audit.h"
+#include "supervise.h"
 #include "terminal.h"
 #include "util/log.h"
 #include "util/paths.h"
@@ -54,70 +54,46 @@ void report_failure(const SyncRecord& rec, const linuxjail::JailSpec& spec) {
                 util::errno_name(rec.err), linuxjail::stage_fix(rec.stage, rec.err));
     return;
   }
-  util::error("jail setup failed, nothing was run\n  step: {}\n  fix: {}", describe_failure(rec, spec),
-              linuxjail::stage_fix(rec.stage, rec.err));
+  say_setup_failed(describe_failure(rec, spec), linuxjail::stage_fix(rec.stage, rec.err));
 }
 
-// A one-shot timer on the monotonic clock.
-struct Timer {
-  util::UniqueFd fd{::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)};
-  bool armed = false;
-  void arm(std::chrono::milliseconds after) {
-    itimerspec its{};
-    its.it_value.tv_sec = after.count() / 1000;
-    its.it_value.tv_nsec = (after.count() % 1000) * 1000000L + 1;  // 0 would disarm
-    ::timerfd_settime(fd.get(), 0, &its, nullptr);
-    armed = true;
-  }
-  bool fired(const pollfd& p) {
-    if (!(p.revents & POLLIN)) return false;
-    uint64_t n;
-    ssize_t r = ::read(fd.get(), &n, sizeof n);
-    (void)r;
-    armed = false;
-    return true;
-  }
+// Signals reach the jail through its init, which passes them on to the
+// command's process group.
+class InitControl final : public JailControl {
+public:
+  explicit InitControl(Jail& jail) : jail_(jail) {}
+  void signal(int sig) override { (void)jail_.signal(sig); }
+  std::string_view everything() const override { return "the whole jail"; }
+  std::string_view stopped() const override { return "the jail"; }
+
+private:
+  Jail& jail_;
 };
 
 // Everything one supervised run owns; torn down in reverse order.
 class Supervisor {
 public:
   Supervisor(const linuxjail::JailSpec& spec, const RunOptions& opts, Jail jail, util::UniqueFd sfd)
-      : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)) {
-    const auto& t = spec.terminal;
-    if (t.streams == linuxjail::Streams::pty) {
-      ends_ = relay_ends(t.pty_fds);
-      tty_ = ends_.tty;
-      auto mode = TerminalMode::capture(tty_);
-      if (mode) mode_.emplace(std::move(*mode));
-    }
-  }
+      : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)), control_(jail_),
+        core_(control_, opts, spec.terminal.streams == linuxjail::Streams::pty ? spec.terminal.pty_fds : 0U) {}
 
   RunOutcome run();
 
 private:
-  void on_signal(int sig);
   void on_control();
   void on_listeners(std::vector<util::UniqueFd> fds);
   void start_proxy(std::vector<util::UniqueFd> fds);
   void abort_jail(std::string why);  // "fix: report a bug": for what cannot be the caller's doing
-  void begin_termination(int sig);
 
   const linuxjail::JailSpec& spec_;
   const RunOptions& opts_;
   Jail jail_;
   util::UniqueFd sfd_;
-  RelayEnds ends_;
-  int tty_ = -1;
-  std::optional<TerminalMode> mode_;  // set when the command is on a PTY: one of fds 0-2 is a terminal
-  std::optional<PtyRelay> relay_;
+  InitControl control_;
+  Supervision core_;  // signals, --timeout, --grace, the terminal
   std::vector<util::UniqueFd> listeners_;  // as they arrive, in batches
   std::unique_ptr<netproxy::Proxy> proxy_;
-  Timer deadline_, grace_;
   std::optional<SyncRecord> failure_;
-  SignalPolicy policy_;
-  bool timed_out_ = false;
-  int stopped_by_ = 0;  // RunOutcome::stopped_by
   std::string supervisor_failure_;  // set by abort_jail()
   util::UniqueFd scratch_;          // O_PATH fd of the jail's scratch tmpfs (kControlScratch)
   // The jail's scratch places, opened before anything runs in it; the
@@ -146,34 +122,10 @@ std::string Supervisor::survey_scratch() {
   return line;
 }
 
-// A stopped command must still end: a signal it handles stays pending
-// while it is stopped (signal(7)), so SIGCONT follows, which init passes
-// to the command's process group. KILL after the grace ends the rest.
-void Supervisor::begin_termination(int sig) {
-  (void)jail_.signal(sig);
-  (void)jail_.signal(SIGCONT);
-  if (!grace_.armed) grace_.arm(opts_.grace);
-}
-
-void Supervisor::on_signal(int sig) {
-  SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.sync_size) relay_->sync_size(tty_);
-  if (r.resume) {
-    take_terminal(mode_, ends_, *relay_);
-    relay_->redraw();
-  }
-  if (r.forced) util::warn("second termination signal: killing the whole jail");
-  if (r.start_grace && !stopped_by_) stopped_by_ = sig;
-  if (r.start_grace) begin_termination(r.deliver);
-  else if (r.deliver) (void)jail_.signal(r.deliver);
-}
-
-
-
 // The supervisor's own part of the setup failed: kill the whole jail and
 // end the run as a setup failure (125), naming the step.
 void Supervisor::abort_jail(std::string why) {
-  util::error("jail setup failed, the jail was stopped\n  step: {}\n  fix: report a bug if it persists", why);
+  say_setup_failed(why, "report a bug if it persists", true);
   if (supervisor_failure_.empty()) supervisor_failure_ = std::move(why);
   (void)jail_.signal(SIGKILL);
 }
@@ -249,58 +201,41 @@ void Supervisor::on_control() {
   if (!*msg) return;
   if ((*msg)->tag == linuxjail::kControlListeners) on_listeners(std::move((*msg)->fds));
   if ((*msg)->tag == linuxjail::kControlScratch && (*msg)->fds.size() == 1) scratch_ = std::move((*msg)->fds.front());
-  if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) {
-    relay_.emplace(std::move((*msg)->fds.front()), ends_.in, ends_.out);
-    take_terminal(mode_, ends_, *relay_);
-  }
-  if ((*msg)->stop_signal && follow_command_stop(mode_, relay_ ? &*relay_ : nullptr, (*msg)->stop_signal)) {
-    (void)jail_.signal(SIGCONT);
-    if (relay_) take_terminal(mode_, ends_, *relay_);
-  }
+  if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) core_.attach_pty(std::move((*msg)->fds.front()));
+  if ((*msg)->stop_signal) core_.on_command_stop((*msg)->stop_signal);
 }
 
 RunOutcome Supervisor::run() {
-  if (opts_.timeout) deadline_.arm(*opts_.timeout);
   std::vector<pollfd> fds;
   while (true) {
     fds.clear();
     fds.push_back({jail_.pidfd(), POLLIN, 0});
     fds.push_back({sfd_.get(), POLLIN, 0});
-    fds.push_back({deadline_.fd.get(), POLLIN, 0});
-    fds.push_back({grace_.fd.get(), POLLIN, 0});
     fds.push_back({jail_.sync_fd(), POLLIN, 0});      // -1 once closed: poll skips it
     fds.push_back({jail_.control_fd(), POLLIN, 0});
     fds.push_back({proxy_ ? proxy_->fd() : -1, POLLIN, 0});
-    if (relay_) relay_->add_pollfds(fds);
-    const bool waiting = relay_ && mode_ && mode_->waiting();
-    if (::poll(fds.data(), fds.size(), waiting ? kForegroundPoll : -1) < 0) {
+    core_.add_pollfds(fds);
+    if (::poll(fds.data(), fds.size(), core_.poll_timeout(Supervision::Clock::now(), -1)) < 0) {
       if (errno == EINTR) continue;
       util::error("poll: {}", std::strerror(errno));
       break;
     }
-    if (fds[4].revents) {
+    if (fds[2].revents) {
       auto rec = jail_.read_sync();
       if (!rec) util::error("{}", rec.error().message());
       else if (*rec && !failure_) failure_ = **rec;
     }
-    if (fds[5].revents) on_control();
-    if (waiting && mode_->in_foreground()) take_terminal(mode_, ends_, *relay_);  // `fg` of a running job
-    if (fds[6].revents & POLLIN) proxy_->run_once();
-    if (relay_) relay_->on_poll(fds);
+    if (fds[3].revents) on_control();
+    if (fds[4].revents & POLLIN) proxy_->run_once();
+    core_.on_poll(fds);
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si;
-      while (::read(sfd_.get(), &si, sizeof si) == sizeof si) on_signal(static_cast<int>(si.ssi_signo));
+      while (::read(sfd_.get(), &si, sizeof si) == sizeof si) core_.on_signal(static_cast<int>(si.ssi_signo));
     }
-    if (deadline_.fired(fds[2])) {
-      util::warn("--timeout reached: stopping the jail");
-      timed_out_ = true;
-      begin_termination(SIGTERM);
-    }
-    if (grace_.fired(fds[3])) (void)jail_.signal(SIGKILL);
+    core_.tick();  // --timeout, --grace, `fg` of a running job
     if (fds[0].revents & POLLIN) break;
   }
-  if (relay_) relay_->drain();
-  if (mode_) mode_->leave();
+  core_.finish();
   RunOutcome out;
   if (proxy_) {
     proxy_->shutdown();
@@ -354,9 +289,8 @@ RunOutcome Supervisor::run() {
     out.exit_code = out.command_status = *code;
     return out;
   }
-  RunOutcome ended = command_ended(*code, timed_out_);
+  RunOutcome ended = core_.ended(*code);
   ended.decisions = std::move(out.decisions);
-  ended.stopped_by = stopped_by_;
   ended.resources = std::move(out.resources);
   ended.discarded = survey_scratch();
   return ended;
@@ -383,22 +317,16 @@ void choose_streams(linuxjail::JailSpec& spec) {
 }
 
 RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs) {
-  RunOutcome failed;
   auto launched = Jail::launch(spec, std::move(cgroup_procs));
   if (!launched) {
     const util::Error& e = launched.error();
-    util::error("cannot build the jail, nothing was run\n  step: {}\n  fix: {}", e.message(),
-                e.err() ? linuxjail::namespace_fix(e.err()) : "report a bug");
-    failed.failure = e.message();
-    return failed;
+    return setup_failed(e.message(), e.err() ? linuxjail::namespace_fix(e.err()) : "report a bug");
   }
   sigset_t set = handled_set();
   util::UniqueFd sfd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sfd.valid()) {
-    util::error("create a signalfd: {}", std::strerror(errno));
-    failed.failure = "signalfd";
-    return failed;
-  }
+  if (!sfd.valid())
+    return setup_failed(fmt::format("create a signalfd: {} ({})", std::strerror(errno), util::errno_name(errno)),
+                        "report a bug");
   Supervisor sup(spec, opts, std::move(*launched), std::move(sfd));
   return sup.run();
 }

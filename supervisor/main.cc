@@ -101,7 +101,7 @@ int run(const cli::Invocation& inv) {
   if (inv.report && inv.mode == cli::Mode::run) {
     auto r = supervisor::Report::open(*inv.report);
     if (!r) {
-      util::error("{}; nothing was run", r.error().message());
+      supervisor::say_setup_failed(r.error().message(), "");
       return kSetupFailed;
     }
     report.emplace(std::move(*r));

@@ -52,6 +52,25 @@ SignalResponse SignalPolicy::respond(int sig, bool on_pty) {
   }
 }
 
+void say_setup_failed(std::string_view step, std::string_view fix, bool jail_stopped) {
+  util::error("jail setup failed, {}\n  step: {}{}{}", jail_stopped ? "the jail was stopped" : "nothing was run", step,
+              fix.empty() ? "" : "\n  fix: ", fix);
+}
+
+RunOutcome setup_failed(std::string step, std::string_view fix) {
+  say_setup_failed(step, fix);
+  RunOutcome out;
+  out.failure = std::move(step);
+  return out;
+}
+
+RunOutcome request_refused(std::string why) {
+  util::error("{}", why);
+  RunOutcome out;
+  out.failure = std::move(why);
+  return out;
+}
+
 RunOutcome command_ended(int status, bool timed_out) {
   RunOutcome out;
   out.command_status = out.exit_code = status;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli.h"
@@ -103,6 +104,22 @@ struct RunOutcome {
   ResourceUse resources;
   std::string discarded;  // what the run left in scratch places (scratch_audit.h), or ""
 };
+
+// A step of pi-jail's set-up failed: the one wording of every such
+// failure, on every backend, on stderr:
+//   pi-jail: error: jail setup failed, nothing was run
+//     step: <the step, its error>
+//     fix: <what to do>          (when there is one)
+// `jail_stopped`: the jail had been started and was killed for it
+// ("jail setup failed, the jail was stopped").
+void say_setup_failed(std::string_view step, std::string_view fix, bool jail_stopped = false);
+// say_setup_failed(), and the run's outcome: setup_failed, 125, the
+// report's "failure" the step.
+RunOutcome setup_failed(std::string step, std::string_view fix = {});
+// The request cannot be served as asked (an option for the other
+// backend, a view the planner refuses): its message as it is, which names
+// the input and the fix, and the outcome (setup_failed, 125).
+RunOutcome request_refused(std::string why);
 
 // With -v: one line of what the run used (and an OOM kill always).
 void summarise_resources(const ResourceUse& r);

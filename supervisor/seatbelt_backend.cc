@@ -138,18 +138,9 @@ runtime::HostReport probe_host(const cli::Invocation& inv) { return seatbelt::pr
 
 RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
   RunOutcome out;  // setup_failed, 125 until something runs
-  auto step_failed = [&](const util::Error& e) {
-    util::error("{}", e.message());
-    out.failure = e.message();
-    return out;
-  };
   // A step of pi-jail's own set-up: the step, its errno and the fix.
-  auto setup_failed = [&](const util::Error& e, std::string_view fix) {
-    util::error("cannot start the Seatbelt jail, nothing was run\n  step: {}\n  fix: {}", e.message(), fix);
-    out.failure = e.message();
-    return out;
-  };
-  if (auto st = check_switches(inv, prepared); !st) return step_failed(st.error());
+  auto step_failed_with = [](const util::Error& e, std::string_view fix) { return setup_failed(e.message(), fix); };
+  if (auto st = check_switches(inv, prepared); !st) return request_refused(st.error().message());
   const bool explain = inv.mode == cli::Mode::explain;
 
   seatbelt::PlanInput in;
@@ -162,16 +153,16 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     in.http_port = in.socks_port = 65535;
   } else {
     auto dir = seatbelt::make_private_dir(tmp_parent());
-    if (!dir) return setup_failed(dir.error(), "set TMPDIR to a directory you can write, or unset it to use /tmp");
+    if (!dir) return step_failed_with(dir.error(), "set TMPDIR to a directory you can write, or unset it to use /tmp");
     tmp.emplace(*dir);
     in.tmpdir = *dir;
     auto opened = open_pty();
     if (!opened)
-      return setup_failed(opened.error(), "close unused terminals, or run without a terminal (stdin and stdout redirected)");
+      return step_failed_with(opened.error(), "close unused terminals, or run without a terminal (stdin and stdout redirected)");
     pty = std::move(*opened);
     if (pty) in.tty = pty->path;
     auto l = open_listeners();
-    if (!l) return setup_failed(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up");
+    if (!l) return step_failed_with(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up");
     listeners = std::move(*l);
     in.http_port = listeners.http_port;
     in.socks_port = listeners.socks_port;
@@ -183,11 +174,11 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   std::optional<CaBundleFile> ca_bundle;
   if (!explain) {
     auto made = make_interceptor(inv);
-    if (!made) return step_failed(made.error());
+    if (!made) return setup_failed(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
       auto bundle = CaBundleFile::write(state_dir(), interceptor->ca_pem());
-      if (!bundle) return step_failed(std::move(bundle.take_error()).context("write the jail's CA bundle"));
+      if (!bundle) return setup_failed("write the jail's CA bundle: " + bundle.error().message());
       ca_bundle.emplace(std::move(*bundle));
       in.request.ca_bundle = ca_bundle->path();
       in.request.grants.push_back({ca_bundle->path(), runtime::Access::read_only, "the run's CA bundle (credentials)"});
@@ -200,7 +191,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     facts[in.tmpdir].resolved = in.tmpdir;
   }
   auto planned = seatbelt::plan(in, facts);
-  if (!planned) return step_failed(planned.error());
+  if (!planned) return request_refused(planned.error().message());
   auto spec = std::make_shared<seatbelt::SeatbeltSpec>(std::move(*planned));
   if (explain) {
     print_view(*spec, true);
@@ -219,11 +210,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   content.write_jail = [spec, exec, has_pty = pty.has_value()](JsonWriter& j) { write_jail(j, *spec, exec, has_pty); };
 
   auto opts = run_options(inv, prepared.rules);
-  if (!opts) {
-    util::error("{}; nothing was run", opts.error().message());
-    out.failure = opts.error().message();
-    return out;
-  }
+  if (!opts) return setup_failed(opts.error().message());
   opts->interceptor = interceptor;
   const auto repository = git_audit::snapshot(prepared.request.workspace);
   auto result = run_sandboxed(*spec, exec, std::move(pty), std::move(listeners), *opts);

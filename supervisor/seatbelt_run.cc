@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "supervise.h"
 #include "terminal.h"
 #include "util/log.h"
 
@@ -26,7 +27,6 @@ namespace pj::supervisor {
 
 using util::Error;
 using util::UniqueFd;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -126,108 +126,62 @@ private:
   std::thread thread_;
 };
 
+// Signals go to the command's process group: no PID namespace, no init.
+class GroupControl final : public JailControl {
+public:
+  explicit GroupControl(seatbelt::Sandboxed& cmd) : cmd_(cmd) {}
+  void signal(int sig) override { (void)cmd_.signal(sig); }
+  std::string_view everything() const override { return "the command's process group"; }
+  std::string_view stopped() const override { return "the command"; }
+
+private:
+  seatbelt::Sandboxed& cmd_;
+};
+
 class Supervisor {
 public:
   Supervisor(seatbelt::Sandboxed cmd, SignalPipe signals, std::optional<Pty> pty, const RunOptions& opts)
-      : cmd_(std::move(cmd)), signals_(std::move(signals)), opts_(opts) {
-    if (!pty) return;
-    ends_ = relay_ends(pty->fds);
-    tty_ = ends_.tty;
-    if (auto mode = TerminalMode::capture(tty_)) mode_.emplace(std::move(*mode));
-    relay_.emplace(std::move(pty->master), ends_.in, ends_.out);
-    take_terminal(mode_, ends_, *relay_);
+      : cmd_(std::move(cmd)), signals_(std::move(signals)), control_(cmd_), core_(control_, opts, pty ? pty->fds : 0U) {
+    if (pty) core_.attach_pty(std::move(pty->master));
   }
 
   // Supervise until the command (the process group's leader) ended.
   util::Result<int> run();
-  bool timed_out() const { return timed_out_; }
+  const Supervision& core() const { return core_; }
 
 private:
-  void on_signal(int sig);
-  void begin_termination(int sig);
-
   seatbelt::Sandboxed cmd_;
   SignalPipe signals_;
-  const RunOptions& opts_;
-  RelayEnds ends_;
-  int tty_ = -1;
-  std::optional<TerminalMode> mode_;  // set when the command is on a PTY: one of fds 0-2 is a terminal
-  std::optional<PtyRelay> relay_;
-  std::optional<Clock::time_point> deadline_, grace_end_;
-  SignalPolicy policy_;
-  bool timed_out_ = false;
+  GroupControl control_;
+  Supervision core_;  // signals, --timeout, --grace, the terminal
 };
 
-// A stopped command must still end: a signal it handles stays pending
-// while it is stopped (signal(7)), so SIGCONT follows to the group.
-void Supervisor::begin_termination(int sig) {
-  (void)cmd_.signal(sig);
-  (void)cmd_.signal(SIGCONT);
-  if (!grace_end_) grace_end_ = Clock::now() + opts_.grace;
-}
-
-
-
-void Supervisor::on_signal(int sig) {
-  SignalResponse r = policy_.respond(sig, relay_.has_value());
-  if (r.sync_size) relay_->sync_size(tty_);
-  if (r.resume) {
-    take_terminal(mode_, ends_, *relay_);
-    relay_->redraw();
-  }
-  if (r.forced) util::warn("second termination signal: killing the command's process group");
-  if (r.start_grace) begin_termination(r.deliver);
-  else if (r.deliver) (void)cmd_.signal(r.deliver);
-}
-
 util::Result<int> Supervisor::run() {
-  if (opts_.timeout) deadline_ = Clock::now() + *opts_.timeout;
   std::vector<pollfd> fds;
   while (true) {
     auto status = cmd_.poll_exit();
     if (!status) return status.take_error();
     if (*status) break;  // the leader ended: the run is over
-    if (int sig = cmd_.take_stop(); sig && follow_command_stop(mode_, relay_ ? &*relay_ : nullptr, sig)) {
-      (void)cmd_.signal(SIGCONT);
-      if (relay_) take_terminal(mode_, ends_, *relay_);
-    }
-
-    auto now = Clock::now();
-    if (deadline_ && now >= *deadline_) {
-      deadline_.reset();
-      util::warn("--timeout reached: stopping the command");
-      timed_out_ = true;
-      begin_termination(SIGTERM);
-    }
-    if (grace_end_ && now >= *grace_end_) {
-      grace_end_.reset();
-      (void)cmd_.signal(SIGKILL);
-    }
-    if (relay_ && mode_ && mode_->waiting() && mode_->in_foreground())
-      take_terminal(mode_, ends_, *relay_);  // `fg` of a running job
+    if (int sig = cmd_.take_stop()) core_.on_command_stop(sig);
+    auto now = Supervision::Clock::now();
+    core_.tick(now);  // --timeout, --grace, `fg` of a running job
     // Sleep until a signal (SIGCHLD included), news from the keeper,
     // terminal bytes or the next deadline; at most a second, in case
     // SIGCHLD was missed, or kForegroundPoll while waiting for the terminal.
-    int wait_ms = mode_ && mode_->waiting() ? kForegroundPoll : 1000;
-    for (const auto& t : {deadline_, grace_end_})
-      if (t)
-        wait_ms = std::min<int>(wait_ms, static_cast<int>(std::max<std::int64_t>(
-                                             0, std::chrono::duration_cast<std::chrono::milliseconds>(*t - now).count() + 1)));
     fds.clear();
     fds.push_back({signals_.fd(), POLLIN, 0});
     fds.push_back({cmd_.records_fd(), POLLIN, 0});  // the keeper says the command stopped
-    if (relay_) relay_->add_pollfds(fds);
-    if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR)
+    core_.add_pollfds(fds);
+    if (::poll(fds.data(), fds.size(), core_.poll_timeout(now, 1000)) < 0 && errno != EINTR)
       return Error::from_errno("wait for the sandboxed command", errno);
-    if (relay_) relay_->on_poll(fds);
+    core_.on_poll(fds);
     if (fds[0].revents & POLLIN)
-      for (int sig : signals_.take()) on_signal(sig);
+      for (int sig : signals_.take()) core_.on_signal(sig);
   }
   // No PID namespace to end with the leader: what it left in its process
   // group is killed now (a process in a session of its own is not).
   cmd_.kill_leftovers();
-  if (relay_) relay_->drain();
-  if (mode_) mode_->leave();
+  core_.finish();
   return **cmd_.poll_exit();
 }
 
@@ -270,11 +224,7 @@ util::Result<Listeners> open_listeners() {
 RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& sandbox_exec, std::optional<Pty> pty,
                          Listeners listeners, const RunOptions& opts) {
   RunOutcome out;  // setup_failed, 125 until the command runs
-  auto fail = [&](const util::Error& e, std::string_view fix) {
-    util::error("cannot start the Seatbelt jail, nothing was run\n  step: {}\n  fix: {}", e.message(), fix);
-    out.failure = e.message();
-    return out;
-  };
+  auto fail = [](const util::Error& e, std::string_view fix) { return setup_failed(e.message(), fix); };
   auto proxy = opts.test_fail_network_filter ? test_failed_filter()
                                            : netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
   if (!proxy) return fail(std::move(proxy.take_error()).context("start the network filter"), "report a bug");
@@ -303,7 +253,7 @@ RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& 
     out.failure = code.error().message();
     return out;
   }
-  RunOutcome ended = command_ended(*code, sup.timed_out());
+  RunOutcome ended = sup.core().ended(*code);
   ended.decisions = std::move(out.decisions);
   return ended;
 }

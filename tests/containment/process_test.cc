@@ -166,6 +166,7 @@ TEST_CASE("fail closed: no user namespaces means nothing runs (exit 125); --unsa
                {"HOME=" + sb.home});
   CHECK(o.status == 125);
   CHECK(o.err.find("nothing was run") != std::string::npos);
+  CHECK(o.err.find("pi-jail: error: jail setup failed, nothing was run\n  step: ") != std::string::npos);  // the one wording
   CHECK(o.err.find("max_user_namespaces") != std::string::npos);
   CHECK_FALSE(exists(flag));
 

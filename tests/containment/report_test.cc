@@ -71,6 +71,7 @@ TEST_CASE("an unwritable report path stops the run before anything runs") {
                {"HOME=" + sb.home});
   CHECK(o.status == 125);
   CHECK(o.err.find("nothing was run") != std::string::npos);
+  CHECK(o.err.starts_with("pi-jail: error: jail setup failed, nothing was run\n  step: --report"));  // the one wording
   CHECK_FALSE(exists(flag));
 }
 
