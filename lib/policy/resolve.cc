@@ -615,6 +615,41 @@ struct Resolver {
     keep(w.dot_git, false);                          // the pointer itself
   }
 
+  // What the program needs (Context::program): derived by pi-jail, so it
+  // answers to the rules a request does. The system operator's read and
+  // write limits bound it (a path the system view shows anyway needs no
+  // grant to be seen, so the limit does not apply to it); the user file's
+  // limits bound the project only, as for every other grant.
+  void program_grant(const ProgramNeed& n) {
+    current = Authority::program;
+    const std::string what = "read " + n.path;
+    auto fail = [&](const std::string& reason, std::optional<Source> limit = std::nullopt) {
+      if (!n.required) return refuse(n.src, what, reason, std::move(limit));
+      error(n.src, fmt::format("the program needs {} read-only, and it cannot be granted: {}{}", n.path, reason,
+                               limit ? fmt::format(" (limit: {})", limit->str()) : std::string()));
+    };
+    auto real = ctx.realpath(n.path);
+    if (!real) return fail("it does not exist");
+    if (*real == "/") return fail("it is / (the whole host)");
+    if (auto why = jail_builds_its_own(*real); !why.empty()) return fail(why);
+    for (const auto& d : pol.denies_)
+      if (path_within(*real, d.path)) return fail(fmt::format("{} is denied", *real), d.src);
+    // A read may use either limit, as a request's does.
+    const Bound& rb = system_bounds.read;
+    const Bound& wb = system_bounds.write;
+    if (rb.set && !covering(*real, rb) && !(wb.set && covering(*real, wb))) {
+      const bool shown = std::any_of(pol.system_.begin(), pol.system_.end(), [&](const Policy::PathRule& s) {
+        return path_within(*real, s.path) || path_within(*real, limit_root(s.path));
+      });
+      if (!shown)
+        return fail(fmt::format("{} is outside the system operator's read limit; add it to [limits] read there, "
+                                "or run a program installed within the limit",
+                                *real),
+                    rb.entries.empty() ? std::nullopt : std::optional<Source>(rb.entries.front().src));
+    }
+    pol.grants_.push_back({*real, PathAccess::read_only, n.src, Authority::program});
+  }
+
   Resolved run(const std::vector<Layer>& layers) {
     // Project limits default to the workspace and nothing else.
     Source builtin{"built-in default limits", 0, 0};
@@ -652,10 +687,12 @@ struct Resolver {
         }
         case Authority::command_line: operator_layer(l); break;
         case Authority::project: project_layer(l); break;
-        case Authority::git_worktree: break;  // not a layer: see worktree_grant()
+        case Authority::git_worktree:  // not a layer: see worktree_grant()
+        case Authority::program: break;  // not a layer: see program_grant()
       }
     }
     if (ctx.worktree) worktree_grant(*ctx.worktree);
+    for (const auto& n : ctx.program) program_grant(n);
     if (out.on_excess == OnExcess::error)
       for (const auto& r : out.refused)
         if (r.by == Authority::project)
