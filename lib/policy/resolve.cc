@@ -615,6 +615,30 @@ struct Resolver {
     keep(w.dot_git, false);                          // the pointer itself
   }
 
+  // Pi's agent dir (${pi_agent_dir}) is where the caller puts it
+  // ($PI_CODING_AGENT_DIR), not where an operator wrote: what the profile
+  // writes there (sessions/ in place, the private copy's files merged
+  // back) answers to the system operator's write limit, like a grant on
+  // the command line. Outside it the run stops: Pi cannot run without it.
+  void agent_dir_grants() {
+    if (!system_bounds.write.set) return;
+    auto var = std::find_if(ctx.vars.begin(), ctx.vars.end(), [](const auto& v) { return v.first == "pi_agent_dir"; });
+    if (var == ctx.vars.end() || var->second.empty()) return;
+    const std::string dir = limit_root(var->second);
+    const Source* by = nullptr;
+    for (const auto& g : pol.grants_)
+      if (!by && g.by == Authority::profile && g.access == PathAccess::read_write && path_within(g.path, dir))
+        by = &g.src;
+    for (const auto* list : {&pol.private_dirs_, &pol.write_back_})
+      for (const auto& r : *list)
+        if (!by && path_within(r.path, dir)) by = &r.src;
+    if (!by || covering(dir, system_bounds.write)) return;
+    const Bound& wb = system_bounds.write;
+    error(*by, fmt::format("Pi's agent dir {} ($PI_CODING_AGENT_DIR, else ~/.pi/agent) is outside the system "
+                           "operator's write limit{}; set PI_CODING_AGENT_DIR to a directory within it",
+                           dir, wb.entries.empty() ? "" : fmt::format(" (limit: {})", wb.entries.front().src.str())));
+  }
+
   // What the program needs (Context::program): derived by pi-jail, so it
   // answers to the rules a request does. The system operator's read and
   // write limits bound it (a path the system view shows anyway needs no
@@ -692,6 +716,7 @@ struct Resolver {
       }
     }
     if (ctx.worktree) worktree_grant(*ctx.worktree);
+    agent_dir_grants();
     for (const auto& n : ctx.program) program_grant(n);
     if (out.on_excess == OnExcess::error)
       for (const auto& r : out.refused)

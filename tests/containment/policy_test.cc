@@ -91,6 +91,31 @@ TEST_CASE("the system operator's read limit bounds the program: outside it the r
   CHECK(exists(flag));
 }
 
+TEST_CASE("Pi's agent dir set outside the system operator's write limit stops the run, naming it") {
+  Sandbox sb;
+  const std::string agent = sb.outside + "/agent", flag = sb.ws + "/ran";
+  const std::string config = sb.base + "/operator.toml";
+  write_file(config, "[limits]\nwrite = [\"${workspace}\"]\n");
+  const std::vector<std::string> env{"HOME=" + sb.home, "PI_CODING_AGENT_DIR=" + agent};
+  auto o = run({pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write", flag},
+               env);
+  CHECK(o.status == 125);
+  CHECK(o.err.find("nothing was run") != std::string::npos);
+  CHECK(o.err.find("Pi's agent dir " + agent + " ($PI_CODING_AGENT_DIR, else ~/.pi/agent) is outside the system "
+                   "operator's write limit (limit: " + config + ":2:10)") != std::string::npos);
+  CHECK_FALSE(exists(flag));
+
+  // Within the limit it runs, and Pi's sessions are written there.
+  write_file(config, "[limits]\nwrite = [\"${workspace}\", \"" + sb.outside + "\"]\n");
+  auto ok = run({pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write",
+                 agent + "/sessions/s"},
+                env);
+  CAPTURE(ok.err);
+  CHECK(ok.status == 0);
+  CHECK(trim(ok.out) == "ok");
+  CHECK(exists(agent + "/sessions/s"));
+}
+
 TEST_CASE("broken policy files stop the run with every problem and its position") {
   Sandbox sb;
   std::string flag = sb.ws + "/ran";

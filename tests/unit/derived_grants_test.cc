@@ -179,3 +179,40 @@ TEST_CASE("a need that is masked, missing, the whole host or a tree the jail mak
     CHECK(optional.refused[0].by == Authority::program);
   }
 }
+
+TEST_CASE("Pi's agent dir is where the caller puts it: what the profile writes there is within the system write limit") {
+  // The pi profile's own entries for ${pi_agent_dir}.
+  const char* pi = "[filesystem]\nprivate = [\"${pi_agent_dir}\"]\nwrite = [\"${pi_agent_dir}/sessions/\"]\n"
+                   "write_back = [\"${pi_agent_dir}/auth.json\"]\n";
+  Exists fs = kHost;
+  for (const char* p : {"/home/u/.pi/agent", "/home/u/.pi/agent/sessions", "/srv/agent", "/srv/agent/sessions"})
+    fs.paths.insert(p);
+  auto ctx_at = [&](const std::string& agent) {
+    Context ctx{"/home/u/proj", "/home/u", "/home/u/proj", {{"pi_agent_dir", agent}}, fs, std::nullopt};
+    return ctx;
+  };
+  const std::string system = "[limits]\nwrite = [\"/home/u\"]\n";
+  auto layers = [&] {
+    return std::vector<Layer>{layer(pi, "profile pi (built in)", Authority::profile),
+                              layer(system, "/etc/pi-jail/policy.toml", Authority::system)};
+  };
+  // Within the limit: granted, with the profile's sources.
+  auto ok = resolve(layers(), ctx_at("/home/u/.pi/agent"));
+  REQUIRE(ok.policy);
+  const auto* sessions = grant(ok, "/home/u/.pi/agent/sessions");
+  REQUIRE(sessions);
+  CHECK(sessions->src.str() == "profile pi (built in):3:10");
+
+  // PI_CODING_AGENT_DIR=/srv/agent, outside it: the run stops, naming the dir and the limit.
+  auto out = resolve(layers(), ctx_at("/srv/agent"));
+  CHECK_FALSE(out.policy);
+  REQUIRE(out.errors.size() == 1);
+  CHECK(out.errors[0].str() == "profile pi (built in):3:10: Pi's agent dir /srv/agent ($PI_CODING_AGENT_DIR, else "
+                               "~/.pi/agent) is outside the system operator's write limit (limit: "
+                               "/etc/pi-jail/policy.toml:2:10); set PI_CODING_AGENT_DIR to a directory within it");
+
+  // No system write limit: anywhere, as before.
+  auto free = resolve({layer(pi, "profile pi (built in)", Authority::profile)}, ctx_at("/srv/agent"));
+  REQUIRE(free.policy);
+  CHECK(grant(free, "/srv/agent/sessions"));
+}
