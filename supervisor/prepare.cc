@@ -185,7 +185,7 @@ std::vector<std::string> show_pi_search_tools(std::string_view path_env, const p
                                 *real, *real);
           continue;
         }
-        shown.push_back({path, {fmt::format("Pi's {} (found on PATH)", name), 0, 0}, false});
+        shown.push_back({path, {fmt::format("Pi's {} (found on PATH)", name), 0, 0}, policy::Necessity::optional});
         found = path;
         break;
       }
@@ -340,7 +340,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     if (program) {
       // Unsandboxed runs show nothing: the program needs no grant there.
       if (inv.isolation == cli::Isolation::jail)
-        for (const auto& need : program->needs) places.program.push_back({need.path, {need.why, 0, 0}, true});
+        for (const auto& need : program->needs) places.program.push_back({need.path, {need.why, 0, 0}, policy::Necessity::required});
       prepared.program = std::move(*program);
     } else {
       program_error = program.take_error();

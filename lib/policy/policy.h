@@ -162,12 +162,13 @@ struct Worktree {
 // looks for on PATH), resolved. It enters the policy like a request of
 // the program's: never /, a tree the jail makes itself or a masked path,
 // and within the system operator's read (or write) limit when one is set,
-// unless the system view shows it anyway. A refused `required` need is an
+// unless the system view shows it anyway. A refused required need is an
 // error (the program cannot run without it); an optional one a refusal.
+enum class Necessity { required, optional };
 struct ProgramNeed {
   std::string path;
   Source src;  // provenance: "runtime: interpreter of pi (#!/usr/bin/env node)"
-  bool required = true;
+  Necessity necessity = Necessity::required;
 };
 
 // What resolve() needs from outside: where things are, and how to resolve

@@ -648,7 +648,7 @@ struct Resolver {
     current = Authority::program;
     const std::string what = "read " + n.path;
     auto fail = [&](const std::string& reason, std::optional<Source> limit = std::nullopt) {
-      if (!n.required) return refuse(n.src, what, reason, std::move(limit));
+      if (n.necessity == Necessity::optional) return refuse(n.src, what, reason, std::move(limit));
       error(n.src, fmt::format("the program needs {} read-only, and it cannot be granted: {}{}", n.path, reason,
                                limit ? fmt::format(" (limit: {})", limit->str()) : std::string()));
     };

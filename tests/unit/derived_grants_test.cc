@@ -41,8 +41,8 @@ Layer layer(const std::string& text, const std::string& name, Authority a) {
 
 const char* kProfile = "[filesystem]\nsystem = [\"/usr\"]\n";
 
-ProgramNeed need(std::string path, std::string why, bool required = true) {
-  return {std::move(path), {std::move(why), 0, 0}, required};
+ProgramNeed need(std::string path, std::string why, Necessity necessity = Necessity::required) {
+  return {std::move(path), {std::move(why), 0, 0}, necessity};
 }
 
 const Policy::PathGrant* grant(const Resolved& r, const std::string& path) {
@@ -58,7 +58,7 @@ TEST_CASE("the program's needs arrive through resolve: read-only, with their pro
   auto ctx = context();
   ctx.program = {need("/home/u/.npm-global/lib/node_modules", "runtime: pi itself"),
                  need("/home/u/.nvm/versions/node/v22", "runtime: interpreter of pi (#!/usr/bin/env node)"),
-                 need("/home/u/.cargo/bin/rg", "Pi's rg (found on PATH)", false)};
+                 need("/home/u/.cargo/bin/rg", "Pi's rg (found on PATH)", Necessity::optional)};
   auto r = resolve({layer(kProfile, "pi.toml", Authority::profile)}, ctx);
   REQUIRE(r.policy);
   CHECK(r.errors.empty());
@@ -134,7 +134,7 @@ TEST_CASE("the system operator's read limit bounds the program's needs: a requir
 
 TEST_CASE("an optional need the policy excludes is a refusal by the program, not an error") {
   auto ctx = context();
-  ctx.program = {need("/home/u/.cargo/bin/rg", "Pi's rg (found on PATH)", false)};
+  ctx.program = {need("/home/u/.cargo/bin/rg", "Pi's rg (found on PATH)", Necessity::optional)};
   auto r = resolve({layer(kProfile, "pi.toml", Authority::profile),
                     layer("[limits]\nread = [\"/home/u/proj\"]\n", "/etc/pi-jail/policy.toml", Authority::system)},
                    ctx);
@@ -171,7 +171,7 @@ TEST_CASE("a need that is masked, missing, the whole host or a tree the jail mak
     CHECK(r.errors[0].str().starts_with("runtime: node itself: the program needs " + c.path));
     CHECK(r.errors[0].message.find(c.reason) != std::string::npos);
 
-    ctx.program[0].required = false;  // optional: refused, the rest runs
+    ctx.program[0].necessity = Necessity::optional;  // optional: refused, the rest runs
     auto optional = resolve(layers, ctx);
     REQUIRE(optional.policy);
     CHECK_FALSE(grant(optional, c.path));
