@@ -208,7 +208,9 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
     return std::string(v);
   };
   ctx.ram_bytes = ram_bytes();
+  ctx.program = places.program;
   lp.resolved = policy::resolve(lp.layers, ctx);
+  lp.ctx = std::move(ctx);
   return lp;
 }
 

@@ -17,6 +17,7 @@ struct LoadedPolicy {
   std::vector<policy::LayerInfo> info;
   std::vector<policy::Diagnostic> errors;  // loading errors (syntax, schema, unreadable)
   policy::Resolved resolved;
+  policy::Context ctx;  // what `resolved` was resolved in (resolve again with more program needs)
 };
 
 // Pi's agent directory: $PI_CODING_AGENT_DIR, else ~/.pi/agent.
@@ -30,6 +31,8 @@ struct Places {
   std::string cwd;
   std::string agent_dir;  // resolved when it exists (the pi profile makes it)
   std::optional<policy::Worktree> worktree;  // checked (git_worktree.h)
+  // What the program to run needs (runtime::discover()); empty for explain.
+  std::vector<policy::ProgramNeed> program = {};
 };
 
 LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places);

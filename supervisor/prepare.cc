@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -142,10 +143,12 @@ util::Result<std::string> prepare_agent_dir(const std::string& home, const std::
 // there, downloads them from github.com, which the jail refuses (a
 // warning in the TUI at every start). Those on the caller's PATH outside
 // the system directories (~/.cargo/bin, ~/.local/bin, /opt/...) are shown
-// read-only where they are, so PATH finds them inside as outside. Returns
-// the tools Pi will not find, with why, for one note.
+// read-only where they are, so PATH finds them inside as outside: added
+// to `shown` as optional needs of the program (policy::ProgramNeed), which
+// the policy grants or refuses. Returns the tools Pi will not find, with
+// why, for one note.
 std::vector<std::string> show_pi_search_tools(std::string_view path_env, const policy::Policy& pol,
-                                              runtime::Request& in) {
+                                              const std::string& workspace, std::vector<policy::ProgramNeed>& shown) {
   struct Tool {
     const char* what;
     std::vector<const char*> names;
@@ -171,7 +174,7 @@ std::vector<std::string> show_pi_search_tools(std::string_view path_env, const p
         // workspace, the agent dir's copy (its bin/ is Pi's own place).
         const bool in_private = std::any_of(pol.private_dirs().begin(), pol.private_dirs().end(),
                                             [&](const auto& e) { return util::path_within(e.path, path); });
-        if (in_system_view(path) || in_private || util::path_within(in.workspace, path)) {
+        if (in_system_view(path) || in_private || util::path_within(workspace, path)) {
           found = path;
           break;
         }
@@ -182,7 +185,7 @@ std::vector<std::string> show_pi_search_tools(std::string_view path_env, const p
                                 *real, *real);
           continue;
         }
-        in.grants.push_back({path, runtime::Access::read_only, fmt::format("Pi's {} (found on PATH)", name)});
+        shown.push_back({path, {fmt::format("Pi's {} (found on PATH)", name), 0, 0}, policy::Necessity::optional});
         found = path;
         break;
       }
@@ -324,8 +327,42 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   places.worktree = find_worktree(in.workspace, home_real, why_not);
   if (!why_not.empty()) util::warn("{}", util::printable(why_not));
 
+  // The program to run, found before the policy is resolved: what it
+  // needs enters the policy (policy::ProgramNeed), bounded by the
+  // operators' limits and listed with its provenance. A program that is
+  // not there is reported where it always was, after the policy's own
+  // problems and the jail home.
+  const char* path_env = std::getenv("PATH");
+  std::optional<util::Error> program_error;
+  runtime::Missing missing = runtime::Missing::not_found;
+  if (inv.mode == cli::Mode::run) {
+    auto program = runtime::discover(inv.command.front(), {path_env ? path_env : "", in.cwd, in.home}, missing);
+    if (program) {
+      // Unsandboxed runs show nothing: the program needs no grant there.
+      if (inv.isolation == cli::Isolation::jail)
+        for (const auto& need : program->needs) places.program.push_back({need.path, {need.why, 0, 0}, policy::Necessity::required});
+      prepared.program = std::move(*program);
+    } else {
+      program_error = program.take_error();
+    }
+  }
+  const bool runs_pi = !program_error && inv.mode == cli::Mode::run &&
+                       (prepared.program.exec_path.find("/pi-coding-agent/") != std::string::npos ||
+                        inv.command.front() == "pi" || inv.command.front().ends_with("/pi"));
+
   prepared.policy = load_policy(inv, places);
   LoadedPolicy& lp = prepared.policy;
+  // fd and rg for Pi, looked for in the view the policy makes; those it
+  // does not show yet are more needs of the program: resolved again.
+  std::vector<std::string> tools_not_found;
+  if (inv.profile == "pi" && runs_pi && lp.resolved.policy) {
+    std::vector<policy::ProgramNeed> tools;
+    tools_not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in.workspace, tools);
+    if (!tools.empty() && inv.isolation == cli::Isolation::jail) {
+      lp.ctx.program.insert(lp.ctx.program.end(), tools.begin(), tools.end());
+      lp.resolved = policy::resolve(lp.layers, lp.ctx);
+    }
+  }
   std::vector<policy::Diagnostic> problems = lp.errors;
   problems.insert(problems.end(), lp.resolved.errors.begin(), lp.resolved.errors.end());
   if (!problems.empty() && inv.mode != cli::Mode::explain) {
@@ -385,20 +422,13 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);
 
   if (inv.mode != cli::Mode::run) return prepared;
-  const char* path_env = std::getenv("PATH");
-  runtime::Missing missing;
-  auto program = runtime::discover(inv.command.front(), {path_env ? path_env : "", in.cwd, in.home}, missing);
-  if (!program) {
+  if (program_error) {
     failure = missing == runtime::Missing::not_executable ? PrepareFailure::not_executable : PrepareFailure::not_found;
-    return program.take_error();
+    return std::move(*program_error);
   }
-  in.exec_path = program->exec_path;
-  in.path_first = program->path_first;
-  for (const auto& need : program->needs) in.grants.push_back({need.path, runtime::Access::read_only, need.why});
-  prepared.program = std::move(*program);
+  in.exec_path = prepared.program.exec_path;
+  in.path_first = prepared.program.path_first;
   in.argv = inv.command;
-  const bool runs_pi = prepared.program.exec_path.find("/pi-coding-agent/") != std::string::npos ||
-                       inv.command.front() == "pi" || inv.command.front().ends_with("/pi");
   // Pi looks for them when its TUI starts (print, JSON and RPC modes do
   // not, unless a find or grep tool is enabled): the note is for the TUI.
   const bool pi_tui = ::isatty(STDIN_FILENO) &&
@@ -406,14 +436,11 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                         return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
                       });
   if (inv.profile == "pi" && runs_pi) note_foreign_session(inv.command, in.workspace, in.cwd);
-  if (inv.profile == "pi" && runs_pi && lp.resolved.policy) {
-    auto not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in);
-    if (!not_found.empty() && pi_tui)
-      util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
-                 "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
-                 "them on PATH",
-                 util::printable(fmt::format("{}", fmt::join(not_found, "; "))));
-  }
+  if (!tools_not_found.empty() && pi_tui)
+    util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
+               "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
+               "them on PATH",
+               util::printable(fmt::format("{}", fmt::join(tools_not_found, "; "))));
   return prepared;
 }
 

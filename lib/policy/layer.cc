@@ -360,6 +360,7 @@ const char* authority_name(Authority a) {
     case Authority::command_line: return "command line";
     case Authority::project: return "project file";
     case Authority::git_worktree: return "git worktree";
+    case Authority::program: return "program";
   }
   return "?";
 }

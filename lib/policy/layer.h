@@ -30,10 +30,13 @@ struct Diagnostic {
 
 // Who wrote a layer. Operators decide; a project only asks. A
 // git_worktree grant is derived by pi-jail from a checked worktree (see
-// Context::worktree), bounded by the operators' limits like a request.
-enum class Authority { profile, system, user, command_line, project, git_worktree };
+// Context::worktree), a program grant from the program it runs (see
+// Context::program); both are bounded by the operators' limits.
+enum class Authority { profile, system, user, command_line, project, git_worktree, program };
 const char* authority_name(Authority a);
-inline bool is_operator(Authority a) { return a != Authority::project && a != Authority::git_worktree; }
+inline bool is_operator(Authority a) {
+  return a != Authority::project && a != Authority::git_worktree && a != Authority::program;
+}
 
 struct Entry {
   std::string text;

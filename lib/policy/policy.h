@@ -155,6 +155,20 @@ struct Worktree {
   std::string common_dir;  // the main repository's git dir, resolved
 };
 
+// A path the program pi-jail runs needs read-only (runtime::discover():
+// its file or package tree, its interpreter's installation; tools it
+// looks for on PATH), resolved. It enters the policy like a request of
+// the program's: never /, a tree the jail makes itself or a masked path,
+// and within the system operator's read (or write) limit when one is set,
+// unless the system view shows it anyway. A refused required need is an
+// error (the program cannot run without it); an optional one a refusal.
+enum class Necessity { required, optional };
+struct ProgramNeed {
+  std::string path;
+  Source src;  // provenance: "runtime: interpreter of pi (#!/usr/bin/env node)"
+  Necessity necessity = Necessity::required;
+};
+
 // What resolve() needs from outside: where things are, and how to resolve
 // symlinks (injected, so tests can invent a filesystem).
 struct Context {
@@ -167,6 +181,8 @@ struct Context {
   std::function<std::optional<std::string>(const std::string&)> realpath;
   // A checked git worktree (nullopt: none, or not a valid one).
   std::optional<Worktree> worktree;
+  // What the program to run needs (empty: no program, as for explain).
+  std::vector<ProgramNeed> program = {};
   // The host's RAM in bytes, to compare a share of RAM with a size
   // (`[limits] scratch` of the user against the system's); 0: unknown.
   std::uint64_t ram_bytes = 0;

@@ -638,6 +638,65 @@ struct Resolver {
     keep(w.dot_git, false);                          // the pointer itself
   }
 
+  // Pi's agent dir (${pi_agent_dir}) is where the caller puts it
+  // ($PI_CODING_AGENT_DIR), not where an operator wrote: what the profile
+  // writes there (sessions/ in place, the private copy's files merged
+  // back) answers to the system operator's write limit, like a grant on
+  // the command line. Outside it the run stops: Pi cannot run without it.
+  void agent_dir_grants() {
+    if (!system_bounds.write.set) return;
+    auto var = std::find_if(ctx.vars.begin(), ctx.vars.end(), [](const auto& v) { return v.first == "pi_agent_dir"; });
+    if (var == ctx.vars.end() || var->second.empty()) return;
+    const std::string dir = limit_root(var->second);
+    const Source* by = nullptr;
+    for (const auto& g : pol.grants_)
+      if (!by && g.by == Authority::profile && g.access == PathAccess::read_write && path_within(g.path, dir))
+        by = &g.src;
+    for (const auto* list : {&pol.private_dirs_, &pol.write_back_})
+      for (const auto& r : *list)
+        if (!by && path_within(r.path, dir)) by = &r.src;
+    if (!by || covering(dir, system_bounds.write)) return;
+    const Bound& wb = system_bounds.write;
+    error(*by, fmt::format("Pi's agent dir {} ($PI_CODING_AGENT_DIR, else ~/.pi/agent) is outside the system "
+                           "operator's write limit{}; set PI_CODING_AGENT_DIR to a directory within it",
+                           dir, wb.entries.empty() ? "" : fmt::format(" (limit: {})", wb.entries.front().src.str())));
+  }
+
+  // What the program needs (Context::program): derived by pi-jail, so it
+  // answers to the rules a request does. The system operator's read and
+  // write limits bound it (a path the system view shows anyway needs no
+  // grant to be seen, so the limit does not apply to it); the user file's
+  // limits bound the project only, as for every other grant.
+  void program_grant(const ProgramNeed& n) {
+    current = Authority::program;
+    const std::string what = "read " + n.path;
+    auto fail = [&](const std::string& reason, std::optional<Source> limit = std::nullopt) {
+      if (n.necessity == Necessity::optional) return refuse(n.src, what, reason, std::move(limit));
+      error(n.src, fmt::format("the program needs {} read-only, and it cannot be granted: {}{}", n.path, reason,
+                               limit ? fmt::format(" (limit: {})", limit->str()) : std::string()));
+    };
+    auto real = ctx.realpath(n.path);
+    if (!real) return fail("it does not exist");
+    if (*real == "/") return fail("it is / (the whole host)");
+    if (auto why = jail_builds_its_own(*real); !why.empty()) return fail(why);
+    for (const auto& d : pol.denies_)
+      if (path_within(*real, d.path)) return fail(fmt::format("{} is denied", *real), d.src);
+    // A read may use either limit, as a request's does.
+    const Bound& rb = system_bounds.read;
+    const Bound& wb = system_bounds.write;
+    if (rb.set && !covering(*real, rb) && !(wb.set && covering(*real, wb))) {
+      const bool shown = std::any_of(pol.system_.begin(), pol.system_.end(), [&](const Policy::PathRule& s) {
+        return path_within(*real, s.path) || path_within(*real, limit_root(s.path));
+      });
+      if (!shown)
+        return fail(fmt::format("{} is outside the system operator's read limit; add it to [limits] read there, "
+                                "or run a program installed within the limit",
+                                *real),
+                    rb.entries.empty() ? std::nullopt : std::optional<Source>(rb.entries.front().src));
+    }
+    pol.grants_.push_back({*real, PathAccess::read_only, n.src, Authority::program});
+  }
+
   Resolved run(const std::vector<Layer>& layers) {
     // Project limits default to the workspace and nothing else.
     Source builtin{"built-in default limits", 0, 0};
@@ -675,10 +734,13 @@ struct Resolver {
         }
         case Authority::command_line: operator_layer(l); break;
         case Authority::project: project_layer(l); break;
-        case Authority::git_worktree: break;  // not a layer: see worktree_grant()
+        case Authority::git_worktree:  // not a layer: see worktree_grant()
+        case Authority::program: break;  // not a layer: see program_grant()
       }
     }
     if (ctx.worktree) worktree_grant(*ctx.worktree);
+    agent_dir_grants();
+    for (const auto& n : ctx.program) program_grant(n);
     if (out.on_excess == OnExcess::error)
       for (const auto& r : out.refused)
         if (r.by == Authority::project)

@@ -41,7 +41,8 @@ TEST_CASE("a refused project request is not applied, and is reported") {
 TEST_CASE("an accepted project request is applied: read-only within the operator's limits") {
   Sandbox sb;
   std::string config = sb.base + "/operator.toml";
-  write_file(config, "[limits]\nread = [\"${workspace}\", \"" + sb.outside + "\"]\n");
+  // The probe is a program like any other: within the limit, or it is not granted (see below).
+  write_file(config, "[limits]\nread = [\"${workspace}\", \"" + sb.outside + "\", \"" + probe_dir() + "\"]\n");
   project_file(sb, "[filesystem]\nread = [\"" + sb.outside + "\"]\nread_only = [\"docs\"]\n");
   std::filesystem::create_directories(sb.ws + "/docs");
   write_file(sb.ws + "/docs/readme", "doc\n");
@@ -57,6 +58,62 @@ TEST_CASE("an accepted project request is applied: read-only within the operator
   // Without the operator's wider limit, the same request is refused.
   auto refused = sb.probe({"read", sb.outside + "/secret"});
   CHECK(trim(refused.out) == "ENOENT");
+}
+
+TEST_CASE("the system operator's read limit bounds the program: outside it the run stops, naming the need") {
+  Sandbox sb;
+  // A copy of the probe of its own, outside the system directories
+  // (which show what is in them whatever the limit).
+  const std::string tools = sb.base + "/tools", prog = tools + "/pj-probe";
+  std::filesystem::create_directories(tools);
+  std::filesystem::copy_file(probe(), prog);
+  std::filesystem::permissions(prog, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                         std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                         std::filesystem::perms::others_exec);
+  const std::string config = sb.base + "/operator.toml";
+  write_file(config, "[limits]\nread = [\"${workspace}\"]\n");
+  const std::string flag = sb.ws + "/ran";
+  auto o = run({pi_jail(), "-w", sb.ws, "--config", config, "--", prog, "write", flag}, {"HOME=" + sb.home});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("nothing was run") != std::string::npos);
+  CHECK(o.err.find("runtime: " + prog + " itself: the program needs " + prog +
+                   " read-only, and it cannot be granted: " + prog +
+                   " is outside the system operator's read limit") != std::string::npos);
+  CHECK(o.err.find("(limit: " + config + ":2:9)") != std::string::npos);
+  CHECK_FALSE(exists(flag));
+
+  // Within the limit it runs.
+  write_file(config, "[limits]\nread = [\"${workspace}\", \"" + tools + "\"]\n");
+  auto ok = run({pi_jail(), "-w", sb.ws, "--config", config, "--", prog, "write", flag}, {"HOME=" + sb.home});
+  CAPTURE(ok.err);
+  CHECK(ok.status == 0);
+  CHECK(trim(ok.out) == "ok");
+  CHECK(exists(flag));
+}
+
+TEST_CASE("Pi's agent dir set outside the system operator's write limit stops the run, naming it") {
+  Sandbox sb;
+  const std::string agent = sb.outside + "/agent", flag = sb.ws + "/ran";
+  const std::string config = sb.base + "/operator.toml";
+  write_file(config, "[limits]\nwrite = [\"${workspace}\"]\n");
+  const std::vector<std::string> env{"HOME=" + sb.home, "PI_CODING_AGENT_DIR=" + agent};
+  auto o = run({pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write", flag},
+               env);
+  CHECK(o.status == 125);
+  CHECK(o.err.find("nothing was run") != std::string::npos);
+  CHECK(o.err.find("Pi's agent dir " + agent + " ($PI_CODING_AGENT_DIR, else ~/.pi/agent) is outside the system "
+                   "operator's write limit (limit: " + config + ":2:10)") != std::string::npos);
+  CHECK_FALSE(exists(flag));
+
+  // Within the limit it runs, and Pi's sessions are written there.
+  write_file(config, "[limits]\nwrite = [\"${workspace}\", \"" + sb.outside + "\"]\n");
+  auto ok = run({pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write",
+                 agent + "/sessions/s"},
+                env);
+  CAPTURE(ok.err);
+  CHECK(ok.status == 0);
+  CHECK(trim(ok.out) == "ok");
+  CHECK(exists(agent + "/sessions/s"));
 }
 
 TEST_CASE("broken policy files stop the run with every problem and its position") {
