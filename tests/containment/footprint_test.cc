@@ -25,7 +25,15 @@ long peak_rss_kib(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("the supervisor's peak resident memory while a command runs stays under 10 MiB") {
+// The bound on the supervisor's peak resident set, in KiB (issue 18 asks
+// for 4 MiB). 8.1 MiB before issue 18's link choices (meson.build): ten
+// shared libraries mapped, libcrypto and libssl alone 1.7 MiB of it; about
+// 5.9 MiB after, measured here idle and relaying alike, of which glibc's
+// libc.so and ld.so are 1.5 MiB and pages of pi-jail's own code the
+// kernel maps around each one touched (fault-around) most of the rest.
+constexpr long kPeakRssBoundKiB = 7 * 1024;
+
+TEST_CASE("the supervisor's peak resident memory while a command runs stays under 7 MiB") {
   Sandbox sb;
   // The command says it runs, then waits for the test: the supervisor has
   // planned, launched and is supervising by then.
@@ -39,14 +47,38 @@ TEST_CASE("the supervisor's peak resident memory while a command runs stays unde
   CAPTURE(rss);
   CHECK(rss > 0);
 #ifndef __SANITIZE_ADDRESS__
-  // 9.4 MiB before: reading the placeholder registry took a buffer of its
-  // 4 MiB cap, whatever the file's size. Shared libraries are most of the
-  // rest: libcrypto and libssl (the credential filter, issue 17) alone put
-  // 1.7 MiB resident at load, with no credential bound (8.1 MiB in all
-  // here); issue 18's 4 MiB needs them loaded only when a credential is.
-  CHECK(rss < 10 * 1024);
+  CHECK(rss < kPeakRssBoundKiB);
 #else
   MESSAGE("peak RSS under ASan (not checked): " << rss << " KiB");
+#endif
+}
+
+TEST_CASE("the supervisor's peak resident memory while relaying 3 x 8 MiB stays under 7 MiB") {
+  Sandbox sb;
+  HttpServer server(std::string(8 << 20, 'x'));
+  const std::string url = "http://127.0.0.1:" + server.port() + "/";
+  const std::string get = "curl -sS -o /dev/null -w '%{size_download}\\n' ";
+  const std::string via_proxy = "env -u NO_PROXY -u no_proxy " + get;
+  // Forwarded, through the HTTP proxy, and tunnelled (CONNECT); then the
+  // command waits for the test, the relays done (VmHWM is the peak).
+  pid_t pid = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-net",
+                     "127.0.0.1:" + server.port(), "--", "/bin/sh", "-c",
+                     get + url + " > sizes; " + via_proxy + "-x http://127.0.0.1:3128 " + url + " >> sizes; " +
+                         via_proxy + "-p -x http://127.0.0.1:3128 " + url +
+                         " >> sizes; touch relayed; while [ ! -e go ]; do sleep 0.05; done"},
+                    {"HOME=" + sb.home});
+  REQUIRE(eventually([&] { return exists(sb.ws + "/relayed"); }));
+  long rss = peak_rss_kib(pid);
+  write_file(sb.ws + "/go", "");
+  CHECK(wait_status_guarded(pid) == 0);
+  CHECK(read_file(sb.ws + "/sizes") == "8388608\n8388608\n8388608\n");
+  CHECK(server.hits() == 3);
+  CAPTURE(rss);
+  CHECK(rss > 0);
+#ifndef __SANITIZE_ADDRESS__
+  CHECK(rss < kPeakRssBoundKiB);
+#else
+  MESSAGE("peak RSS while relaying under ASan (not checked): " << rss << " KiB");
 #endif
 }
 
