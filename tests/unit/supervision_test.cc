@@ -355,7 +355,7 @@ TEST_CASE("a report of a command killed by a signal after --timeout: 124, its st
   c.network_filter = "proxy on the host's loopback";
   pj::netproxy::Decision d;
   d.time = d.last = c.started;
-  d.protocol = "http-connect";
+  d.protocol = pj::netproxy::Protocol::http_connect;
   d.host = "pypi.org";
   d.port = 443;
   d.reason = "no allow rule";
