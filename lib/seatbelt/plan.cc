@@ -261,6 +261,17 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
       default: break;
     }
   }
+  // Every deny that exists is masked here, including those the view does
+  // not show: the static base profile reads system trees (/System,
+  // /Library/Developer/CommandLineTools, ...) that are no place of the
+  // view, and a mask comes last in the profile, so it also wins over a
+  // narrower grant inside it, as it always has on macOS.
+  for (const auto& d : r.denies) {
+    const PathFact& f = view::fact(facts, d.path);
+    if (!view::usable(f)) continue;  // nothing there to hide
+    if (std::none_of(masks.begin(), masks.end(), [&](const Mark& m) { return m.path == f.resolved; }))
+      masks.push_back({f.resolved, d.why});
+  }
   for (int port : {in.http_port, in.socks_port})
     if (port < 1 || port > 65535) problems.push_back(fmt::format("network filter port {} is out of range", port));
   for (const auto& [addr, port] : r.forwards)

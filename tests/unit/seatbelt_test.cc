@@ -332,6 +332,27 @@ TEST_CASE("Seatbelt: a mask below a system path reached through a link (/etc -> 
   CHECK(masked);
 }
 
+// The base profile reads system trees that are no place of the view
+// (/System, the command-line tools), and a deny over a narrower grant came
+// last and won on macOS: every existing deny stays a mask.
+TEST_CASE("Seatbelt: a deny under a tree only the base profile reads, and a deny over a narrower grant, stay masks") {
+  FakeMac m = mac();
+  m.dirs.insert("/Library/Developer/CommandLineTools/secret");
+  m.dirs.insert("/Users/u/d");
+  m.files.insert("/Users/u/d/f");
+  PlanInput in = policies_input();
+  in.request.denies.push_back({"/Library/Developer/CommandLineTools/secret", "--deny"});
+  in.request.denies.push_back({"/Users/u/d", "--deny"});
+  in.request.grants.push_back({"/Users/u/d/f", pj::runtime::Access::read_only, "--allow-read"});
+  auto spec = plan(in, m.facts(in));
+  REQUIRE_MESSAGE(spec.ok(), spec.error().message());
+  std::set<std::string> masks;
+  for (const auto& p : spec->params)
+    if (p.name.starts_with("MASK_")) masks.insert(p.value);
+  CHECK(masks.count("/Library/Developer/CommandLineTools/secret") == 1);
+  CHECK(masks.count("/Users/u/d") == 1);
+}
+
 TEST_CASE("Seatbelt: sandbox-exec's arguments: profile, parameters, then the command") {
   FakeMac m = mac();
   PlanInput in = policies_input();
