@@ -5,6 +5,8 @@
 // report are common (main.cc, prepare.cc, report.cc).
 #pragma once
 
+#include <memory>
+
 #include "cli.h"
 #include "prepare.h"
 #include "report.h"
@@ -20,9 +22,32 @@ extern const char* const kName;
 // What `doctor` checks on this host (test builds: with the stand-ins `inv` names).
 runtime::HostReport probe_host(const cli::Invocation& inv);
 
-// Plan the jail for `prepared` and then, in run mode, run the command in
-// it and supervise it to the end; in explain mode, print the jail's view.
-// Fills `content` (the backend's part of the report) as it goes.
-RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::Content& content);
+// A planned jail, ready to run: what differs between the backends. The
+// common pipeline (main.cc) owns the rest: the run's options, the
+// repository's snapshot before and audit after, the refusal summary and
+// the report.
+class Jail {
+public:
+  Jail() = default;
+  Jail(const Jail&) = delete;
+  Jail& operator=(const Jail&) = delete;
+  virtual ~Jail() = default;
+  // Hand the run's options what the plan made (the credential filter,
+  // published ports) and make what must exist before the command starts
+  // (Linux: the resource limits). False: that failed, was said, and
+  // `failed` is the run's outcome.
+  virtual bool ready(RunOptions& opts, RunOutcome& failed) = 0;
+  // Start the command in the jail (the network filter first), supervise
+  // it to its end (signal delivery, terminal ownership, --timeout), reap
+  // it, then say what only this backend knows (resources, write-back).
+  virtual RunOutcome run(const RunOptions& opts) = 0;
+};
+
+// Plan the jail for `prepared`. In run mode: the jail, ready to run. In
+// explain mode: the jail's view printed, and no jail. No jail: `outcome`
+// is the run's (a set-up failure is said already). Fills `content` (the
+// backend's part of the report) as it goes.
+std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content,
+                           RunOutcome& outcome);
 
 }  // namespace pj::supervisor::backend

@@ -10,7 +10,6 @@
 
 #include "backend.h"
 #include "credential_run.h"
-#include "git_audit.h"
 #include "jail_home.h"
 #include "linux_limits.h"
 #include "linux_run.h"
@@ -165,20 +164,87 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
 }
 
 
+// The planned jail and everything its run keeps alive: the request, the
+// credentials, the placeholders' registry and holds, the agent dir's
+// private copies, the credential filter and its CA bundle, the limits.
+// Members go in the reverse of this order, as the locals they were did.
+class LinuxJail final : public Jail {
+public:
+  LinuxJail(Report::Content& content, const runtime::Request& request, util::Result<linuxjail::PlanInput> input,
+            util::Result<RunCredentials> creds, std::optional<Registry> registry,
+            std::optional<PrivateCopies> copies, std::shared_ptr<netproxy::Interceptor> interceptor,
+            std::optional<CaBundleFile> ca_bundle, std::shared_ptr<linuxjail::JailSpec> spec,
+            util::Result<Holds> holds)
+      : content_(content),
+        request_(request),
+        input_(std::move(input)),
+        creds_(std::move(creds)),
+        registry_(std::move(registry)),
+        copies_(std::move(copies)),
+        interceptor_(std::move(interceptor)),
+        ca_bundle_(std::move(ca_bundle)),
+        spec_(std::move(spec)),
+        holds_(std::move(holds)) {}
+
+  bool ready(RunOptions& opts, RunOutcome& failed) override {
+    auto limits = prepare_limits(request_);
+    if (!limits) {
+      holds_->release();
+      failed = setup_failed(limits.error().message());
+      return false;
+    }
+    limits_.emplace(std::move(*limits));
+    opts.publish = input_->published;
+    opts.interceptor = interceptor_;
+    return true;
+  }
+
+  RunOutcome run(const RunOptions& opts) override {
+    auto result = run_jailed(*spec_, opts, limits_->cgroups ? limits_->cgroups->procs_fds() : std::vector<int>{});
+    holds_->release();
+    add_usage(*limits_, result.resources);
+    limits_->cgroups.reset();
+    summarise_resources(result.resources);
+    // What was not written back is a security event: said even with -q.
+    content_.write_back = copies_->finish();
+    for (const auto& note : content_.write_back)
+      note.starts_with("applied:") ? util::note("{}", note) : util::emit("WARNING", note);
+    return result;
+  }
+
+private:
+  Report::Content& content_;
+  const runtime::Request& request_;  // the prepared request (main.cc keeps it)
+  util::Result<linuxjail::PlanInput> input_;
+  util::Result<RunCredentials> creds_;
+  std::optional<Registry> registry_;
+  std::optional<PrivateCopies> copies_;
+  std::shared_ptr<netproxy::Interceptor> interceptor_;
+  std::optional<CaBundleFile> ca_bundle_;
+  std::shared_ptr<linuxjail::JailSpec> spec_;
+  util::Result<Holds> holds_;
+  std::optional<JailLimits> limits_;
+};
+
 }  // namespace
 
-RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
+std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content,
+                           RunOutcome& outcome) {
+  // Every early return below is the run's outcome: `outcome` is it.
+  auto done = [&outcome](RunOutcome o) {
+    outcome = std::move(o);
+    return std::unique_ptr<Jail>{};
+  };
   // Before anything can clone: the handled signals go to a signalfd.
   block_handled_signals();
-  RunOutcome out;  // setup_failed, 125 until something runs
   content.network_filter = "proxy: HTTP 127.0.0.1:3128, SOCKS5 127.0.0.1:1080, forwarded host-loopback ports";
   auto input = plan_input(inv, prepared);
-  if (!input) return request_refused(input.error().message());
+  if (!input) return done(request_refused(input.error().message()));
   // Model credentials: placeholders in the environment and Pi's
   // auth.json; the real values stay here (credential_run.h).
   auto creds = RunCredentials::prepare(prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr,
                                        *input, inv.test_token_endpoint);
-  if (!creds) return setup_failed(creds.error().message());
+  if (!creds) return done(setup_failed(creds.error().message()));
   content.write_credentials = [c = *creds](JsonWriter& j) { c.write_json(j); };
   // Planned under the placeholder registry's lock (placeholders.h); explain
   // makes nothing and takes no lock.
@@ -191,41 +257,41 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     if (int sig = attach_compile_cache(prepared, *input)) {
       RunOutcome stopped = setup_failed(fmt::format("stopped by signal {} during the compile cache's warm-up", sig));
       stopped.exit_code = 128 + sig;
-      return stopped;
+      return done(std::move(stopped));
     }
     const std::string state = state_dir();
     if (state.empty())
-      return setup_failed("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path",
-                          "set XDG_STATE_HOME or HOME to an absolute path");
+      return done(setup_failed("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path",
+                               "set XDG_STATE_HOME or HOME to an absolute path"));
     const std::string fix = "pi-jail keeps its placeholders' registry and the agent dir's staging there: make it "
                             "writable, or set XDG_STATE_HOME to a directory of your own";
     auto locked = Registry::lock(state);
-    if (!locked) return setup_failed(locked.error().message(), fix);
+    if (!locked) return done(setup_failed(locked.error().message(), fix));
     const SecretFile auth = creds->auth_file();
     auto staged = PrivateCopies::stage(state, *input, &auth);
-    if (!staged) return setup_failed(staged.error().message(), fix);
+    if (!staged) return done(setup_failed(staged.error().message(), fix));
     copies.emplace(std::move(*staged));
     registry.emplace(std::move(*locked));
     // Credentials bound to hosts (every binding is known once auth.json is
     // staged): the run's CA exists before the jail is planned, so its
     // bundle is in the view from the start.
     auto made = make_interceptor(inv, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
-    if (!made) return setup_failed(made.error().message());
+    if (!made) return done(setup_failed(made.error().message()));
     interceptor = std::move(*made);
     if (interceptor) {
       auto bundle = CaBundleFile::write(state, interceptor->ca_pem());
-      if (!bundle) return setup_failed("write the jail's CA bundle: " + bundle.error().message());
+      if (!bundle) return done(setup_failed("write the jail's CA bundle: " + bundle.error().message()));
       ca_bundle.emplace(std::move(*bundle));
       input->ca_bundle = ca_bundle->path();
     }
   }
   auto facts = view::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
-  if (!planned) return request_refused(planned.error().message());
+  if (!planned) return done(request_refused(planned.error().message()));
   auto spec = std::make_shared<linuxjail::JailSpec>(std::move(*planned));
   if (inv.mode == cli::Mode::explain) {
     print_view(*spec);
-    return out;
+    return done(RunOutcome{});
   }
   if (!input->home_source.empty()) {
     std::vector<std::pair<std::string, MountNode>> dests;
@@ -240,7 +306,7 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   }
   auto holds = registry->hold(*spec);
   registry->unlock();
-  if (!holds) return setup_failed(holds.error().message());
+  if (!holds) return done(setup_failed(holds.error().message()));
   if (spec->cwd != input->cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec->cwd);
   if (util::verbosity() == util::Verbosity::verbose)
@@ -251,30 +317,9 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     write_layers(j, *spec);
     write_policy(j, *spec, published);
   };
-  auto opts = run_options(inv, prepared.rules);
-  if (!opts) return setup_failed(opts.error().message());
-  auto limits = prepare_limits(prepared.request);
-  if (!limits) {
-    holds->release();
-    return setup_failed(limits.error().message());
-  }
-  opts->publish = input->published;
-  opts->interceptor = interceptor;
-  const auto repository = git_audit::snapshot(prepared.request.workspace);
-  auto result = run_jailed(*spec, *opts, limits->cgroups ? limits->cgroups->procs_fds() : std::vector<int>{});
-  holds->release();
-  add_usage(*limits, result.resources);
-  limits->cgroups.reset();
-  summarise_resources(result.resources);
-  // What was not written back is a security event: said even with -q.
-  content.write_back = copies->finish();
-  for (const auto& note : content.write_back)
-    note.starts_with("applied:") ? util::note("{}", note) : util::emit("WARNING", note);
-  summarise_refusals(result.decisions);
-  if (!result.discarded.empty()) util::note("{}", result.discarded);
-  content.repository_audit = git_audit::audit(prepared.request.workspace, repository);
-  git_audit::print(content.repository_audit, prepared.request.workspace);
-  return result;
+  return std::make_unique<LinuxJail>(content, prepared.request, std::move(input), std::move(creds),
+                                     std::move(registry), std::move(copies), std::move(interceptor),
+                                     std::move(ca_bundle), std::move(spec), std::move(holds));
 }
 
 }  // namespace pj::supervisor::backend

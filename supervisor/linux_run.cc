@@ -146,8 +146,7 @@ bool is_listening(int fd) {
 }
 
 void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
-  auto proxy = opts_.test_fail_network_filter ? test_failed_filter()
-                                           : netproxy::Proxy::start(opts_.rules, opts_.net_log.get(), opts_.proxy_limits, opts_.interceptor);
+  auto proxy = start_network_filter(opts_);
   if (!proxy) {
     return abort_jail("start the network filter: " + proxy.error().message());
   }

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "doctor.h"
+#include "git_audit.h"
 #include "policy/explain.h"
 #include "credential_run.h"
 #include "prepare.h"
@@ -63,6 +64,28 @@ bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prep
   return ex.policy && !inv.json && util::verbosity() == util::Verbosity::verbose;
 }
 
+// The pipeline's run, the same on every backend: plan the jail (the
+// backend), the run's options, the repository's snapshot, the run (the
+// backend: start, signals, terminal, reap), then the refusal summary,
+// what the jail left in scratch places, and the repository's audit.
+// Explain mode ends after the plan, which printed the view.
+supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Prepared& prepared,
+                                    supervisor::Report::Content& content) {
+  supervisor::RunOutcome out;  // setup_failed, 125 until something runs
+  auto jail = supervisor::backend::plan(inv, prepared, content, out);
+  if (!jail) return out;
+  auto opts = supervisor::run_options(inv, prepared.rules);
+  if (!opts) return supervisor::setup_failed(opts.error().message());
+  if (!jail->ready(*opts, out)) return out;
+  const auto repository = supervisor::git_audit::snapshot(prepared.request.workspace);
+  auto result = jail->run(*opts);
+  supervisor::summarise_refusals(result.decisions);
+  if (!result.discarded.empty()) util::note("{}", result.discarded);
+  content.repository_audit = supervisor::git_audit::audit(prepared.request.workspace, repository);
+  supervisor::git_audit::print(content.repository_audit, prepared.request.workspace);
+  return result;
+}
+
 // Prepare, then plan and run one command; fills `content` as it goes.
 supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::Report::Content& content) {
   supervisor::RunOutcome out;  // setup_failed, 125 until something runs
@@ -84,14 +107,14 @@ supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::R
     if (inv.report) util::warn("--report is not written for --unsandboxed runs: nothing is enforced to report");
     supervisor::exec_unsandboxed(prepared->request.exec_path, prepared->request.argv);
   }
-  if (inv.mode != cli::Mode::explain) return supervisor::backend::plan_and_run(inv, *prepared, content);
+  if (inv.mode != cli::Mode::explain) return plan_and_run(inv, *prepared, content);
   int status = kSetupFailed;
   if (!explain_policy(inv, *prepared, status)) {
     out.exit_code = status;
     return out;
   }
   util::out("\n");
-  auto view = supervisor::backend::plan_and_run(inv, *prepared, content);
+  auto view = plan_and_run(inv, *prepared, content);
   if (view.failure.empty()) view.exit_code = status;  // the view was printed
   return view;
 }

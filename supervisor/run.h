@@ -157,6 +157,15 @@ RunOutcome command_ended(int status, bool timed_out);
 // early to show.
 util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter();
 
+// Start the run's network filter, the one way every backend does: its
+// rules, decision log, limits and credential filter from `opts`, or
+// test_failed_filter() under --test-fail-network-filter. Inline: only the
+// executables, which link a filter loop, call it.
+inline util::Result<std::unique_ptr<netproxy::Proxy>> start_network_filter(const RunOptions& opts) {
+  if (opts.test_fail_network_filter) return test_failed_filter();
+  return netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
+}
+
 // pi-jail's own state directory, which no jail sees (profiles/builtin.toml
 // masks it): $XDG_STATE_HOME/pi-jail, else ~/.local/state/pi-jail; empty
 // when neither is an absolute path.

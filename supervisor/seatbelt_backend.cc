@@ -5,11 +5,11 @@
 // for sandbox-exec: they show the wiring, never containment.
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "backend.h"
-#include "git_audit.h"
 #include "seatbelt/host.h"
 #include "seatbelt/plan.h"
 #include "seatbelt_run.h"
@@ -83,6 +83,7 @@ std::string tmp_parent() {
 class PrivateDir {
 public:
   explicit PrivateDir(std::string path) : path_(std::move(path)) {}
+  PrivateDir(PrivateDir&& o) noexcept : path_(std::exchange(o.path_, {})) {}
   PrivateDir(const PrivateDir&) = delete;
   PrivateDir& operator=(const PrivateDir&) = delete;
   ~PrivateDir() {
@@ -132,15 +133,56 @@ void write_jail(JsonWriter& j, const seatbelt::SeatbeltSpec& spec, const std::st
   j.end_object();
 }
 
+// The planned jail and what its run keeps: the private TMPDIR, the
+// PTY, the network filter's listeners, the credential filter and its CA
+// bundle. Members go in the reverse of this order, as the locals they
+// were did.
+class SeatbeltJail final : public Jail {
+public:
+  SeatbeltJail(std::optional<PrivateDir> tmp, std::optional<Pty> pty, Listeners listeners,
+               std::shared_ptr<netproxy::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
+               std::shared_ptr<seatbelt::SeatbeltSpec> spec, std::string exec)
+      : tmp_(std::move(tmp)),
+        pty_(std::move(pty)),
+        listeners_(std::move(listeners)),
+        interceptor_(std::move(interceptor)),
+        ca_bundle_(std::move(ca_bundle)),
+        spec_(std::move(spec)),
+        exec_(std::move(exec)) {}
+
+  bool ready(RunOptions& opts, RunOutcome&) override {
+    opts.interceptor = interceptor_;
+    return true;
+  }
+
+  RunOutcome run(const RunOptions& opts) override {
+    return run_sandboxed(*spec_, exec_, std::move(pty_), std::move(listeners_), opts);
+  }
+
+private:
+  std::optional<PrivateDir> tmp_;
+  std::optional<Pty> pty_;
+  Listeners listeners_;
+  std::shared_ptr<netproxy::Interceptor> interceptor_;
+  std::optional<CaBundleFile> ca_bundle_;
+  std::shared_ptr<seatbelt::SeatbeltSpec> spec_;
+  std::string exec_;
+};
+
 }  // namespace
 
 runtime::HostReport probe_host(const cli::Invocation& inv) { return seatbelt::probe_host(sandbox_exec(inv)); }
 
-RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
-  RunOutcome out;  // setup_failed, 125 until something runs
+std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content,
+                           RunOutcome& outcome) {
+  // Every early return below is the run's outcome: `outcome` is it.
+  auto done = [&outcome](RunOutcome o) {
+    outcome = std::move(o);
+    return std::unique_ptr<Jail>{};
+  };
   // A step of pi-jail's own set-up: the step, its errno and the fix.
   auto step_failed_with = [](const util::Error& e, std::string_view fix) { return setup_failed(e.message(), fix); };
-  if (auto st = check_switches(inv, prepared); !st) return request_refused(st.error().message());
+  if (auto st = check_switches(inv, prepared); !st) return done(request_refused(st.error().message()));
   const bool explain = inv.mode == cli::Mode::explain;
 
   seatbelt::PlanInput in;
@@ -153,16 +195,16 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     in.http_port = in.socks_port = 65535;
   } else {
     auto dir = seatbelt::make_private_dir(tmp_parent());
-    if (!dir) return step_failed_with(dir.error(), "set TMPDIR to a directory you can write, or unset it to use /tmp");
+    if (!dir) return done(step_failed_with(dir.error(), "set TMPDIR to a directory you can write, or unset it to use /tmp"));
     tmp.emplace(*dir);
     in.tmpdir = *dir;
     auto opened = open_pty();
     if (!opened)
-      return step_failed_with(opened.error(), "close unused terminals, or run without a terminal (stdin and stdout redirected)");
+      return done(step_failed_with(opened.error(), "close unused terminals, or run without a terminal (stdin and stdout redirected)"));
     pty = std::move(*opened);
     if (pty) in.tty = pty->path;
     auto l = open_listeners();
-    if (!l) return step_failed_with(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up");
+    if (!l) return done(step_failed_with(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up"));
     listeners = std::move(*l);
     in.http_port = listeners.http_port;
     in.socks_port = listeners.socks_port;
@@ -174,11 +216,11 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
   std::optional<CaBundleFile> ca_bundle;
   if (!explain) {
     auto made = make_interceptor(inv);
-    if (!made) return setup_failed(made.error().message());
+    if (!made) return done(setup_failed(made.error().message()));
     interceptor = std::move(*made);
     if (interceptor) {
       auto bundle = CaBundleFile::write(state_dir(), interceptor->ca_pem());
-      if (!bundle) return setup_failed("write the jail's CA bundle: " + bundle.error().message());
+      if (!bundle) return done(setup_failed("write the jail's CA bundle: " + bundle.error().message()));
       ca_bundle.emplace(std::move(*bundle));
       in.request.ca_bundle = ca_bundle->path();
       in.request.grants.push_back({ca_bundle->path(), runtime::Access::read_only, "the run's CA bundle (credentials)"});
@@ -191,11 +233,11 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
     facts[in.tmpdir].resolved = in.tmpdir;
   }
   auto planned = seatbelt::plan(in, facts);
-  if (!planned) return request_refused(planned.error().message());
+  if (!planned) return done(request_refused(planned.error().message()));
   auto spec = std::make_shared<seatbelt::SeatbeltSpec>(std::move(*planned));
   if (explain) {
     print_view(*spec, true);
-    return out;
+    return done(RunOutcome{});
   }
   if (spec->cwd != in.request.cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", in.request.cwd, spec->cwd);
@@ -209,15 +251,8 @@ RunOutcome plan_and_run(const cli::Invocation& inv, Prepared& prepared, Report::
       in.http_port, in.socks_port);
   content.write_jail = [spec, exec, has_pty = pty.has_value()](JsonWriter& j) { write_jail(j, *spec, exec, has_pty); };
 
-  auto opts = run_options(inv, prepared.rules);
-  if (!opts) return setup_failed(opts.error().message());
-  opts->interceptor = interceptor;
-  const auto repository = git_audit::snapshot(prepared.request.workspace);
-  auto result = run_sandboxed(*spec, exec, std::move(pty), std::move(listeners), *opts);
-  summarise_refusals(result.decisions);
-  content.repository_audit = git_audit::audit(prepared.request.workspace, repository);
-  git_audit::print(content.repository_audit, prepared.request.workspace);
-  return result;
+  return std::make_unique<SeatbeltJail>(std::move(tmp), std::move(pty), std::move(listeners), std::move(interceptor),
+                                        std::move(ca_bundle), std::move(spec), exec);
 }
 
 }  // namespace pj::supervisor::backend

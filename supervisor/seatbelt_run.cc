@@ -225,8 +225,7 @@ RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& 
                          Listeners listeners, const RunOptions& opts) {
   RunOutcome out;  // setup_failed, 125 until the command runs
   auto fail = [](const util::Error& e, std::string_view fix) { return setup_failed(e.message(), fix); };
-  auto proxy = opts.test_fail_network_filter ? test_failed_filter()
-                                           : netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
+  auto proxy = start_network_filter(opts);
   if (!proxy) return fail(std::move(proxy.take_error()).context("start the network filter"), "report a bug");
   for (auto [fd, kind] : {std::pair{&listeners.http, netproxy::ListenerKind::http},
                           std::pair{&listeners.socks, netproxy::ListenerKind::socks}})
