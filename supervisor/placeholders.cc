@@ -1,12 +1,12 @@
 #include "placeholders.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -101,6 +101,24 @@ std::pair<std::string, std::string> split(const std::string& path) {
   return {std::string(util::parent_path(path)), path.substr(path.rfind('/') + 1)};
 }
 
+// The directories placeholders sit in, each opened once (without
+// following a symlink) for one sweep or one hold: a run's placeholders
+// mostly share the workspace as their parent.
+class Parents {
+public:
+  // The open parent of `path`, or the error of opening it.
+  util::Result<int> of(const std::string& path) {
+    std::string parent(util::parent_path(path));
+    auto it = open_.find(parent);
+    if (it == open_.end()) it = open_.emplace(parent, util::open_dir_nofollow(parent)).first;
+    if (!it->second) return util::Error::from_errno(fmt::format("open {}", parent), it->second.error().err());
+    return it->second->get();
+  }
+
+private:
+  std::map<std::string, util::Result<UniqueFd>> open_;
+};
+
 // How much of a file placeholder's content must be there.
 enum class Content {
   exact,   // as made: what a jail is about to rely on
@@ -113,18 +131,7 @@ bool pristine(int fd, const Record& r, Content want = Content::exact) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return false;
   if (r.node == linuxjail::Node::directory) {
-    if (!S_ISDIR(st.st_mode)) return false;
-    int dup = ::dup(fd);
-    DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
-    if (!d) {
-      if (dup >= 0) ::close(dup);
-      return false;
-    }
-    bool empty = true;
-    while (dirent* e = ::readdir(d))
-      if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") empty = false;
-    ::closedir(d);
-    return empty;
+    return S_ISDIR(st.st_mode) && util::directory_is_empty(fd);
   }
   const auto size = static_cast<size_t>(st.st_size);
   if (!S_ISREG(st.st_mode) || size > r.content.size()) return false;
@@ -141,34 +148,33 @@ enum class Sweep { gone, in_use };
 
 // Remove `r` if no jail holds it and it is still pristine; a path that now
 // holds something else is simply forgotten.
-Sweep try_remove(const Record& r) {
-  auto [parent, name] = split(r.path);
-  auto dir = util::open_dir_nofollow(parent);
+Sweep try_remove(const Record& r, Parents& parents) {
+  auto dir = parents.of(r.path);
   if (!dir) return Sweep::gone;
-  UniqueFd fd = open_at(dir->get(), name);
+  const std::string name = split(r.path).second;
+  UniqueFd fd = open_at(*dir, name);
   if (!fd.valid() || !pristine(fd.get(), r, Content::prefix)) return Sweep::gone;
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return Sweep::in_use;
-  ::unlinkat(dir->get(), name.c_str(), r.node == linuxjail::Node::directory ? AT_REMOVEDIR : 0);
+  ::unlinkat(*dir, name.c_str(), r.node == linuxjail::Node::directory ? AT_REMOVEDIR : 0);
   return Sweep::gone;
 }
 
 std::vector<Record> sweep(std::vector<Record> records) {
+  Parents parents;
   std::vector<Record> kept;
   for (auto& r : records)
-    if (try_remove(r) == Sweep::in_use) kept.push_back(std::move(r));
+    if (try_remove(r, parents) == Sweep::in_use) kept.push_back(std::move(r));
   return kept;
 }
 
 // Make `r` (it must not exist, or be what another run made for it).
-util::Status make(const Record& r) {
-  auto [parent, name] = split(r.path);
-  auto dir = util::open_dir_nofollow(parent);
-  if (!dir) return Error::from_errno(fmt::format("make the placeholder {}", r.path), dir.error().err());
+util::Status make(const Record& r, int dir) {
+  const std::string name = split(r.path).second;
   if (r.node == linuxjail::Node::directory) {
-    if (::mkdirat(dir->get(), name.c_str(), 0755) != 0 && errno != EEXIST)
+    if (::mkdirat(dir, name.c_str(), 0755) != 0 && errno != EEXIST)
       return Error::from_errno(fmt::format("make the placeholder directory {}", r.path), errno);
   } else {
-    UniqueFd fd(::openat(dir->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+    UniqueFd fd(::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
     if (!fd.valid() && errno != EEXIST) return Error::from_errno(fmt::format("make the placeholder {}", r.path), errno);
     if (fd.valid() && ::write(fd.get(), r.content.data(), r.content.size()) != static_cast<ssize_t>(r.content.size()))
       return Error::from_errno(fmt::format("write the placeholder {}", r.path), errno ? errno : EIO);
@@ -218,21 +224,23 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
   }
   // Written before anything is made: a SIGKILL from here on leaves a record.
   if (auto st = save(state->get(), on_disk, records); !st) return st.take_error();
+  Parents parents;
   for (const auto& op : spec.mounts) {
     if (!op.placeholder && !op.held) continue;
     Record r{op.node, op.mask_content, op.dest};
+    auto dir = parents.of(op.dest);
     if (op.placeholder) {
-      if (auto st = make(r); !st) return st.take_error();
+      if (!dir) return Error::from_errno(fmt::format("make the placeholder {}", r.path), dir.error().err());
+      if (auto st = make(r, *dir); !st) return st.take_error();
     }
-    auto [parent, name] = split(op.dest);
-    auto dir = util::open_dir_nofollow(parent);
-    UniqueFd fd = dir ? open_at(dir->get(), name) : UniqueFd();
+    UniqueFd fd = dir ? open_at(*dir, split(op.dest).second) : UniqueFd();
+    const int open_err = dir ? errno : dir.error().err();
     struct stat st;
     bool same = fd.valid() && ::fstat(fd.get(), &st) == 0 &&
                 (op.placeholder ? pristine(fd.get(), r) : st.st_dev == op.dev && st.st_ino == op.ino);
     if (!same)
       return Error::from_errno(fmt::format("hold {} ({}): it changed while the jail was being set up", op.dest, op.why),
-                               fd.valid() ? ESTALE : errno);
+                               fd.valid() ? ESTALE : open_err);
     while (::flock(fd.get(), LOCK_SH) != 0)
       if (errno != EINTR) return Error::from_errno(fmt::format("hold {}", op.dest), errno);
     holds.fds_.push_back(std::move(fd));

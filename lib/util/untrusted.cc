@@ -1,11 +1,13 @@
 #include "untrusted.h"
 
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -198,6 +200,25 @@ Result<std::optional<std::string>> read_untrusted_file(std::string_view absolute
   UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return Error::from_errno("open /", errno);
   return read_untrusted_file(root.get(), absolute.substr(1), cap, absolute);
+}
+
+bool directory_is_empty(int dirfd) {
+  if (::lseek(dirfd, 0, SEEK_SET) != 0) return false;
+  alignas(8) char buf[4096];
+  while (true) {
+    long n = ::syscall(SYS_getdents64, dirfd, buf, sizeof buf);
+    if (n < 0) return false;
+    if (n == 0) return true;
+    // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name
+    for (long off = 0; off < n;) {
+      unsigned short reclen;
+      std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+      const char* name = buf + off + 19;
+      if (std::strcmp(name, ".") != 0 && std::strcmp(name, "..") != 0) return false;
+      if (reclen == 0) return false;
+      off += reclen;
+    }
+  }
 }
 
 }  // namespace pj::util

@@ -146,3 +146,23 @@ TEST_CASE("open_output_file: a regular file or none; a FIFO, device, directory o
   CHECK(kept == "precious\n");
   CHECK_FALSE(std::filesystem::exists(t.path + "/made-through-link"));
 }
+
+TEST_CASE("directory_is_empty: only . and .. count as empty, however many entries and wherever the offset is") {
+  TempDir d;
+  std::filesystem::create_directories(d.path + "/empty");
+  std::filesystem::create_directories(d.path + "/full");
+  // More entries than one 4 KiB getdents64 buffer holds, names sorting anywhere.
+  for (int i = 0; i < 400; ++i) d.write("full/entry-with-a-long-name-" + std::to_string(i), "");
+  std::filesystem::create_directories(d.path + "/one");
+  d.write("one/.hidden", "");
+  auto open_dir = [&](const std::string& rel) { return UniqueFd(::open((d.path + "/" + rel).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); };
+  UniqueFd empty = open_dir("empty"), full = open_dir("full"), one = open_dir("one");
+  CHECK(directory_is_empty(empty.get()));
+  CHECK(directory_is_empty(empty.get()));  // again: read from the start each time
+  CHECK_FALSE(directory_is_empty(full.get()));
+  CHECK_FALSE(directory_is_empty(one.get()));
+  CHECK_FALSE(directory_is_empty(one.get()));
+  UniqueFd file(::open((d.path + "/one/.hidden").c_str(), O_RDONLY | O_CLOEXEC));
+  CHECK_FALSE(directory_is_empty(file.get()));  // not a directory
+  CHECK_FALSE(directory_is_empty(-1));
+}
