@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -28,12 +27,16 @@ constexpr const char* kDelegateFix =
     "(systemd: `systemd-run --user --scope -p Delegate=yes ...`), or a cgroup v1 directory of that controller's "
     "hierarchy made for you (mkdir + chown by root)";
 
+// A small kernel file (cgroupfs, procfs) whole.
 std::optional<std::string> read_small(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  if (n < 0) return std::nullopt;
+  return out;
 }
 
 util::Status write_value(const std::string& path, const std::string& value) {
@@ -74,7 +77,7 @@ struct Mount {
 
 std::vector<Mount> cgroup_mounts() {
   std::vector<Mount> out;
-  std::ifstream in("/proc/self/mountinfo");
+  std::istringstream in(read_small("/proc/self/mountinfo").value_or(""));
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream ls(line);
@@ -148,7 +151,18 @@ std::optional<std::uint64_t> keyed_value(std::string_view text, std::string_view
   return std::nullopt;
 }
 
-util::Result<Dir> probe(const std::string& path) {
+namespace {
+
+// probe() with the host's cgroup mounts read once by the caller.
+util::Result<Dir> probe_with(const std::string& path, const std::vector<Mount>& mounts);
+
+}  // namespace
+
+util::Result<Dir> probe(const std::string& path) { return probe_with(path, cgroup_mounts()); }
+
+namespace {
+
+util::Result<Dir> probe_with(const std::string& path, const std::vector<Mount>& mounts) {
   struct statfs sf;
   if (::statfs(path.c_str(), &sf) != 0)
     return Error::from_errno(fmt::format("[limits] cgroup {}", path), errno);
@@ -161,7 +175,7 @@ util::Result<Dir> probe(const std::string& path) {
   } else if (sf.f_type == CGROUP_SUPER_MAGIC) {
     d.version = 1;
     std::string best;
-    for (const auto& m : cgroup_mounts())
+    for (const auto& m : mounts)
       if (m.type == "cgroup" && within(path, m.point) && m.point.size() >= best.size()) {
         best = m.point;
         d.controllers = controllers_in(m.options, ',');
@@ -173,6 +187,8 @@ util::Result<Dir> probe(const std::string& path) {
     return Error::from_errno(fmt::format("[limits] cgroup {}: not writable by you", path), errno);
   return d;
 }
+
+}  // namespace
 
 std::vector<Dir> own_dirs() {
   std::vector<Dir> out;
@@ -195,7 +211,7 @@ std::vector<Dir> own_dirs() {
         if (!want.memory && !want.cpu && !want.pids) continue;
       }
       std::string path = m.point + (rel == "/" ? "" : rel);
-      auto d = probe(path);
+      auto d = probe_with(path, mounts);
       if (d) out.push_back(*d);
       break;
     }
