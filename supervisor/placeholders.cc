@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -69,15 +71,14 @@ std::vector<Record> load(int state) {
   return out;
 }
 
-// Replace the registry with `records` (written, fsync'ed, renamed over
-// it); nothing is written when they are what it holds already (`on_disk`,
-// as load() read it under the same lock): most runs change nothing there,
-// and the fsync is a good part of a start-up. An empty registry is no
-// file at all (load() reads a missing one as empty): the usual teardown
-// removes it rather than writing, fsyncing and renaming an empty file.
-// A crash may undo that unlink just as it may undo the rename (the
-// directory is not fsynced either way): the next run then sweeps records
-// whose placeholders are already gone, which it does anyway.
+// Replace the registry with `records` (written, renamed over it); nothing
+// is written when they are what it holds already (`on_disk`, as load()
+// read it under the same lock). An empty registry is no file at all
+// (load() reads a missing one as empty): the usual teardown removes it.
+// Not fsynced: a SIGKILL cannot lose what was written (the page cache
+// outlives the process), and what a power failure loses the marks cover
+// (mark() below); an fsync would make every start wait for the
+// filesystem's journal, milliseconds on a busy disk.
 util::Status save(int state, const std::vector<Record>& on_disk, const std::vector<Record>& records) {
   if (records == on_disk) return {};
   if (records.empty()) {
@@ -91,7 +92,7 @@ util::Status save(int state, const std::vector<Record>& on_disk, const std::vect
   const char* tmp = "placeholders.tmp";
   UniqueFd fd(::openat(state, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return Error::from_errno("write the placeholder registry", errno);
-  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::fsync(fd.get()) != 0)
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
     return Error::from_errno("write the placeholder registry", errno ? errno : EIO);
   if (::renameat(state, tmp, state, kRegistry) != 0) return Error::from_errno("replace the placeholder registry", errno);
   return {};
@@ -99,6 +100,23 @@ util::Status save(int state, const std::vector<Record>& on_disk, const std::vect
 
 std::pair<std::string, std::string> split(const std::string& path) {
   return {std::string(util::parent_path(path)), path.substr(path.rfind('/') + 1)};
+}
+
+// Every placeholder carries this extended attribute, so that one whose
+// registry record a power failure lost is still known for pi-jail's at the
+// next run of its workspace (Registry::hold adopts it). Best effort: a
+// filesystem without user xattrs leaves such a placeholder unmarked, and
+// then it stays (an empty directory, or git's default content) for the
+// user to remove.
+constexpr const char* kMarkName = "user.pi-jail";
+constexpr std::string_view kMarkValue = "placeholder";
+
+void mark(int fd) { (void)::fsetxattr(fd, kMarkName, kMarkValue.data(), kMarkValue.size(), 0); }
+
+bool marked(int fd) {
+  char buf[32];
+  ssize_t n = ::fgetxattr(fd, kMarkName, buf, sizeof buf);
+  return n == static_cast<ssize_t>(kMarkValue.size()) && std::string_view(buf, static_cast<size_t>(n)) == kMarkValue;
 }
 
 // The directories placeholders sit in, each opened once (without
@@ -144,6 +162,26 @@ UniqueFd open_at(int dir, const std::string& name) {
   return UniqueFd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
 }
 
+// The record of the marked object open at `fd`, a placeholder an earlier
+// run made, when it is still as made: an empty directory, or a file with
+// a placeholder's content (view.cc placeholder_place(): empty, or "." for
+// commondir). A marked file written since (in place, keeping the mark) is
+// the user's and stays.
+std::optional<Record> leftover(int fd, linuxjail::Node node, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  if (node == linuxjail::Node::directory)
+    return S_ISDIR(st.st_mode) && util::directory_is_empty(fd) ? std::optional<Record>(Record{node, "", path})
+                                                               : std::nullopt;
+  char buf[4];
+  if (!S_ISREG(st.st_mode) || st.st_size >= static_cast<off_t>(sizeof buf)) return std::nullopt;
+  ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  if (n != st.st_size) return std::nullopt;
+  std::string content(buf, static_cast<size_t>(n));
+  if (content != "" && content != ".\n") return std::nullopt;
+  return Record{node, std::move(content), path};
+}
+
 enum class Sweep { gone, in_use };
 
 // Remove `r` if no jail holds it and it is still pristine; a path that now
@@ -174,10 +212,16 @@ util::Status make(const Record& r, int dir) {
     if (::mkdirat(dir, name.c_str(), 0755) != 0 && errno != EEXIST)
       return Error::from_errno(fmt::format("make the placeholder directory {}", r.path), errno);
   } else {
-    UniqueFd fd(::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+    // Made 0600 so that its owner may mark it (user xattrs need write
+    // permission), then read-only.
+    UniqueFd fd(::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd.valid() && errno != EEXIST) return Error::from_errno(fmt::format("make the placeholder {}", r.path), errno);
     if (fd.valid() && ::write(fd.get(), r.content.data(), r.content.size()) != static_cast<ssize_t>(r.content.size()))
       return Error::from_errno(fmt::format("write the placeholder {}", r.path), errno ? errno : EIO);
+    if (fd.valid()) {
+      mark(fd.get());
+      if (::fchmod(fd.get(), 0444) != 0) return Error::from_errno(fmt::format("make {} read-only", r.path), errno);
+    }
   }
   return {};
 }
@@ -225,6 +269,7 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
   // Written before anything is made: a SIGKILL from here on leaves a record.
   if (auto st = save(state->get(), on_disk, records); !st) return st.take_error();
   Parents parents;
+  std::vector<Record> adopted;
   for (const auto& op : spec.mounts) {
     if (!op.placeholder && !op.held) continue;
     Record r{op.node, op.mask_content, op.dest};
@@ -243,7 +288,18 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
                                fd.valid() ? ESTALE : open_err);
     while (::flock(fd.get(), LOCK_SH) != 0)
       if (errno != EINTR) return Error::from_errno(fmt::format("hold {}", op.dest), errno);
+    if (op.placeholder && op.node == linuxjail::Node::directory) mark(fd.get());
+    if (!op.placeholder && marked(fd.get()))
+      if (auto left = leftover(fd.get(), op.node, op.dest)) adopted.push_back(std::move(*left));
     holds.fds_.push_back(std::move(fd));
+  }
+  // Placeholders a run that never ended left without a record (a power
+  // failure lost it): recorded now, so that this run's end removes them.
+  if (!adopted.empty()) {
+    std::vector<Record> with = records;
+    with.insert(with.end(), adopted.begin(), adopted.end());
+    if (auto st = save(state->get(), records, with); !st)
+      util::warn("a placeholder an earlier run left stays: {}", st.error().message());
   }
   guard.armed = false;
   return std::move(holds);

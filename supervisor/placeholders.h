@@ -14,6 +14,11 @@
 //   directory (no jail sees it: see profiles/builtin.toml) BEFORE it is
 //   made, under the registry's lock; every start and every end sweeps the
 //   registry, so what a SIGKILLed run left is removed by the next one.
+// - The registry is not fsynced (a start would wait for the journal):
+//   what a power failure loses of it, each placeholder's mark (the xattr
+//   user.pi-jail) recovers, in part: the next run of that workspace
+//   adopts a marked placeholder that is still as made and removes it when
+//   it ends. On a filesystem without user xattrs such a leftover stays.
 // - Planning happens under the same lock (Registry::lock, then plan, then
 //   hold), so a run ending cannot remove a placeholder that a run starting
 //   beside it has just planned to rely on.

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -383,4 +384,48 @@ TEST_CASE("a placeholder a SIGKILL cut short (created, not yet written) is recog
   CHECK(trim(o.out) == "git-works");
   CHECK_FALSE(exists(path));
   CHECK(git({"-C", sb.ws, "status", "--short"}, sb.home).status == 0);
+}
+
+TEST_CASE("placeholders are marked; a marked one whose record was lost (a power failure) goes at the next run's end") {
+  Sandbox sb;
+  REQUIRE(git({"init", "-q", sb.ws}, sb.home).status == 0);
+  auto mark_of = [](const std::string& path) {
+    char buf[64];
+    ssize_t n = ::getxattr(path.c_str(), "user.pi-jail", buf, sizeof buf);
+    return n < 0 ? std::string("(none)") : std::string(buf, static_cast<size_t>(n));
+  };
+  // During a run, on the host: the placeholders carry the mark.
+  std::string go = sb.base + "/go";
+  pid_t p = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", sb.base, "--", "/bin/sh",
+                   "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"},
+                  {"HOME=" + sb.home});
+  for (int i = 0; i < 400 && !exists(sb.ws + "/.envrc"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  REQUIRE(exists(sb.ws + "/.envrc"));
+  for (int i = 0; i < 400 && mark_of(sb.ws + "/.git/commondir") == "(none)"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  CHECK(mark_of(sb.ws + "/.envrc") == "placeholder");
+  CHECK(mark_of(sb.ws + "/.git/commondir") == "placeholder");
+  write_file(go, "");
+  CHECK(wait_status(p) == 0);
+  CHECK(entries(sb.ws) == std::vector<std::string>{".git"});
+
+  // What a power failure may leave: placeholders on disk, no registry.
+  std::filesystem::create_directories(sb.ws + "/.envrc");
+  std::filesystem::create_directories(sb.ws + "/.vscode");
+  write_file(sb.ws + "/.git/commondir", ".\n");
+  for (const auto& path : {sb.ws + "/.envrc", sb.ws + "/.vscode", sb.ws + "/.git/commondir"})
+    REQUIRE(::setxattr(path.c_str(), "user.pi-jail", "placeholder", 11, 0) == 0);
+  // Not placeholders: an empty directory of the user's (no mark), and a
+  // marked directory the user has put something in.
+  std::filesystem::create_directories(sb.ws + "/.idea");
+  std::filesystem::create_directories(sb.ws + "/.husky");
+  REQUIRE(::setxattr((sb.ws + "/.husky").c_str(), "user.pi-jail", "placeholder", 11, 0) == 0);
+  write_file(sb.ws + "/.husky/pre-commit", "npm test\n");
+  std::filesystem::remove(sb.home + "/.local/state/pi-jail/placeholders");
+  auto o = sh(sb, "git status --short >/dev/null && echo git-works");
+  CAPTURE(o.err);
+  CHECK(trim(o.out) == "git-works");
+  CHECK(entries(sb.ws) == std::vector<std::string>{".git", ".husky", ".idea"});
+  CHECK_FALSE(exists(sb.ws + "/.git/commondir"));
+  CHECK(exists(sb.ws + "/.husky/pre-commit"));
 }
