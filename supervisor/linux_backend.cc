@@ -200,13 +200,21 @@ public:
   }
 
   RunOutcome run(const RunOptions& opts) override {
-    auto result = run_jailed(*spec_, opts, limits_->cgroups ? limits_->cgroups->procs_fds() : std::vector<int>{});
-    holds_->release();
+    // What needs nothing of the jail running (the placeholders, the agent
+    // dir's write-back) is done while the kernel still ends its init.
+    std::optional<std::vector<std::string>> written_back;
+    auto once_ended = [&] {
+      holds_->release();
+      written_back = copies_->finish();
+    };
+    auto result = run_jailed(*spec_, opts, limits_->cgroups ? limits_->cgroups->procs_fds() : std::vector<int>{},
+                             once_ended);
+    if (!written_back) once_ended();  // the jail was never launched
     add_usage(*limits_, result.resources);
-    limits_->cgroups.reset();
+    limits_->cgroups.reset();  // init is gone: its cgroups are empty
     summarise_resources(result.resources);
     // What was not written back is a security event: said even with -q.
-    content_.write_back = copies_->finish();
+    content_.write_back = std::move(*written_back);
     for (const auto& note : content_.write_back)
       note.starts_with("applied:") ? util::note("{}", note) : util::emit("WARNING", note);
     return result;

@@ -73,8 +73,9 @@ private:
 // Everything one supervised run owns; torn down in reverse order.
 class Supervisor {
 public:
-  Supervisor(const linuxjail::JailSpec& spec, const RunOptions& opts, Jail jail, util::UniqueFd sfd)
-      : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)), control_(jail_),
+  Supervisor(const linuxjail::JailSpec& spec, const RunOptions& opts, Jail jail, util::UniqueFd sfd,
+             const std::function<void()>& once_ended)
+      : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)), once_ended_(once_ended), control_(jail_),
         core_(control_, opts, spec.terminal.streams == linuxjail::Streams::pty ? spec.terminal.pty_fds : 0U) {}
 
   RunOutcome run();
@@ -89,6 +90,8 @@ private:
   const RunOptions& opts_;
   Jail jail_;
   util::UniqueFd sfd_;
+  const std::function<void()>& once_ended_;
+  bool ended_ = false;  // init said kControlEnded
   InitControl control_;
   Supervision core_;  // signals, --timeout, --grace, the terminal
   std::vector<util::UniqueFd> listeners_;  // as they arrive, in batches
@@ -202,6 +205,7 @@ void Supervisor::on_control() {
   if ((*msg)->tag == linuxjail::kControlScratch && (*msg)->fds.size() == 1) scratch_ = std::move((*msg)->fds.front());
   if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) core_.attach_pty(std::move((*msg)->fds.front()));
   if ((*msg)->stop_signal) core_.on_command_stop((*msg)->stop_signal);
+  if ((*msg)->ended) ended_ = true;
 }
 
 RunOutcome Supervisor::run() {
@@ -232,7 +236,7 @@ RunOutcome Supervisor::run() {
       while (::read(sfd_.get(), &si, sizeof si) == sizeof si) core_.on_signal(static_cast<int>(si.ssi_signo));
     }
     core_.tick();  // --timeout, --grace, `fg` of a running job
-    if (fds[0].revents & POLLIN) break;
+    if ((fds[0].revents & POLLIN) || ended_) break;
   }
   core_.finish();
   RunOutcome out;
@@ -252,6 +256,7 @@ RunOutcome Supervisor::run() {
     if ((*msg)->tag == linuxjail::kControlScratch && (*msg)->fds.size() == 1) scratch_ = std::move((*msg)->fds.front());
   }
 
+  if (once_ended_) once_ended_();
   rusage before{};
   ::getrusage(RUSAGE_CHILDREN, &before);
   auto code = jail_.reap();
@@ -315,7 +320,8 @@ void choose_streams(linuxjail::JailSpec& spec) {
   ::ioctl(tty, TIOCGWINSZ, &t.size);
 }
 
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs) {
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs,
+                      const std::function<void()>& once_ended) {
   auto launched = Jail::launch(spec, std::move(cgroup_procs));
   if (!launched) {
     const util::Error& e = launched.error();
@@ -326,7 +332,7 @@ RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, s
   if (!sfd.valid())
     return setup_failed(fmt::format("create a signalfd: {} ({})", std::strerror(errno), util::errno_name(errno)),
                         "report a bug");
-  Supervisor sup(spec, opts, std::move(*launched), std::move(sfd));
+  Supervisor sup(spec, opts, std::move(*launched), std::move(sfd), once_ended);
   return sup.run();
 }
 

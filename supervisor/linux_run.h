@@ -2,6 +2,8 @@
 // supervise it (signals, terminal, network filter, timeout) to the end.
 #pragma once
 
+#include <functional>
+
 #include "linuxjail/spec.h"
 #include "run.h"
 
@@ -18,7 +20,12 @@ void choose_streams(linuxjail::JailSpec& spec);
 
 // Launch the jail for `spec` and supervise it until it ends.
 // `cgroup_procs`: the run's cgroups' cgroup.procs files, which the jail's
-// init joins first (the caller keeps them open).
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs = {});
+// init joins first (the caller keeps them open). `once_ended`, when set,
+// is called once nothing of the jail runs any more, before its init is
+// reaped: as soon as init says so (kControlEnded), while the kernel still
+// ends init, or else after init is gone. Not called when the jail could
+// not be launched.
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs = {},
+                      const std::function<void()>& once_ended = {});
 
 }  // namespace pj::supervisor

@@ -118,6 +118,14 @@ inline constexpr char kControlFilterReady = 'R';
 // the supervisor keeps to measure what the run left in scratch (fstatfs).
 inline constexpr char kControlScratch = 'T';
 
+// The byte init sends when the command has ended and every other process
+// of the jail is gone, followed by a byte with the exit code init exits
+// with. Init has closed every other fd by then (the holds on placeholders
+// and the run's staging lock it shared with pi-jail since the clone): the
+// supervisor may tear down what does not need init gone while the kernel
+// ends init (its mount namespace's teardown takes a while).
+inline constexpr char kControlEnded = 'E';
+
 // Runs in the cloned child: builds the jail, becomes its init, starts the
 // command. Never returns. Async-signal-safe.
 [[noreturn]] void jail_main(const ChildPlan& plan);

@@ -115,6 +115,14 @@ int exit_code(int status) {
     timespec wait{left_ns / 1000000000L, left_ns % 1000000000L};
     ::sigtimedwait(&chld, nullptr, &wait);
   }
+  // Nothing of the jail runs any more: drop what init shared with pi-jail
+  // since the clone, then say so (kControlEnded).
+  const unsigned control = static_cast<unsigned>(p.control_fd);
+  if (control > 3) (void)sys::close_range(3, control - 1);
+  (void)sys::close_range(control + 1, ~0U);
+  const char ended[2] = {kControlEnded, static_cast<char>(code)};
+  ssize_t n = ::write(p.control_fd, ended, sizeof ended);
+  (void)n;
   ::_exit(code);
 }
 

@@ -46,6 +46,11 @@ inline int pidfd_send_signal(int pidfd, int sig) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0U));
 }
 
+// Close fds first..last.
+inline int close_range(unsigned first, unsigned last) {
+  return static_cast<int>(::syscall(SYS_close_range, first, last, 0U));
+}
+
 inline int close_range_cloexec(unsigned first) {
   return static_cast<int>(::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC));
 }

@@ -128,7 +128,7 @@ constexpr SyscallRow kCommandTable[] = {
 
 constexpr std::string_view kInitAllowlist[] = {
     "rt_sigtimedwait", "rt_sigprocmask", "rt_sigreturn", "wait4", "waitid", "kill",
-    "clock_gettime", "clock_nanosleep", "nanosleep", "restart_syscall", "close",
+    "clock_gettime", "clock_nanosleep", "nanosleep", "restart_syscall", "close", "close_range",
     "exit", "exit_group", "getpid", "write",
 #ifdef __SANITIZE_ADDRESS__
     // Sanitizer builds only (tests): what the ASan/UBSan runtime calls on
