@@ -1,10 +1,10 @@
 // The run's cgroups: where the host delegates a cgroup directory to the
 // user (an operator names it: `[limits] cgroup`), pi-jail makes one child
 // directory per run in it, writes the run's memory, CPU and process
-// limits there, and the jail's init joins it before it builds anything
-// (child_limits.cc join_cgroups). cgroup v2 and the v1 hierarchies
-// (memory, cpu, pids mounted apart) are both handled; a limit no
-// directory can enforce is refused before anything runs.
+// limits there, and the jail's init is moved into it before it forks
+// anything (launch.cc move_into_cgroups, child_limits.cc). cgroup v2 and
+// the v1 hierarchies (memory, cpu, pids mounted apart) are both handled;
+// a limit no directory can enforce is refused before anything runs.
 #pragma once
 
 #include <cstdint>

@@ -67,12 +67,13 @@ void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage) {
   pollfd pf{p.sync_fd, 0, 0};
   if (::poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLERR))) ::_exit(125);
 
-  join_cgroups(p);
+  close_cgroup_files(p);
   map_identity(p);
   limit_processes(p);
   build_filesystem(p);
   if (::sethostname(p.hostname, std::strlen(p.hostname)) != 0) fail(Stage::hostname, errno);
   bring_up_loopback();
+  await_cgroups(p);
   open_listeners(p);
   run_init(p);
 }

@@ -70,7 +70,7 @@ struct ChildPlan {
   const ChildListener* listeners;  // created by init, sent on control_fd
   size_t listener_count;
   std::uint64_t nproc;             // RLIMIT_NPROC inside the user namespace; 0: none
-  const int* cgroup_fds;           // cgroup.procs of each run cgroup, opened by the supervisor
+  const int* cgroup_fds;           // cgroup.procs of each run cgroup (the supervisor writes them; init closes them)
   size_t cgroup_fd_count;
 };
 
@@ -117,6 +117,11 @@ inline constexpr char kControlFilterReady = 'R';
 // The tag of the message carrying an O_PATH fd of the scratch tmpfs, which
 // the supervisor keeps to measure what the run left in scratch (fstatfs).
 inline constexpr char kControlScratch = 'T';
+// The message the supervisor sends once it moved init into the run's
+// cgroups (only when there are any): this tag, then the move's errno as
+// an int (0: moved). Init forks nothing before it.
+inline constexpr char kControlCgroups = 'C';
+inline constexpr size_t kControlCgroupsSize = 1 + sizeof(int);
 
 // The byte init sends when the command has ended and every other process
 // of the jail is gone, followed by a byte with the exit code init exits

@@ -17,8 +17,10 @@ void report(Stage stage, int err, int op);
 [[noreturn]] void fail(Stage stage, int err, int op = -1);
 void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage);
 
-// child_limits.cc: the run's cgroups, RLIMIT_NPROC.
-void join_cgroups(const ChildPlan& p);
+// child_limits.cc: the run's cgroups (the supervisor moves init into
+// them: launch.cc), RLIMIT_NPROC.
+void close_cgroup_files(const ChildPlan& p);
+void await_cgroups(const ChildPlan& p);
 void limit_processes(const ChildPlan& p);
 
 // child_ids.cc: the user namespace's uid and gid maps.

@@ -144,7 +144,32 @@ util::Result<Jail> Jail::launch(const JailSpec& spec, std::vector<int> cgroup_pr
   long pid = sys::clone_process(kNamespaces | CLONE_PIDFD | SIGCHLD, &pidfd);
   if (pid < 0) return Error::from_errno("create the jail's namespaces (clone)", errno);
   if (pid == 0) jail_main(storage.plan());
-  return Jail(static_cast<pid_t>(pid), UniqueFd(pidfd), std::move(ours), std::move(control_ours));
+  Jail jail(static_cast<pid_t>(pid), UniqueFd(pidfd), std::move(ours), std::move(control_ours));
+  // The pid names init: it is not reaped before the Jail is.
+  const ChildPlan& plan = storage.plan();
+  if (auto st = move_into_cgroups(jail.pid(), jail.control_fd(), {plan.cgroup_fds, plan.cgroup_fd_count}); !st)
+    return st.take_error();
+  return jail;
+}
+
+util::Status move_into_cgroups(pid_t pid, int control_fd, std::span<const int> cgroup_procs) {
+  if (cgroup_procs.empty()) return {};
+  const std::string text = std::to_string(pid);
+  int err = 0;
+  for (size_t i = 0; i < cgroup_procs.size() && err == 0; ++i) {
+    ssize_t n;
+    do n = ::write(cgroup_procs[i], text.data(), text.size());
+    while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(text.size())) err = n < 0 ? errno : EIO;
+  }
+  // A refusal goes to init, which reports it as Stage::join_cgroup (and an
+  // init that already failed has sent its own record): launch() still
+  // holds init's end of the socket, so this lands in its buffer.
+  char msg[kControlCgroupsSize] = {kControlCgroups};
+  std::memcpy(msg + 1, &err, sizeof err);
+  if (::send(control_fd, msg, sizeof msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof msg))
+    return Error::from_errno("tell the jail it was moved into the run's cgroups", errno);
+  return {};
 }
 
 Jail::Jail(Jail&& other) noexcept

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "linuxjail/spec.h"
@@ -20,8 +21,9 @@ public:
   // and cgroup namespaces. The caller must be single-threaded (checked):
   // the kernel refuses CLONE_NEWUSER from a multithreaded process.
   // Signals the supervisor wants to handle must already be blocked.
-  // `cgroup_procs`: open cgroup.procs files (the caller keeps them) that
-  // init joins first thing, before it builds anything or forks.
+  // `cgroup_procs`: open cgroup.procs files (the caller keeps them) into
+  // which init is moved right after clone, while it builds the jail; it
+  // forks nothing before the move is done.
   static util::Result<Jail> launch(const JailSpec& spec, std::vector<int> cgroup_procs = {});
 
   Jail(Jail&& other) noexcept;
@@ -68,5 +70,14 @@ private:
   util::UniqueFd control_;
   bool reaped_ = false;
 };
+
+// Move the jail's init (`pid`) into the run's cgroups: write its pid to
+// each open cgroup.procs file, then send init kControlCgroups and the
+// move's errno (0: moved) on `control_fd`. Init builds the jail meanwhile
+// and forks nothing before this message (child_limits.cc await_cgroups);
+// a refused move ends the jail there, reported as Stage::join_cgroup. An
+// error only when the message cannot be sent. Nothing to do, and nothing
+// sent, without cgroups.
+util::Status move_into_cgroups(pid_t pid, int control_fd, std::span<const int> cgroup_procs);
 
 }  // namespace pj::linuxjail

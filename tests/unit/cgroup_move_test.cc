@@ -1,0 +1,123 @@
+// The handshake that moves the jail's init into the run's cgroups: the
+// supervisor writes init's pid to each cgroup.procs and tells init how
+// that went; init waits for it before it forks anything. Pipes stand in
+// for cgroup.procs and a forked process for init (no privileges needed;
+// that the kernel honours the move is tests/containment/limits_test.cc).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "linuxjail/child.h"
+#include "linuxjail/child_stages.h"
+#include "linuxjail/launch.h"
+
+using namespace pj::linuxjail;
+
+namespace {
+
+struct SocketPair {
+  int ours = -1, theirs = -1;
+  SocketPair() {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    ours = sv[0];
+    theirs = sv[1];
+  }
+  ~SocketPair() {
+    ::close(ours);
+    ::close(theirs);
+  }
+};
+
+std::string drain(int fd) {
+  char buf[64];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Init's side in a forked process: close_cgroup_files then await_cgroups,
+// then exit 0 (what comes next in jail_main). The exit status.
+int init_side(int control_fd, std::vector<int> procs) {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ChildPlan plan{};
+    plan.control_fd = control_fd;
+    plan.sync_fd = -1;
+    plan.cgroup_fds = procs.data();
+    plan.cgroup_fd_count = procs.size();
+    in_child::close_cgroup_files(plan);
+    // Closed: init keeps no way to move anything itself.
+    for (int fd : procs)
+      if (::fcntl(fd, F_GETFD) != -1) ::_exit(3);
+    in_child::await_cgroups(plan);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("the supervisor writes init's pid to every cgroup.procs, then tells init it was moved") {
+  int a[2], b[2];
+  REQUIRE(::pipe(a) == 0);
+  REQUIRE(::pipe(b) == 0);
+  SocketPair control;
+  const int procs[] = {a[1], b[1]};
+  REQUIRE(move_into_cgroups(4242, control.ours, procs).ok());
+  CHECK(drain(a[0]) == "4242");
+  CHECK(drain(b[0]) == "4242");
+  char msg[kControlCgroupsSize + 1] = {};
+  REQUIRE(::recv(control.theirs, msg, sizeof msg, MSG_DONTWAIT) == static_cast<ssize_t>(kControlCgroupsSize));
+  CHECK(msg[0] == kControlCgroups);
+  int err = -1;
+  std::memcpy(&err, msg + 1, sizeof err);
+  CHECK(err == 0);
+  // Init, told so, goes on.
+  REQUIRE(::send(control.ours, msg, kControlCgroupsSize, 0) == static_cast<ssize_t>(kControlCgroupsSize));
+  CHECK(init_side(control.theirs, {::dup(a[1])}) == 0);
+  for (int fd : {a[0], a[1], b[0], b[1]}) ::close(fd);
+}
+
+TEST_CASE("a move the kernel refuses reaches init as its errno: init stops there (125) and forks nothing") {
+  int ro = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // write(2) refuses: EBADF
+  REQUIRE(ro >= 0);
+  SocketPair control;
+  const int procs[] = {ro};
+  REQUIRE(move_into_cgroups(4242, control.ours, procs).ok());
+  char msg[kControlCgroupsSize] = {};
+  REQUIRE(::recv(control.theirs, msg, sizeof msg, MSG_PEEK) == static_cast<ssize_t>(sizeof msg));
+  int err = 0;
+  std::memcpy(&err, msg + 1, sizeof err);
+  CHECK(err == EBADF);
+  CHECK(init_side(control.theirs, {::dup(ro)}) == 125);
+  ::close(ro);
+}
+
+TEST_CASE("init with cgroups to join stops (125) when the supervisor is gone before saying it moved it") {
+  SocketPair control;
+  ::shutdown(control.ours, SHUT_WR);
+  int fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(init_side(control.theirs, {fd}) == 125);
+  ::close(fd);
+}
+
+TEST_CASE("without cgroups nothing is written or sent, and init does not wait") {
+  SocketPair control;
+  REQUIRE(move_into_cgroups(4242, control.ours, {}).ok());
+  char c;
+  CHECK(::recv(control.theirs, &c, 1, MSG_DONTWAIT) == -1);
+  CHECK(errno == EAGAIN);
+  CHECK(init_side(control.theirs, {}) == 0);
+}
