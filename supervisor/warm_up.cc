@@ -66,11 +66,48 @@ private:
   UniqueFd log_;
 };
 
+// The second part of a warm-up (node --input-type=module -e, with the
+// program's script as its argument): import every module beside the
+// script, and in the directories one level below it, that `--version`
+// did not load (a turn loads its provider and tool modules lazily):
+// .js and .mjs files, not through a symlink, not in node_modules, not a
+// script with a #! line (a program, which would run), at most 400 of
+// them; each given 2 s to load (a module that fails or waits is passed
+// over); then the cache is written. Only the installation's own code
+// runs, in the same jail as --version.
+constexpr const char* kImportModules = R"js(
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { flushCompileCache } from "node:module";
+const files = [];
+const walk = (dir, depth) => {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory() && depth < 1 && e.name !== "node_modules") walk(p, depth + 1);
+    else if (e.isFile() && /\.m?js$/.test(e.name) && files.length < 400) files.push(p);
+  }
+};
+walk(dirname(process.argv[process.argv.length - 1]), 0);
+for (const f of files.sort()) {
+  if (readFileSync(f, { encoding: "latin1" }).startsWith("#!")) continue;
+  let timer;
+  try {
+    await Promise.race([import(pathToFileURL(f).href), new Promise((r) => { timer = setTimeout(r, 2000); })]);
+  } catch {}
+  clearTimeout(timer);
+}
+flushCompileCache();
+process.exit(0);
+)js";
+
 // A jail that sees the system's read-only paths (libraries), the
 // program's installation read-only and `dir` writable: no workspace, no
 // agent dir, no grant of the policy, no network (not even the filter), no
 // variable of the caller. It runs `PROGRAM --version`, which loads the
-// program; Node writes the compile cache into `dir` as it exits.
+// program; Node writes the compile cache into `dir` as it exits. Then,
+// in a jail of the same plan, the program's other modules
+// (kImportModules): what that adds is kept, and its failure only noted.
 cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& session, const std::string& dir,
                           int* interrupted) {
   using cc::Warmed;
@@ -88,31 +125,56 @@ cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& 
   // The interpreter the session's #! line finds (on the caller's PATH for
   // #!/usr/bin/env node), run directly: the warm-up has no PATH of the caller's.
   w.exec_path = prepared.program.interpreter;
-  w.argv = {prepared.program.interpreter, session.exec_path, "--version"};
   w.network_filter = false;
   w.seccomp = session.seccomp;
   w.landlock_abi = session.landlock_abi;
   w.landlock_use = session.landlock_use;
   w.scratch = policy::MemorySize{64ULL << 20, policy::MemorySize::Unit::bytes};
 
-  auto facts = view::probe_paths(linuxjail::paths_to_probe(w));
-  auto spec = linuxjail::plan(w, facts);
-  if (!spec) return {Warmed::not_now, "plan the warm-up jail: " + spec.error().message()};
-  for (const auto& op : spec->mounts)
-    if (op.placeholder || op.held)
-      return {Warmed::not_now, fmt::format("the warm-up jail would need a placeholder at {}", op.dest)};
-
   RunOptions opts;
   opts.timeout = std::chrono::seconds(30);  // a guard: --version takes well under a second
   opts.grace = std::chrono::milliseconds(500);
-  StdioAside aside;
-  RunOutcome ended = run_jailed(*spec, opts);
-  aside.restore();
+  // The warm-up jail running `argv`, its stdio aside; `tail` gets the end
+  // of its stderr.
+  auto run_warm_up_jail = [&](std::vector<std::string> argv, std::string& tail) -> util::Result<RunOutcome> {
+    w.argv = std::move(argv);
+    auto facts = view::probe_paths(linuxjail::paths_to_probe(w));
+    auto spec = linuxjail::plan(w, facts);
+    if (!spec) return Error::invalid("plan the warm-up jail: " + spec.error().message());
+    for (const auto& op : spec->mounts)
+      if (op.placeholder || op.held)
+        return Error::invalid(fmt::format("the warm-up jail would need a placeholder at {}", op.dest));
+    StdioAside aside;
+    RunOutcome ended = run_jailed(*spec, opts);
+    aside.restore();
+    tail = aside.tail();
+    return ended;
+  };
+
   using Ending = RunOutcome::Ending;
-  if (ended.ending == Ending::exited && ended.exit_code == 0) return {Warmed::made, ""};
-  std::string why = fmt::format("`{} --version` in the warm-up jail ended with status {}{}{}", w.argv[1],
+  std::string tail;
+  auto version = run_warm_up_jail({prepared.program.interpreter, session.exec_path, "--version"}, tail);
+  if (!version) return {Warmed::not_now, version.error().message()};
+  const RunOutcome& ended = *version;
+  if (ended.ending == Ending::exited && ended.exit_code == 0) {
+    std::string modules_tail;
+    auto modules = run_warm_up_jail({prepared.program.interpreter, "--input-type=module", "-e", kImportModules, "--",
+                                     session.exec_path},
+                                    modules_tail);
+    if (modules && modules->stopped_by) {
+      *interrupted = modules->stopped_by;
+      return {Warmed::not_now, "the warm-up was interrupted"};
+    }
+    if (!modules) util::debug("compile cache: the program's other modules: {}", modules.error().message());
+    else if (modules->ending != Ending::exited || modules->exit_code != 0)
+      util::debug("compile cache: importing the program's other modules ended with status {}{}; kept what "
+                  "`--version` made",
+                  modules->exit_code, util::printable("; its stderr: " + modules_tail));
+    return {Warmed::made, ""};
+  }
+  std::string why = fmt::format("`{} --version` in the warm-up jail ended with status {}{}{}", session.exec_path,
                                 ended.exit_code, ended.failure.empty() ? "" : ": " + ended.failure,
-                                util::printable("; its stderr: " + aside.tail()));
+                                util::printable("; its stderr: " + tail));
   if (ended.stopped_by) {
     // The user's Ctrl-C (or a TERM) reached the warm-up's supervisor,
     // which passed it on: it is meant for the whole run.

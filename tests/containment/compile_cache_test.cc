@@ -23,7 +23,11 @@ struct Install {
   std::string prefix, node, script, package_json;
 };
 
-Install make_install(const Sandbox& sb, const std::string& name = "inst") {
+// How the stand-in answers the warm-up's second part (node
+// --input-type=module -e SCRIPT -- PROGRAM: import the program's modules).
+enum class Modules { imported, fail };
+
+Install make_install(const Sandbox& sb, const std::string& name = "inst", Modules modules = Modules::imported) {
   Install in;
   in.prefix = sb.base + "/" + name;
   in.node = in.prefix + "/bin/node";
@@ -35,6 +39,12 @@ Install make_install(const Sandbox& sb, const std::string& name = "inst") {
              "#!/bin/sh\n"
              "script=\"$1\"; shift\n"
              "c=\"$NODE_COMPILE_CACHE\"\n"
+             "if [ \"$script\" = --input-type=module ] && [ \"$1\" = -e ] && [ \"$3\" = -- ]; then\n" +
+                 std::string(modules == Modules::fail ? "  exit 7\n" : "") +
+                 "  echo \"modules of $4\" > \"$c/v1/modules\"\n"
+                 "  if ls " + sb.ws + " >/dev/null 2>&1; then echo ws-visible; else echo ws-hidden; fi >> \"$c/v1/modules\"\n"
+                 "  exit 0\n"
+                 "fi\n"
              "if [ \"$1\" = --version ]; then\n"
              "  mkdir -p \"$c/v1\" || exit 3\n"
              "  echo \"warmed $$-$(date +%s%N)\" > \"$c/v1/entry\"\n"
@@ -97,6 +107,9 @@ TEST_CASE("compile cache: made once by a warm-up jail that saw only the installa
   CHECK(entry.starts_with("warmed "));
   // The warm-up: no workspace, no home, none of the caller's variables.
   CHECK(read_file(dir + "/v1/ws") == "ws-hidden\nhome-hidden\n");
+  // Its second part imported the program's other modules, in the same
+  // kind of jail.
+  CHECK(read_file(dir + "/v1/modules") == "modules of " + fs::canonical(in.script).string() + "\nws-hidden\n");
   const std::string env = read_file(dir + "/v1/env");
   CHECK(env.find("canary-in-env") == std::string::npos);
   CHECK(env.find("HTTP_PROXY") == std::string::npos);
@@ -268,4 +281,19 @@ TEST_CASE("compile cache: Ctrl-C during the warm-up stops the whole run; nothing
     CAPTURE(e.path().string());
     CHECK(e.path().filename() == ".lock");  // no cache, no .failed mark, no leftovers
   }
+}
+
+TEST_CASE("compile cache: when importing the program's other modules fails, what --version made is still used") {
+  Sandbox sb;
+  Install in = make_install(sb, "inst", Modules::fail);
+  auto first = session(sb, in);
+  CAPTURE(first.err);
+  REQUIRE(first.status == 0);
+  const std::string dir = given(first);
+  REQUIRE_FALSE(dir.empty());
+  CHECK(first.out.find("warmed ") != std::string::npos);
+  CHECK_FALSE(exists(dir + "/v1/modules"));
+  CHECK(first.err.find("warning") == std::string::npos);
+  auto second = session(sb, in);
+  CHECK(given(second) == dir);
 }
