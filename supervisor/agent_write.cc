@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <random>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "agent_state.h"
+#include "util/random.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor::agent {
@@ -99,9 +99,8 @@ private:
 class TempFile {
 public:
   static Result<TempFile> create(int dirfd, std::string_view base) {
-    std::random_device random;
     for (int attempt = 0; attempt < 8; ++attempt) {
-      std::string name = fmt::format("{}.{:08x}{:08x}.tmp", base, random(), random());
+      std::string name = fmt::format("{}.{:016x}.tmp", base, util::random_u64());
       int fd = ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
       if (fd >= 0) return TempFile(dirfd, std::move(name), util::UniqueFd(fd));
       if (errno != EEXIST) return Error::from_errno(fmt::format("create {}", name), errno);

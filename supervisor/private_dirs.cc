@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
-#include <random>
 
 #include <fmt/format.h>
 
 #include "agent_state.h"
 #include "util/log.h"
 #include "util/paths.h"
+#include "util/random.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor {
@@ -72,8 +72,7 @@ void remove_tree(int dir, const char* name, int depth = 0) {
 }
 
 std::string random_id() {
-  std::random_device rd;
-  return fmt::format("{}-{:08x}{:08x}", ::getpid(), rd(), rd());
+  return fmt::format("{}-{:016x}", ::getpid(), util::random_u64());
 }
 
 // Each run's staging is `<runs>/<id>`, owned through the lock file

@@ -97,7 +97,7 @@ void apply_landlock(const ChildPlan& p) {
   if (::cap_set_proc(p.empty_caps) != 0) fail(Stage::capabilities, errno);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::no_new_privs, errno);
   apply_landlock(p);
-  // Last: from here on the table in syscall_filter.cc rules every call.
+  // Last: from here on the table in syscall_table.cc rules every call.
   if (p.command_filter_enforced &&
       ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.command_filter) != 0)
     fail(Stage::seccomp, errno);

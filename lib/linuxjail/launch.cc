@@ -125,10 +125,10 @@ util::Result<Jail> Jail::launch(const JailSpec& spec, std::vector<int> cgroup_pr
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return Error::from_errno("create the sync socket", errno);
   UniqueFd ours(sv[0]), theirs(sv[1]);
-  auto command_filter = compile_command_filter(spec.seccomp);
-  if (!command_filter) return std::move(command_filter.take_error()).context("compile the syscall filter");
-  auto init_filter = compile_init_filter();
-  if (!init_filter) return std::move(init_filter.take_error()).context("compile the init's syscall filter");
+  auto command_filter = command_filter_program(spec.seccomp);
+  if (!command_filter) return std::move(command_filter.take_error()).context("prepare the syscall filter");
+  auto init_filter = init_filter_program();
+  if (!init_filter) return std::move(init_filter.take_error()).context("prepare the init's syscall filter");
   int cv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) != 0)
     return Error::from_errno("create the control socket", errno);

@@ -1,11 +1,12 @@
 // The syscall filters: one table of denied calls, each row with its
-// reason, compiled with libseccomp to classic BPF in the supervisor
-// (before clone: compiling allocates) and loaded by the jail with a
-// single seccomp(2) call.
+// reason, compiled with libseccomp to classic BPF -- at build time, by
+// pj-filter-gen (filter_gen.cc), for every combination of the switches
+// below -- and loaded by the jail with a single seccomp(2) call.
 #pragma once
 
 #include <linux/filter.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -32,6 +33,22 @@ struct SeccompOptions {
   NestedUserns nested_userns = NestedUserns::denied;
   FilterUse use = FilterUse::enforced;
 };
+
+// The switches that change the command's program (`use` only decides
+// whether it is loaded), numbered: the build embeds one program per
+// variant, and variant_options() lists them all. A new switch that
+// changes the program must be added to both.
+inline constexpr std::size_t kFilterVariants = 4;
+constexpr std::size_t filter_variant(const SeccompOptions& o) {
+  return (o.debugging == Debugging::allowed ? 1U : 0U) |
+         (o.nested_userns == NestedUserns::unsafe_allowed ? 2U : 0U);
+}
+constexpr SeccompOptions variant_options(std::size_t variant) {
+  SeccompOptions o;
+  o.debugging = (variant & 1U) ? Debugging::allowed : Debugging::denied;
+  o.nested_userns = (variant & 2U) ? NestedUserns::unsafe_allowed : NestedUserns::denied;
+  return o;
+}
 
 // When a row applies to a call.
 struct ArgTest {
@@ -68,9 +85,20 @@ std::span<const std::string_view> init_allowlist();
 
 using BpfProgram = std::vector<sock_filter>;
 
+// The programs the jail loads (before clone: this allocates). Where the
+// build ran pj-filter-gen (filter_programs.cc) they are copied from the
+// binary and libseccomp is not linked; otherwise (filter_runtime.cc) the
+// compiler below makes them at every start.
+util::Result<BpfProgram> command_filter_program(const SeccompOptions& opts);
+util::Result<BpfProgram> init_filter_program();
+enum class FilterSource { built_in, compiled_at_run_time };
+FilterSource filter_source();
+
+// The compiler (syscall_filter.cc, libseccomp): the generator, the
+// unit tests and the run-time fallback use it.
 util::Result<BpfProgram> compile_command_filter(const SeccompOptions& opts);
 util::Result<BpfProgram> compile_init_filter();
-// libseccomp's pseudo-code for the command filter (golden tests, explain).
+// libseccomp's pseudo-code for the command filter (golden tests).
 util::Result<std::string> command_filter_pfc(const SeccompOptions& opts);
 
 }  // namespace pj::linuxjail

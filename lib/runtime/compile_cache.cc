@@ -10,11 +10,11 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
-#include <random>
 
 #include <fmt/format.h>
 
 #include "util/paths.h"
+#include "util/random.h"
 #include "util/unique_fd.h"
 #include "util/untrusted.h"
 
@@ -231,8 +231,7 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
   // Under the lock no warm-up is running: anything half made is a killed one's.
   for (const auto& n : names_in(top->get()))
     if (n.starts_with(kWarmPrefix)) remove_tree(top->get(), n.c_str());
-  std::random_device rd;
-  const std::string tmp = fmt::format("{}{}-{:08x}{:08x}", kWarmPrefix, ::getpid(), rd(), rd());
+  const std::string tmp = fmt::format("{}{}-{:016x}", kWarmPrefix, ::getpid(), util::random_u64());
   auto scratch = own_dir_at(top->get(), tmp, root_real + "/" + tmp, true);
   if (!scratch) return scratch.take_error();
   WarmUpOutcome warmed = warm_up(root_real + "/" + tmp);

@@ -76,6 +76,33 @@ TEST_CASE("denied system calls fail with the table's errno inside a real jail") 
   CHECK(trim(sb.probe({"syscall", nr("personality"), "0"}).out) == "ok");
 }
 
+TEST_CASE("an operator's hardening switches load the filter that lifts their rows, and only theirs") {
+  // pi-jail carries one built-in program per combination of the switches:
+  // each combination must get its own.
+  Sandbox sb;
+  struct Variant {
+    const char* hardening;
+    const char* ptrace;   // ptrace(PTRACE_TRACEME)
+    const char* userns;   // unshare(CLONE_NEWUSER)
+  } variants[] = {
+      {"", "EPERM", "EPERM"},
+      {"unsafe_allow_ptrace = true\n", "ok", "EPERM"},
+      {"unsafe_nested_user_namespaces = true\n", "EPERM", "ok"},
+      {"unsafe_allow_ptrace = true\nunsafe_nested_user_namespaces = true\n", "ok", "ok"},
+  };
+  for (const auto& v : variants) {
+    CAPTURE(v.hardening);
+    const std::string config = sb.outside + "/operator.toml";
+    write_file(config, std::string("[hardening]\n") + v.hardening);
+    const std::vector<std::string> cfg{"--config", config};
+    CHECK(trim(sb.probe({"syscall", nr("ptrace"), num(PTRACE_TRACEME)}, cfg).out) == v.ptrace);
+    CHECK(trim(sb.probe({"syscall", nr("unshare"), num(CLONE_NEWUSER)}, cfg).out) == v.userns);
+    // The rows no switch lifts hold in every variant.
+    CHECK(trim(sb.probe({"syscall", nr("unshare"), num(CLONE_NEWNET)}, cfg).out) == "EPERM");
+    CHECK(trim(sb.probe({"syscall", nr("socket"), num(AF_VSOCK), num(SOCK_STREAM), "0"}, cfg).out) == "EAFNOSUPPORT");
+  }
+}
+
 TEST_CASE("the i386 and x32 entry points kill the process") {
   Sandbox sb;
   auto i386 = sb.probe({"int80"});

@@ -1,5 +1,7 @@
-// The seccomp tables, compiled and exported exactly as the jail loads
-// them, then evaluated against fake system calls: every row of the table.
+// The seccomp tables, as the jail loads them (built into pi-jail at build
+// time, see filter_gen.cc), evaluated against fake system calls: every
+// row of the table. The built-in programs are checked byte for byte
+// against libseccomp's output, so the table stays the one source.
 #include <doctest/doctest.h>
 #include <linux/audit.h>
 #include <sched.h>
@@ -8,9 +10,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 #include <csignal>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "bpf_eval.h"
@@ -49,7 +53,7 @@ const BpfProgram& command_filter(const SeccompOptions& opts = {}) {
   static std::map<std::pair<int, int>, BpfProgram> cache;
   auto key = std::make_pair(static_cast<int>(opts.debugging), static_cast<int>(opts.nested_userns));
   if (!cache.count(key)) {
-    auto prog = compile_command_filter(opts);
+    auto prog = command_filter_program(opts);
     REQUIRE_MESSAGE(prog.ok(), prog.error().message());
     cache[key] = *prog;
   }
@@ -157,7 +161,7 @@ TEST_CASE("operator switches lift exactly their rows") {
 }
 
 TEST_CASE("the jail's init may only wait, signal and exit") {
-  auto prog = compile_init_filter();
+  auto prog = init_filter_program();
   REQUIRE(prog.ok());
   for (auto name : init_allowlist()) {
     CAPTURE(name);
@@ -167,6 +171,45 @@ TEST_CASE("the jail's init may only wait, signal and exit") {
     CAPTURE(name);
     CHECK(bpf_run(*prog, call(name)) == kKill);
   }
+}
+
+TEST_CASE("every combination of the switches has its own variant") {
+  std::set<std::size_t> seen;
+  for (auto debugging : {Debugging::denied, Debugging::allowed})
+    for (auto userns : {NestedUserns::denied, NestedUserns::unsafe_allowed})
+      for (auto use : {FilterUse::enforced, FilterUse::unsafe_test_disabled}) {
+        SeccompOptions o;
+        o.debugging = debugging;
+        o.nested_userns = userns;
+        o.use = use;
+        const std::size_t v = filter_variant(o);
+        REQUIRE(v < kFilterVariants);
+        CHECK(variant_options(v).debugging == debugging);
+        CHECK(variant_options(v).nested_userns == userns);
+        if (use == FilterUse::enforced) seen.insert(v);
+      }
+  CHECK(seen.size() == kFilterVariants);
+}
+
+TEST_CASE("the programs built into pi-jail are libseccomp's output for the table, byte for byte") {
+  if (filter_source() == FilterSource::compiled_at_run_time)
+    MESSAGE("this build compiles the filters at run time (no built-in programs)");
+  auto same = [](const BpfProgram& a, const BpfProgram& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(sock_filter)) == 0;
+  };
+  for (std::size_t v = 0; v < kFilterVariants; ++v) {
+    CAPTURE(v);
+    auto loaded = command_filter_program(variant_options(v));
+    auto compiled = compile_command_filter(variant_options(v));
+    REQUIRE(loaded.ok());
+    REQUIRE(compiled.ok());
+    CHECK(same(*loaded, *compiled));
+  }
+  auto loaded = init_filter_program();
+  auto compiled = compile_init_filter();
+  REQUIRE(loaded.ok());
+  REQUIRE(compiled.ok());
+  CHECK(same(*loaded, *compiled));
 }
 
 TEST_CASE("the command filter's pseudo-code matches the golden dump") {
