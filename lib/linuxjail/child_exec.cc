@@ -91,9 +91,18 @@ void apply_landlock(const ChildPlan& p) {
                                 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
                                 SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
   if (::cap_set_secbits(kSecbits) != 0) fail(Stage::securebits, errno);
-  for (cap_value_t c = 0; c < 64; ++c)
-    if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) fail(Stage::capabilities, errno);
-  if (::cap_reset_ambient() != 0) fail(Stage::capabilities, errno);
+  // The kernel's capabilities are numbered 0..CAP_LAST_CAP without a gap,
+  // and PR_CAPBSET_DROP fails with EINVAL exactly past the last
+  // (security/commoncap.c cap_valid()): drop until then. Any other error
+  // fails the run.
+  for (cap_value_t c = 0;; ++c) {
+    if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) == 0) continue;
+    if (errno != EINVAL || c == 0) fail(Stage::capabilities, errno);
+    break;
+  }
+  // One call, not libcap's cap_reset_ambient() (which asks about each
+  // capability first).
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) fail(Stage::capabilities, errno);
   if (::cap_set_proc(p.empty_caps) != 0) fail(Stage::capabilities, errno);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::no_new_privs, errno);
   apply_landlock(p);
