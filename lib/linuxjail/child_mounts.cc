@@ -169,29 +169,40 @@ int make_mountpoint(int root, ParentDir& parent, const char* path, Node node) {
   return make_last(dir, last, node);
 }
 
+// What every step of build_filesystem() uses.
+struct Builder {
+  const ChildPlan& p;
+  int root;     // O_PATH fd of the new root
+  int ruleset;  // the command's Landlock ruleset, or -1
+  ParentDir parent;
+};
+
 // Attach detached mount `tree`, whose root is the inode `want`, at
 // `dest` and check that the object now found at `dest` is that inode.
-void attach(int root, ParentDir& parent, int tree, const struct stat& want, const ChildMount& m, int op) {
-  int dest = make_mountpoint(root, parent, m.dest, m.node);
+void attach(Builder& b, int tree, const struct stat& want, const ChildMount& m, int op) {
+  int dest = make_mountpoint(b.root, b.parent, m.dest, m.node);
   if (dest < 0) fail(Stage::mountpoint, -dest, op);
   if (::move_mount(tree, "", dest, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     fail(Stage::mount, errno, op);
   ::close(dest);
-  parent.covered(m.dest);
+  b.parent.covered(m.dest);
   struct stat got;
-  int now = open_in_root(root, m.dest, O_PATH);
+  int now = open_in_root(b.root, m.dest, O_PATH);
   if (now < 0) fail(Stage::mount_verify, errno, op);
   if (::fstat(now, &got) != 0) fail(Stage::mount_verify, errno, op);
   if (want.st_dev != got.st_dev || want.st_ino != got.st_ino) fail(Stage::mount_verify, EXDEV, op);
+  // The verified fd is the object the finished view shows at m.dest (the
+  // plan gives a rule to a mount only then: launch.cc).
+  if (b.ruleset >= 0 && m.landlock_rule >= 0) landlock_allow(b.p, b.ruleset, now, static_cast<size_t>(m.landlock_rule));
   ::close(now);
   ::close(tree);
 }
 
 // attach() for a tree whose root has not been looked at yet.
-void attach_new(int root, ParentDir& parent, int tree, const ChildMount& m, int op) {
+void attach_new(Builder& b, int tree, const ChildMount& m, int op) {
   struct stat want;
   if (::fstat(tree, &want) != 0) fail(Stage::mount_verify, errno, op);
-  attach(root, parent, tree, want, m, op);
+  attach(b, tree, want, m, op);
 }
 
 // fsconfig each "key=value" of a comma-separated option string.
@@ -232,7 +243,7 @@ void set_attrs(int tree, unsigned attrs, unsigned flags, Stage stage, int op) {
   if (::mount_setattr(tree, "", AT_EMPTY_PATH | flags, &attr, sizeof attr) != 0) fail(stage, errno, op);
 }
 
-void do_bind(int root, ParentDir& parent, const ChildMount& m, int op) {
+void do_bind(Builder& b, const ChildMount& m, int op) {
   int tree = ::open_tree(AT_FDCWD, m.source,
                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
   if (tree < 0) fail(Stage::mount_source, errno, op);
@@ -242,21 +253,21 @@ void do_bind(int root, ParentDir& parent, const ChildMount& m, int op) {
   // Only ever *set* flags: flags the kernel locked on the source (ro,
   // nosuid, nodev, noexec from a more privileged namespace) stay.
   set_attrs(tree, m.attrs, AT_RECURSIVE, Stage::mount, op);
-  attach(root, parent, tree, st, m, op);  // mount_setattr keeps the root inode
+  attach(b, tree, st, m, op);  // mount_setattr keeps the root inode
 }
 
-void do_new_fs(int root, ParentDir& parent, const char* fstype, const ChildMount& m, int op) {
+void do_new_fs(Builder& b, const char* fstype, const ChildMount& m, int op) {
   int tree = new_fs(fstype, m.options, m.attrs);
   if (tree < 0) fail(Stage::mount, -tree, op);
-  attach_new(root, parent, tree, m, op);
+  attach_new(b, tree, m, op);
 }
 
-void do_mask(int root, ParentDir& parent, const ChildMount& m, int op) {
+void do_mask(Builder& b, const ChildMount& m, int op) {
   const unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
   if (m.node == Node::directory) {
     int tree = new_fs("tmpfs", "size=4k,mode=0555", ro);
     if (tree < 0) fail(Stage::mount, -tree, op);
-    attach_new(root, parent, tree, m, op);
+    attach_new(b, tree, m, op);
     return;
   }
   // An empty regular file: made on a private tmpfs, then bound alone.
@@ -271,17 +282,17 @@ void do_mask(int root, ParentDir& parent, const ChildMount& m, int op) {
   if (tree < 0) fail(Stage::mount, errno, op);
   ::close(scratch);
   set_attrs(tree, ro, 0, Stage::mount, op);
-  attach_new(root, parent, tree, m, op);
+  attach_new(b, tree, m, op);
 }
 
 // The link is made in its parent directory (made when missing, reached
 // without following a symlink); the next links in the same directory
 // reuse it (/bin, /lib, ... in the root; /dev/fd, /dev/stdin, ...).
-void do_symlink(int root, ParentDir& parent, const ChildMount& m, int op) {
+void do_symlink(Builder& b, const ChildMount& m, int op) {
   const size_t len = std::strlen(m.dest);
   if (len == 0 || m.dest[0] != '/' || m.dest[len - 1] == '/') fail(Stage::mountpoint, EINVAL, op);
   char name[NAME_MAX + 1];
-  int dir = open_parent(root, parent, m.dest, name);
+  int dir = open_parent(b.root, b.parent, m.dest, name);
   if (dir < 0) fail(Stage::mountpoint, -dir, op);
   if (::symlinkat(m.source, dir, name) != 0) fail(Stage::mountpoint, errno, op);
 }
@@ -299,13 +310,13 @@ struct Scratch {
   int stage = -1;  // O_PATH fd of the staged tmpfs root; -1 until first used
 };
 
-void do_scratch(int root, ParentDir& parent, Scratch& s, const char* fs_options, const ChildMount& m, int op) {
+void do_scratch(Builder& b, Scratch& s, const char* fs_options, const ChildMount& m, int op) {
   if (s.stage < 0) {
     int tree = new_fs("tmpfs", fs_options, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
     if (tree < 0) fail(Stage::mount, -tree, op);
     const ChildMount staged{MountKind::tmpfs, kScratchStage, "", fs_options, 0, Node::directory, false, 0, 0};
-    attach_new(root, parent, tree, staged, op);
-    s.stage = open_in_root(root, kScratchStage, O_PATH | O_DIRECTORY);
+    attach_new(b, tree, staged, op);
+    s.stage = open_in_root(b.root, kScratchStage, O_PATH | O_DIRECTORY);
     if (s.stage < 0) fail(Stage::mount, errno, op);
   }
   // mkdirat's mode is masked by the umask: set it explicitly (1777, or
@@ -321,7 +332,7 @@ void do_scratch(int root, ParentDir& parent, Scratch& s, const char* fs_options,
   int tree = ::open_tree(s.stage, m.source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
   if (tree < 0) fail(Stage::mount, errno, op);
   set_attrs(tree, m.attrs, 0, Stage::mount, op);
-  attach_new(root, parent, tree, m, op);
+  attach_new(b, tree, m, op);
 }
 
 // Detach the staged scratch tmpfs (its places stay) and remove its
@@ -337,8 +348,8 @@ void end_scratch(const ChildPlan& p, Scratch& s) {
 
 // Make the mount at m.dest read-only: directly when it is a mount root,
 // else by binding it onto itself first.
-void do_seal(int root, ParentDir& parent, const ChildMount& m, int op) {
-  int fd = open_in_root(root, m.dest, O_PATH);
+void do_seal(Builder& b, const ChildMount& m, int op) {
+  int fd = open_in_root(b.root, m.dest, O_PATH);
   if (fd < 0) {
     if (m.optional && errno == ENOENT) return;
     fail(Stage::seal, errno, op);
@@ -355,7 +366,7 @@ void do_seal(int root, ParentDir& parent, const ChildMount& m, int op) {
   set_attrs(tree, MOUNT_ATTR_RDONLY, 0, Stage::seal, op);
   if (::move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     fail(Stage::seal, errno, op);
-  parent.covered(m.dest);
+  b.parent.covered(m.dest);
   ::close(tree);
   ::close(fd);
 }
@@ -365,7 +376,7 @@ void do_seal(int root, ParentDir& parent, const ChildMount& m, int op) {
 // The recipe for the filesystem view: an empty tmpfs becomes the root,
 // the host's root is kept at /oldroot only while binds are taken from it,
 // then detached; / ends read-only.
-void build_filesystem(const ChildPlan& p) {
+void build_filesystem(const ChildPlan& p, int ruleset) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail(Stage::private_mounts, errno);
 
   int newroot = new_fs("tmpfs", "size=4m,mode=0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
@@ -386,22 +397,22 @@ void build_filesystem(const ChildPlan& p) {
   if (root < 0) fail(Stage::pivot_root, errno);
 
   Scratch scratch;
-  ParentDir parent;
+  Builder b{p, root, ruleset, {}};
   for (size_t i = 0; i < p.mount_count; ++i) {
     const ChildMount& m = p.mounts[i];
     const int op = static_cast<int>(i);
     switch (m.kind) {
-      case MountKind::bind: do_bind(root, parent, m, op); break;
-      case MountKind::tmpfs: do_new_fs(root, parent, "tmpfs", m, op); break;
-      case MountKind::scratch: do_scratch(root, parent, scratch, p.scratch_fs, m, op); break;
-      case MountKind::proc: do_new_fs(root, parent, "proc", m, op); break;
-      case MountKind::devpts: do_new_fs(root, parent, "devpts", m, op); break;
-      case MountKind::mask: do_mask(root, parent, m, op); break;
-      case MountKind::symlink: do_symlink(root, parent, m, op); break;
-      case MountKind::seal: do_seal(root, parent, m, op); break;
+      case MountKind::bind: do_bind(b, m, op); break;
+      case MountKind::tmpfs: do_new_fs(b, "tmpfs", m, op); break;
+      case MountKind::scratch: do_scratch(b, scratch, p.scratch_fs, m, op); break;
+      case MountKind::proc: do_new_fs(b, "proc", m, op); break;
+      case MountKind::devpts: do_new_fs(b, "devpts", m, op); break;
+      case MountKind::mask: do_mask(b, m, op); break;
+      case MountKind::symlink: do_symlink(b, m, op); break;
+      case MountKind::seal: do_seal(b, m, op); break;
     }
   }
-  parent.drop();
+  b.parent.drop();
   end_scratch(p, scratch);
 
   if (::umount2("/oldroot", MNT_DETACH) != 0) fail(Stage::detach_old_root, errno);
@@ -409,6 +420,7 @@ void build_filesystem(const ChildPlan& p) {
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_RDONLY;
   if (::mount_setattr(root, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) fail(Stage::root_read_only, errno);
+  landlock_allow_rest(p, ruleset, root);
   ::close(root);
 }
 
