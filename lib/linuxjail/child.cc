@@ -70,12 +70,13 @@ void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage) {
   close_cgroup_files(p);
   map_identity(p);
   limit_processes(p);
-  build_filesystem(p);
+  const int ruleset = landlock_ruleset(p);
+  build_filesystem(p, ruleset);
   if (::sethostname(p.hostname, std::strlen(p.hostname)) != 0) fail(Stage::hostname, errno);
   bring_up_loopback();
   await_cgroups(p);
   open_listeners(p);
-  run_init(p);
+  run_init(p, ruleset);
 }
 
 }  // namespace pj::linuxjail

@@ -27,11 +27,18 @@ struct ChildMount {
   bool optional;
   dev_t dev;
   ino_t ino;
+  // The Landlock rule init adds from the fd that verified this mount, or -1.
+  int landlock_rule = -1;
 };
 
 struct ChildLandlockRule {
   const char* path;
   std::uint64_t access;  // already narrowed to what the kernel handles
+  // Added right after mount `op` (its verified fd) when that mount is what
+  // the finished view shows at `path`; else opened by path once the view
+  // is complete. `op` is also the mount failures name (-1: none).
+  bool at_mount;
+  int op;
 };
 
 struct ChildListener {

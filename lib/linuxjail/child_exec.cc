@@ -19,44 +19,6 @@
 
 namespace pj::linuxjail::in_child {
 
-namespace {
-
-// Landlock, from the rules planned in the supervisor. Every path is
-// opened inside the finished root without following symlinks.
-void apply_landlock(const ChildPlan& p) {
-  if (p.landlock_fs == 0) return;
-  struct {
-    std::uint64_t handled_access_fs;
-    std::uint64_t handled_access_net;
-    std::uint64_t scoped;
-  } attr{p.landlock_fs, 0, p.landlock_scoped};
-  // Network rights stay unhandled: the network namespace and the proxy
-  // decide where connections go.
-  int ruleset = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U));
-  if (ruleset < 0) fail(Stage::landlock, errno);
-  int root = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) fail(Stage::landlock, errno);
-  for (size_t i = 0; i < p.landlock_rule_count; ++i) {
-    const ChildLandlockRule& r = p.landlock_rules[i];
-    if (r.access == 0) continue;
-    int fd = open_in_root(root, r.path, O_PATH);
-    if (fd < 0) fail(Stage::landlock, errno);
-    struct __attribute__((packed)) {
-      std::uint64_t allowed_access;
-      std::int32_t parent_fd;
-    } beneath{r.access, fd};
-    constexpr int kRulePathBeneath = 1;
-    if (::syscall(SYS_landlock_add_rule, ruleset, kRulePathBeneath, &beneath, 0U) != 0)
-      fail(Stage::landlock, errno, static_cast<int>(i));
-    ::close(fd);
-  }
-  ::close(root);
-  if (::syscall(SYS_landlock_restrict_self, ruleset, 0U) != 0) fail(Stage::landlock, errno);
-  ::close(ruleset);
-}
-
-}  // namespace
-
 // The command's last steps: its own process group in init's session (the
 // foreground group of the jail's PTY, as a shell runs a job), only fds
 // 0-2, no privilege of any kind, Landlock, then the syscall filter and
@@ -67,7 +29,7 @@ void apply_landlock(const ChildPlan& p) {
 // SIGTSTP, SIGTTIN and SIGTTOU sent to it (kernel/signal.c), so Ctrl-Z
 // and a program's own `kill(0, SIGTSTP)` would do nothing. Init, the
 // parent, is in the same session: the stops take effect.
-[[noreturn]] void exec_command(const ChildPlan& p, int slave) {
+[[noreturn]] void exec_command(const ChildPlan& p, int slave, int ruleset) {
   if (::setpgid(0, 0) != 0) fail(Stage::new_session, errno);
   if (slave >= 0) {
     // Take the foreground before exec, so the first read of the terminal
@@ -91,12 +53,21 @@ void apply_landlock(const ChildPlan& p) {
                                 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
                                 SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
   if (::cap_set_secbits(kSecbits) != 0) fail(Stage::securebits, errno);
-  for (cap_value_t c = 0; c < 64; ++c)
-    if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) fail(Stage::capabilities, errno);
-  if (::cap_reset_ambient() != 0) fail(Stage::capabilities, errno);
+  // The kernel's capabilities are numbered 0..CAP_LAST_CAP without a gap,
+  // and PR_CAPBSET_DROP fails with EINVAL exactly past the last
+  // (security/commoncap.c cap_valid()): drop until then. Any other error
+  // fails the run.
+  for (cap_value_t c = 0;; ++c) {
+    if (::prctl(PR_CAPBSET_DROP, c, 0, 0, 0) == 0) continue;
+    if (errno != EINVAL || c == 0) fail(Stage::capabilities, errno);
+    break;
+  }
+  // One call, not libcap's cap_reset_ambient() (which asks about each
+  // capability first).
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) fail(Stage::capabilities, errno);
   if (::cap_set_proc(p.empty_caps) != 0) fail(Stage::capabilities, errno);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::no_new_privs, errno);
-  apply_landlock(p);
+  landlock_enforce(ruleset);  // built by init (child_landlock.cc)
   // Last: from here on the table in syscall_table.cc rules every call.
   if (p.command_filter_enforced &&
       ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.command_filter) != 0)

@@ -31,7 +31,7 @@ int exit_code(int status) {
 // the command's status. Signals reach a PID-namespace init only when it
 // handles them or has them blocked (kernel/signal.c sig_ignored()): the
 // set stays blocked and is taken with sigwaitinfo.
-[[noreturn]] void run_init(const ChildPlan& p) {
+[[noreturn]] void run_init(const ChildPlan& p, int ruleset) {
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP})
@@ -45,7 +45,8 @@ int exit_code(int status) {
   if (slave >= 0 && ::ioctl(slave, TIOCSCTTY, 0) != 0) fail(Stage::terminal, errno);
   long child = sys::clone_process(SIGCHLD, nullptr);
   if (child < 0) fail(Stage::fork_command, errno);
-  if (child == 0) exec_command(p, slave);
+  if (child == 0) exec_command(p, slave, ruleset);
+  if (ruleset >= 0) ::close(ruleset);
   // Both sides set the group (as shells do): whichever runs first, the
   // group exists before init signals it.
   ::setpgid(static_cast<pid_t>(child), static_cast<pid_t>(child));

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "linuxjail/sys.h"
@@ -28,80 +29,180 @@ int open_in_root(int root, const char* path, int flags) {
 
 namespace {
 
-// Walk `path` from `root` one component at a time, creating what is
-// missing (directories; a final empty file when `node` is a file), never
-// following a symlink. Returns an O_PATH fd of the destination, or -errno.
-int make_mountpoint(int root, const char* path, Node node) {
+// One directory of the new root, kept open while consecutive mounts are
+// made in it (the /etc files, the /dev nodes, the workspace's protected
+// paths): each then costs one lookup of its own name instead of a walk
+// from the root. The fd proves nothing about the path later: attach()
+// still checks from the root where every mount ended up. Dropped when a
+// mount lands at the directory or above it, which would hide it.
+struct ParentDir {
+  char path[PATH_MAX];
+  size_t len = 0;  // 0: nothing kept
+  int fd = -1;
+
+  void drop() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    len = 0;
+  }
+  // A mount now covers `dest`: forget the directory if it is at or below it.
+  void covered(const char* dest) {
+    if (len == 0) return;
+    const size_t dlen = std::strlen(dest);
+    const bool root = dlen == 1 && dest[0] == '/';
+    if (root || (dlen <= len && std::memcmp(path, dest, dlen) == 0 && (path[dlen] == '/' || path[dlen] == '\0')))
+      drop();
+  }
+};
+
+// Walk `path` (`len` bytes of it) from `root` one component at a time,
+// creating missing directories, never following a symlink. Returns an
+// O_PATH fd of the directory, or -errno.
+int walk_dirs(int root, const char* path, size_t len) {
   int cur = ::openat(root, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (cur < 0) return -errno;
   const char* p = path;
+  const char* end = path + len;
   char name[NAME_MAX + 1];
   while (true) {
-    while (*p == '/') ++p;
-    if (*p == '\0') break;
-    size_t len = 0;
-    while (p[len] != '\0' && p[len] != '/') ++len;
-    if (len > NAME_MAX) {
+    while (p < end && *p == '/') ++p;
+    if (p == end) break;
+    size_t n = 0;
+    while (p + n < end && p[n] != '/') ++n;
+    if (n > NAME_MAX) {
       ::close(cur);
       return -ENAMETOOLONG;
     }
-    std::memcpy(name, p, len);
-    name[len] = '\0';
-    p += len;
-    const char* rest = p;
-    while (*rest == '/') ++rest;
-    const bool last = *rest == '\0';
-
-    int fd = sys::openat2(cur, name, O_PATH | O_CLOEXEC, RESOLVE_BENEATH | kResolveSafe);
+    std::memcpy(name, p, n);
+    name[n] = '\0';
+    p += n;
+    int fd = sys::openat2(cur, name, O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_BENEATH | kResolveSafe);
     if (fd < 0 && errno == ENOENT) {
-      int r;
-      if (!last || node == Node::directory) {
-        r = ::mkdirat(cur, name, 0755);
-      } else {
-        r = ::openat(cur, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444);
-        if (r >= 0) r = ::close(r);
-      }
-      if (r < 0 && errno != EEXIST) {
+      if (::mkdirat(cur, name, 0755) != 0 && errno != EEXIST) {
         int err = errno;
         ::close(cur);
         return -err;
       }
-      fd = sys::openat2(cur, name, O_PATH | O_CLOEXEC, RESOLVE_BENEATH | kResolveSafe);
+      fd = sys::openat2(cur, name, O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_BENEATH | kResolveSafe);
     }
     int err = errno;
     ::close(cur);
     if (fd < 0) return -err;
     cur = fd;
   }
-  struct stat st;
-  if (::fstat(cur, &st) != 0) {
-    int err = errno;
-    ::close(cur);
-    return -err;
-  }
-  const bool is_dir = S_ISDIR(st.st_mode);
-  if (is_dir != (node == Node::directory)) {
-    ::close(cur);
-    return is_dir ? -EISDIR : -ENOTDIR;
-  }
   return cur;
 }
 
-// Attach detached mount `tree` at `dest` and check that the object now
-// found at `dest` is the root of `tree`.
-void attach(int root, int tree, const ChildMount& m, int op) {
-  int dest = make_mountpoint(root, m.dest, m.node);
+// The last component of `dir`/`name`, made when missing: a directory, or
+// an empty file when `node` is a file; never a symlink followed. The
+// creation is tried first (in the new root almost nothing exists yet);
+// when it fails the name is looked up, and an existing object is used if
+// it is of the right kind, exactly as a lookup-then-create would decide:
+// ENOENT from the lookup reports the creation's error. Returns an fd to
+// attach onto, or -errno.
+int make_last(int dir, const char* name, Node node) {
+  constexpr std::uint64_t kPath = O_PATH | O_CLOEXEC;
+  int made_err;
+  if (node == Node::directory) {
+    made_err = ::mkdirat(dir, name, 0755) == 0 ? 0 : errno;
+  } else {
+    // O_EXCL: a new regular file of ours, so no fstat is needed. The fd
+    // only serves as the target of move_mount and is closed after it.
+    int f = ::openat(dir, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (f >= 0) return f;
+    made_err = errno;
+  }
+  // O_DIRECTORY proves a directory without an fstat (ENOTDIR otherwise).
+  const std::uint64_t flags = node == Node::directory ? kPath | O_DIRECTORY : kPath;
+  int fd = sys::openat2(dir, name, flags, RESOLVE_BENEATH | kResolveSafe);
+  if (fd < 0) {
+    int err = errno;
+    return -(err == ENOENT && made_err != 0 && made_err != EEXIST ? made_err : err);
+  }
+  if (node == Node::directory) return fd;
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return -EISDIR;
+  }
+  return fd;
+}
+
+// Split `path` into its parent (kept open in `parent` across calls) and
+// its last name, copied to `last`. Returns the parent's fd (owned by
+// `parent`) or -errno.
+int open_parent(int root, ParentDir& parent, const char* path, char (&last)[NAME_MAX + 1]) {
+  size_t len = std::strlen(path);
+  while (len > 1 && path[len - 1] == '/') --len;
+  size_t slash = len;
+  while (slash > 0 && path[slash - 1] != '/') --slash;
+  if (slash == len) return -EINVAL;  // "/" or "": no last name
+  if (len - slash > NAME_MAX) return -ENAMETOOLONG;
+  std::memcpy(last, path + slash, len - slash);
+  last[len - slash] = '\0';
+  size_t plen = slash;
+  while (plen > 1 && path[plen - 1] == '/') --plen;
+  if (plen >= sizeof parent.path) return -ENAMETOOLONG;
+  if (parent.len != 0 && parent.len == plen && std::memcmp(parent.path, path, plen) == 0) return parent.fd;
+  int fd = walk_dirs(root, path, plen);
+  if (fd < 0) return fd;
+  parent.drop();
+  std::memcpy(parent.path, path, plen);
+  parent.path[plen] = '\0';
+  parent.len = plen;
+  parent.fd = fd;
+  return fd;
+}
+
+// The mountpoint for `path` (absolute, in the new root): every missing
+// component made, no symlink followed. Returns an fd of the destination,
+// or -errno.
+int make_mountpoint(int root, ParentDir& parent, const char* path, Node node) {
+  char last[NAME_MAX + 1];
+  int dir = open_parent(root, parent, path, last);
+  if (dir < 0) return dir;
+  return make_last(dir, last, node);
+}
+
+// What every step of build_filesystem() uses.
+struct Builder {
+  const ChildPlan& p;
+  int root;     // O_PATH fd of the new root
+  int ruleset;  // the command's Landlock ruleset, or -1
+  ParentDir parent;
+};
+
+// Attach detached mount `tree`, whose root is the inode `want`, at
+// `dest` and check that the object now found at `dest` is that inode.
+void attach(Builder& b, int tree, const struct stat& want, const ChildMount& m, int op) {
+  int dest = make_mountpoint(b.root, b.parent, m.dest, m.node);
   if (dest < 0) fail(Stage::mountpoint, -dest, op);
   if (::move_mount(tree, "", dest, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     fail(Stage::mount, errno, op);
   ::close(dest);
-  struct stat want, got;
-  int now = open_in_root(root, m.dest, O_PATH);
+  b.parent.covered(m.dest);
+  struct stat got;
+  int now = open_in_root(b.root, m.dest, O_PATH);
   if (now < 0) fail(Stage::mount_verify, errno, op);
-  if (::fstat(tree, &want) != 0 || ::fstat(now, &got) != 0) fail(Stage::mount_verify, errno, op);
+  if (::fstat(now, &got) != 0) fail(Stage::mount_verify, errno, op);
   if (want.st_dev != got.st_dev || want.st_ino != got.st_ino) fail(Stage::mount_verify, EXDEV, op);
+  // The verified fd is the object the finished view shows at m.dest (the
+  // plan gives a rule to a mount only then: launch.cc).
+  if (b.ruleset >= 0 && m.landlock_rule >= 0) landlock_allow(b.p, b.ruleset, now, static_cast<size_t>(m.landlock_rule));
   ::close(now);
   ::close(tree);
+}
+
+// attach() for a tree whose root has not been looked at yet.
+void attach_new(Builder& b, int tree, const ChildMount& m, int op) {
+  struct stat want;
+  if (::fstat(tree, &want) != 0) fail(Stage::mount_verify, errno, op);
+  attach(b, tree, want, m, op);
 }
 
 // fsconfig each "key=value" of a comma-separated option string.
@@ -142,7 +243,7 @@ void set_attrs(int tree, unsigned attrs, unsigned flags, Stage stage, int op) {
   if (::mount_setattr(tree, "", AT_EMPTY_PATH | flags, &attr, sizeof attr) != 0) fail(stage, errno, op);
 }
 
-void do_bind(int root, const ChildMount& m, int op) {
+void do_bind(Builder& b, const ChildMount& m, int op) {
   int tree = ::open_tree(AT_FDCWD, m.source,
                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
   if (tree < 0) fail(Stage::mount_source, errno, op);
@@ -152,21 +253,21 @@ void do_bind(int root, const ChildMount& m, int op) {
   // Only ever *set* flags: flags the kernel locked on the source (ro,
   // nosuid, nodev, noexec from a more privileged namespace) stay.
   set_attrs(tree, m.attrs, AT_RECURSIVE, Stage::mount, op);
-  attach(root, tree, m, op);
+  attach(b, tree, st, m, op);  // mount_setattr keeps the root inode
 }
 
-void do_new_fs(int root, const char* fstype, const ChildMount& m, int op) {
+void do_new_fs(Builder& b, const char* fstype, const ChildMount& m, int op) {
   int tree = new_fs(fstype, m.options, m.attrs);
   if (tree < 0) fail(Stage::mount, -tree, op);
-  attach(root, tree, m, op);
+  attach_new(b, tree, m, op);
 }
 
-void do_mask(int root, const ChildMount& m, int op) {
+void do_mask(Builder& b, const ChildMount& m, int op) {
   const unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
   if (m.node == Node::directory) {
     int tree = new_fs("tmpfs", "size=4k,mode=0555", ro);
     if (tree < 0) fail(Stage::mount, -tree, op);
-    attach(root, tree, m, op);
+    attach_new(b, tree, m, op);
     return;
   }
   // An empty regular file: made on a private tmpfs, then bound alone.
@@ -181,22 +282,19 @@ void do_mask(int root, const ChildMount& m, int op) {
   if (tree < 0) fail(Stage::mount, errno, op);
   ::close(scratch);
   set_attrs(tree, ro, 0, Stage::mount, op);
-  attach(root, tree, m, op);
+  attach_new(b, tree, m, op);
 }
 
-void do_symlink(int root, const ChildMount& m, int op) {
-  char parent[PATH_MAX];
-  size_t len = std::strlen(m.dest);
-  if (len >= sizeof parent) fail(Stage::mountpoint, ENAMETOOLONG, op);
-  std::memcpy(parent, m.dest, len + 1);
-  char* slash = std::strrchr(parent, '/');
-  if (!slash || slash[1] == '\0') fail(Stage::mountpoint, EINVAL, op);
-  const char* name = m.dest + (slash - parent) + 1;
-  *slash = '\0';
-  int dir = make_mountpoint(root, parent[0] ? parent : "/", Node::directory);
+// The link is made in its parent directory (made when missing, reached
+// without following a symlink); the next links in the same directory
+// reuse it (/bin, /lib, ... in the root; /dev/fd, /dev/stdin, ...).
+void do_symlink(Builder& b, const ChildMount& m, int op) {
+  const size_t len = std::strlen(m.dest);
+  if (len == 0 || m.dest[0] != '/' || m.dest[len - 1] == '/') fail(Stage::mountpoint, EINVAL, op);
+  char name[NAME_MAX + 1];
+  int dir = open_parent(b.root, b.parent, m.dest, name);
   if (dir < 0) fail(Stage::mountpoint, -dir, op);
   if (::symlinkat(m.source, dir, name) != 0) fail(Stage::mountpoint, errno, op);
-  ::close(dir);
 }
 
 // The jail's one scratch file system, while its places are being bound.
@@ -212,13 +310,13 @@ struct Scratch {
   int stage = -1;  // O_PATH fd of the staged tmpfs root; -1 until first used
 };
 
-void do_scratch(int root, Scratch& s, const char* fs_options, const ChildMount& m, int op) {
+void do_scratch(Builder& b, Scratch& s, const char* fs_options, const ChildMount& m, int op) {
   if (s.stage < 0) {
     int tree = new_fs("tmpfs", fs_options, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
     if (tree < 0) fail(Stage::mount, -tree, op);
     const ChildMount staged{MountKind::tmpfs, kScratchStage, "", fs_options, 0, Node::directory, false, 0, 0};
-    attach(root, tree, staged, op);
-    s.stage = open_in_root(root, kScratchStage, O_PATH | O_DIRECTORY);
+    attach_new(b, tree, staged, op);
+    s.stage = open_in_root(b.root, kScratchStage, O_PATH | O_DIRECTORY);
     if (s.stage < 0) fail(Stage::mount, errno, op);
   }
   // mkdirat's mode is masked by the umask: set it explicitly (1777, or
@@ -234,7 +332,7 @@ void do_scratch(int root, Scratch& s, const char* fs_options, const ChildMount& 
   int tree = ::open_tree(s.stage, m.source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
   if (tree < 0) fail(Stage::mount, errno, op);
   set_attrs(tree, m.attrs, 0, Stage::mount, op);
-  attach(root, tree, m, op);
+  attach_new(b, tree, m, op);
 }
 
 // Detach the staged scratch tmpfs (its places stay) and remove its
@@ -250,8 +348,8 @@ void end_scratch(const ChildPlan& p, Scratch& s) {
 
 // Make the mount at m.dest read-only: directly when it is a mount root,
 // else by binding it onto itself first.
-void do_seal(int root, const ChildMount& m, int op) {
-  int fd = open_in_root(root, m.dest, O_PATH);
+void do_seal(Builder& b, const ChildMount& m, int op) {
+  int fd = open_in_root(b.root, m.dest, O_PATH);
   if (fd < 0) {
     if (m.optional && errno == ENOENT) return;
     fail(Stage::seal, errno, op);
@@ -268,6 +366,7 @@ void do_seal(int root, const ChildMount& m, int op) {
   set_attrs(tree, MOUNT_ATTR_RDONLY, 0, Stage::seal, op);
   if (::move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     fail(Stage::seal, errno, op);
+  b.parent.covered(m.dest);
   ::close(tree);
   ::close(fd);
 }
@@ -277,7 +376,7 @@ void do_seal(int root, const ChildMount& m, int op) {
 // The recipe for the filesystem view: an empty tmpfs becomes the root,
 // the host's root is kept at /oldroot only while binds are taken from it,
 // then detached; / ends read-only.
-void build_filesystem(const ChildPlan& p) {
+void build_filesystem(const ChildPlan& p, int ruleset) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail(Stage::private_mounts, errno);
 
   int newroot = new_fs("tmpfs", "size=4m,mode=0755", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
@@ -298,20 +397,22 @@ void build_filesystem(const ChildPlan& p) {
   if (root < 0) fail(Stage::pivot_root, errno);
 
   Scratch scratch;
+  Builder b{p, root, ruleset, {}};
   for (size_t i = 0; i < p.mount_count; ++i) {
     const ChildMount& m = p.mounts[i];
     const int op = static_cast<int>(i);
     switch (m.kind) {
-      case MountKind::bind: do_bind(root, m, op); break;
-      case MountKind::tmpfs: do_new_fs(root, "tmpfs", m, op); break;
-      case MountKind::scratch: do_scratch(root, scratch, p.scratch_fs, m, op); break;
-      case MountKind::proc: do_new_fs(root, "proc", m, op); break;
-      case MountKind::devpts: do_new_fs(root, "devpts", m, op); break;
-      case MountKind::mask: do_mask(root, m, op); break;
-      case MountKind::symlink: do_symlink(root, m, op); break;
-      case MountKind::seal: do_seal(root, m, op); break;
+      case MountKind::bind: do_bind(b, m, op); break;
+      case MountKind::tmpfs: do_new_fs(b, "tmpfs", m, op); break;
+      case MountKind::scratch: do_scratch(b, scratch, p.scratch_fs, m, op); break;
+      case MountKind::proc: do_new_fs(b, "proc", m, op); break;
+      case MountKind::devpts: do_new_fs(b, "devpts", m, op); break;
+      case MountKind::mask: do_mask(b, m, op); break;
+      case MountKind::symlink: do_symlink(b, m, op); break;
+      case MountKind::seal: do_seal(b, m, op); break;
     }
   }
+  b.parent.drop();
   end_scratch(p, scratch);
 
   if (::umount2("/oldroot", MNT_DETACH) != 0) fail(Stage::detach_old_root, errno);
@@ -319,6 +420,7 @@ void build_filesystem(const ChildPlan& p) {
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_RDONLY;
   if (::mount_setattr(root, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) fail(Stage::root_read_only, errno);
+  landlock_allow_rest(p, ruleset, root);
   ::close(root);
 }
 

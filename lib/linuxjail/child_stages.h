@@ -26,9 +26,17 @@ void limit_processes(const ChildPlan& p);
 // child_ids.cc: the user namespace's uid and gid maps.
 void map_identity(const ChildPlan& p);
 
-// child_mounts.cc: the new root and every mount in it.
+// child_landlock.cc: the command's Landlock ruleset, filled by init as
+// the view is built (-1: Landlock not used), enforced by the command.
+int landlock_ruleset(const ChildPlan& p);
+void landlock_allow(const ChildPlan& p, int ruleset, int fd, size_t rule);
+void landlock_allow_rest(const ChildPlan& p, int ruleset, int root);  // the rules not added at a mount
+void landlock_enforce(int ruleset);
+
+// child_mounts.cc: the new root and every mount in it; each Landlock rule
+// that names a mount is added to `ruleset` from the fd that verified it.
 int open_in_root(int root, const char* path, int flags);
-void build_filesystem(const ChildPlan& p);
+void build_filesystem(const ChildPlan& p, int ruleset);
 
 // child_net.cc: loopback, the network filter's listeners.
 void bring_up_loopback();
@@ -38,9 +46,9 @@ void open_listeners(const ChildPlan& p);
 int open_terminal(const ChildPlan& p);
 
 // child_exec.cc: the command's privilege drop, Landlock, filter, execve.
-[[noreturn]] void exec_command(const ChildPlan& p, int slave);
+[[noreturn]] void exec_command(const ChildPlan& p, int slave, int ruleset);
 
-// child_init.cc: PID 1.
-[[noreturn]] void run_init(const ChildPlan& p);
+// child_init.cc: PID 1; `ruleset` goes to the command.
+[[noreturn]] void run_init(const ChildPlan& p, int ruleset);
 
 }  // namespace pj::linuxjail::in_child

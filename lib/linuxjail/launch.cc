@@ -14,6 +14,7 @@
 
 #include "linuxjail/child.h"
 #include "linuxjail/sys.h"
+#include "util/paths.h"
 
 namespace pj::linuxjail {
 
@@ -85,8 +86,23 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
   envp_.push_back(nullptr);
   uid_map_ = fmt::format("{0} {0} 1\n", spec.uid);
   gid_map_ = fmt::format("{0} {0} 1\n", spec.gid);
-  for (const auto& r : spec.landlock.rules)
-    landlock_.push_back(ChildLandlockRule{r.path.c_str(), r.access & spec.landlock.handled_fs});
+  // A rule whose path is a mount's destination is added by init from the
+  // fd that verified that mount, when no later operation puts another
+  // object at the path (a seal keeps the inode; a mount at the path or
+  // above it would not): the object the finished view shows there, which
+  // is what opening the path at the end would give.
+  for (size_t j = 0; j < spec.landlock.rules.size(); ++j) {
+    const LandlockRule& r = spec.landlock.rules[j];
+    int last = -1;
+    for (size_t i = 0; i < spec.mounts.size(); ++i)
+      if (spec.mounts[i].kind != MountKind::seal && spec.mounts[i].dest == r.path) last = static_cast<int>(i);
+    bool at_mount = last >= 0 && spec.mounts[static_cast<size_t>(last)].kind != MountKind::symlink &&
+                    mounts_[static_cast<size_t>(last)].landlock_rule < 0;
+    for (size_t i = static_cast<size_t>(last) + 1; at_mount && i < spec.mounts.size(); ++i)
+      if (spec.mounts[i].kind != MountKind::seal && util::path_within(r.path, spec.mounts[i].dest)) at_mount = false;
+    if (at_mount) mounts_[static_cast<size_t>(last)].landlock_rule = static_cast<int>(j);
+    landlock_.push_back(ChildLandlockRule{r.path.c_str(), r.access & spec.landlock.handled_fs, at_mount, last});
+  }
   for (const auto& l : spec.listeners) {
     ChildListener cl{};
     if (l.address == runtime::Loopback::v6) {
