@@ -166,6 +166,23 @@ TEST_CASE("--deny masks a path inside the workspace with an empty read-only file
   CHECK(read_file(sb.ws + "/.env") == "TOKEN=secret\n");
 }
 
+TEST_CASE("directory masks: empty and read-only each, one superblock for all of them") {
+  Sandbox sb;
+  std::filesystem::create_directories(sb.ws + "/secrets");
+  write_file(sb.ws + "/secrets/key", "k\n");
+  // .envrc and .vscode: placeholders (absent); secrets: a --deny over a
+  // directory with something in it.
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "cd " + sb.ws + "; for d in .envrc .vscode secrets; do ls -A $d | wc -l; "
+                    "mkdir $d/new 2>/dev/null && echo wrote-$d; (: > $d/f) 2>/dev/null && echo wrote-$d; done; "
+                    "stat -c %d .envrc .vscode secrets | sort -u | wc -l"},
+                   {"--deny", sb.ws + "/secrets"});
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(o.out == "0\n0\n0\n1\n");
+  CHECK(read_file(sb.ws + "/secrets/key") == "k\n");
+}
+
 TEST_CASE("--allow-read shows a path read-only; --allow-write read-write") {
   Sandbox sb;
   auto r = sb.probe({"read", sb.outside + "/secret"}, {"--allow-read", sb.outside});
