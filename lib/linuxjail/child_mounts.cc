@@ -176,7 +176,13 @@ struct Builder {
   int ruleset;  // the command's Landlock ruleset, or -1
   ParentDir parent;
   int dir_mask = -1;  // O_PATH fd of the first directory mask, which the others clone
+  int file_masks = -1;  // the staged tmpfs the file masks' files are made in (kMaskStage)
+  unsigned file_mask_count = 0;
 };
+
+// The file masks' own tmpfs, attached here while they are made: cloned
+// from where it is attached, as the scratch is (kScratchStage below).
+constexpr const char* kMaskStage = "/.pi-jail-masks";
 
 // Attach detached mount `tree`, whose root is the inode `want`, at
 // `dest` and check that the object now found at `dest` is that inode.
@@ -282,19 +288,42 @@ void do_mask(Builder& b, const ChildMount& m, int op) {
     }
     return;
   }
-  // An empty regular file: made on a private tmpfs, then bound alone.
-  int scratch = new_fs("tmpfs", "size=4k,mode=0700", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-  if (scratch < 0) fail(Stage::mount, -scratch, op);
-  int f = ::openat(scratch, "empty", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+  // A regular file (empty, or a placeholder's content): made on the file
+  // masks' one private tmpfs, then bound alone.
+  if (b.file_masks < 0) {
+    int tree = new_fs("tmpfs", "size=64k,mode=0700", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    if (tree < 0) fail(Stage::mount, -tree, op);
+    const ChildMount staged{MountKind::tmpfs, kMaskStage, "", "", 0, Node::directory, false, 0, 0};
+    attach_new(b, tree, staged, op);
+    b.file_masks = open_in_root(b.root, kMaskStage, O_RDONLY | O_DIRECTORY);
+    if (b.file_masks < 0) fail(Stage::mount, errno, op);
+  }
+  // "m0", "m1", ...: nothing else reaches this tmpfs, so the names are ours.
+  char name[16] = "m";
+  char digits[12];
+  size_t nd = 0;
+  for (unsigned n = b.file_mask_count++; nd == 0 || n > 0; n /= 10) digits[nd++] = static_cast<char>('0' + n % 10);
+  for (size_t i = 0; i < nd; ++i) name[1 + i] = digits[nd - 1 - i];
+  name[1 + nd] = '\0';
+  int f = ::openat(b.file_masks, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
   if (f < 0) fail(Stage::mount, errno, op);
   const size_t len = std::strlen(m.options);  // the placeholder's content ("{}" for JSON)
   if (len > 0 && ::write(f, m.options, len) != static_cast<ssize_t>(len)) fail(Stage::mount, errno, op);
   ::close(f);
-  int tree = ::open_tree(scratch, "empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  int tree = ::open_tree(b.file_masks, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (tree < 0) fail(Stage::mount, errno, op);
-  ::close(scratch);
   set_attrs(tree, ro, 0, Stage::mount, op);
   attach_new(b, tree, m, op);
+}
+
+// Detach the file masks' staged tmpfs (the masks stay) and remove its
+// mountpoint from the root.
+void end_file_masks(Builder& b) {
+  if (b.file_masks < 0) return;
+  ::close(b.file_masks);
+  b.file_masks = -1;
+  if (::umount2(kMaskStage, MNT_DETACH | UMOUNT_NOFOLLOW) != 0) fail(Stage::mount, errno);
+  if (::rmdir(kMaskStage) != 0) fail(Stage::mount, errno);
 }
 
 // The link is made in its parent directory (made when missing, reached
@@ -426,6 +455,7 @@ void build_filesystem(const ChildPlan& p, int ruleset) {
   }
   b.parent.drop();
   if (b.dir_mask >= 0) ::close(b.dir_mask);
+  end_file_masks(b);
   end_scratch(p, scratch);
 
   if (::umount2("/oldroot", MNT_DETACH) != 0) fail(Stage::detach_old_root, errno);
