@@ -200,16 +200,17 @@ public:
   }
 
   RunOutcome run(const RunOptions& opts) override {
-    // What needs nothing of the jail running (the placeholders, the agent
-    // dir's write-back) is done while the kernel still ends its init.
+    // The agent dir's write-back needs nothing of the jail running: done
+    // while the kernel still ends its init. The placeholders wait until
+    // init is gone: removing one that is still a mountpoint in the jail's
+    // mount namespace detaches that mount too, which costs more than the
+    // wait (measured: 6.17 ms a run against 6.34 ms).
     std::optional<std::vector<std::string>> written_back;
-    auto once_ended = [&] {
-      holds_->release();
-      written_back = copies_->finish();
-    };
+    auto once_ended = [&] { written_back = copies_->finish(); };
     auto result = run_jailed(*spec_, opts, limits_->cgroups ? limits_->cgroups->procs_fds() : std::vector<int>{},
                              once_ended);
     if (!written_back) once_ended();  // the jail was never launched
+    holds_->release();
     add_usage(*limits_, result.resources);
     limits_->cgroups.reset();  // init is gone: its cgroups are empty
     summarise_resources(result.resources);
