@@ -360,7 +360,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     tools_not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in.workspace, tools);
     if (!tools.empty() && inv.isolation == cli::Isolation::jail) {
       lp.ctx.program.insert(lp.ctx.program.end(), tools.begin(), tools.end());
-      lp.resolved = policy::resolve(lp.layers, lp.ctx);
+      lp.resolved = resolve_policy(lp.layers, lp.ctx);
     }
   }
   std::vector<policy::Diagnostic> problems = lp.errors;
