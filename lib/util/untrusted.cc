@@ -66,6 +66,22 @@ Error output_open_error(const std::string& path, int err) {
 
 constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 
+// The directory that holds a name looked up beneath `dirfd`: `dirfd`
+// itself when the name has no directory part (nothing is reopened), else
+// the directory open_dir_beneath() opens.
+struct Holder {
+  UniqueFd opened;
+  int borrowed = -1;
+  int get() const { return opened.valid() ? opened.get() : borrowed; }
+};
+Result<Holder> holder_of(int dirfd, std::string_view dir_part) {
+  if (dir_part.empty()) return Holder{UniqueFd(), dirfd};
+  auto dir = open_dir_beneath(dirfd, dir_part);
+  if (!dir) return dir.take_error();
+  return Holder{std::move(*dir), -1};
+}
+
+
 // What the walk does at a missing component.
 enum class Missing { fail, make_private };
 
@@ -215,7 +231,7 @@ Result<NodeInfo> stat_beneath(int dirfd, std::string_view rel) {
     return NodeInfo{type_of(st.st_mode), st.st_dev, st.st_ino, st.st_uid, st.st_size};
   }
   if (bad_name(name)) return Error::from_errno(fmt::format("{}: \"..\" is not followed", rel), EPERM);
-  auto dir = open_dir_beneath(dirfd, dir_part);
+  auto dir = holder_of(dirfd, dir_part);
   if (!dir) {
     if (dir.error().err() == ENOENT) return info;  // absent
     return dir.take_error();
@@ -233,7 +249,7 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
                                                        std::string_view shown) {
   auto [dir_part, name] = split_last(rel);
   if (bad_name(name)) return Error::invalid(fmt::format("{}: not a file name", shown));
-  auto dir = open_dir_beneath(dirfd, dir_part);
+  auto dir = holder_of(dirfd, dir_part);
   if (!dir) {
     if (dir.error().err() == ENOENT) return std::optional<std::string>();
     return Error::from_errno(fmt::format("read {}: a directory on the way is a symlink or not a directory", shown),
