@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "util/openat2.h"
 #endif
 
+#include "util/dir_names.h"
 #include "util/untrusted.h"
 
 using namespace pj::util;
@@ -364,4 +367,37 @@ TEST_CASE("make_private_dir makes what is missing 0700, keeps what exists, and m
   REQUIRE_FALSE(file);
   CHECK(file.error().err() == ENOTDIR);
   ::umask(old_mask);
+}
+
+TEST_CASE("for_each_name lists every name but . and .., from the start each time, and stops when asked") {
+  TempDir d;
+  std::set<std::string> made;
+  // Enough long names to take several reads of the directory.
+  for (int i = 0; i < 1500; ++i) {
+    std::string name = "entry-" + std::to_string(i) + "-" + std::string(40, 'x');
+    if (i % 3 == 0) std::filesystem::create_directory(d.path + "/" + name);
+    else d.write(name, "");
+    made.insert(name);
+  }
+  REQUIRE(::symlink("nowhere", (d.path + "/link").c_str()) == 0);
+  made.insert("link");
+  auto dir = open_dir_nofollow(d.path);
+  REQUIRE(dir);
+  for (int round = 0; round < 2; ++round) {  // the second starts over
+    std::vector<std::string> seen;
+    CHECK(for_each_name(dir->get(), [&](std::string_view n) {
+      seen.emplace_back(n);
+      return true;
+    }));
+    CHECK(seen.size() == made.size());
+    CHECK(std::set<std::string>(seen.begin(), seen.end()) == made);
+  }
+  size_t calls = 0;
+  CHECK(for_each_name(dir->get(), [&](std::string_view) { return ++calls < 10; }));
+  CHECK(calls == 10);
+  auto empty = open_dir_nofollow(d.path + "/entry-0-" + std::string(40, 'x'));
+  REQUIRE(empty);
+  CHECK(for_each_name(empty->get(), [](std::string_view) { return true; }));
+  UniqueFd file(::open((d.path + "/entry-1-" + std::string(40, 'x')).c_str(), O_RDONLY | O_CLOEXEC));
+  CHECK_FALSE(for_each_name(file.get(), [](std::string_view) { return true; }));
 }
