@@ -37,6 +37,27 @@ bool normalized_absolute(const std::string& path) {
 // `a` + "/" + `b` for a real directory `a`.
 std::string join(const std::string& a, const std::string& b) { return (a == "/" ? "" : a) + "/" + b; }
 
+// The path a symlink in the real directory `up` whose target is `link`
+// names, where that needs no look at the filesystem: leading ".."
+// climb from `up` (or from "/" for an absolute target; a real directory's
+// parent is its lexical parent), then plain names only. nullopt for any
+// other target (".", ".." after a name, "//", a trailing "/"):
+// realpath(3) resolves those.
+std::optional<std::string> plain_target(const std::string& up, const std::string& link) {
+  if (link.empty()) return std::nullopt;
+  std::string base = link.front() == '/' ? "/" : up;
+  std::string_view rest = link;
+  if (rest.front() == '/') rest.remove_prefix(1);
+  while (rest == ".." || rest.starts_with("../")) {
+    base = std::string(parent_path(base));
+    rest.remove_prefix(rest.size() == 2 ? 2 : 3);
+  }
+  if (rest.empty()) return base;
+  std::string target = join(base, std::string(rest));
+  if (!normalized_absolute(target)) return std::nullopt;
+  return target;
+}
+
 }  // namespace
 
 const RealPaths::Status& RealPaths::status(const std::string& path) {
@@ -85,12 +106,12 @@ RealPaths::Status RealPaths::compute(const std::string& path) {
 // parent resolved with s.links links.
 void RealPaths::follow(const std::string& path, const std::string& up, Status& s) {
   s.link = read_link(join(up, path.substr(path.rfind('/') + 1)));
-  const std::string target = s.link.empty() || s.link.front() == '/' ? s.link : join(up, s.link);
+  const auto target = plain_target(up, s.link);
   // A loop comes back here before any of its links is memoised: the
   // depth of links being followed one inside another stops it.
-  if (!s.link.empty() && s.links < kMaxLinks && following_ < kMaxLinks && normalized_absolute(target)) {
+  if (target && s.links < kMaxLinks && following_ < kMaxLinks) {
     ++following_;
-    const Status& t = status(target);
+    const Status& t = status(*target);
     --following_;
     if (s.links + 1 + t.links <= kMaxLinks) {
       s.links += 1 + t.links;

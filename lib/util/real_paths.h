@@ -5,8 +5,9 @@
 // symlink (lstat) is that real path joined with its name, and its stat
 // is that lstat: one system call where realpath makes a readlink per
 // component and the caller a stat. A symlink whose target is plain
-// (no ".", "..", empty component or trailing "/") resolves as its target
-// joined to the parent's real path would. Other symlinks, paths that
+// (leading ".." only, then names: no ".", empty component or trailing
+// "/") resolves as that target from the parent's real path would. Other
+// symlinks, paths that
 // take more than kMaxLinks symlinks to resolve (realpath fails past 40:
 // it is asked, so ELOOP comes where it would), and paths that are not
 // absolute and normalised go to realpath(3) itself. The answers are realpath's as of when each path was first

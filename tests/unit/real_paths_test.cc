@@ -48,6 +48,13 @@ struct Tree {
     link("file/", "d/fl_slash");
     link("../../fl", "d/e/f/back");
     link("../d/e", "d/sideways");
+    link("../", "d/e/up_slash");
+    link("..", "d/e/f/dotdot");
+    link("../d/./e", "d/dotted");
+    link("../../../../../../../../../../../../../../..", "d/e/past_root");
+    link("/../../etc", "d/abs_up");
+    link("../file/..", "d/e/through_file");
+    link("../file/../e", "d/e/through_file2");
     link("loop2", "loop1");
     link("loop1", "loop2");
     link("self", "self");
@@ -69,7 +76,8 @@ struct Tree {
          {"", "/d", "/d/e/f", "/d/e/g", "/d/e/g/x", "/l_rel", "/l_rel/e/f", "/l_rel/e/missing", "/l_abs/e/g",
           "/l_chain", "/l_chain/f", "/l_chain2/f/missing/deeper", "/d/e/up", "/d/e/up/d/e", "/d/e/up/l_rel",
           "/d/e/dot", "/d/e/slash", "/d/e/slashes", "/d/fl", "/d/fl_slash", "/d/fl/x", "/d/e/f/back",
-          "/d/sideways/f", "/loop1", "/loop1/x", "/self", "/dangling", "/dangling/x", "/dangling_abs",
+          "/d/sideways/f", "/d/e/up_slash", "/d/e/up_slash/e", "/d/e/f/dotdot", "/d/e/f/dotdot/g", "/d/dotted",
+          "/d/e/past_root", "/d/e/past_root/etc", "/d/abs_up", "/d/e/through_file", "/d/e/through_file2", "/loop1", "/loop1/x", "/self", "/dangling", "/dangling/x", "/dangling_abs",
           "/through_link", "/missing", "/missing/a/b", "/d/file/x", "/c0", "/c0/e/f", "/c5", "/long0", "/long0/e",
           "/mid0", "/mid0/e/inner0", "/mid0/e/inner0/x", "/d/e/inner0", "/c7/e/k0", "/c7/e/k1", "/c9/e/k2/x",
           "/closed", "/closed/in", "/closed/in/x", "/d/../d", "//d", "/d/", "/./d/e", "/l_rel/../d"})
