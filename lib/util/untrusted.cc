@@ -296,9 +296,17 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
 Result<std::optional<std::string>> read_untrusted_file(std::string_view absolute, size_t cap) {
   if (absolute.empty() || absolute.front() != '/')
     return Error::invalid(fmt::format("{}: not an absolute path", absolute));
-  UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return Error::from_errno("open /", errno);
-  return read_untrusted_file(root.get(), absolute.substr(1), cap, absolute);
+  // Its directory opened as open_dir_nofollow() does (one openat2 call
+  // where the kernel has it), then the name read in it.
+  auto [dir_part, name] = split_last(absolute);
+  if (bad_name(name)) return Error::invalid(fmt::format("{}: not a file name", absolute));
+  auto dir = open_dir_nofollow(dir_part.empty() ? std::string_view("/") : dir_part);
+  if (!dir) {
+    if (dir.error().err() == ENOENT) return std::optional<std::string>();
+    return Error::from_errno(fmt::format("read {}: a directory on the way is a symlink or not a directory", absolute),
+                             dir.error().err());
+  }
+  return read_untrusted_file(dir->get(), name, cap, absolute);
 }
 
 }  // namespace pj::util

@@ -173,6 +173,14 @@ TEST_CASE("read_untrusted_file refuses a symlink at the end or on the way") {
   auto on_way = read_untrusted_file(d.path + "/dirlink/f", 100);
   REQUIRE_FALSE(on_way);
   CHECK(on_way.error().message().find("symlink") != std::string::npos);
+  CHECK(on_way.error().err() == ELOOP);
+  auto climbs = read_untrusted_file(d.path + "/real/../real/f", 100);
+  REQUIRE_FALSE(climbs);
+  CHECK(climbs.error().err() == EPERM);
+  CHECK_FALSE(read_untrusted_file(d.path + "/real/..", 100));
+  auto top = read_untrusted_file("/pj-no-such-file-at-the-root", 100);
+  REQUIRE(top);
+  CHECK_FALSE(top->has_value());
 }
 
 TEST_CASE("read_untrusted_file does not wait on a FIFO and refuses it") {
