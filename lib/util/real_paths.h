@@ -6,13 +6,13 @@
 // is that lstat: one system call where realpath makes a readlink per
 // component and the caller a stat. A symlink whose target is plain
 // (leading ".." only, then names: no ".", empty component or trailing
-// "/") resolves as that target from the parent's real path would. Other
-// symlinks, paths that
-// take more than kMaxLinks symlinks to resolve (realpath fails past 40:
-// it is asked, so ELOOP comes where it would), and paths that are not
-// absolute and normalised go to realpath(3) itself. The answers are realpath's as of when each path was first
-// asked about: keep one cache for one look at the host (a probe), not
-// across changes to it.
+// "/") resolves as that target from the parent's real path would.
+// Other symlinks, paths that take more than kMaxLinks symlinks to
+// resolve (realpath gives up past 40: it is asked, so ELOOP comes where
+// it would), and paths that are not absolute and normalised go to
+// realpath(3) itself. The answers are realpath's as of when each path
+// was first asked about: keep one cache for one look at the host (a
+// probe, a policy resolution), not across changes to it.
 #pragma once
 
 #include <sys/stat.h>

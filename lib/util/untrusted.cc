@@ -81,7 +81,6 @@ Result<Holder> holder_of(int dirfd, std::string_view dir_part) {
   return Holder{std::move(*dir), -1};
 }
 
-
 // What the walk does at a missing component.
 enum class Missing { fail, make_private };
 

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -125,10 +124,14 @@ struct TrickyTree {
     REQUIRE(::symlink("nowhere", (d.path + "/a/dangling").c_str()) == 0);
   }
   static inline const std::vector<std::string> rels = {
-      "",          ".",         "a",         "a/b/c",     "./a//b/",   "a/b/c/",      "/a/b",
-      "a/rel",     "a/rel/c",   "a/abs",     "a/abs/c",   "a/up",      "a/up/a",      "a/magic",
-      "a/dangling", "a/file",   "a/file/x",  "a/fifo",    "a/missing", "a/missing/c", "missing",
-      "a/b/..",    "a/../a",    "missing/../a", "a/rel/..", "..",
+      // Directories, however written.
+      "", ".", "a", "a/b/c", "./a//b/", "a/b/c/", "/a/b",
+      // Symlinks at the end or on the way: relative, absolute, "..", magic, dangling.
+      "a/rel", "a/rel/c", "a/abs", "a/abs/c", "a/up", "a/up/a", "a/magic", "a/dangling",
+      // Not a directory, or missing.
+      "a/file", "a/file/x", "a/fifo", "a/missing", "a/missing/c", "missing",
+      // "..", after a directory, a missing name or a symlink.
+      "a/b/..", "a/../a", "missing/../a", "a/rel/..", "..",
   };
   // Every rel opened beneath the tree and as an absolute path.
   std::vector<std::string> outcomes() const {
