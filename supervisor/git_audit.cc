@@ -1,6 +1,5 @@
 #include "git_audit.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "git_config.h"
+#include "util/dir_names.h"
 #include "util/log.h"
 #include "util/untrusted.h"
 
@@ -102,23 +102,15 @@ private:
     std::vector<std::string> names;
     auto dir = util::open_dir_beneath(ws_, rel);
     if (!dir) return names;
-    int fd = ::dup(dir->get());
-    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
-    if (!d) {
-      if (fd >= 0) ::close(fd);
-      return names;
-    }
-    while (const dirent* e = ::readdir(d)) {
-      std::string_view n = e->d_name;
-      if (n == "." || n == "..") continue;
+    util::for_each_name(dir->get(), [&](std::string_view n) {
       if (entries_ >= limits_.entries) {
         if (cut_at_.empty()) cut_at_ = rel;
-        break;
+        return false;
       }
       ++entries_;
       names.emplace_back(n);
-    }
-    ::closedir(d);
+      return true;
+    });
     std::sort(names.begin(), names.end());
     return names;
   }

@@ -16,6 +16,7 @@
 #include "policy/profiles.h"
 #include "run.h"
 #include "util/paths.h"
+#include "util/real_paths.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor {
@@ -209,9 +210,16 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
   };
   ctx.ram_bytes = ram_bytes();
   ctx.program = places.program;
-  lp.resolved = policy::resolve(lp.layers, ctx);
+  lp.resolved = resolve_policy(lp.layers, ctx);
   lp.ctx = std::move(ctx);
   return lp;
+}
+
+policy::Resolved resolve_policy(const std::vector<policy::Layer>& layers, const policy::Context& ctx) {
+  util::RealPaths real_paths;
+  policy::Context cached = ctx;
+  cached.realpath = [&real_paths](const std::string& p) { return real_paths.real(p); };
+  return policy::resolve(layers, cached);
 }
 
 }  // namespace pj::supervisor

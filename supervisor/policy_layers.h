@@ -37,4 +37,9 @@ struct Places {
 
 LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places);
 
+// policy::resolve(layers, ctx), with ctx.realpath answered for the length
+// of the call from one util::RealPaths: the resolution asks about the same
+// few paths and their ancestors again and again, and changes nothing.
+policy::Resolved resolve_policy(const std::vector<policy::Layer>& layers, const policy::Context& ctx);
+
 }  // namespace pj::supervisor

@@ -104,16 +104,22 @@ std::string system_dir_problem(const std::string& dir) {
 // is a symlink (into a dotfiles repository) is protected where it lives.
 util::Result<std::string> prepare_agent_dir(const std::string& home, const std::string& home_real) {
   const std::string agent_dir = pi_agent_dir(home);
-  std::string partial, failed;
+  std::string failed;
   int mkdir_errno = 0;
-  for (auto part : util::path_components(agent_dir)) {
-    partial += "/" + std::string(part);
-    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST && failed.empty()) {
-      failed = partial;
-      mkdir_errno = errno;
-    }
-  }
+  // It is there on every run but the first: made only when it does not
+  // resolve (where it exists, every mkdir below says EEXIST).
   auto real = real_path(agent_dir);
+  if (!real) {
+    std::string partial;
+    for (auto part : util::path_components(agent_dir)) {
+      partial += "/" + std::string(part);
+      if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST && failed.empty()) {
+        failed = partial;
+        mkdir_errno = errno;
+      }
+    }
+    real = real_path(agent_dir);
+  }
   if (!real) {
     // The first mkdir that failed says why (EACCES on a read-only parent,
     // ENOENT under a dangling ~/.pi link), better than realpath's ENOENT.
@@ -360,7 +366,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     tools_not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in.workspace, tools);
     if (!tools.empty() && inv.isolation == cli::Isolation::jail) {
       lp.ctx.program.insert(lp.ctx.program.end(), tools.begin(), tools.end());
-      lp.resolved = policy::resolve(lp.layers, lp.ctx);
+      lp.resolved = resolve_policy(lp.layers, lp.ctx);
     }
   }
   std::vector<policy::Diagnostic> problems = lp.errors;

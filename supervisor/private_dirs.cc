@@ -1,6 +1,5 @@
 #include "private_dirs.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -17,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "agent_state.h"
+#include "util/dir_names.h"
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/random.h"
@@ -36,19 +36,11 @@ constexpr int kMaxDepth = 128;                     // removal walks no deeper (t
 // `cap` of them; empty when it cannot be read.
 std::vector<std::string> names_in(int dir, size_t cap = SIZE_MAX) {
   std::vector<std::string> names;
-  int fd = ::dup(dir);
-  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
-  if (!d) {
-    if (fd >= 0) ::close(fd);
-    return names;
-  }
-  while (dirent* e = ::readdir(d)) {
-    std::string_view n = e->d_name;
-    if (n == "." || n == "..") continue;
-    if (names.size() == cap) break;
+  util::for_each_name(dir, [&](std::string_view n) {
+    if (names.size() == cap) return false;
     names.emplace_back(n);
-  }
-  ::closedir(d);
+    return true;
+  });
   return names;
 }
 

@@ -1,6 +1,5 @@
 #include "scratch_audit.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "util/dir_names.h"
 #include "util/escape.h"
 #include "util/unique_fd.h"
 
@@ -22,36 +22,30 @@ struct Walk {
   bool capped = false;
 };
 
-// Count what is below the directory `fd` (which this takes) into
-// `files`/`bytes`.
-void count_below(util::UniqueFd fd, int depth, Walk& w, std::uint64_t& files, std::uint64_t& bytes) {
+// Count what is below the directory `fd` into `files`/`bytes`.
+void count_below(const util::UniqueFd& fd, int depth, Walk& w, std::uint64_t& files, std::uint64_t& bytes) {
   if (depth > kMaxDepth) {
     w.capped = true;
     return;
   }
-  DIR* dir = ::fdopendir(fd.get());
-  if (!dir) return;
-  (void)fd.release();  // the DIR owns it now
-  while (dirent* e = ::readdir(dir)) {
-    std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
+  util::for_each_name(fd.get(), [&](std::string_view name) {
     if (++w.seen > kMaxEntries) {
       w.capped = true;
-      break;
+      return false;
     }
+    const std::string n(name);
     struct stat st;
-    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (st.st_dev != w.dev) continue;  // another mount: not scratch
+    if (::fstatat(fd.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return true;
+    if (st.st_dev != w.dev) return true;  // another mount: not scratch
     if (S_ISDIR(st.st_mode)) {
-      util::UniqueFd sub(::openat(::dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (sub.valid()) count_below(std::move(sub), depth + 1, w, files, bytes);
-      if (w.capped) break;
-      continue;
+      util::UniqueFd sub(::openat(fd.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (sub.valid()) count_below(sub, depth + 1, w, files, bytes);
+      return !w.capped;
     }
     ++files;
     bytes += static_cast<std::uint64_t>(st.st_size);
-  }
-  ::closedir(dir);
+    return true;
+  });
 }
 
 std::string size_text(std::uint64_t b) {
@@ -71,28 +65,25 @@ std::string size_text(std::uint64_t b) {
 Discarded survey(const std::vector<std::pair<std::string, int>>& dirs) {
   Discarded d;
   std::uint64_t seen = 0;
-  for (const auto& [shown, fd] : dirs) {
+  for (const auto& dir : dirs) {
+    const std::string& shown = dir.first;  // named, not bound: the lambda below uses them
+    const int fd = dir.second;
     struct stat root;
     if (fd < 0 || ::fstat(fd, &root) != 0) continue;
     Walk w{root.st_dev, seen};
     // Each top-level entry on its own, to name where things are.
-    util::UniqueFd again(::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* dir = again.valid() ? ::fdopendir(again.get()) : nullptr;
-    if (!dir) continue;
-    (void)again.release();
-    while (dirent* e = ::readdir(dir)) {
-      std::string_view name = e->d_name;
-      if (name == "." || name == "..") continue;
+    util::for_each_name(fd, [&](std::string_view name) {
       if (++w.seen > kMaxEntries) {
         w.capped = true;
-        break;
+        return false;
       }
+      const std::string n(name);
       struct stat st;
-      if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != w.dev) continue;
-      Discarded::Top t{shown + "/" + std::string(name)};
+      if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != w.dev) return true;
+      Discarded::Top t{shown + "/" + n};
       if (S_ISDIR(st.st_mode)) {
-        util::UniqueFd sub(::openat(::dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (sub.valid()) count_below(std::move(sub), 1, w, t.files, t.bytes);
+        util::UniqueFd sub(::openat(fd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (sub.valid()) count_below(sub, 1, w, t.files, t.bytes);
       } else {
         t.files = 1;
         t.bytes = static_cast<std::uint64_t>(st.st_size);
@@ -100,9 +91,8 @@ Discarded survey(const std::vector<std::pair<std::string, int>>& dirs) {
       d.files += t.files;
       d.bytes += t.bytes;
       if (t.files) d.top.push_back(std::move(t));
-      if (w.capped) break;
-    }
-    ::closedir(dir);
+      return !w.capped;
+    });
     seen = w.seen;
     d.capped = d.capped || w.capped;
   }

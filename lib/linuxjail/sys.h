@@ -5,13 +5,14 @@
 #pragma once
 
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
+
+#include "util/openat2.h"
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
@@ -31,12 +32,7 @@ inline long clone_process(unsigned long flags, int* pidfd) {
   return ::syscall(SYS_clone, flags, nullptr, pidfd, nullptr, 0UL);
 }
 
-inline int openat2(int dirfd, const char* path, std::uint64_t flags, std::uint64_t resolve) {
-  open_how how{};
-  how.flags = flags;
-  how.resolve = resolve;
-  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof how));
-}
+using util::openat2;
 
 inline int pivot_root(const char* new_root, const char* put_old) {
   return static_cast<int>(::syscall(SYS_pivot_root, new_root, put_old));

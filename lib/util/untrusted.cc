@@ -1,17 +1,22 @@
 #include "untrusted.h"
 
 #include <fcntl.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
-#include <cstring>
+#include <cstdint>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "dir_names.h"
 #include "paths.h"
+#ifdef __linux__
+#include "openat2.h"
+#endif
 
 namespace pj::util {
 
@@ -60,6 +65,105 @@ Error output_open_error(const std::string& path, int err) {
   return Error::from_errno(fmt::format("open {} for writing", path), err);
 }
 
+constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+
+// The directory that holds a name looked up beneath `dirfd`: `dirfd`
+// itself when the name has no directory part (nothing is reopened), else
+// the directory open_dir_beneath() opens.
+struct Holder {
+  UniqueFd opened;
+  int borrowed = -1;
+  int get() const { return opened.valid() ? opened.get() : borrowed; }
+};
+Result<Holder> holder_of(int dirfd, std::string_view dir_part) {
+  if (dir_part.empty()) return Holder{UniqueFd(), dirfd};
+  auto dir = open_dir_beneath(dirfd, dir_part);
+  if (!dir) return dir.take_error();
+  return Holder{std::move(*dir), -1};
+}
+
+// What the walk does at a missing component.
+enum class Missing { fail, make_private };
+
+// `rel` walked from `dirfd` one component at a time with O_NOFOLLOW: the
+// fallback where openat2 is not there, and the reference for its errors
+// (the message names the component). With Missing::make_private, a
+// missing component is made 0700 (EEXIST: a concurrent run made it) and
+// then opened like any other.
+Result<UniqueFd> walk_beneath(int dirfd, std::string_view rel, Missing missing) {
+  UniqueFd cur(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!cur.valid()) return Error::from_errno("open a directory", errno);
+  for (auto part : path_components(rel)) {
+    if (part == ".") continue;
+    if (part == "..") return Error::from_errno(fmt::format("{}: \"..\" is not followed", rel), EPERM);
+    std::string name(part);
+    UniqueFd next(::openat(cur.get(), name.c_str(), kDirFlags));
+    if (!next.valid() && errno == ENOENT && missing == Missing::make_private) {
+      if (::mkdirat(cur.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
+        return Error::from_errno(fmt::format("make {} in {}", name, rel), errno);
+      next = UniqueFd(::openat(cur.get(), name.c_str(), kDirFlags));
+    }
+    if (!next.valid()) {
+      int err = errno;
+      struct stat st;
+      // O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR on some kernels:
+      // tell the symlink apart, for the message.
+      if (err == ENOTDIR && ::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+        err = ELOOP;
+      return Error::from_errno(fmt::format("open {} in {}", name, rel), err);
+    }
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+// The components of `rel` joined by "/" ("a//./b/" -> "a/b"; "" for
+// `rel` itself), or nullopt when one is "..": the walk refuses that, at
+// the component where it stands.
+std::optional<std::string> plain_relative(std::string_view rel) {
+  std::string out;
+  for (auto part : path_components(rel)) {
+    if (part == ".") continue;
+    if (part == "..") return std::nullopt;
+    if (!out.empty()) out += '/';
+    out += part;
+  }
+  return out;
+}
+
+enum class Beneath { no, yes };
+
+#ifdef __linux__
+// Set once openat2 is known to be missing (ENOSYS: Linux < 5.6; E2BIG
+// or EINVAL: a kernel that does not take this struct or these flags).
+std::atomic<bool> g_no_openat2{false};
+#endif
+
+// The directory `path` in one openat2(2) call that follows no symlink
+// and no magic link in any component, the last included
+// (RESOLVE_NO_SYMLINKS: ELOOP), and with `beneath` never resolves outside
+// `dirfd` (RESOLVE_BENEATH). `path` holds no "..". The guarantee is the
+// walk's; the cost is one system call instead of two per component.
+// Returns the fd, or -1 with errno: ENOENT when a component is missing;
+// anything else (openat2 missing or refused by an outer sandbox's
+// seccomp filter, a symlink, not a directory, EACCES) means "let the
+// walk decide", which gives the errno and message for the component.
+int open_dir_at_once(int dirfd, const std::string& path, Beneath beneath) {
+#ifdef __linux__
+  if (!g_no_openat2.load(std::memory_order_relaxed)) {
+    std::uint64_t resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    if (beneath == Beneath::yes) resolve |= RESOLVE_BENEATH;
+    int fd = openat2(dirfd, path.c_str(), kDirFlags, resolve);
+    if (fd >= 0 || errno == ENOENT) return fd;
+    if (errno == ENOSYS || errno == E2BIG || errno == EINVAL) g_no_openat2.store(true, std::memory_order_relaxed);
+  }
+#else
+  (void)dirfd, (void)path, (void)beneath;
+#endif
+  errno = ENOSYS;
+  return -1;
+}
+
 }  // namespace
 
 Result<UniqueFd> open_output_file(const std::string& path, OutputMode mode, mode_t perm) {
@@ -79,46 +183,41 @@ Result<UniqueFd> open_output_file(const std::string& path, OutputMode mode, mode
 }
 
 Result<UniqueFd> open_dir_beneath(int dirfd, std::string_view rel) {
-  UniqueFd cur(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!cur.valid()) return Error::from_errno("open a directory", errno);
-  for (auto part : path_components(rel)) {
-    if (part == ".") continue;
-    if (part == "..") return Error::from_errno(fmt::format("{}: \"..\" is not followed", rel), EPERM);
-    std::string name(part);
-    UniqueFd next(::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!next.valid()) {
-      int err = errno;
-      struct stat st;
-      // O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR on some kernels:
-      // tell the symlink apart, for the message.
-      if (err == ENOTDIR && ::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-        err = ELOOP;
-      return Error::from_errno(fmt::format("open {} in {}", name, rel), err);
-    }
-    cur = std::move(next);
+  if (auto plain = plain_relative(rel); plain && !plain->empty()) {
+    UniqueFd fd(open_dir_at_once(dirfd, *plain, Beneath::yes));
+    if (fd.valid()) return fd;
+    if (errno == ENOENT) return Error::from_errno(fmt::format("open {}", rel), ENOENT);
   }
-  return cur;
+  return walk_beneath(dirfd, rel, Missing::fail);
 }
 
 Result<UniqueFd> open_dir_nofollow(std::string_view absolute) {
   if (absolute.empty() || absolute.front() != '/')
     return Error::invalid(fmt::format("{}: not an absolute path", absolute));
+  const std::string what = fmt::format("open the directory {} without following symlinks", absolute);
+  if (auto plain = plain_relative(absolute)) {
+    // Absolute, so not RESOLVE_BENEATH (it refuses a leading "/"); with
+    // no ".." and no symlink followed, nothing leaves the path as written.
+    UniqueFd fd(open_dir_at_once(AT_FDCWD, "/" + *plain, Beneath::no));
+    if (fd.valid()) return fd;
+    if (errno == ENOENT) return Error::from_errno(what, ENOENT);
+  }
   UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return Error::from_errno("open /", errno);
-  auto dir = open_dir_beneath(root.get(), absolute.substr(1));
-  if (!dir) return Error::from_errno(fmt::format("open the directory {} without following symlinks", absolute),
-                                     dir.error().err());
+  auto dir = walk_beneath(root.get(), absolute.substr(1), Missing::fail);
+  if (!dir) return Error::from_errno(what, dir.error().err());
   return dir;
 }
 
 Result<UniqueFd> make_private_dir(std::string_view absolute) {
-  std::string partial;
-  for (auto part : path_components(absolute)) {
-    partial += "/";
-    partial += part;
-    ::mkdir(partial.c_str(), 0700);  // EEXIST and the rest: the open below says
-  }
+  // Opened first: it exists on every run but the first. Only when a
+  // component is missing is the path walked again, making what is missing.
   auto dir = open_dir_nofollow(absolute);
+  if (!dir && dir.error().err() == ENOENT) {
+    UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root.valid()) return Error::from_errno("open /", errno);
+    dir = walk_beneath(root.get(), absolute.substr(1), Missing::make_private);
+  }
   if (!dir) return Error::from_errno(fmt::format("make the directory {}", absolute), dir.error().err());
   return dir;
 }
@@ -132,7 +231,7 @@ Result<NodeInfo> stat_beneath(int dirfd, std::string_view rel) {
     return NodeInfo{type_of(st.st_mode), st.st_dev, st.st_ino, st.st_uid, st.st_size};
   }
   if (bad_name(name)) return Error::from_errno(fmt::format("{}: \"..\" is not followed", rel), EPERM);
-  auto dir = open_dir_beneath(dirfd, dir_part);
+  auto dir = holder_of(dirfd, dir_part);
   if (!dir) {
     if (dir.error().err() == ENOENT) return info;  // absent
     return dir.take_error();
@@ -150,7 +249,7 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
                                                        std::string_view shown) {
   auto [dir_part, name] = split_last(rel);
   if (bad_name(name)) return Error::invalid(fmt::format("{}: not a file name", shown));
-  auto dir = open_dir_beneath(dirfd, dir_part);
+  auto dir = holder_of(dirfd, dir_part);
   if (!dir) {
     if (dir.error().err() == ENOENT) return std::optional<std::string>();
     return Error::from_errno(fmt::format("read {}: a directory on the way is a symlink or not a directory", shown),
@@ -197,28 +296,23 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
 Result<std::optional<std::string>> read_untrusted_file(std::string_view absolute, size_t cap) {
   if (absolute.empty() || absolute.front() != '/')
     return Error::invalid(fmt::format("{}: not an absolute path", absolute));
-  UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return Error::from_errno("open /", errno);
-  return read_untrusted_file(root.get(), absolute.substr(1), cap, absolute);
+  // Its directory opened as open_dir_nofollow() does (one openat2 call
+  // where the kernel has it), then the name read in it.
+  auto [dir_part, name] = split_last(absolute);
+  if (bad_name(name)) return Error::invalid(fmt::format("{}: not a file name", absolute));
+  auto dir = open_dir_nofollow(dir_part.empty() ? std::string_view("/") : dir_part);
+  if (!dir) {
+    if (dir.error().err() == ENOENT) return std::optional<std::string>();
+    return Error::from_errno(fmt::format("read {}: a directory on the way is a symlink or not a directory", absolute),
+                             dir.error().err());
+  }
+  return read_untrusted_file(dir->get(), name, cap, absolute);
 }
 
 bool directory_is_empty(int dirfd) {
-  if (::lseek(dirfd, 0, SEEK_SET) != 0) return false;
-  alignas(8) char buf[4096];
-  while (true) {
-    long n = ::syscall(SYS_getdents64, dirfd, buf, sizeof buf);
-    if (n < 0) return false;
-    if (n == 0) return true;
-    // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name
-    for (long off = 0; off < n;) {
-      unsigned short reclen;
-      std::memcpy(&reclen, buf + off + 16, sizeof reclen);
-      const char* name = buf + off + 19;
-      if (std::strcmp(name, ".") != 0 && std::strcmp(name, "..") != 0) return false;
-      if (reclen == 0) return false;
-      off += reclen;
-    }
-  }
+  bool empty = true;
+  const bool read = for_each_name(dirfd, [&](std::string_view) { return empty = false; });
+  return read && empty;
 }
 
 }  // namespace pj::util

@@ -72,8 +72,8 @@ enum class OutputMode {
 Result<UniqueFd> open_output_file(const std::string& path, OutputMode mode, mode_t perm);
 
 // Does the directory open at `dirfd` hold nothing but "." and ".."? Read
-// with getdents64(2) from its start (the fd's offset moves); false when
-// it cannot be read.
+// from its start (for_each_name: the fd's offset moves); false when it
+// cannot be read.
 bool directory_is_empty(int dirfd);
 
 }  // namespace pj::util

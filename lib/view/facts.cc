@@ -1,12 +1,9 @@
 #include "view/facts.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
-
-#include <climits>
-#include <cstdlib>
 
 #include "util/paths.h"
+#include "util/real_paths.h"
 
 namespace pj::view {
 
@@ -23,13 +20,12 @@ PathFact::Kind kind_of(mode_t mode) {
 
 // The real path of `path`'s nearest existing ancestor, joined with the
 // rest of `path`.
-std::string resolve_absent(const std::string& path) {
+std::string resolve_absent(const std::string& path, util::RealPaths& real_paths) {
   std::string rest;
   for (std::string p = path; p != "/";) {
     std::string parent(util::parent_path(p));
     rest = "/" + p.substr(parent == "/" ? 1 : parent.size() + 1) + rest;
-    char real[PATH_MAX];
-    if (::realpath(parent.c_str(), real)) return (std::string(real) == "/" ? "" : std::string(real)) + rest;
+    if (auto real = real_paths.real(parent)) return (*real == "/" ? "" : *real) + rest;
     p = parent;
   }
   return path;
@@ -46,25 +42,22 @@ bool usable(const PathFact& f) { return f.kind == PathFact::Kind::directory || f
 
 Facts probe_paths(const std::vector<std::string>& paths) {
   Facts facts;
+  util::RealPaths real_paths;  // the paths share most of their ancestors
   for (const auto& path : paths) {
     if (facts.count(path)) continue;
     PathFact f;
-    struct stat lst;
-    if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    const auto& status = real_paths.status(path);
+    if (status.exists && S_ISLNK(status.lst.st_mode)) {
       f.is_symlink = true;
-      char buf[PATH_MAX];
-      ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-      if (n > 0) f.link_target.assign(buf, static_cast<size_t>(n));
+      f.link_target = status.link;
     }
-    char real[PATH_MAX];
-    struct stat st;
-    if (::realpath(path.c_str(), real) && ::stat(real, &st) == 0) {
-      f.kind = kind_of(st.st_mode);
-      f.resolved = real;
-      f.dev = st.st_dev;
-      f.ino = st.st_ino;
+    if (status.real) {
+      f.kind = kind_of(status.st.st_mode);
+      f.resolved = *status.real;
+      f.dev = status.st.st_dev;
+      f.ino = status.st.st_ino;
     } else if (!f.is_symlink) {
-      f.resolved = resolve_absent(path);  // a dangling link stays unresolved: the planners refuse it
+      f.resolved = resolve_absent(path, real_paths);  // a dangling link stays unresolved: the planners refuse it
     }
     facts.emplace(path, std::move(f));
   }

@@ -38,7 +38,8 @@ const PathFact& fact(const Facts& facts, std::string_view path);
 // A directory or a regular file (what a grant, a mark or a mask can be).
 bool usable(const PathFact& f);
 
-// lstat, readlink, realpath and stat each path, once.
+// lstat, readlink, realpath and stat each path, once (each ancestor
+// resolved once: util/real_paths.h).
 Facts probe_paths(const std::vector<std::string>& paths);
 
 }  // namespace pj::view
