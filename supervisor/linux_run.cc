@@ -1,6 +1,8 @@
 #include "linux_run.h"
 
 #include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/ioctl.h>
@@ -32,6 +34,29 @@ using linuxjail::SyncRecord;
 using Ending = RunOutcome::Ending;
 
 namespace {
+
+// Once the jail runs, most of the code that prepared it (pi-jail's, libc's)
+// is not run again: its pages leave the resident set (MADV_DONTNEED on the
+// mapped files' read-only, never-written segments: they come back from the
+// page cache if touched), so that relaying adds to a smaller set. Writable
+// segments, RELRO included (its pages hold relocations), are left alone.
+void drop_startup_pages() {
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void*) {
+        if (std::string_view(info->dlpi_name).find("vdso") != std::string_view::npos) return 0;
+        const long page = ::sysconf(_SC_PAGESIZE);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W)) continue;
+          uintptr_t start = info->dlpi_addr + ph.p_vaddr, end = start + ph.p_memsz;
+          start = (start + static_cast<uintptr_t>(page) - 1) & ~static_cast<uintptr_t>(page - 1);
+          end &= ~static_cast<uintptr_t>(page - 1);
+          if (end > start) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+        }
+        return 0;
+      },
+      nullptr);
+}
 
 sigset_t handled_set() {
   sigset_t set;
@@ -209,6 +234,7 @@ void Supervisor::on_control() {
 }
 
 RunOutcome Supervisor::run() {
+  drop_startup_pages();
   std::vector<pollfd> fds;
   while (true) {
     fds.clear();
