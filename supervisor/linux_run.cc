@@ -39,11 +39,21 @@ namespace {
 // is not run again: its pages leave the resident set (MADV_DONTNEED on the
 // mapped files' read-only, never-written segments: they come back from the
 // page cache if touched), so that relaying adds to a smaller set. Writable
-// segments, RELRO included (its pages hold relocations), are left alone.
+// segments, RELRO included (its pages hold relocations), and objects with
+// text relocations are left alone. A debugger's breakpoint in those pages
+// is lost with them.
 void drop_startup_pages() {
   ::dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void*) {
         if (std::string_view(info->dlpi_name).find("vdso") != std::string_view::npos) return 0;
+        // An object with text relocations had its read-only pages written
+        // by ld.so: left alone (pi-jail itself is linked with -z text).
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+          const auto* dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+          for (; dyn->d_tag != DT_NULL; ++dyn)
+            if (dyn->d_tag == DT_TEXTREL || (dyn->d_tag == DT_FLAGS && (dyn->d_un.d_val & DF_TEXTREL))) return 0;
+        }
         const long page = ::sysconf(_SC_PAGESIZE);
         for (int i = 0; i < info->dlpi_phnum; ++i) {
           const ElfW(Phdr)& ph = info->dlpi_phdr[i];
@@ -116,7 +126,8 @@ private:
   Jail jail_;
   util::UniqueFd sfd_;
   const std::function<void()>& once_ended_;
-  bool ended_ = false;  // init said kControlEnded
+  bool ended_ = false;      // init said kControlEnded
+  bool init_gone_ = false;  // its pidfd said it exited
   InitControl control_;
   Supervision core_;  // signals, --timeout, --grace, the terminal
   std::vector<util::UniqueFd> listeners_;  // as they arrive, in batches
@@ -262,7 +273,8 @@ RunOutcome Supervisor::run() {
       while (::read(sfd_.get(), &si, sizeof si) == sizeof si) core_.on_signal(static_cast<int>(si.ssi_signo));
     }
     core_.tick();  // --timeout, --grace, `fg` of a running job
-    if ((fds[0].revents & POLLIN) || ended_) break;
+    if (fds[0].revents & POLLIN) init_gone_ = true;
+    if (init_gone_ || ended_) break;
   }
   core_.finish();
   RunOutcome out;
@@ -282,10 +294,14 @@ RunOutcome Supervisor::run() {
     if ((*msg)->tag == linuxjail::kControlScratch && (*msg)->fds.size() == 1) scratch_ = std::move((*msg)->fds.front());
   }
 
-  if (once_ended_) once_ended_();
+  // Only when nothing of the jail runs any more (a failed poll(2) ends
+  // the loop with the jail alive: then after the reap).
+  const bool nothing_runs = ended_ || init_gone_;
+  if (once_ended_ && nothing_runs) once_ended_();
   rusage before{};
   ::getrusage(RUSAGE_CHILDREN, &before);
   auto code = jail_.reap();
+  if (once_ended_ && !nothing_runs) once_ended_();
   // What the jail's processes used: init waited for every one of them, so
   // their times and the largest RSS reach pi-jail with init (getrusage(2)).
   rusage after{};

@@ -133,6 +133,21 @@ public:
     return it->second->get();
   }
 
+  // Is each directory opened still the one its path names? (Renamed since,
+  // what was made and held in it is not where the jail will look.)
+  util::Status still_there() const {
+    for (const auto& [path, fd] : open_) {
+      if (!fd) continue;
+      auto now = util::open_dir_nofollow(path);
+      struct stat was, is;
+      if (!now || ::fstat(fd->get(), &was) != 0 || ::fstat(now->get(), &is) != 0 || was.st_dev != is.st_dev ||
+          was.st_ino != is.st_ino)
+        return util::Error::from_errno(
+            fmt::format("hold the placeholders in {}: it changed while the jail was being set up", path), ESTALE);
+    }
+    return {};
+  }
+
 private:
   std::map<std::string, util::Result<UniqueFd>> open_;
 };
@@ -293,6 +308,7 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
       if (auto left = leftover(fd.get(), op.node, op.dest)) adopted.push_back(std::move(*left));
     holds.fds_.push_back(std::move(fd));
   }
+  if (auto st = parents.still_there(); !st) return st.take_error();
   // Placeholders a run that never ended left without a record (a power
   // failure lost it): recorded now, so that this run's end removes them.
   if (!adopted.empty()) {

@@ -101,9 +101,10 @@ int exit_code(int status) {
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   while (true) {
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    pid_t r;
+    while ((r = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
     }
-    if (errno == ECHILD) break;
+    if (r < 0 && errno == ECHILD) break;  // nothing of the jail is left
     timespec now;
     ::clock_gettime(CLOCK_MONOTONIC, &now);
     long left_ns = (deadline.tv_sec - now.tv_sec) * 1000000000L + (deadline.tv_nsec - now.tv_nsec);
