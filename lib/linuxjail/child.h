@@ -131,8 +131,7 @@ inline constexpr char kControlCgroups = 'C';
 inline constexpr size_t kControlCgroupsSize = 1 + sizeof(int);
 
 // The byte init sends when the command has ended and every other process
-// of the jail is gone, followed by a byte with the exit code init exits
-// with. Init has closed every other fd by then (the holds on placeholders
+// of the jail is gone (the exit code comes with init's reap). Init has closed every other fd by then (the holds on placeholders
 // and the run's staging lock it shared with pi-jail since the clone): the
 // supervisor may tear down what does not need init gone while the kernel
 // ends init (its mount namespace's teardown takes a while).

@@ -122,8 +122,8 @@ int exit_code(int status) {
   const unsigned control = static_cast<unsigned>(p.control_fd);
   if (control > 3) (void)sys::close_range(3, control - 1);
   (void)sys::close_range(control + 1, ~0U);
-  const char ended[2] = {kControlEnded, static_cast<char>(code)};
-  ssize_t n = ::write(p.control_fd, ended, sizeof ended);
+  const char ended = kControlEnded;
+  ssize_t n = ::write(p.control_fd, &ended, 1);
   (void)n;
   ::_exit(code);
 }

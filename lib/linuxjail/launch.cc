@@ -254,7 +254,7 @@ util::Result<std::optional<Jail::Control>> Jail::read_control() {
     int sig = n == 2 ? static_cast<unsigned char>(bytes[1]) : 0;
     c.stop_signal = sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU ? sig : SIGSTOP;
   }
-  if (c.tag == kControlEnded && n == 2) c.ended = static_cast<unsigned char>(bytes[1]);
+  c.ended = c.tag == kControlEnded;
   for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
     if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
       size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);

@@ -45,7 +45,7 @@ public:
     char tag = 0;                     // kControlMaster, kControlListeners, kControlStopped
     std::vector<util::UniqueFd> fds;  // the master, or the listeners in spec order
     int stop_signal = 0;              // kControlStopped: the signal that stopped the command
-    std::optional<int> ended;         // kControlEnded: the exit code init is about to exit with
+    bool ended = false;               // kControlEnded: nothing of the jail runs any more
   };
   int control_fd() const { return control_.get(); }
   // Read one control message when control_fd() is readable; at EOF

@@ -23,6 +23,11 @@ long peak_rss_kib(pid_t pid) {
   return -1;
 }
 
+// Let the command that waits for `go` in `ws` end, and check the
+// supervisor's peak `rss` (KiB, read before) against the bound; under
+// ASan (its shadow memory) only shown.
+void check_peak(pid_t pid, const std::string& ws, long rss, const char* what);
+
 }  // namespace
 
 // The bound on the supervisor's peak resident set, in KiB: issue 18's
@@ -42,15 +47,7 @@ TEST_CASE("the supervisor's peak resident memory while a command runs stays unde
                     {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return exists(sb.ws + "/running"); }));
   long rss = peak_rss_kib(pid);
-  write_file(sb.ws + "/go", "");
-  CHECK(wait_status_guarded(pid) == 0);
-  CAPTURE(rss);
-  CHECK(rss > 0);
-#ifndef __SANITIZE_ADDRESS__
-  CHECK(rss < kPeakRssBoundKiB);
-#else
-  MESSAGE("peak RSS under ASan (not checked): " << rss << " KiB");
-#endif
+  check_peak(pid, sb.ws, rss, "peak RSS");
 }
 
 TEST_CASE("the supervisor's peak resident memory while relaying 3 x 8 MiB stays under 4 MiB") {
@@ -69,17 +66,9 @@ TEST_CASE("the supervisor's peak resident memory while relaying 3 x 8 MiB stays 
                     {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return exists(sb.ws + "/relayed"); }));
   long rss = peak_rss_kib(pid);
-  write_file(sb.ws + "/go", "");
-  CHECK(wait_status_guarded(pid) == 0);
+  check_peak(pid, sb.ws, rss, "peak RSS while relaying");
   CHECK(read_file(sb.ws + "/sizes") == "8388608\n8388608\n8388608\n");
   CHECK(server.hits() == 3);
-  CAPTURE(rss);
-  CHECK(rss > 0);
-#ifndef __SANITIZE_ADDRESS__
-  CHECK(rss < kPeakRssBoundKiB);
-#else
-  MESSAGE("peak RSS while relaying under ASan (not checked): " << rss << " KiB");
-#endif
 }
 
 TEST_CASE("the supervisor's peak resident memory with 64 connections relayed at once stays under 4 MiB") {
@@ -98,15 +87,7 @@ TEST_CASE("the supervisor's peak resident memory with 64 connections relayed at 
                     {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return server.hits() == kConnections; }));
   long rss = peak_rss_kib(pid);
-  write_file(sb.ws + "/go", "");
-  CHECK(wait_status_guarded(pid) == 0);
-  CAPTURE(rss);
-  CHECK(rss > 0);
-#ifndef __SANITIZE_ADDRESS__
-  CHECK(rss < kPeakRssBoundKiB);
-#else
-  MESSAGE("peak RSS with many connections under ASan (not checked): " << rss << " KiB");
-#endif
+  check_peak(pid, sb.ws, rss, "peak RSS with many connections");
 }
 
 TEST_CASE("a run that leaves no placeholder does not rewrite pi-jail's placeholder registry") {
@@ -151,3 +132,20 @@ TEST_CASE("a run whose placeholders are all removed leaves no placeholder regist
   CHECK(err == ENOENT);
   CHECK_FALSE(std::filesystem::exists(sb.home + "/.local/state/pi-jail/placeholders.tmp"));
 }
+
+namespace {
+
+void check_peak(pid_t pid, const std::string& ws, long rss, const char* what) {
+  write_file(ws + "/go", "");
+  CHECK(wait_status_guarded(pid) == 0);
+  CAPTURE(rss);
+  CHECK(rss > 0);
+#ifndef __SANITIZE_ADDRESS__
+  (void)what;
+  CHECK(rss < kPeakRssBoundKiB);
+#else
+  MESSAGE(what << " under ASan (not checked): " << rss << " KiB");
+#endif
+}
+
+}  // namespace
