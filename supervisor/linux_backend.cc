@@ -207,7 +207,7 @@ public:
     // wait (measured: 6.17 ms a run against 6.34 ms).
     std::optional<std::vector<std::string>> written_back;
     auto once_ended = [&] { written_back = copies_->finish(); };
-    auto result = run_jailed(*spec_, opts, limits_->cgroups ? limits_->cgroups->procs_fds() : std::vector<int>{},
+    auto result = run_jailed(*spec_, opts, limits_->cgroups ? limits_->cgroups->join_files() : linuxjail::cgroup::JoinFiles{},
                              once_ended);
     if (!written_back) once_ended();  // the jail was never launched
     holds_->release();

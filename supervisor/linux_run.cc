@@ -362,9 +362,9 @@ void choose_streams(linuxjail::JailSpec& spec) {
   ::ioctl(tty, TIOCGWINSZ, &t.size);
 }
 
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs,
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, const linuxjail::cgroup::JoinFiles& cgroups,
                       const std::function<void()>& once_ended) {
-  auto launched = Jail::launch(spec, std::move(cgroup_procs));
+  auto launched = Jail::launch(spec, cgroups);
   if (!launched) {
     const util::Error& e = launched.error();
     return setup_failed(e.message(), e.err() ? linuxjail::namespace_fix(e.err()) : "report a bug");

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "linuxjail/cgroup.h"
 #include "linuxjail/spec.h"
 #include "run.h"
 
@@ -19,13 +20,13 @@ void block_handled_signals();
 void choose_streams(linuxjail::JailSpec& spec);
 
 // Launch the jail for `spec` and supervise it until it ends.
-// `cgroup_procs`: the run's cgroups' cgroup.procs files, which the jail's
-// init joins first (the caller keeps them open). `once_ended`, when set,
+// `cgroups`: the run's cgroups, which the jail's init joins before it
+// forks anything (the caller keeps the files open). `once_ended`, when set,
 // is called once nothing of the jail runs any more, before its init is
 // reaped: as soon as init says so (kControlEnded), while the kernel still
 // ends init, or else after init is gone. Not called when the jail could
 // not be launched.
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, std::vector<int> cgroup_procs = {},
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, const linuxjail::cgroup::JoinFiles& cgroups = {},
                       const std::function<void()>& once_ended = {});
 
 }  // namespace pj::supervisor

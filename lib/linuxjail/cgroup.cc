@@ -283,8 +283,9 @@ util::Result<RunCgroups> RunCgroups::create(const std::vector<Dir>& dirs, const 
     }
     if (st && m.used.pids) st = put("pids.max", std::to_string(*wanted.pids));
     if (!st) return std::move(st.take_error()).context("set the run's cgroup limits");
-    m.procs = util::UniqueFd(::open((m.path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-    if (!m.procs.valid()) return Error::from_errno(fmt::format("open {}/cgroup.procs", m.path), errno);
+    const char* join = m.version == 1 ? "tasks" : "cgroup.procs";
+    m.join = util::UniqueFd(::open((m.path + "/" + join).c_str(), O_WRONLY | O_CLOEXEC));
+    if (!m.join.valid()) return Error::from_errno(fmt::format("open {}/{}", m.path, join), errno);
   }
   return out;
 }
@@ -293,7 +294,7 @@ RunCgroups::~RunCgroups() {
   // The jail is gone when this runs; its last tasks may still be leaving
   // the cgroup (EBUSY) for a moment.
   for (auto& m : made_) {
-    m.procs.reset();
+    m.join.reset();
     for (int i = 0; i < 200 && ::rmdir(m.path.c_str()) != 0 && errno == EBUSY; ++i) {
       timespec ts{0, 10 * 1000 * 1000};
       ::nanosleep(&ts, nullptr);
@@ -301,9 +302,9 @@ RunCgroups::~RunCgroups() {
   }
 }
 
-std::vector<int> RunCgroups::procs_fds() const {
-  std::vector<int> out;
-  for (const auto& m : made_) out.push_back(m.procs.get());
+JoinFiles RunCgroups::join_files() const {
+  JoinFiles out;
+  for (const auto& m : made_) (m.version == 1 ? out.tasks : out.procs).push_back(m.join.get());
   return out;
 }
 

@@ -2,7 +2,7 @@
 // user (an operator names it: `[limits] cgroup`), pi-jail makes one child
 // directory per run in it, writes the run's memory, CPU and process
 // limits there, and the jail's init is moved into it before it forks
-// anything (launch.cc move_into_cgroups, child_limits.cc). cgroup v2 and
+// anything (child_limits.cc, launch.cc move_into_cgroups). cgroup v2 and
 // the v1 hierarchies (memory, cpu, pids mounted apart) are both handled;
 // a limit no directory can enforce is refused before anything runs.
 #pragma once
@@ -53,6 +53,20 @@ struct Usage {
   std::optional<std::uint64_t> memory_peak, cpu_usec, pids_peak, oom_kills;
 };
 
+// The open files through which the jail's init joins the run's cgroups.
+struct JoinFiles {
+  // cgroup v1: each directory's `tasks`. Init writes "0" to them itself,
+  // first thing: moving only the calling thread is the one move the
+  // kernel makes without taking cgroup_threadgroup_rwsem for writing
+  // (kernel/cgroup/cgroup.c cgroup_procs_write_start: pid 0, one
+  // thread), so it never waits for an RCU grace period.
+  std::vector<int> tasks;
+  // cgroup v2: each directory's cgroup.procs (v2 moves single threads
+  // only within a threaded subtree). The supervisor writes init's pid to
+  // them while init builds the jail (launch.cc move_into_cgroups).
+  std::vector<int> procs;
+};
+
 class RunCgroups {
 public:
   // Make a child named `name` in the first of `dirs` that has each wanted
@@ -63,8 +77,8 @@ public:
   RunCgroups& operator=(RunCgroups&&) = default;
   ~RunCgroups();
 
-  // The cgroup.procs files for init to join (owned here).
-  std::vector<int> procs_fds() const;
+  // The files for init to join (owned here).
+  JoinFiles join_files() const;
   // "memory, pids: cgroup v1 /sys/fs/cgroup/memory/x/pi-jail-1-2" per directory.
   std::vector<std::string> describe() const;
   // Which made directory enforces `what` ("memory", "cpu", "pids"): "cgroup v1 PATH", or "".
@@ -77,7 +91,7 @@ private:
     std::string path;
     int version = 0;
     Controllers used;
-    util::UniqueFd procs;
+    util::UniqueFd join;  // v1: tasks; v2: cgroup.procs
   };
   std::vector<Made> made_;
 };

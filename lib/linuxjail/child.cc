@@ -67,7 +67,7 @@ void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage) {
   pollfd pf{p.sync_fd, 0, 0};
   if (::poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLERR))) ::_exit(125);
 
-  close_cgroup_files(p);
+  join_cgroups(p);
   map_identity(p);
   limit_processes(p);
   const int ruleset = landlock_ruleset(p);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "linuxjail/cgroup.h"
 #include "linuxjail/spec.h"
 
 namespace pj::linuxjail {
@@ -77,7 +78,9 @@ struct ChildPlan {
   const ChildListener* listeners;  // created by init, sent on control_fd
   size_t listener_count;
   std::uint64_t nproc;             // RLIMIT_NPROC inside the user namespace; 0: none
-  const int* cgroup_fds;           // cgroup.procs of each run cgroup (the supervisor writes them; init closes them)
+  const int* cgroup_tasks_fds;     // tasks of each cgroup v1 run cgroup (init writes "0", then closes them)
+  size_t cgroup_tasks_count;
+  const int* cgroup_fds;           // cgroup.procs of each v2 run cgroup (the supervisor writes them; init closes them)
   size_t cgroup_fd_count;
 };
 
@@ -89,7 +92,7 @@ public:
     int sync, parent_sync, control, parent_control;
   };
   ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter, Fds fds,
-                   std::vector<int> cgroup_fds = {});
+                   const cgroup::JoinFiles& cgroups = {});
   ~ChildPlanStorage();
   ChildPlanStorage(const ChildPlanStorage&) = delete;
   ChildPlanStorage& operator=(const ChildPlanStorage&) = delete;
@@ -104,7 +107,7 @@ private:
   BpfProgram command_filter_, init_filter_;
   std::vector<ChildLandlockRule> landlock_;
   std::vector<ChildListener> listeners_;
-  std::vector<int> cgroup_fds_;
+  std::vector<int> cgroup_tasks_fds_, cgroup_fds_;
   ChildPlan plan_{};
 };
 

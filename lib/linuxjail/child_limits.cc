@@ -11,24 +11,37 @@
 
 namespace pj::linuxjail::in_child {
 
-// Into the run's cgroups before anything is forked. The supervisor moves
-// this process (it writes our pid to each cgroup.procs it opened, right
-// after clone) while we build the filesystem: a move takes the kernel's
-// cgroup_threadgroup_rwsem for writing, which waits for an RCU grace
-// period (3.5-19 ms measured on a cgroup v1 host), so doing it beside the
-// mounts instead of before them takes it off the start-up's critical
-// path. The kernel checks the opener's credentials and cgroup namespace,
-// the supervisor's, as it did when we wrote "0" ourselves. What the setup
-// allocates until then is charged where the supervisor runs; nothing of
-// the command's runs before the move.
+// Into the run's cgroups before anything is forked. Moving a process
+// takes the kernel's cgroup_threadgroup_rwsem for writing, which waits
+// for an RCU grace period unless another move just happened (3.5-19 ms
+// measured on a cgroup v1 host, none of it CPU time). Moving only the
+// calling thread, by writing "0" to a v1 `tasks` file, takes no such
+// lock: init is single-threaded here, so that moves all of it, and
+// costs microseconds. The kernel checks the opener's credentials (the
+// supervisor's, who opened the files).
+//
+// cgroup v2 moves single threads only inside a threaded subtree, so
+// there the supervisor writes our pid to each cgroup.procs while we
+// build the filesystem (launch.cc move_into_cgroups), and await_cgroups
+// waits for its word. What the setup allocates until then is charged
+// where the supervisor runs; nothing of the command's runs before the
+// move.
 
-// First thing: the cgroup.procs files are the supervisor's to write.
-void close_cgroup_files(const ChildPlan& p) {
+// First thing: join the v1 cgroups, then close every cgroup file (the
+// v2 cgroup.procs files are the supervisor's to write).
+void join_cgroups(const ChildPlan& p) {
+  for (size_t i = 0; i < p.cgroup_tasks_count; ++i) {
+    ssize_t n;
+    do n = ::write(p.cgroup_tasks_fds[i], "0", 1);
+    while (n < 0 && errno == EINTR);
+    if (n != 1) fail(Stage::join_cgroup, n < 0 ? errno : EIO, -1);
+    ::close(p.cgroup_tasks_fds[i]);
+  }
   for (size_t i = 0; i < p.cgroup_fd_count; ++i) ::close(p.cgroup_fds[i]);
 }
 
 // Before the listeners are sent and anything is forked: the supervisor's
-// kControlCgroups message and the move's errno (0: moved).
+// kControlCgroups message and the v2 move's errno (0: moved).
 void await_cgroups(const ChildPlan& p) {
   if (p.cgroup_fd_count == 0) return;
   char msg[kControlCgroupsSize] = {};

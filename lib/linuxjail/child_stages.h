@@ -17,9 +17,9 @@ void report(Stage stage, int err, int op);
 [[noreturn]] void fail(Stage stage, int err, int op = -1);
 void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage);
 
-// child_limits.cc: the run's cgroups (the supervisor moves init into
-// them: launch.cc), RLIMIT_NPROC.
-void close_cgroup_files(const ChildPlan& p);
+// child_limits.cc: the run's cgroups (init joins v1 ones itself; the
+// supervisor moves it into v2 ones: launch.cc), RLIMIT_NPROC.
+void join_cgroups(const ChildPlan& p);
 void await_cgroups(const ChildPlan& p);
 void limit_processes(const ChildPlan& p);
 

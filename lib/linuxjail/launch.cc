@@ -50,9 +50,9 @@ util::Status require_single_thread() {
 }  // namespace
 
 ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter,
-                                   Fds fds, std::vector<int> cgroup_fds)
+                                   Fds fds, const cgroup::JoinFiles& cgroups)
     : command_filter_(std::move(command_filter)), init_filter_(std::move(init_filter)),
-      cgroup_fds_(std::move(cgroup_fds)) {
+      cgroup_tasks_fds_(cgroups.tasks), cgroup_fds_(cgroups.procs) {
   // The child's flat record: `source` and `options` mean what the kind says
   // (child.h); the plan's typed fields are read here, once.
   static const std::string kNone;
@@ -130,12 +130,13 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
                     spec.seccomp.use == FilterUse::enforced,
                     sock_fprog{static_cast<unsigned short>(init_filter_.size()), init_filter_.data()},
                     spec.landlock.handled_fs, spec.landlock.scoped, landlock_.data(), landlock_.size(),
-                    listeners_.data(), listeners_.size(), spec.nproc, cgroup_fds_.data(), cgroup_fds_.size()};
+                    listeners_.data(), listeners_.size(), spec.nproc, cgroup_tasks_fds_.data(), cgroup_tasks_fds_.size(),
+                    cgroup_fds_.data(), cgroup_fds_.size()};
 }
 
 ChildPlanStorage::~ChildPlanStorage() { cap_free(plan_.empty_caps); }
 
-util::Result<Jail> Jail::launch(const JailSpec& spec, std::vector<int> cgroup_procs) {
+util::Result<Jail> Jail::launch(const JailSpec& spec, const cgroup::JoinFiles& cgroups) {
   if (auto st = require_single_thread(); !st) return st.take_error();
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
@@ -151,7 +152,7 @@ util::Result<Jail> Jail::launch(const JailSpec& spec, std::vector<int> cgroup_pr
   UniqueFd control_ours(cv[0]), control_theirs(cv[1]);
   ChildPlanStorage storage(spec, std::move(*command_filter), std::move(*init_filter),
                            {theirs.get(), ours.get(), control_theirs.get(), control_ours.get()},
-                           std::move(cgroup_procs));
+                           cgroups);
   if (!storage.plan().empty_caps) return Error::from_errno("allocate an empty capability set", errno);
 
   constexpr unsigned long kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "linuxjail/cgroup.h"
 #include "linuxjail/spec.h"
 #include "linuxjail/stage.h"
 #include "util/result.h"
@@ -21,10 +22,9 @@ public:
   // and cgroup namespaces. The caller must be single-threaded (checked):
   // the kernel refuses CLONE_NEWUSER from a multithreaded process.
   // Signals the supervisor wants to handle must already be blocked.
-  // `cgroup_procs`: open cgroup.procs files (the caller keeps them) into
-  // which init is moved right after clone, while it builds the jail; it
-  // forks nothing before the move is done.
-  static util::Result<Jail> launch(const JailSpec& spec, std::vector<int> cgroup_procs = {});
+  // `cgroups`: the run's cgroups (the caller keeps the files open). Init
+  // joins them before it forks anything (cgroup::JoinFiles says how).
+  static util::Result<Jail> launch(const JailSpec& spec, const cgroup::JoinFiles& cgroups = {});
 
   Jail(Jail&& other) noexcept;
   Jail& operator=(Jail&&) = delete;

@@ -74,7 +74,8 @@ std::string_view stage_fix(Stage s, int err) {
     case Stage::parent_died: return "pi-jail was killed during setup";
     case Stage::join_cgroup:
       return "the kernel refused to move the jail into the cgroup given by [limits] cgroup: it must be writable by "
-             "you, with cgroup.procs of it and (cgroup v2) of the common parent writable; run `pi-jail doctor`";
+             "you, with its tasks (cgroup v1) or cgroup.procs and the common parent's cgroup.procs (cgroup v2) writable; "
+             "run `pi-jail doctor`";
     case Stage::landlock:
       return "the kernel refused the Landlock ruleset; run `pi-jail doctor`, and report a bug with its output";
     case Stage::seccomp:

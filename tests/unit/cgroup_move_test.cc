@@ -1,8 +1,9 @@
-// The handshake that moves the jail's init into the run's cgroups: the
-// supervisor writes init's pid to each cgroup.procs and tells init how
-// that went; init waits for it before it forks anything. Pipes stand in
-// for cgroup.procs and a forked process for init (no privileges needed;
-// that the kernel honours the move is tests/containment/limits_test.cc).
+// How the jail's init joins the run's cgroups: a cgroup v1 `tasks` file
+// gets "0" from init itself, first thing; for a v2 cgroup.procs the
+// supervisor writes init's pid and tells init how that went, and init
+// waits for it before it forks anything. Pipes stand in for the cgroup
+// files and a forked process for init (no privileges needed; that the
+// kernel honours the move is tests/containment/limits_test.cc).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -42,9 +43,9 @@ std::string drain(int fd) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-// Init's side in a forked process: close_cgroup_files then await_cgroups,
+// Init's side in a forked process: join_cgroups then await_cgroups,
 // then exit 0 (what comes next in jail_main). The exit status.
-int init_side(int control_fd, std::vector<int> procs) {
+int init_side(int control_fd, std::vector<int> procs, std::vector<int> tasks = {}) {
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -53,10 +54,14 @@ int init_side(int control_fd, std::vector<int> procs) {
     plan.sync_fd = -1;
     plan.cgroup_fds = procs.data();
     plan.cgroup_fd_count = procs.size();
-    in_child::close_cgroup_files(plan);
-    // Closed: init keeps no way to move anything itself.
+    plan.cgroup_tasks_fds = tasks.data();
+    plan.cgroup_tasks_count = tasks.size();
+    in_child::join_cgroups(plan);
+    // Closed: nothing of the jail keeps a way to move anything.
     for (int fd : procs)
       if (::fcntl(fd, F_GETFD) != -1) ::_exit(3);
+    for (int fd : tasks)
+      if (::fcntl(fd, F_GETFD) != -1) ::_exit(4);
     in_child::await_cgroups(plan);
     ::_exit(0);
   }
@@ -120,4 +125,38 @@ TEST_CASE("without cgroups nothing is written or sent, and init does not wait") 
   CHECK(::recv(control.theirs, &c, 1, MSG_DONTWAIT) == -1);
   CHECK(errno == EAGAIN);
   CHECK(init_side(control.theirs, {}) == 0);
+}
+
+TEST_CASE("cgroup v1: init writes \"0\" to every tasks file itself and closes it; the supervisor writes nothing") {
+  int a[2], b[2];
+  REQUIRE(::pipe(a) == 0);
+  REQUIRE(::pipe(b) == 0);
+  SocketPair control;
+  // Only v1 cgroups: nothing for the supervisor to move, no message.
+  REQUIRE(move_into_cgroups(4242, control.ours, {}).ok());
+  CHECK(init_side(control.theirs, {}, {a[1], b[1]}) == 0);
+  CHECK(drain(a[0]) == "0");
+  CHECK(drain(b[0]) == "0");
+  for (int fd : {a[0], a[1], b[0], b[1]}) ::close(fd);
+}
+
+TEST_CASE("cgroup v1: a tasks file the kernel refuses stops init (125) before anything else") {
+  int ro = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // write(2) refuses: EBADF
+  REQUIRE(ro >= 0);
+  SocketPair control;
+  CHECK(init_side(control.theirs, {}, {ro}) == 125);
+  ::close(ro);
+}
+
+TEST_CASE("v1 and v2 at once: init joins the v1 cgroups itself and waits for the supervisor's word on v2") {
+  int t[2], p[2];
+  REQUIRE(::pipe(t) == 0);
+  REQUIRE(::pipe(p) == 0);
+  SocketPair control;
+  const int procs[] = {p[1]};
+  REQUIRE(move_into_cgroups(4242, control.ours, procs).ok());
+  CHECK(drain(p[0]) == "4242");
+  CHECK(init_side(control.theirs, {::dup(p[1])}, {t[1]}) == 0);
+  CHECK(drain(t[0]) == "0");
+  for (int fd : {t[0], t[1], p[0], p[1]}) ::close(fd);
 }
