@@ -82,6 +82,7 @@ util::Result<Ctx> build(uint32_t default_action) {
   // list and kill the process.
   int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   if (rc == 0) rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0);  // pi-jail sets it itself
+  if (rc == 0) rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);
   if (rc < 0) return seccomp_error("seccomp attributes", rc);
   return ctx;
 }
