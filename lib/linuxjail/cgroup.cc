@@ -236,6 +236,20 @@ util::Result<RunCgroups> RunCgroups::create(const std::vector<Dir>& dirs, const 
   const Need needs[] = {{"memory", &Controllers::memory, wanted.memory_bytes.has_value()},
                         {"cpu", &Controllers::cpu, wanted.millicpus.has_value()},
                         {"pids", &Controllers::pids, wanted.pids.has_value()}};
+  // A process is in one cgroup v2 directory only: a second one would
+  // take the jail out of the first and its limits with it.
+  const Dir* v2 = nullptr;
+  for (const auto& n : needs) {
+    const Dir* d = n.wanted ? pick(n.member) : nullptr;
+    if (!d || d->version != 2) continue;
+    if (v2 && v2->path != d->path)
+      return Error::invalid(fmt::format(
+          "[limits] cgroup gives the {} controller in {} and another one in {}: a process can be in only one "
+          "cgroup v2 directory, so one limit would not hold; fix: give one cgroup v2 directory with every "
+          "controller the limits need in its cgroup.subtree_control",
+          n.what, v2->path, d->path));
+    v2 = d;
+  }
   for (const auto& n : needs) {
     if (!n.wanted) continue;
     const Dir* d = pick(n.member);

@@ -1,6 +1,11 @@
 // The pure parts of the run's cgroups: which controllers a mount or a
 // subtree_control names, and the counters of keyed files.
 #include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "linuxjail/cgroup.h"
 
@@ -36,4 +41,31 @@ TEST_CASE("keyed counters: memory.events, memory.oom_control, cpu.stat") {
   CHECK_FALSE(keyed_value("oom_kill x\n", "oom_kill").has_value());
   CHECK_FALSE(keyed_value("", "oom_kill").has_value());
   CHECK_FALSE(keyed_value("oom_kill 123456789012345678901234567890\n", "oom_kill").has_value());
+}
+
+TEST_CASE("limits split over two cgroup v2 directories are refused before anything is made: one would not hold") {
+  // A process is in one v2 directory only: moving the jail into the
+  // second takes it out of the first, and that one's limit with it.
+  char tmpl[] = "/tmp/pj-cgroup-test.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string root = tmpl, a = root + "/a", b = root + "/b";
+  REQUIRE(std::filesystem::create_directory(a));
+  REQUIRE(std::filesystem::create_directory(b));
+  std::vector<Dir> dirs = {{a, 2, {.memory = true}}, {b, 2, {.pids = true}}};
+  Wanted wanted;
+  wanted.memory_bytes = 1 << 30;
+  wanted.pids = 100;
+  auto made = RunCgroups::create(dirs, wanted, "pi-jail-1-1");
+  REQUIRE_FALSE(made.ok());
+  CHECK(made.error().message().find("only one cgroup v2 directory") != std::string::npos);
+  CHECK(made.error().message().find(a) != std::string::npos);
+  CHECK(made.error().message().find(b) != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(a + "/pi-jail-1-1"));
+  CHECK_FALSE(std::filesystem::exists(b + "/pi-jail-1-1"));
+  // One limit in each is fine when only one of them is asked for.
+  Wanted memory_only;
+  memory_only.memory_bytes = 1 << 30;
+  auto one = RunCgroups::create(dirs, memory_only, "pi-jail-1-2");
+  if (!one.ok()) CHECK(one.error().message().find("only one cgroup v2 directory") == std::string::npos);
+  std::filesystem::remove_all(root);
 }
