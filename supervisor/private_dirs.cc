@@ -163,31 +163,6 @@ util::Status copy_secret(int host, int staging, const SecretFile& secret, const 
   return {};
 }
 
-// Remove every entry below `dir` that is neither a regular file nor a
-// directory, never following one; at most kMaxDepth deep and
-// kScrubEntries entries in all (the rest is left as it is).
-size_t scrub(const std::string& dir) {
-  constexpr size_t kScrubEntries = 200000;
-  size_t seen = 0, removed = 0;
-  auto walk = [&](auto& self, int fd, int depth) -> void {
-    std::vector<std::string> subdirs;
-    for (const auto& n : names_in(fd, kScrubEntries - std::min(seen, kScrubEntries))) {
-      ++seen;
-      struct stat st;
-      if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      if (S_ISDIR(st.st_mode)) subdirs.push_back(n);
-      else if (!S_ISREG(st.st_mode) && ::unlinkat(fd, n.c_str(), 0) == 0) ++removed;
-    }
-    if (depth >= kMaxDepth) return;
-    for (const auto& s : subdirs) {
-      UniqueFd sub(::openat(fd, s.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (sub.valid()) self(self, sub.get(), depth + 1);
-    }
-  };
-  if (auto top = util::open_dir_nofollow(dir)) walk(walk, top->get(), 0);
-  return removed;
-}
-
 }  // namespace
 
 util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, runtime::Request& r,
@@ -255,7 +230,7 @@ std::vector<std::string> PrivateCopies::finish() {
   std::vector<std::string> out;
   for (const auto& c : copies_) {
     for (const auto& d : c.data_dirs) {
-      size_t removed = scrub(d);
+      size_t removed = util::remove_special_files(d);
       if (removed)
         out.push_back(fmt::format("refused: {}: removed {} symlink{} or special file{} the run left there (only "
                                   "files and directories are kept)",

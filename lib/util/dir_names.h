@@ -15,4 +15,10 @@ namespace pj::util {
 // `each` may have seen some names).
 bool for_each_name(int dirfd, const std::function<bool(std::string_view name)>& each);
 
+// The same, with each entry's type as the directory itself records it
+// (dirent's d_type: DT_REG, DT_DIR, DT_LNK, ...; DT_UNKNOWN where the
+// filesystem does not say, and then only lstat tells). Costs no system
+// call per entry.
+bool for_each_entry(int dirfd, const std::function<bool(std::string_view name, unsigned char type)>& each);
+
 }  // namespace pj::util

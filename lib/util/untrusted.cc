@@ -1,5 +1,6 @@
 #include "untrusted.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -313,6 +316,39 @@ bool directory_is_empty(int dirfd) {
   bool empty = true;
   const bool read = for_each_name(dirfd, [&](std::string_view) { return empty = false; });
   return read && empty;
+}
+
+size_t remove_special_files(const std::string& dir) {
+  constexpr int kMaxDepth = 128;  // the jail can nest deeper: the rest stays
+  constexpr size_t kMaxEntries = 200000;
+  size_t seen = 0, removed = 0;
+  auto walk = [&](auto& self, int fd, int depth) -> void {
+    std::vector<std::string> subdirs, odd;
+    for_each_entry(fd, [&](std::string_view n, unsigned char type) {
+      if (seen == kMaxEntries) return false;
+      ++seen;
+      // The type the directory records (set by the filesystem when the
+      // entry was made): no lstat for each of a long history of files.
+      // Only a filesystem that records none needs one.
+      if (type == DT_UNKNOWN) {
+        struct stat st;
+        if (::fstatat(fd, std::string(n).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return true;
+        type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
+      }
+      if (type == DT_DIR) subdirs.emplace_back(n);
+      else if (type != DT_REG) odd.emplace_back(n);
+      return true;
+    });
+    for (const auto& n : odd)
+      if (::unlinkat(fd, n.c_str(), 0) == 0) ++removed;
+    if (depth >= kMaxDepth) return;
+    for (const auto& s : subdirs) {
+      UniqueFd sub(::openat(fd, s.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (sub.valid()) self(self, sub.get(), depth + 1);
+    }
+  };
+  if (auto top = open_dir_nofollow(dir)) walk(walk, top->get(), 0);
+  return removed;
 }
 
 }  // namespace pj::util

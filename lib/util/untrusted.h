@@ -71,6 +71,15 @@ enum class OutputMode {
 // caller's (an operator's path, not one the jail can write).
 Result<UniqueFd> open_output_file(const std::string& path, OutputMode mode, mode_t perm);
 
+// Remove every entry below the directory `dir` (absolute) that is
+// neither a regular file nor a directory (symlinks, FIFOs, sockets,
+// devices), never following one; at most 128 deep and 200,000 entries in
+// all (the rest is left as it is). Entries are judged by the type their
+// directory records (for_each_entry), so a history of thousands of files
+// costs one getdents64 per directory, not an lstat per file. The number
+// removed.
+size_t remove_special_files(const std::string& dir);
+
 // Does the directory open at `dirfd` hold nothing but "." and ".."? Read
 // from its start (for_each_name: the fd's offset moves); false when it
 // cannot be read.

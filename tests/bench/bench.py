@@ -38,14 +38,15 @@ def run(cmd, env=None, **kw):
                           stderr=subprocess.DEVNULL, **kw)
 
 
-def timed(name, cmd, runs, warmup=2, check=True, key=None, fresh_env=None):
+def timed(name, cmd, runs, warmup=2, check=True, key=None, fresh_env=None, env=None):
     """`fresh_env`: a function giving each run its own environment (and
-    then no warm-up runs: the first run is what is measured)."""
+    then no warm-up runs: the first run is what is measured). `env`: the
+    environment of every run (default ENV)."""
     for _ in range(0 if fresh_env else warmup):
-        run(cmd)
+        run(cmd, env=env)
     samples, cpu = [], []
     for _ in range(runs):
-        env = fresh_env() if fresh_env else None
+        env = fresh_env() if fresh_env else env
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         r = run(cmd, env=env)
@@ -125,7 +126,20 @@ fj = timed("firejail --net=none --noprofile", ["firejail", "--quiet", "--noprofi
            key="true_firejail")
 sr = timed("srt (sandbox-runtime, Pi's sandbox example)", srt + ["true"], 20, key="true_srt")
 pj = timed("pi-jail -- /bin/true", jail + ["/bin/true"], 50, key="true_pi_jail")
+# A long-time Pi user's agent dir: 100 projects x 50 sessions. pi-jail
+# scrubs sessions/ after every run (what the jail planted there for the
+# host's Pi to follow is removed), so its cost grows with the history.
+HISTORY_HOME = os.path.join(work, "home-history")
+for p in range(100):
+    d = os.path.join(HISTORY_HOME, ".pi", "agent", "sessions", f"--work-project-{p}--")
+    os.makedirs(d)
+    for s in range(50):
+        with open(os.path.join(d, f"2026-11-{p % 28 + 1:02d}T10-00-00-000Z_{p:04d}{s:04d}.jsonl"), "w") as f:
+            f.write('{"type":"session"}\n' * 20)
+pj_history = timed("pi-jail -- /bin/true, with 5,000 Pi sessions in the agent dir", jail + ["/bin/true"], 50,
+                   key="true_pi_jail_history", env=dict(ENV, HOME=HISTORY_HOME))
 ratio("pi-jail / bwrap", pj, bw)
+ratio("pi-jail with 5,000 sessions / with none", pj_history, pj)
 ratio("pi-jail / unshare floor", pj, floor)
 ratio("pi-jail / firejail", pj, fj)
 ratio("pi-jail / srt", pj, sr)

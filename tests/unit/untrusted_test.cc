@@ -1,5 +1,6 @@
 // Reading files the jail can write: no symlink followed, no FIFO waited
 // on, no file read past its cap.
+#include <dirent.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -432,3 +433,49 @@ TEST_CASE("for_each_name lists every name but . and .., from the start each time
   UniqueFd file(::open((d.path + "/entry-1-" + std::string(40, 'x')).c_str(), O_RDONLY | O_CLOEXEC));
   CHECK_FALSE(for_each_name(file.get(), [](std::string_view) { return true; }));
 }
+
+TEST_CASE("for_each_entry gives each entry's type as its directory records it") {
+  TempDir d;
+  d.write("file", "x");
+  REQUIRE(std::filesystem::create_directory(d.path + "/dir"));
+  std::filesystem::create_symlink("/etc/passwd", d.path + "/link");
+  REQUIRE(::mkfifo((d.path + "/fifo").c_str(), 0600) == 0);
+  auto dir = open_dir_nofollow(d.path);
+  REQUIRE(dir);
+  std::set<std::string> seen;
+  CHECK(for_each_entry(dir->get(), [&](std::string_view n, unsigned char type) {
+    seen.insert(std::string(n) + ":" + std::to_string(type));
+    return true;
+  }));
+  // /tmp's filesystem records types (tmpfs, ext4, xfs, btrfs all do).
+  CHECK(seen == std::set<std::string>{"file:" + std::to_string(DT_REG), "dir:" + std::to_string(DT_DIR),
+                                      "link:" + std::to_string(DT_LNK), "fifo:" + std::to_string(DT_FIFO)});
+}
+
+#ifdef __linux__
+TEST_CASE("remove_special_files (the sessions scrub) removes links, FIFOs and sockets by the type the directory records: no lstat per file") {
+  TempDir d;
+  REQUIRE(std::filesystem::create_directories(d.path + "/x/deeper"));
+  d.write("a.jsonl", "{}\n");
+  d.write("x/b.jsonl", "{}\n");
+  d.write("x/deeper/c.jsonl", "{}\n");
+  std::filesystem::create_symlink("/etc/passwd", d.path + "/x/planted.jsonl");
+  std::filesystem::create_symlink("deeper", d.path + "/x/dirlink");
+  REQUIRE(::mkfifo((d.path + "/fifo").c_str(), 0600) == 0);
+  REQUIRE(::mkfifo((d.path + "/x/deeper/fifo").c_str(), 0600) == 0);
+  // With lstat refused, the scrub still judges every entry: it needs none
+  // where the filesystem records types (before: it skipped every entry).
+  auto lines = in_child_refusing(SYS_newfstatat, EPERM, [&] {
+    return std::vector<std::string>{std::to_string(remove_special_files(d.path))};
+  });
+  CHECK(lines == std::vector<std::string>{"4"});
+  for (const char* kept : {"a.jsonl", "x/b.jsonl", "x/deeper/c.jsonl"})
+    CHECK(std::filesystem::is_regular_file(d.path + "/" + kept));
+  for (const char* gone : {"x/planted.jsonl", "x/dirlink", "fifo", "x/deeper/fifo"})
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(d.path + "/" + gone)));
+  CHECK(std::filesystem::is_regular_file("/etc/passwd"));  // never followed
+  // And as before where lstat is allowed.
+  std::filesystem::create_symlink("/etc/passwd", d.path + "/again");
+  CHECK(remove_special_files(d.path) == 1);
+}
+#endif
