@@ -32,12 +32,11 @@ namespace {
 constexpr size_t kCopyCap = agent::kMaxFileBytes;  // larger files are shown read-only
 constexpr int kMaxDepth = 128;                     // removal walks no deeper (the jail can nest)
 
-// The names in the directory open at `dir` (not "." or ".."), at most
-// `cap` of them; empty when it cannot be read.
-std::vector<std::string> names_in(int dir, size_t cap = SIZE_MAX) {
+// The names in the directory open at `dir` (not "." or ".."); empty when
+// it cannot be read.
+std::vector<std::string> names_in(int dir) {
   std::vector<std::string> names;
   util::for_each_name(dir, [&](std::string_view n) {
-    if (names.size() == cap) return false;
     names.emplace_back(n);
     return true;
   });
@@ -230,11 +229,17 @@ std::vector<std::string> PrivateCopies::finish() {
   std::vector<std::string> out;
   for (const auto& c : copies_) {
     for (const auto& d : c.data_dirs) {
-      size_t removed = util::remove_special_files(d);
+      const auto scrubbed = util::remove_special_files(d);
+      const size_t removed = scrubbed.removed, unchecked = scrubbed.unchecked;
       if (removed)
         out.push_back(fmt::format("refused: {}: removed {} symlink{} or special file{} the run left there (only "
                                   "files and directories are kept)",
                                   util::printable(d), removed, removed == 1 ? "" : "s", removed == 1 ? "" : "s"));
+      if (unchecked)
+        out.push_back(fmt::format("refused: {}: {} entr{} could not be checked or removed (unreadable, or past "
+                                  "128 levels or 200,000 entries); a symlink among them would be followed by Pi "
+                                  "later: look before you run Pi outside the jail",
+                                  util::printable(d), unchecked, unchecked == 1 ? "y" : "ies"));
     }
     auto host = util::open_dir_nofollow(c.host_dir);
     auto staging = util::open_dir_nofollow(c.staging);

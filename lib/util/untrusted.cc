@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -318,37 +319,88 @@ bool directory_is_empty(int dirfd) {
   return read && empty;
 }
 
-size_t remove_special_files(const std::string& dir) {
-  constexpr int kMaxDepth = 128;  // the jail can nest deeper: the rest stays
+namespace {
+
+// Filesystems whose directory entries carry the inode's own type (set
+// when the entry is made). Others may record none (DT_UNKNOWN) or, like
+// CIFS with mfsymlinks, a regular file for what lstat shows as a link.
+bool records_true_types(int dirfd) {
+  struct statfs fs;
+  if (::fstatfs(dirfd, &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0xEF53:      // ext2, ext3, ext4
+    case 0x58465342:  // xfs
+    case 0x9123683E:  // btrfs
+    case 0x01021994:  // tmpfs
+    case 0xF2F52010:  // f2fs
+    case 0x794C7630:  // overlayfs
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Give the owner rwx on a directory it lost them on (only when needed).
+bool restore_owner_rights(int fd, const char* name) {
+  struct stat st;
+  if (::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH)) != 0 || !S_ISDIR(st.st_mode))
+    return false;
+  if ((st.st_mode & S_IRWXU) == S_IRWXU) return false;
+  const mode_t mode = (st.st_mode & 07777) | S_IRWXU;
+  return (*name ? ::fchmodat(fd, name, mode, AT_SYMLINK_NOFOLLOW) : ::fchmod(fd, mode)) == 0;
+}
+
+}  // namespace
+
+SpecialFiles remove_special_files(const std::string& dir) {
+  constexpr int kMaxDepth = 128;  // the jail can nest deeper: the rest is counted unchecked
   constexpr size_t kMaxEntries = 200000;
-  size_t seen = 0, removed = 0;
+  SpecialFiles out;
+  size_t seen = 0;
   auto walk = [&](auto& self, int fd, int depth) -> void {
     std::vector<std::string> subdirs, odd;
-    for_each_entry(fd, [&](std::string_view n, unsigned char type) {
+    const bool typed = records_true_types(fd);
+    const bool whole = for_each_entry(fd, [&](std::string_view n, unsigned char type) {
       if (seen == kMaxEntries) return false;
       ++seen;
-      // The type the directory records (set by the filesystem when the
-      // entry was made): no lstat for each of a long history of files.
-      // Only a filesystem that records none needs one.
-      if (type == DT_UNKNOWN) {
+      if (!typed || type == DT_UNKNOWN) {
         struct stat st;
-        if (::fstatat(fd, std::string(n).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return true;
+        if (::fstatat(fd, std::string(n).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+          ++out.unchecked;
+          return true;
+        }
         type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
       }
       if (type == DT_DIR) subdirs.emplace_back(n);
       else if (type != DT_REG) odd.emplace_back(n);
       return true;
     });
-    for (const auto& n : odd)
-      if (::unlinkat(fd, n.c_str(), 0) == 0) ++removed;
-    if (depth >= kMaxDepth) return;
+    if (!whole || seen == kMaxEntries) ++out.unchecked;
+    bool restored = false;
+    for (const auto& n : odd) {
+      int rc = ::unlinkat(fd, n.c_str(), 0);
+      if (rc != 0 && (errno == EACCES || errno == EPERM) && !restored) {
+        restored = restore_owner_rights(fd, "");
+        if (restored) rc = ::unlinkat(fd, n.c_str(), 0);
+      }
+      rc == 0 ? ++out.removed : ++out.unchecked;
+    }
+    if (depth >= kMaxDepth) {
+      out.unchecked += subdirs.size();
+      return;
+    }
     for (const auto& s : subdirs) {
-      UniqueFd sub(::openat(fd, s.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+      UniqueFd sub(::openat(fd, s.c_str(), kFlags));
+      if (!sub.valid() && errno == EACCES && restore_owner_rights(fd, s.c_str()))
+        sub = UniqueFd(::openat(fd, s.c_str(), kFlags));
       if (sub.valid()) self(self, sub.get(), depth + 1);
+      else ++out.unchecked;
     }
   };
   if (auto top = open_dir_nofollow(dir)) walk(walk, top->get(), 0);
-  return removed;
+  else ++out.unchecked;
+  return out;
 }
 
 }  // namespace pj::util

@@ -73,12 +73,19 @@ Result<UniqueFd> open_output_file(const std::string& path, OutputMode mode, mode
 
 // Remove every entry below the directory `dir` (absolute) that is
 // neither a regular file nor a directory (symlinks, FIFOs, sockets,
-// devices), never following one; at most 128 deep and 200,000 entries in
-// all (the rest is left as it is). Entries are judged by the type their
-// directory records (for_each_entry), so a history of thousands of files
-// costs one getdents64 per directory, not an lstat per file. The number
-// removed.
-size_t remove_special_files(const std::string& dir);
+// devices), never following one. A directory the jail made unreadable or
+// unwritable (it owns what it made) is given its owner's rwx back first.
+// Entries are judged by the type their directory records (for_each_entry)
+// on the local filesystems known to record the inode's own type, so a
+// history of thousands of files costs one getdents64 per directory; on
+// any other filesystem each entry is lstat'ed.
+struct SpecialFiles {
+  size_t removed = 0;
+  // Entries that could not be removed, and directories that could not be
+  // read, or lay beyond the walk's bounds (128 deep, 200,000 entries).
+  size_t unchecked = 0;
+};
+SpecialFiles remove_special_files(const std::string& dir);
 
 // Does the directory open at `dirfd` hold nothing but "." and ".."? Read
 // from its start (for_each_name: the fd's offset moves); false when it

@@ -22,6 +22,8 @@
 
 #include <cstddef>
 
+#include <sys/capability.h>
+
 #include "util/openat2.h"
 #endif
 
@@ -59,8 +61,8 @@ bool refuse_syscall(long nr, int err) {
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
 }
 
-// `work` run in a forked child with system call `nr` refused with `err`;
-// its lines, or {"refuse failed"}.
+// `work` run in a forked child with system call `nr` refused with `err`
+// (nr -1: none refused); its lines, or {"refuse failed"}.
 template <typename F>
 std::vector<std::string> in_child_refusing(long nr, int err, F work) {
   int p[2];
@@ -70,7 +72,7 @@ std::vector<std::string> in_child_refusing(long nr, int err, F work) {
   if (pid == 0) {
     ::close(p[0]);
     std::string out;
-    if (!refuse_syscall(nr, err)) {
+    if (nr >= 0 && !refuse_syscall(nr, err)) {
       out = "refuse failed\n";
     } else {
       for (const auto& line : work()) out += line + "\n";
@@ -453,7 +455,7 @@ TEST_CASE("for_each_entry gives each entry's type as its directory records it") 
 }
 
 #ifdef __linux__
-TEST_CASE("remove_special_files (the sessions scrub) removes links, FIFOs and sockets by the type the directory records: no lstat per file") {
+TEST_CASE("remove_special_files (the sessions scrub) judges by the type each directory records: no lstat per file") {
   TempDir d;
   REQUIRE(std::filesystem::create_directories(d.path + "/x/deeper"));
   d.write("a.jsonl", "{}\n");
@@ -464,11 +466,14 @@ TEST_CASE("remove_special_files (the sessions scrub) removes links, FIFOs and so
   REQUIRE(::mkfifo((d.path + "/fifo").c_str(), 0600) == 0);
   REQUIRE(::mkfifo((d.path + "/x/deeper/fifo").c_str(), 0600) == 0);
   // With lstat refused, the scrub still judges every entry: it needs none
-  // where the filesystem records types (before: it skipped every entry).
+  // where the filesystem records types (/tmp's here; before: it skipped
+  // every entry).
   auto lines = in_child_refusing(SYS_newfstatat, EPERM, [&] {
-    return std::vector<std::string>{std::to_string(remove_special_files(d.path))};
+    auto r = remove_special_files(d.path);
+    return std::vector<std::string>{std::to_string(r.removed) + " removed, " + std::to_string(r.unchecked) +
+                                    " unchecked"};
   });
-  CHECK(lines == std::vector<std::string>{"4"});
+  CHECK(lines == std::vector<std::string>{"4 removed, 0 unchecked"});
   for (const char* kept : {"a.jsonl", "x/b.jsonl", "x/deeper/c.jsonl"})
     CHECK(std::filesystem::is_regular_file(d.path + "/" + kept));
   for (const char* gone : {"x/planted.jsonl", "x/dirlink", "fifo", "x/deeper/fifo"})
@@ -476,6 +481,49 @@ TEST_CASE("remove_special_files (the sessions scrub) removes links, FIFOs and so
   CHECK(std::filesystem::is_regular_file("/etc/passwd"));  // never followed
   // And as before where lstat is allowed.
   std::filesystem::create_symlink("/etc/passwd", d.path + "/again");
-  CHECK(remove_special_files(d.path) == 1);
+  auto again = remove_special_files(d.path);
+  CHECK(again.removed == 1);
+  CHECK(again.unchecked == 0);
+}
+
+TEST_CASE("remove_special_files gives the owner back the rights the jail took from its directories") {
+  // The jail owns the directories it makes among the sessions: chmod 0555
+  // kept a planted link from being unlinked, chmod 0111 kept a subtree
+  // from being read. Run without capabilities, so that root is held to
+  // the modes too.
+  TempDir d;
+  REQUIRE(std::filesystem::create_directories(d.path + "/ro"));
+  REQUIRE(std::filesystem::create_directories(d.path + "/blind/inner"));
+  std::filesystem::create_symlink("/etc/passwd", d.path + "/ro/planted.jsonl");
+  std::filesystem::create_symlink("/etc/passwd", d.path + "/blind/inner/planted.jsonl");
+  REQUIRE(::chmod((d.path + "/ro").c_str(), 0555) == 0);
+  REQUIRE(::chmod((d.path + "/blind").c_str(), 0111) == 0);
+  auto lines = in_child_refusing(-1, 0, [&] {
+    cap_t none = cap_init();
+    const bool dropped = none && cap_set_proc(none) == 0;
+    if (none) cap_free(none);
+    auto r = remove_special_files(d.path);
+    return std::vector<std::string>{dropped ? "capabilities dropped" : "cap_set_proc failed",
+                                    std::to_string(r.removed) + " removed, " + std::to_string(r.unchecked) +
+                                        " unchecked"};
+  });
+  CHECK(lines == std::vector<std::string>{"capabilities dropped", "2 removed, 0 unchecked"});
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(d.path + "/ro/planted.jsonl")));
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(d.path + "/blind/inner/planted.jsonl")));
+  struct stat st;
+  REQUIRE(::stat((d.path + "/ro").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0755);  // the owner's rwx back, the rest as it was
+}
+
+TEST_CASE("remove_special_files counts what lies beyond its bounds as unchecked") {
+  TempDir d;
+  std::string deep = d.path;
+  for (int i = 0; i < 130; ++i) deep += "/d";
+  REQUIRE(std::filesystem::create_directories(deep));
+  std::filesystem::create_symlink("/etc/passwd", deep + "/planted.jsonl");
+  auto r = remove_special_files(d.path);
+  CHECK(r.removed == 0);
+  CHECK(r.unchecked >= 1);  // said, not passed over
+  CHECK(std::filesystem::is_symlink(deep + "/planted.jsonl"));
 }
 #endif
