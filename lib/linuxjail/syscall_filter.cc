@@ -82,6 +82,11 @@ util::Result<Ctx> build(uint32_t default_action) {
   // list and kill the process.
   int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   if (rc == 0) rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0);  // pi-jail sets it itself
+  // Both filters as a binary tree over syscall numbers (libseccomp 2.5):
+  // a few comparisons find a syscall's rules, where a list took dozens,
+  // for every call the kernel's per-syscall cache cannot answer and for
+  // every number when the cache is built at attach time (it still can:
+  // the tree compares with JGE/JGT only).
   if (rc == 0) rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);
   if (rc < 0) return seccomp_error("seccomp attributes", rc);
   return ctx;
