@@ -60,9 +60,21 @@ util::Result<JailLimits> prepare_limits(const runtime::Request& r) {
   // when no operator directory has the controller.
   const bool root = r.uid == 0;
   std::string pids_by = root ? "" : "RLIMIT_NPROC in the jail's user namespace";
+  // A process is in one cgroup v2 directory only: root's own v2 pids
+  // cgroup cannot serve beside an operator's v2 directory for memory or
+  // CPU (RunCgroups::create would refuse the pair).
+  auto v2_in_use = [&] {
+    for (auto [asked, member] : {std::pair{want.memory_bytes.has_value(), &cg::Controllers::memory},
+                                 std::pair{want.millicpus.has_value(), &cg::Controllers::cpu}}) {
+      if (!asked) continue;
+      auto d = std::find_if(dirs.begin(), dirs.end(), [&](const cg::Dir& x) { return x.controllers.*member; });
+      if (d != dirs.end() && d->version == 2) return true;
+    }
+    return false;
+  };
   if (root && !has(&cg::Controllers::pids))
     for (const auto& d : cg::own_dirs())
-      if (d.controllers.pids) {
+      if (d.controllers.pids && (d.version == 1 || !v2_in_use())) {
         dirs.push_back(d);
         break;
       }

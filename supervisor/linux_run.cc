@@ -362,8 +362,8 @@ void choose_streams(linuxjail::JailSpec& spec) {
   ::ioctl(tty, TIOCGWINSZ, &t.size);
 }
 
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, const linuxjail::cgroup::JoinFiles& cgroups,
-                      const std::function<void()>& once_ended) {
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts,
+                      const linuxjail::cgroup::JoinFiles& cgroups, const std::function<void()>& once_ended) {
   auto launched = Jail::launch(spec, cgroups);
   if (!launched) {
     const util::Error& e = launched.error();

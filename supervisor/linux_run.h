@@ -26,7 +26,7 @@ void choose_streams(linuxjail::JailSpec& spec);
 // reaped: as soon as init says so (kControlEnded), while the kernel still
 // ends init, or else after init is gone. Not called when the jail could
 // not be launched.
-RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts, const linuxjail::cgroup::JoinFiles& cgroups = {},
-                      const std::function<void()>& once_ended = {});
+RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts,
+                      const linuxjail::cgroup::JoinFiles& cgroups = {}, const std::function<void()>& once_ended = {});
 
 }  // namespace pj::supervisor

@@ -222,12 +222,6 @@ std::vector<Dir> own_dirs() {
 util::Result<RunCgroups> RunCgroups::create(const std::vector<Dir>& dirs, const Wanted& wanted,
                                             const std::string& name) {
   RunCgroups out;
-  // For each controller: the first directory that has it.
-  auto pick = [&](auto member) -> const Dir* {
-    for (const auto& d : dirs)
-      if (d.controllers.*member) return &d;
-    return nullptr;
-  };
   struct Need {
     const char* what;
     bool Controllers::*member;
@@ -236,19 +230,38 @@ util::Result<RunCgroups> RunCgroups::create(const std::vector<Dir>& dirs, const 
   const Need needs[] = {{"memory", &Controllers::memory, wanted.memory_bytes.has_value()},
                         {"cpu", &Controllers::cpu, wanted.millicpus.has_value()},
                         {"pids", &Controllers::pids, wanted.pids.has_value()}};
-  // A process is in one cgroup v2 directory only: a second one would
-  // take the jail out of the first and its limits with it.
+  // A process is in one cgroup v2 directory only: a v2 directory with
+  // every wanted controller serves them all; else each controller gets
+  // the first directory that has it.
+  const Dir* whole = nullptr;
+  for (const auto& d : dirs) {
+    if (d.version == 2 && std::all_of(std::begin(needs), std::end(needs),
+                                      [&](const Need& n) { return !n.wanted || d.controllers.*n.member; })) {
+      whole = &d;
+      break;
+    }
+  }
+  auto pick = [&](auto member) -> const Dir* {
+    if (whole) return whole;
+    for (const auto& d : dirs)
+      if (d.controllers.*member) return &d;
+    return nullptr;
+  };
+  // Two v2 directories: moving the jail into the second would take it out
+  // of the first, and that limit with it.
+  const Need* v2_need = nullptr;
   const Dir* v2 = nullptr;
   for (const auto& n : needs) {
     const Dir* d = n.wanted ? pick(n.member) : nullptr;
     if (!d || d->version != 2) continue;
     if (v2 && v2->path != d->path)
       return Error::invalid(fmt::format(
-          "[limits] cgroup gives the {} controller in {} and another one in {}: a process can be in only one "
-          "cgroup v2 directory, so one limit would not hold; fix: give one cgroup v2 directory with every "
-          "controller the limits need in its cgroup.subtree_control",
-          n.what, v2->path, d->path));
+          "the {} controller is in {} and the {} controller in {}, both cgroup v2: a process can be in only one "
+          "cgroup v2 directory, so one limit would not hold; fix: give [limits] cgroup one cgroup v2 directory "
+          "with every controller the limits need in its cgroup.subtree_control",
+          v2_need->what, v2->path, n.what, d->path));
     v2 = d;
+    v2_need = &n;
   }
   for (const auto& n : needs) {
     if (!n.wanted) continue;

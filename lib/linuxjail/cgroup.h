@@ -57,9 +57,9 @@ struct Usage {
 struct JoinFiles {
   // cgroup v1: each directory's `tasks`. Init writes "0" to them itself,
   // first thing: moving only the calling thread is the one move the
-  // kernel makes without taking cgroup_threadgroup_rwsem for writing
-  // (kernel/cgroup/cgroup.c cgroup_procs_write_start: pid 0, one
-  // thread), so it never waits for an RCU grace period.
+  // kernel (5.5 and later) makes without taking cgroup_threadgroup_rwsem
+  // for writing (kernel/cgroup/cgroup.c cgroup_procs_write_start: pid 0,
+  // one thread), so it never waits for an RCU grace period.
   std::vector<int> tasks;
   // cgroup v2: each directory's cgroup.procs (v2 moves single threads
   // only within a threaded subtree). The supervisor writes init's pid to

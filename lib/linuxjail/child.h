@@ -80,8 +80,8 @@ struct ChildPlan {
   std::uint64_t nproc;             // RLIMIT_NPROC inside the user namespace; 0: none
   const int* cgroup_tasks_fds;     // tasks of each cgroup v1 run cgroup (init writes "0", then closes them)
   size_t cgroup_tasks_count;
-  const int* cgroup_fds;           // cgroup.procs of each v2 run cgroup (the supervisor writes them; init closes them)
-  size_t cgroup_fd_count;
+  const int* cgroup_procs_fds;     // cgroup.procs of each v2 run cgroup (the supervisor writes them; init closes them)
+  size_t cgroup_procs_count;
 };
 
 // Owns the strings and arrays a ChildPlan points into.
@@ -107,7 +107,7 @@ private:
   BpfProgram command_filter_, init_filter_;
   std::vector<ChildLandlockRule> landlock_;
   std::vector<ChildListener> listeners_;
-  std::vector<int> cgroup_tasks_fds_, cgroup_fds_;
+  std::vector<int> cgroup_tasks_fds_, cgroup_procs_fds_;
   ChildPlan plan_{};
 };
 

@@ -16,9 +16,10 @@ namespace pj::linuxjail::in_child {
 // for an RCU grace period unless another move just happened (3.5-19 ms
 // measured on a cgroup v1 host, none of it CPU time). Moving only the
 // calling thread, by writing "0" to a v1 `tasks` file, takes no such
-// lock: init is single-threaded here, so that moves all of it, and
-// costs microseconds. The kernel checks the opener's credentials (the
-// supervisor's, who opened the files).
+// lock since Linux 5.5 ("cgroup: Optimize single thread migration";
+// older kernels take it here too): init is single-threaded here, so that
+// moves all of it, and costs microseconds. The kernel checks the
+// opener's credentials (the supervisor's, who opened the files).
 //
 // cgroup v2 moves single threads only inside a threaded subtree, so
 // there the supervisor writes our pid to each cgroup.procs while we
@@ -37,13 +38,13 @@ void join_cgroups(const ChildPlan& p) {
     if (n != 1) fail(Stage::join_cgroup, n < 0 ? errno : EIO, -1);
     ::close(p.cgroup_tasks_fds[i]);
   }
-  for (size_t i = 0; i < p.cgroup_fd_count; ++i) ::close(p.cgroup_fds[i]);
+  for (size_t i = 0; i < p.cgroup_procs_count; ++i) ::close(p.cgroup_procs_fds[i]);
 }
 
 // Before the listeners are sent and anything is forked: the supervisor's
 // kControlCgroups message and the v2 move's errno (0: moved).
 void await_cgroups(const ChildPlan& p) {
-  if (p.cgroup_fd_count == 0) return;
+  if (p.cgroup_procs_count == 0) return;
   char msg[kControlCgroupsSize] = {};
   ssize_t n;
   do n = ::read(p.control_fd, msg, sizeof msg);

@@ -52,7 +52,7 @@ util::Status require_single_thread() {
 ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter,
                                    Fds fds, const cgroup::JoinFiles& cgroups)
     : command_filter_(std::move(command_filter)), init_filter_(std::move(init_filter)),
-      cgroup_tasks_fds_(cgroups.tasks), cgroup_fds_(cgroups.procs) {
+      cgroup_tasks_fds_(cgroups.tasks), cgroup_procs_fds_(cgroups.procs) {
   // The child's flat record: `source` and `options` mean what the kind says
   // (child.h); the plan's typed fields are read here, once.
   static const std::string kNone;
@@ -130,8 +130,9 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
                     spec.seccomp.use == FilterUse::enforced,
                     sock_fprog{static_cast<unsigned short>(init_filter_.size()), init_filter_.data()},
                     spec.landlock.handled_fs, spec.landlock.scoped, landlock_.data(), landlock_.size(),
-                    listeners_.data(), listeners_.size(), spec.nproc, cgroup_tasks_fds_.data(), cgroup_tasks_fds_.size(),
-                    cgroup_fds_.data(), cgroup_fds_.size()};
+                    listeners_.data(), listeners_.size(), spec.nproc,
+                    cgroup_tasks_fds_.data(), cgroup_tasks_fds_.size(),
+                    cgroup_procs_fds_.data(), cgroup_procs_fds_.size()};
 }
 
 ChildPlanStorage::~ChildPlanStorage() { cap_free(plan_.empty_caps); }
@@ -164,8 +165,8 @@ util::Result<Jail> Jail::launch(const JailSpec& spec, const cgroup::JoinFiles& c
   Jail jail(static_cast<pid_t>(pid), UniqueFd(pidfd), std::move(ours), std::move(control_ours));
   // The pid names init: it is not reaped before the Jail is.
   const ChildPlan& plan = storage.plan();
-  if (auto st = move_into_cgroups(jail.pid(), jail.control_fd(), {plan.cgroup_fds, plan.cgroup_fd_count}); !st)
-    return st.take_error();
+  std::span<const int> v2_procs{plan.cgroup_procs_fds, plan.cgroup_procs_count};
+  if (auto st = move_into_cgroups(jail.pid(), jail.control_fd(), v2_procs); !st) return st.take_error();
   return jail;
 }
 

@@ -71,13 +71,14 @@ private:
   bool reaped_ = false;
 };
 
-// Move the jail's init (`pid`) into the run's cgroups: write its pid to
+// Move the jail's init (`pid`) into the run's cgroup v2 directories (v1
+// ones init joins itself: child_limits.cc join_cgroups): write its pid to
 // each open cgroup.procs file, then send init kControlCgroups and the
 // move's errno (0: moved) on `control_fd`. Init builds the jail meanwhile
 // and forks nothing before this message (child_limits.cc await_cgroups);
 // a refused move ends the jail there, reported as Stage::join_cgroup. An
 // error only when the message cannot be sent. Nothing to do, and nothing
-// sent, without cgroups.
+// sent, without v2 cgroups.
 util::Status move_into_cgroups(pid_t pid, int control_fd, std::span<const int> cgroup_procs);
 
 }  // namespace pj::linuxjail

@@ -74,7 +74,7 @@ std::string_view stage_fix(Stage s, int err) {
     case Stage::parent_died: return "pi-jail was killed during setup";
     case Stage::join_cgroup:
       return "the kernel refused to move the jail into the cgroup given by [limits] cgroup: it must be writable by "
-             "you, with its tasks (cgroup v1) or cgroup.procs and the common parent's cgroup.procs (cgroup v2) writable; "
+             "you, and so must its tasks file (cgroup v1), or its cgroup.procs and the common parent's (cgroup v2); "
              "run `pi-jail doctor`";
     case Stage::landlock:
       return "the kernel refused the Landlock ruleset; run `pi-jail doctor`, and report a bug with its output";

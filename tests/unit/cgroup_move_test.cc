@@ -52,8 +52,8 @@ int init_side(int control_fd, std::vector<int> procs, std::vector<int> tasks = {
     ChildPlan plan{};
     plan.control_fd = control_fd;
     plan.sync_fd = -1;
-    plan.cgroup_fds = procs.data();
-    plan.cgroup_fd_count = procs.size();
+    plan.cgroup_procs_fds = procs.data();
+    plan.cgroup_procs_count = procs.size();
     plan.cgroup_tasks_fds = tasks.data();
     plan.cgroup_tasks_count = tasks.size();
     in_child::join_cgroups(plan);
@@ -127,13 +127,11 @@ TEST_CASE("without cgroups nothing is written or sent, and init does not wait") 
   CHECK(init_side(control.theirs, {}) == 0);
 }
 
-TEST_CASE("cgroup v1: init writes \"0\" to every tasks file itself and closes it; the supervisor writes nothing") {
+TEST_CASE("cgroup v1: init writes \"0\" to every tasks file itself and closes it, and waits for no message") {
   int a[2], b[2];
   REQUIRE(::pipe(a) == 0);
   REQUIRE(::pipe(b) == 0);
-  SocketPair control;
-  // Only v1 cgroups: nothing for the supervisor to move, no message.
-  REQUIRE(move_into_cgroups(4242, control.ours, {}).ok());
+  SocketPair control;  // nothing is ever sent on it: init must not wait
   CHECK(init_side(control.theirs, {}, {a[1], b[1]}) == 0);
   CHECK(drain(a[0]) == "0");
   CHECK(drain(b[0]) == "0");
@@ -156,7 +154,8 @@ TEST_CASE("v1 and v2 at once: init joins the v1 cgroups itself and waits for the
   const int procs[] = {p[1]};
   REQUIRE(move_into_cgroups(4242, control.ours, procs).ok());
   CHECK(drain(p[0]) == "4242");
-  CHECK(init_side(control.theirs, {::dup(p[1])}, {t[1]}) == 0);
+  const int procs_copy = ::dup(p[1]);  // init's copy, closed by it (and here)
+  CHECK(init_side(control.theirs, {procs_copy}, {t[1]}) == 0);
   CHECK(drain(t[0]) == "0");
-  for (int fd : {t[0], t[1], p[0], p[1]}) ::close(fd);
+  for (int fd : {t[0], t[1], p[0], p[1], procs_copy}) ::close(fd);
 }

@@ -43,29 +43,58 @@ TEST_CASE("keyed counters: memory.events, memory.oom_control, cpu.stat") {
   CHECK_FALSE(keyed_value("oom_kill 123456789012345678901234567890\n", "oom_kill").has_value());
 }
 
+// RunCgroups::create on plain directories standing in for cgroup v2 ones:
+// it gets as far as writing the first limit, which names the directory
+// it chose (a plain directory has no memory.max).
+namespace {
+struct FakeCgroups {
+  std::string root;
+  FakeCgroups() {
+    char tmpl[] = "/tmp/pj-cgroup-test.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    root = tmpl;
+  }
+  ~FakeCgroups() { std::filesystem::remove_all(root); }
+  std::string dir(const std::string& name) const {
+    REQUIRE(std::filesystem::create_directory(root + "/" + name));
+    return root + "/" + name;
+  }
+};
+}  // namespace
+
 TEST_CASE("limits split over two cgroup v2 directories are refused before anything is made: one would not hold") {
   // A process is in one v2 directory only: moving the jail into the
   // second takes it out of the first, and that one's limit with it.
-  char tmpl[] = "/tmp/pj-cgroup-test.XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  const std::string root = tmpl, a = root + "/a", b = root + "/b";
-  REQUIRE(std::filesystem::create_directory(a));
-  REQUIRE(std::filesystem::create_directory(b));
+  FakeCgroups fake;
+  const std::string a = fake.dir("a"), b = fake.dir("b");
   std::vector<Dir> dirs = {{a, 2, {.memory = true}}, {b, 2, {.pids = true}}};
   Wanted wanted;
   wanted.memory_bytes = 1 << 30;
   wanted.pids = 100;
   auto made = RunCgroups::create(dirs, wanted, "pi-jail-1-1");
   REQUIRE_FALSE(made.ok());
-  CHECK(made.error().message().find("only one cgroup v2 directory") != std::string::npos);
-  CHECK(made.error().message().find(a) != std::string::npos);
-  CHECK(made.error().message().find(b) != std::string::npos);
+  const std::string text = made.error().message();
+  CHECK(text.find("the memory controller is in " + a + " and the pids controller in " + b) != std::string::npos);
+  CHECK(text.find("only one cgroup v2 directory") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(a + "/pi-jail-1-1"));
   CHECK_FALSE(std::filesystem::exists(b + "/pi-jail-1-1"));
-  // One limit in each is fine when only one of them is asked for.
+  // Only one of the two limits: no conflict, the first limit is written.
   Wanted memory_only;
   memory_only.memory_bytes = 1 << 30;
   auto one = RunCgroups::create(dirs, memory_only, "pi-jail-1-2");
-  if (!one.ok()) CHECK(one.error().message().find("only one cgroup v2 directory") == std::string::npos);
-  std::filesystem::remove_all(root);
+  REQUIRE_FALSE(one.ok());
+  CHECK(one.error().message().find("open " + a + "/pi-jail-1-2/memory.max") != std::string::npos);
+}
+
+TEST_CASE("a cgroup v2 directory with every wanted controller serves them all, before the first with each") {
+  FakeCgroups fake;
+  const std::string a = fake.dir("a"), b = fake.dir("b");
+  std::vector<Dir> dirs = {{a, 2, {.memory = true}}, {b, 2, {.memory = true, .pids = true}}};
+  Wanted wanted;
+  wanted.memory_bytes = 1 << 30;
+  wanted.pids = 100;
+  auto made = RunCgroups::create(dirs, wanted, "pi-jail-1-3");
+  REQUIRE_FALSE(made.ok());  // a plain directory has no memory.max
+  CHECK(made.error().message().find("open " + b + "/pi-jail-1-3/memory.max") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(a + "/pi-jail-1-3"));
 }

@@ -95,3 +95,17 @@ TEST_CASE("Landlock rules: two rules for one mount, the second by path") {
   CHECK(p.landlock_rules[1].op == 0);
   CHECK(p.mounts[0].landlock_rule == 0);
 }
+
+TEST_CASE("the run's cgroup files: v1 tasks for init to write, v2 cgroup.procs for the supervisor, never swapped") {
+  JailSpec spec;
+  int sv[2];
+  ChildPlanStorage storage(spec, {}, {}, Flat::fds(sv), cgroup::JoinFiles{{11, 12}, {21}});
+  const ChildPlan& p = storage.plan();
+  REQUIRE(p.cgroup_tasks_count == 2);
+  CHECK(p.cgroup_tasks_fds[0] == 11);
+  CHECK(p.cgroup_tasks_fds[1] == 12);
+  REQUIRE(p.cgroup_procs_count == 1);
+  CHECK(p.cgroup_procs_fds[0] == 21);
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
