@@ -155,10 +155,17 @@ util::Result<std::string> prepare(const std::string& state_dir, const std::strin
   const std::string text = synthesize(files, left_out);
   if (!left_out.empty()) util::debug("git identity: not passed to the jail: {}", fmt::join(left_out, ", "));
 
-  auto dir = util::make_private_dir(state_dir + "/gitconfig");
+  return detail::publish(state_dir + "/gitconfig", text);
+}
+
+namespace detail {
+
+util::Result<std::string> publish(const std::string& dir_path, const std::string& text,
+                                  const std::function<void()>& after_check) {
+  auto dir = util::make_private_dir(dir_path);
   if (!dir) return std::move(dir.take_error()).context("the jail's git config");
   const std::string name = fmt::format("{:016x}", fnv1a(text));
-  const std::string path = state_dir + "/gitconfig/" + name;
+  const std::string path = dir_path + "/" + name;
   // Named by its content, and never replaced while it holds it: a
   // concurrent run's jail may have it bound already (replacing it made that
   // run fail with ESTALE). A file there is used only if it holds the bytes.
@@ -167,7 +174,9 @@ util::Result<std::string> prepare(const std::string& state_dir, const std::strin
     return existing && *existing && **existing == text;
   };
   if (holds_text()) return path;
-  ::unlinkat(dir->get(), name.c_str(), 0);  // something else under our content's name
+  if (after_check) after_check();
+  // Published without replacing anything: a concurrent run may have
+  // published the same bytes since the look above, and planned its bind.
   const std::string tmp = fmt::format("{}.{}", name, ::getpid());
   int fd = ::openat(dir->get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Error::from_errno(fmt::format("write {}", path), errno);
@@ -178,14 +187,21 @@ util::Result<std::string> prepare(const std::string& state_dir, const std::strin
     ::unlinkat(dir->get(), tmp.c_str(), 0);
     return Error::from_errno(fmt::format("write {}", path), err);
   }
-  if (::renameat2(dir->get(), tmp.c_str(), dir->get(), name.c_str(), RENAME_NOREPLACE) != 0) {
-    const int rename_err = errno;
+  if (::renameat2(dir->get(), tmp.c_str(), dir->get(), name.c_str(), RENAME_NOREPLACE) == 0) return path;
+  int rename_err = errno;
+  // A concurrent run published the same content first: use its file.
+  if (rename_err == EEXIST && holds_text()) {
     ::unlinkat(dir->get(), tmp.c_str(), 0);
-    // A concurrent run published the same content first: use its file.
-    if (rename_err == EEXIST && holds_text()) return path;
-    return Error::from_errno(fmt::format("write {}", path), rename_err);
+    return path;
   }
-  return path;
+  // Something else under our content's name (no run binds it for this
+  // content): replaced by ours in one step.
+  if (rename_err == EEXIST && ::renameat(dir->get(), tmp.c_str(), dir->get(), name.c_str()) == 0) return path;
+  if (rename_err == EEXIST) rename_err = errno;
+  ::unlinkat(dir->get(), tmp.c_str(), 0);
+  return Error::from_errno(fmt::format("write {}", path), rename_err);
 }
+
+}  // namespace detail
 
 }  // namespace pj::supervisor::git_identity

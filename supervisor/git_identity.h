@@ -16,6 +16,7 @@
 // only) instead of ssh's "Could not resolve hostname".
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,5 +41,17 @@ std::string synthesize(const std::vector<std::pair<std::string, std::string>>& f
 // its content, written once, 0600) and return its path. Problems reading
 // a host file are warnings: the jail then gets less, never more.
 util::Result<std::string> prepare(const std::string& state_dir, const std::string& home);
+
+namespace detail {
+
+// prepare()'s last step: `text` written as `dir_path`/<hash of text>
+// (the directory made 0700 if missing), unless a file there holds it
+// already; the file's path. `after_check` (tests) runs after the look
+// for an existing copy, as a concurrent run publishing at that moment
+// would.
+util::Result<std::string> publish(const std::string& dir_path, const std::string& text,
+                                  const std::function<void()>& after_check = {});
+
+}  // namespace detail
 
 }  // namespace pj::supervisor::git_identity

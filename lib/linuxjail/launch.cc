@@ -239,11 +239,12 @@ util::Result<std::optional<Jail::Control>> Jail::read_control() {
   msg.msg_control = cbuf;
   msg.msg_controllen = sizeof cbuf;
   ssize_t n = ::recvmsg(control_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (n < 0) {
-    if (errno == EAGAIN) return std::optional<Control>{};
-    return Error::from_errno("read the control socket", errno);
-  }
-  if (n == 0) {
+  if (n < 0 && errno == EAGAIN) return std::optional<Control>{};
+  // ECONNRESET: init is gone with a message of ours unread (it failed
+  // before it read the v2 move's word or filter_ready()): the end, as
+  // EOF is; its sync record says what failed.
+  if (n < 0 && errno != ECONNRESET) return Error::from_errno("read the control socket", errno);
+  if (n <= 0) {
     control_.reset();
     return std::optional<Control>{};
   }

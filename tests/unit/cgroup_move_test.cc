@@ -6,6 +6,7 @@
 // kernel honours the move is tests/containment/limits_test.cc).
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,8 @@
 #include "linuxjail/child.h"
 #include "linuxjail/child_stages.h"
 #include "linuxjail/launch.h"
+#include "linuxjail/spec.h"
+#include "linuxjail/stage.h"
 
 using namespace pj::linuxjail;
 
@@ -158,4 +161,45 @@ TEST_CASE("v1 and v2 at once: init joins the v1 cgroups itself and waits for the
   CHECK(init_side(control.theirs, {procs_copy}, {t[1]}) == 0);
   CHECK(drain(t[0]) == "0");
   for (int fd : {t[0], t[1], p[0], p[1], procs_copy}) ::close(fd);
+}
+
+// An init that fails before it reads the supervisor's word on the v2
+// move (here at once: a v1 tasks file it cannot write) leaves that
+// message unread; reading the control socket then says ECONNRESET. That
+// is the control socket's end, not a failure of the supervisor's own:
+// the run's failure is init's record (was "read the control socket:
+// Connection reset by peer", which hid the step that failed, e.g. the
+// ESTALE of a bind source that changed).
+TEST_CASE("init failing before it reads the v2 move's word: its record says why, the control socket just ends") {
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  int ro = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // init's write(2) of "0" fails: EBADF
+  REQUIRE(ro >= 0);
+  JailSpec spec;
+  spec.exec_path = "/bin/true";
+  spec.argv = {"/bin/true"};
+  cgroup::JoinFiles files;
+  files.tasks = {ro};
+  files.procs = {p[1]};
+  auto jail = Jail::launch(spec, files);
+  if (!jail && jail.error().err() == EPERM) {
+    MESSAGE("no user namespaces here: " << jail.error().message());
+    return;
+  }
+  if (!jail) FAIL(jail.error().message());
+  pollfd gone{jail->pidfd(), POLLIN, 0};
+  REQUIRE(::poll(&gone, 1, -1) == 1);  // init has exited
+  auto rec = jail->read_sync();
+  REQUIRE(rec.ok());
+  REQUIRE(rec->has_value());
+  CHECK((*rec)->stage == Stage::join_cgroup);
+  CHECK((*rec)->err == EBADF);
+  auto msg = jail->read_control();
+  if (!msg) FAIL_CHECK(msg.error().message());
+  else CHECK_FALSE(msg->has_value());
+  CHECK(jail->control_fd() == -1);
+  auto code = jail->reap();
+  REQUIRE(code.ok());
+  CHECK(*code == 125);
+  for (int fd : {p[0], p[1], ro}) ::close(fd);
 }

@@ -1,6 +1,12 @@
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "git_config.h"
 #include "git_identity.h"
@@ -97,4 +103,83 @@ TEST_CASE("git identity: values are quoted so they cannot start a section; a bro
   }
   CHECK(names == 1);  // b's is not passed
   CHECK(std::any_of(left_out.begin(), left_out.end(), [](const std::string& s) { return s.starts_with("b:"); }));
+}
+
+namespace {
+
+struct StateDir {
+  std::string path;
+  StateDir() {
+    char t[] = "/tmp/pj-git-identity.XXXXXX";
+    REQUIRE(::mkdtemp(t));
+    path = t;
+  }
+  ~StateDir() { std::filesystem::remove_all(path); }
+};
+
+ino_t inode_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+// Fifty runs starting at once in a fresh $HOME: one saw no copy yet, then
+// another published it and its jail planned to bind it (its device and
+// inode); the first must not remove and replace that file (the other's
+// bind then fails, ESTALE, 125).
+TEST_CASE("git identity: a copy another run publishes after this run looked for one is used, never replaced") {
+  StateDir state;
+  const std::string dir = state.path + "/gitconfig";
+  const std::string text = "[user]\n\tname = \"A\"\n";
+  std::string theirs;
+  int bound = -1;  // open, as their jail's bind holds it (its inode cannot be reused meanwhile)
+  auto ours = git_identity::detail::publish(dir, text, [&] {
+    auto published = git_identity::detail::publish(dir, text);  // the concurrent run
+    REQUIRE(published);
+    theirs = *published;
+    bound = ::open(theirs.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(bound >= 0);
+  });
+  REQUIRE(ours);
+  CHECK(*ours == theirs);
+  struct stat was {};
+  REQUIRE(::fstat(bound, &was) == 0);
+  ::close(bound);
+  CHECK(was.st_nlink == 1);  // still there
+  CHECK(inode_of(*ours) == was.st_ino);
+  CHECK(contents(*ours) == text);
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    ++files;
+    CHECK_MESSAGE(e.path().string() == *ours, "left: " << e.path());
+  }
+  CHECK(files == 1);
+}
+
+TEST_CASE("git identity: a file under the copy's name that holds other bytes is replaced; one that holds them is kept") {
+  StateDir state;
+  const std::string dir = state.path + "/gitconfig";
+  const std::string text = "[user]\n\tname = \"B\"\n";
+  auto first = git_identity::detail::publish(dir, text);
+  REQUIRE(first);
+  const ino_t made = inode_of(*first);
+  auto again = git_identity::detail::publish(dir, text);
+  REQUIRE(again);
+  CHECK(*again == *first);
+  CHECK(inode_of(*again) == made);  // used as it is
+
+  std::ofstream(*first, std::ios::trunc) << "[user]\n\tname = \"someone else\"\n";
+  auto fixed = git_identity::detail::publish(dir, text);
+  REQUIRE(fixed);
+  CHECK(*fixed == *first);
+  CHECK(contents(*fixed) == text);
 }
