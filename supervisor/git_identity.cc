@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "util/log.h"
+#include "util/random.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor::git_identity {
@@ -177,7 +178,10 @@ util::Result<std::string> publish(const std::string& dir_path, const std::string
   if (after_check) after_check();
   // Published without replacing anything: a concurrent run may have
   // published the same bytes since the look above, and planned its bind.
-  const std::string tmp = fmt::format("{}.{}", name, ::getpid());
+  // A name of its own: a leftover of a run killed mid-write, whose pid a
+  // later run may have (a fresh container counts from 1 again), must not
+  // stop that run.
+  const std::string tmp = fmt::format("{}.{:016x}", name, util::random_u64());
   int fd = ::openat(dir->get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Error::from_errno(fmt::format("write {}", path), errno);
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());

@@ -183,3 +183,18 @@ TEST_CASE("git identity: a file under the copy's name that holds other bytes is 
   CHECK(*fixed == *first);
   CHECK(contents(*fixed) == text);
 }
+
+TEST_CASE("git identity: a temporary file left by a run killed mid-write (its pid now ours) does not stop the next") {
+  StateDir state;
+  const std::string dir = state.path + "/gitconfig";
+  const std::string text = "[user]\n\tname = \"C\"\n";
+  auto first = git_identity::detail::publish(dir, text);  // learns the copy's name
+  REQUIRE(first);
+  REQUIRE(::unlink(first->c_str()) == 0);
+  // What a SIGKILL between the write and the rename leaves, under every
+  // name a run of this pid could choose by its pid.
+  std::ofstream(*first + "." + std::to_string(::getpid())) << "half";
+  auto next = git_identity::detail::publish(dir, text);
+  REQUIRE_MESSAGE(next, next.error().message());
+  CHECK(contents(*next) == text);
+}
