@@ -64,6 +64,43 @@ def timed(name, cmd, runs, warmup=2, check=True, key=None, fresh_env=None, env=N
     return entry
 
 
+def timed_side_by_side(specs, runs, warmup=2):
+    """Each of `specs` ((name, cmd, key[, env]), ...) measured in turn, run
+    after run (a, b, a, b, ...): a drift in the machine's load falls on all
+    of them alike, where blocks of runs one after the other put it on one.
+    The entries, as timed() gives them (None for a command that failed)."""
+    specs = [(s[0], s[1], s[2], s[3] if len(s) > 3 else None) for s in specs]
+    for _ in range(warmup):
+        for _, cmd, _, env in specs:
+            run(cmd, env=env)
+    samples = [[] for _ in specs]
+    cpu = [[] for _ in specs]
+    failed = [False] * len(specs)
+    for _ in range(runs):
+        for i, (name, cmd, _, env) in enumerate(specs):
+            if failed[i]:
+                continue
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            r = run(cmd, env=env)
+            samples[i].append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[i].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            if r.returncode != 0:
+                print(f"  {name}: exit {r.returncode}; not measured", file=sys.stderr)
+                failed[i] = True
+    entries = []
+    for i, (name, _, key, _) in enumerate(specs):
+        if failed[i]:
+            figure(name, None, "s", key)
+            entries.append(None)
+            continue
+        entry = figure(name, samples[i], "s", key)
+        entry["cpu_median"] = statistics.median(cpu[i])
+        entries.append(entry)
+    return entries
+
+
 def figure(name, samples, unit, key=None):
     """`key`: the figure's name in the JSON's "by_key" (tests/bench/table.py)."""
     if not samples:
@@ -117,15 +154,13 @@ bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-b
 srt = [SRT, "-c"]
 
 section("start-up: one trivial command (/bin/true)")
-bare = timed("bare /bin/true", ["/bin/true"], 50, key="true_bare")
-floor = timed("unshare -Urmnipuf --mount-proc (the floor)", ["unshare", "-Urmnipuf", "--mount-proc", "/bin/true"], 50,
-              key="true_unshare")
-bw = timed("bwrap, comparable view (ro /usr and /etc, proc, dev, tmpfs /tmp, workspace)", bwrap + ["/bin/true"], 50,
-           key="true_bwrap")
-fj = timed("firejail --net=none --noprofile", ["firejail", "--quiet", "--noprofile", "--net=none", "/bin/true"], 20,
-           key="true_firejail")
-sr = timed("srt (sandbox-runtime, Pi's sandbox example)", srt + ["true"], 20, key="true_srt")
-pj = timed("pi-jail -- /bin/true", jail + ["/bin/true"], 50, key="true_pi_jail")
+bare, floor, bw, pj = timed_side_by_side([
+    ("bare /bin/true", ["/bin/true"], "true_bare"),
+    ("unshare -Urmnipuf --mount-proc (the floor)", ["unshare", "-Urmnipuf", "--mount-proc", "/bin/true"],
+     "true_unshare"),
+    ("bwrap, comparable view (ro /usr and /etc, proc, dev, tmpfs /tmp, workspace)", bwrap + ["/bin/true"],
+     "true_bwrap"),
+    ("pi-jail -- /bin/true", jail + ["/bin/true"], "true_pi_jail")], 50)
 # A long-time Pi user's agent dir: 100 projects x 50 sessions. pi-jail
 # scrubs sessions/ after every run (what the jail planted there for the
 # host's Pi to follow is removed), so its cost grows with the history.
@@ -136,10 +171,19 @@ for p in range(100):
     for s in range(50):
         with open(os.path.join(d, f"2026-11-{p % 28 + 1:02d}T10-00-00-000Z_{p:04d}{s:04d}.jsonl"), "w") as f:
             f.write('{"type":"session"}\n' * 20)
-pj_history = timed("pi-jail -- /bin/true, with 5,000 Pi sessions in the agent dir", jail + ["/bin/true"], 50,
-                   key="true_pi_jail_history", env=dict(ENV, HOME=HISTORY_HOME))
+# Written back to disk before anything is timed: writeback running under
+# the measurement would slow whatever touches the disk (pi-jail's
+# staging and placeholders), not bwrap.
+os.sync()
+pj_none, pj_history = timed_side_by_side([
+    ("pi-jail -- /bin/true, no Pi sessions in the agent dir", jail + ["/bin/true"], "true_pi_jail_no_history"),
+    ("pi-jail -- /bin/true, with 5,000 Pi sessions in the agent dir", jail + ["/bin/true"], "true_pi_jail_history",
+     dict(ENV, HOME=HISTORY_HOME))], 30)
+fj = timed("firejail --net=none --noprofile", ["firejail", "--quiet", "--noprofile", "--net=none", "/bin/true"], 20,
+           key="true_firejail")
+sr = timed("srt (sandbox-runtime, Pi's sandbox example)", srt + ["true"], 20, key="true_srt")
 ratio("pi-jail / bwrap", pj, bw)
-ratio("pi-jail with 5,000 sessions / with none", pj_history, pj)
+ratio("pi-jail with 5,000 sessions / with none", pj_history, pj_none)
 ratio("pi-jail / unshare floor", pj, floor)
 ratio("pi-jail / firejail", pj, fj)
 ratio("pi-jail / srt", pj, sr)
@@ -160,13 +204,14 @@ ratio("per-command bwrap / inside one jail", each_bw, inside)
 ratio("per-command pi-jail / inside one jail", each_pj, inside)
 
 section("Pi itself")
-pv_bare = timed("pi --version, bare", ["pi", "--version"], 10, key="version_bare")
-pv_jail = timed("pi --version, in pi-jail", jail + ["pi", "--version"], 10, key="version_pi_jail")
 no_cache = os.path.join(work, "no-compile-cache.toml")
 with open(no_cache, "w") as f:
     f.write("[runtime]\ncompile_cache = false\n")
-pv_off = timed("pi --version, in pi-jail, compile cache off", [PI_JAIL, "-q", "-w", WS, "--config", no_cache, "--",
-                                                                "pi", "--version"], 10, key="version_no_cache")
+pv_bare, pv_jail, pv_off = timed_side_by_side([
+    ("pi --version, bare", ["pi", "--version"], "version_bare"),
+    ("pi --version, in pi-jail", jail + ["pi", "--version"], "version_pi_jail"),
+    ("pi --version, in pi-jail, compile cache off",
+     [PI_JAIL, "-q", "-w", WS, "--config", no_cache, "--", "pi", "--version"], "version_no_cache")], 10)
 
 
 def fresh_cache():
@@ -195,9 +240,10 @@ with open(os.path.join(HOME, ".pi", "agent", "models.json"), "w") as f:
 with open(os.path.join(HOME, ".pi", "agent", "settings.json"), "w") as f:
     json.dump({"retry": {"enabled": False}}, f)
 turn = ["pi", "-p", "--no-session", "--provider", "scripted", "--model", "m", "go"]
-pt_bare = timed("one scripted pi -p turn (a bash tool call), bare", turn, 5, key="turn_bare")
-pt_jail = timed("one scripted pi -p turn, in pi-jail", [PI_JAIL, "-q", "-w", WS, "--allow-net", f"127.0.0.1:{port}", "--"] + turn, 5,
-                key="turn_pi_jail")
+pt_bare, pt_jail = timed_side_by_side([
+    ("one scripted pi -p turn (a bash tool call), bare", turn, "turn_bare"),
+    ("one scripted pi -p turn, in pi-jail", [PI_JAIL, "-q", "-w", WS, "--allow-net", f"127.0.0.1:{port}", "--"] + turn,
+     "turn_pi_jail")], 10)
 ratio("pi -p turn: jailed / bare", pt_jail, pt_bare)
 server.terminate()
 
@@ -276,12 +322,14 @@ for d in range(100):
             f.write("x")
 subprocess.run(["git", "-C", tree, "init", "-q"], check=True)
 subprocess.run(["git", "-C", tree, "add", "-A"], check=True)
+os.sync()  # as above: no writeback of the new tree under the measurement
 gs = ["git", "-C", tree, "status", "--porcelain"]
-g_bare = timed("bare", gs, 10, key="git_bare")
-g_jail = timed("in pi-jail (seccomp and Landlock on)", jail + gs, 10, key="git_pi_jail")
-g_off = timed("in pi-jail, seccomp and Landlock off (test build switches)",
-              [PI_JAIL, "-q", "-w", WS, "--unsafe-test-no-seccomp", "--unsafe-test-no-landlock", "--"] + gs, 10,
-              key="git_layers_off")
+g_bare, g_jail, g_off = timed_side_by_side([
+    ("bare", gs, "git_bare"),
+    ("in pi-jail (seccomp and Landlock on)", jail + gs, "git_pi_jail"),
+    ("in pi-jail, seccomp and Landlock off (test build switches)",
+     [PI_JAIL, "-q", "-w", WS, "--unsafe-test-no-seccomp", "--unsafe-test-no-landlock", "--"] + gs, "git_layers_off")],
+    10)
 ratio("git status: jailed / bare", g_jail, g_bare)
 ratio("git status: seccomp+Landlock on / off", g_jail, g_off)
 

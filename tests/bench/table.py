@@ -17,7 +17,7 @@ ROWS = [
     ("start-up, `/bin/true`", "true_pi_jail", ("true_bwrap", "bwrap, comparable view"),
      [("true_unshare", "`unshare` floor"), ("true_bare", "bare"), ("true_firejail", "firejail"), ("true_srt", "srt")]),
     ("start-up, `/bin/true`, with 5,000 of Pi's sessions in the agent dir", "true_pi_jail_history",
-     ("true_pi_jail", "pi-jail with none"), []),
+     ("true_pi_jail_no_history", "pi-jail with none"), []),
     ("100 × `bash -c true`, the whole session in one jail", "loop_inside", ("loop_outside", "no jail"), []),
     ("100 × `bash -c true`, each wrapped separately", "loop_each_pi_jail", ("loop_each_bwrap", "bwrap"),
      [("loop_each_srt", "srt")]),
