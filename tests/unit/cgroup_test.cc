@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "linuxjail/cgroup.h"
+#include "temp_dir.h"
 
 using namespace pj::linuxjail::cgroup;
 
@@ -47,17 +48,10 @@ TEST_CASE("keyed counters: memory.events, memory.oom_control, cpu.stat") {
 // it gets as far as writing the first limit, which names the directory
 // it chose (a plain directory has no memory.max).
 namespace {
-struct FakeCgroups {
-  std::string root;
-  FakeCgroups() {
-    char tmpl[] = "/tmp/pj-cgroup-test.XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    root = tmpl;
-  }
-  ~FakeCgroups() { std::filesystem::remove_all(root); }
+struct FakeCgroups : pj::test::TempDir {
   std::string dir(const std::string& name) const {
-    REQUIRE(std::filesystem::create_directory(root + "/" + name));
-    return root + "/" + name;
+    REQUIRE(std::filesystem::create_directory(path + "/" + name));
+    return path + "/" + name;
   }
 };
 }  // namespace

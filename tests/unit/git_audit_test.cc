@@ -9,20 +9,14 @@
 #include <fstream>
 
 #include "git_audit.h"
+#include "temp_dir.h"
 
 using namespace pj::supervisor::git_audit;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Workspace {
-  std::string path;
-  Workspace() {
-    char t[] = "/tmp/pj-git-audit.XXXXXX";
-    REQUIRE(::mkdtemp(t));
-    path = t;
-  }
-  ~Workspace() { fs::remove_all(path); }
+struct Workspace : pj::test::TempDir {
   void write(const std::string& rel, const std::string& text, mode_t mode = 0644) const {
     fs::create_directories(fs::path(path + "/" + rel).parent_path());
     std::ofstream(path + "/" + rel) << text;

@@ -10,6 +10,7 @@
 
 #include "git_config.h"
 #include "git_identity.h"
+#include "temp_dir.h"
 
 using namespace pj::supervisor;
 
@@ -107,15 +108,7 @@ TEST_CASE("git identity: values are quoted so they cannot start a section; a bro
 
 namespace {
 
-struct StateDir {
-  std::string path;
-  StateDir() {
-    char t[] = "/tmp/pj-git-identity.XXXXXX";
-    REQUIRE(::mkdtemp(t));
-    path = t;
-  }
-  ~StateDir() { std::filesystem::remove_all(path); }
-};
+using StateDir = pj::test::TempDir;
 
 ino_t inode_of(const std::string& path) {
   struct stat st {};

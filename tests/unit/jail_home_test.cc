@@ -8,21 +8,14 @@
 #include <fstream>
 
 #include "jail_home.h"
+#include "temp_dir.h"
 
 using pj::supervisor::jail_home_name;
 using pj::supervisor::prepare_jail_home;
 
 namespace {
 
-struct HomeDir {
-  std::string path;
-  HomeDir() {
-    char t[] = "/tmp/pj-jail-home-test.XXXXXX";
-    REQUIRE(::mkdtemp(t));
-    path = t;
-  }
-  ~HomeDir() { std::filesystem::remove_all(path); }
-};
+using HomeDir = pj::test::TempDir;
 
 }  // namespace
 

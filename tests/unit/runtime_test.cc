@@ -37,18 +37,11 @@ TEST_CASE("#! lines: the interpreter, and the program behind /usr/bin/env") {
 #include <fstream>
 
 #include "runtime/request.h"
+#include "temp_dir.h"
 
 namespace {
 
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    char t[] = "/tmp/pj-runtime-test.XXXXXX";
-    REQUIRE(::mkdtemp(t));
-    path = t;
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path); }
-};
+using ScratchDir = pj::test::TempDir;
 
 void executable(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;

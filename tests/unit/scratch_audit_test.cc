@@ -12,20 +12,14 @@
 #include <string>
 
 #include "scratch_audit.h"
+#include "temp_dir.h"
 
 using namespace pj::supervisor::scratch;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/pj-scratch-test.XXXXXX";
-    REQUIRE(::mkdtemp(t));
-    path = t;
-  }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : pj::test::TempDir {
   void file(const std::string& rel, size_t size) const {
     fs::create_directories(fs::path(path + "/" + rel).parent_path());
     std::ofstream(path + "/" + rel) << std::string(size, 'x');

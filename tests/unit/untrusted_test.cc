@@ -29,19 +29,13 @@
 
 #include "util/dir_names.h"
 #include "util/untrusted.h"
+#include "temp_dir.h"
 
 using namespace pj::util;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/pj-untrusted.XXXXXX";
-    REQUIRE(::mkdtemp(t));
-    path = t;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+struct TempDir : pj::test::TempDir {
   void write(const std::string& rel, const std::string& text) const { std::ofstream(path + "/" + rel) << text; }
 };
 
