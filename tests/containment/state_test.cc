@@ -215,6 +215,33 @@ TEST_CASE("the agent dir is read-only for later runs: nothing planted there surv
   CHECK(o.err.find("refused") != std::string::npos);  // the !command key is named as refused
 }
 
+// The jail owns the directories it makes among the sessions: read-only
+// (0555) it kept a planted link from being unlinked, unreadable (0111) it
+// kept a whole subtree from being looked at. Both are scrubbed, and one
+// past the walk's depth is said, not passed over.
+TEST_CASE("links planted in session directories the jail made read-only or unreadable are removed all the same") {
+  Sandbox sb;
+  std::string agent = sb.home + "/.pi/agent";
+  std::filesystem::create_directories(agent + "/sessions");
+  auto o = sh(sb, "cd " + agent + "/sessions && mkdir ro blind && mkdir blind/x && echo s > ro/s.jsonl && "
+                      "ln -s " + sb.home + "/.bashrc ro/planted.jsonl && ln -s " + sb.home +
+                      "/.bashrc blind/x/planted.jsonl && chmod 0555 ro && chmod 0111 blind && echo planted");
+  CAPTURE(o.err);
+  CHECK(trim(o.out) == "planted");
+  CHECK(o.err.find("removed 2 symlinks or special files") != std::string::npos);
+  CHECK(o.err.find("could not be checked") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(agent + "/sessions/ro/planted.jsonl")));
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(agent + "/sessions/blind/x/planted.jsonl")));
+  CHECK(read_file(agent + "/sessions/ro/s.jsonl") == "s\n");
+
+  std::string deep = "d";
+  for (int i = 1; i < 130; ++i) deep += "/d";
+  auto d = sh(sb, "cd " + agent + "/sessions && mkdir -p " + deep + " && ln -s " + sb.home + "/.bashrc " + deep +
+                      "/planted.jsonl && echo deep");
+  CHECK(trim(d.out) == "deep");
+  CHECK(d.err.find("could not be checked or removed") != std::string::npos);
+}
+
 TEST_CASE("Pi's agent dir behind a symlink is protected where it really is") {
   Sandbox sb;
   std::string real = sb.home + "/dotfiles/pi-agent";
