@@ -38,30 +38,41 @@ def run(cmd, env=None, **kw):
                           stderr=subprocess.DEVNULL, **kw)
 
 
+def measure(cmd, env=None):
+    """One run: its wall time, its CPU time (user + system of every process
+    of the run, reaped: steadier than wall time on a loaded machine) and
+    its exit status."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = run(cmd, env=env)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, r.returncode
+
+
+def time_figure(name, key, walls, cpus):
+    """The figure of `walls` (None: not measured), with the CPU median."""
+    entry = figure(name, walls, "s", key)
+    if walls:
+        entry["cpu_median"] = statistics.median(cpus)
+    return entry if walls else None
+
+
 def timed(name, cmd, runs, warmup=2, check=True, key=None, fresh_env=None, env=None):
     """`fresh_env`: a function giving each run its own environment (and
     then no warm-up runs: the first run is what is measured). `env`: the
     environment of every run (default ENV)."""
     for _ in range(0 if fresh_env else warmup):
         run(cmd, env=env)
-    samples, cpu = [], []
+    walls, cpus = [], []
     for _ in range(runs):
-        env = fresh_env() if fresh_env else env
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        r = run(cmd, env=env)
-        samples.append(time.perf_counter() - t)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-        if check and r.returncode != 0:
-            print(f"  {name}: exit {r.returncode}; not measured", file=sys.stderr)
-            figure(name, None, "s", key)
-            return None
-    entry = figure(name, samples, "s", key)
-    # CPU time (user + system of every process of the run, reaped): steadier
-    # than wall time on a loaded machine.
-    entry["cpu_median"] = statistics.median(cpu)
-    return entry
+        wall, cpu, status = measure(cmd, fresh_env() if fresh_env else env)
+        if check and status != 0:
+            print(f"  {name}: exit {status}; not measured", file=sys.stderr)
+            return time_figure(name, key, None, None)
+        walls.append(wall)
+        cpus.append(cpu)
+    return time_figure(name, key, walls, cpus)
 
 
 def timed_side_by_side(specs, runs, warmup=2):
@@ -73,32 +84,20 @@ def timed_side_by_side(specs, runs, warmup=2):
     for _ in range(warmup):
         for _, cmd, _, env in specs:
             run(cmd, env=env)
-    samples = [[] for _ in specs]
-    cpu = [[] for _ in specs]
-    failed = [False] * len(specs)
+    walls = [[] for _ in specs]
+    cpus = [[] for _ in specs]
     for _ in range(runs):
         for i, (name, cmd, _, env) in enumerate(specs):
-            if failed[i]:
+            if walls[i] is None:
+                continue  # failed once: not measured
+            wall, cpu, status = measure(cmd, env)
+            if status != 0:
+                print(f"  {name}: exit {status}; not measured", file=sys.stderr)
+                walls[i] = None
                 continue
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t = time.perf_counter()
-            r = run(cmd, env=env)
-            samples[i].append(time.perf_counter() - t)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu[i].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-            if r.returncode != 0:
-                print(f"  {name}: exit {r.returncode}; not measured", file=sys.stderr)
-                failed[i] = True
-    entries = []
-    for i, (name, _, key, _) in enumerate(specs):
-        if failed[i]:
-            figure(name, None, "s", key)
-            entries.append(None)
-            continue
-        entry = figure(name, samples[i], "s", key)
-        entry["cpu_median"] = statistics.median(cpu[i])
-        entries.append(entry)
-    return entries
+            walls[i].append(wall)
+            cpus[i].append(cpu)
+    return [time_figure(name, key, walls[i], cpus[i]) for i, (name, _, key, _) in enumerate(specs)]
 
 
 def figure(name, samples, unit, key=None):
