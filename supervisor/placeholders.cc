@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "spare_dirs.h"
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/untrusted.h"
@@ -200,32 +201,34 @@ std::optional<Record> leftover(int fd, linuxjail::Node node, const std::string& 
 enum class Sweep { gone, in_use };
 
 // Remove `r` if no jail holds it and it is still pristine; a path that now
-// holds something else is simply forgotten.
-Sweep try_remove(const Record& r, Parents& parents) {
+// holds something else is simply forgotten. A directory is kept as a
+// spare (spare_dirs.h) when it can be.
+Sweep try_remove(const Record& r, Parents& parents, SpareDirs& spares) {
   auto dir = parents.of(r.path);
   if (!dir) return Sweep::gone;
   const std::string name = split(r.path).second;
   UniqueFd fd = open_at(*dir, name);
   if (!fd.valid() || !pristine(fd.get(), r, Content::prefix)) return Sweep::gone;
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return Sweep::in_use;
-  ::unlinkat(*dir, name.c_str(), r.node == linuxjail::Node::directory ? AT_REMOVEDIR : 0);
+  if (r.node == linuxjail::Node::directory) (void)spares.remove(*dir, name.c_str(), r.path);
+  else ::unlinkat(*dir, name.c_str(), 0);
   return Sweep::gone;
 }
 
-std::vector<Record> sweep(std::vector<Record> records) {
+std::vector<Record> sweep(std::vector<Record> records, SpareDirs& spares) {
   Parents parents;
   std::vector<Record> kept;
   for (auto& r : records)
-    if (try_remove(r, parents) == Sweep::in_use) kept.push_back(std::move(r));
+    if (try_remove(r, parents, spares) == Sweep::in_use) kept.push_back(std::move(r));
   return kept;
 }
 
 // Make `r` (it must not exist, or be what another run made for it).
-util::Status make(const Record& r, int dir) {
+util::Status make(const Record& r, int dir, SpareDirs& spares) {
   const std::string name = split(r.path).second;
   if (r.node == linuxjail::Node::directory) {
-    if (::mkdirat(dir, name.c_str(), 0755) != 0 && errno != EEXIST)
-      return Error::from_errno(fmt::format("make the placeholder directory {}", r.path), errno);
+    if (int err = spares.make(dir, name.c_str(), 0755); err != 0 && err != EEXIST)
+      return Error::from_errno(fmt::format("make the placeholder directory {}", r.path), err);
   } else {
     // Made 0600 so that its owner may mark it (user xattrs need write
     // permission), then read-only.
@@ -251,7 +254,8 @@ util::Result<Registry> Registry::lock(const std::string& state_dir) {
   while (::flock(fd.get(), LOCK_EX) != 0)
     if (errno != EINTR) return Error::from_errno(fmt::format("lock {}/placeholders.lock", state_dir), errno);
   auto on_disk = load(state->get());
-  auto kept = sweep(on_disk);
+  SpareDirs spares(state->get(), state_dir);
+  auto kept = sweep(on_disk, spares);
   if (auto st = save(state->get(), on_disk, kept); !st) return st.take_error();
   return Registry(state_dir, std::move(fd));
 }
@@ -262,18 +266,20 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
   // On failure the holds taken so far are dropped and the registry swept
   // under the lock this process already holds: ~Holds would take it again
   // through a new open file description and wait for itself forever.
+  SpareDirs spares(state->get(), dir_);
   struct Abandon {
     Holds holds;
     int state;
+    SpareDirs& spares;
     bool armed = true;
     ~Abandon() {
       if (!armed) return;
       holds.fds_.clear();
       holds.dir_.clear();
       auto on_disk = load(state);
-      (void)save(state, on_disk, sweep(on_disk));
+      (void)save(state, on_disk, sweep(on_disk, spares));
     }
-  } guard{Holds(dir_), state->get()};
+  } guard{Holds(dir_), state->get(), spares};
   Holds& holds = guard.holds;
   const std::vector<Record> on_disk = load(state->get());
   std::vector<Record> records = on_disk;
@@ -291,7 +297,7 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
     auto dir = parents.of(op.dest);
     if (op.placeholder) {
       if (!dir) return Error::from_errno(fmt::format("make the placeholder {}", r.path), dir.error().err());
-      if (auto st = make(r, *dir); !st) return st.take_error();
+      if (auto st = make(r, *dir, spares); !st) return st.take_error();
     }
     UniqueFd fd = dir ? open_at(*dir, split(op.dest).second) : UniqueFd();
     const int open_err = dir ? errno : dir.error().err();

@@ -106,9 +106,10 @@ void sweep_dead_runs(int runs) {
   }
 }
 
-// Make and lock `<runs>/<id>.lock`, then `<runs>/<id>`; a sweep that took
-// the lock between its creation and our flock has unlinked it: try again.
-util::Result<UniqueFd> claim_run(int runs, std::string& id) {
+// Make and lock `<runs>/<id>.lock`, then `<runs>/<id>` (from a spare when
+// there is one); a sweep that took the lock between its creation and our
+// flock has unlinked it: try again.
+util::Result<UniqueFd> claim_run(int runs, SpareDirs& spares, std::string& id) {
   for (int attempt = 0; attempt < 8; ++attempt) {
     id = random_id();
     std::string lock_name = id + std::string(kLockSuffix);
@@ -118,7 +119,8 @@ util::Result<UniqueFd> claim_run(int runs, std::string& id) {
     struct stat st;
     if (::fstat(lock.get(), &st) != 0) return Error::from_errno("check the run's lock file", errno);
     if (st.st_nlink == 0) continue;
-    if (::mkdirat(runs, id.c_str(), 0700) != 0) return Error::from_errno("make the run's staging directory", errno);
+    if (int err = spares.make(runs, id.c_str(), 0700); err != 0)
+      return Error::from_errno("make the run's staging directory", err);
     return lock;
   }
   return Error::invalid("make the run's staging directory: another pi-jail kept removing it");
@@ -171,11 +173,14 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
   // On the heap: GCC 12 with ASan misreads an optional of std::function
   // members as maybe-uninitialized (-Werror).
   if (secret) pc.secret_ = std::make_shared<const SecretFile>(*secret);
+  auto state = util::make_private_dir(state_dir);
+  if (!state) return state.take_error();
+  pc.spares_.emplace(state->get(), state_dir);
   auto runs = util::make_private_dir(state_dir + "/runs");
   if (!runs) return runs.take_error();
   sweep_dead_runs(runs->get());
   std::string id;
-  auto lock = claim_run(runs->get(), id);
+  auto lock = claim_run(runs->get(), *pc.spares_, id);
   if (!lock) return lock.take_error();
   pc.lock_ = std::move(*lock);
   pc.run_dir_ = state_dir + "/runs/" + id;
@@ -291,7 +296,12 @@ void PrivateCopies::discard() {
   std::string parent(util::parent_path(run_dir_));
   std::string name = run_dir_.substr(parent.size() + 1);
   if (auto dir = util::open_dir_nofollow(parent)) {
-    remove_tree(dir->get(), name.c_str());
+    // The copies (what the jail left), then the run's own directory, which
+    // no jail saw: kept as a spare when it can be.
+    UniqueFd run(::openat(dir->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (run.valid())
+      for (const auto& n : names_in(run.get())) remove_tree(run.get(), n.c_str(), 1);
+    if (!spares_ || spares_->remove(dir->get(), name.c_str(), run_dir_) != 0) remove_tree(dir->get(), name.c_str());
     ::unlinkat(dir->get(), (name + std::string(kLockSuffix)).c_str(), 0);
   }
   run_dir_.clear();

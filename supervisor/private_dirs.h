@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/request.h"
+#include "spare_dirs.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
@@ -79,6 +80,7 @@ private:
   void discard();
 
   std::string run_dir_;
+  std::optional<SpareDirs> spares_;  // the run directory comes from them and goes back (spare_dirs.h)
   std::shared_ptr<const SecretFile> secret_;
   util::UniqueFd lock_;
   std::vector<Copy> copies_;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "harness.h"
@@ -35,6 +36,22 @@ std::vector<std::string> entries(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The inodes of the entries of `dir` (none when it does not exist).
+std::set<ino_t> inodes_in(const std::string& dir) {
+  std::set<ino_t> out;
+  if (!exists(dir)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    struct stat st;
+    if (::lstat(e.path().c_str(), &st) == 0) out.insert(st.st_ino);
+  }
+  return out;
+}
+
+ino_t inode_of(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
 }  // namespace
@@ -455,4 +472,39 @@ TEST_CASE("placeholders are marked; a marked one whose record was lost (a power 
   CHECK(entries(sb.ws) == std::vector<std::string>{".git", ".husky", ".idea"});
   CHECK_FALSE(exists(sb.ws + "/.git/commondir"));
   CHECK(exists(sb.ws + "/.husky/pre-commit"));
+}
+
+TEST_CASE("placeholders are kept as spare directories between runs; a reused one protects as a new one does") {
+  // Made and removed at each run, a directory costs a block allocated and
+  // freed (a discard, on a filesystem mounted with it): spare_dirs.h.
+  Sandbox sb;
+  REQUIRE(git({"init", "-q", sb.ws}, sb.home).status == 0);
+  const std::string spares = sb.home + "/.local/state/pi-jail/spare-dirs";
+  REQUIRE(sh(sb, "true").status == 0);
+  CHECK(entries(sb.ws) == std::vector<std::string>{".git"});
+  const std::set<ino_t> kept = inodes_in(spares);
+  CHECK(kept.size() >= 6);  // .pi .envrc .husky .vscode .idea .devcontainer (and the run's staging)
+
+  // The next run: its placeholders are those directories, the jail can
+  // plant nothing through them, and a file the host writes into one
+  // during the run stays there.
+  const std::string go = sb.base + "/go";
+  pid_t p = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", sb.base, "--", "/bin/sh",
+                   "-c",
+                   "echo evil > .envrc; mkdir -p .vscode/x; echo x > .vscode/tasks.json; echo x > .pi/jail.toml; "
+                   "echo x > .idea/x; while [ ! -e " + go + " ]; do sleep 0.05; done"},
+                  {"HOME=" + sb.home});
+  REQUIRE(eventually([&] { return exists(sb.ws + "/.devcontainer"); }));
+  for (const char* name : {"/.envrc", "/.vscode", "/.pi", "/.idea", "/.devcontainer"}) {
+    CAPTURE(name);
+    CHECK(kept.count(inode_of(sb.ws + name)) == 1);
+  }
+  const ino_t idea = inode_of(sb.ws + "/.idea");
+  write_file(sb.ws + "/.idea/workspace.xml", "<project/>\n");
+  write_file(go, "");
+  CHECK(wait_status(p) == 0);
+  CHECK(entries(sb.ws) == std::vector<std::string>{".git", ".idea"});
+  CHECK(entries(sb.ws + "/.idea") == std::vector<std::string>{"workspace.xml"});
+  CHECK(inodes_in(spares).count(idea) == 0);
+  CHECK(inodes_in(spares).size() == kept.size() - 1);
 }
