@@ -118,6 +118,7 @@ public:
 private:
   void on_control();
   void on_listeners(std::vector<util::UniqueFd> fds);
+  void prepare_proxy();
   void start_proxy(std::vector<util::UniqueFd> fds);
   void abort_jail(std::string why);  // "fix: report a bug": for what cannot be the caller's doing
 
@@ -132,6 +133,7 @@ private:
   Supervision core_;  // signals, --timeout, --grace, the terminal
   std::vector<util::UniqueFd> listeners_;  // as they arrive, in batches
   std::unique_ptr<netproxy::Proxy> proxy_;
+  bool serving_ = false;  // the listeners were handed to proxy_
   std::optional<SyncRecord> failure_;
   std::string supervisor_failure_;  // set by abort_jail()
   util::UniqueFd scratch_;          // O_PATH fd of the jail's scratch tmpfs (kControlScratch)
@@ -172,7 +174,7 @@ void Supervisor::abort_jail(std::string why) {
 // The listeners come in batches of at most linuxjail::kFdBatch.
 void Supervisor::on_listeners(std::vector<util::UniqueFd> fds) {
   for (auto& fd : fds) listeners_.push_back(std::move(fd));
-  if (proxy_ || listeners_.size() > spec_.listeners.size())
+  if (serving_ || listeners_.size() > spec_.listeners.size())
     return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", listeners_.size(),
                                   spec_.listeners.size()));
   if (listeners_.size() == spec_.listeners.size()) start_proxy(std::move(listeners_));
@@ -184,12 +186,17 @@ bool is_listening(int fd) {
   return ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on;
 }
 
-void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
+// The network filter, started while init builds the jail's filesystem
+// (init then waits for it with the listeners: start_proxy()).
+void Supervisor::prepare_proxy() {
   auto proxy = start_network_filter(opts_);
-  if (!proxy) {
-    return abort_jail("start the network filter: " + proxy.error().message());
-  }
+  if (!proxy) return abort_jail("start the network filter: " + proxy.error().message());
   proxy_ = std::move(*proxy);
+}
+
+void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
+  serving_ = true;
+  if (!proxy_) return;  // prepare_proxy() failed: the jail is being killed
   auto forwards = opts_.rules.forwards();
   for (size_t i = 0; i < fds.size(); ++i) {
     const auto& l = spec_.listeners[i];
@@ -245,6 +252,7 @@ void Supervisor::on_control() {
 }
 
 RunOutcome Supervisor::run() {
+  if (!spec_.listeners.empty()) prepare_proxy();
   drop_startup_pages();
   std::vector<pollfd> fds;
   while (true) {
