@@ -136,31 +136,30 @@ private:
   bool serving_ = false;  // the listeners were handed to proxy_
   std::optional<SyncRecord> failure_;
   std::string supervisor_failure_;  // set by abort_jail()
-  util::UniqueFd scratch_;          // O_PATH fd of the jail's scratch tmpfs (kControlScratch)
-  // The jail's scratch places, opened before anything runs in it; the
-  // open files keep the tmpfs readable after the jail's mount namespace
-  // is gone, for the end-of-run survey.
-  std::vector<std::pair<std::string, util::UniqueFd>> scratch_places_;
-  void open_scratch();
+  // O_PATH fd of the root of the jail's scratch tmpfs (kControlScratch):
+  // it keeps the tmpfs readable after the jail's mount namespace is gone,
+  // for the end-of-run survey.
+  util::UniqueFd scratch_;
   std::string survey_scratch();
 };
 
-void Supervisor::open_scratch() {
-  // Init waits for filter_ready() with its filesystem built and nothing
-  // run yet, so these are the jail's own directories, not a link it made.
-  for (const char* place : {"/tmp", "/var/tmp", "/dev/shm"}) {
-    std::string path = fmt::format("/proc/{}/root{}", jail_.pid(), place);
-    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd.valid()) scratch_places_.emplace_back(place, std::move(fd));
-  }
-}
-
+// What the run left in /tmp, /var/tmp and /dev/shm: their directories in
+// the scratch tmpfs, reached from its root (scratch_). The jail never saw
+// that root (init detached it once the places were bound), so the names
+// in it are still the ones init made.
 std::string Supervisor::survey_scratch() {
+  std::vector<std::pair<std::string, util::UniqueFd>> places;
   std::vector<std::pair<std::string, int>> dirs;
-  for (const auto& [place, fd] : scratch_places_) dirs.emplace_back(place, fd.get());
-  std::string line = scratch::discarded_line(scratch::survey(dirs));
-  scratch_places_.clear();
-  return line;
+  for (const auto& op : spec_.mounts) {
+    if (!scratch_.valid() || op.kind != linuxjail::MountKind::scratch ||
+        (op.dest != "/tmp" && op.dest != "/var/tmp" && op.dest != "/dev/shm"))
+      continue;
+    util::UniqueFd fd(::openat(scratch_.get(), op.scratch_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) continue;
+    dirs.emplace_back(op.dest, fd.get());
+    places.emplace_back(op.dest, std::move(fd));
+  }
+  return scratch::discarded_line(scratch::survey(dirs));
 }
 
 // The supervisor's own part of the setup failed: kill the whole jail and
@@ -234,7 +233,6 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     if (auto st = proxy_->add_listener(std::move(p.fd), netproxy::ListenerKind::publish, target); !st)
       return abort_jail("serve a published port: " + st.error().message());
   }
-  open_scratch();
   if (auto st = jail_.filter_ready(); !st) return abort_jail(st.error().message());
 }
 

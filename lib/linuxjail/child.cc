@@ -70,12 +70,14 @@ void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage) {
   join_cgroups(p);
   map_identity(p);
   limit_processes(p);
+  // The listeners first: pi-jail serves them while the filesystem is built.
+  bring_up_loopback();
+  open_listeners(p);
   const int ruleset = landlock_ruleset(p);
   build_filesystem(p, ruleset);
   if (::sethostname(p.hostname, std::strlen(p.hostname)) != 0) fail(Stage::hostname, errno);
-  bring_up_loopback();
   await_cgroups(p);
-  open_listeners(p);
+  await_filter(p);
   run_init(p, ruleset);
 }
 

@@ -66,8 +66,12 @@ void open_listeners(const ChildPlan& p) {
     send_fds(p.control_fd, kControlListeners, fds, n, Stage::listeners);
     for (size_t i = 0; i < n; ++i) ::close(fds[i]);
   }
+}
+
+void await_filter(const ChildPlan& p) {
+  if (p.listener_count == 0) return;
   // Nothing runs before the filter serves them: if it cannot start, the
-  // supervisor kills the jail while init waits here.
+  // supervisor kills the jail while init waits here (or before).
   char ready = 0;
   ssize_t n;
   do n = ::read(p.control_fd, &ready, 1);

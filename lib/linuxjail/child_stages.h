@@ -40,7 +40,11 @@ void build_filesystem(const ChildPlan& p, int ruleset);
 
 // child_net.cc: loopback, the network filter's listeners.
 void bring_up_loopback();
+// Open the listeners and send them to pi-jail, which serves them while
+// the filesystem is built; then, before the command starts, wait until it
+// says its network filter serves them (kControlFilterReady).
 void open_listeners(const ChildPlan& p);
+void await_filter(const ChildPlan& p);
 
 // child_terminal.cc: the jail's PTY; returns the slave.
 int open_terminal(const ChildPlan& p);
