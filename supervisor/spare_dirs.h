@@ -1,16 +1,14 @@
 // Empty directories kept in pi-jail's state directory, moved to where a
-// run needs a new directory (a placeholder, the run's staging directory)
-// and moved back when it ends, instead of being made and removed at each
-// run. Making a directory allocates a block for its entries and removing
-// it frees that block; on a filesystem mounted with `discard` (ext4 on
-// the CI machine) freeing waits for the device to discard it: 0.08 ms
-// for each of a run's seven directories there, up to 0.3 ms while Pi's
-// own writes are in the queue (tests/bench). A rename allocates and
-// frees nothing.
+// run needs a placeholder directory and moved back when it ends, instead
+// of being made and removed at each run. Making a directory allocates a
+// block for its entries and removing it frees that block; on a filesystem
+// mounted with `discard` (ext4 on the CI machine) freeing waits for the
+// device to discard it: 0.08 ms for each of a run's placeholders there,
+// up to 0.3 ms while Pi's own writes are in the queue (tests/bench). A
+// rename allocates and frees nothing.
 //
 // - Only directories no jail has seen go back: a placeholder is covered
-//   by its mask inside, the run's staging directory is not shown (the
-//   copies in it are, and those are removed as before).
+//   by its mask inside.
 // - Only empty ones: a directory found holding anything once it has been
 //   moved is moved back where it was, so a file a host process writes
 //   into a placeholder at that moment stays where it was written; remove

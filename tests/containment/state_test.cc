@@ -193,8 +193,7 @@ TEST_CASE("after a SIGKILL of pi-jail at any point of start-up, the next start l
   CHECK(entries(sb.ws) == std::vector<std::string>{".git"});
   CHECK_FALSE(exists(sb.ws + "/.git/commondir"));
   CHECK(trim(git({"-C", sb.ws, "status", "--porcelain"}, sb.home).out).empty());
-  std::string runs = sb.home + "/.local/state/pi-jail/runs";
-  CHECK((!exists(runs) || entries(runs).empty()));
+  CHECK_FALSE(exists(sb.home + "/.local/state/pi-jail/runs"));
 }
 
 TEST_CASE("the agent dir is read-only for later runs: nothing planted there survives") {
@@ -397,13 +396,25 @@ TEST_CASE("a worktree whose repository sits in a directory everyone may write is
   CHECK(read_file(shared + "/victim") == "theirs\n");
 }
 
-TEST_CASE("the run's copy of the agent dir is removed even when the jail made parts of it unreadable") {
+TEST_CASE("the run's copy of the agent dir is on the jail's scratch tmpfs: nothing of it reaches the host's disks") {
   Sandbox sb;
-  auto o = sh(sb, "A=$HOME/.pi/agent; mkdir -p $A/h/i && head -c 100000 /dev/zero > $A/h/i/blob && chmod 0 $A/h/i $A/h "
-                  "&& echo made");
-  CHECK(trim(o.out) == "made");
-  std::string runs = sb.home + "/.local/state/pi-jail/runs";
-  CHECK(entries(runs).empty());
+  const std::string agent = sb.home + "/.pi/agent";
+  std::filesystem::create_directories(agent);
+  write_file(agent + "/models.json", "{\"providers\":{}}\n");
+  write_file(sb.base + "/operator.toml", "[limits]\nscratch = \"8M\"\n");
+  // The copy: a tmpfs of its own (not the jail home's device), holding
+  // the host's file; what the jail writes there stays there, within the
+  // scratch budget it shares with /tmp.
+  auto o = sh(sb,
+              "A=$HOME/.pi/agent; stat -f -c %T $A; [ $(stat -c %d $A) != $(stat -c %d $HOME) ] && echo own-device; "
+              "[ $(stat -c %d $A) = $(stat -c %d /tmp) ] && echo scratch; cat $A/models.json; "
+              "mkdir -p $A/h/i && head -c 100000 /dev/zero > $A/h/i/blob && chmod 0 $A/h/i $A/h && echo made; "
+              "head -c 9000000 /dev/zero > $A/big 2>/dev/null || echo full",
+              {"--config", sb.base + "/operator.toml"});
+  CAPTURE(o.err);
+  CHECK(o.out == "tmpfs\nown-device\nscratch\n{\"providers\":{}}\nmade\nfull\n");
+  CHECK(entries(agent) == std::vector<std::string>{"models.json", "sessions"});
+  CHECK_FALSE(exists(sb.home + "/.local/state/pi-jail/runs"));
 }
 
 TEST_CASE("a placeholder a SIGKILL cut short (created, not yet written) is recognised and removed at the next start") {
@@ -483,7 +494,7 @@ TEST_CASE("placeholders are kept as spare directories between runs; a reused one
   REQUIRE(sh(sb, "true").status == 0);
   CHECK(entries(sb.ws) == std::vector<std::string>{".git"});
   const std::set<ino_t> kept = inodes_in(spares);
-  CHECK(kept.size() >= 6);  // .pi .envrc .husky .vscode .idea .devcontainer (and the run's staging)
+  CHECK(kept.size() == 6);  // .pi .envrc .husky .vscode .idea .devcontainer
 
   // The next run: its placeholders are those directories, the jail can
   // plant nothing through them, and a file the host writes into one
@@ -506,5 +517,5 @@ TEST_CASE("placeholders are kept as spare directories between runs; a reused one
   CHECK(entries(sb.ws) == std::vector<std::string>{".git", ".idea"});
   CHECK(entries(sb.ws + "/.idea") == std::vector<std::string>{"workspace.xml"});
   CHECK(inodes_in(spares).count(idea) == 0);
-  CHECK(inodes_in(spares).size() == kept.size() - 1);
+  CHECK(inodes_in(spares).size() == kept.size() - 1);  // the others went back
 }
