@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "spare_dirs.h"
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/untrusted.h"
@@ -201,34 +200,32 @@ std::optional<Record> leftover(int fd, linuxjail::Node node, const std::string& 
 enum class Sweep { gone, in_use };
 
 // Remove `r` if no jail holds it and it is still pristine; a path that now
-// holds something else is simply forgotten. A directory is kept as a
-// spare (spare_dirs.h) when it can be.
-Sweep try_remove(const Record& r, Parents& parents, SpareDirs& spares) {
+// holds something else is simply forgotten.
+Sweep try_remove(const Record& r, Parents& parents) {
   auto dir = parents.of(r.path);
   if (!dir) return Sweep::gone;
   const std::string name = split(r.path).second;
   UniqueFd fd = open_at(*dir, name);
   if (!fd.valid() || !pristine(fd.get(), r, Content::prefix)) return Sweep::gone;
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return Sweep::in_use;
-  if (r.node == linuxjail::Node::directory) (void)spares.remove(*dir, name.c_str(), r.path);
-  else ::unlinkat(*dir, name.c_str(), 0);
+  ::unlinkat(*dir, name.c_str(), r.node == linuxjail::Node::directory ? AT_REMOVEDIR : 0);
   return Sweep::gone;
 }
 
-std::vector<Record> sweep(std::vector<Record> records, SpareDirs& spares) {
+std::vector<Record> sweep(std::vector<Record> records) {
   Parents parents;
   std::vector<Record> kept;
   for (auto& r : records)
-    if (try_remove(r, parents, spares) == Sweep::in_use) kept.push_back(std::move(r));
+    if (try_remove(r, parents) == Sweep::in_use) kept.push_back(std::move(r));
   return kept;
 }
 
 // Make `r` (it must not exist, or be what another run made for it).
-util::Status make(const Record& r, int dir, SpareDirs& spares) {
+util::Status make(const Record& r, int dir) {
   const std::string name = split(r.path).second;
   if (r.node == linuxjail::Node::directory) {
-    if (int err = spares.make(dir, name.c_str(), 0755); err != 0 && err != EEXIST)
-      return Error::from_errno(fmt::format("make the placeholder directory {}", r.path), err);
+    if (::mkdirat(dir, name.c_str(), 0755) != 0 && errno != EEXIST)
+      return Error::from_errno(fmt::format("make the placeholder directory {}", r.path), errno);
   } else {
     // Made 0600 so that its owner may mark it (user xattrs need write
     // permission), then read-only.
@@ -254,8 +251,7 @@ util::Result<Registry> Registry::lock(const std::string& state_dir) {
   while (::flock(fd.get(), LOCK_EX) != 0)
     if (errno != EINTR) return Error::from_errno(fmt::format("lock {}/placeholders.lock", state_dir), errno);
   auto on_disk = load(state->get());
-  SpareDirs spares(state->get(), state_dir);
-  auto kept = sweep(on_disk, spares);
+  auto kept = sweep(on_disk);
   if (auto st = save(state->get(), on_disk, kept); !st) return st.take_error();
   return Registry(state_dir, std::move(fd));
 }
@@ -266,20 +262,18 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
   // On failure the holds taken so far are dropped and the registry swept
   // under the lock this process already holds: ~Holds would take it again
   // through a new open file description and wait for itself forever.
-  SpareDirs spares(state->get(), dir_);
   struct Abandon {
     Holds holds;
     int state;
-    SpareDirs& spares;
     bool armed = true;
     ~Abandon() {
       if (!armed) return;
       holds.fds_.clear();
       holds.dir_.clear();
       auto on_disk = load(state);
-      (void)save(state, on_disk, sweep(on_disk, spares));
+      (void)save(state, on_disk, sweep(on_disk));
     }
-  } guard{Holds(dir_), state->get(), spares};
+  } guard{Holds(dir_), state->get()};
   Holds& holds = guard.holds;
   const std::vector<Record> on_disk = load(state->get());
   std::vector<Record> records = on_disk;
@@ -297,7 +291,7 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
     auto dir = parents.of(op.dest);
     if (op.placeholder) {
       if (!dir) return Error::from_errno(fmt::format("make the placeholder {}", r.path), dir.error().err());
-      if (auto st = make(r, *dir, spares); !st) return st.take_error();
+      if (auto st = make(r, *dir); !st) return st.take_error();
     }
     UniqueFd fd = dir ? open_at(*dir, split(op.dest).second) : UniqueFd();
     const int open_err = dir ? errno : dir.error().err();

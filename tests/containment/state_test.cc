@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <set>
 #include <thread>
 
 #include "harness.h"
@@ -36,22 +35,6 @@ std::vector<std::string> entries(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
-}
-
-// The inodes of the entries of `dir` (none when it does not exist).
-std::set<ino_t> inodes_in(const std::string& dir) {
-  std::set<ino_t> out;
-  if (!exists(dir)) return out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    struct stat st;
-    if (::lstat(e.path().c_str(), &st) == 0) out.insert(st.st_ino);
-  }
-  return out;
-}
-
-ino_t inode_of(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
 }  // namespace
@@ -485,37 +468,46 @@ TEST_CASE("placeholders are marked; a marked one whose record was lost (a power 
   CHECK(exists(sb.ws + "/.husky/pre-commit"));
 }
 
-TEST_CASE("placeholders are kept as spare directories between runs; a reused one protects as a new one does") {
-  // Made and removed at each run, a directory costs a block allocated and
-  // freed (a discard, on a filesystem mounted with it): spare_dirs.h.
+TEST_CASE("a jail on an enclosing workspace that keeps its working directory in an inner run's placeholder gets "
+          "nothing outside its workspace when that run ends") {
+  // A workspace inside another one: the jail on the outer workspace sees
+  // the inner run's placeholders as plain directories of its own
+  // workspace. Whatever pi-jail does with a placeholder when its run ends
+  // must not take such a directory out of the outer jail's view (into
+  // pi-jail's state, or to another workspace): it is removed.
   Sandbox sb;
-  REQUIRE(git({"init", "-q", sb.ws}, sb.home).status == 0);
-  const std::string spares = sb.home + "/.local/state/pi-jail/spare-dirs";
-  REQUIRE(sh(sb, "true").status == 0);
-  CHECK(entries(sb.ws) == std::vector<std::string>{".git"});
-  const std::set<ino_t> kept = inodes_in(spares);
-  CHECK(kept.size() == 6);  // .pi .envrc .husky .vscode .idea .devcontainer
-
-  // The next run: its placeholders are those directories, the jail can
-  // plant nothing through them, and a file the host writes into one
-  // during the run stays there.
-  const std::string go = sb.base + "/go";
-  pid_t p = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", sb.base, "--", "/bin/sh",
-                   "-c",
-                   "echo evil > .envrc; mkdir -p .vscode/x; echo x > .vscode/tasks.json; echo x > .pi/jail.toml; "
-                   "echo x > .idea/x; while [ ! -e " + go + " ]; do sleep 0.05; done"},
-                  {"HOME=" + sb.home});
-  REQUIRE(eventually([&] { return exists(sb.ws + "/.devcontainer"); }));
-  for (const char* name : {"/.envrc", "/.vscode", "/.pi", "/.idea", "/.devcontainer"}) {
-    CAPTURE(name);
-    CHECK(kept.count(inode_of(sb.ws + name)) == 1);
-  }
-  const ino_t idea = inode_of(sb.ws + "/.idea");
-  write_file(sb.ws + "/.idea/workspace.xml", "<project/>\n");
-  write_file(go, "");
-  CHECK(wait_status(p) == 0);
-  CHECK(entries(sb.ws) == std::vector<std::string>{".git", ".idea"});
-  CHECK(entries(sb.ws + "/.idea") == std::vector<std::string>{"workspace.xml"});
-  CHECK(inodes_in(spares).count(idea) == 0);
-  CHECK(inodes_in(spares).size() == kept.size() - 1);  // the others went back
+  const std::string inner = sb.ws + "/inner", other = sb.base + "/other";
+  std::filesystem::create_directories(inner);
+  std::filesystem::create_directories(other);
+  const std::string go_inner = sb.base + "/go-inner", go_outer = sb.base + "/go-outer";
+  auto wait_for = [](const std::string& go) { return "while [ ! -e " + go + " ]; do sleep 0.05; done"; };
+  pid_t in = spawn({"/usr/bin/env", "-C", inner, pi_jail(), "-q", "-w", inner, "--allow-read", sb.base, "--", "/bin/sh",
+                    "-c", wait_for(go_inner)},
+                   {"HOME=" + sb.home});
+  REQUIRE(eventually([&] { return exists(inner + "/.vscode"); }));
+  pid_t out = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", sb.base, "--", "/bin/sh",
+                     "-c",
+                     "cd inner/.vscode && touch " + sb.ws + "/ready && " + wait_for(go_outer) +
+                         "; echo evil > planted; mkdir -p ../../escaped; echo evil > ../planted-above"},
+                    {"HOME=" + sb.home});
+  REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
+  write_file(go_inner, "");
+  CHECK(wait_status(in) == 0);
+  CHECK_FALSE(exists(inner + "/.vscode"));  // removed, though the outer jail is in it
+  // A run on another workspace meanwhile, then the outer jail writes.
+  CHECK(sh(sb, "true").status == 0);
+  auto next = run({"/usr/bin/env", "-C", other, pi_jail(), "-q", "-w", other, "--", "/bin/true"}, {"HOME=" + sb.home});
+  CHECK(next.status == 0);
+  write_file(go_outer, "");
+  CHECK(wait_status(out) == 0);
+  // Its writes land in its own workspace (`..` of a removed directory is
+  // still its old parent there) or nowhere; nothing outside it.
+  CHECK(entries(other).empty());
+  for (const std::string& top : {sb.base, sb.home})
+    for (const auto& e : std::filesystem::recursive_directory_iterator(top)) {
+      const std::string path = e.path().string(), name = e.path().filename().string();
+      CAPTURE(path);
+      if (path.starts_with(sb.ws + "/")) continue;
+      CHECK((name != "planted" && name != "planted-above" && name != "escaped"));
+    }
 }
