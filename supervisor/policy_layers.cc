@@ -68,7 +68,8 @@ void load_profile(LoadedPolicy& lp, const std::string& name) {
   std::string known;
   for (const auto& p : policy::embedded_profiles()) {
     if (p.name == name) {
-      add(lp, policy::load_layer(p.text, fmt::format("profile {} (built in)", name), Authority::profile), true);
+      if (auto built = policy::prebuilt_profile(name)) add(lp, policy::Loaded{std::move(*built), {}}, true);
+      else add(lp, policy::load_layer(p.text, policy::built_in_profile_name(name), Authority::profile), true);
       return;
     }
     known += (known.empty() ? "" : ", ") + std::string(p.name);

@@ -20,6 +20,7 @@ struct Source {
   int line = 0;      // 0: no position (command line)
   int column = 0;
   std::string str() const;
+  bool operator==(const Source&) const = default;
 };
 
 struct Diagnostic {
@@ -41,17 +42,20 @@ inline bool is_operator(Authority a) {
 struct Entry {
   std::string text;
   Source src;
+  bool operator==(const Entry&) const = default;
 };
 
 struct Setting {
   std::string name;
   std::string value;
   Source src;
+  bool operator==(const Setting&) const = default;
 };
 
 struct Flag {
   bool value = false;
   Source src;
+  bool operator==(const Flag&) const = default;
 };
 
 // The choices a layer makes by name, read into these at load time (an
@@ -66,6 +70,7 @@ template <class E>
 struct Choice {
   E value{};
   Source src;
+  bool operator==(const Choice&) const = default;
 };
 
 // A size of memory-backed space (tmpfs `size=`): bytes, or a share of
@@ -81,6 +86,7 @@ struct MemorySize {
   // In bytes on a host with `ram` bytes of RAM; nullopt for a share of
   // RAM when `ram` is 0 (unknown).
   std::optional<std::uint64_t> bytes(std::uint64_t ram) const;
+  bool operator==(const MemorySize&) const = default;
 };
 
 // "SIZE": digits with an optional binary unit K, M, G or T (either case),
@@ -90,6 +96,7 @@ std::optional<MemorySize> parse_memory_size(std::string_view text, std::string& 
 struct SizeSetting {
   MemorySize size;
   Source src;
+  bool operator==(const SizeSetting&) const = default;
 };
 
 // A whole number with its source: `[limits] pids`, or `cpus` in
@@ -97,6 +104,7 @@ struct SizeSetting {
 struct CountSetting {
   std::uint64_t value = 0;
   Source src;
+  bool operator==(const CountSetting&) const = default;
 };
 
 // "N": a whole number from 1 to 2^31 (a process count). Returns it or an
@@ -120,6 +128,7 @@ struct Limits {
   std::optional<CountSetting> pids, cpus;
   std::optional<std::vector<Entry>> cgroup;
   Source src;  // the [limits] table
+  bool operator==(const Limits&) const = default;
 };
 
 struct Layer {
@@ -151,6 +160,7 @@ struct Layer {
   struct CredentialHost {
     std::string credential;  // a provider ("anthropic") or an environment variable name
     Entry host;              // "name" or "name:port", no wildcard
+    bool operator==(const CredentialHost&) const = default;
   };
   std::vector<CredentialHost> cred_bind;   // bind = { anthropic = ["llm.corp.example"] }
   std::vector<Entry> cred_pass_through;    // pass_through = ["AWS_ACCESS_KEY_ID"]: the real value, reported
@@ -164,6 +174,7 @@ struct Layer {
   std::optional<Choice<OnExcess>> on_excess;
   // [runtime]
   std::optional<Flag> compile_cache;  // a trusted read-only Node compile cache
+  bool operator==(const Layer&) const = default;
 };
 
 // A name for the hosts one package ecosystem needs (`[network] presets`,

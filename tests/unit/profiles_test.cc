@@ -55,3 +55,29 @@ TEST_CASE("each built-in profile is its file without comments: same values at th
   }
   CHECK(profiles >= 2);
 }
+
+TEST_CASE("each built-in profile's layer made at build time is the one load_layer makes from its text") {
+  // pj-profile-gen writes each layer as code, so that a run parses no TOML;
+  // a field it forgot, or wrote wrong, differs here.
+  size_t checked = 0;
+  for (const auto& p : pj::policy::embedded_profiles()) {
+    CAPTURE(p.name);
+    auto built = pj::policy::prebuilt_profile(p.name);
+#ifndef PJ_PREBUILT_PROFILES
+    CHECK_FALSE(built);  // a cross build: each profile is parsed at run time
+    ++checked;
+    continue;
+#endif
+    REQUIRE(built);
+    auto parsed = pj::policy::load_layer(p.text, pj::policy::built_in_profile_name(p.name),
+                                         pj::policy::Authority::profile);
+    REQUIRE(parsed.errors.empty());
+    CHECK(*built == parsed.layer);
+    CHECK(built->name == "profile " + std::string(p.name) + " (built in)");
+    const bool written = !built->system.empty() || !built->deny.empty();
+    CHECK(written);  // something was
+    ++checked;
+  }
+  CHECK(checked == 2);  // pi and builtin
+  CHECK_FALSE(pj::policy::prebuilt_profile("no-such-profile"));
+}
