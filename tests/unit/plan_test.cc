@@ -263,7 +263,8 @@ TEST_CASE("a private directory's copy is a 0700 directory of the scratch tmpfs, 
   pv.path = agent;
   pv.scratch_dir = "private-0";
   pv.why = "profile";
-  pv.files.push_back({"auth.json", std::string("{\"k\":\"PLACEHOLDER\"}\0tail", 26), 0600});
+  const std::string auth_bytes("{\"k\":\"PLACEHOLDER\"}\0tail", 24);  // a NUL inside
+  pv.files.push_back({"auth.json", auth_bytes, 0600});
   pv.files.push_back({"models.json", "{}", 0640});
   pv.shown.push_back(agent + "/extensions");
   pv.links.emplace_back(agent + "/bin", "/opt/tools");
@@ -278,7 +279,7 @@ TEST_CASE("a private directory's copy is a 0700 directory of the scratch tmpfs, 
   CHECK_FALSE(find(*spec, agent, MountKind::bind));  // nothing of the host's disks
   const MountOp* auth = find(*spec, agent + "/auth.json", MountKind::file);
   REQUIRE(auth);
-  CHECK(auth->file_content == std::string("{\"k\":\"PLACEHOLDER\"}\0tail", 26));  // bytes, NUL and all
+  CHECK(auth->file_content == auth_bytes);  // bytes, NUL and all
   CHECK(auth->file_mode == 0600);
   const MountOp* models = find(*spec, agent + "/models.json", MountKind::file);
   REQUIRE(models);
