@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -107,27 +108,22 @@ std::string emit_layer(const Layer& l, size_t index, std::ostringstream& tables)
   out << "  Layer l;\n";
   out << "  l.authority = static_cast<Authority>(" << static_cast<int>(l.authority) << ");\n";
   out << "  l.name = file;\n";
-  auto list = [&](const char* field, const std::vector<Entry>& v) {
-    out << "  l." << field << " = " << table(tables, fmt::format("k{}_{}", index, field), v, l.name) << ";\n";
+  // Every list of entries, then every other field.
+  static constexpr std::pair<const char*, std::vector<Entry> Layer::*> kLists[] = {
+      {"system", &Layer::system},         {"read", &Layer::read},
+      {"write", &Layer::write},           {"deny", &Layer::deny},
+      {"read_only", &Layer::read_only},   {"private_dirs", &Layer::private_dirs},
+      {"write_back", &Layer::write_back}, {"sockets", &Layer::sockets},
+      {"net_allow", &Layer::net_allow},   {"net_deny", &Layer::net_deny},
+      {"net_allow_private", &Layer::net_allow_private}, {"publish", &Layer::publish},
+      {"net_presets", &Layer::net_presets}, {"env_pass", &Layer::env_pass},
+      {"cred_pass_through", &Layer::cred_pass_through},
   };
-  list("system", l.system);
-  list("read", l.read);
-  list("write", l.write);
-  list("deny", l.deny);
-  list("read_only", l.read_only);
-  list("private_dirs", l.private_dirs);
-  list("write_back", l.write_back);
-  list("sockets", l.sockets);
-  list("net_allow", l.net_allow);
-  list("net_deny", l.net_deny);
-  list("net_allow_private", l.net_allow_private);
-  list("publish", l.publish);
-  list("net_presets", l.net_presets);
+  for (const auto& [field, member] : kLists)
+    out << "  l." << field << " = " << table(tables, fmt::format("k{}_{}", index, field), l.*member, l.name) << ";\n";
   out << "  l.home_persist = " << emit(l.home_persist) << ";\n";
-  list("env_pass", l.env_pass);
   out << "  l.env_set = " << emit(l.env_set) << ";\n";
   out << "  l.cred_bind = " << emit(l.cred_bind) << ";\n";
-  list("cred_pass_through", l.cred_pass_through);
   if (l.limits) out << "  l.limits = " << emit(*l.limits) << ";\n";
   out << "  l.landlock = " << emit(l.landlock) << ";\n";
   out << "  l.unsafe_allow_ptrace = " << emit(l.unsafe_allow_ptrace) << ";\n";
