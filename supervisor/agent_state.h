@@ -1,6 +1,6 @@
 // Writing Pi's credentials and settings back to the host after a run.
 //
-// Inside the jail Pi's agent dir is the run's own copy, and
+// Inside the jail Pi's agent dir is a private staging directory, and
 // auth.json and settings.json there are copies ("given") placed at start.
 // When the run ends, what the jail left in them is hostile input (DESIGN
 // property 6): Pi runs an auth.json key that starts with '!' as a shell

@@ -109,7 +109,7 @@ private:
 class Supervisor {
 public:
   Supervisor(const linuxjail::JailSpec& spec, const RunOptions& opts, Jail jail, util::UniqueFd sfd,
-             const std::function<void(int)>& once_ended)
+             const std::function<void()>& once_ended)
       : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)), once_ended_(once_ended), control_(jail_),
         core_(control_, opts, spec.terminal.streams == linuxjail::Streams::pty ? spec.terminal.pty_fds : 0U) {}
 
@@ -126,7 +126,7 @@ private:
   const RunOptions& opts_;
   Jail jail_;
   util::UniqueFd sfd_;
-  const std::function<void(int)>& once_ended_;
+  const std::function<void()>& once_ended_;
   bool ended_ = false;      // init said kControlEnded
   bool init_gone_ = false;  // its pidfd said it exited
   InitControl control_;
@@ -303,11 +303,11 @@ RunOutcome Supervisor::run() {
   // Only when nothing of the jail runs any more (a failed poll(2) ends
   // the loop with the jail alive: then after the reap).
   const bool nothing_runs = ended_ || init_gone_;
-  if (once_ended_ && nothing_runs) once_ended_(scratch_.get());
+  if (once_ended_ && nothing_runs) once_ended_();
   rusage before{};
   ::getrusage(RUSAGE_CHILDREN, &before);
   auto code = jail_.reap();
-  if (once_ended_ && !nothing_runs) once_ended_(scratch_.get());
+  if (once_ended_ && !nothing_runs) once_ended_();
   // What the jail's processes used: init waited for every one of them, so
   // their times and the largest RSS reach pi-jail with init (getrusage(2)).
   rusage after{};
@@ -369,7 +369,7 @@ void choose_streams(linuxjail::JailSpec& spec) {
 }
 
 RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts,
-                      const linuxjail::cgroup::JoinFiles& cgroups, const std::function<void(int)>& once_ended) {
+                      const linuxjail::cgroup::JoinFiles& cgroups, const std::function<void()>& once_ended) {
   auto launched = Jail::launch(spec, cgroups);
   if (!launched) {
     const util::Error& e = launched.error();

@@ -24,10 +24,9 @@ void choose_streams(linuxjail::JailSpec& spec);
 // forks anything (the caller keeps the files open). `once_ended`, when set,
 // is called once nothing of the jail runs any more, before its init is
 // reaped: as soon as init says so (kControlEnded), while the kernel still
-// ends init, or else after init is gone; with the root of the jail's
-// scratch file system (an O_PATH fd; -1 when init never sent it). Not
-// called when the jail could not be launched.
+// ends init, or else after init is gone. Not called when the jail could
+// not be launched.
 RunOutcome run_jailed(const linuxjail::JailSpec& spec, const RunOptions& opts,
-                      const linuxjail::cgroup::JoinFiles& cgroups = {}, const std::function<void(int)>& once_ended = {});
+                      const linuxjail::cgroup::JoinFiles& cgroups = {}, const std::function<void()>& once_ended = {});
 
 }  // namespace pj::supervisor

@@ -19,6 +19,7 @@
 #include "util/dir_names.h"
 #include "util/log.h"
 #include "util/paths.h"
+#include "util/random.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor {
@@ -61,9 +62,14 @@ void remove_tree(int dir, const char* name, int depth = 0) {
   ::unlinkat(dir, name, AT_REMOVEDIR);
 }
 
-// Earlier pi-jails made each run's copy `<state>/runs/<id>`, owned through the
-// lock file `<runs>/<id>.lock` (made and locked before the directory,
-// removed after it): a directory without its lock file belonged to no one.
+std::string random_id() {
+  return fmt::format("{}-{:016x}", ::getpid(), util::random_u64());
+}
+
+// Each run's staging is `<runs>/<id>`, owned through the lock file
+// `<runs>/<id>.lock`: made and locked before the directory, removed after
+// it (finish()), so a directory without its lock file belongs to no one,
+// and a SIGKILL at any point leaves nothing a later sweep misses.
 constexpr std::string_view kLockSuffix = ".lock";
 
 // Whether the lock of a run whose pi-jail (the pid its id starts with) is
@@ -81,7 +87,7 @@ bool lock_of_dead_run(int lock, const std::string& name) {
   return false;
 }
 
-// Remove what runs whose pi-jail is gone (its lock is free) left there.
+// Remove the staging of runs whose pi-jail is gone (its lock is free).
 void sweep_dead_runs(int runs) {
   for (const auto& n : names_in(runs)) {
     if (n.ends_with(kLockSuffix)) {
@@ -100,22 +106,40 @@ void sweep_dead_runs(int runs) {
   }
 }
 
-// The regular file `name` of `host` as the jail's copy (same mode bits).
-util::Status copy_in(int host, const std::string& name, mode_t mode, runtime::PrivateView& view,
-                     std::string& content) {
+// Make and lock `<runs>/<id>.lock`, then `<runs>/<id>`; a sweep that took
+// the lock between its creation and our flock has unlinked it: try again.
+util::Result<UniqueFd> claim_run(int runs, std::string& id) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    id = random_id();
+    std::string lock_name = id + std::string(kLockSuffix);
+    UniqueFd lock(::openat(runs, lock_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!lock.valid()) return Error::from_errno("make the run's lock file", errno);
+    if (::flock(lock.get(), LOCK_EX) != 0) return Error::from_errno("lock the run's lock file", errno);
+    struct stat st;
+    if (::fstat(lock.get(), &st) != 0) return Error::from_errno("check the run's lock file", errno);
+    if (st.st_nlink == 0) continue;
+    if (::mkdirat(runs, id.c_str(), 0700) != 0) return Error::from_errno("make the run's staging directory", errno);
+    return lock;
+  }
+  return Error::invalid("make the run's staging directory: another pi-jail kept removing it");
+}
+
+// Copy the regular file `name` of `host` into `staging` (same mode bits).
+util::Status copy_in(int host, int staging, const std::string& name, mode_t mode, std::string& content) {
   auto text = util::read_untrusted_file(host, name, kCopyCap, name);
   if (!text) return text.take_error();
   if (!*text) return {};  // gone meanwhile
   content = std::move(**text);
-  view.files.push_back({name, content, static_cast<unsigned>(mode & 0700)});
+  UniqueFd out(::openat(staging, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0700));
+  if (!out.valid() || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+    return Error::from_errno(fmt::format("copy {} into the run's copy", name), errno ? errno : EIO);
   return {};
 }
 
 // The jail's copy of the secret file: made by its transform from the
 // host's, which must be a regular file the copy can hold (a larger one
 // would be shown as it is, a symlink followed inside: the host's secrets).
-util::Status copy_secret(int host, const SecretFile& secret, const struct stat& st, runtime::PrivateView& view,
-                         auto& copy) {
+util::Status copy_secret(int host, int staging, const SecretFile& secret, const struct stat& st, auto& copy) {
   if (!S_ISREG(st.st_mode))
     return Error::invalid(fmt::format("{} is not a regular file (a symlink?): the jail would reach the host's secrets "
                                       "through it; replace it by the file itself",
@@ -129,7 +153,9 @@ util::Status copy_secret(int host, const SecretFile& secret, const struct stat& 
   auto jail = (*text)->find_first_not_of(" \t\r\n") == std::string::npos ? util::Result<std::string>(**text)
                                                                            : secret.to_jail(**text);
   if (!jail) return std::move(jail.take_error()).context(fmt::format("make the jail's {}", secret.name));
-  view.files.push_back({secret.name, *jail, 0600});
+  UniqueFd out(::openat(staging, secret.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out.valid() || ::write(out.get(), jail->data(), jail->size()) != static_cast<ssize_t>(jail->size()))
+    return Error::from_errno(fmt::format("write the jail's {}", secret.name), errno ? errno : EIO);
   for (auto& [given_name, given] : copy.given)
     if (given_name == secret.name) given = std::move(**text);
   copy.secret_given = std::move(*jail);
@@ -145,19 +171,24 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
   // On the heap: GCC 12 with ASan misreads an optional of std::function
   // members as maybe-uninitialized (-Werror).
   if (secret) pc.secret_ = std::make_shared<const SecretFile>(*secret);
-  // What earlier pi-jails left on disk when killed: each run's copy was a
-  // directory there.
-  if (auto runs = util::open_dir_nofollow(state_dir + "/runs")) {
-    sweep_dead_runs(runs->get());
-    ::rmdir((state_dir + "/runs").c_str());  // once empty
-  }
+  auto runs = util::make_private_dir(state_dir + "/runs");
+  if (!runs) return runs.take_error();
+  sweep_dead_runs(runs->get());
+  std::string id;
+  auto lock = claim_run(runs->get(), id);
+  if (!lock) return lock.take_error();
+  pc.lock_ = std::move(*lock);
+  pc.run_dir_ = state_dir + "/runs/" + id;
 
   for (size_t i = 0; i < r.private_dirs.size(); ++i) {
     const auto& p = r.private_dirs[i];
-    Copy copy{p.path, fmt::format("private-{}", i), {}, std::nullopt, {}};
+    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}, std::nullopt, {}};
     auto host = util::open_dir_nofollow(p.path);
     if (!host) return Error::from_errno(fmt::format("open the private directory {}", p.path), host.error().err());
-    runtime::PrivateView view{p.path, copy.scratch_dir, p.why, {}, {}, {}};
+    if (::mkdir(copy.staging.c_str(), 0700) != 0) return Error::from_errno(fmt::format("make {}", copy.staging), errno);
+    auto staging = util::open_dir_nofollow(copy.staging);
+    if (!staging) return staging.take_error();
+    runtime::PrivateView view{p.path, copy.staging, p.why, {}, {}};
     for (const auto& w : r.write_back)
       if (util::parent_path(w.path) == p.path) copy.given.emplace_back(w.path.substr(p.path.size() + 1), std::nullopt);
     for (const auto& g : r.grants)
@@ -169,7 +200,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
       if (::fstatat(host->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       const std::string path = p.path + "/" + name;
       if (secret && name == secret->name) {
-        if (auto c = copy_secret(host->get(), *secret, st, view, copy); !c)
+        if (auto c = copy_secret(host->get(), staging->get(), *secret, st, copy); !c)
           return std::move(c.take_error()).context(fmt::format("stage {}", path));
         continue;
       }
@@ -177,7 +208,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
         view.shown.push_back(path);
       } else if (S_ISREG(st.st_mode)) {
         std::string content;
-        if (auto c = copy_in(host->get(), name, st.st_mode, view, content); !c)
+        if (auto c = copy_in(host->get(), staging->get(), name, st.st_mode, content); !c)
           return std::move(c.take_error()).context(fmt::format("stage {}", p.path));
         for (auto& [given_name, given] : copy.given)
           if (given_name == name) given = std::move(content);
@@ -194,7 +225,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
   return pc;
 }
 
-std::vector<std::string> PrivateCopies::finish(int scratch_root) {
+std::vector<std::string> PrivateCopies::finish() {
   std::vector<std::string> out;
   for (const auto& c : copies_) {
     for (const auto& d : c.data_dirs) {
@@ -210,13 +241,10 @@ std::vector<std::string> PrivateCopies::finish(int scratch_root) {
                                   "later: look before you run Pi outside the jail",
                                   util::printable(d), unchecked, unchecked == 1 ? "y" : "ies"));
     }
-    // No scratch file system: the jail never got as far as its copy.
-    if (scratch_root < 0) continue;
     auto host = util::open_dir_nofollow(c.host_dir);
-    auto staging = util::open_dir_beneath(scratch_root, c.scratch_dir);
+    auto staging = util::open_dir_nofollow(c.staging);
     if (!host || !staging) {
-      out.push_back(fmt::format("nothing was written back to {}: {} cannot be opened", c.host_dir,
-                                host ? "the run's copy" : "it"));
+      out.push_back(fmt::format("nothing was written back to {}: it cannot be opened", c.host_dir));
       continue;
     }
     for (const auto& [name, given] : c.given) {
@@ -254,7 +282,20 @@ std::vector<std::string> PrivateCopies::finish(int scratch_root) {
       if (!written) out.push_back(fmt::format("{}: not written back: {}", name, written.error().message()));
     }
   }
+  discard();
   return out;
+}
+
+void PrivateCopies::discard() {
+  if (run_dir_.empty()) return;
+  std::string parent(util::parent_path(run_dir_));
+  std::string name = run_dir_.substr(parent.size() + 1);
+  if (auto dir = util::open_dir_nofollow(parent)) {
+    remove_tree(dir->get(), name.c_str());
+    ::unlinkat(dir->get(), (name + std::string(kLockSuffix)).c_str(), 0);
+  }
+  run_dir_.clear();
+  lock_.reset();
 }
 
 }  // namespace pj::supervisor

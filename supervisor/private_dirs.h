@@ -1,16 +1,17 @@
 // The run's own copies of the policy's private directories (the pi
-// profile: Pi's agent dir). Inside the jail such a directory is a
-// directory of the jail's scratch file system (a tmpfs of the jail's own,
-// under its size limit, gone with the run): the files at the top of the
-// host directory are copied in by the jail's init (the jail may change its
-// copies: Pi writes auth.json, models-store.json, lock directories), its
-// subdirectories are shown read-only, and whatever the jail writes there
-// is discarded when the run ends, except the write_back files, whose data
-// values are merged back into the host's (agent_state.h). So an absent
-// file (an extension, a `!command` key, a tool in bin/) can be neither
-// created nor changed for a later Pi, and no placeholder is needed there.
-// Nothing of the copy is on the host's disks, so a run killed at any
-// point leaves none of it behind.
+// profile: Pi's agent dir). Inside the jail such a directory is a staging
+// directory in pi-jail's state directory, which no jail sees otherwise:
+// the files at the top of the host directory are copied in (the jail may
+// change its copies: Pi writes auth.json, models-store.json, lock
+// directories), its subdirectories are shown read-only, and whatever the
+// jail writes there is discarded when the run ends, except the write_back
+// files, whose data values are merged back into the host's
+// (agent_state.h). So an absent file (an extension, a `!command` key, a
+// tool in bin/) can be neither created nor changed for a later Pi, and no
+// placeholder is needed there.
+//
+// Each run's staging lives in <state>/runs/<id>/, locked (flock) by its
+// run; a start removes the staging of runs that died (SIGKILL).
 #pragma once
 
 #include <functional>
@@ -45,29 +46,26 @@ public:
   // util/untrusted.h (at most 1 MiB each; a larger file is shown
   // read-only instead), symlinks recreated as they are.
   // `secret`, when given, names the file copied in through its transform.
-  // `state_dir`: what older pi-jails left there is removed.
   static util::Result<PrivateCopies> stage(const std::string& state_dir, runtime::Request& r,
                                            const SecretFile* secret = nullptr);
 
   PrivateCopies(PrivateCopies&&) = default;
   PrivateCopies& operator=(PrivateCopies&&) = default;
+  ~PrivateCopies() { discard(); }
 
   // After the run: remove from each data directory (sessions/) what the
   // jail planted for the host's own Pi to follow later (symlinks, FIFOs,
   // sockets, devices: Pi appends to session files, and would append
-  // through a link to ~/.bashrc); merge each write_back file the jail left
-  // in its copy back into the host's (under Pi's own lock) and report what
-  // was and was not written back. `scratch_root`: the root of the jail's
-  // scratch file system, where the copies are (-1 when the jail never made
-  // it: then nothing is written back). Returns the notes for stderr and
-  // the report, each starting with "applied:", "refused:" or "kept:"
-  // (agent_state.h).
-  std::vector<std::string> finish(int scratch_root);
+  // through a link to ~/.bashrc); merge each write_back file back into the
+  // host's (under Pi's own lock), report what was and was not written
+  // back, then remove the staging. Returns the notes for stderr and the report, each
+  // starting with "applied:", "refused:" or "kept:" (agent_state.h).
+  std::vector<std::string> finish();
 
 private:
   struct Copy {
-    std::string host_dir;     // the private directory on the host
-    std::string scratch_dir;  // its copy: a directory of the jail's scratch file system
+    std::string host_dir;  // the private directory on the host
+    std::string staging;
     // Each write_back file of this directory: its name, and the content
     // copied in (nullopt: it did not exist at the start).
     std::vector<std::pair<std::string, std::optional<std::string>>> given;
@@ -78,8 +76,11 @@ private:
     std::vector<std::string> data_dirs;
   };
   PrivateCopies() = default;
+  void discard();
 
+  std::string run_dir_;
   std::shared_ptr<const SecretFile> secret_;
+  util::UniqueFd lock_;
   std::vector<Copy> copies_;
 };
 

@@ -21,8 +21,7 @@ namespace pj::linuxjail {
 struct ChildMount {
   MountKind kind;
   const char* dest;
-  const char* source;   // bind: "/oldroot" + host path; symlink: target; scratch: its directory;
-                        // file: its content (`size` bytes)
+  const char* source;   // bind: "/oldroot" + host path; symlink: target; scratch: its directory
   const char* options;  // tmpfs, devpts: "k=v,k=v"; scratch: octal mode; mask: file content
   unsigned attrs;       // MOUNT_ATTR_* to set
   Node node;
@@ -31,8 +30,6 @@ struct ChildMount {
   ino_t ino;
   // The Landlock rule init adds from the fd that verified this mount, or -1.
   int landlock_rule = -1;
-  size_t size = 0;     // file: the content's length
-  unsigned mode = 0;   // file: its mode
 };
 
 struct ChildLandlockRule {
@@ -137,9 +134,8 @@ inline constexpr char kControlCgroups = 'C';
 inline constexpr size_t kControlCgroupsSize = 1 + sizeof(int);
 
 // The byte init sends when the command has ended and every other process
-// of the jail is gone (the exit code comes with init's reap). Init has
-// closed every other fd by then (the holds on placeholders it shared with
-// pi-jail since the clone): the
+// of the jail is gone (the exit code comes with init's reap). Init has closed every other fd by then (the holds on placeholders
+// and the run's staging lock it shared with pi-jail since the clone): the
 // supervisor may tear down what does not need init gone while the kernel
 // ends init (its mount namespace's teardown takes a while).
 inline constexpr char kControlEnded = 'E';

@@ -338,25 +338,6 @@ void do_symlink(Builder& b, const ChildMount& m, int op) {
   if (::symlinkat(m.source, dir, name) != 0) fail(Stage::mountpoint, errno, op);
 }
 
-// A private directory's copy of a host file, made in the copy (a scratch
-// place the jail owns: mounted before, at a shallower depth) with its
-// content from the plan. O_EXCL: the name is new in a directory nothing
-// else has written yet.
-void do_file(Builder& b, const ChildMount& m, int op) {
-  char name[NAME_MAX + 1];
-  int dir = open_parent(b.root, b.parent, m.dest, name);
-  if (dir < 0) fail(Stage::mountpoint, -dir, op);
-  int f = ::openat(dir, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, m.mode);
-  if (f < 0) fail(Stage::mount, errno, op);
-  for (size_t done = 0; done < m.size;) {
-    ssize_t n = ::write(f, m.source + done, m.size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(Stage::mount, n < 0 ? errno : EIO, op);  // ENOSPC: past the scratch budget
-    done += static_cast<size_t>(n);
-  }
-  ::close(f);
-}
-
 // The jail's one scratch file system, while its places are being bound.
 // open_tree(OPEN_TREE_CLONE) takes a subtree only of a mount attached in
 // the caller's mount namespace (fs/namespace.c __do_loopback() before
@@ -469,7 +450,6 @@ void build_filesystem(const ChildPlan& p, int ruleset) {
       case MountKind::devpts: do_new_fs(b, "devpts", m, op); break;
       case MountKind::mask: do_mask(b, m, op); break;
       case MountKind::symlink: do_symlink(b, m, op); break;
-      case MountKind::file: do_file(b, m, op); break;
       case MountKind::seal: do_seal(b, m, op); break;
     }
   }

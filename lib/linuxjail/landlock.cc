@@ -38,7 +38,6 @@ std::vector<LandlockRule> landlock_rules(const std::vector<MountOp>& mounts,
       case MountKind::proc: access = ll::kReadFile | ll::kReadDir | ll::kWriteFile; break;
       case MountKind::mask:
       case MountKind::symlink:
-      case MountKind::file:  // in a writable copy, whose rule covers it
       case MountKind::seal: continue;  // masks are empty; seals narrow a mount already listed
     }
     if (std::find(read_only_overrides.begin(), read_only_overrides.end(), op.dest) != read_only_overrides.end())

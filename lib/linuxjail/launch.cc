@@ -61,7 +61,6 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
       case MountKind::bind: return "/oldroot" + op.bind_source;
       case MountKind::symlink: return op.link_target;
       case MountKind::scratch: return op.scratch_dir;
-      case MountKind::file: return op.file_content;
       default: return {};
     }
   };
@@ -80,8 +79,6 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
     const MountOp& op = spec.mounts[i];
     mounts_.push_back(ChildMount{op.kind, op.dest.c_str(), sources_[i].c_str(), options_of(op).c_str(),
                                  attrs_for(op), op.node, op.optional, op.dev, op.ino});
-    mounts_.back().size = sources_[i].size();
-    mounts_.back().mode = op.file_mode;
   }
   for (const auto& a : spec.argv) argv_.push_back(const_cast<char*>(a.c_str()));
   argv_.push_back(nullptr);

@@ -129,17 +129,8 @@ MountOp translate(const ::pj::view::Place& p, const std::vector<MountOp>& struct
       op.jail_home = p.shows == Shows::own;
       return op;
     }
-    case Shows::fresh:
-      if (p.role == ::pj::view::Role::private_root) return scratch_op(p.path, p.content, "0700", p.why);
-      if (p.role == ::pj::view::Role::private_file) {
-        MountOp op = simple_op(MountKind::file, p.path, p.why);
-        op.node = Node::file;
-        op.access = Access::read_write;
-        op.file_content = p.content;
-        op.file_mode = p.mode;
-        return op;
-      }
-      return scratch_op(p.path, kEphemeralHome, "0700", p.why);  // the ephemeral home
+    case Shows::fresh:  // the ephemeral home, the only fresh place not of the structure
+      return scratch_op(p.path, kEphemeralHome, "0700", p.why);
     case Shows::link: return symlink_op(p.path, p.content, p.why);
     case Shows::mask: {
       MountOp op = simple_op(MountKind::mask, p.path, p.why);
@@ -161,7 +152,7 @@ std::string scratch_fs_options(const policy::MemorySize& size) { return fmt::for
 const MountOp* closest_mount(const std::vector<MountOp>& ops, std::string_view path) {
   const MountOp* best = nullptr;
   for (const auto& op : ops) {
-    if (op.kind == MountKind::symlink || op.kind == MountKind::seal || op.kind == MountKind::file) continue;
+    if (op.kind == MountKind::symlink || op.kind == MountKind::seal) continue;
     if (path_within(path, op.dest) && (!best || op.dest.size() >= best->dest.size())) best = &op;
   }
   return best;
@@ -197,7 +188,6 @@ std::string describe(const MountOp& op) {
     case MountKind::devpts: return fmt::format("devpts {} ({})", op.dest, op.fs_options);
     case MountKind::mask: return fmt::format("mask {}", op.dest);
     case MountKind::symlink: return fmt::format("symlink {} -> {}", op.dest, op.link_target);
-    case MountKind::file: return fmt::format("file {} ({} bytes, mode {:04o})", op.dest, op.file_content.size(), op.file_mode);
     case MountKind::seal: return fmt::format("seal read-only {}", op.dest);
   }
   return "?";

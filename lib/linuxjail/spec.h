@@ -29,8 +29,6 @@ enum class MountKind {
   mask,        // an empty read-only directory or file over `dest`
                // (a file placeholder holds `mask_content`)
   symlink,     // `dest` -> `link_target`, created in the tmpfs root
-  file,        // a regular file made at `dest` holding `file_content`, mode
-               // `file_mode`: a private directory's copy of a host file
   seal,        // make the mount at `dest` read-only (after everything else)
 };
 
@@ -49,8 +47,6 @@ struct MountOp {
   std::string scratch_mode;  // scratch: octal mode; "" is 1777
   std::string fs_options;    // tmpfs, devpts: mount options
   std::string mask_content;  // mask: a file placeholder's content
-  std::string file_content;  // file
-  unsigned file_mode = 0;    // file
   Access access = Access::read_only;
   Devices devices = Devices::denied;
   Node node = Node::directory;

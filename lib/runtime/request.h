@@ -39,21 +39,14 @@ struct PathRule {
 };
 
 // A private directory as staged for one run (supervisor/private_dirs.h):
-// inside the jail `path` is a directory of the jail's own scratch file
-// system (`scratch_dir` in it), which init fills with `files`, copies of
-// the files at the top of `path`; `shown` entries (host subdirectories,
-// files too large to copy) are bound read-only into it, `links` recreated
-// as the same symlinks. Nothing of it is on the host's disks.
-struct StagedFile {
-  std::string name;     // directly in the private directory
-  std::string content;
-  unsigned mode = 0600;
-};
+// inside the jail `path` is the host directory `staging`, which holds
+// copies of the files at the top of `path`; `shown` entries (host
+// subdirectories, files too large to copy) are bound read-only into it,
+// `links` recreated as the same symlinks.
 struct PrivateView {
-  std::string path;         // the host directory, resolved
-  std::string scratch_dir;  // its copy: a directory of the scratch file system
+  std::string path;     // the host directory, resolved
+  std::string staging;  // what the jail sees and writes at `path`
   std::string why;
-  std::vector<StagedFile> files;
   std::vector<std::string> shown;  // absolute host paths directly in `path`
   std::vector<std::pair<std::string, std::string>> links;  // path -> link target
 };

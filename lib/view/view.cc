@@ -102,26 +102,13 @@ void add_home(const runtime::Request& r, const Facts& facts, View& v) {
 // (sessions/) replaces the read-only entry for the same path.
 void add_private_views(const runtime::Request& r, const Facts& facts, View& v) {
   for (const auto& pv : r.private_views) {
-    Place root;
-    root.role = Role::private_root;
-    root.shows = Shows::fresh;
-    root.path = pv.path;
-    root.access = Access::read_write;
-    root.content = pv.scratch_dir;
-    root.why = fmt::format("the run's own copy ({}; the shared scratch budget)", pv.why);
-    v.places.push_back(std::move(root));
-    for (const auto& f : pv.files) {
-      Place file;
-      file.role = Role::private_file;
-      file.shows = Shows::fresh;
-      file.path = pv.path + "/" + f.name;
-      file.access = Access::read_write;
-      file.node = Node::file;
-      file.content = f.content;
-      file.mode = f.mode;
-      file.why = fmt::format("a copy of the host's file ({})", pv.why);
-      v.places.push_back(std::move(file));
+    const PathFact& own = fact(facts, pv.staging);
+    if (own.kind != PathFact::Kind::directory || own.is_symlink) {
+      v.problems.push_back(fmt::format("{}: its staging directory {} is not a directory", pv.path, pv.staging));
+      continue;
     }
+    v.places.push_back(host_place(Role::private_root, pv.path, own, Access::read_write,
+                                  fmt::format("the run's own copy ({})", pv.why)));
     for (const auto& p : pv.shown) {
       const PathFact& f = fact(facts, p);
       if (!usable(f) || f.is_symlink) continue;
@@ -377,7 +364,10 @@ std::vector<std::string> paths_to_probe(const runtime::Request& r) {
   for (const auto& s : r.sockets) out.push_back(s.path);
   if (!r.home_source.empty()) out.push_back(r.home_source);
   for (const auto& s : r.shown_files) out.push_back(s.source);
-  for (const auto& v : r.private_views) out.insert(out.end(), v.shown.begin(), v.shown.end());
+  for (const auto& v : r.private_views) {
+    out.push_back(v.staging);
+    out.insert(out.end(), v.shown.begin(), v.shown.end());
+  }
   // Marks and masks, and their parents (pins and placeholders ask about them).
   auto with_ancestors = [&](const std::string& path) {
     for (std::string p = path; p != "/"; p = std::string(util::parent_path(p))) out.push_back(p);

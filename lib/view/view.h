@@ -38,8 +38,6 @@ enum class Role {
   system,        // a system path ([paths] system)
   home,          // $HOME: the jail home (own), or the run's (fresh)
   private_root,  // a private directory: the run's copy at the host's path
-                 // (fresh: its scratch directory is `content`)
-  private_file,  // a file of that copy, made with `content` and `mode`
   private_shown, // a host entry shown read-only in a private directory's copy
   grant,         // the workspace or a path grant
   socket,        // a host unix socket, at its own path
@@ -60,10 +58,7 @@ struct Place {
   PathFact source;
   Access access = Access::read_only;
   Node node = Node::directory;
-  // link: its target; a placeholder file and a private file: its content;
-  // a private root: its scratch directory
-  std::string content;
-  unsigned mode = 0;       // a private file's
+  std::string content;  // link: its target; a placeholder file: its content
   bool held = false;       // mark: inside a writable place, held while the jail runs
   std::size_t backend = 0; // structure: the backend's own index for it
   std::string why;     // where it comes from, for messages and explain

@@ -109,20 +109,3 @@ TEST_CASE("the run's cgroup files: v1 tasks for init to write, v2 cgroup.procs f
   ::close(sv[0]);
   ::close(sv[1]);
 }
-
-TEST_CASE("a private copy's file reaches init as its bytes and mode, NUL and all") {
-  JailSpec spec;
-  MountOp f = op(MountKind::file, "/home/u/.pi/agent/auth.json");
-  f.file_content = std::string("{\"a\":1}\0\xff", 9);
-  f.file_mode = 0640;
-  spec.mounts = {op(MountKind::scratch, "/home/u/.pi/agent"), f};
-  Flat flat(spec);
-  const ChildPlan& p = flat.plan();
-  REQUIRE(p.mount_count == 2);
-  const ChildMount& m = p.mounts[1];
-  CHECK(m.kind == MountKind::file);
-  CHECK(std::string(m.dest) == "/home/u/.pi/agent/auth.json");
-  REQUIRE(m.size == 9);
-  CHECK(std::string(m.source, m.size) == std::string("{\"a\":1}\0\xff", 9));
-  CHECK(m.mode == 0640);
-}

@@ -252,56 +252,6 @@ TEST_CASE("an ephemeral $HOME is the run's own 0700 directory of the scratch tmp
   CHECK(spec->cwd == "/home/u/src/proj");
 }
 
-TEST_CASE("a private directory's copy is a 0700 directory of the scratch tmpfs, its files written by init, its "
-          "subdirectories shown read-only over it") {
-  PlanInput in = debian_input();
-  in.landlock_abi = 5;
-  Facts facts = debian_host();
-  const std::string agent = "/home/u/.pi/agent";
-  facts[agent + "/extensions"] = dir(agent + "/extensions", 950);
-  pj::runtime::PrivateView pv;
-  pv.path = agent;
-  pv.scratch_dir = "private-0";
-  pv.why = "profile";
-  const std::string auth_bytes("{\"k\":\"PLACEHOLDER\"}\0tail", 24);  // a NUL inside
-  pv.files.push_back({"auth.json", auth_bytes, 0600});
-  pv.files.push_back({"models.json", "{}", 0640});
-  pv.shown.push_back(agent + "/extensions");
-  pv.links.emplace_back(agent + "/bin", "/opt/tools");
-  in.private_views.push_back(pv);
-  auto spec = plan(in, facts);
-  REQUIRE(spec.ok());
-  const MountOp* root = find(*spec, agent, MountKind::scratch);
-  REQUIRE(root);
-  CHECK(root->scratch_dir == "private-0");
-  CHECK(root->scratch_mode == "0700");
-  CHECK(root->access == Access::read_write);
-  CHECK_FALSE(find(*spec, agent, MountKind::bind));  // nothing of the host's disks
-  const MountOp* auth = find(*spec, agent + "/auth.json", MountKind::file);
-  REQUIRE(auth);
-  CHECK(auth->file_content == auth_bytes);  // bytes, NUL and all
-  CHECK(auth->file_mode == 0600);
-  const MountOp* models = find(*spec, agent + "/models.json", MountKind::file);
-  REQUIRE(models);
-  CHECK(models->file_mode == 0640);
-  const MountOp* ext = find(*spec, agent + "/extensions", MountKind::bind);
-  REQUIRE(ext);
-  CHECK(ext->access == Access::read_only);
-  CHECK(find(*spec, agent + "/bin", MountKind::symlink));
-  // Made in order: the copy, then what goes in it.
-  auto index = [&](const MountOp* op) { return op - spec->mounts.data(); };
-  CHECK(index(root) < index(auth));
-  CHECK(index(root) < index(ext));
-  // One Landlock rule for the copy, writable; none for its files.
-  bool root_rw = false, file_rule = false;
-  for (const auto& r : spec->landlock.rules) {
-    if (r.path == agent) root_rw = (r.access & 2) != 0;  // WRITE_FILE
-    if (r.path == agent + "/auth.json") file_rule = true;
-  }
-  CHECK(root_rw);
-  CHECK_FALSE(file_rule);
-}
-
 TEST_CASE("a persistent $HOME binds the jail home; the real home's objects are neither shown, masked nor pinned") {
   PlanInput in = debian_input();
   Facts facts = debian_host();
