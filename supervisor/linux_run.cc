@@ -20,6 +20,7 @@
 #include "linuxjail/child.h"
 #include "linuxjail/jail_socket.h"
 #include "linuxjail/launch.h"
+#include "linuxjail/view.h"
 #include "scratch_audit.h"
 #include "supervise.h"
 #include "terminal.h"
@@ -143,21 +144,20 @@ private:
   std::string survey_scratch();
 };
 
-// What the run left in /tmp, /var/tmp and /dev/shm: their directories in
-// the scratch tmpfs, reached from its root (scratch_). The jail never saw
-// that root (init detached it once the places were bound), so the names
-// in it are still the ones init made.
+// What the run left in its scratch places (/tmp, /var/tmp, /dev/shm):
+// their directories in the scratch tmpfs, reached from its root
+// (scratch_). The jail never saw that root (init detached it once the
+// places were bound), so the names in it are still the ones init made.
 std::string Supervisor::survey_scratch() {
-  std::vector<std::pair<std::string, util::UniqueFd>> places;
+  std::vector<util::UniqueFd> open;
   std::vector<std::pair<std::string, int>> dirs;
-  for (const auto& op : spec_.mounts) {
-    if (!scratch_.valid() || op.kind != linuxjail::MountKind::scratch ||
-        (op.dest != "/tmp" && op.dest != "/var/tmp" && op.dest != "/dev/shm"))
-      continue;
-    util::UniqueFd fd(::openat(scratch_.get(), op.scratch_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  for (const auto& place : linuxjail::view::scratch_places()) {
+    if (!scratch_.valid()) break;  // init never got as far as making them
+    const std::string dir(place.dir);
+    util::UniqueFd fd(::openat(scratch_.get(), dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid()) continue;
-    dirs.emplace_back(op.dest, fd.get());
-    places.emplace_back(op.dest, std::move(fd));
+    dirs.emplace_back(std::string(place.path), fd.get());
+    open.push_back(std::move(fd));
   }
   return scratch::discarded_line(scratch::survey(dirs));
 }
