@@ -58,7 +58,14 @@ int exit_code(int status) {
   if (ruleset >= 0) ::close(ruleset);
   // Both sides set the group (as shells do); the command set it first.
   ::setpgid(child, child);
-  if (slave >= 0) ::close(slave);
+  if (slave >= 0) {
+    ::close(slave);
+    // The command has the PTY where pi-jail had the outer terminal; init
+    // keeps no copy of it (supervisor/terminal.h: the jail never holds
+    // the outer terminal).
+    for (int fd = 0; fd < 3; ++fd)
+      if ((p.pty_fds & (1U << fd)) && fd != p.control_fd && fd != p.sync_fd) ::close(fd);
+  }
   // Init's own filter, allowing only what the loop below calls; loaded
   // while the sync fd is still open, so a failure is reported (init's exit
   // takes the command with it: the PID namespace ends).

@@ -3,11 +3,15 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <optional>
 #include <thread>
 #include <functional>
 #include <fcntl.h>
@@ -132,6 +136,66 @@ TEST_CASE("a shell in the jail gets a real terminal: size, resize, Ctrl-C, job c
   REQUIRE(eventually([&] { return host_processes_with(pi_jail() + " -q -- bash").empty(); }));
   t.type("stty -a > " + sb.ws + "/../after; cmp " + sb.ws + "/../before " + sb.ws + "/../after && echo STTY-SAME-$((6*7))");
   CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
+}
+
+namespace {
+
+// The device of what `link` (/proc/PID/fd/N) points to, when it is a
+// character device; nullopt when it is not, or when there is no such fd.
+// Any other failure (not allowed to look) fails the test.
+std::optional<dev_t> char_device(const std::string& link) {
+  struct stat st;
+  if (::stat(link.c_str(), &st) != 0) {
+    REQUIRE_MESSAGE(errno == ENOENT, link, ": ", std::strerror(errno));
+    return std::nullopt;
+  }
+  if (!S_ISCHR(st.st_mode)) return std::nullopt;
+  return st.st_rdev;
+}
+
+}  // namespace
+
+TEST_CASE("once the command runs, the jail's init holds none of the outer terminal") {
+  Sandbox sb;
+  Tmux t(outer_shell(sb), 100, 30);
+  REQUIRE(t.wait_for("outer$"));
+  const std::string token = "1002." + unique_token();
+  t.type("cd " + sb.ws + " && " + pi_jail() + " -q -w " + sb.ws + " -- sleep " + token);
+  REQUIRE(eventually([&] { return !host_processes_with("sleep " + token).empty(); }));
+  // pi-jail and its init (a clone: the same command line); init is the child.
+  const auto both = host_processes_with(pi_jail() + " -q -w " + sb.ws + " -- sleep " + token);
+  REQUIRE(both.size() == 2);
+  auto child_of = [](pid_t p) {
+    return trim(read_file("/proc/" + std::to_string(p) + "/task/" + std::to_string(p) + "/children"));
+  };
+  const bool first_is_supervisor = child_of(both[0]) == std::to_string(both[1]);
+  const pid_t supervisor = first_is_supervisor ? both[0] : both[1];
+  const pid_t init_pid = first_is_supervisor ? both[1] : both[0];
+  REQUIRE(child_of(supervisor) == std::to_string(init_pid));
+  const std::string init = "/proc/" + std::to_string(init_pid) + "/fd/";
+  // Controls: pi-jail's fd 0 is the outer terminal, the command's is the
+  // jail's PTY, and both can be looked at from here.
+  const auto outer = char_device("/proc/" + std::to_string(supervisor) + "/fd/0");
+  REQUIRE(outer);
+  const auto command = host_processes_with("sleep " + token);
+  REQUIRE(command.size() == 1);
+  const auto pty = char_device("/proc/" + std::to_string(command[0]) + "/fd/0");
+  REQUIRE(pty);
+  CHECK(*pty != *outer);
+  // Init's fds can be looked at: it holds at least its control socket.
+  size_t seen = 0;
+  if (DIR* d = ::opendir(init.c_str())) {
+    while (dirent* e = ::readdir(d)) seen += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  REQUIRE(seen > 0);
+  for (int fd = 0; fd < 3; ++fd) {
+    CAPTURE(fd);
+    const auto held = char_device(init + std::to_string(fd));
+    CHECK_FALSE((held && *held == *outer));
+  }
+  t.send({"C-c"});
+  CHECK(eventually([&] { return host_processes_with("sleep " + token).empty(); }));
 }
 
 TEST_CASE("TIOCSTI from inside cannot put a byte into the outer shell, even without the syscall filter") {
