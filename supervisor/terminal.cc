@@ -156,7 +156,9 @@ void PtyRelay::on_poll(const std::vector<pollfd>& fds) {
       if (n > 0) to_master_.erase(0, static_cast<size_t>(n));
     }
   }
-  if (in_index_ >= 0 && (fds[static_cast<size_t>(in_index_)].revents & (POLLIN | POLLHUP | POLLERR))) {
+  // reading_ again: the command may have stopped since add_pollfds (the
+  // loop reads the control socket first); typed input is then the shell's.
+  if (reading_ && in_index_ >= 0 && (fds[static_cast<size_t>(in_index_)].revents & (POLLIN | POLLHUP | POLLERR))) {
     char buf[4096];
     ssize_t n = ::read(in_, buf, sizeof buf);
     if (n <= 0) {
