@@ -182,7 +182,7 @@ void PtyRelay::sync_size(int tty_fd) {
 }
 
 void PtyRelay::redraw() {
-#ifdef TIOCSIG
+#if defined(TIOCSIG) && !defined(__linux__)
   ::ioctl(master_.get(), TIOCSIG, SIGWINCH);
 #endif
 }

@@ -143,7 +143,10 @@ public:
   void drain();
   // Copy the outer terminal's window size to the PTY.
   void sync_size(int tty_fd);
-  // Ask the PTY's foreground group to redraw (SIGWINCH), after `fg`.
+  // Ask the PTY's foreground group to redraw (SIGWINCH), after `fg`. On
+  // macOS only: Linux's TIOCSIG takes only SIGINT, SIGQUIT and SIGTSTP
+  // (drivers/tty/pty.c pty_signal()). A program redraws on the SIGCONT
+  // anyway, as without pi-jail.
   void redraw();
   // Relay the terminal's input (stdin) or not (in the background).
   void read_input(bool on) { reading_ = on && in_ >= 0; }
