@@ -293,6 +293,11 @@ bool Tmux::wait_for(const std::string& text) {
   return false;
 }
 
+void Tmux::copy_output_to(const std::string& path) {
+  auto o = run(tmux({"pipe-pane", "-o", "-t", "t", "cat >> '" + path + "'"}));
+  if (o.status != 0) throw std::runtime_error("tmux pipe-pane failed: " + o.err);
+}
+
 void Tmux::resize(int width, int height) {
   run(tmux({"resize-window", "-t", "t", "-x", std::to_string(width), "-y", std::to_string(height)}));
 }

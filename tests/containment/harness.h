@@ -113,6 +113,8 @@ public:
   // assertion). Returns whether it showed.
   bool wait_for(const std::string& text);
   void resize(int width, int height);
+  // Append every byte the window's program writes to `path` (tmux pipe-pane).
+  void copy_output_to(const std::string& path);
 
 private:
   std::vector<std::string> tmux(std::vector<std::string> args);

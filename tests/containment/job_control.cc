@@ -24,15 +24,38 @@ struct Outer {
   Tmux t;
   std::string before = "../stty-before-" + unique_token();
   std::string prompts_file;
+  std::string bytes_file;  // what the pane received, for a failure's message
   size_t prompts_at_start = 0;  // prompts the shell had given when the job was typed
   explicit Outer(const Launcher& l, int width = 100, int height = 30)
       : t("env PS1='outer$ ' " + l.env + " bash --norc --noprofile", width, height),
-        prompts_file(l.dir + "/../prompts-" + unique_token()) {
+        prompts_file(l.dir + "/../prompts-" + unique_token()),
+        bytes_file(l.dir + "/../pane-" + unique_token()) {
+    t.copy_output_to(bytes_file);
     REQUIRE(t.wait_for("outer$"));
     // Set in the shell, not in its environment: the job need not see it.
     // `jobs` and the group's redirection run in the shell: no fork.
     shell("PROMPT_COMMAND='s=$?; { echo $s; jobs -r; jobs -s; echo .; } >> " + prompts_file + "'; cd '" + l.dir +
           "' && stty -a > " + before);
+  }
+  // For a failure's message: the screen, the last bytes the pane
+  // received (whether a line missing from the screen reached tmux at
+  // all), and the prompts the shell wrote.
+  std::string seen() {
+    std::string bytes = read_file(bytes_file);
+    if (bytes.size() > 1500) bytes.erase(0, bytes.size() - 1500);
+    std::string shown;
+    for (unsigned char c : bytes) {
+      if (c == '\n') shown += "\\n\n";
+      else if (c == '\r') shown += "\\r";
+      else if (c < 0x20 || c >= 0x7f) shown += fmt_byte(c);
+      else shown += static_cast<char>(c);
+    }
+    return t.screen() + "\n--- the pane's last bytes:\n" + shown + "\n--- prompts (status, jobs):\n" +
+           read_file(prompts_file);
+  }
+  static std::string fmt_byte(unsigned char c) {
+    const char* hex = "0123456789abcdef";
+    return std::string("\\x") + hex[c >> 4] + hex[c & 15];
   }
   // A prompt: the status of the shell's last command, and whether it had
   // jobs still running or stopped.
@@ -67,7 +90,7 @@ struct Outer {
       done = prompts().size() > n;
       if (!done) ::usleep(25000);
     }
-    REQUIRE_MESSAGE(done, t.screen());
+    REQUIRE_MESSAGE(done, seen());
   }
   // Run `command` under the launcher. (Not `command; echo $?`: bash goes
   // on with the list when a job stops.)
@@ -106,7 +129,7 @@ struct Outer {
   void settings_unchanged() {
     std::string after = "../stty-after-" + unique_token();
     t.type("stty -a > " + after + "; cmp " + before + " " + after + " && echo STTY-SAME-$((6*7))");
-    CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
+    CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), seen());
   }
 };
 
@@ -125,16 +148,16 @@ void ctrl_z_then_fg(const Launcher& l, const Program& p) {
   Outer o(l);
   o.start(l, p.command);
   if (!p.warm_up.empty()) o.t.type(p.warm_up);
-  REQUIRE_MESSAGE(o.shows(p.ready, p.warm_up == p.ready ? 2 : 1), o.t.screen());  // typed, then echoed
+  REQUIRE_MESSAGE(o.shows(p.ready, p.warm_up == p.ready ? 2 : 1), o.seen());  // typed, then echoed
   o.t.send({"C-z"});
-  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.seen());
   o.t.type("jobs");
-  CHECK_MESSAGE(o.shows(kStoppedBySigtstp, 2), o.t.screen());
+  CHECK_MESSAGE(o.shows(kStoppedBySigtstp, 2), o.seen());
   o.t.type("fg");
   o.t.type(p.after_fg);
-  CHECK_MESSAGE(o.shows(p.answer, p.answer == p.after_fg ? 2 : 1), o.t.screen());
+  CHECK_MESSAGE(o.shows(p.answer, p.answer == p.after_fg ? 2 : 1), o.seen());
   if (p.eof_ends) o.t.send({"C-d"});
-  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  CHECK_MESSAGE(o.ended_with(0), o.seen());
   o.settings_unchanged();
 }
 
@@ -143,22 +166,22 @@ void bg_then_fg(const Launcher& l) {
   Outer o(l);
   // Ticks until the test makes the file `stop` in the workspace.
   o.start(l, "sh -c 'i=0; while [ ! -e stop ]; do i=$((i+1)); echo tick-$i; sleep 0.1; done; echo ticks-$((6*7))'");
-  REQUIRE_MESSAGE(o.shows("tick-3"), o.t.screen());
+  REQUIRE_MESSAGE(o.shows("tick-3"), o.seen());
   o.t.send({"C-z"});
-  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.seen());
   o.t.type("bg");
   o.t.type("jobs");
-  CHECK_MESSAGE(o.shows("Running"), o.t.screen());
+  CHECK_MESSAGE(o.shows("Running"), o.seen());
   // It prints on while the shell has the terminal...
-  CHECK_MESSAGE(o.shows("tick-25"), o.t.screen());
+  CHECK_MESSAGE(o.shows("tick-25"), o.seen());
   o.t.type("echo shell-answers-$((6*7))");
-  CHECK_MESSAGE(o.shows("shell-answers-42"), o.t.screen());
+  CHECK_MESSAGE(o.shows("shell-answers-42"), o.seen());
   // ...and fg waits for it to the end.
   o.t.type("fg");
-  CHECK_MESSAGE(o.shows("tick-40"), o.t.screen());
+  CHECK_MESSAGE(o.shows("tick-40"), o.seen());
   write_file(l.dir + "/stop", "");
-  CHECK_MESSAGE(o.shows("ticks-42"), o.t.screen());
-  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  CHECK_MESSAGE(o.shows("ticks-42"), o.seen());
+  CHECK_MESSAGE(o.ended_with(0), o.seen());
   ::unlink((l.dir + "/stop").c_str());
   o.settings_unchanged();
 }
@@ -177,18 +200,18 @@ void fg_of_running_job_reads(const Launcher& l) {
     if (!ampersand) {
       REQUIRE(eventually(started));
       o.t.send({"C-z"});
-      REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+      REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.seen());
       o.t.type("bg");
     }
     o.t.type("jobs");
-    REQUIRE_MESSAGE(o.shows("Running"), o.t.screen());
+    REQUIRE_MESSAGE(o.shows("Running"), o.seen());
     o.t.type("fg");
     REQUIRE(eventually(started));
     ::usleep(600000);  // pi-jail looks for the foreground every 250 ms: typed earlier, the line would be the shell's
     write_file(l.dir + "/go", "");
     o.t.type("typed-after-fg");
-    CHECK_MESSAGE(o.shows("got-typed-after-fg"), o.t.screen());
-    CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+    CHECK_MESSAGE(o.shows("got-typed-after-fg"), o.seen());
+    CHECK_MESSAGE(o.ended_with(0), o.seen());
     o.settings_unchanged();
   }
   ::unlink((l.dir + "/go").c_str());
@@ -199,12 +222,12 @@ void stops_itself(const Launcher& l) {
   INFO(l.name);
   Outer o(l);
   o.start(l, "sh -c 'echo self-$((1+1)); kill -TSTP $$; echo self-$((2+1))'");
-  REQUIRE_MESSAGE(o.shows("self-2"), o.t.screen());
-  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+  REQUIRE_MESSAGE(o.shows("self-2"), o.seen());
+  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.seen());
   CHECK(o.count("self-3") == 0);
   o.t.type("fg");
-  CHECK_MESSAGE(o.shows("self-3"), o.t.screen());
-  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  CHECK_MESSAGE(o.shows("self-3"), o.seen());
+  CHECK_MESSAGE(o.ended_with(0), o.seen());
   o.settings_unchanged();
 }
 
@@ -212,11 +235,11 @@ void ignores_ctrl_z(const Launcher& l) {
   INFO(l.name);
   Outer o(l);
   o.start(l, "sh -c 'trap \"\" TSTP; echo ready-$((6*7)); read x; echo got-$x'");
-  REQUIRE_MESSAGE(o.shows("ready-42"), o.t.screen());
+  REQUIRE_MESSAGE(o.shows("ready-42"), o.seen());
   o.t.send({"C-z"});
   o.t.type("still-reading");
-  CHECK_MESSAGE(o.shows("got-still-reading"), o.t.screen());
-  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  CHECK_MESSAGE(o.shows("got-still-reading"), o.seen());
+  CHECK_MESSAGE(o.ended_with(0), o.seen());
   CHECK(o.count("Stopped") == 0);
   o.settings_unchanged();
 }
@@ -226,49 +249,49 @@ void pipe_has_no_staircase(const Launcher& l) {
   Outer o(l);
   o.shell("clear");
   o.start(l, "seq 1 3 | cat");
-  REQUIRE_MESSAGE(o.ended_with(0), o.t.screen());
+  REQUIRE_MESSAGE(o.ended_with(0), o.seen());
   std::istringstream lines(o.t.screen());
   std::vector<std::string> seen;
   for (std::string line; std::getline(lines, line);) seen.push_back(line);
   bool three = false;
   for (size_t i = 0; i + 2 < seen.size(); ++i)
     three = three || (seen[i] == "1" && seen[i + 1] == "2" && seen[i + 2] == "3");
-  CHECK_MESSAGE(three, o.t.screen());
+  CHECK_MESSAGE(three, o.seen());
 
   // stdin not the terminal: pi-jail leaves its settings alone, so what
   // another process writes meanwhile is not a staircase either.
   o.shell("clear");
   o.start_line("(sleep 0.5; printf 'other-1\\nother-2\\n') & " + (l.prefix.empty() ? "" : l.prefix + " ") +
                "sleep 1.5 </dev/null");
-  REQUIRE_MESSAGE(o.shows("other-2"), o.t.screen());
-  REQUIRE_MESSAGE(o.ended_with(0), o.t.screen());
+  REQUIRE_MESSAGE(o.shows("other-2"), o.seen());
+  REQUIRE_MESSAGE(o.ended_with(0), o.seen());
   std::istringstream again(o.t.screen());
   bool both = false;
   std::string prev;
   for (std::string line; std::getline(again, line); prev = line) both = both || (prev == "other-1" && line == "other-2");
-  CHECK_MESSAGE(both, o.t.screen());
+  CHECK_MESSAGE(both, o.seen());
 }
 
 void resize_while_stopped(const Launcher& l) {
   INFO(l.name);
   Outer o(l, 100, 30);
   o.start(l, "sh -c 'echo ready-$((6*7)); while read l; do echo size-$(stty size); done'");
-  REQUIRE_MESSAGE(o.shows("ready-42"), o.t.screen());
+  REQUIRE_MESSAGE(o.shows("ready-42"), o.seen());
   o.t.type("");
-  REQUIRE_MESSAGE(o.shows("size-30 100"), o.t.screen());
+  REQUIRE_MESSAGE(o.shows("size-30 100"), o.seen());
   o.t.send({"C-z"});
-  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.t.screen());
+  REQUIRE_MESSAGE(o.shows(kStoppedBySigtstp), o.seen());
   o.t.resize(120, 40);
   settle();
   o.t.type("fg");
   o.t.type("");
-  CHECK_MESSAGE(o.shows("size-40 120"), o.t.screen());
+  CHECK_MESSAGE(o.shows("size-40 120"), o.seen());
   o.t.resize(110, 35);
   settle();
   o.t.type("");
-  CHECK_MESSAGE(o.shows("size-35 110"), o.t.screen());
+  CHECK_MESSAGE(o.shows("size-35 110"), o.seen());
   o.t.send({"C-d"});
-  CHECK_MESSAGE(o.ended_with(0), o.t.screen());
+  CHECK_MESSAGE(o.ended_with(0), o.seen());
   o.t.resize(100, 30);
   o.settings_unchanged();
 }
