@@ -1,5 +1,10 @@
 // pi-jail: run a command (usually Pi) inside a rootless jail: a Linux
 // namespace jail, or a Seatbelt jail on macOS (backend.h).
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <chrono>
 #include <optional>
 
@@ -159,6 +164,13 @@ int with_stdout_checked(int status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef __linux__
+  // What pi-jail inherited above fd 2 (a terminal opened as `3</dev/tty`,
+  // what an IDE or a shell leaked) is used by nothing here, and the jail's
+  // init is a clone of pi-jail: it would hold it for the whole run (the
+  // command never gets it: fds from 3 up are closed at its exec).
+  ::syscall(SYS_close_range, 3U, ~0U, 0U);
+#endif
   auto inv = cli::parse(argc, argv);
   if (!inv) {
     util::error("{}", inv.error().message());

@@ -62,9 +62,11 @@ int exit_code(int status) {
     ::close(slave);
     // The command has the PTY where pi-jail had the outer terminal; init
     // keeps no copy of it (supervisor/terminal.h: the jail never holds
-    // the outer terminal).
+    // the outer terminal; pi-jail closed what it inherited above 2). A
+    // bit of pty_fds says the fd was a terminal when the streams were
+    // chosen, and pi-jail replaces none of 0-2: no socket of init's is there.
     for (int fd = 0; fd < 3; ++fd)
-      if ((p.pty_fds & (1U << fd)) && fd != p.control_fd && fd != p.sync_fd) ::close(fd);
+      if (p.pty_fds & (1U << fd)) ::close(fd);
   }
   // Init's own filter, allowing only what the loop below calls; loaded
   // while the sync fd is still open, so a failure is reported (init's exit

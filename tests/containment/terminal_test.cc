@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include <cstring>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 #include <functional>
 #include <fcntl.h>
 
@@ -140,27 +143,63 @@ TEST_CASE("a shell in the jail gets a real terminal: size, resize, Ctrl-C, job c
 
 namespace {
 
-// The device of what `link` (/proc/PID/fd/N) points to, when it is a
-// character device; nullopt when it is not, or when there is no such fd.
-// Any other failure (not allowed to look) fails the test.
-std::optional<dev_t> char_device(const std::string& link) {
-  struct stat st;
-  if (::stat(link.c_str(), &st) != 0) {
-    REQUIRE_MESSAGE(errno == ENOENT, link, ": ", std::strerror(errno));
-    return std::nullopt;
+std::string link_target(const std::string& link) {
+  char buf[4096];
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+// The fds of process `pid` that are a terminal: /dev/tty itself (it
+// cannot be opened from here: the test has no controlling terminal), or
+// what opens as one. Fails the test when the fds cannot be looked at.
+std::vector<std::string> terminals_held(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  REQUIRE_MESSAGE(d != nullptr, dir, ": ", std::strerror(errno));
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  ::closedir(d);
+  REQUIRE_MESSAGE(!names.empty(), dir, " lists nothing");
+  std::vector<std::string> held;
+  for (const auto& n : names) {
+    const std::string link = dir + "/" + n;
+    struct stat st;
+    if (::stat(link.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+    if (st.st_rdev == makedev(5, 2)) continue;  // a PTY master (/dev/ptmx): opening it makes a new PTY
+    bool terminal = st.st_rdev == makedev(5, 0);
+    if (!terminal) {
+      const int fd = ::open(link.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+      terminal = fd >= 0 && ::isatty(fd);
+      if (fd >= 0) ::close(fd);
+    }
+    if (terminal) held.push_back(n + " -> " + link_target(link));
   }
-  if (!S_ISCHR(st.st_mode)) return std::nullopt;
-  return st.st_rdev;
+  return held;
+}
+
+// A terminal's identity: its filesystem (each devpts numbers from 0) and device.
+std::pair<dev_t, dev_t> device_of(const std::string& link) {
+  struct stat st;
+  REQUIRE_MESSAGE(::stat(link.c_str(), &st) == 0, link, ": ", std::strerror(errno));
+  return {st.st_dev, st.st_rdev};
 }
 
 }  // namespace
 
-TEST_CASE("once the command runs, the jail's init holds none of the outer terminal") {
+TEST_CASE("while the command runs, the jail's init holds no terminal: not the outer one, not one pi-jail inherited") {
   Sandbox sb;
   Tmux t(outer_shell(sb), 100, 30);
   REQUIRE(t.wait_for("outer$"));
   const std::string token = "1002." + unique_token();
-  t.type("cd " + sb.ws + " && " + pi_jail() + " -q -w " + sb.ws + " -- sleep " + token);
+  // 3</dev/tty: a terminal pi-jail inherits above fd 2, as an IDE might leave it.
+  t.type("cd " + sb.ws + " && " + pi_jail() + " -q -w " + sb.ws + " -- sleep " + token + " 3</dev/tty");
   REQUIRE(eventually([&] { return !host_processes_with("sleep " + token).empty(); }));
   // pi-jail and its init (a clone: the same command line); init is the child.
   const auto both = host_processes_with(pi_jail() + " -q -w " + sb.ws + " -- sleep " + token);
@@ -170,30 +209,29 @@ TEST_CASE("once the command runs, the jail's init holds none of the outer termin
   };
   const bool first_is_supervisor = child_of(both[0]) == std::to_string(both[1]);
   const pid_t supervisor = first_is_supervisor ? both[0] : both[1];
-  const pid_t init_pid = first_is_supervisor ? both[1] : both[0];
-  REQUIRE(child_of(supervisor) == std::to_string(init_pid));
-  const std::string init = "/proc/" + std::to_string(init_pid) + "/fd/";
-  // Controls: pi-jail's fd 0 is the outer terminal, the command's is the
-  // jail's PTY, and both can be looked at from here.
-  const auto outer = char_device("/proc/" + std::to_string(supervisor) + "/fd/0");
-  REQUIRE(outer);
+  const pid_t init = first_is_supervisor ? both[1] : both[0];
+  REQUIRE(child_of(supervisor) == std::to_string(init));
+  // Controls: pi-jail holds the outer terminal (fds 0-2; 3 is closed at
+  // its start), the command has its own PTY, and both are seen as terminals here.
+  auto fds_0_to_2 = [](const std::vector<std::string>& held) {
+    std::string fds;
+    for (const auto& h : held) fds += h.substr(0, h.find(' ')) + " ";
+    return fds;
+  };
+  CHECK(fds_0_to_2(terminals_held(supervisor)) == "0 1 2 ");
   const auto command = host_processes_with("sleep " + token);
   REQUIRE(command.size() == 1);
-  const auto pty = char_device("/proc/" + std::to_string(command[0]) + "/fd/0");
-  REQUIRE(pty);
-  CHECK(*pty != *outer);
-  // Init's fds can be looked at: it holds at least its control socket.
-  size_t seen = 0;
-  if (DIR* d = ::opendir(init.c_str())) {
-    while (dirent* e = ::readdir(d)) seen += e->d_name[0] != '.';
-    ::closedir(d);
-  }
-  REQUIRE(seen > 0);
-  for (int fd = 0; fd < 3; ++fd) {
-    CAPTURE(fd);
-    const auto held = char_device(init + std::to_string(fd));
-    CHECK_FALSE((held && *held == *outer));
-  }
+  CHECK(fds_0_to_2(terminals_held(command[0])) == "0 1 2 ");
+  CHECK(device_of("/proc/" + std::to_string(command[0]) + "/fd/0") !=
+        device_of("/proc/" + std::to_string(supervisor) + "/fd/0"));
+  // Init lets go of them once the command runs (eventually: the command
+  // shows at its exec, init closes after its vfork returns).
+  std::vector<std::string> held;
+  CHECK_MESSAGE(eventually([&] {
+                  held = terminals_held(init);
+                  return held.empty();
+                }),
+                joined(held));
   t.send({"C-c"});
   CHECK(eventually([&] { return host_processes_with("sleep " + token).empty(); }));
 }
