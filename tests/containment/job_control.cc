@@ -102,11 +102,24 @@ struct Outer {
     t.type(line);
   }
   // Once the shell prompts, since the job was typed, with no job left
-  // (stopped or running), the job's status is `code`.
+  // (stopped or running), the job's status is `code`. Then the prompt is
+  // waited for on the screen too: tmux has drawn what the job wrote
+  // before it (the record is written before the prompt is printed).
   bool ended_with(int code) {
     for (int i = 0; i < 400; ++i) {
       auto seen = prompts();
-      if (seen.size() > prompts_at_start && !seen.back().jobs) return seen.back().status == code;
+      if (seen.size() > prompts_at_start && !seen.back().jobs) return prompt_on_screen() && seen.back().status == code;
+      ::usleep(25000);
+    }
+    return false;
+  }
+  bool prompt_on_screen() {
+    for (int i = 0; i < 400; ++i) {
+      std::string s = t.screen();
+      size_t end = s.find_last_not_of(" \n");
+      size_t start = s.rfind('\n', end);
+      size_t from = start == std::string::npos ? 0 : start + 1;
+      if (end != std::string::npos && s.substr(from, end - from + 1) == "outer$") return true;
       ::usleep(25000);
     }
     return false;

@@ -10,9 +10,11 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "terminal.h"
+#include "util/unique_fd.h"
 
 using pj::supervisor::relay_ends;
 
@@ -78,33 +80,34 @@ TEST_CASE("the outer terminal: input raw only when the relay reads it, output pa
 // the control socket first): what was typed then is for the user's shell,
 // and stays in the terminal, as it would without pi-jail.
 TEST_CASE("input the relay was told not to read, after poll() found it, stays where it is") {
-  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-  REQUIRE(master >= 0);
-  REQUIRE(::grantpt(master) == 0);
-  REQUIRE(::unlockpt(master) == 0);
-  const int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
-  REQUIRE(slave >= 0);
-  int in[2], out[2];
-  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-  {
-    pj::supervisor::PtyRelay relay(pj::util::UniqueFd(master), in[0], out[1]);
-    relay.read_input(true);
-    std::vector<pollfd> fds;
-    relay.add_pollfds(fds);
-    REQUIRE(fds.size() == 2);
-    const std::string typed = "fg\n";
-    REQUIRE(::write(in[1], typed.data(), typed.size()) == static_cast<ssize_t>(typed.size()));
-    REQUIRE(::poll(fds.data(), fds.size(), 1000) > 0);
-    relay.read_input(false);
-    relay.on_poll(fds);
-    char buf[16];
-    REQUIRE(::fcntl(in[0], F_SETFL, O_NONBLOCK) == 0);  // not read by the relay: no wait
-    CHECK(::read(in[0], buf, sizeof buf) == static_cast<ssize_t>(typed.size()));
-    // And nothing reached the PTY.
-    int queued = -1;
-    REQUIRE(::ioctl(slave, FIONREAD, &queued) == 0);
-    CHECK(queued == 0);
-  }
-  for (int fd : {slave, in[0], in[1], out[0], out[1]}) ::close(fd);
+  using pj::util::UniqueFd;
+  UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY));
+  REQUIRE(master.valid());
+  REQUIRE(::grantpt(master.get()) == 0);
+  REQUIRE(::unlockpt(master.get()) == 0);
+  UniqueFd slave(::open(::ptsname(master.get()), O_RDWR | O_NOCTTY));
+  REQUIRE(slave.valid());
+  int in_fds[2], out_fds[2];
+  REQUIRE(::pipe(in_fds) == 0);
+  UniqueFd in_read(in_fds[0]), in_write(in_fds[1]);
+  REQUIRE(::pipe(out_fds) == 0);
+  UniqueFd out_read(out_fds[0]), out_write(out_fds[1]);
+
+  pj::supervisor::PtyRelay relay(std::move(master), in_read.get(), out_write.get());
+  relay.read_input(true);
+  std::vector<pollfd> fds;
+  relay.add_pollfds(fds);
+  REQUIRE(fds.size() == 2);
+  const std::string typed = "fg\n";
+  REQUIRE(::write(in_write.get(), typed.data(), typed.size()) == static_cast<ssize_t>(typed.size()));
+  REQUIRE(::poll(fds.data(), fds.size(), 1000) > 0);
+  relay.read_input(false);
+  relay.on_poll(fds);
+  char buf[16];
+  REQUIRE(::fcntl(in_read.get(), F_SETFL, O_NONBLOCK) == 0);  // not read by the relay: no wait
+  CHECK(::read(in_read.get(), buf, sizeof buf) == static_cast<ssize_t>(typed.size()));
+  // And nothing reached the PTY.
+  int queued = -1;
+  REQUIRE(::ioctl(slave.get(), FIONREAD, &queued) == 0);
+  CHECK(queued == 0);
 }
