@@ -5,7 +5,9 @@
 #include <unistd.h>
 #endif
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <optional>
 
 #include <fmt/format.h>
@@ -164,12 +166,14 @@ int with_stdout_checked(int status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef __linux__
   // What pi-jail inherited above fd 2 (a terminal opened as `3</dev/tty`,
   // what an IDE or a shell leaked) is used by nothing here, and the jail's
   // init is a clone of pi-jail: it would hold it for the whole run (the
-  // command never gets it: fds from 3 up are closed at its exec).
-  ::syscall(SYS_close_range, 3U, ~0U, 0U);
+  // command never gets it: fds from 3 up are closed at its exec). Closed
+  // first thing; a run stops if that failed.
+  int inherited_fds_error = 0;
+#ifdef __linux__
+  if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) inherited_fds_error = errno;
 #endif
   auto inv = cli::parse(argc, argv);
   if (!inv) {
@@ -186,7 +190,14 @@ int main(int argc, char** argv) {
       return with_stdout_checked(supervisor::doctor(supervisor::backend::probe_host(*inv), inv->json, supervisor::jail_evidence()));
     case cli::Mode::shell_init: return with_stdout_checked(shell_init(inv->shell));
     case cli::Mode::explain: return with_stdout_checked(run(*inv));
-    case cli::Mode::run: return run(*inv);
+    case cli::Mode::run:
+      if (inherited_fds_error) {
+        supervisor::say_setup_failed(fmt::format("close the file descriptors pi-jail inherited above 2 (close_range: {})",
+                                                 std::strerror(inherited_fds_error)),
+                                     "run pi-jail on Linux 5.9 or later");
+        return kSetupFailed;
+      }
+      return run(*inv);
   }
   return kSetupFailed;
 }
