@@ -149,7 +149,7 @@ private:
 // (scratch_). The jail never saw that root (init detached it once the
 // places were bound), so the names in it are still the ones init made.
 std::string Supervisor::survey_scratch() {
-  std::vector<util::UniqueFd> open;
+  std::vector<util::UniqueFd> held;
   std::vector<std::pair<std::string, int>> dirs;
   for (const auto& place : linuxjail::view::scratch_places()) {
     if (!scratch_.valid()) break;  // init never got as far as making them
@@ -157,7 +157,7 @@ std::string Supervisor::survey_scratch() {
     util::UniqueFd fd(::openat(scratch_.get(), dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid()) continue;
     dirs.emplace_back(std::string(place.path), fd.get());
-    open.push_back(std::move(fd));
+    held.push_back(std::move(fd));
   }
   return scratch::discarded_line(scratch::survey(dirs));
 }

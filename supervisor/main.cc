@@ -1,10 +1,5 @@
 // pi-jail: run a command (usually Pi) inside a rootless jail: a Linux
 // namespace jail, or a Seatbelt jail on macOS (backend.h).
-#ifdef __linux__
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -22,6 +17,9 @@
 #include "report.h"
 #include "run.h"
 #include "util/log.h"
+#ifdef __linux__
+#include "linuxjail/sys.h"
+#endif
 
 namespace {
 
@@ -173,7 +171,7 @@ int main(int argc, char** argv) {
   // first thing; a run stops if that failed.
   int inherited_fds_error = 0;
 #ifdef __linux__
-  if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) inherited_fds_error = errno;
+  if (linuxjail::sys::close_range(3, ~0U) != 0) inherited_fds_error = errno;
 #endif
   auto inv = cli::parse(argc, argv);
   if (!inv) {

@@ -134,10 +134,11 @@ inline constexpr char kControlCgroups = 'C';
 inline constexpr size_t kControlCgroupsSize = 1 + sizeof(int);
 
 // The byte init sends when the command has ended and every other process
-// of the jail is gone (the exit code comes with init's reap). Init has closed every other fd by then (the holds on placeholders
-// and the run's staging lock it shared with pi-jail since the clone): the
-// supervisor may tear down what does not need init gone while the kernel
-// ends init (its mount namespace's teardown takes a while).
+// of the jail is gone (the exit code comes with init's reap). Init has
+// closed every other fd by then (the holds on placeholders and the run's
+// staging lock it shared with pi-jail since the clone): the supervisor
+// may tear down what does not need init gone while the kernel ends init
+// (its mount namespace's teardown takes a while).
 inline constexpr char kControlEnded = 'E';
 
 // Runs in the cloned child: builds the jail, becomes its init, starts the

@@ -65,7 +65,7 @@ struct Outer {
   };
   std::vector<Prompt> prompts() {
     std::istringstream in(read_file(prompts_file));
-    std::vector<Prompt> seen;
+    std::vector<Prompt> records;
     Prompt p;
     bool open = false;
     for (std::string line; std::getline(in, line);) {
@@ -73,13 +73,13 @@ struct Outer {
         p = Prompt{std::stoi(line), false};
         open = true;
       } else if (line == ".") {
-        seen.push_back(p);
+        records.push_back(p);
         open = false;
       } else {
         p.jobs = true;
       }
     }
-    return seen;  // a prompt still being written is left out
+    return records;  // a prompt still being written is left out
   }
   // Type a command for the shell itself and wait until it prompts again.
   void shell(const std::string& line) {
@@ -107,8 +107,9 @@ struct Outer {
   // before it (the record is written before the prompt is printed).
   bool ended_with(int code) {
     for (int i = 0; i < 400; ++i) {
-      auto seen = prompts();
-      if (seen.size() > prompts_at_start && !seen.back().jobs) return prompt_on_screen() && seen.back().status == code;
+      auto records = prompts();
+      if (records.size() > prompts_at_start && !records.back().jobs)
+        return prompt_on_screen() && records.back().status == code;
       ::usleep(25000);
     }
     return false;

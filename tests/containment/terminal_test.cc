@@ -2,8 +2,8 @@
 // signals and timeouts.
 #include <doctest/doctest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <dirent.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -213,15 +212,15 @@ TEST_CASE("while the command runs, the jail's init holds no terminal: not the ou
   REQUIRE(child_of(supervisor) == std::to_string(init));
   // Controls: pi-jail holds the outer terminal (fds 0-2; 3 is closed at
   // its start), the command has its own PTY, and both are seen as terminals here.
-  auto fds_0_to_2 = [](const std::vector<std::string>& held) {
+  auto terminal_fds = [](const std::vector<std::string>& held) {
     std::string fds;
     for (const auto& h : held) fds += h.substr(0, h.find(' ')) + " ";
     return fds;
   };
-  CHECK(fds_0_to_2(terminals_held(supervisor)) == "0 1 2 ");
+  CHECK(terminal_fds(terminals_held(supervisor)) == "0 1 2 ");
   const auto command = host_processes_with("sleep " + token);
   REQUIRE(command.size() == 1);
-  CHECK(fds_0_to_2(terminals_held(command[0])) == "0 1 2 ");
+  CHECK(terminal_fds(terminals_held(command[0])) == "0 1 2 ");
   CHECK(device_of("/proc/" + std::to_string(command[0]) + "/fd/0") !=
         device_of("/proc/" + std::to_string(supervisor) + "/fd/0"));
   // Init lets go of them once the command runs (eventually: the command
