@@ -22,6 +22,7 @@
 #include "git_worktree.h"
 #include "git_identity.h"
 #include "jail_home.h"
+#include "pi/sessions.h"
 #include "run.h"
 #include "runtime/program.h"
 #include "util/escape.h"
@@ -136,12 +137,45 @@ util::Result<std::string> prepare_agent_dir(const std::string& home, const std::
         agent_dir));
   if (auto why = system_dir_problem(*real); !why.empty())
     return Error::invalid(fmt::format("refusing Pi's agent dir {}: {}", agent_dir, why));
-  auto dir = util::open_dir_nofollow(*real);
-  if (!dir) return Error::from_errno(fmt::format("open Pi's agent dir {}", *real), dir.error().err());
-  // Sessions are the one part the jail writes in place (see profiles/pi.toml).
-  if (::mkdirat(dir->get(), "sessions", 0700) != 0 && errno != EEXIST)
-    return Error::from_errno(fmt::format("create {}/sessions", *real), errno);
   return *real;
+}
+
+// Pi's sessions of this workspace (pi/sessions.h): the one part of the
+// agent dir the jail writes in place, each directory a read-write need of
+// the program. A run makes the workspace's and the starting directory's
+// when they are missing (0700, as Pi would); explain, which changes
+// nothing, shows those that exist. Nothing else is made in the agent dir.
+util::Status show_pi_sessions(const std::string& agent_dir, const std::string& workspace, const std::string& cwd,
+                              cli::Mode mode, std::vector<policy::ProgramNeed>& needs) {
+  auto agent = util::open_dir_nofollow(agent_dir);
+  if (!agent) return Error::from_errno(fmt::format("open Pi's agent dir {}", agent_dir), agent.error().err());
+  util::UniqueFd sessions(::openat(agent->get(), "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!sessions.valid() && errno != ENOENT)
+    return Error::from_errno(fmt::format("open {}/sessions (a link? pi-jail shows none)", agent_dir), errno);
+  auto is_dir = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  };
+  auto found = pi::workspace_sessions(sessions.get(), workspace, cwd, is_dir);
+  for (const auto& why : found.refused) util::warn("{}", why);
+  for (const auto& d : found.shown) {
+    if (!d.exists) {
+      if (mode != cli::Mode::run) continue;
+      if (!sessions.valid()) {
+        if (::mkdirat(agent->get(), "sessions", 0700) != 0 && errno != EEXIST)
+          return Error::from_errno(fmt::format("make {}/sessions", agent_dir), errno);
+        sessions.reset(::openat(agent->get(), "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!sessions.valid()) return Error::from_errno(fmt::format("open {}/sessions", agent_dir), errno);
+      }
+      if (::mkdirat(sessions.get(), d.name.c_str(), 0700) != 0 && errno != EEXIST)
+        return Error::from_errno(fmt::format("make {}/sessions/{}", agent_dir, d.name), errno);
+    }
+    needs.push_back({agent_dir + "/sessions/" + d.name,
+                     {fmt::format("Pi's sessions of this workspace (sessions/{})", d.name), 0, 0},
+                     policy::Necessity::required,
+                     policy::PathAccess::read_write});
+  }
+  return {};
 }
 
 // fd and rg for Pi's find and grep tools. Pi looks for `fd` or `fdfind`
@@ -201,44 +235,39 @@ std::vector<std::string> show_pi_search_tools(std::string_view path_env, const p
   return missing;
 }
 
-// The working directory a Pi session file records (its first line, the
-// header {"type":"session",...,"cwd":...}); empty when it cannot be read.
-// The file lies in the agent dir's sessions/, which jails write: opened
-// without following a final link or blocking on a FIFO, and only its
-// first 64 KiB are read.
-std::string session_cwd(const std::string& file) {
-  util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  struct stat st;
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
-  std::string head(64 * 1024, '\0');
-  ssize_t n = ::read(fd.get(), head.data(), head.size());
-  if (n <= 0) return "";
-  head.resize(static_cast<size_t>(n));
-  auto header = util::json::parse(head.substr(0, head.find('\n')));
-  if (!header) return "";
-  const auto* type = header->find("type");
-  const auto* cwd = header->find("cwd");
-  if (!type || !type->as_string() || *type->as_string() != "session" || !cwd || !cwd->as_string()) return "";
-  return *cwd->as_string();
-}
-
 // Pi run with `--session FILE` of a session recorded in another
-// directory: that directory is not in the jail, and Pi will only say it
-// "does not exist". One note says why and what to do.
-void note_foreign_session(const std::vector<std::string>& argv, const std::string& workspace, const std::string& cwd) {
+// directory. When FILE lies among another project's sessions the jail
+// does not show it, and Pi would start a new conversation there that the
+// run discards: the run stops, naming the fix. Elsewhere (a file in the
+// workspace) Pi says the directory does not exist and its TUI offers to
+// continue or fork here: one note says why and what to do.
+util::Status check_foreign_session(const std::vector<std::string>& argv, const std::string& workspace,
+                                   const std::string& cwd, const std::string& agent_dir,
+                                   const std::vector<policy::ProgramNeed>& needs) {
   for (size_t i = 1; i + 1 < argv.size(); ++i) {
     if (argv[i] != "--session") continue;
     auto file = util::normalize_path(argv[i + 1], cwd);
     if (!file) continue;
-    std::string recorded = session_cwd(*file);
-    if (recorded.empty() || recorded.front() != '/' || util::path_within(workspace, recorded)) continue;
+    // The file may lie among the sessions, which jails write: read as
+    // pi::recorded_cwd reads (no link followed, no FIFO waited on).
+    std::string recorded = pi::recorded_cwd(AT_FDCWD, *file).value_or("");
+    if (recorded.empty() || recorded.front() != '/' || util::path_within(recorded, workspace)) continue;
     if (recorded.size() > 300) recorded = recorded.substr(0, 300) + "...";
+    const std::string dir(util::parent_path(*file));
+    const bool shown = std::any_of(needs.begin(), needs.end(), [&](const auto& n) { return n.path == dir; });
+    if (util::path_within(*file, agent_dir + "/sessions") && !shown)
+      return Error::invalid(fmt::format(
+          "the session {} was recorded in {}, outside this jail's workspace {}: the jail shows only this "
+          "workspace's sessions, so Pi would start a new conversation that is not kept. Run pi-jail in that "
+          "directory: pi-jail -w {} -- pi --session ...",
+          util::printable(*file), util::printable(recorded), util::printable(workspace), util::printable(recorded)));
     util::note("the session {} was recorded in {}, outside this jail's workspace {}: the jail does not show that "
                "directory, so Pi will say it does not exist (its TUI offers to continue or fork the session here). "
                "To work there, run pi-jail in it: pi-jail -w {} -- pi --session ...",
                util::printable(*file), util::printable(recorded), util::printable(workspace),
                util::printable(recorded));
   }
+  return {};
 }
 
 // Why the caller cannot write to the workspace inside the jail, or "".
@@ -352,6 +381,10 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
       program_error = program.take_error();
     }
   }
+  if (inv.profile == "pi" && inv.isolation == cli::Isolation::jail) {
+    if (auto shown = show_pi_sessions(places.agent_dir, in.workspace, in.cwd, inv.mode, places.program); !shown)
+      return shown.take_error();
+  }
   const bool runs_pi = !program_error && inv.mode == cli::Mode::run &&
                        (prepared.program.exec_path.find("/pi-coding-agent/") != std::string::npos ||
                         inv.command.front() == "pi" || inv.command.front().ends_with("/pi"));
@@ -389,7 +422,12 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     // the jail shows it. Its default, $HOME/.pi/agent, does not lead there
     // when ~/.pi is a symlink (a dotfiles setup): the link is not in the
     // jail's home, and Pi would start with no models ("Unknown provider").
-    if (inv.profile == "pi") in.env_set.emplace_back("PI_CODING_AGENT_DIR", places.agent_dir);
+    if (inv.profile == "pi") {
+      in.env_set.emplace_back("PI_CODING_AGENT_DIR", places.agent_dir);
+      // Every project's sessions are there: the jail sees only those of
+      // this workspace (show_pi_sessions), whether or not any is shown.
+      in.private_hidden.push_back(places.agent_dir + "/sessions");
+    }
     for (const auto& r : lp.resolved.policy->net_allow())
       prepared.rules.allow(r.pattern, r.src.str(),
                            r.private_ranges == policy::PrivateRanges::allowed ? netproxy::PrivateRanges::allowed
@@ -441,7 +479,10 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                       std::none_of(inv.command.begin() + 1, inv.command.end(), [](const std::string& a) {
                         return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
                       });
-  if (inv.profile == "pi" && runs_pi) note_foreign_session(inv.command, in.workspace, in.cwd);
+  if (inv.profile == "pi" && runs_pi) {
+    if (auto ok = check_foreign_session(inv.command, in.workspace, in.cwd, places.agent_dir, lp.ctx.program); !ok)
+      return ok.take_error();
+  }
   if (!tools_not_found.empty() && pi_tui)
     util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
                "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "

@@ -162,6 +162,39 @@ util::Status copy_secret(int host, int staging, const SecretFile& secret, const 
   return {};
 }
 
+// Whether `dir` lies above one of the data directories (not one itself).
+bool holds_data_dir(const std::vector<std::string>& data_dirs, const std::string& dir) {
+  return std::any_of(data_dirs.begin(), data_dirs.end(),
+                     [&](const std::string& d) { return d != dir && util::path_within(d, dir); });
+}
+
+// What the run made beside the data directories in a directory that holds
+// them (a session directory for a directory Pi was not started in at the
+// start): discarded with the staging, and said.
+std::vector<std::string> unkept_entries(const std::string& staging, const std::string& host_dir,
+                                        const std::vector<std::string>& data_dirs) {
+  std::vector<std::string> out;
+  std::vector<std::string> parents;
+  for (const auto& d : data_dirs) {
+    std::string parent(util::parent_path(d));
+    if (parent != host_dir && util::path_within(parent, host_dir) &&
+        std::find(parents.begin(), parents.end(), parent) == parents.end())
+      parents.push_back(std::move(parent));
+  }
+  for (const auto& parent : parents) {
+    const std::string rel = parent.substr(host_dir.size() + 1);
+    auto dir = util::open_dir_nofollow(staging + "/" + rel);
+    if (!dir) continue;
+    for (const auto& n : names_in(dir->get())) {
+      if (std::find(data_dirs.begin(), data_dirs.end(), parent + "/" + n) != data_dirs.end()) continue;
+      out.push_back(fmt::format("refused: {}/{}: made in this run where the jail shows only this workspace's "
+                                "directories; not kept (start pi-jail in the directory it belongs to)",
+                                util::printable(rel), util::printable(n)));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, runtime::Request& r,
@@ -204,7 +237,15 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
           return std::move(c.take_error()).context(fmt::format("stage {}", path));
         continue;
       }
-      if (S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > kCopyCap)) {
+      if (S_ISDIR(st.st_mode) && (holds_data_dir(copy.data_dirs, path) ||
+                                  std::find(r.private_hidden.begin(), r.private_hidden.end(), path) !=
+                                      r.private_hidden.end())) {
+        // Not shown: only its data directories are (Pi's sessions/ holds
+        // every project's; the jail gets its own workspace's). An empty
+        // directory of the run's own holds their mountpoints.
+        if (::mkdirat(staging->get(), name.c_str(), 0700) != 0)
+          return Error::from_errno(fmt::format("make {}/{}", copy.staging, name), errno);
+      } else if (S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > kCopyCap)) {
         view.shown.push_back(path);
       } else if (S_ISREG(st.st_mode)) {
         std::string content;
@@ -241,6 +282,7 @@ std::vector<std::string> PrivateCopies::finish() {
                                   "later: look before you run Pi outside the jail",
                                   util::printable(d), unchecked, unchecked == 1 ? "y" : "ies"));
     }
+    for (auto& l : unkept_entries(c.staging, c.host_dir, c.data_dirs)) out.push_back(std::move(l));
     auto host = util::open_dir_nofollow(c.host_dir);
     auto staging = util::open_dir_nofollow(c.staging);
     if (!host || !staging) {

@@ -163,10 +163,14 @@ struct Worktree {
 // unless the system view shows it anyway. A refused required need is an
 // error (the program cannot run without it); an optional one a refusal.
 enum class Necessity { required, optional };
+// A need may also be read-write: the places the program keeps its data
+// for this workspace (Pi's sessions of this workspace), which then answer
+// to the system operator's write limit.
 struct ProgramNeed {
   std::string path;
   Source src;  // provenance: "runtime: interpreter of pi (#!/usr/bin/env node)"
   Necessity necessity = Necessity::required;
+  PathAccess access = PathAccess::read_only;
 };
 
 // What resolve() needs from outside: where things are, and how to resolve

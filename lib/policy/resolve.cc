@@ -669,10 +669,12 @@ struct Resolver {
   // limits bound the project only, as for every other grant.
   void program_grant(const ProgramNeed& n) {
     current = Authority::program;
-    const std::string what = "read " + n.path;
+    const bool writes = n.access == PathAccess::read_write;
+    const std::string what = (writes ? "write " : "read ") + n.path;
     auto fail = [&](const std::string& reason, std::optional<Source> limit = std::nullopt) {
       if (n.necessity == Necessity::optional) return refuse(n.src, what, reason, std::move(limit));
-      error(n.src, fmt::format("the program needs {} read-only, and it cannot be granted: {}{}", n.path, reason,
+      error(n.src, fmt::format("the program needs {} {}, and it cannot be granted: {}{}", n.path,
+                               writes ? "read-write" : "read-only", reason,
                                limit ? fmt::format(" (limit: {})", limit->str()) : std::string()));
     };
     auto real = ctx.realpath(n.path);
@@ -681,9 +683,18 @@ struct Resolver {
     if (auto why = jail_builds_its_own(*real); !why.empty()) return fail(why);
     for (const auto& d : pol.denies_)
       if (path_within(*real, d.path)) return fail(fmt::format("{} is denied", *real), d.src);
-    // A read may use either limit, as a request's does.
     const Bound& rb = system_bounds.read;
     const Bound& wb = system_bounds.write;
+    if (writes) {
+      // Written in place: the path itself, never what a link leads to.
+      if (*real != n.path) return fail(fmt::format("it resolves to {}", *real));
+      if (wb.set && !covering(*real, wb))
+        return fail(fmt::format("{} is outside the system operator's write limit", *real),
+                    wb.entries.empty() ? std::nullopt : std::optional<Source>(wb.entries.front().src));
+      pol.grants_.push_back({*real, PathAccess::read_write, n.src, Authority::program});
+      return;
+    }
+    // A read may use either limit, as a request's does.
     if (rb.set && !covering(*real, rb) && !(wb.set && covering(*real, wb))) {
       const bool shown = std::any_of(pol.system_.begin(), pol.system_.end(), [&](const Policy::PathRule& s) {
         return path_within(*real, s.path) || path_within(*real, limit_root(s.path));

@@ -96,6 +96,11 @@ struct Request {
   // each must be a socket itself, not a symlink to one.
   std::vector<PathRule> sockets;
   std::vector<PrivateView> private_views;  // run mode: as staged
+  // Subdirectories of private directories that are not shown, only the
+  // grants below them are (Pi's sessions/: every project's sessions, of
+  // which a jail sees its own workspace's): an empty directory of the
+  // run's own on Linux, unreadable under Seatbelt.
+  std::vector<std::string> private_hidden;
   std::vector<std::string> env_pass;  // names, or NAME* prefixes
   std::vector<std::pair<std::string, std::string>> env_set;
   std::vector<std::string> host_env;  // "NAME=value" of the caller

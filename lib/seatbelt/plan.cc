@@ -26,6 +26,10 @@ struct Root {
   bool directory;
   Access access;
   std::string why;
+  // Subtrees not readable through this root: a private directory's
+  // subdirectories that hold write grants (Pi's sessions/, of which only
+  // this workspace's directories are shown, each a root of its own).
+  std::vector<std::string> hidden = {};
 };
 
 struct Mark {  // kept read-only, or masked
@@ -115,6 +119,21 @@ std::vector<Root> roots_of(const runtime::Request& r, const view::View& v, const
     }
     roots.push_back({real, p.source.kind == PathFact::Kind::directory, p.access, p.why});
   };
+  // What is not shown of a private directory: the subdirectories the
+  // request hides, and the parents of the write grants inside it.
+  auto hidden_in = [&](const std::string& private_dir) {
+    std::vector<std::string> out;
+    for (const auto& h : r.private_hidden)
+      if (h != private_dir && util::path_within(h, private_dir)) out.push_back(h);
+    for (const auto& g : v.places) {
+      if (g.role != Role::grant || g.access != Access::read_write || !util::path_within(g.path, private_dir)) continue;
+      std::string parent(util::parent_path(g.path));
+      if (parent != private_dir && util::path_within(parent, private_dir) &&
+          std::find(out.begin(), out.end(), parent) == out.end())
+        out.push_back(std::move(parent));
+    }
+    return out;
+  };
   auto each = [&](auto&& pick) {
     for (const auto& p : v.places)
       if (pick(p)) add(p);
@@ -126,7 +145,9 @@ std::vector<Root> roots_of(const runtime::Request& r, const view::View& v, const
   each(workspace);
   each(own_in(0, own.private_begin));
   each([](const Place& p) { return p.role == Role::system; });
+  const size_t private_roots = roots.size();
   each(own_in(own.private_begin, own.program_begin));
+  for (size_t i = private_roots; i < roots.size(); ++i) roots[i].hidden = hidden_in(roots[i].path);
   each([&](const Place& p) { return p.role == Role::grant && !workspace(p); });
   each(own_in(own.program_begin, own.places.size()));
   return roots;
@@ -179,7 +200,9 @@ void write_file_rules(Writer& w, const std::vector<Root>& roots, const std::vect
         if (util::path_within(m->path, root.path)) out.push_back(n);
       return out;
     };
-    rule("file-read*", ref, below(mask_names));
+    std::vector<std::string> unreadable = below(mask_names);
+    for (const auto& h : root.hidden) unreadable.push_back(w.param("HIDDEN", h, "shown only where granted below it"));
+    rule("file-read*", ref, unreadable);
     if (root.access != Access::read_write) continue;
     std::vector<std::string> excluded = below(keep_names);
     for (const auto& n : below(mask_names)) excluded.push_back(n);

@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -374,6 +376,12 @@ Outcome Sandbox::probe(const std::vector<std::string>& args, const std::vector<s
   std::vector<std::string> full{test::probe()};
   full.insert(full.end(), args.begin(), args.end());
   return jail(full, extra);
+}
+
+std::string pi_session_dir(const std::string& dir) {
+  std::string name = dir.substr(1);
+  std::replace(name.begin(), name.end(), '/', '-');
+  return "--" + name + "--";
 }
 
 }  // namespace pj::test

@@ -129,5 +129,8 @@ std::string unique_token();
 // starts with `needle`.
 std::vector<pid_t> host_processes_with(const std::string& needle);
 std::string trim(std::string s);
+// The name under Pi's sessions/ of the sessions started in `dir`
+// (absolute): "--" + dir without its first "/", "/" as "-", + "--".
+std::string pi_session_dir(const std::string& dir);
 
 }  // namespace pj::test

@@ -107,13 +107,14 @@ TEST_CASE("Pi's agent dir set outside the system operator's write limit stops th
 
   // Within the limit it runs, and Pi's sessions are written there.
   write_file(config, "[limits]\nwrite = [\"${workspace}\", \"" + sb.outside + "\"]\n");
+  const std::string session = agent + "/sessions/" + pi_session_dir(sb.ws) + "/s";
   auto ok = run({pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write",
-                 agent + "/sessions/s"},
+                 session},
                 env);
   CAPTURE(ok.err);
   CHECK(ok.status == 0);
   CHECK(trim(ok.out) == "ok");
-  CHECK(exists(agent + "/sessions/s"));
+  CHECK(exists(session));
 }
 
 TEST_CASE("broken policy files stop the run with every problem and its position") {

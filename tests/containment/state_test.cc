@@ -183,6 +183,7 @@ TEST_CASE("after a SIGKILL of pi-jail at any point of start-up, the next start l
 TEST_CASE("the agent dir is read-only for later runs: nothing planted there survives") {
   Sandbox sb;
   std::string agent = sb.home + "/.pi/agent";
+  const std::string mine = "sessions/" + pi_session_dir(sb.ws);
   std::filesystem::create_directories(agent + "/extensions");
   write_file(agent + "/auth.json", R"({"p": {"type": "api_key", "key": "literal"}})");
   write_file(agent + "/AGENTS.md", "be nice\n");
@@ -192,7 +193,7 @@ TEST_CASE("the agent dir is read-only for later runs: nothing planted there surv
                       "echo code > npm/node_modules/p/extensions/e.ts && echo code > tools/rg && "
                       "echo code > git/h/p/extensions/e.ts && echo code > bin && echo planted-new; "
                       "echo evil > extensions/evil.ts && echo planted-ext; echo evil >> AGENTS.md && echo agents-inside; "
-                      "mkdir -p sessions/x && echo s > sessions/x/s.jsonl && echo session");
+                      "echo s > " + mine + "/s.jsonl && echo session");
   CAPTURE(o.err);
   CHECK(o.out.find("planted-ext") == std::string::npos);   // shown read-only
   CHECK(o.out.find("session") != std::string::npos);        // sessions are written in place
@@ -203,15 +204,14 @@ TEST_CASE("the agent dir is read-only for later runs: nothing planted there surv
   CHECK(read_file(agent + "/AGENTS.md") == "be nice\n");
   CHECK(read_file(agent + "/auth.json").find("MARK") == std::string::npos);
   CHECK(read_file(agent + "/auth.json").find("literal") != std::string::npos);
-  CHECK(exists(agent + "/sessions/x/s.jsonl"));
+  CHECK(exists(agent + "/" + mine + "/s.jsonl"));
   // A link planted among the sessions, for the host's own Pi to append through, is removed.
-  auto link = sh(sb, "ln -s " + sb.home + "/.bashrc " + agent + "/sessions/x/planted.jsonl && mkfifo " + agent +
-                         "/sessions/fifo && echo planted");
+  auto link = sh(sb, "ln -s " + sb.home + "/.bashrc " + agent + "/" + mine + "/planted.jsonl && mkfifo " + agent + "/" + mine + "/fifo && echo planted");
   CHECK(trim(link.out) == "planted");
   CHECK(link.err.find("removed 2 symlinks or special files") != std::string::npos);
-  CHECK_FALSE(exists(agent + "/sessions/x/planted.jsonl"));
-  CHECK_FALSE(exists(agent + "/sessions/fifo"));
-  CHECK(exists(agent + "/sessions/x/s.jsonl"));
+  CHECK_FALSE(exists(agent + "/" + mine + "/planted.jsonl"));
+  CHECK_FALSE(exists(agent + "/" + mine + "/fifo"));
+  CHECK(exists(agent + "/" + mine + "/s.jsonl"));
   CHECK(o.err.find("refused") != std::string::npos);  // the !command key is named as refused
 }
 
@@ -222,21 +222,22 @@ TEST_CASE("the agent dir is read-only for later runs: nothing planted there surv
 TEST_CASE("links planted in session directories the jail made read-only or unreadable are removed all the same") {
   Sandbox sb;
   std::string agent = sb.home + "/.pi/agent";
-  std::filesystem::create_directories(agent + "/sessions");
-  auto o = sh(sb, "cd " + agent + "/sessions && mkdir ro blind && mkdir blind/x && echo s > ro/s.jsonl && "
+  const std::string mine = agent + "/sessions/" + pi_session_dir(sb.ws);
+  std::filesystem::create_directories(mine);
+  auto o = sh(sb, "cd " + mine + " && mkdir ro blind && mkdir blind/x && echo s > ro/s.jsonl && "
                       "ln -s " + sb.home + "/.bashrc ro/planted.jsonl && ln -s " + sb.home +
                       "/.bashrc blind/x/planted.jsonl && chmod 0555 ro && chmod 0111 blind && echo planted");
   CAPTURE(o.err);
   CHECK(trim(o.out) == "planted");
   CHECK(o.err.find("removed 2 symlinks or special files") != std::string::npos);
   CHECK(o.err.find("could not be checked") == std::string::npos);
-  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(agent + "/sessions/ro/planted.jsonl")));
-  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(agent + "/sessions/blind/x/planted.jsonl")));
-  CHECK(read_file(agent + "/sessions/ro/s.jsonl") == "s\n");
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(mine + "/ro/planted.jsonl")));
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(mine + "/blind/x/planted.jsonl")));
+  CHECK(read_file(mine + "/ro/s.jsonl") == "s\n");
 
   std::string deep = "d";
   for (int i = 1; i < 130; ++i) deep += "/d";
-  auto d = sh(sb, "cd " + agent + "/sessions && mkdir -p " + deep + " && ln -s " + sb.home + "/.bashrc " + deep +
+  auto d = sh(sb, "cd " + mine + " && mkdir -p " + deep + " && ln -s " + sb.home + "/.bashrc " + deep +
                       "/planted.jsonl && echo deep");
   CHECK(trim(d.out) == "deep");
   CHECK(d.err.find("could not be checked or removed") != std::string::npos);

@@ -220,7 +220,7 @@ std::vector<std::string> sessions_of(const PiWorld& w, const std::string& dir) {
 
 }  // namespace
 
-TEST_CASE("sessions under the jail: --continue picks up the last jailed run; a session from another workspace says why") {
+TEST_CASE("sessions under the jail: --continue picks up the last jailed run; a session from another workspace stops the run") {
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
     PiWorld w("[]", prefix);
@@ -246,17 +246,83 @@ TEST_CASE("sessions under the jail: --continue picks up the last jailed run; a s
     REQUIRE(pi_with_sessions(w, w.sb.outside, {}, "elsewhere", false).status == 0);
     auto other = sessions_of(w, w.sb.outside);
     REQUIRE(other.size() == 1);
+    // It lies among another project's sessions, which the jail does not
+    // show: Pi would start a new conversation there that is not kept, so
+    // nothing runs, and the fix is named.
+    const std::string other_before = read_file(other[0]);
     auto o = pi_with_sessions(w, w.sb.ws, {"--session", other[0]}, "resume it");
     CAPTURE(o.err);
-    CHECK(o.status == 1);
-    CHECK(o.err.find("Stored session working directory does not exist: " + w.sb.outside) != std::string::npos);
-    CHECK(o.err.find("pi-jail: the session " + other[0] + " was recorded in " + w.sb.outside +
-                     ", outside this jail's workspace " + w.sb.ws + ": the jail does not show that directory") !=
+    CHECK(o.status == 125);
+    CHECK(o.err.find("the session " + other[0] + " was recorded in " + w.sb.outside +
+                     ", outside this jail's workspace " + w.sb.ws + ": the jail shows only this workspace's sessions") !=
           std::string::npos);
     CHECK(o.err.find("pi-jail -w " + w.sb.outside + " -- pi --session") != std::string::npos);
+    CHECK(read_file(other[0]) == other_before);
+    // A copy of it in the workspace is shown: Pi says its directory does not
+    // exist, and pi-jail adds the note.
+    fs::copy_file(other[0], w.sb.ws + "/copied.jsonl");
+    auto copied = pi_with_sessions(w, w.sb.ws, {"--session", w.sb.ws + "/copied.jsonl"}, "resume the copy");
+    CAPTURE(copied.err);
+    CHECK(copied.status == 1);
+    CHECK(copied.err.find("Stored session working directory does not exist: " + w.sb.outside) != std::string::npos);
+    CHECK(copied.err.find("the jail does not show that directory") != std::string::npos);
     // The session of this workspace: no such note.
     auto own = pi_with_sessions(w, w.sb.ws, {"--session", sessions_of(w, w.sb.ws)[0]}, "again");
     CHECK(own.status == 0);
     CHECK(own.err.find("was recorded in") == std::string::npos);
+  }
+}
+
+namespace {
+
+// The request the model server logged for the run whose prompt is `prompt`.
+std::string request_with(const PiWorld& w, const std::string& prompt) {
+  std::string log = read_file(w.sb.base + "/model-log.jsonl");
+  size_t at = log.rfind(prompt);
+  if (at == std::string::npos) return "";
+  size_t from = log.rfind('\n', at);
+  from = from == std::string::npos ? 0 : from + 1;
+  return log.substr(from, log.find('\n', at) - from);
+}
+
+}  // namespace
+
+TEST_CASE("a jail on one workspace cannot plant a conversation that pi -c loads in another") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    const std::string b = w.sb.outside + "/project-b";
+    fs::create_directories(b);
+    // Project B's own conversation, jailed on B.
+    const std::string b_first = "b-first-" + unique_token(), planted = "planted-" + unique_token();
+    auto first = pi_with_sessions(w, b, {}, b_first);
+    CAPTURE(first.err);
+    REQUIRE(first.status == 0);
+    REQUIRE(sessions_of(w, b).size() == 1);
+    const std::string b_dir = fs::path(sessions_of(w, b)[0]).parent_path().string();
+    const std::string b_before = read_file(sessions_of(w, b)[0]);
+
+    // A jail on workspace A copies B's session with its words replaced, as
+    // a newer session of B's, and appends to B's own.
+    auto attack = run({"/usr/bin/env", "-C", w.sb.ws, pi_jail(), "-w", w.sb.ws, "--", "/bin/sh", "-c",
+                       "mkdir -p " + b_dir + "; for f in " + b_dir + "/*.jsonl; do sed 's/" + b_first + "/" +
+                           planted + "/g' \"$f\" > " + b_dir + "/zz-newer.jsonl; done; touch -d '+1 hour' " +
+                           b_dir + "/zz-newer.jsonl; cat " + b_dir + "/*.jsonl >> " + sessions_of(w, b)[0] +
+                           "; echo attacked"},
+                      w.env());
+    CAPTURE(attack.err);
+    CHECK(attack.out.find("attacked") != std::string::npos);
+    CHECK(sessions_of(w, b).size() == 1);
+    CHECK(read_file(sessions_of(w, b)[0]) == b_before);
+
+    // `pi -c` in B continues B's own conversation, and only that.
+    const std::string b_second = "b-second-" + unique_token();
+    auto second = pi_with_sessions(w, b, {"--continue"}, b_second);
+    CAPTURE(second.err);
+    CHECK(second.status == 0);
+    const std::string request = request_with(w, b_second);
+    REQUIRE(!request.empty());
+    CHECK_MESSAGE(request.find(b_first) != std::string::npos, request);
+    CHECK_MESSAGE(request.find(planted) == std::string::npos, request);
   }
 }

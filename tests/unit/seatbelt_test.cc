@@ -56,6 +56,8 @@ FakeMac mac() {
   for (const char* d : {"/", "/usr", "/bin", "/sbin", "/private/etc", "/private/etc/ssl", "/private/etc/profile.d",
                         "/Users/u", "/Users/u/src/proj", "/Users/u/src/proj/.git", "/Users/u/src/proj/.git/hooks",
                         "/Users/u/src/proj/src", "/Users/u/.pi/agent", "/Users/u/.pi/agent/extensions",
+                        "/Users/u/.pi/agent/sessions", "/Users/u/.pi/agent/sessions/--Users-u-src-proj--",
+                        "/Users/u/.pi/agent/sessions/--Users-u-other--",
                         "/private/var/folders/xy/T/pi-jail.ab12", "/opt/homebrew/Cellar/node/24.1.0",
                         "/opt/homebrew/lib/node_modules/@earendil-works/pi", "/Users/u/data", "/Users/u/data/keep",
                         "/Users/u/data/secret", "/opt/tools"})
@@ -86,6 +88,11 @@ PlanInput pi_input(const FakeMac& m) {
                         return f.resolved;
                       },
                       std::nullopt};
+  // Pi's sessions of this workspace, as the supervisor adds them.
+  ctx.program.push_back({"/Users/u/.pi/agent/sessions/--Users-u-src-proj--",
+                         {"Pi's sessions of this workspace (sessions/--Users-u-src-proj--)", 0, 0},
+                         policy::Necessity::required,
+                         policy::PathAccess::read_write});
   auto resolved = policy::resolve({profile}, ctx);
   REQUIRE(resolved.policy);
   PlanInput in;
@@ -173,6 +180,18 @@ TEST_CASE("Seatbelt: the default Pi profile (golden profile and parameters)") {
   CHECK(env.find("HTTPS_PROXY=http://127.0.0.1:50123\n") != std::string::npos);
   CHECK(env.find("TMPDIR=/private/var/folders/xy/T/pi-jail.ab12\n") != std::string::npos);
   CHECK(spec->cwd == "/Users/u/src/proj/src");
+  // Of Pi's sessions only this workspace's are readable: sessions/ is
+  // excluded from the agent dir's root, the workspace's directory is a
+  // writable root of its own.
+  const Param* hidden = param(*spec, "HIDDEN_0");
+  REQUIRE(hidden);
+  CHECK(hidden->value == "/Users/u/.pi/agent/sessions");
+  CHECK(generated(*spec).find("(require-not (subpath (param \"HIDDEN_0\")))") != std::string::npos);
+  bool own_root = false;
+  for (const auto& p : spec->params)
+    own_root = own_root || (p.name.starts_with("ROOT_") && p.value == "/Users/u/.pi/agent/sessions/--Users-u-src-proj--");
+  CHECK(own_root);
+  for (const auto& p : spec->params) CHECK(p.value.find("--Users-u-other--") == std::string::npos);
 }
 
 TEST_CASE("Seatbelt: grants, masks, read-only under writable and ports (golden)") {
