@@ -280,6 +280,7 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
     auto staged = PrivateCopies::stage(state, *input, &auth);
     if (!staged) return done(setup_failed(staged.error().message(), fix));
     copies.emplace(std::move(*staged));
+    copies->keep_new_dirs(prepared.keep_new_dirs);
     registry.emplace(std::move(*locked));
     // Credentials bound to hosts (every binding is known once auth.json is
     // staged): the run's CA exists before the jail is planned, so its

@@ -140,6 +140,12 @@ util::Result<std::string> prepare_agent_dir(const std::string& home, const std::
   return *real;
 }
 
+// Whether `path` is a directory, links followed (pi::IsDirectory).
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 // Pi's sessions of this workspace (pi/sessions.h): the one part of the
 // agent dir the jail writes in place, each directory a read-write need of
 // the program. A run makes the workspace's and the starting directory's
@@ -152,11 +158,7 @@ util::Status show_pi_sessions(const std::string& agent_dir, const std::string& w
   util::UniqueFd sessions(::openat(agent->get(), "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!sessions.valid() && errno != ENOENT)
     return Error::from_errno(fmt::format("open {}/sessions (a link? pi-jail shows none)", agent_dir), errno);
-  auto is_dir = [](const std::string& p) {
-    struct stat st;
-    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  };
-  auto found = pi::workspace_sessions(sessions.get(), workspace, cwd, is_dir);
+  auto found = pi::workspace_sessions(sessions.get(), workspace, cwd, is_directory);
   for (const auto& why : found.refused) util::warn("{}", why);
   for (const auto& d : found.shown) {
     if (!d.exists) {
@@ -427,6 +429,9 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
       // Every project's sessions are there: the jail sees only those of
       // this workspace (show_pi_sessions), whether or not any is shown.
       in.private_hidden.push_back(places.agent_dir + "/sessions");
+      prepared.keep_new_dirs = [workspace = in.workspace](const std::string&, std::string_view name, int made) {
+        return pi::why_not_kept(name, made, workspace, is_directory);
+      };
     }
     for (const auto& r : lp.resolved.policy->net_allow())
       prepared.rules.allow(r.pattern, r.src.str(),

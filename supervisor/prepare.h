@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "netproxy/rules.h"
 #include "policy_layers.h"
+#include "private_dirs.h"
 #include "runtime/program.h"
 #include "runtime/request.h"
 #include "util/result.h"
@@ -20,6 +21,10 @@ struct Prepared {
   LoadedPolicy policy;
   netproxy::Rules rules;  // the network filter's, from the policy
   runtime::Program program;  // run mode: what is executed and what it needs
+  // Which directories a run makes in a hidden part of a private directory
+  // join the host's (the pi profile: session directories of this
+  // workspace's subdirectories); empty: none.
+  KeepNew keep_new_dirs;
 };
 
 // Resolve everything a backend's planner needs: workspace, program,

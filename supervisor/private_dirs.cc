@@ -10,6 +10,8 @@
 #include <climits>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>  // renameat2
+#include <cstring>
 #include <cstdlib>
 #include <ctime>
 
@@ -31,6 +33,7 @@ namespace {
 
 constexpr size_t kCopyCap = agent::kMaxFileBytes;  // larger files are shown read-only
 constexpr int kMaxDepth = 128;                     // removal walks no deeper (the jail can nest)
+constexpr size_t kMoveCap = size_t{1} << 30;       // a file copied to the host (carry_new_dirs)
 
 // The names in the directory open at `dir` (not "." or ".."); empty when
 // it cannot be read.
@@ -162,34 +165,93 @@ util::Status copy_secret(int host, int staging, const SecretFile& secret, const 
   return {};
 }
 
-// Whether `dir` lies above one of the data directories (not one itself).
-bool holds_data_dir(const std::vector<std::string>& data_dirs, const std::string& dir) {
-  return std::any_of(data_dirs.begin(), data_dirs.end(),
-                     [&](const std::string& d) { return d != dir && util::path_within(d, dir); });
+// Copy the regular files directly in `from` into the new directory `name`
+// of `to` (what rename(2) does within one filesystem). Files over kMoveCap
+// are left out, and counted.
+util::Status copy_flat(int from, int to, const std::string& name, size_t& left_out) {
+  if (::mkdirat(to, name.c_str(), 0700) != 0) return Error::from_errno("make it", errno);
+  auto dst = util::open_dir_beneath(to, name);
+  if (!dst) return dst.take_error();
+  util::Status status;
+  util::for_each_name(from, [&](std::string_view n) {
+    const std::string file(n);
+    UniqueFd in(::openat(from, file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat st;
+    if (!in.valid() || ::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return true;
+    if (static_cast<size_t>(st.st_size) > kMoveCap) {
+      ++left_out;
+      return true;
+    }
+    UniqueFd out(::openat(dst->get(), file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out.valid()) {
+      status = Error::from_errno(fmt::format("write {}", util::printable(file)), errno);
+      return false;
+    }
+    char buf[64 * 1024];
+    for (size_t total = 0; total <= kMoveCap;) {
+      const ssize_t r = ::read(in.get(), buf, sizeof buf);
+      if (r == 0) break;
+      if (r < 0 || ::write(out.get(), buf, static_cast<size_t>(r)) != r) {
+        status = Error::from_errno(fmt::format("copy {}", util::printable(file)), errno ? errno : EIO);
+        return false;
+      }
+      total += static_cast<size_t>(r);
+    }
+    return true;
+  });
+  return status;
 }
 
-// What the run made beside the data directories in a directory that holds
-// them (a session directory for a directory Pi was not started in at the
-// start): discarded with the staging, and said.
-std::vector<std::string> unkept_entries(const std::string& staging, const std::string& host_dir,
-                                        const std::vector<std::string>& data_dirs) {
-  std::vector<std::string> out;
-  std::vector<std::string> parents;
-  for (const auto& d : data_dirs) {
-    std::string parent(util::parent_path(d));
-    if (parent != host_dir && util::path_within(parent, host_dir) &&
-        std::find(parents.begin(), parents.end(), parent) == parents.end())
-      parents.push_back(std::move(parent));
+// Move the directory `name` of `from` (open at `made`) into the host
+// directory `parent`, never replacing one there; then scrub it. "" when
+// done (its note added to `out`), else why not.
+std::string move_to_host(int from, int made, const std::string& parent, const std::string& name,
+                         std::vector<std::string>& out, const std::string& shown) {
+  auto host = util::open_dir_nofollow(parent);
+  if (!host && host.error().err() == ENOENT && ::mkdir(parent.c_str(), 0700) == 0) host = util::open_dir_nofollow(parent);
+  if (!host) return fmt::format("{} cannot be opened", util::printable(parent));
+  size_t left_out = 0;
+  if (::renameat2(from, name.c_str(), host->get(), name.c_str(), RENAME_NOREPLACE) != 0) {
+    const int err = errno;
+    if (err == EEXIST || err == ENOTEMPTY) return "the host's has one of that name now";
+    if (err != EXDEV) return std::strerror(err);
+    if (auto copied = copy_flat(made, host->get(), name, left_out); !copied)
+      return util::printable(copied.error().message());
   }
+  const auto scrubbed = util::remove_special_files(parent + "/" + name);
+  out.push_back(fmt::format("applied: {}: kept (made in this run for a directory of this workspace){}{}", shown,
+                            scrubbed.removed ? fmt::format("; removed {} symlinks or special files", scrubbed.removed)
+                                             : "",
+                            left_out ? fmt::format("; {} files over {} bytes left out", left_out, kMoveCap) : ""));
+  return "";
+}
+
+// What the run made beside the data directories in a hidden directory
+// (a session directory for a subdirectory a child `pi` was started in):
+// carried to the host when `keep` says it belongs there, moved
+// (renameat2 without replacing; a copy of its files across filesystems)
+// and scrubbed like a data directory; otherwise discarded with the
+// staging, and said.
+std::vector<std::string> carry_new_dirs(const std::string& staging, const std::string& host_dir,
+                                        const std::vector<std::string>& parents,
+                                        const std::vector<std::string>& data_dirs, const KeepNew& keep) {
+  std::vector<std::string> out;
   for (const auto& parent : parents) {
     const std::string rel = parent.substr(host_dir.size() + 1);
     auto dir = util::open_dir_nofollow(staging + "/" + rel);
     if (!dir) continue;
     for (const auto& n : names_in(dir->get())) {
       if (std::find(data_dirs.begin(), data_dirs.end(), parent + "/" + n) != data_dirs.end()) continue;
-      out.push_back(fmt::format("refused: {}/{}: made in this run where the jail shows only this workspace's "
-                                "directories; not kept (start pi-jail in the directory it belongs to)",
-                                util::printable(rel), util::printable(n)));
+      const std::string shown = util::printable(rel + "/" + n);
+      UniqueFd made(::openat(dir->get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      std::string why = !made.valid() ? "it is not a directory"
+                        : keep        ? keep(parent, n, made.get())
+                                      : "nothing of it is kept";
+      if (why.empty()) why = move_to_host(dir->get(), made.get(), parent, n, out, shown);
+      if (why.empty()) continue;
+      out.push_back(fmt::format("refused: {}: made in this run, not kept: {} (start pi-jail in the directory it "
+                                "belongs to)",
+                                shown, why));
     }
   }
   return out;
@@ -215,7 +277,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
 
   for (size_t i = 0; i < r.private_dirs.size(); ++i) {
     const auto& p = r.private_dirs[i];
-    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}, std::nullopt, {}};
+    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}, std::nullopt, {}, {}};
     auto host = util::open_dir_nofollow(p.path);
     if (!host) return Error::from_errno(fmt::format("open the private directory {}", p.path), host.error().err());
     if (::mkdir(copy.staging.c_str(), 0700) != 0) return Error::from_errno(fmt::format("make {}", copy.staging), errno);
@@ -227,6 +289,13 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
     for (const auto& g : r.grants)
       if (g.access == runtime::Access::read_write && g.path != p.path && util::path_within(g.path, p.path))
         copy.data_dirs.push_back(g.path);
+    for (const auto& h : r.private_hidden)
+      if (util::parent_path(h) == p.path) copy.hidden.push_back(h);
+    for (const auto& d : copy.data_dirs) {
+      std::string parent(util::parent_path(d));
+      if (parent != p.path && std::find(copy.hidden.begin(), copy.hidden.end(), parent) == copy.hidden.end())
+        copy.hidden.push_back(std::move(parent));
+    }
 
     for (const auto& name : names_in(host->get())) {
       struct stat st;
@@ -237,9 +306,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
           return std::move(c.take_error()).context(fmt::format("stage {}", path));
         continue;
       }
-      if (S_ISDIR(st.st_mode) && (holds_data_dir(copy.data_dirs, path) ||
-                                  std::find(r.private_hidden.begin(), r.private_hidden.end(), path) !=
-                                      r.private_hidden.end())) {
+      if (S_ISDIR(st.st_mode) && std::find(copy.hidden.begin(), copy.hidden.end(), path) != copy.hidden.end()) {
         // Not shown: only its data directories are (Pi's sessions/ holds
         // every project's; the jail gets its own workspace's). An empty
         // directory of the run's own holds their mountpoints.
@@ -282,7 +349,8 @@ std::vector<std::string> PrivateCopies::finish() {
                                   "later: look before you run Pi outside the jail",
                                   util::printable(d), unchecked, unchecked == 1 ? "y" : "ies"));
     }
-    for (auto& l : unkept_entries(c.staging, c.host_dir, c.data_dirs)) out.push_back(std::move(l));
+    for (auto& l : carry_new_dirs(c.staging, c.host_dir, c.hidden, c.data_dirs, keep_new_))
+      out.push_back(std::move(l));
     auto host = util::open_dir_nofollow(c.host_dir);
     auto staging = util::open_dir_nofollow(c.staging);
     if (!host || !staging) {

@@ -38,6 +38,11 @@ struct SecretFile {
   std::function<util::Result<std::string>(std::string_view jail)> from_jail;
 };
 
+// Whether a directory the run made in a hidden subdirectory of a private
+// directory (Pi's sessions/, host path `parent`) may join the host's: ""
+// when it may, else why not. `made` is open at what the jail left there.
+using KeepNew = std::function<std::string(const std::string& parent, std::string_view name, int made)>;
+
 class PrivateCopies {
 public:
   // Stage every private directory of `r` (its private_dirs) and fill
@@ -62,6 +67,11 @@ public:
   // starting with "applied:", "refused:" or "kept:" (agent_state.h).
   std::vector<std::string> finish();
 
+  // Directories the run makes in a hidden subdirectory are discarded
+  // unless `keep` says they belong on the host (runtime::Request's
+  // private_hidden).
+  void keep_new_dirs(KeepNew keep) { keep_new_ = std::move(keep); }
+
 private:
   struct Copy {
     std::string host_dir;  // the private directory on the host
@@ -74,12 +84,17 @@ private:
     // Write grants inside the directory (Pi's sessions/): data the jail
     // writes in place, scrubbed after the run (see finish()).
     std::vector<std::string> data_dirs;
+    // Subdirectories not shown, only the data directories below them are
+    // (host paths): the request's private_hidden, and the data
+    // directories' parents.
+    std::vector<std::string> hidden;
   };
   PrivateCopies() = default;
   void discard();
 
   std::string run_dir_;
   std::shared_ptr<const SecretFile> secret_;
+  KeepNew keep_new_;
   util::UniqueFd lock_;
   std::vector<Copy> copies_;
 };

@@ -124,6 +124,25 @@ std::vector<std::string> directories_spelled(const std::string& root, std::strin
   return out;
 }
 
+std::string why_not_kept(std::string_view name, int made, const std::string& workspace, const IsDirectory& is_dir) {
+  const std::string own_name = session_dir_name(workspace);
+  const std::string below = own_name.substr(0, own_name.size() - kWrap.size()) + "-";
+  const bool own = name == own_name;
+  if (!own && (!name.starts_with(below) || !name.ends_with(kWrap) || name.size() < below.size() + kWrap.size() + 1))
+    return "its name is not that of a directory in this workspace";
+  if (!own &&
+      directories_spelled(workspace, name.substr(below.size(), name.size() - below.size() - kWrap.size()), is_dir)
+          .empty())
+    return "its name is not that of a directory in this workspace";
+  for (const auto& d : directories_spelled("/", *spelling_of(name), is_dir)) {
+    if (util::path_within(d, workspace)) continue;
+    if (auto why = foreign_session(made, workspace); !why.empty())
+      return fmt::format("{} outside the workspace has the same name, and {}", util::printable(d), why);
+    break;
+  }
+  return "";
+}
+
 WorkspaceSessions workspace_sessions(int sessions, const std::string& workspace, const std::string& cwd,
                                      const IsDirectory& is_dir) {
   WorkspaceSessions out;

@@ -68,4 +68,11 @@ struct WorkspaceSessions {
 WorkspaceSessions workspace_sessions(int sessions, const std::string& workspace, const std::string& cwd,
                                      const IsDirectory& is_dir);
 
+// Why the session directory `name` that a run made (open at `made`: what
+// the jail wrote) may not join the host's sessions/, or "" when it may:
+// its name spells an existing directory inside `workspace` (a child `pi`
+// started there), and, where a directory outside the workspace has the
+// same name, every session in it records a directory inside the workspace.
+std::string why_not_kept(std::string_view name, int made, const std::string& workspace, const IsDirectory& is_dir);
+
 }  // namespace pj::pi

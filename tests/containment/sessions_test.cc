@@ -143,3 +143,20 @@ TEST_CASE("a planted link in place of the workspace's session directory stops no
   CHECK_FALSE(exists(sb.home + "/.ssh/planted"));
   CHECK(o.err.find("not a directory") != std::string::npos);
 }
+
+TEST_CASE("sessions a child pi keeps for another directory of the workspace reach the host; planted links do not") {
+  Sandbox sb;
+  const std::string sessions = sb.home + "/.pi/agent/sessions";
+  const std::string sub = sb.ws + "/tools", made = sessions + "/" + pi_session_dir(sub);
+  fs::create_directories(sub);
+  auto o = sh(sb, "mkdir " + made + " && echo child > " + made + "/c.jsonl && ln -s " + sb.home + "/.bashrc " + made +
+                      "/link.jsonl && echo MADE");
+  CAPTURE(o.err);
+  CHECK(o.out.find("MADE") != std::string::npos);
+  CHECK(read_file(made + "/c.jsonl") == "child\n");
+  CHECK_FALSE(fs::exists(fs::symlink_status(made + "/link.jsonl")));
+  CHECK(o.err.find("kept (made in this run for a directory of this workspace)") != std::string::npos);
+  // The next run, started there, sees it in place.
+  auto next = sh(sb, "cat " + made + "/c.jsonl", sub);
+  CHECK(trim(next.out) == "child");
+}

@@ -123,5 +123,22 @@ TEST_CASE("a session directory that is a link, or a session file that is a FIFO,
   CHECK(names(pi::workspace_sessions(fd.get(), ws, ws, is_dir)).empty());
 }
 
+TEST_CASE("a session directory made in a run is kept only for a directory of the workspace that no other shares") {
+  test::TempDir t;
+  const std::string ws = "/home/u/a/b";
+  auto is_dir = dirs({"/home", "/home/u", "/home/u/a", ws, ws + "/sub", "/home/u/a-b", "/home/u/a-b/sub"});
+  fs::create_directories(t.path + "/made");
+  util::UniqueFd made(::open((t.path + "/made").c_str(), O_RDONLY | O_DIRECTORY));
+  CHECK(pi::why_not_kept("--home-u-a-b-nothere--", made.get(), ws, is_dir) != "");
+  CHECK(pi::why_not_kept("--home-u-other--", made.get(), ws, is_dir) != "");
+  CHECK(pi::why_not_kept("../x", made.get(), ws, is_dir) != "");
+  // /home/u/a-b/sub has the same name: kept only when its sessions are ours.
+  CHECK(pi::why_not_kept("--home-u-a-b-sub--", made.get(), ws, is_dir) == "");
+  session(t.path + "/made", "s.jsonl", "/home/u/a-b/sub");
+  CHECK(pi::why_not_kept("--home-u-a-b-sub--", made.get(), ws, is_dir).find("/home/u/a-b") != std::string::npos);
+  CHECK(pi::why_not_kept("--home-u-a-b-sub--", made.get(), "/home/u/a/b", dirs({"/home", "/home/u", "/home/u/a", ws,
+                                                                               ws + "/sub"})) == "");
+}
+
 }  // namespace
 }  // namespace pj
