@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cli.h"
+#include "git_audit.h"
 #include "netproxy/rules.h"
 #include "policy_layers.h"
 #include "runtime/program.h"
@@ -20,6 +21,9 @@ struct Prepared {
   LoadedPolicy policy;
   netproxy::Rules rules;  // the network filter's, from the policy
   runtime::Program program;  // run mode: what is executed and what it needs
+  // What the host's git runs or reads beyond the workspace's .git, kept
+  // read-only in the jail: audited when the run ends.
+  std::vector<git_audit::Watch> git_watch;
 };
 
 // Resolve everything a backend's planner needs: workspace, program,
