@@ -35,6 +35,7 @@ std::optional<std::string> expand(std::string_view value, const std::string& bas
   std::string joined;
   if (value.starts_with("~/")) joined = home + "/" + std::string(value.substr(2));
   else if (value.starts_with('~')) return std::nullopt;
+  else if (value.front() != '/' && base.empty()) return std::nullopt;  // no repository to be relative to
   else joined = std::string(value);
   auto norm = util::normalize_path(joined, base);
   if (!norm) return std::nullopt;
@@ -78,6 +79,9 @@ public:
   Planner(const Inputs& in, const ReadConfig& read, const Limits& limits) : in_(in), read_(read), limits_(limits) {}
 
   Plan run() {
+    // The host's own files name places for git anywhere, with or without
+    // a repository here (a global include.path into the workspace).
+    for (const auto& f : in_.host_configs) config_file(f, Repository{}, 0);
     for (const auto& repo : in_.repositories) repository(repo);
     return std::move(out_);
   }
@@ -112,18 +116,34 @@ private:
     return repo.work_tree.empty() ? repo.git_dir : repo.work_tree;
   }
 
-  std::optional<ConfigText> load(const std::string& path) {
-    if (auto hit = cache_.find(path); hit != cache_.end()) return hit->second;
+  // A config file once read: where it was, and only the entries that
+  // matter here (the text is not kept: many repositories, small memory).
+  struct Loaded {
+    std::string path;
+    std::vector<git_config::Entry> entries;
+  };
+
+  const Loaded* load(const std::string& path) {
+    if (auto hit = cache_.find(path); hit != cache_.end()) return hit->second ? &*hit->second : nullptr;
     if (cache_.size() >= limits_.files) {
       problem(path, fmt::format("more than {} git config files to read", limits_.files));
-      return std::nullopt;
+      return nullptr;
     }
     auto r = read_(path);
     if (!r) {
       problem(path, r.error().message());
-      return std::nullopt;
+      return nullptr;
     }
-    return cache_.emplace(path, std::move(*r)).first->second;
+    std::optional<Loaded> loaded;
+    if (r->text) {
+      loaded.emplace();
+      loaded->path = std::move(r->path);
+      for (auto& e : git_config::parse(*r->text).entries)
+        if (e.value && (is_include(e) || is_hooks_path(e) || !git_config::command_reason(e).empty()))
+          loaded->entries.push_back(std::move(e));
+    }
+    auto& slot = cache_.emplace(path, std::move(loaded)).first->second;
+    return slot ? &*slot : nullptr;
   }
 
   void problem(const std::string& path, const std::string& why) {
@@ -137,11 +157,10 @@ private:
 
   void config_file(const std::string& path, const Repository& repo, int depth) {
     if (depth > limits_.include_depth) return;  // git refuses such a chain
-    auto loaded = load(path);
-    if (!loaded || !loaded->text) return;
+    const Loaded* loaded = load(path);
+    if (!loaded) return;
     if (loaded->path != path) protect(loaded->path, Part::config, fmt::format("git config, the target of {}", path));
-    for (const auto& e : git_config::parse(*loaded->text).entries) {
-      if (!e.value) continue;
+    for (const auto& e : loaded->entries) {
       if (is_include(e)) {
         auto inc = expand(*e.value, dir_of(path), in_.home);
         if (!inc) continue;
@@ -173,7 +192,7 @@ private:
   const Limits& limits_;
   Plan out_;
   std::set<std::string> seen_;
-  std::map<std::string, ConfigText> cache_;
+  std::map<std::string, std::optional<Loaded>> cache_;  // nullopt: no such file
 };
 
 }  // namespace

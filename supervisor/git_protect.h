@@ -66,7 +66,7 @@ struct Inputs {
 
 // Bounds on one plan.
 struct Limits {
-  size_t files = 64;           // config files read, in all
+  size_t files = 1024;         // config files read, in all (each repository's own count)
   int include_depth = 10;      // git's own limit (config.c MAX_INCLUDE_DEPTH)
   size_t words = 32;           // words of one command looked at
 };

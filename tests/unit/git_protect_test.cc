@@ -201,3 +201,13 @@ TEST_CASE("git_protect: repositories below the writable places: nested, bare, su
   git_protect::find_repositories({w}, cut, {1, 50000});
   CHECK(cut == std::vector<std::string>{w + "/vendor"});
 }
+
+TEST_CASE("git_protect: the user's global include into the workspace is protected even where no repository is") {
+  auto in = workspace_repo();
+  in.repositories.clear();
+  auto p = git_protect::plan(in, files({{"/h/.gitconfig", "[includeIf \"gitdir:/w/\"]\n\tpath = /w/dot/git.inc\n"},
+                                        {"/w/dot/git.inc", "[core]\n\tfsmonitor = /w/dot/fsmon\n\thooksPath = rel\n"}}));
+  CHECK(has(p, "/w/dot/git.inc", Part::config));
+  CHECK(has(p, "/w/dot/fsmon", Part::program));
+  CHECK(protected_paths(p).size() == 2);  // a relative hooksPath needs a repository
+}
