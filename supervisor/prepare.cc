@@ -318,8 +318,12 @@ util::Status protect_repositories(runtime::Request& in, const policy::Policy& po
   if (!plan.problems.empty())
     return Error::invalid(fmt::format("{}", fmt::join(plan.problems, "\n  ")));
   for (const auto& p : plan.protections) {
+    // One mark per path (the profile's first): a second would make a
+    // second placeholder claim on the same path.
+    auto same = [&](const runtime::PathRule& r) { return r.path == p.path; };
     const bool dir = p.part == git_protect::Part::hooks_dir;
-    in.read_only.push_back({p.path, "git: " + p.why, dir ? runtime::Node::directory : runtime::Node::file});
+    if (std::none_of(in.read_only.begin(), in.read_only.end(), same))
+      in.read_only.push_back({p.path, "git: " + p.why, dir ? runtime::Node::directory : runtime::Node::file});
     for (const auto& root : gi.writable) {
       if (!util::path_within(p.path, root) || p.path == root) continue;
       watch.push_back({root, p.path.substr(root.size() + (root == "/" ? 0 : 1)), watched_as(p.part)});
