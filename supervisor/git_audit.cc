@@ -31,12 +31,15 @@ enum class Kind {
   commondir,           // <git dir>/commondir: where config and hooks come from
   worktree_commondir,  // worktrees/<id>/commondir: "../.." as git worktree add writes it
   dir_expected,        // a submodule's or worktree's git dir, which must not be a symlink
+  program,             // a script git's config makes it run (git_protect.h)
 };
 
 struct Item {
-  std::string rel;
+  std::string rel;  // as shown and compared: workspace-relative, or absolute elsewhere
   Kind kind;
   Stamp stamp;
+  int fd = -1;      // the directory `at` is beneath (not owned)
+  std::string at;
 };
 
 Stamp stamp_of(const struct stat& st) {
@@ -76,11 +79,12 @@ class Walker {
 public:
   Walker(int ws, const Limits& limits) : ws_(ws), limits_(limits) {}
 
-  std::vector<Item> walk() {
+  std::vector<Item> walk(std::string_view workspace, const std::vector<Watch>& watched) {
     if (auto st = lstat_at(ws_, ".git")) {
-      items_.push_back({".git", Kind::dot_git, stamp_of(*st)});
+      items_.push_back({".git", Kind::dot_git, stamp_of(*st), ws_, ".git"});
       if (S_ISDIR(st->st_mode)) git_dir(".git", 0);
     }
+    for (const auto& w : watched) watch(workspace, w);
     return std::move(items_);
   }
 
@@ -90,6 +94,39 @@ public:
   const std::string& too_deep() const { return too_deep_; }
 
 private:
+  // A watched path: found again from its writable place, never through a
+  // symlink. The workspace's .git was walked already.
+  void watch(std::string_view workspace, const Watch& w) {
+    const bool in_ws = w.root == workspace;
+    if (in_ws && (w.rel == ".git" || w.rel.starts_with(".git/"))) return;
+    const std::string shown = in_ws ? w.rel : join(w.root, w.rel);
+    int root = ws_;
+    if (!in_ws) {
+      auto it = roots_.find(w.root);
+      if (it == roots_.end()) {
+        auto fd = util::open_dir_nofollow(w.root);
+        if (!fd) return;
+        it = roots_.emplace(w.root, std::move(*fd)).first;
+      }
+      root = it->second.get();
+    }
+    auto slash = w.rel.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : w.rel.substr(0, slash);
+    auto parent = util::open_dir_beneath(root, dir);
+    if (!parent) return;
+    auto st = lstat_at(parent->get(), w.rel.substr(slash == std::string::npos ? 0 : slash + 1));
+    if (!st) return;
+    switch (w.what) {
+      case Watch::What::hooks_dir:
+        items_.push_back({shown, Kind::hooks_dir, stamp_of(*st), root, w.rel});
+        if (S_ISDIR(st->st_mode)) hooks(root, w.rel, shown);
+        return;
+      case Watch::What::config: items_.push_back({shown, Kind::config, stamp_of(*st), root, w.rel}); return;
+      case Watch::What::commondir: items_.push_back({shown, Kind::commondir, stamp_of(*st), root, w.rel}); return;
+      case Watch::What::program: items_.push_back({shown, Kind::program, stamp_of(*st), root, w.rel}); return;
+    }
+  }
+
   static std::optional<struct stat> lstat_at(int dirfd, std::string_view name) {
     struct stat st;
     std::string n(name);
@@ -97,10 +134,10 @@ private:
     return st;
   }
 
-  // The sorted names in the directory `rel`, within the budget.
-  std::vector<std::string> list(const std::string& rel) {
+  // The sorted names in the directory `rel` beneath `root`, within the budget.
+  std::vector<std::string> list(int root, const std::string& rel) {
     std::vector<std::string> names;
-    auto dir = util::open_dir_beneath(ws_, rel);
+    auto dir = util::open_dir_beneath(root, rel);
     if (!dir) return names;
     util::for_each_name(dir->get(), [&](std::string_view n) {
       if (entries_ >= limits_.entries) {
@@ -116,7 +153,7 @@ private:
   }
 
   void add(const UniqueFd& dir, const std::string& rel, std::string_view name, Kind kind) {
-    if (auto st = lstat_at(dir.get(), name)) items_.push_back({join(rel, name), kind, stamp_of(*st)});
+    if (auto st = lstat_at(dir.get(), name)) items_.push_back({join(rel, name), kind, stamp_of(*st), ws_, join(rel, name)});
   }
 
   // A git dir: the workspace's .git or a submodule's .git/modules/<name>.
@@ -127,30 +164,33 @@ private:
     add(*dir, rel, "config.worktree", Kind::config);
     add(*dir, rel, "commondir", Kind::commondir);
     if (auto st = lstat_at(dir->get(), "hooks")) {
-      items_.push_back({join(rel, "hooks"), Kind::hooks_dir, stamp_of(*st)});
-      if (S_ISDIR(st->st_mode)) hooks(join(rel, "hooks"));
+      items_.push_back({join(rel, "hooks"), Kind::hooks_dir, stamp_of(*st), ws_, join(rel, "hooks")});
+      if (S_ISDIR(st->st_mode)) hooks(ws_, join(rel, "hooks"), join(rel, "hooks"));
     }
     if (auto st = lstat_at(dir->get(), "worktrees"); st && S_ISDIR(st->st_mode)) worktrees(join(rel, "worktrees"));
     if (auto st = lstat_at(dir->get(), "modules")) {
-      if (!S_ISDIR(st->st_mode)) items_.push_back({join(rel, "modules"), Kind::dir_expected, stamp_of(*st)});
+      if (!S_ISDIR(st->st_mode))
+        items_.push_back({join(rel, "modules"), Kind::dir_expected, stamp_of(*st), ws_, join(rel, "modules")});
       else if (depth < limits_.module_depth) modules(join(rel, "modules"), depth + 1);
       else if (too_deep_.empty()) too_deep_ = join(rel, "modules");
     }
   }
 
-  // Every hook but git init's *.sample files (git runs <name> only).
-  void hooks(const std::string& rel) {
-    auto dir = util::open_dir_beneath(ws_, rel);
+  // Every hook but git init's *.sample files (git runs <name> only), in
+  // the directory `rel` beneath `root`, shown as `shown`.
+  void hooks(int root, const std::string& rel, const std::string& shown) {
+    auto dir = util::open_dir_beneath(root, rel);
     if (!dir) return;
-    for (const auto& name : list(rel)) {
+    for (const auto& name : list(root, rel)) {
       if (name.ends_with(".sample")) continue;
       auto st = lstat_at(dir->get(), name);
-      if (st && !S_ISDIR(st->st_mode)) items_.push_back({join(rel, name), Kind::hook, stamp_of(*st)});
+      if (st && !S_ISDIR(st->st_mode))
+        items_.push_back({join(shown, name), Kind::hook, stamp_of(*st), root, join(rel, name)});
     }
   }
 
   void worktrees(const std::string& rel) {
-    for (const auto& id : list(rel)) {
+    for (const auto& id : list(ws_, rel)) {
       std::string wt = join(rel, id);
       auto dir = util::open_dir_beneath(ws_, wt);
       if (!dir) {
@@ -167,12 +207,12 @@ private:
   void modules(const std::string& rel, int depth) {
     auto dir = util::open_dir_beneath(ws_, rel);
     if (!dir) return;
-    for (const auto& name : list(rel)) {
+    for (const auto& name : list(ws_, rel)) {
       auto st = lstat_at(dir->get(), name);
       if (!st) continue;
       std::string sub = join(rel, name);
       if (!S_ISDIR(st->st_mode)) {
-        items_.push_back({sub, Kind::dir_expected, stamp_of(*st)});
+        items_.push_back({sub, Kind::dir_expected, stamp_of(*st), ws_, sub});
         continue;
       }
       auto inner = util::open_dir_beneath(ws_, sub);
@@ -190,6 +230,7 @@ private:
   std::string cut_at_;
   std::string too_deep_;
   std::vector<Item> items_;
+  std::map<std::string, UniqueFd> roots_;  // watched places outside the workspace, by path
 };
 
 // Findings, bounded: past the limit they are only counted.
@@ -212,7 +253,7 @@ private:
 
 class Auditor {
 public:
-  Auditor(int ws, const Limits& limits, Collector& out) : ws_(ws), limits_(limits), out_(out) {}
+  Auditor(const Limits& limits, Collector& out) : limits_(limits), out_(out) {}
 
   void examine(const Item& it, const Stamp* before) {
     const mode_t mode = it.stamp.mode;
@@ -225,7 +266,7 @@ public:
                                     "would run follows");
         else if (S_ISLNK(mode))
           out_.add(it.rel, fmt::format("a symlink to \"{}\" (not followed): git would use the repository it points to",
-                                       link_target(it.rel)));
+                                       link_target(it)));
         else if (S_ISREG(mode))
           out_.add(it.rel, fmt::format("a file (not followed): git would use the repository it names: {}",
                                        pointer(it)));
@@ -236,7 +277,7 @@ public:
       case Kind::dir_expected:
         if (S_ISLNK(mode))
           out_.add(it.rel, fmt::format("a symlink to \"{}\" where git expects a directory (not followed)",
-                                       link_target(it.rel)));
+                                       link_target(it)));
         else if (!S_ISDIR(mode))
           out_.add(it.rel, fmt::format("{} where git expects a directory (not opened)", type_word(mode)));
         return;
@@ -245,11 +286,18 @@ public:
           out_.add(it.rel, fmt::format("a hook, {}: git runs it{}", age,
                                        (mode & 0111) ? "" : " once it is made executable"));
         else if (S_ISLNK(mode))
-          out_.add(it.rel, fmt::format("a hook, {}: a symlink to \"{}\" (not followed)", age, link_target(it.rel)));
+          out_.add(it.rel, fmt::format("a hook, {}: a symlink to \"{}\" (not followed)", age, link_target(it)));
         else
           out_.add(it.rel, fmt::format("{} among the hooks, {} (not opened)", type_word(mode), age));
         return;
       case Kind::config: config(it, age); return;
+      case Kind::program:
+        if (S_ISLNK(mode))
+          out_.add(it.rel, fmt::format("a script git's config runs, {}: a symlink to \"{}\" (not followed)", age,
+                                       link_target(it)));
+        else
+          out_.add(it.rel, fmt::format("a script git's config runs, {}: {} (not opened)", age, type_word(mode)));
+        return;
       case Kind::commondir:
       case Kind::worktree_commondir: {
         if (!S_ISREG(mode)) {
@@ -267,11 +315,12 @@ public:
   }
 
 private:
-  std::string link_target(const std::string& rel) {
+  std::string link_target(const Item& it) {
+    const std::string& rel = it.at;
     auto slash = rel.rfind('/');
     std::string dir = slash == std::string::npos ? "" : rel.substr(0, slash);
     std::string name = rel.substr(slash == std::string::npos ? 0 : slash + 1);
-    auto d = util::open_dir_beneath(ws_, dir);
+    auto d = util::open_dir_beneath(it.fd, dir);
     if (!d) return "?";
     char buf[1024];
     ssize_t n = ::readlinkat(d->get(), name.c_str(), buf, sizeof buf);
@@ -296,7 +345,7 @@ private:
     if (files_read_ >= limits_.files_read)
       return util::Error::invalid(fmt::format("not read: more than {} files to read", limits_.files_read));
     ++files_read_;
-    auto r = util::read_untrusted_file(ws_, it.rel, cap, escape(it.rel));
+    auto r = util::read_untrusted_file(it.fd, it.at, cap, escape(it.rel));
     if (!r) return util::Error::invalid(fmt::format("not read: {}", r.error().message()));
     if (!*r) return util::Error::invalid("not read: it went away");
     return std::move(**r);
@@ -305,7 +354,7 @@ private:
   void config(const Item& it, const char* age) {
     if (!S_ISREG(it.stamp.mode)) {
       std::string what = fmt::format("{}, {}, where git reads config (not opened)", type_word(it.stamp.mode), age);
-      if (S_ISLNK(it.stamp.mode)) what += fmt::format("; it points to \"{}\"", link_target(it.rel));
+      if (S_ISLNK(it.stamp.mode)) what += fmt::format("; it points to \"{}\"", link_target(it));
       out_.add(it.rel, what);
       return;
     }
@@ -326,7 +375,6 @@ private:
                parsed.error_line);
   }
 
-  int ws_;
   const Limits& limits_;
   Collector& out_;
   size_t files_read_ = 0;
@@ -334,17 +382,18 @@ private:
 
 }  // namespace
 
-Snapshot snapshot(std::string_view workspace, const Limits& limits) {
+Snapshot snapshot(std::string_view workspace, const std::vector<Watch>& watched, const Limits& limits) {
   Snapshot s;
   auto ws = util::open_dir_nofollow(workspace);
   if (!ws) return s;
   Walker w(ws->get(), limits);
-  for (auto& it : w.walk()) s.objects_.emplace(std::move(it.rel), it.stamp);
+  for (auto& it : w.walk(workspace, watched)) s.objects_.emplace(std::move(it.rel), it.stamp);
   s.taken_ = true;
   return s;
 }
 
-Audit audit(std::string_view workspace, const Snapshot& before, const Limits& limits) {
+Audit audit(std::string_view workspace, const Snapshot& before, const std::vector<Watch>& watched,
+            const Limits& limits) {
   Collector out(limits);
   auto ws = util::open_dir_nofollow(workspace);
   if (!ws) {
@@ -352,8 +401,8 @@ Audit audit(std::string_view workspace, const Snapshot& before, const Limits& li
     return out.take();
   }
   Walker w(ws->get(), limits);
-  Auditor auditor(ws->get(), limits, out);
-  for (const auto& it : w.walk()) {
+  Auditor auditor(limits, out);
+  for (const auto& it : w.walk(workspace, watched)) {
     auto was = before.objects_.find(it.rel);
     const Stamp* prior = was == before.objects_.end() ? nullptr : &was->second;
     if (prior && same(*prior, it.stamp)) continue;

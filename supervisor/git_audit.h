@@ -61,6 +61,16 @@ struct Audit {
   bool empty() const { return findings.empty() && unlisted == 0; }
 };
 
+// A path outside the workspace's own .git that the run kept read-only
+// because git runs or reads it (git_protect.h): audited as well, by
+// what it is to git.
+struct Watch {
+  enum class What { hooks_dir, config, commondir, program };
+  std::string root;  // the writable place holding it, resolved (never followed below)
+  std::string rel;   // below `root`
+  What what;
+};
+
 class Snapshot {
 public:
   // False when the workspace could not be looked at: audit() then treats
@@ -68,18 +78,22 @@ public:
   bool taken() const { return taken_; }
 
 private:
-  friend Snapshot snapshot(std::string_view workspace, const Limits& limits);
-  friend Audit audit(std::string_view workspace, const Snapshot& before, const Limits& limits);
+  friend Snapshot snapshot(std::string_view workspace, const std::vector<Watch>& watched, const Limits& limits);
+  friend Audit audit(std::string_view workspace, const Snapshot& before, const std::vector<Watch>& watched,
+                     const Limits& limits);
   bool taken_ = false;
-  std::map<std::string, Stamp> objects_;  // workspace-relative path -> stamp
+  // workspace-relative path (absolute for a watched path elsewhere) -> stamp
+  std::map<std::string, Stamp> objects_;
 };
 
 // Before the jail starts. Reads no file content, only directory entries
-// and lstat data.
-Snapshot snapshot(std::string_view workspace, const Limits& limits = {});
+// and lstat data. `watched`: the paths besides the workspace's .git.
+Snapshot snapshot(std::string_view workspace, const std::vector<Watch>& watched = {}, const Limits& limits = {});
 
-// After the jail is gone: what is new or changed since `before`.
-Audit audit(std::string_view workspace, const Snapshot& before, const Limits& limits = {});
+// After the jail is gone: what is new or changed since `before`, with
+// the same `watched` paths.
+Audit audit(std::string_view workspace, const Snapshot& before, const std::vector<Watch>& watched = {},
+            const Limits& limits = {});
 
 // The warning block on stderr, printed whatever the verbosity (-q too):
 // a security finding is never quiet. Nothing when `a` is empty.

@@ -82,11 +82,11 @@ supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Prep
   auto opts = supervisor::run_options(inv, prepared.rules);
   if (!opts) return supervisor::setup_failed(opts.error().message());
   if (!jail->ready(*opts, out)) return out;
-  const auto repository = supervisor::git_audit::snapshot(prepared.request.workspace);
+  const auto repository = supervisor::git_audit::snapshot(prepared.request.workspace, prepared.git_watch);
   auto result = jail->run(*opts);
   supervisor::summarise_refusals(result.decisions);
   if (!result.discarded.empty()) util::note("{}", result.discarded);
-  content.repository_audit = supervisor::git_audit::audit(prepared.request.workspace, repository);
+  content.repository_audit = supervisor::git_audit::audit(prepared.request.workspace, repository, prepared.git_watch);
   supervisor::git_audit::print(content.repository_audit, prepared.request.workspace);
   return result;
 }

@@ -19,8 +19,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "git_worktree.h"
 #include "git_identity.h"
+#include "git_protect.h"
+#include "git_worktree.h"
 #include "jail_home.h"
 #include "pi/sessions.h"
 #include "run.h"
@@ -302,6 +303,67 @@ std::string workspace_write_problem(const std::string& ws) {
   return "";
 }
 
+// The places the jail can write: the workspace and every read-write grant.
+std::vector<std::string> writable_places(const std::string& workspace, const policy::Policy& pol) {
+  std::vector<std::string> out{workspace};
+  for (const auto& g : pol.grants())
+    if (g.access == policy::PathAccess::read_write) out.push_back(g.path);
+  return out;
+}
+
+git_audit::Watch::What watched_as(git_protect::Part part) {
+  switch (part) {
+    case git_protect::Part::hooks_dir: return git_audit::Watch::What::hooks_dir;
+    case git_protect::Part::config: return git_audit::Watch::What::config;
+    case git_protect::Part::commondir: return git_audit::Watch::What::commondir;
+    case git_protect::Part::program: return git_audit::Watch::What::program;
+  }
+  return git_audit::Watch::What::program;
+}
+
+std::optional<std::string> env_value(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+// Every repository the jail can write, and what the host's git would run
+// or read as config there (git_protect.h): read-only marks in `in`, and
+// the same paths for the end-of-run audit in `watch`. Only narrows the
+// view. A config file that cannot be read (a symlink or FIFO in a
+// writable place, too large) is an error: what git would run is unknown.
+util::Status protect_repositories(runtime::Request& in, const policy::Policy& pol,
+                                  const std::optional<policy::Worktree>& worktree,
+                                  std::vector<git_audit::Watch>& watch) {
+  git_protect::Inputs gi;
+  gi.writable = writable_places(in.workspace, pol);
+  gi.home = in.home;
+  gi.host_configs = git_protect::host_config_files(env_value, in.home);
+  std::vector<std::string> cut;
+  gi.repositories = git_protect::find_repositories(gi.writable, cut);
+  if (worktree) gi.repositories.push_back({worktree->common_dir, in.workspace});
+  for (const auto& where : cut)
+    util::warn("the search for repositories the jail can write stopped at {} (at most {} directories deep, {} "
+               "entries in all): git dirs below it keep only the profile's protections",
+               util::printable(where), git_protect::ScanLimits{}.depth, git_protect::ScanLimits{}.entries);
+  auto plan = git_protect::plan(gi, git_protect::host_reader(gi.writable));
+  if (!plan.problems.empty())
+    return Error::invalid(fmt::format("{}", fmt::join(plan.problems, "\n  ")));
+  for (const auto& p : plan.protections) {
+    // One mark per path (the profile's first): a second would make a
+    // second placeholder claim on the same path.
+    auto same = [&](const runtime::PathRule& r) { return r.path == p.path; };
+    const bool dir = p.part == git_protect::Part::hooks_dir;
+    if (std::none_of(in.read_only.begin(), in.read_only.end(), same))
+      in.read_only.push_back({p.path, "git: " + p.why, dir ? runtime::Node::directory : runtime::Node::file});
+    for (const auto& root : gi.writable) {
+      if (!util::path_within(p.path, root) || p.path == root) continue;
+      watch.push_back({root, p.path.substr(root.size() + (root == "/" ? 0 : 1)), watched_as(p.part)});
+      break;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string default_workspace(const std::string& cwd) {
@@ -420,6 +482,11 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                    util::printable(g.path));
   if (lp.resolved.policy) {
     runtime::apply_policy(*lp.resolved.policy, in);
+    if (inv.isolation == cli::Isolation::jail) {
+      auto git = protect_repositories(in, *lp.resolved.policy, places.worktree, prepared.git_watch);
+      if (!git && inv.mode != cli::Mode::explain) return git.take_error();
+      if (!git) util::warn("{}; a run would stop here (exit 125)", git.error().message());
+    }
     // Pi inside is told where its agent dir is: the real directory, where
     // the jail shows it. Its default, $HOME/.pi/agent, does not lead there
     // when ~/.pi is a symlink (a dotfiles setup): the link is not in the

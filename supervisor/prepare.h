@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cli.h"
+#include "git_audit.h"
 #include "netproxy/rules.h"
 #include "policy_layers.h"
 #include "private_dirs.h"
@@ -25,6 +26,9 @@ struct Prepared {
   // join the host's (the pi profile: session directories of this
   // workspace's subdirectories); empty: none.
   KeepNew keep_new_dirs;
+  // What the host's git runs or reads beyond the workspace's .git, kept
+  // read-only in the jail: audited when the run ends.
+  std::vector<git_audit::Watch> git_watch;
 };
 
 // Resolve everything a backend's planner needs: workspace, program,

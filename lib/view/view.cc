@@ -214,7 +214,14 @@ Place placeholder_place(const std::string& path, Node node, const std::string& w
 //   creates is audited when the run ends (git_audit.h), not prevented.
 void protect(const Facts& facts, const PathRule& r, View& v) {
   const PathFact& f = fact(facts, r.path);
-  if (v.in_own(r.path) || (usable(f) && v.in_own(f.resolved))) return;  // not the host's
+  if (v.in_own(r.path)) return;  // not the host's
+  // A link at a writable mark stops the run wherever it points, the
+  // jail's own home included: the jail could replace the link itself.
+  if (f.is_symlink && v.writable(r.path)) {
+    v.problems.push_back(runtime::symlink_at_protected_path(r));
+    return;
+  }
+  if (usable(f) && v.in_own(f.resolved)) return;  // not the host's
   if (!v.writable(r.path) && !(usable(f) && v.writable(f.resolved))) {
     if (usable(f) && v.shows_host(f.resolved))
       v.places.push_back(host_place(Role::mark, f.resolved, f, Access::read_only, r.why));

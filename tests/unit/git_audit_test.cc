@@ -173,12 +173,12 @@ TEST_CASE("bounded: at most N findings listed, the rest counted; escaped names")
   ws.write(".git/hooks/\x1b]0;title\x07", "", 0755);
   Limits small;
   small.findings = 10;
-  auto a = audit(ws.path, before, small);
+  auto a = audit(ws.path, before, {}, small);
   CHECK(a.findings.size() == 10);
   CHECK(a.unlisted == 21);
   Limits entries;
   entries.entries = 8;
-  a = audit(ws.path, before, entries);
+  a = audit(ws.path, before, {}, entries);
   CAPTURE(lines(a));
   CHECK(lines(a).find("not examined") != std::string::npos);
   a = audit(ws.path, before);
@@ -196,4 +196,31 @@ TEST_CASE("submodule git dirs deeper than the walk goes are said to be unexamine
   CAPTURE(text);
   CHECK(text.find(".git/modules/shallow/config") != std::string::npos);
   CHECK(text.find("nested deeper than 6 levels: not examined") != std::string::npos);
+}
+
+TEST_CASE("watched paths beyond the workspace's .git: a hooks dir, an included config and a script, also elsewhere") {
+  Workspace ws, grant;
+  ws.init();
+  ws.write(".githooks/pre-commit", "#!/bin/sh\n", 0755);
+  ws.write("team.gitconfig", "[core]\n\tpager = less\n");
+  ws.write("bin/fsmon", "#!/bin/sh\n", 0755);
+  grant.write("remote.git/hooks/update.sample", "#!/bin/sh\n", 0755);
+  const std::vector<Watch> watched{{ws.path, ".githooks", Watch::What::hooks_dir},
+                                   {ws.path, "team.gitconfig", Watch::What::config},
+                                   {ws.path, "bin/fsmon", Watch::What::program},
+                                   {grant.path, "remote.git/hooks", Watch::What::hooks_dir}};
+  auto before = snapshot(ws.path, watched);
+  CHECK(audit(ws.path, before, watched).empty());
+
+  ws.write(".githooks/post-checkout", "#!/bin/sh\n", 0755);
+  ws.write("team.gitconfig", "[core]\n\tfsmonitor = touch pwned\n");
+  ws.write("bin/fsmon", "#!/bin/sh\nid\n", 0755);
+  grant.write("remote.git/hooks/post-receive", "#!/bin/sh\n", 0755);
+  auto a = audit(ws.path, before, watched);
+  CAPTURE(lines(a));
+  CHECK(has(a, ".githooks/post-checkout"));
+  CHECK(has(a, "team.gitconfig", "core.fsmonitor"));
+  CHECK(has(a, "bin/fsmon"));
+  CHECK(has(a, grant.path + "/remote.git/hooks/post-receive"));
+  CHECK(a.findings.size() == 4);
 }

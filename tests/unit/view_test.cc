@@ -175,6 +175,22 @@ TEST_CASE("view: a symlinked agent dir is protected where it really is; a link t
   CHECK(places(w, Role::mark).empty());
 }
 
+TEST_CASE("view: a protected path that is a link into the jail's own home stops the run") {
+  Host h;
+  for (const char* d : {"/home", "/home/u", "/home/u/proj", "/data", "/data/jail-home"}) h.dir(d);
+  h.file("/home/u/secret-envrc");
+  h.link("/home/u/proj/.envrc", "/home/u/secret-envrc", "/home/u/secret-envrc");
+  runtime::Request r = request("/home/u/proj");
+  r.home = "/home/u";  // the jail home is shown at $HOME: the link's target is in it
+  r.home_source = "/data/jail-home";
+  r.read_only = {{"/home/u/proj/.envrc", "pi.toml:70:3", runtime::Node::file}};
+
+  view::View v = view::compute(r, {}, h.facts, view::Copies::shown);
+  REQUIRE(v.problems.size() == 1);
+  CHECK(v.problems[0].find("/home/u/proj/.envrc is a symlink") == 0);
+  CHECK(places(v, Role::mark).empty());
+}
+
 TEST_CASE("view: a worktree's repository: marks held, the directories holding them pinned, absent files covered") {
   Host h;
   for (const char* d : {"/home", "/home/u", "/home/u/repo", "/home/u/repo/.git", "/home/u/repo/.git/hooks",
