@@ -43,7 +43,7 @@ def value(fig, with_range=True):
         if unit == "MB/s":
             return f"{v:.0f} MB/s"
         if unit == "MiB":
-            return f"{v:.2f} MiB"  # the supervisor is bounded at 4 MiB: 3.96 is not 4.0
+            return f"{v:.2f} MiB"  # two decimals: 7.96 is not 8.0 (the bound is 8 MiB)
         return f"{v:.3g} {unit}"
 
     if fig.get("median") is None:
