@@ -105,8 +105,16 @@ TEST_CASE("an operator's hardening switches load the filter that lifts their row
 
 TEST_CASE("the i386 and x32 entry points kill the process") {
   Sandbox sb;
+  // A kernel without IA-32 emulation (ia32_emulation=0, or a host that
+  // runs 64-bit user code only) has no i386 entry point at all: int $0x80
+  // faults (SIGSEGV) before any filter sees it, outside the jail as
+  // inside. Elsewhere the jail's filter kills it (SIGSYS). Either way the
+  // call never runs: no "ok" line.
+  const int outside = run({probe(), "int80"}).status;
+  const int expected = outside == 128 + SIGSEGV ? 128 + SIGSEGV : 128 + SIGSYS;
+  CAPTURE(outside);
   auto i386 = sb.probe({"int80"});
-  CHECK(i386.status == 128 + SIGSYS);
+  CHECK(i386.status == expected);
   CHECK(i386.out.empty());
   auto x32 = sb.probe({"x32"});
   CHECK(x32.status == 128 + SIGSYS);
