@@ -78,6 +78,8 @@ public:
   // to, and the credentials passed in as they are (not placeholders).
   const std::vector<Layer::CredentialHost>& credential_hosts() const { return cred_hosts_; }
   const std::vector<Entry>& credential_pass_through() const { return cred_pass_through_; }
+  // [credentials] logins (operators only): ask, unless an operator said write-back.
+  LoginWriteBack credential_logins() const { return cred_logins_; }
   LandlockUse landlock() const { return landlock_; }
   const Source& landlock_src() const { return landlock_src_; }
   bool ptrace_allowed() const { return ptrace_.value; }
@@ -121,6 +123,7 @@ private:
   std::vector<Setting> env_set_;
   std::vector<Layer::CredentialHost> cred_hosts_;
   std::vector<Entry> cred_pass_through_;
+  LoginWriteBack cred_logins_ = LoginWriteBack::ask;
   LandlockUse landlock_ = LandlockUse::if_available;
   Source landlock_src_{"default", 0, 0};
   Flag ptrace_{false, {"default", 0, 0}};
