@@ -74,6 +74,13 @@ using NewContent = std::optional<std::string>;
 // (host_now differs from given), the host's entry is kept.
 NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes& notes);
 
+// The jail's auth.json `jail_left` (real values) with the provider
+// entries `held` put back as in `given` (dropped where `given` has none):
+// what may be written back while a login made in the jail waits for the
+// user's consent (consent.h). nullopt when either is not a JSON object
+// (the merge then refuses the file anyway).
+std::optional<std::string> hold_entries(std::string_view jail_left, Content given, const std::vector<std::string>& held);
+
 // settings.json: only keys on an allowlist of display and model
 // preferences, each with its value type checked; keys that run or load
 // code, decide where data goes, or weaken a later run, and every key not
