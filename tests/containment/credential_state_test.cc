@@ -428,3 +428,39 @@ TEST_CASE("an authorization_code exchange through the filter is used in the run 
   ::kill(server, SIGKILL);
   wait_status(server);
 }
+
+TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login back; \"n\", or keys typed before "
+          "the question, leave the host's auth.json as it was") {
+  Sandbox sb;
+  const std::string before = host_auth_with_withheld(sb);
+  const std::string auth = sb.home + "/.pi/agent/auth.json";
+  Tmux t("env PS1='outer$ ' HOME=" + sb.home + " XDG_CONFIG_HOME=" + sb.home + "/.config bash --norc --noprofile",
+         120, 30);
+  REQUIRE(t.wait_for("outer$"));
+  // The jail writes a literal key, then runs on for a moment: keys typed
+  // meanwhile must not answer the question that comes after.
+  auto login = [&](const std::string& literal) {
+    t.type("clear; cd " + sb.ws + " && " + pi_jail() + " -q -w " + sb.ws +
+           " -- /bin/sh -c 'f=$HOME/.pi/agent/auth.json; a=$(grep -o \"sk-ant-api03-[A-Za-z0-9]*\" $f); "
+           "sed \"s/$a/" + literal + "/\" $f > $f.new && mv $f.new $f && echo wrote-$((6*7)) && sleep 1'");
+    REQUIRE(t.wait_for("wrote-42"));
+  };
+  const std::string refused = "sk-ant-api03-" + unique_token() + "TYPEDEARLYtypedearly0123456789";
+  login(refused);
+  t.type("y");  // before the question: flushed, not an answer
+  REQUIRE(t.wait_for("[y/N]"));
+  CHECK(t.screen().find("provider \"anthropic\"") != std::string::npos);
+  t.type("n");
+  REQUIRE_MESSAGE(t.wait_for("in the jail is not written back: you did"), t.screen());
+  CHECK(read_file(auth) == before);
+
+  const std::string agreed = "sk-ant-api03-" + unique_token() + "AGREEDagreed0123456789abcdef";
+  login(agreed);
+  REQUIRE(t.wait_for("[y/N]"));
+  t.type("y");
+  REQUIRE(eventually([&] { return read_file(auth).find(agreed) != std::string::npos; }));
+  CHECK(read_file(auth).find(kMycorp) != std::string::npos);  // the rest kept
+  CHECK(read_file(auth).find(refused) == std::string::npos);
+  t.type("echo done-$((6*7))");
+  CHECK(t.wait_for("done-42"));
+}
