@@ -311,6 +311,14 @@ std::optional<std::string> hold_entries(std::string_view jail_left, Content give
   return json::stringify(json::Value::object(std::move(out)));
 }
 
+bool auth_entry_is_data(std::string_view jail_left, Content given, std::string_view name) {
+  Notes ignored;
+  auto v = load_all("auth.json", given, given, jail_left, ignored);
+  if (!v) return false;
+  const json::Value* entry = v->jail.find(name);
+  return entry && !auth_entry_refusal(*entry, v->given.find(name));
+}
+
 // ---- settings.json ----
 
 namespace {

@@ -81,6 +81,12 @@ NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes&
 // (the merge then refuses the file anyway).
 std::optional<std::string> hold_entries(std::string_view jail_left, Content given, const std::vector<std::string>& held);
 
+// Whether merge_auth() would take the provider entry `name` of
+// `jail_left` as data (given: the host's file at the start). One that it
+// refuses anyway (a '!' key, a changed enterpriseUrl) is not a login to
+// ask about: the merge refuses it and says why.
+bool auth_entry_is_data(std::string_view jail_left, Content given, std::string_view name);
+
 // settings.json: only keys on an allowlist of display and model
 // preferences, each with its value type checked; keys that run or load
 // code, decide where data goes, or weaken a later run, and every key not

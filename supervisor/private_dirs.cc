@@ -273,6 +273,11 @@ std::vector<std::string> PrivateCopies::finish() {
           continue;
         }
         revealed = std::move(real->text);
+        // An entry the merge refuses anyway is no login to ask about.
+        const agent::Content given_host = given ? agent::Content(*given) : std::nullopt;
+        std::erase_if(real->held, [&](const HeldLogin& h) {
+          return !agent::auth_entry_is_data(*revealed, given_host, h.provider);
+        });
         if (!real->held.empty()) {
           // Logins made in the jail wait for consent (settle_logins());
           // the rest is written back now.
