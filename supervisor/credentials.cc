@@ -451,74 +451,94 @@ SlotMatch match(const std::vector<Table::Issued>& issued, const Table& table, st
   return m;
 }
 
+// One pass over the jail's auth.json: reveals placeholders in their own
+// slots, remembers the first one found anywhere else, and which entries
+// are logins.
+class Revealer {
+public:
+  Revealer(const Table& table, const json::Value* given) : table_(table), issued_(table.issued()), given_(given) {}
+
+  // Reveal the provider entry `entry` in place; a login when it was not
+  // given, or a secret field holds what the host never had.
+  void entry(json::Member& entry, std::vector<HeldEntry>& held) {
+    json::Object* fields = entry.value.as_object();
+    if (!fields) return nested(entry.value, entry.key);
+    const json::Value* given_entry = given_ ? given_->find(entry.key) : nullptr;
+    bool login = !given_entry;
+    for (json::Member& f : *fields)
+      if (field(entry.key, f, given_entry ? given_entry->find(f.key) : nullptr) == Field::login) login = true;
+    if (login) held.push_back({entry.key, account_of(entry.value)});
+  }
+
+  // No placeholder may stand below an entry's fields, or outside entries.
+  void nested(const json::Value& v, std::string_view entry) {
+    if (const std::string* s = v.as_string()) {
+      if (match(issued_, table_, *s, nullptr).found != Found::not_placeholder) refuse(entry, "");
+      return;
+    }
+    if (const json::Object* o = v.as_object())
+      for (const auto& m : *o) nested(m.value, entry);
+    if (const json::Array* a = v.as_array())
+      for (const auto& e : *a) nested(e, entry);
+  }
+
+  // The first placeholder found out of its slot, as the error to return.
+  const std::optional<std::string>& moved() const { return moved_; }
+
+private:
+  enum class Field { kept, login };
+
+  // One field of `entry`: revealed when it holds a placeholder made for
+  // it; `before`: the field as given.
+  Field field(std::string_view entry, json::Member& f, const json::Value* before) {
+    const std::string* s = f.value.as_string();
+    if (!s) {
+      nested(f.value, entry);
+      return Field::kept;
+    }
+    const Slot here{std::string(entry), f.key};
+    const SlotMatch m = match(issued_, table_, *s, &here);
+    switch (m.found) {
+      case Found::moved: refuse(entry, f.key); return Field::kept;
+      case Found::in_its_slot: {
+        const Origin origin = m.issued->origin;
+        f.value = json::Value::string(m.issued->real);
+        return origin == Origin::login ? Field::login : Field::kept;
+      }
+      case Found::not_placeholder:
+        // A secret the jail changed holds a value the host never had.
+        return is_secret_field(f.key) && !(before && *before == f.value) ? Field::login : Field::kept;
+    }
+    return Field::kept;
+  }
+
+  void refuse(std::string_view entry, std::string_view field) {
+    if (moved_) return;
+    moved_ = fmt::format(
+        "auth.json: the entry \"{}\" holds, in {}, a placeholder made for another entry or field: not written back",
+        util::printable(entry.substr(0, 64)),
+        field.empty() ? std::string("a nested value") : fmt::format("\"{}\"", util::printable(field.substr(0, 64))));
+  }
+
+  const Table& table_;
+  const std::vector<Table::Issued> issued_;
+  const json::Value* given_;
+  std::optional<std::string> moved_;
+};
+
 }  // namespace
 
 util::Result<RevealedAuth> reveal_auth(std::string_view jail_auth, std::string_view given_jail, const Table& table) {
   auto doc = json::parse(jail_auth);
   if (!doc) return util::Error::invalid(fmt::format("auth.json: {}", doc.error().message()));
   auto given_doc = json::parse(given_jail);
-  const json::Value* given = given_doc && given_doc->as_object() ? &*given_doc : nullptr;
-  const auto issued = table.issued();
+  Revealer r(table, given_doc && given_doc->as_object() ? &*given_doc : nullptr);
   RevealedAuth out;
-  std::optional<std::string> moved;
-  auto refuse = [&](std::string_view entry, std::string_view field) {
-    if (!moved)
-      moved = fmt::format("auth.json: the entry \"{}\" holds, in {}, a placeholder made for another entry or field: "
-                          "not written back",
-                          util::printable(entry.substr(0, 64)),
-                          field.empty() ? std::string("a nested value") : fmt::format("\"{}\"", util::printable(field.substr(0, 64))));
-  };
-  // Anything below an entry's fields: no placeholder may stand there.
-  auto nested = [&](auto& self, const json::Value& v, std::string_view entry) -> void {
-    if (const std::string* s = v.as_string()) {
-      if (match(issued, table, *s, nullptr).found != Found::not_placeholder) refuse(entry, "");
-      return;
-    }
-    if (const json::Object* o = v.as_object())
-      for (const auto& m : *o) self(self, m.value, entry);
-    if (const json::Array* a = v.as_array())
-      for (const auto& e : *a) self(self, e, entry);
-  };
-  json::Object* top = doc->as_object();
-  if (!top) {
-    nested(nested, *doc, "");  // not Pi's shape (merge_auth refuses it): no placeholder revealed in it either
-    if (moved) return util::Error::invalid(*moved);
-    out.text = json::stringify(*doc);
-    return out;
-  }
-  for (auto& entry : *top) {
-    const json::Value* given_entry = given ? given->find(entry.key) : nullptr;
-    json::Object* fields = entry.value.as_object();
-    if (!fields) {
-      nested(nested, entry.value, entry.key);
-      continue;
-    }
-    bool login = !given_entry;  // an entry that was not there
-    for (auto& f : *fields) {
-      const std::string* s = f.value.as_string();
-      if (!s) {
-        nested(nested, f.value, entry.key);
-        continue;
-      }
-      const Slot here{entry.key, f.key};
-      SlotMatch m = match(issued, table, *s, &here);
-      if (m.found == Found::moved) {
-        refuse(entry.key, f.key);
-        continue;
-      }
-      if (m.found == Found::in_its_slot) {
-        if (m.issued->origin == Origin::login) login = true;
-        f.value = json::Value::string(m.issued->real);
-        continue;
-      }
-      // Not a placeholder: a secret field the jail changed holds a value
-      // the host never had.
-      const json::Value* before = given_entry ? given_entry->find(f.key) : nullptr;
-      if (is_secret_field(f.key) && !(before && *before == f.value)) login = true;
-    }
-    if (login) out.held.push_back({entry.key, account_of(entry.value)});
-  }
-  if (moved) return util::Error::invalid(*moved);
+  if (json::Object* top = doc->as_object())
+    for (json::Member& entry : *top) r.entry(entry, out.held);
+  else
+    r.nested(*doc, "");  // not Pi's shape (merge_auth refuses it): nothing revealed in it either
+  if (r.moved()) return util::Error::invalid(*r.moved());
   out.text = json::stringify(*doc);
   return out;
 }
