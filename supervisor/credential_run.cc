@@ -30,7 +30,10 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
     credentials::TokenEndpoint stand_in{t.substr(at + 1, colon - at - 1), t.substr(slash), t.substr(0, at),
                                         static_cast<uint16_t>(port)};
     for (const auto& real : credentials::provider_by_id(stand_in.id)->token_endpoints)
-      if (real.path == stand_in.path) stand_in.renewal = real.renewal;
+      if (real.path == stand_in.path) {
+        stand_in.renewal = real.renewal;
+        stand_in.access_token_field = real.access_token_field;
+      }
     st.settings.test_token_endpoints.push_back(std::move(stand_in));
   }
   if (p) {

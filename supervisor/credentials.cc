@@ -80,7 +80,7 @@ const std::vector<Provider>& providers() {
        {"api.individual.githubcopilot.com"},
        {{"api.github.com", "/copilot_internal/v2/token", "github-copilot", 443, Renewal::header_token},
         // The device login's GitHub token: rewritten too, never given to the jail.
-        {"github.com", "/login/oauth/access_token", "github-copilot", 443, Renewal::none}}},
+        {"github.com", "/login/oauth/access_token", "github-copilot", 443, Renewal::none, "refresh"}}},
       {{"opencode", "opencode-go"}, {"OPENCODE_API_KEY"}, {"opencode.ai"}, {}},
       {{"radius"}, {"RADIUS_API_KEY"}, {"radius.pi.dev"}, {{"radius.pi.dev", "/v1/oauth/token", "radius"}}},
       {{"amazon-bedrock"},

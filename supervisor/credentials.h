@@ -41,6 +41,10 @@ struct TokenEndpoint {
   std::string id;  // the auth.json key its tokens are stored under
   uint16_t port = 443;
   Renewal renewal = Renewal::refresh_grant;
+  // The auth.json field Pi stores the response's access_token in: "refresh"
+  // for Copilot's device login, whose access_token is the GitHub token that
+  // later buys Copilot tokens (bound and slotted as a refresh token).
+  std::string_view access_token_field = "access";
 };
 
 // One row of the provider table: which variables hold its secrets, its

@@ -140,7 +140,7 @@ const Provider* token_endpoint_provider(std::string_view host, std::string_view 
   return nullptr;
 }
 
-util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, std::string_view id,
+util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const TokenEndpoint& t,
                                                  Origin origin, const Settings& s, Table& table, NewTokens& tokens,
                                                  int64_t now_ms) {
   auto doc = json::parse(body);
@@ -173,17 +173,21 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
   for (size_t i = 0; i < top.size(); ++i) {
     const std::string& key = top[i].key;
     const std::string* real = orig[i].value.as_string();
-    const bool refresh = key == "refresh_token";
+    // Where Pi stores it: the refresh token as "refresh", the access
+    // token where the endpoint says, every other token as "access"
+    // (OpenRouter's minted key as "key").
+    const std::string field = key == "refresh_token"  ? "refresh"
+                              : key == "access_token" ? std::string(t.access_token_field)
+                              : key == "key"          ? "key"
+                                                      : "access";
+    const bool refresh = field == "refresh";
     if (!real || real->empty() ||
-        !(key == "access_token" || refresh || key == "id_token" || key == "token" || key == "key"))
+        !(key == "access_token" || key == "refresh_token" || key == "id_token" || key == "token" || key == "key"))
       continue;
     if (refresh) tokens.refresh = *real;
-    if (key == "access_token" || key == "token" || key == "key") tokens.access = *real;
-    // Where Pi stores it: the refresh token as "refresh", every other
-    // token as "access" (OpenRouter's minted key as "key").
-    const std::string field = refresh ? "refresh" : key == "key" ? "key" : "access";
+    else if (key == "access_token" || key == "token" || key == "key") tokens.access = *real;
     if (auto known_ph = table.placeholder_of(*real)) {  // masked above
-      table.add_slot(*known_ph, Slot{std::string(id), field}, origin);
+      table.add_slot(*known_ph, Slot{t.id, field}, origin);
       continue;
     }
     std::vector<std::string> why;
@@ -191,7 +195,7 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     if (hosts.empty()) return Error::invalid(fmt::format("the token response's {} is bound to no host", key));
     Binding b{fmt::format("token response {}.{}", p.ids.front(), key), make_placeholder(*real), *real, hosts};
     top[i].value = json::Value::string(b.placeholder);
-    if (key != "id_token") table.add_slot(b.placeholder, Slot{std::string(id), field}, origin);
+    if (key != "id_token") table.add_slot(b.placeholder, Slot{t.id, field}, origin);
     table.add(std::move(b));
   }
   // Anthropic: {"account": {"email_address": ...}}; others: "email".
@@ -349,7 +353,7 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   const bool renewal = kind == netproxy::ExchangeKind::renewal;
-  auto rewritten = rewrite_token_response(*decoded, *p, t->id, renewal ? Origin::renewal : Origin::login, settings_,
+  auto rewritten = rewrite_token_response(*decoded, *p, *t, renewal ? Origin::renewal : Origin::login, settings_,
                                           *table_, tokens, now_ms);
   if (!rewritten) return rewritten.take_error();
   const bool got_tokens = status >= 200 && status < 300 && (tokens.access || tokens.refresh);

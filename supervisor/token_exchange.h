@@ -79,9 +79,10 @@ netproxy::ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_vie
 // hosts), and any other string equal to a real value in `table` becomes
 // its placeholder. Fails on a body that is not a JSON object: never
 // passed on unread.
-// The new placeholders stand in provider entry `id` (Table::add_slot),
-// their values from `origin`.
-util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, std::string_view id,
+// The new placeholders stand in the provider entry of endpoint `t`
+// (Table::add_slot, in the fields Pi stores them in), their values from
+// `origin`.
+util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const TokenEndpoint& t,
                                                  Origin origin, const Settings& s, Table& table, NewTokens& tokens,
                                                  int64_t now_ms);
 

@@ -684,3 +684,27 @@ TEST_CASE("token exchange: Copilot's token GET renews only with the current GitH
   REQUIRE(device);
   CHECK(device->kind == pj::netproxy::ExchangeKind::login);
 }
+
+TEST_CASE("token exchange: Copilot's device login gives a GitHub token Pi stores as \"refresh\", bound like one") {
+  auto table = std::make_shared<Table>();
+  auto held = std::make_shared<HeldLogins>();
+  OAuthExchange ex(table, pi_settings(), "", nullptr, held);
+  auto out = ex.response_body("github.com", "/login/oauth/access_token", 200, "",
+                              R"({"access_token":"ghu_DEVICELOGINgithubTOKEN0123456789","token_type":"bearer"})",
+                              pj::netproxy::ExchangeKind::login);
+  REQUIRE(out);
+  const std::string ph = *json::parse(*out)->find("access_token")->as_string();
+  CHECK(table->by_placeholder(ph)->hosts ==
+        std::vector<BoundHost>{{"api.github.com", 443}, {"github.com", 443}});  // it buys Copilot tokens there
+  auto current = table->current_in(Slot{"github-copilot", "refresh"});
+  REQUIRE(current);
+  CHECK(current->first == ph);
+  CHECK(current->second == Origin::login);
+  REQUIRE(held->list().size() == 1);
+  CHECK(*held->list()[0].tokens.refresh == "ghu_DEVICELOGINgithubTOKEN0123456789");
+  CHECK_FALSE(held->list()[0].tokens.access);
+  // Its Copilot token GET is a login's too.
+  auto next = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {ph});
+  REQUIRE(next);
+  CHECK(next->kind == pj::netproxy::ExchangeKind::login);
+}
