@@ -420,7 +420,10 @@ struct Resolver {
     for (const auto& e : l.publish) publish(e);
     pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
     pol.cred_pass_through_.insert(pol.cred_pass_through_.end(), l.cred_pass_through.begin(), l.cred_pass_through.end());
-    if (l.cred_logins) pol.cred_logins_ = l.cred_logins->value;
+    if (l.cred_logins) {
+      pol.cred_logins_ = l.cred_logins->value;
+      pol.cred_logins_src_ = l.cred_logins->src;
+    }
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
