@@ -293,6 +293,32 @@ NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes&
   return std::move(out).result();
 }
 
+std::optional<std::string> hold_entries(std::string_view jail_left, Content given, const std::vector<std::string>& held) {
+  std::string_view given_text = given ? *given : std::string_view();
+  if (given_text.starts_with("\xEF\xBB\xBF")) given_text.remove_prefix(3);  // as load() reads it
+  if (given_text.find_first_not_of(" \t\r\n") == std::string_view::npos) given_text = "{}";
+  auto jail = json::parse(jail_left);
+  auto before = json::parse(given_text);
+  if (!jail || !jail->as_object() || !before || !before->as_object()) return std::nullopt;
+  json::Object out;
+  for (json::Member& m : *jail->as_object()) {
+    if (std::find(held.begin(), held.end(), m.key) == held.end()) {
+      out.push_back(std::move(m));
+      continue;
+    }
+    if (const json::Value* was = before->find(m.key)) out.push_back(json::Member{m.key, *was});
+  }
+  return json::stringify(json::Value::object(std::move(out)));
+}
+
+bool auth_entry_is_data(std::string_view jail_left, Content given, std::string_view name) {
+  Notes ignored;
+  auto v = load_all("auth.json", given, given, jail_left, ignored);
+  if (!v) return false;
+  const json::Value* entry = v->jail.find(name);
+  return entry && !auth_entry_refusal(*entry, v->given.find(name));
+}
+
 // ---- settings.json ----
 
 namespace {

@@ -74,6 +74,19 @@ using NewContent = std::optional<std::string>;
 // (host_now differs from given), the host's entry is kept.
 NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes& notes);
 
+// The jail's auth.json `jail_left` (real values) with the provider
+// entries `held` put back as in `given` (dropped where `given` has none):
+// what may be written back while a login made in the jail waits for the
+// user's consent (consent.h). nullopt when either is not a JSON object
+// (the merge then refuses the file anyway).
+std::optional<std::string> hold_entries(std::string_view jail_left, Content given, const std::vector<std::string>& held);
+
+// Whether merge_auth() would take the provider entry `name` of
+// `jail_left` as data (given: the host's file at the start). One that it
+// refuses anyway (a '!' key, a changed enterpriseUrl) is not a login to
+// ask about: the merge refuses it and says why.
+bool auth_entry_is_data(std::string_view jail_left, Content given, std::string_view name);
+
 // settings.json: only keys on an allowlist of display and model
 // preferences, each with its value type checked; keys that run or load
 // code, decide where data goes, or weaken a later run, and every key not

@@ -26,12 +26,20 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
       return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
     int port = std::atoi(t.substr(colon + 1, slash - colon - 1).c_str());
     if (port <= 0 || port > 65535) return util::Error::invalid(fmt::format("--test-token-endpoint {}: bad port", t));
-    st.settings.test_token_endpoints.push_back(
-        {t.substr(at + 1, colon - at - 1), t.substr(slash), t.substr(0, at), static_cast<uint16_t>(port)});
+    // A stand-in renews as the provider's endpoint of the same path does.
+    credentials::TokenEndpoint stand_in{t.substr(at + 1, colon - at - 1), t.substr(slash), t.substr(0, at),
+                                        static_cast<uint16_t>(port)};
+    for (const auto& real : credentials::provider_by_id(stand_in.id)->token_endpoints)
+      if (real.path == stand_in.path) {
+        stand_in.renewal = real.renewal;
+        stand_in.access_token_field = real.access_token_field;
+      }
+    st.settings.test_token_endpoints.push_back(std::move(stand_in));
   }
   if (p) {
     st.settings.extra_hosts = p->credential_hosts();
     st.settings.pass_through = p->credential_pass_through();
+    st.logins = p->credential_logins();
   }
   st.settings.env_pass = r.env_pass;
   for (const auto& w : r.write_back)
@@ -67,8 +75,28 @@ SecretFile RunCredentials::auth_file() const {
       [st](std::string_view host) {
         return credentials::synthesize_auth(host, st->settings, *st->table, st->provenance);
       },
-      [st](std::string_view jail) { return credentials::reveal_auth(jail, *st->table); },
+      [st](std::string_view jail, std::string_view given_jail) -> util::Result<RevealedSecret> {
+        auto r = credentials::reveal_auth(jail, given_jail, *st->table);
+        if (!r) return r.take_error();
+        RevealedSecret out{std::move(r->text), {}};
+        for (auto& h : r->held) out.held.push_back({std::move(h.entry), std::move(h.account)});
+        return out;
+      },
   };
+}
+
+std::vector<HeldLogin> RunCredentials::held_logins() const {
+  std::vector<HeldLogin> out;
+  for (const auto& l : state_->held->list()) out.push_back({l.id, l.tokens.account});
+  return out;
+}
+
+std::vector<std::string> RunCredentials::settle_logins(Consent c) const {
+  const auto logins = state_->held->list();
+  if (c == Consent::given) return credentials::apply_held(state_->agent_dir, logins);
+  std::vector<std::string> out;
+  for (const auto& l : logins) out.push_back(refusal_note({l.id, l.tokens.account}, c));
+  return out;
 }
 
 void RunCredentials::preview_auth() {
@@ -89,7 +117,7 @@ netproxy::Intercept RunCredentials::intercept(std::function<void(const std::stri
     for (const auto& host : p.hosts)
       for (const auto& prefix : p.minting) in.refused.push_back({host, prefix});
   in.exchange = std::make_shared<credentials::OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
-                                                             std::move(warn));
+                                                             std::move(warn), state_->held);
   return in;
 }
 

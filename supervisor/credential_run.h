@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "consent.h"
 #include "credentials.h"
+#include "token_exchange.h"
 #include "netproxy/intercept.h"
 #include "policy/policy.h"
 #include "private_dirs.h"
@@ -41,6 +43,14 @@ public:
   // without is not rewritten (see pi-jail.toml(5) [credentials]).
   netproxy::Intercept intercept(std::function<void(const std::string&)> warn) const;
 
+  // The logins the token exchange held back (consent.h), and settling
+  // them: written to the host's auth.json when `c` is Consent::given;
+  // returns the notes ("applied:" / "refused:").
+  std::vector<HeldLogin> held_logins() const;
+  std::vector<std::string> settle_logins(Consent c) const;
+  // [credentials] logins of the operators' policy.
+  policy::LoginWriteBack logins_mode() const { return state_->logins; }
+
   const std::vector<credentials::Provenance>& provenance() const { return state_->provenance; }
   // "# credentials" lines for explain; never a secret.
   std::vector<std::string> explain_lines() const;
@@ -53,6 +63,8 @@ private:
     credentials::Settings settings;
     std::vector<credentials::Provenance> provenance;
     std::string agent_dir;  // the private directory holding auth.json (Pi's agent dir), or empty
+    std::shared_ptr<credentials::HeldLogins> held = std::make_shared<credentials::HeldLogins>();
+    policy::LoginWriteBack logins = policy::LoginWriteBack::ask;
   };
   RunCredentials() = default;
   std::shared_ptr<State> state_ = std::make_shared<State>();

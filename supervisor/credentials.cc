@@ -47,7 +47,8 @@ const std::vector<Provider>& providers() {
       {{"openrouter"},
        {"OPENROUTER_API_KEY"},
        {"openrouter.ai", "us.openrouter.ai"},
-       {{"openrouter.ai", "/api/v1/auth/keys", "openrouter"}}},
+       // A PKCE code exchange: it hands out a new key, never renews one.
+       {{"openrouter.ai", "/api/v1/auth/keys", "openrouter", 443, Renewal::none}}},
       {{"huggingface"}, {"HF_TOKEN"}, {"router.huggingface.co"}, {}},
       {{"nvidia"}, {"NVIDIA_API_KEY"}, {"integrate.api.nvidia.com"}, {}},
       {{"baseten"}, {"BASETEN_API_KEY"}, {"inference.baseten.co"}, {}},
@@ -77,9 +78,9 @@ const std::vector<Provider>& providers() {
       {{"github-copilot"},
        {"COPILOT_GITHUB_TOKEN"},
        {"api.individual.githubcopilot.com"},
-       {{"api.github.com", "/copilot_internal/v2/token", "github-copilot"},
+       {{"api.github.com", "/copilot_internal/v2/token", "github-copilot", 443, Renewal::header_token},
         // The device login's GitHub token: rewritten too, never given to the jail.
-        {"github.com", "/login/oauth/access_token", "github-copilot"}}},
+        {"github.com", "/login/oauth/access_token", "github-copilot", 443, Renewal::none, "refresh"}}},
       {{"opencode", "opencode-go"}, {"OPENCODE_API_KEY"}, {"opencode.ai"}, {}},
       {{"radius"}, {"RADIUS_API_KEY"}, {"radius.pi.dev"}, {{"radius.pi.dev", "/v1/oauth/token", "radius"}}},
       {{"amazon-bedrock"},
@@ -230,14 +231,45 @@ std::vector<Binding> Table::take_added() {
   return out;
 }
 
-void Table::add_withheld(std::string placeholder, std::string real) {
+void Table::add_withheld(std::string placeholder, std::string real, Slot slot) {
   std::lock_guard lock(mu_);
+  slots_.push_back({placeholder, {std::move(slot), Origin::host}});
   withheld_.emplace_back(std::move(placeholder), std::move(real));
 }
 
-std::vector<std::pair<std::string, std::string>> Table::withheld() const {
+void Table::add_slot(std::string placeholder, Slot slot, Origin origin) {
   std::lock_guard lock(mu_);
-  return withheld_;
+  slots_.push_back({std::move(placeholder), {std::move(slot), origin}});
+}
+
+std::vector<Table::Issued> Table::issued() const {
+  std::lock_guard lock(mu_);
+  std::vector<Issued> out;
+  for (const auto& [placeholder, where] : slots_) {
+    const std::string* real = nullptr;
+    for (const auto& b : bindings_)
+      if (b.placeholder == placeholder) real = &b.real;
+    for (const auto& [ph, r] : withheld_)
+      if (ph == placeholder) real = &r;
+    if (real) out.push_back({placeholder, *real, where.first, where.second});
+  }
+  return out;
+}
+
+bool Table::is_placeholder(std::string_view s) const {
+  std::lock_guard lock(mu_);
+  for (const auto& b : bindings_)
+    if (b.placeholder == s) return true;
+  for (const auto& w : withheld_)
+    if (w.first == s) return true;
+  return false;
+}
+
+std::optional<std::pair<std::string, Origin>> Table::current_in(const Slot& slot) const {
+  std::lock_guard lock(mu_);
+  for (auto it = slots_.rbegin(); it != slots_.rend(); ++it)
+    if (it->second.first == slot) return std::pair{it->first, it->second.second};
+  return std::nullopt;
 }
 
 size_t Table::size() const {
@@ -325,17 +357,22 @@ Plan plan_env(const std::vector<std::string>& host_env, const Settings& s, Table
 namespace {
 
 // The placeholder for `real` under `name`, reusing one already made for
-// the same value and hosts (an env key that is also in auth.json).
+// the same value and hosts (an env key that is also in auth.json), and
+// recorded as standing in `slot`.
 std::string bind(Table& table, std::string name, std::string_view real, std::vector<BoundHost> hosts,
-                 std::vector<std::string> why, std::vector<Provenance>& provenance) {
+                 std::vector<std::string> why, std::vector<Provenance>& provenance, Slot slot) {
   Provenance pv{name, "placeholder", placeholder_prefix(real), {}, fmt::format("{}", fmt::join(why, ", "))};
   for (const auto& h : hosts) pv.hosts.push_back(host_str(h));
   provenance.push_back(std::move(pv));
+  std::string ph;
   for (const auto& b : table.snapshot())
-    if (b.real == real && b.hosts == hosts) return b.placeholder;
-  Binding b{std::move(name), make_placeholder(real), std::string(real), std::move(hosts)};
-  std::string ph = b.placeholder;
-  table.add(std::move(b));
+    if (b.real == real && b.hosts == hosts) ph = b.placeholder;
+  if (ph.empty()) {
+    Binding b{std::move(name), make_placeholder(real), std::string(real), std::move(hosts)};
+    ph = b.placeholder;
+    table.add(std::move(b));
+  }
+  table.add_slot(ph, std::move(slot), Origin::host);
   return ph;
 }
 
@@ -356,7 +393,7 @@ util::Result<std::string> synthesize_auth(std::string_view host_auth, const Sett
       // The secret fields of Pi's two credential types (and Copilot's
       // minted token): everything else (expires, accountId, ...) is kept.
       const bool refresh = field == "refresh";
-      if (!v || v->empty() || !(field == "key" || field == "access" || refresh || field == "token")) continue;
+      if (!v || v->empty() || !is_secret_field(field)) continue;
       const std::string name = fmt::format("auth.json {}.{}", provider, field);
       if (field == "key" && (v->starts_with('!') || v->starts_with('$'))) {
         provenance.push_back({name, "kept", "", {}, "a command or variable Pi resolves inside the jail"});
@@ -369,64 +406,141 @@ util::Result<std::string> synthesize_auth(std::string_view host_auth, const Sett
         // A placeholder, not "": what the jail leaves maps back to the real
         // value, so the write-back never empties the host's entry.
         std::string ph = make_placeholder(*v);
-        table.add_withheld(ph, *v);
+        table.add_withheld(ph, *v, Slot{provider, field});
         value = json::Value::string(std::move(ph));
         continue;
       }
-      value = json::Value::string(bind(table, name, *v, std::move(hosts), std::move(why), provenance));
+      value = json::Value::string(
+          bind(table, name, *v, std::move(hosts), std::move(why), provenance, Slot{provider, field}));
     }
   }
   return json::stringify(*doc);
 }
 
-util::Result<std::string> reveal_auth(std::string_view jail_auth, const Table& table) {
-  auto doc = json::parse(jail_auth);
-  if (!doc) return util::Error::invalid(fmt::format("auth.json: {}", doc.error().message()));
-  const auto bindings = table.snapshot();
-  const auto withheld = table.withheld();
-  // The provider a binding came from: "auth.json P.F", "token response
-  // P.K", or a provider's variable. A placeholder is revealed only inside
-  // that provider's entry: the jail must not move a secret under another
-  // provider, whose hosts it would be bound to on the next run.
-  auto belongs = [](const std::string& name, std::string_view entry) {
-    const Provider* e = provider_by_id(entry);
-    for (std::string_view pre : {"auth.json ", "token response "})
-      if (name.starts_with(pre)) {
-        std::string_view rest = std::string_view(name).substr(pre.size());
-        rest = rest.substr(0, rest.rfind('.'));
-        return rest == entry || (e && provider_by_id(rest) == e);
-      }
-    return e && provider_of_env(name) == e;
-  };
-  std::optional<std::string> moved;
-  auto walk = [&](auto& self, json::Value& v, std::string_view entry_name) -> void {
+bool is_secret_field(std::string_view field) {
+  return field == "key" || field == "access" || field == "refresh" || field == "token";
+}
+
+namespace {
+
+// What an entry says of its account, for the consent question: Pi's
+// accountId (openai-codex), or an email field; never a secret field.
+std::string account_of(const json::Value& entry) {
+  for (std::string_view f : {"email", "accountId", "account"})
+    if (const json::Value* v = entry.find(f))
+      if (const std::string* s = v->as_string()) return s->substr(0, 128);
+  return {};
+}
+
+// How one string of the jail's auth.json stands.
+enum class Found { not_placeholder, in_its_slot, moved };
+
+struct SlotMatch {
+  Found found = Found::not_placeholder;
+  const Table::Issued* issued = nullptr;  // in_its_slot: the one revealed
+};
+
+SlotMatch match(const std::vector<Table::Issued>& issued, const Table& table, std::string_view s, const Slot* where) {
+  SlotMatch m;
+  for (const auto& i : issued)
+    if (i.placeholder == s) {
+      if (where && i.slot == *where) return {Found::in_its_slot, &i};
+      m.found = Found::moved;
+    }
+  if (m.found == Found::not_placeholder && table.is_placeholder(s)) m.found = Found::moved;
+  return m;
+}
+
+// One pass over the jail's auth.json: reveals placeholders in their own
+// slots, remembers the first one found anywhere else, and which entries
+// are logins.
+class Revealer {
+public:
+  Revealer(const Table& table, const json::Value* given) : table_(table), issued_(table.issued()), given_(given) {}
+
+  // Reveal the provider entry `entry` in place; a login when it was not
+  // given, or a secret field holds what the host never had.
+  void entry(json::Member& entry, std::vector<HeldEntry>& held) {
+    json::Object* fields = entry.value.as_object();
+    if (!fields) return nested(entry.value, entry.key);
+    const json::Value* given_entry = given_ ? given_->find(entry.key) : nullptr;
+    bool login = !given_entry;
+    for (json::Member& f : *fields)
+      if (field(entry.key, f, given_entry ? given_entry->find(f.key) : nullptr) == Field::login) login = true;
+    if (login) held.push_back({entry.key, account_of(entry.value)});
+  }
+
+  // No placeholder may stand below an entry's fields, or outside entries.
+  void nested(const json::Value& v, std::string_view entry) {
     if (const std::string* s = v.as_string()) {
-      for (const auto& b : bindings)
-        if (b.placeholder == *s) {
-          if (!belongs(b.name, entry_name)) {
-            if (!moved) moved = fmt::format("auth.json: the entry {} holds the placeholder of {}, which belongs to another "
-                                            "provider: not written back", util::printable(entry_name.substr(0, 64)), b.name);
-            return;
-          }
-          v = json::Value::string(b.real);
-          return;
-        }
-      for (const auto& [placeholder, real] : withheld)
-        if (placeholder == *s) {
-          v = json::Value::string(real);
-          return;
-        }
+      if (match(issued_, table_, *s, nullptr).found != Found::not_placeholder) refuse(entry, "");
       return;
     }
-    if (json::Object* o = v.as_object())
-      for (auto& m : *o) self(self, m.value, entry_name);
-    // Arrays: Pi's auth.json has none; a value inside one is left alone
-    // (merge_auth refuses what is not a credential).
-  };
+    if (const json::Object* o = v.as_object())
+      for (const auto& m : *o) nested(m.value, entry);
+    if (const json::Array* a = v.as_array())
+      for (const auto& e : *a) nested(e, entry);
+  }
+
+  // The first placeholder found out of its slot, as the error to return.
+  const std::optional<std::string>& moved() const { return moved_; }
+
+private:
+  enum class Field { kept, login };
+
+  // One field of `entry`: revealed when it holds a placeholder made for
+  // it; `before`: the field as given.
+  Field field(std::string_view entry, json::Member& f, const json::Value* before) {
+    const std::string* s = f.value.as_string();
+    if (!s) {
+      nested(f.value, entry);
+      return Field::kept;
+    }
+    const Slot here{std::string(entry), f.key};
+    const SlotMatch m = match(issued_, table_, *s, &here);
+    switch (m.found) {
+      case Found::moved: refuse(entry, f.key); return Field::kept;
+      case Found::in_its_slot: {
+        const Origin origin = m.issued->origin;
+        f.value = json::Value::string(m.issued->real);
+        return origin == Origin::login ? Field::login : Field::kept;
+      }
+      case Found::not_placeholder:
+        // A secret the jail changed holds a value the host never had.
+        return is_secret_field(f.key) && !(before && *before == f.value) ? Field::login : Field::kept;
+    }
+    return Field::kept;
+  }
+
+  void refuse(std::string_view entry, std::string_view field) {
+    if (moved_) return;
+    moved_ = fmt::format(
+        "auth.json: the entry \"{}\" holds, in {}, a placeholder made for another entry or field: not written back",
+        util::printable(entry.substr(0, 64)),
+        field.empty() ? std::string("a nested value") : fmt::format("\"{}\"", util::printable(field.substr(0, 64))));
+  }
+
+  const Table& table_;
+  const std::vector<Table::Issued> issued_;
+  const json::Value* given_;
+  std::optional<std::string> moved_;
+};
+
+}  // namespace
+
+util::Result<RevealedAuth> reveal_auth(std::string_view jail_auth, std::string_view given_jail, const Table& table) {
+  auto doc = json::parse(jail_auth);
+  if (!doc) return util::Error::invalid(fmt::format("auth.json: {}", doc.error().message()));
+  auto given_doc = json::parse(given_jail);
+  Revealer r(table, given_doc && given_doc->as_object() ? &*given_doc : nullptr);
+  RevealedAuth out;
   if (json::Object* top = doc->as_object())
-    for (auto& m : *top) walk(walk, m.value, m.key);
-  if (moved) return util::Error::invalid(*moved);
-  return json::stringify(*doc);
+    for (json::Member& entry : *top) r.entry(entry, out.held);
+  else
+    r.nested(*doc, "");  // not Pi's shape (merge_auth refuses it): nothing revealed in it either
+  if (r.moved()) return util::Error::invalid(*r.moved());
+  out.text = json::stringify(*doc);
+  return out;
 }
 
 std::vector<std::string> explain_lines(const std::vector<Provenance>& provenance) {

@@ -24,6 +24,15 @@
 
 namespace pj::supervisor::credentials {
 
+// What makes an exchange at a token endpoint the provider's own renewal
+// of the credential the host already has, which may update the host's
+// auth.json without asking. Any other exchange there is a login.
+enum class Renewal {
+  refresh_grant,  // a body with grant_type=refresh_token carrying the current refresh placeholder
+  header_token,   // request headers carrying the current refresh placeholder (Copilot's token GET)
+  none,           // logins only (a device or authorization-code exchange)
+};
+
 // A provider's OAuth token endpoint: the request whose body carries a
 // refresh token, and whose response carries new tokens.
 struct TokenEndpoint {
@@ -31,6 +40,11 @@ struct TokenEndpoint {
   std::string path;
   std::string id;  // the auth.json key its tokens are stored under
   uint16_t port = 443;
+  Renewal renewal = Renewal::refresh_grant;
+  // The auth.json field Pi stores the response's access_token in: "refresh"
+  // for Copilot's device login, whose access_token is the GitHub token that
+  // later buys Copilot tokens (bound and slotted as a refresh token).
+  std::string_view access_token_field = "access";
 };
 
 // One row of the provider table: which variables hold its secrets, its
@@ -71,6 +85,23 @@ std::string placeholder_prefix(std::string_view real);
 // least 32 random characters (190 bits); never equal to `real`.
 std::string make_placeholder(std::string_view real);
 
+// Where a placeholder may be turned back into its real value on
+// write-back: the auth.json entry (provider key, exactly) and field it was
+// made for. A placeholder seen anywhere else is refused (reveal_auth).
+struct Slot {
+  std::string entry;  // "anthropic"
+  std::string field;  // "access", "refresh", "key", "token"
+  bool operator==(const Slot&) const = default;
+};
+
+// Where a placeholder's real value came from, which decides whether the
+// host's auth.json may take it without asking (consent.h).
+enum class Origin {
+  host,     // the host's own auth.json or environment at the start
+  renewal,  // the provider's own renewal of a host credential (Provider::renewal)
+  login,    // any other token exchange: a login made inside the jail
+};
+
 // The run's bindings, shared by the supervisor and the network filter's
 // token exchange (which adds new ones when tokens are refreshed). All
 // members are thread-safe.
@@ -85,15 +116,34 @@ public:
   // The bindings added since the last call (the filter adds them).
   std::vector<netproxy::Binding> take_added();
   // A withheld secret (bound to no host): its placeholder is never
-  // substituted, but write-back maps it back like the others.
-  void add_withheld(std::string placeholder, std::string real);
-  std::vector<std::pair<std::string, std::string>> withheld() const;
+  // substituted, but write-back maps it back in its own slot.
+  void add_withheld(std::string placeholder, std::string real, Slot slot);
+  // Record that `placeholder` (bound or withheld) stands in `slot`, with
+  // its real value from `origin`. A placeholder may have several slots
+  // (one variable's value also in auth.json).
+  void add_slot(std::string placeholder, Slot slot, Origin origin);
+
+  // One placeholder in one slot, for write-back.
+  struct Issued {
+    std::string placeholder;
+    std::string real;
+    Slot slot;
+    Origin origin;
+  };
+  std::vector<Issued> issued() const;
+  // Whether `s` is any placeholder of this run (bound, withheld, slotted).
+  bool is_placeholder(std::string_view s) const;
+  // The newest placeholder standing in `slot` and where its value came
+  // from, or nullopt: the "current" refresh placeholder a provider's
+  // renewal must carry.
+  std::optional<std::pair<std::string, Origin>> current_in(const Slot& slot) const;
   size_t size() const;
 
 private:
   mutable std::mutex mu_;
   std::vector<netproxy::Binding> bindings_;
   std::vector<std::pair<std::string, std::string>> withheld_;  // placeholder, real
+  std::vector<std::pair<std::string, std::pair<Slot, Origin>>> slots_;  // placeholder, where
   size_t taken_ = 0;
 };
 
@@ -145,11 +195,37 @@ Plan plan_env(const std::vector<std::string>& host_env, const Settings& s, Table
 util::Result<std::string> synthesize_auth(std::string_view host_auth, const Settings& s, Table& table,
                                           std::vector<Provenance>& provenance);
 
+// A provider entry of the jail's auth.json that changes which credential
+// the host's Pi uses, beyond the provider's own renewal: a new entry, a
+// secret field holding a value the host never had (a literal the jail
+// wrote, or a placeholder of a login made inside). Written back only with
+// the user's consent (consent.h).
+struct HeldEntry {
+  std::string entry;    // the provider key, as the jail wrote it (escape before showing)
+  std::string account;  // what the entry says of the account (email, accountId), or empty
+};
+
 // What the jail left in its auth.json, with every placeholder of `table`
-// replaced by its real value, so that a write-back never puts a
-// placeholder into the host's file. Unknown strings are left alone.
-// Fails on text that is not JSON (the merge then refuses it).
-util::Result<std::string> reveal_auth(std::string_view jail_auth, const Table& table);
+// turned back into its real value.
+struct RevealedAuth {
+  std::string text;
+  std::vector<HeldEntry> held;
+};
+
+// What the jail left in its auth.json (`jail_auth`; `given_jail`: the
+// copy it was given), with every placeholder of `table` replaced by its
+// real value where it stands in its own slot (Table::add_slot), so that a
+// write-back never puts a placeholder into the host's file. A placeholder
+// anywhere else (another provider's entry, another field, a new entry,
+// nested deeper) fails the whole file, naming the entry, never the value:
+// the jail must not move a secret under a name whose hosts the next run
+// would bind it to. Unknown strings are left alone. Fails on text that
+// is not JSON (the merge then refuses it).
+util::Result<RevealedAuth> reveal_auth(std::string_view jail_auth, std::string_view given_jail, const Table& table);
+
+// The secret fields of Pi's credential types ("key", "access", "refresh",
+// and Copilot's "token").
+bool is_secret_field(std::string_view field);
 
 // The hosts a binding of provider `p` (or of an operator-named variable)
 // is sent to: its hosts, or its token endpoints' hosts for a refresh

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
@@ -164,6 +165,25 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
 }
 
 
+// The logins the run held back (both paths: the token exchange and the
+// jail's auth.json), settled by one decision (consent.h); the notes.
+std::vector<std::string> settle_logins(PrivateCopies& copies, const RunCredentials& creds) {
+  std::vector<HeldLogin> held = copies.held_logins();
+  for (auto& l : creds.held_logins())
+    if (std::none_of(held.begin(), held.end(), [&](const HeldLogin& h) { return h.provider == l.provider; }))
+      held.push_back(std::move(l));
+  if (held.empty()) return {};
+  const Consent c = decide(creds.logins_mode(), held);
+  if (c != Consent::given) {
+    std::vector<std::string> notes;
+    for (const auto& l : held) notes.push_back(refusal_note(l, c));
+    return notes;
+  }
+  auto notes = copies.settle_logins(c);
+  for (auto& n : creds.settle_logins(c)) notes.push_back(std::move(n));
+  return notes;
+}
+
 // The planned jail and everything its run keeps alive: the request, the
 // credentials, the placeholders' registry and holds, the agent dir's
 // private copies, the credential filter and its CA bundle, the limits.
@@ -214,6 +234,10 @@ public:
     add_usage(*limits_, result.resources);
     limits_->cgroups.reset();  // init is gone: its cgroups are empty
     summarise_resources(result.resources);
+    // Logins made in the jail: settled now that the terminal is the
+    // user's again (run_jailed restored it).
+    if (creds_)
+      for (auto& note : settle_logins(*copies_, *creds_)) written_back->push_back(std::move(note));
     // What was not written back is a security event: said even with -q.
     content_.write_back = std::move(*written_back);
     for (const auto& note : content_.write_back)

@@ -376,13 +376,31 @@ std::vector<std::string> PrivateCopies::finish() {
         if (c.secret_given && *c.secret_given == *jail_left) continue;  // untouched
         // Placeholders back to the real values: never a placeholder into
         // the host's file.
-        auto real = secret_->from_jail(*jail_left);
+        auto real = secret_->from_jail(*jail_left, c.secret_given ? std::string_view(*c.secret_given) : "");
         if (!real) {
           out.push_back(fmt::format("refused: {}: what the run left cannot be read ({}); nothing written back", name,
                                     util::printable(real.error().message())));
           continue;
         }
-        revealed = std::move(*real);
+        revealed = std::move(real->text);
+        // An entry the merge refuses anyway is no login to ask about.
+        const agent::Content given_host = given ? agent::Content(*given) : std::nullopt;
+        std::erase_if(real->held, [&](const HeldLogin& h) {
+          return !agent::auth_entry_is_data(*revealed, given_host, h.provider);
+        });
+        if (!real->held.empty()) {
+          // Logins made in the jail wait for consent (settle_logins());
+          // the rest is written back now.
+          std::vector<std::string> entries;
+          for (const auto& h : real->held) entries.push_back(h.provider);
+          auto without = agent::hold_entries(*revealed, given ? agent::Content(*given) : std::nullopt, entries);
+          if (!without) {
+            out.push_back(fmt::format("refused: {}: what the run left cannot be read; nothing written back", name));
+            continue;
+          }
+          held_ = std::make_shared<Held>(Held{c.host_dir, name, *without, std::move(*revealed), std::move(real->held)});
+          revealed = held_->written;
+        }
         jail_left = *revealed;
       }
       if (given && jail_left && *given == *jail_left) continue;  // untouched
@@ -393,6 +411,31 @@ std::vector<std::string> PrivateCopies::finish() {
     }
   }
   discard();
+  return out;
+}
+
+std::vector<std::string> PrivateCopies::settle_logins(Consent c) {
+  std::vector<std::string> out;
+  if (!held_) return out;
+  const Held held = std::move(*held_);
+  held_.reset();
+  if (c != Consent::given) {
+    for (const auto& l : held.logins) out.push_back(refusal_note(l, c));
+    return out;
+  }
+  auto host = util::open_dir_nofollow(held.host_dir);
+  if (!host) {
+    out.push_back(fmt::format("refused: {}: the logins made in the jail were not written back: {} cannot be opened",
+                              held.name, held.host_dir));
+    return out;
+  }
+  const agent::AgentFile* file = held.name == agent::kAuthFile.name ? &agent::kAuthFile : nullptr;
+  if (!file) return out;
+  agent::Notes notes;
+  // What was written back is now "given": only the held entries differ.
+  auto written = agent::write_back(host->get(), *file, agent::Content(held.written), agent::Content(held.full), notes);
+  for (auto& l : notes.lines()) out.push_back(std::move(l));
+  if (!written) out.push_back(fmt::format("{}: not written back: {}", held.name, written.error().message()));
   return out;
 }
 

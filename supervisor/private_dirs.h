@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "consent.h"
 #include "runtime/request.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -32,10 +33,18 @@ namespace pj::supervisor {
 // (placeholders), and what the jail leaves is mapped back by `from_jail`
 // (real values) before it is merged into the host's. Such a file must be
 // a regular file of at most 1 MiB: anything else refuses the run.
+// What the jail left in a secret file, mapped back: the text with real
+// values, and the logins in it (entries written back only with consent).
+struct RevealedSecret {
+  std::string text;
+  std::vector<HeldLogin> held;
+};
+
 struct SecretFile {
   std::string name;  // "auth.json"
   std::function<util::Result<std::string>(std::string_view host)> to_jail;
-  std::function<util::Result<std::string>(std::string_view jail)> from_jail;
+  // `jail`: what the jail left; `given_jail`: what to_jail gave it.
+  std::function<util::Result<RevealedSecret>(std::string_view jail, std::string_view given_jail)> from_jail;
 };
 
 // Whether a directory the run made in a hidden subdirectory of a private
@@ -65,7 +74,13 @@ public:
   // host's (under Pi's own lock), report what was and was not written
   // back, then remove the staging. Returns the notes for stderr and the report, each
   // starting with "applied:", "refused:" or "kept:" (agent_state.h).
+  // Entries of the secret file that are logins made in the jail are held
+  // back (everything else is written back): held_logins() lists them,
+  // settle_logins() writes them when `c` is Consent::given, and returns
+  // the notes either way. Call after finish().
   std::vector<std::string> finish();
+  std::vector<HeldLogin> held_logins() const { return held_ ? held_->logins : std::vector<HeldLogin>{}; }
+  std::vector<std::string> settle_logins(Consent c);
 
   // Directories the run makes in a hidden subdirectory are discarded
   // unless `keep` says they belong on the host (runtime::Request's
@@ -89,6 +104,15 @@ private:
     // directories' parents.
     std::vector<std::string> hidden;
   };
+  // The secret file's write-back still waiting for consent: its content
+  // as written back (held entries as given) and as the jail left it.
+  struct Held {
+    std::string host_dir;
+    std::string name;
+    std::string written;
+    std::string full;
+    std::vector<HeldLogin> logins;
+  };
   PrivateCopies() = default;
   void discard();
 
@@ -97,6 +121,7 @@ private:
   KeepNew keep_new_;
   util::UniqueFd lock_;
   std::vector<Copy> copies_;
+  std::shared_ptr<Held> held_;  // shared: PrivateCopies is moved around
 };
 
 }  // namespace pj::supervisor

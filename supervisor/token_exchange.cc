@@ -140,8 +140,9 @@ const Provider* token_endpoint_provider(std::string_view host, std::string_view 
   return nullptr;
 }
 
-util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const Settings& s,
-                                                 Table& table, NewTokens& tokens, int64_t now_ms) {
+util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const TokenEndpoint& t,
+                                                 Origin origin, const Settings& s, Table& table, NewTokens& tokens,
+                                                 int64_t now_ms) {
   auto doc = json::parse(body);
   if (!doc) return Error::invalid(fmt::format("the token response is not JSON ({})", doc.error().message()));
   if (!doc->as_object()) return Error::invalid("the token response is not a JSON object");
@@ -172,20 +173,37 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
   for (size_t i = 0; i < top.size(); ++i) {
     const std::string& key = top[i].key;
     const std::string* real = orig[i].value.as_string();
-    const bool refresh = key == "refresh_token";
+    // Where Pi stores it: the refresh token as "refresh", the access
+    // token where the endpoint says, every other token as "access"
+    // (OpenRouter's minted key as "key").
+    const std::string field = key == "refresh_token"  ? "refresh"
+                              : key == "access_token" ? std::string(t.access_token_field)
+                              : key == "key"          ? "key"
+                                                      : "access";
+    const bool refresh = field == "refresh";
     if (!real || real->empty() ||
-        !(key == "access_token" || refresh || key == "id_token" || key == "token" || key == "key"))
+        !(key == "access_token" || key == "refresh_token" || key == "id_token" || key == "token" || key == "key"))
       continue;
     if (refresh) tokens.refresh = *real;
-    if (key == "access_token" || key == "token" || key == "key") tokens.access = *real;
-    if (table.placeholder_of(*real)) continue;  // masked above
+    else if (key == "access_token" || key == "token" || key == "key") tokens.access = *real;
+    if (auto known_ph = table.placeholder_of(*real)) {  // masked above
+      table.add_slot(*known_ph, Slot{t.id, field}, origin);
+      continue;
+    }
     std::vector<std::string> why;
     auto hosts = bound_hosts(&p, p.ids.front(), refresh, s, why);
     if (hosts.empty()) return Error::invalid(fmt::format("the token response's {} is bound to no host", key));
     Binding b{fmt::format("token response {}.{}", p.ids.front(), key), make_placeholder(*real), *real, hosts};
     top[i].value = json::Value::string(b.placeholder);
+    if (key != "id_token") table.add_slot(b.placeholder, Slot{t.id, field}, origin);
     table.add(std::move(b));
   }
+  // Anthropic: {"account": {"email_address": ...}}; others: "email".
+  for (const json::Value* a : {doc->find("account"), static_cast<const json::Value*>(&*doc)})
+    if (a && a->as_object() && tokens.account.empty())
+      for (std::string_view f : {"email_address", "email"})
+        if (const json::Value* e = a->find(f); e && e->as_string() && tokens.account.empty())
+          tokens.account = e->as_string()->substr(0, 128);
   if (auto in = number_of(doc->find("expires_in")))
     tokens.expires_ms = now_ms + static_cast<int64_t>(*in * 1000) - 5 * 60 * 1000;
   else if (auto at = number_of(doc->find("expires_at")))
@@ -216,9 +234,71 @@ agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, con
   return json::stringify(*doc);
 }
 
+void HeldLogins::hold(Login l) {
+  std::lock_guard lock(mu_);
+  std::erase_if(logins_, [&](const Login& o) { return o.id == l.id; });
+  logins_.push_back(std::move(l));
+}
+
+std::vector<HeldLogins::Login> HeldLogins::list() const {
+  std::lock_guard lock(mu_);
+  return logins_;
+}
+
+namespace {
+
+// The grant_type of a token request body, JSON or form-encoded, or "".
+std::string grant_type_of(std::string_view body) {
+  const size_t first = body.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && body[first] == '{') {
+    auto doc = json::parse(body);
+    const json::Value* g = doc ? doc->find("grant_type") : nullptr;
+    return g && g->as_string() ? *g->as_string() : "";
+  }
+  std::string found;
+  size_t count = 0;
+  for (size_t at = 0; at <= body.size();) {
+    size_t amp = body.find('&', at);
+    std::string_view pair = body.substr(at, amp == std::string_view::npos ? std::string_view::npos : amp - at);
+    if (pair.starts_with("grant_type=")) {
+      found = std::string(pair.substr(11));
+      ++count;
+    }
+    if (amp == std::string_view::npos) break;
+    at = amp + 1;
+  }
+  return count == 1 ? found : "";  // a repeated grant_type: whichever the server reads, not a renewal
+}
+
+}  // namespace
+
+netproxy::ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
+                                         const std::vector<std::string>& header_placeholders, const Table& table) {
+  using netproxy::ExchangeKind;
+  auto current = table.current_in(Slot{t.id, "refresh"});
+  // A credential that came from a login inside renews into a login too.
+  if (!current || current->second == Origin::login) return ExchangeKind::login;
+  const std::string& ph = current->first;
+  switch (t.renewal) {
+    case Renewal::refresh_grant:
+      return grant_type_of(body) == "refresh_token" && body.find(ph) != std::string_view::npos ? ExchangeKind::renewal
+                                                                                                  : ExchangeKind::login;
+    case Renewal::header_token:
+      return std::find(header_placeholders.begin(), header_placeholders.end(), ph) != header_placeholders.end()
+                 ? ExchangeKind::renewal
+                 : ExchangeKind::login;
+    case Renewal::none: return ExchangeKind::login;
+  }
+  return ExchangeKind::login;
+}
+
 OAuthExchange::OAuthExchange(std::shared_ptr<Table> table, Settings settings, std::string agent_dir,
-                             std::function<void(const std::string&)> warn)
-    : table_(std::move(table)), settings_(std::move(settings)), agent_dir_(std::move(agent_dir)), warn_(std::move(warn)) {}
+                             std::function<void(const std::string&)> warn, std::shared_ptr<HeldLogins> held)
+    : table_(std::move(table)),
+      settings_(std::move(settings)),
+      agent_dir_(std::move(agent_dir)),
+      warn_(std::move(warn)),
+      held_(std::move(held)) {}
 
 const TokenEndpoint* OAuthExchange::endpoint(std::string_view host, std::string_view path) const {
   path = path.substr(0, path.find('?'));
@@ -234,9 +314,11 @@ bool OAuthExchange::is_token_endpoint(std::string_view host, std::string_view pa
   return endpoint(host, path) != nullptr;
 }
 
-util::Result<std::string> OAuthExchange::request_body(std::string_view host, std::string_view path,
-                                                      std::string_view body) {
-  if (!endpoint(host, path)) return Error::invalid("not a token endpoint");
+util::Result<netproxy::ExchangeRequest> OAuthExchange::request_body(
+    std::string_view host, std::string_view path, std::string_view body,
+    const std::vector<std::string>& header_placeholders) {
+  const TokenEndpoint* t = endpoint(host, path);
+  if (!t) return Error::invalid("not a token endpoint");
   if (body.size() > kMaxTokenBody) return Error::invalid("the token request body is too large");
   std::string out(body);
   const bool is_json = body.find_first_not_of(" \t\r\n") != std::string_view::npos &&
@@ -255,11 +337,12 @@ util::Result<std::string> OAuthExchange::request_body(std::string_view host, std
     }
     replace_all(out, b.placeholder, real);
   }
-  return out;
+  return netproxy::ExchangeRequest{std::move(out), classify_exchange(*t, body, header_placeholders, *table_)};
 }
 
 util::Result<std::string> OAuthExchange::response_body(std::string_view host, std::string_view path, int status,
-                                                       std::string_view content_encoding, std::string_view body) {
+                                                       std::string_view content_encoding, std::string_view body,
+                                                       netproxy::ExchangeKind kind) {
   const TokenEndpoint* t = endpoint(host, path);
   if (!t) return Error::invalid("not a token endpoint");
   const Provider* p = provider_by_id(t->id);
@@ -269,9 +352,18 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  auto rewritten = rewrite_token_response(*decoded, *p, settings_, *table_, tokens, now_ms);
+  const bool renewal = kind == netproxy::ExchangeKind::renewal;
+  auto rewritten = rewrite_token_response(*decoded, *p, *t, renewal ? Origin::renewal : Origin::login, settings_,
+                                          *table_, tokens, now_ms);
   if (!rewritten) return rewritten.take_error();
-  if (status >= 200 && status < 300 && !agent_dir_.empty() && (tokens.access || tokens.refresh)) {
+  const bool got_tokens = status >= 200 && status < 300 && (tokens.access || tokens.refresh);
+  if (got_tokens && !renewal) {
+    // A login inside the jail: used for the rest of the run (the new
+    // placeholders are bound), written to the host only with consent.
+    if (held_) held_->hold({t->id, tokens});
+    return rewritten;
+  }
+  if (got_tokens && !agent_dir_.empty()) {
     const std::string id = t->id;
     auto dir = util::open_dir_nofollow(agent_dir_);
     util::Result<agent::WriteOutcome> written =
@@ -284,6 +376,30 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
                         id, written.error().message()));
   }
   return rewritten;
+}
+
+}  // namespace pj::supervisor::credentials
+
+namespace pj::supervisor::credentials {
+
+std::vector<std::string> apply_held(const std::string& agent_dir, const std::vector<HeldLogins::Login>& logins) {
+  std::vector<std::string> out;
+  if (agent_dir.empty()) return out;
+  for (const auto& l : logins) {
+    auto dir = util::open_dir_nofollow(agent_dir);
+    util::Result<agent::WriteOutcome> written =
+        dir ? agent::update_locked(dir->get(), agent::kAuthFile.name,
+                                   [&](agent::Content now) { return apply_tokens(now, l.id, l.tokens); })
+            : util::Result<agent::WriteOutcome>(dir.take_error());
+    if (written)
+      out.push_back(fmt::format("applied: auth.json: provider \"{}\": the login made in the jail (with your consent)",
+                                util::printable(l.id)));
+    else
+      out.push_back(fmt::format("refused: auth.json: provider \"{}\": the login made in the jail could not be "
+                                "written ({})",
+                                util::printable(l.id), written.error().message()));
+  }
+  return out;
 }
 
 }  // namespace pj::supervisor::credentials

@@ -2,9 +2,13 @@
 // (netproxy::TokenExchange): Pi inside the jail refreshes its tokens
 // itself, sending the placeholder of its refresh token; the filter asks
 // this class for the request body with the real one, and for the response
-// body with every new real token swapped for a new placeholder. The new
-// real tokens go to the host's auth.json at once (under Pi's lock), so a
-// run killed after a refresh leaves the host with tokens that work.
+// body with every new real token swapped for a new placeholder. When the
+// exchange is the provider's own renewal (TokenEndpoint::renewal, carrying
+// the current placeholder of a credential the host had), the new real
+// tokens go to the host's auth.json at once (under Pi's lock), so a run
+// killed after a refresh leaves the host with tokens that work. Any other
+// exchange (a login inside the jail) is used for the rest of the run, and
+// its tokens are held (HeldLogins) until the user consents at the end.
 //
 // The body transforms are pure (decode, rewrite_token_response,
 // apply_tokens); OAuthExchange adds the table and the host file.
@@ -13,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,7 +46,31 @@ const Provider* token_endpoint_provider(std::string_view host, std::string_view 
 struct NewTokens {
   std::optional<std::string> access, refresh;
   std::optional<int64_t> expires_ms;  // epoch milliseconds, Pi's formula (5 minutes early)
+  std::string account;                // what the response says of the account (an email), or empty
 };
+
+// The tokens of logins made inside the jail, newest per provider entry,
+// until the run's end decides (consent.h). Thread-safe.
+class HeldLogins {
+public:
+  struct Login {
+    std::string id;  // the auth.json entry
+    NewTokens tokens;
+  };
+  void hold(Login l);
+  std::vector<Login> list() const;
+
+private:
+  mutable std::mutex mu_;
+  std::vector<Login> logins_;
+};
+
+// What an exchange at endpoint `t` is: the provider's renewal only when
+// it carries the current placeholder of the host's (or a renewed) refresh
+// credential of `t.id`, as t.renewal defines (a refresh_token grant in
+// `body`, or a header placeholder for Copilot's token GET); else a login.
+netproxy::ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
+                                         const std::vector<std::string>& header_placeholders, const Table& table);
 
 // Rewrite a token endpoint's decoded JSON response: the values of
 // access_token, refresh_token, id_token, token (Copilot) and key
@@ -50,8 +79,12 @@ struct NewTokens {
 // hosts), and any other string equal to a real value in `table` becomes
 // its placeholder. Fails on a body that is not a JSON object: never
 // passed on unread.
-util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const Settings& s,
-                                                 Table& table, NewTokens& tokens, int64_t now_ms);
+// The new placeholders stand in the provider entry of endpoint `t`
+// (Table::add_slot, in the fields Pi stores them in), their values from
+// `origin`.
+util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const TokenEndpoint& t,
+                                                 Origin origin, const Settings& s, Table& table, NewTokens& tokens,
+                                                 int64_t now_ms);
 
 // The host's auth.json with provider `id`'s entry given the new tokens
 // (other fields kept; a missing entry made {"type": "oauth", ...}), or
@@ -63,13 +96,18 @@ public:
   // `agent_dir`: the host's Pi agent dir, whose auth.json is updated;
   // empty: none is (tests). `warn` reports a failed host update (the jail
   // still gets its placeholders; the write-back at the end tries again).
+  // `held`: where a login's tokens wait for the end of the run (may be
+  // null: they are dropped, the host never gets them).
   OAuthExchange(std::shared_ptr<Table> table, Settings settings, std::string agent_dir,
-                std::function<void(const std::string&)> warn);
+                std::function<void(const std::string&)> warn, std::shared_ptr<HeldLogins> held = nullptr);
 
   bool is_token_endpoint(std::string_view host, std::string_view path) const override;
-  util::Result<std::string> request_body(std::string_view host, std::string_view path, std::string_view body) override;
+  util::Result<netproxy::ExchangeRequest> request_body(std::string_view host, std::string_view path,
+                                                       std::string_view body,
+                                                       const std::vector<std::string>& header_placeholders) override;
   util::Result<std::string> response_body(std::string_view host, std::string_view path, int status,
-                                          std::string_view content_encoding, std::string_view body) override;
+                                          std::string_view content_encoding, std::string_view body,
+                                          netproxy::ExchangeKind kind) override;
   std::vector<netproxy::Binding> take_new_bindings() override { return table_->take_added(); }
 
 private:
@@ -80,6 +118,11 @@ private:
   Settings settings_;
   std::string agent_dir_;
   std::function<void(const std::string&)> warn_;
+  std::shared_ptr<HeldLogins> held_;
 };
+
+// Write held login tokens into the host's auth.json in `agent_dir`
+// (under Pi's lock); what was written or not, as notes.
+std::vector<std::string> apply_held(const std::string& agent_dir, const std::vector<HeldLogins::Login>& logins);
 
 }  // namespace pj::supervisor::credentials

@@ -392,6 +392,8 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
   }
   auto use = [&](const Binding& b) {
     if (std::find(s.used.begin(), s.used.end(), b.name) == s.used.end()) s.used.push_back(b.name);
+    if (std::find(s.used_placeholders.begin(), s.used_placeholders.end(), b.placeholder) == s.used_placeholders.end())
+      s.used_placeholders.push_back(b.placeholder);
   };
   for (size_t i = 0; i < request.fields.size(); ++i) {
     Field& f = request.fields[i];

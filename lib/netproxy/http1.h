@@ -94,6 +94,7 @@ struct Substitution {
   bool refused = false;
   std::string refused_binding;  // a binding whose placeholder was seen but is not bound here
   std::vector<std::string> used;  // bindings substituted (names), in order, once each
+  std::vector<std::string> used_placeholders;  // their placeholders (the jail's own), once each
   // Renderings of real values sent (a Basic credential's base64) and the
   // jail's own: masked in the response like the values themselves.
   std::vector<std::pair<std::string, std::string>> renderings;

@@ -334,18 +334,20 @@ struct InterceptConn {
       req.erase("Proxy-Authorization");
       TokenExchange* ex = owner.intercept_.exchange.get();
       bool exchange = ex && ex->is_token_endpoint(h.host, path);
+      ExchangeKind exchange_kind = ExchangeKind::login;
       if (exchange) {
         std::string body;
         if (!read_body(jail, rf, http1::kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; }))
           return answer(400, "token request: " + jail.error);
-        auto rewritten = ex->request_body(h.host, path, body);
+        auto rewritten = ex->request_body(h.host, path, body, sub.used_placeholders);
         if (!rewritten) {
           credential_refusal("token request refused: " + rewritten.error().message());
           return answer(403, "refused: " + rewritten.error().message());
         }
+        exchange_kind = rewritten->kind;
         req.erase("Transfer-Encoding");
-        req.set("Content-Length", std::to_string(rewritten->size()));
-        if (!to_server(req.serialise() + *rewritten)) return;
+        req.set("Content-Length", std::to_string(rewritten->body.size()));
+        if (!to_server(req.serialise() + rewritten->body)) return;
       } else {
         if (!to_server(req.serialise())) return;
         bool chunked = rf.framing == http1::Framing::chunked;
@@ -394,7 +396,7 @@ struct InterceptConn {
           credential_refusal("token response not read: " + server.error);
           return answer(502, "the token response could not be read");
         }
-        auto rewritten = ex->response_body(h.host, path, status, ce, body);
+        auto rewritten = ex->response_body(h.host, path, status, ce, body, exchange_kind);
         if (!rewritten) {
           credential_refusal("token response refused: " + rewritten.error().message());
           return answer(502, "the token response could not be rewritten: " + rewritten.error().message());

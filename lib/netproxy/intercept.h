@@ -39,6 +39,17 @@ struct Binding {
   std::vector<BoundHost> hosts;
 };
 
+// What one exchange at a token endpoint is: the provider's own renewal of
+// the credential the host already has, or anything else (a login made
+// inside the jail), whose tokens reach the host only with consent.
+enum class ExchangeKind { renewal, login };
+
+// A token request as it goes upstream.
+struct ExchangeRequest {
+  std::string body;  // placeholders of refresh tokens replaced by the real ones
+  ExchangeKind kind = ExchangeKind::login;
+};
+
 // A provider's OAuth token endpoint: the only request whose body is
 // rewritten, and whose response is rewritten before the jail sees it.
 // Implemented by the supervisor (new placeholders, host auth.json).
@@ -49,17 +60,23 @@ public:
   // endpoint.
   virtual bool is_token_endpoint(std::string_view host, std::string_view path) const = 0;
   // The request body with the jail's placeholders for refresh tokens
-  // replaced by the real ones. An error refuses the request (the filter
-  // answers 403 and records the message, which never holds a secret).
-  virtual util::Result<std::string> request_body(std::string_view host, std::string_view path,
-                                                 std::string_view body) = 0;
+  // replaced by the real ones, and what the exchange is (`header_placeholders`:
+  // the placeholders substituted in the request's headers). An error
+  // refuses the request (the filter answers 403 and records the message,
+  // which never holds a secret).
+  virtual util::Result<ExchangeRequest> request_body(std::string_view host, std::string_view path,
+                                                     std::string_view body,
+                                                     const std::vector<std::string>& header_placeholders) = 0;
   // The upstream response body (`content_encoding` as sent: "", "gzip",
   // "deflate", "br", "zstd"), decoded, with every real token replaced by a
-  // new placeholder (and the host's auth.json updated); returned
-  // identity-encoded. An error means the jail gets 502 and never the
-  // upstream body: fail closed.
+  // new placeholder (and, for a renewal, the host's auth.json updated; a
+  // login's tokens are held for the user's consent); returned
+  // identity-encoded. `kind`: what request_body() said of the request.
+  // An error means the jail gets 502 and never the upstream body: fail
+  // closed.
   virtual util::Result<std::string> response_body(std::string_view host, std::string_view path, int status,
-                                                  std::string_view content_encoding, std::string_view body) = 0;
+                                                  std::string_view content_encoding, std::string_view body,
+                                                  ExchangeKind kind) = 0;
   // The bindings response_body() made since the last call (new
   // placeholders for refreshed tokens, bound like the old ones): the
   // filter adds them to its own before it relays the response, so the

@@ -79,6 +79,11 @@ std::string explain_text(const ExplainInput& in) {
     line("ptrace", p.ptrace_allowed() ? "ALLOWED (unsafe_allow_ptrace)" : "denied", p.ptrace_src());
     line("nested-userns", p.nested_userns_allowed() ? "ALLOWED (unsafe_nested_user_namespaces)" : "denied",
          p.nested_userns_src());
+    line("logins",
+         p.credential_logins() == LoginWriteBack::write_back
+             ? "write-back (a login made inside replaces yours without asking)"
+             : "ask (a login made inside replaces yours only if you agree)",
+         p.credential_logins_src());
     out += "\nhome ($HOME inside; never the real home):\n";
     line("persist", p.home_persists() ? "kept between runs in " + in.jail_home : "no: the run's own, discarded at the end",
          p.home_persist_src());
@@ -193,6 +198,7 @@ std::string explain_json(const ExplainInput& in) {
     j.field("landlock", choice_name(p.landlock()));
     j.field("ptrace", p.ptrace_allowed() ? "allowed" : "denied");
     j.field("nested_user_namespaces", p.nested_userns_allowed() ? "allowed" : "denied");
+    j.field("logins", choice_name(p.credential_logins()));
     j.end_object();
     j.key("home").begin_object();
     j.field("persist", p.home_persists());

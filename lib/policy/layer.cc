@@ -32,7 +32,7 @@ const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"hardening", {"landlock", "unsafe_allow_ptrace", "unsafe_nested_user_namespaces"}},
     {"policy", {"on_excess"}},
     {"runtime", {"compile_cache"}},
-    {"credentials", {"bind", "pass_through"}},
+    {"credentials", {"bind", "pass_through", "logins"}},
 };
 
 class Loader {
@@ -285,6 +285,11 @@ public:
   // pass_through = ["NAME", ...].
   void credentials(const std::string& key, const toml::node& v, const std::string& where) {
     Layer& l = out_.layer;
+    if (key == "logins") {
+      l.cred_logins = one_of(v, where, {std::pair{choice_name(LoginWriteBack::ask), LoginWriteBack::ask},
+                                        {choice_name(LoginWriteBack::write_back), LoginWriteBack::write_back}});
+      return;
+    }
     if (key == "pass_through") {
       for (auto& e : strings(v, where))
         if (check_env_name(e, /*glob=*/false)) l.cred_pass_through.push_back(std::move(e));
@@ -367,6 +372,7 @@ const char* authority_name(Authority a) {
 
 const char* choice_name(LandlockUse v) { return v == LandlockUse::required ? "required" : "if-available"; }
 const char* choice_name(OnExcess v) { return v == OnExcess::error ? "error" : "warn"; }
+const char* choice_name(LoginWriteBack v) { return v == LoginWriteBack::write_back ? "write-back" : "ask"; }
 
 const std::vector<NetPreset>& net_presets() {
   static const std::vector<NetPreset> presets = {

@@ -62,9 +62,13 @@ struct Flag {
 // unknown name is an error at its file:line there, never later).
 enum class LandlockUse { if_available, required };  // [hardening] landlock
 enum class OnExcess { warn, error };                 // [policy] on_excess
+// [credentials] logins: whether a login made inside the jail reaches the
+// host's auth.json without asking (operators only; supervisor/consent.h).
+enum class LoginWriteBack { ask, write_back };
 // The spelling in TOML and in explain's output.
 const char* choice_name(LandlockUse v);
 const char* choice_name(OnExcess v);
+const char* choice_name(LoginWriteBack v);
 
 template <class E>
 struct Choice {
@@ -164,6 +168,7 @@ struct Layer {
   };
   std::vector<CredentialHost> cred_bind;   // bind = { anthropic = ["llm.corp.example"] }
   std::vector<Entry> cred_pass_through;    // pass_through = ["AWS_ACCESS_KEY_ID"]: the real value, reported
+  std::optional<Choice<LoginWriteBack>> cred_logins;  // logins = "ask" | "write-back"
   // [limits]
   std::optional<Limits> limits;
   // [hardening]

@@ -78,6 +78,9 @@ public:
   // to, and the credentials passed in as they are (not placeholders).
   const std::vector<Layer::CredentialHost>& credential_hosts() const { return cred_hosts_; }
   const std::vector<Entry>& credential_pass_through() const { return cred_pass_through_; }
+  // [credentials] logins (operators only): ask, unless an operator said write-back.
+  LoginWriteBack credential_logins() const { return cred_logins_; }
+  const Source& credential_logins_src() const { return cred_logins_src_; }
   LandlockUse landlock() const { return landlock_; }
   const Source& landlock_src() const { return landlock_src_; }
   bool ptrace_allowed() const { return ptrace_.value; }
@@ -121,6 +124,8 @@ private:
   std::vector<Setting> env_set_;
   std::vector<Layer::CredentialHost> cred_hosts_;
   std::vector<Entry> cred_pass_through_;
+  LoginWriteBack cred_logins_ = LoginWriteBack::ask;
+  Source cred_logins_src_{"default", 0, 0};
   LandlockUse landlock_ = LandlockUse::if_available;
   Source landlock_src_{"default", 0, 0};
   Flag ptrace_{false, {"default", 0, 0}};

@@ -45,6 +45,10 @@ std::string emit(const Choice<LandlockUse>& c) {
 std::string emit(const Choice<OnExcess>& c) {
   return fmt::format("Choice<OnExcess>{{static_cast<OnExcess>({}), {}}}", static_cast<int>(c.value), emit(c.src));
 }
+std::string emit(const Choice<LoginWriteBack>& c) {
+  return fmt::format("Choice<LoginWriteBack>{{static_cast<LoginWriteBack>({}), {}}}", static_cast<int>(c.value),
+                     emit(c.src));
+}
 std::string emit(const SizeSetting& s) {
   return fmt::format("SizeSetting{{MemorySize{{{}u, static_cast<MemorySize::Unit>({})}}, {}}}", s.size.value,
                      static_cast<int>(s.size.unit), emit(s.src));
@@ -124,6 +128,7 @@ std::string emit_layer(const Layer& l, size_t index, std::ostringstream& tables)
   out << "  l.home_persist = " << emit(l.home_persist) << ";\n";
   out << "  l.env_set = " << emit(l.env_set) << ";\n";
   out << "  l.cred_bind = " << emit(l.cred_bind) << ";\n";
+  out << "  l.cred_logins = " << emit(l.cred_logins) << ";\n";
   if (l.limits) out << "  l.limits = " << emit(*l.limits) << ";\n";
   out << "  l.landlock = " << emit(l.landlock) << ";\n";
   out << "  l.unsafe_allow_ptrace = " << emit(l.unsafe_allow_ptrace) << ";\n";

@@ -420,6 +420,10 @@ struct Resolver {
     for (const auto& e : l.publish) publish(e);
     pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
     pol.cred_pass_through_.insert(pol.cred_pass_through_.end(), l.cred_pass_through.begin(), l.cred_pass_through.end());
+    if (l.cred_logins) {
+      pol.cred_logins_ = l.cred_logins->value;
+      pol.cred_logins_src_ = l.cred_logins->src;
+    }
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
@@ -517,6 +521,9 @@ struct Resolver {
              "credentials are bound to hosts by operators, not by projects");
     for (const auto& e : l.cred_pass_through)
       refuse(e.src, "credentials.pass_through " + e.text, "credentials are passed by operators, not by projects");
+    if (l.cred_logins)
+      refuse(l.cred_logins->src, fmt::format("credentials.logins = \"{}\"", choice_name(l.cred_logins->value)),
+             "whether a login inside the jail replaces your credentials is set by operators, not by projects");
     if (l.unsafe_allow_ptrace)
       refuse(l.unsafe_allow_ptrace->src, "unsafe_allow_ptrace", "unsafe_* switches are for operators only");
     if (l.unsafe_nested_user_namespaces)

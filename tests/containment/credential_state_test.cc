@@ -168,6 +168,8 @@ namespace {
 // new tokens when the body holds the expected real refresh token (else
 // 400); any other request is answered with the Authorization it carried.
 // Every request line, Authorization and body goes to the log.
+// POST /v1/oauth/token with grant_type authorization_code and any code
+// is a login: it answers new tokens too.
 const char* kTokenServer = R"PY(
 import sys, os, ssl, gzip, json, socketserver, http.server, threading
 cert, key, log, portfile, conf = sys.argv[1:6]
@@ -184,7 +186,10 @@ class H(http.server.BaseHTTPRequestHandler):
         with lock, open(log, "a") as f:
             f.write("%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Authorization"), body))
         if self.path == "/v1/oauth/token":
-            if json.loads(body).get("refresh_token") != c["expect_refresh"]:
+            req = json.loads(body)
+            # A login: any code the client chose buys new tokens.
+            login = req.get("grant_type") == "authorization_code" and req.get("code")
+            if req.get("refresh_token") != c["expect_refresh"] and not login:
                 out, code = b'{"error":"invalid_grant"}', 400
             else:
                 out, code = gzip.compress(json.dumps({"token_type": "Bearer", "access_token": c["new_access"],
@@ -286,4 +291,176 @@ TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new r
   CHECK(next.out.find(new_access.substr(13)) == std::string::npos);
   ::kill(server, SIGKILL);
   wait_status(server);
+}
+
+namespace {
+
+// The host's auth.json with an Anthropic API key and a provider pi-jail
+// binds to no host ("mycorp": its key is withheld, a placeholder inside).
+const std::string kMycorp = "mycorp-" + unique_token() + "MYCORPsecretMYCORPsecret0123456789";
+
+std::string host_auth_with_withheld(const Sandbox& sb) {
+  std::filesystem::create_directories(sb.home + "/.pi/agent");
+  const std::string text = R"({"anthropic":{"type":"api_key","key":")" + kKey +
+                           R"("},"mycorp":{"type":"api_key","key":")" + kMycorp + "\"}}";
+  write_file(sb.home + "/.pi/agent/auth.json", text);
+  std::filesystem::permissions(sb.home + "/.pi/agent/auth.json", std::filesystem::perms::owner_read |
+                                                                     std::filesystem::perms::owner_write);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a withheld credential's placeholder moved under another provider leaves the host's auth.json "
+          "byte-identical, and is reported") {
+  Sandbox sb;
+  const std::string before = host_auth_with_withheld(sb);
+  const std::string report = sb.outside + "/report.json";
+  // The jail writes mycorp's placeholder as Anthropic's key.
+  auto o = jail_sh(sb,
+                   "f=$HOME/.pi/agent/auth.json; m=$(grep -o 'mycorp-[A-Za-z0-9]*' $f); "
+                   "a=$(grep -o 'sk-ant-api03-[A-Za-z0-9]*' $f); echo \"m=$m\"; "
+                   "sed \"s/$a/$m/\" $f > $f.new && mv $f.new $f && grep -c \"$m\" $f",
+                   {"--report", report});
+  CAPTURE(o.out);
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(trim(o.out).ends_with("2"));  // it stands in both entries now
+  CHECK(read_file(sb.home + "/.pi/agent/auth.json") == before);
+  CHECK(o.err.find("refused: auth.json") != std::string::npos);
+  CHECK(o.err.find("\"anthropic\"") != std::string::npos);
+  CHECK(o.err.find(kMycorp.substr(7)) == std::string::npos);
+  const std::string text = read_file(report);
+  CHECK(text.find("refused: auth.json") != std::string::npos);
+  CHECK(text.find(kMycorp.substr(7)) == std::string::npos);
+  // A new provider entry holding it: refused the same way.
+  auto added = jail_sh(sb,
+                       "f=$HOME/.pi/agent/auth.json; m=$(grep -o 'mycorp-[A-Za-z0-9]*' $f); "
+                       "printf '{\"openai\":{\"type\":\"api_key\",\"key\":\"%s\"},\"mycorp\":{\"type\":\"api_key\",\"key\":\"%s\"}}' "
+                       "\"$m\" \"$m\" > $f.new && mv $f.new $f && echo moved");
+  CAPTURE(added.err);
+  CHECK(added.out.find("moved") != std::string::npos);
+  CHECK(read_file(sb.home + "/.pi/agent/auth.json") == before);
+  CHECK(added.err.find("refused: auth.json") != std::string::npos);
+}
+
+TEST_CASE("a literal token written into the jail's auth.json is not written back without consent; an operator's "
+          "logins = \"write-back\" lets it through") {
+  Sandbox sb;
+  const std::string before = host_auth_with_withheld(sb);
+  const std::string report = sb.outside + "/report.json";
+  const std::string literal = "sk-ant-api03-" + unique_token() + "JAILCHOSEjailchose0123456789";
+  const std::string script = "f=$HOME/.pi/agent/auth.json; a=$(grep -o 'sk-ant-api03-[A-Za-z0-9]*' $f); "
+                             "sed \"s/$a/" + literal + "/\" $f > $f.new && mv $f.new $f && echo wrote";
+  auto o = jail_sh(sb, script, {"--report", report});
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(o.out.find("wrote") != std::string::npos);
+  CHECK(read_file(sb.home + "/.pi/agent/auth.json") == before);
+  CHECK(o.err.find("refused: auth.json: provider \"anthropic\": a login made in the jail is not written back: "
+                   "there is no terminal to ask on") != std::string::npos);
+  CHECK(read_file(report).find("a login made in the jail is not written back") != std::string::npos);
+  // A project cannot let it through; the operator can.
+  std::filesystem::create_directories(sb.ws + "/.pi");
+  write_file(sb.ws + "/.pi/jail.toml", "[credentials]\nlogins = \"write-back\"\n");
+  auto project = jail_sh(sb, script);
+  CHECK(project.err.find(".pi/jail.toml:2:10") != std::string::npos);
+  CHECK(read_file(sb.home + "/.pi/agent/auth.json") == before);
+  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
+  write_file(sb.home + "/.config/pi-jail/policy.toml", "[credentials]\nlogins = \"write-back\"\n");
+  auto allowed = jail_sh(sb, script);
+  CAPTURE(allowed.err);
+  const std::string after = read_file(sb.home + "/.pi/agent/auth.json");
+  CHECK(after.find(literal) != std::string::npos);
+  CHECK(after.find(kMycorp) != std::string::npos);  // the rest kept
+}
+
+TEST_CASE("an authorization_code exchange through the filter is used in the run but leaves the host's auth.json "
+          "unchanged without consent") {
+  Sandbox sb;
+  host_auth(sb);
+  const std::string before = read_file(sb.home + "/.pi/agent/auth.json");
+  const std::string d = sb.base, ca = d + "/test-ca.pem", cert = d + "/server.pem";
+  sh_ok("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " +
+        ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+        "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " +
+        cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage="
+        "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
+        ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
+  const std::string new_access = "sk-ant-oat01-" + unique_token() + "LOGINACCESSlogin0123456789abcdefghijklmn";
+  const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "LOGINREFRESHlogin0123456789abcdefghijkl";
+  const std::string conf = d + "/conf.json", log = d + "/token.log", portfile = d + "/token.port";
+  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
+                       R"(","new_refresh":")" + new_refresh + "\"}");
+  write_file(d + "/server.py", kTokenServer);
+  sh_ok("chmod a+r " + d + "/*");
+  pid_t server = spawn({"/usr/bin/python3", d + "/server.py", cert, cert + ".key", log, portfile, conf});
+  REQUIRE(eventually([&] { return exists(portfile); }));
+  const std::string port = trim(read_file(portfile)), url = "https://127.0.0.1:" + port;
+  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
+  write_file(sb.home + "/.config/pi-jail/policy.toml",
+             "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
+  const std::vector<std::string> opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca,
+                                         "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
+  // A login the jail starts itself, with a code it chose; then Pi would
+  // store the tokens and use them.
+  auto o = jail_sh(sb,
+                   "resp=$(env -u NO_PROXY -u no_proxy curl -sS -H 'content-type: application/json' --data "
+                   "'{\"grant_type\":\"authorization_code\",\"code\":\"jail-chosen\",\"client_id\":\"c\"}' " + url +
+                       "/v1/oauth/token); echo \"resp=$resp\"; "
+                   "a=$(echo \"$resp\" | grep -o 'sk-ant-oat01-[A-Za-z0-9]*'); "
+                   "r=$(echo \"$resp\" | grep -o 'sk-ant-ort01-[A-Za-z0-9]*'); "
+                   "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " + url + "/v1/messages; "
+                   "f=$HOME/.pi/agent/auth.json; printf '{\"anthropic\":{\"type\":\"oauth\",\"refresh\":\"%s\","
+                   "\"access\":\"%s\",\"expires\":1767229200000}}' \"$r\" \"$a\" > $f.new && mv $f.new $f",
+                   opts);
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  const std::string seen = exists(log) ? read_file(log) : "";
+  CAPTURE(seen);
+  CHECK(seen.find("auth=Bearer " + new_access) != std::string::npos);  // used for the rest of the run
+  CHECK(o.out.find(new_access.substr(13)) == std::string::npos);
+  // Both paths held it: the exchange's update and the write-back.
+  CHECK(read_file(sb.home + "/.pi/agent/auth.json") == before);
+  CHECK(o.err.find("refused: auth.json: provider \"anthropic\": a login made in the jail is not written back") !=
+        std::string::npos);
+  ::kill(server, SIGKILL);
+  wait_status(server);
+}
+
+TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login back; \"n\", or keys typed before "
+          "the question, leave the host's auth.json as it was") {
+  Sandbox sb;
+  const std::string before = host_auth_with_withheld(sb);
+  const std::string auth = sb.home + "/.pi/agent/auth.json";
+  Tmux t("env PS1='outer$ ' HOME=" + sb.home + " XDG_CONFIG_HOME=" + sb.home + "/.config bash --norc --noprofile",
+         120, 30);
+  REQUIRE(t.wait_for("outer$"));
+  // The jail writes a literal key, then runs on for a moment: keys typed
+  // meanwhile must not answer the question that comes after.
+  auto login = [&](const std::string& literal) {
+    t.type("clear; cd " + sb.ws + " && " + pi_jail() + " -q -w " + sb.ws +
+           " -- /bin/sh -c 'f=$HOME/.pi/agent/auth.json; a=$(grep -o \"sk-ant-api03-[A-Za-z0-9]*\" $f); "
+           "sed \"s/$a/" + literal + "/\" $f > $f.new && mv $f.new $f && echo wrote-$((6*7)) && sleep 1'");
+    REQUIRE(t.wait_for("wrote-42"));
+  };
+  const std::string refused = "sk-ant-api03-" + unique_token() + "TYPEDEARLYtypedearly0123456789";
+  login(refused);
+  t.type("y");  // before the question: flushed, not an answer
+  REQUIRE(t.wait_for("[y/N]"));
+  CHECK(t.screen().find("provider \"anthropic\"") != std::string::npos);
+  t.type("n");
+  REQUIRE_MESSAGE(t.wait_for("in the jail is not written back: you did"), t.screen());
+  CHECK(read_file(auth) == before);
+
+  const std::string agreed = "sk-ant-api03-" + unique_token() + "AGREEDagreed0123456789abcdef";
+  login(agreed);
+  REQUIRE(t.wait_for("[y/N]"));
+  t.type("y");
+  REQUIRE(eventually([&] { return read_file(auth).find(agreed) != std::string::npos; }));
+  CHECK(read_file(auth).find(kMycorp) != std::string::npos);  // the rest kept
+  CHECK(read_file(auth).find(refused) == std::string::npos);
+  t.type("echo done-$((6*7))");
+  CHECK(t.wait_for("done-42"));
 }

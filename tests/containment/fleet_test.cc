@@ -65,6 +65,10 @@ TEST_CASE("fifty runs at once in one workspace and agent dir: each its own /tmp,
   const std::string agent = sb.home + "/.pi/agent";
   std::filesystem::create_directories(agent);
   write_file(agent + "/auth.json", "{}\n");
+  // Each run adds a provider entry: a login, which the operator lets
+  // write back unattended (no run here has a terminal to ask on).
+  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
+  write_file(sb.home + "/.config/pi-jail/policy.toml", "[credentials]\nlogins = \"write-back\"\n");
   std::filesystem::create_directories(sb.ws + "/started");
   // One host service per run; run i may reach only its own.
   std::vector<std::unique_ptr<HttpServer>> servers;

@@ -51,6 +51,16 @@ class H(http.server.BaseHTTPRequestHandler):
             else:
                 out, code = gzip.compress(json.dumps({"token_type": "Bearer", "access_token": c["new_access"],
                     "refresh_token": c["new_refresh"], "expires_in": 28800}).encode()), 200
+        elif self.path.startswith("/copilot_internal/v2/token"):
+            # Copilot's token GET: only the real GitHub token buys one.
+            if self.headers.get("Authorization") != "Bearer " + c.get("expect_gh", "-"):
+                out, code = b'{"message":"Bad credentials"}', 401
+            else:
+                import time
+                out, code = json.dumps({"token": c["new_copilot"], "expires_at": int(time.time()) + 1800}).encode(), 200
+        elif self.path.startswith("/models"):
+            out, code = json.dumps({"data": [{"id": c.get("copilot_model", "-"), "model_picker_enabled": True,
+                "policy": {"state": "enabled"}, "capabilities": {"supports": {"tool_calls": True}}}]}).encode(), 200
         elif self.path.startswith("/v1/messages"):
             out, code, ctype = SSE, 200, "text/event-stream"
         else:
@@ -158,6 +168,67 @@ TEST_CASE("the real Pi refreshes an expired Anthropic OAuth token through the fi
     seen = read_file(log);
     CHECK(count(seen, "/v1/oauth/token") == 1);
     CHECK(count(seen, "host=api.anthropic.com auth=Bearer " + new_access) == 2);
+    ::kill(server, SIGKILL);
+    wait_status(server);
+  }
+}
+
+TEST_CASE("the real Pi renews an expired GitHub Copilot token through the filter: the host's auth.json gets it "
+          "without a question, Pi only placeholders") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    write_file(w.agent + "/settings.json", R"({"retry": {"enabled": false}})");
+    const std::string d = w.sb.base, ca = d + "/test-ca.pem", cert = d + "/copilot.pem";
+    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-e2e-ca -days 2 -keyout " +
+       ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+       "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=api.github.com "
+       "-keyout " + cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=DNS:api.github.com,"
+       "DNS:api.individual.githubcopilot.com\\nextendedKeyUsage=serverAuth\\n' > " + cert + ".ext && openssl x509 -req "
+       "-in " + cert + ".csr -CA " + ca + " -CAkey " + ca + ".key -CAcreateserial -days 2 -out " + cert + " -extfile " +
+       cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
+    const std::string gh = "ghu_" + unique_token() + "E2EgithubTOKEN0123456789";
+    const std::string old_copilot = "tid=" + unique_token() + ";exp=1;sku=e2e;8kp=1:OLD" + unique_token();
+    const std::string new_copilot = "tid=" + unique_token() + ";exp=2;sku=e2e;8kp=1:NEW" + unique_token();
+    const std::string model = "claude-fable-5";
+    const std::string conf = d + "/conf.json", log = d + "/copilot.log", portfile = d + "/copilot.port";
+    write_file(conf, R"({"expect_gh":")" + gh + R"(","new_copilot":")" + new_copilot + R"(","copilot_model":")" +
+                         model + R"(","expect_refresh":"-"})");
+    write_file(d + "/stand-in.py", kStandIn);
+    sh("chmod a+r " + d + "/*");
+    pid_t server = spawn({"/usr/bin/python3", d + "/stand-in.py", cert, cert + ".key", log, portfile, conf});
+    REQUIRE(eventually([&] { return exists(portfile); }));
+    const std::string port = trim(read_file(portfile));
+    // Expired long ago: Pi renews the Copilot token before its model call.
+    write_file(w.agent + "/auth.json", R"({"github-copilot":{"type":"oauth","refresh":")" + gh + R"(","access":")" +
+                                           old_copilot + R"(","expires":1767225600000}})");
+    std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws};
+    argv.insert(argv.end(), w.jail.begin(), w.jail.end());
+    argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "api.github.com:443", "--allow-net",
+                             "api.individual.githubcopilot.com:443", "--test-upstream-ca", ca, "--test-resolve",
+                             "api.github.com:443=127.0.0.1:" + port, "--test-resolve",
+                             "api.individual.githubcopilot.com:443=127.0.0.1:" + port, "--", "pi", "-p",
+                             "--no-session", "--provider", "github-copilot", "--model", model, "go"});
+    auto first = run(argv, w.env());
+    CAPTURE(first.out);
+    CAPTURE(first.err);
+    const std::string seen = exists(log) ? read_file(log) : "";
+    CAPTURE(seen);
+    CHECK(first.status == 0);
+    // The renewal carried the real GitHub token (the stand-in answers only it).
+    CHECK(seen.find("GET /copilot_internal/v2/token HTTP/1.1 host=api.github.com auth=Bearer " + gh) !=
+          std::string::npos);
+    for (const auto& secret : {gh, new_copilot}) {
+      CAPTURE(secret);
+      CHECK((first.out + first.err).find(secret) == std::string::npos);
+    }
+    // A renewal, not a login: the host's auth.json has the new Copilot
+    // token at once, and nothing was refused or asked.
+    const std::string host = read_file(w.agent + "/auth.json");
+    CAPTURE(host);
+    CHECK(host.find(new_copilot) != std::string::npos);
+    CHECK(host.find(gh) != std::string::npos);
+    CHECK(first.err.find("a login made in the jail") == std::string::npos);
     ::kill(server, SIGKILL);
     wait_status(server);
   }

@@ -14,6 +14,8 @@
 
 #include "credentials.h"
 #include "token_exchange.h"
+#include "agent_state.h"
+#include "consent.h"
 #include "policy/layer.h"
 #include "policy/policy.h"
 #include "util/json_value.h"
@@ -25,6 +27,7 @@ using pj::netproxy::BoundHost;
 
 namespace {
 
+constexpr auto kRenewal = pj::netproxy::ExchangeKind::renewal;
 const std::string kApiKey = "sk-ant-api03-" + std::string(95, 'R') + "AA";  // the real shape: 108 characters
 const std::string kAccess = "sk-ant-oat01-REALACCESSrealaccessREALACCESSrealaccess0123456789abcdef";
 const std::string kRefresh = "sk-ant-ort01-REALREFRESHrealrefreshREALREFRESHrealrefresh0123456789ab";
@@ -208,8 +211,10 @@ TEST_CASE("auth.json: the jail's copy holds placeholders, every other field kept
   // real values: never a placeholder into the host's file.
   std::string left = *jail;
   left.replace(left.find("1767225600000"), 13, "1767229200000");
-  auto revealed = reveal_auth(left, table);
-  REQUIRE(revealed);
+  auto r = reveal_auth(left, *jail, table);
+  REQUIRE(r);
+  const std::string* revealed = &r->text;
+  CHECK(r->held.empty());
   CHECK(revealed->find(kRefresh) != std::string::npos);
   CHECK(revealed->find(kAccess) != std::string::npos);
   CHECK(revealed->find("sk-ant-oat01-") == revealed->find(kAccess));
@@ -237,17 +242,18 @@ TEST_CASE("token exchange: the request's placeholder refresh token becomes the r
 
   auto json_body = ex.request_body(
       "platform.claude.com", "/v1/oauth/token",
-      R"({"grant_type":"refresh_token","client_id":"c","refresh_token":"sk-ant-ort01-PLACEHOLDERplaceholderPLACEHOLDER0123"})");
+      R"({"grant_type":"refresh_token","client_id":"c","refresh_token":"sk-ant-ort01-PLACEHOLDERplaceholderPLACEHOLDER0123"})",
+      {});
   REQUIRE(json_body);
-  CHECK(*json_body == R"({"grant_type":"refresh_token","client_id":"c","refresh_token":")" + kRefresh + "\"}");
+  CHECK(json_body->body == R"({"grant_type":"refresh_token","client_id":"c","refresh_token":")" + kRefresh + "\"}");
   auto form = ex.request_body("auth.x.ai", "/oauth2/token",
-                              "grant_type=refresh_token&refresh_token=xai-PLACEHOLDERplaceholderPLACEHOLDER0123&x=1");
+                              "grant_type=refresh_token&refresh_token=xai-PLACEHOLDERplaceholderPLACEHOLDER0123&x=1", {});
   REQUIRE(form);
-  CHECK(*form == "grant_type=refresh_token&refresh_token=real%2Fxai%2Brefresh%3D&x=1");
+  CHECK(form->body == "grant_type=refresh_token&refresh_token=real%2Fxai%2Brefresh%3D&x=1");
   // The access token's placeholder is not bound to the token endpoint:
   // refused (403), and the message holds no secret.
   auto wrong = ex.request_body("platform.claude.com", "/v1/oauth/token",
-                               R"({"refresh_token":"sk-ant-oat01-PLACEHOLDERplaceholderPLACEHOLDER0123"})");
+                               R"({"refresh_token":"sk-ant-oat01-PLACEHOLDERplaceholderPLACEHOLDER0123"})", {});
   REQUIRE_FALSE(wrong);
   CHECK(wrong.error().message().find("auth.json anthropic.access") != std::string::npos);
   CHECK(wrong.error().message().find(kAccess) == std::string::npos);
@@ -264,7 +270,7 @@ TEST_CASE("token exchange: responses are decoded (gzip, deflate, zstd), new toke
     (void)table->take_added();
     OAuthExchange ex(table, pi_settings(), "", nullptr);
     std::string wire = enc == "gzip" ? gzip(body) : enc.starts_with("z") || enc.starts_with("Z") ? zstd(body) : body;
-    auto out = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, enc, wire);
+    auto out = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, enc, wire, kRenewal);
     REQUIRE(out);
     CHECK(out->find("NEWACCESS") == std::string::npos);
     CHECK(out->find("NEWREFRESH") == std::string::npos);
@@ -292,20 +298,20 @@ TEST_CASE("token exchange: fails closed on what it cannot read; an echoed real v
   table->add({"auth.json anthropic.refresh", "sk-ant-ort01-OLDPLACEHOLDER", kRefresh, {{"platform.claude.com", 443}}});
   OAuthExchange ex(table, pi_settings(), "", nullptr);
   const std::string body = R"({"access_token":"sk-ant-oat01-NEW0123456789abcdefghijklmnopqrstuvwxyz"})";
-  auto br = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "br", body);
+  auto br = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "br", body, kRenewal);
   REQUIRE_FALSE(br);
   CHECK(br.error().message().find("\"br\"") != std::string::npos);
-  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "gzip", body));        // not gzip
-  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "zstd", zstd(body).substr(0, 10)));
-  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "", "<html>" + body));
-  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "", "[" + body + "]"));
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "gzip", body, kRenewal));        // not gzip
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "zstd", zstd(body).substr(0, 10), kRenewal));
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "", "<html>" + body, kRenewal));
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "", "[" + body + "]", kRenewal));
   auto bomb = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "gzip",
-                               gzip(std::string(kMaxTokenBody + 10, ' ') + body));
+                               gzip(std::string(kMaxTokenBody + 10, ' ') + body), kRenewal);
   REQUIRE_FALSE(bomb);
   CHECK(bomb.error().message().find("larger than") != std::string::npos);
   // An error response that echoes the refresh token it was sent.
   auto echo = ex.response_body("platform.claude.com", "/v1/oauth/token", 400, "",
-                               R"({"error":"invalid_grant","detail":{"sent":")" + kRefresh + "\"}}");
+                               R"({"error":"invalid_grant","detail":{"sent":")" + kRefresh + "\"}}", kRenewal);
   REQUIRE(echo);
   CHECK(echo->find(kRefresh) == std::string::npos);
   CHECK(echo->find("sk-ant-ort01-OLDPLACEHOLDER") != std::string::npos);
@@ -313,7 +319,7 @@ TEST_CASE("token exchange: fails closed on what it cannot read; an echoed real v
 
 TEST_CASE("token exchange: the host's auth.json gets the new real tokens and expiry under Pi's lock") {
   const int64_t now = 1'800'000'000'000;
-  NewTokens t{"new-access", "new-refresh", now + 3600'000 - 300'000};
+  NewTokens t{"new-access", "new-refresh", now + 3600'000 - 300'000, ""};
   auto next = apply_tokens(R"({"anthropic":{"type":"oauth","refresh":"old","access":"old","expires":1,"extra":"kept"},)"
                            R"("openai":{"type":"api_key","key":"k"}})",
                            "anthropic", t);
@@ -342,7 +348,7 @@ TEST_CASE("token exchange: the host's auth.json gets the new real tokens and exp
   OAuthExchange ex(table, pi_settings(), dir, [&](const std::string& w) { warnings.push_back(w); });
   auto out = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "",
                               R"({"access_token":"sk-ant-oat01-HOSTNEWACCESS0123456789abcdefghijklmnop",)"
-                              R"("refresh_token":"sk-ant-ort01-HOSTNEWREFRESH0123456789abcdefghijklmno","expires_in":3600})");
+                              R"("refresh_token":"sk-ant-ort01-HOSTNEWREFRESH0123456789abcdefghijklmno","expires_in":3600})", kRenewal);
   REQUIRE(out);
   CHECK(warnings.empty());
   std::stringstream host;
@@ -381,6 +387,44 @@ TEST_CASE("[credentials]: operators bind and pass through; a project file can do
   CHECK(r.refused[1].request.str() == ".pi/jail.toml:3:17");
 }
 
+TEST_CASE("[credentials] logins: an operator may let logins write back; a project file may not (file:line)") {
+  using namespace pj::policy;
+  Context ctx{"/w", "/home/u", "/w", {}, [](const std::string& p) { return std::optional<std::string>(p); },
+              std::nullopt};
+  auto none = resolve({}, ctx);
+  REQUIRE(none.policy);
+  CHECK(none.policy->credential_logins() == LoginWriteBack::ask);
+  auto op = load_layer("[credentials]\nlogins = \"write-back\"\n", "user.toml", Authority::user);
+  REQUIRE(op.errors.empty());
+  auto r = resolve({op.layer}, ctx);
+  REQUIRE(r.policy);
+  CHECK(r.policy->credential_logins() == LoginWriteBack::write_back);
+  auto proj = load_layer("[credentials]\nlogins = \"write-back\"\n", ".pi/jail.toml", Authority::project);
+  REQUIRE(proj.errors.empty());
+  auto p = resolve({proj.layer}, ctx);
+  REQUIRE(p.policy);
+  CHECK(p.policy->credential_logins() == LoginWriteBack::ask);
+  REQUIRE(p.refused.size() == 1);
+  CHECK(p.refused[0].request.str() == ".pi/jail.toml:2:10");
+  CHECK(load_layer("[credentials]\nlogins = \"always\"\n", "user.toml", Authority::user).errors.size() == 1);
+}
+
+TEST_CASE("login consent: only \"y\" or \"yes\" consents, and the question escapes what the jail chose") {
+  using pj::supervisor::Consent;
+  CHECK(pj::supervisor::parse_answer("y\n") == Consent::given);
+  CHECK(pj::supervisor::parse_answer(" YES ") == Consent::given);
+  CHECK(pj::supervisor::parse_answer("") == Consent::refused);
+  CHECK(pj::supervisor::parse_answer("n") == Consent::refused);
+  CHECK(pj::supervisor::parse_answer("yy") == Consent::refused);
+  const std::string q = pj::supervisor::consent_question({{"anthropic", "a@b\x1b[2J"}});
+  CHECK(q.find("anthropic") != std::string::npos);
+  CHECK(q.find('\x1b') == std::string::npos);
+  const std::string note = pj::supervisor::refusal_note({"evil\x1b]0;x\a", ""}, Consent::no_terminal);
+  CHECK(note.starts_with("refused:"));
+  CHECK(note.find('\x1b') == std::string::npos);
+  CHECK(note.find("logins = \"write-back\"") != std::string::npos);
+}
+
 TEST_CASE("provider table: Anthropic's key-minting OAuth endpoints are marked for the filter to refuse") {
   // An OAuth token with scope org:create_api_key (Pi asks for it) buys a
   // new real API key at api.anthropic.com/api/oauth/claude_cli/create_api_key.
@@ -404,19 +448,263 @@ TEST_CASE("auth.json write-back: a placeholder moved under another provider is n
   REQUIRE(doc);
   const std::string access_ph = *doc->find("anthropic")->find("access")->as_string();
   const std::string openai_ph = *doc->find("openai")->find("key")->as_string();
-  // Unchanged, and with an alias of the same provider, it is revealed as before.
-  auto same = reveal_auth(*jail, table);
+  // Unchanged, it is revealed as before.
+  auto same = reveal_auth(*jail, *jail, table);
   REQUIRE(same);
-  CHECK(same->find(kAccess) != std::string::npos);
+  CHECK(same->text.find(kAccess) != std::string::npos);
   // Moved: refused, the real value nowhere.
   std::string moved = *jail;
   moved.replace(moved.find(openai_ph), openai_ph.size(), access_ph);
-  auto r = reveal_auth(moved, table);
+  auto r = reveal_auth(moved, *jail, table);
   REQUIRE_FALSE(r);
   CHECK(r.error().message().find("openai") != std::string::npos);
   CHECK(r.error().message().find(kAccess) == std::string::npos);
   // A new entry of another provider holding it: refused too.
   std::string added = *jail;
   added.insert(added.rfind('}'), R"(,"groq":{"type":"api_key","key":")" + access_ph + R"("})");
-  CHECK_FALSE(reveal_auth(added, table));
+  CHECK_FALSE(reveal_auth(added, *jail, table));
+}
+
+namespace {
+
+// The host's auth.json with a provider pi-jail binds to no host ("mycorp":
+// its key withheld), the jail's copy, and the placeholders in it.
+struct WithheldRig {
+  const std::string host = R"({"anthropic":{"type":"api_key","key":")" + kApiKey +
+                           R"("},"mycorp":{"type":"api_key","key":"mycorp-SECRETsecretSECRETsecret0123456789"}})";
+  Table table;
+  std::vector<Provenance> prov;
+  std::string jail;
+  std::string anthropic_ph, mycorp_ph;
+  WithheldRig() {
+    auto j = synthesize_auth(host, pi_settings(), table, prov);
+    REQUIRE(j);
+    jail = *j;
+    auto doc = json::parse(jail);
+    anthropic_ph = *doc->find("anthropic")->find("key")->as_string();
+    mycorp_ph = *doc->find("mycorp")->find("key")->as_string();
+  }
+  std::string with(std::string_view from, std::string_view to) const {
+    std::string out = jail;
+    out.replace(out.find(from), from.size(), to);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("auth.json write-back: a withheld placeholder moved into another provider's entry is refused") {
+  WithheldRig rig;
+  auto r = reveal_auth(rig.with(rig.anthropic_ph, rig.mycorp_ph), rig.jail, rig.table);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message().find("anthropic") != std::string::npos);
+  CHECK(r.error().message().find("SECRETsecret") == std::string::npos);
+}
+
+TEST_CASE("auth.json write-back: a withheld placeholder put into a new entry is refused") {
+  WithheldRig rig;
+  std::string added = rig.jail;
+  added.insert(added.rfind('}'), R"(,"openai":{"type":"api_key","key":")" + rig.mycorp_ph + R"("})");
+  CHECK_FALSE(reveal_auth(added, rig.jail, rig.table));
+}
+
+TEST_CASE("auth.json write-back: a placeholder moved to another field of its own entry is refused") {
+  const std::string host = R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
+                           R"(","expires":1767225600000}})";
+  Table table;
+  std::vector<Provenance> prov;
+  auto jail = synthesize_auth(host, pi_settings(), table, prov);
+  REQUIRE(jail);
+  auto doc = json::parse(*jail);
+  const std::string refresh_ph = *doc->find("anthropic")->find("refresh")->as_string();
+  const std::string access_ph = *doc->find("anthropic")->find("access")->as_string();
+  std::string swapped = *jail;
+  swapped.replace(swapped.find(access_ph), access_ph.size(), refresh_ph);
+  CHECK_FALSE(reveal_auth(swapped, *jail, table));
+}
+
+TEST_CASE("auth.json write-back: bound and withheld placeholders in their own slots are still revealed") {
+  WithheldRig rig;
+  auto r = reveal_auth(rig.jail, rig.jail, rig.table);
+  REQUIRE(r);
+  CHECK(r->held.empty());
+  CHECK(r->text.find(kApiKey) != std::string::npos);
+  CHECK(r->text.find("mycorp-SECRETsecretSECRETsecret0123456789") != std::string::npos);
+}
+
+TEST_CASE("auth.json write-back: a literal new token in the jail's auth.json is held for consent") {
+  WithheldRig rig;
+  auto r = reveal_auth(rig.with(rig.anthropic_ph, "sk-ant-api03-JAILCHOSEjailchoseJAILCHOSE0123456789"), rig.jail,
+                       rig.table);
+  REQUIRE(r);
+  REQUIRE(r->held.size() == 1);
+  CHECK(r->held[0].entry == "anthropic");
+  // An entry that was not there is held too.
+  std::string added = rig.jail;
+  added.insert(added.rfind('}'), R"(,"openai":{"type":"api_key","key":"sk-literal0123456789abcdef","email":"x@y"})");
+  auto n = reveal_auth(added, rig.jail, rig.table);
+  REQUIRE(n);
+  REQUIRE(n->held.size() == 1);
+  CHECK(n->held[0].entry == "openai");
+  CHECK(n->held[0].account == "x@y");
+  // Only an entry the merge would take is a login to ask about: a planted
+  // "!command" key is refused by the merge itself.
+  CHECK(pj::supervisor::agent::auth_entry_is_data(r->text, std::string_view(rig.host), "anthropic"));
+  CHECK_FALSE(pj::supervisor::agent::auth_entry_is_data(n->text, std::string_view(rig.host), "openai"));  // "email" is no api_key data
+  std::string planted = rig.jail;
+  planted.insert(planted.rfind('}'), R"(,"x":{"type":"api_key","key":"!touch MARK"})");
+  CHECK_FALSE(pj::supervisor::agent::auth_entry_is_data(planted, std::string_view(rig.host), "x"));
+  // What may be written back meanwhile: the held entries as the host had them.
+  auto kept = pj::supervisor::agent::hold_entries(r->text, std::string_view(rig.host), {"anthropic"});
+  REQUIRE(kept);
+  CHECK(kept->find(kApiKey) != std::string::npos);
+  CHECK(kept->find("JAILCHOSE") == std::string::npos);
+}
+
+namespace {
+
+// A run whose host auth.json has Anthropic OAuth tokens, with the
+// exchange writing the host's file in a temporary directory.
+struct ExchangeRig {
+  std::string dir;
+  std::shared_ptr<Table> table = std::make_shared<Table>();
+  std::shared_ptr<HeldLogins> held = std::make_shared<HeldLogins>();
+  std::string jail, refresh_ph;
+  std::string host_before;
+  ExchangeRig() {
+    char tmpl[] = "/tmp/pj-cred-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl));
+    dir = tmpl;
+    host_before = R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
+                  R"(","expires":1}})";
+    std::ofstream(dir + "/auth.json") << host_before;
+    std::vector<Provenance> prov;
+    auto j = synthesize_auth(host_before, pi_settings(), *table, prov);
+    REQUIRE(j);
+    jail = *j;
+    refresh_ph = *json::parse(jail)->find("anthropic")->find("refresh")->as_string();
+  }
+  ~ExchangeRig() { std::filesystem::remove_all(dir); }
+  std::string host_now() const {
+    std::stringstream s;
+    s << std::ifstream(dir + "/auth.json").rdbuf();
+    return s.str();
+  }
+  // One exchange as the filter makes it: the request, then the response.
+  std::string exchange(OAuthExchange& ex, const std::string& body) {
+    auto req = ex.request_body("platform.claude.com", "/v1/oauth/token", body, {});
+    REQUIRE(req);
+    auto out = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "",
+                                R"({"access_token":"sk-ant-oat01-FROMSERVERaccess0123456789abcdefghij",)"
+                                R"("refresh_token":"sk-ant-ort01-FROMSERVERrefresh0123456789abcdefghi",)"
+                                R"("expires_in":3600,"account":{"email_address":"someone@example.com"}})",
+                                req->kind);
+    REQUIRE(out);
+    return *out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("token exchange: a renewal with the current refresh placeholder is written to the host silently") {
+  ExchangeRig rig;
+  OAuthExchange ex(rig.table, pi_settings(), rig.dir, nullptr, rig.held);
+  rig.exchange(ex, R"({"grant_type":"refresh_token","client_id":"c","refresh_token":")" + rig.refresh_ph + "\"}");
+  CHECK(rig.host_now().find("FROMSERVERaccess") != std::string::npos);
+  CHECK(rig.held->list().empty());
+  // The renewed tokens renew again (their placeholder is now the current one).
+  auto next_ph = rig.table->current_in(Slot{"anthropic", "refresh"});
+  REQUIRE(next_ph);
+  CHECK(next_ph->second == Origin::renewal);
+  auto again = ex.request_body("platform.claude.com", "/v1/oauth/token",
+                               R"({"grant_type":"refresh_token","refresh_token":")" + next_ph->first + "\"}", {});
+  REQUIRE(again);
+  CHECK(again->kind == pj::netproxy::ExchangeKind::renewal);
+}
+
+TEST_CASE("token exchange: an authorization_code exchange is a login, held for consent, the host's file untouched") {
+  ExchangeRig rig;
+  OAuthExchange ex(rig.table, pi_settings(), rig.dir, nullptr, rig.held);
+  const std::string out =
+      rig.exchange(ex, R"({"grant_type":"authorization_code","code":"jail-chosen","client_id":"c"})");
+  CHECK(out.find("FROMSERVER") == std::string::npos);  // the jail gets placeholders, usable for the run
+  CHECK(rig.host_now() == rig.host_before);
+  REQUIRE(rig.held->list().size() == 1);
+  CHECK(rig.held->list()[0].id == "anthropic");
+  CHECK(rig.held->list()[0].tokens.account == "someone@example.com");
+  // Pi stores the login's placeholders: they are revealed, and held.
+  auto doc = json::parse(out);
+  std::string left = rig.jail;
+  const std::string old_access = *json::parse(rig.jail)->find("anthropic")->find("access")->as_string();
+  left.replace(left.find(old_access), old_access.size(), *doc->find("access_token")->as_string());
+  left.replace(left.find(rig.refresh_ph), rig.refresh_ph.size(), *doc->find("refresh_token")->as_string());
+  auto r = reveal_auth(left, rig.jail, *rig.table);
+  REQUIRE(r);
+  REQUIRE(r->held.size() == 1);
+  CHECK(r->text.find("FROMSERVERaccess") != std::string::npos);
+  // A refresh of the login's own tokens stays a login.
+  auto renew = ex.request_body("platform.claude.com", "/v1/oauth/token",
+                               R"({"grant_type":"refresh_token","refresh_token":")" +
+                                   *doc->find("refresh_token")->as_string() + "\"}",
+                               {});
+  REQUIRE(renew);
+  CHECK(renew->kind == pj::netproxy::ExchangeKind::login);
+  // With consent, the held login reaches the host.
+  auto notes = apply_held(rig.dir, rig.held->list());
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].starts_with("applied:"));
+  CHECK(rig.host_now().find("FROMSERVERrefresh") != std::string::npos);
+}
+
+TEST_CASE("token exchange: a refresh_token grant without the current placeholder is a login") {
+  ExchangeRig rig;
+  OAuthExchange ex(rig.table, pi_settings(), rig.dir, nullptr, rig.held);
+  rig.exchange(ex, R"({"grant_type":"refresh_token","refresh_token":"sk-ant-ort01-aliteraltokenthejailknows012345"})");
+  CHECK(rig.host_now() == rig.host_before);
+  CHECK(rig.held->list().size() == 1);
+}
+
+TEST_CASE("token exchange: Copilot's token GET renews only with the current GitHub-token placeholder in a header") {
+  auto table = std::make_shared<Table>();
+  std::vector<Provenance> prov;
+  auto jail = synthesize_auth(R"({"github-copilot":{"type":"oauth","refresh":"ghu_REALgithubTOKEN0123456789abcdef",)"
+                              R"("access":"tid=1;exp=2;sig","expires":1}})",
+                              pi_settings(), *table, prov);
+  REQUIRE(jail);
+  const std::string gh_ph = *json::parse(*jail)->find("github-copilot")->find("refresh")->as_string();
+  OAuthExchange ex(table, pi_settings(), "", nullptr);
+  auto renew = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {gh_ph});
+  REQUIRE(renew);
+  CHECK(renew->kind == pj::netproxy::ExchangeKind::renewal);
+  auto other = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {});
+  REQUIRE(other);
+  CHECK(other->kind == pj::netproxy::ExchangeKind::login);
+  // The device login's exchange is always a login.
+  auto device = ex.request_body("github.com", "/login/oauth/access_token", "grant_type=refresh_token", {gh_ph});
+  REQUIRE(device);
+  CHECK(device->kind == pj::netproxy::ExchangeKind::login);
+}
+
+TEST_CASE("token exchange: Copilot's device login gives a GitHub token Pi stores as \"refresh\", bound like one") {
+  auto table = std::make_shared<Table>();
+  auto held = std::make_shared<HeldLogins>();
+  OAuthExchange ex(table, pi_settings(), "", nullptr, held);
+  auto out = ex.response_body("github.com", "/login/oauth/access_token", 200, "",
+                              R"({"access_token":"ghu_DEVICELOGINgithubTOKEN0123456789","token_type":"bearer"})",
+                              pj::netproxy::ExchangeKind::login);
+  REQUIRE(out);
+  const std::string ph = *json::parse(*out)->find("access_token")->as_string();
+  CHECK(table->by_placeholder(ph)->hosts ==
+        std::vector<BoundHost>{{"api.github.com", 443}, {"github.com", 443}});  // it buys Copilot tokens there
+  auto current = table->current_in(Slot{"github-copilot", "refresh"});
+  REQUIRE(current);
+  CHECK(current->first == ph);
+  CHECK(current->second == Origin::login);
+  REQUIRE(held->list().size() == 1);
+  CHECK(*held->list()[0].tokens.refresh == "ghu_DEVICELOGINgithubTOKEN0123456789");
+  CHECK_FALSE(held->list()[0].tokens.access);
+  // Its Copilot token GET is a login's too.
+  auto next = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {ph});
+  REQUIRE(next);
+  CHECK(next->kind == pj::netproxy::ExchangeKind::login);
 }

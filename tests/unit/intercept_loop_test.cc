@@ -174,14 +174,15 @@ public:
   bool fail_response = false;
   std::string seen_encoding, seen_body;
   bool is_token_endpoint(std::string_view, std::string_view path) const override { return path == "/v1/oauth/token"; }
-  util::Result<std::string> request_body(std::string_view, std::string_view, std::string_view body) override {
+  util::Result<netproxy::ExchangeRequest> request_body(std::string_view, std::string_view, std::string_view body,
+                                                      const std::vector<std::string>&) override {
     std::string b(body);
     auto at = b.find("PH_REFRESH");
     if (at == std::string::npos) return util::Error::invalid("no refresh placeholder");
-    return b.replace(at, 10, "REAL_REFRESH");
+    return netproxy::ExchangeRequest{b.replace(at, 10, "REAL_REFRESH"), netproxy::ExchangeKind::renewal};
   }
   util::Result<std::string> response_body(std::string_view, std::string_view, int, std::string_view ce,
-                                          std::string_view body) override {
+                                          std::string_view body, netproxy::ExchangeKind) override {
     seen_encoding = ce;
     seen_body = body;
     if (fail_response) return util::Error::invalid("cannot decode");
