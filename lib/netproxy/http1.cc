@@ -125,7 +125,7 @@ HeadParse parse_head(std::string_view buf, size_t max) {
     std::string_view line = rest.substr(0, eol);
     rest.remove_prefix(eol + 2);
     if (std::any_of(line.begin(), line.end(), is_forbidden_control)) {
-      r.error = "a control byte inside a line";
+      r.error = "control character inside a line";
       return r;
     }
     if (first) {
