@@ -592,6 +592,42 @@ Match match_spelled(std::string_view s, std::string_view pattern, size_t& len) {
   return len = at, Match::full;
 }
 
+// The longest run of consecutive bytes of `secret` spelled at the start
+// of `s` (as match_byte reads them), at least `min` long: full with its
+// length; partial when `s` ended inside a run that could still reach
+// `min` or grow (`len`: the run at least `min` long so far, else 0);
+// none otherwise.
+Match match_run(std::string_view s, std::string_view secret, size_t min, size_t& len) {
+  Match best = Match::none;
+  len = 0;
+  for (size_t j = 0; j < secret.size(); ++j) {
+    size_t at = 0, k = 0;
+    bool ran_out = false;
+    while (j + k < secret.size()) {
+      size_t n = 0;
+      Match b = match_byte(s.substr(at), secret[j + k], n);
+      if (b == Match::partial) ran_out = true;
+      if (b != Match::full) break;
+      at += n;
+      ++k;
+    }
+    if (ran_out && k > 0 && (k >= min || j + min <= secret.size())) {
+      len = k >= min ? at : 0;
+      return Match::partial;
+    }
+    if (k >= min && (best == Match::none || at > len)) best = Match::full, len = at;
+  }
+  return best;
+}
+
+// What of a real value is secret: what follows the prefix it shares with
+// its placeholder (placeholders keep the provider's prefix, "sk-ant-api03-").
+std::string_view secret_part(std::string_view real, std::string_view placeholder) {
+  size_t n = 0;
+  while (n < real.size() && n < placeholder.size() && real[n] == placeholder[n]) ++n;
+  return real.substr(n);
+}
+
 }  // namespace
 
 Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair<std::string, std::string>>& renderings) {
@@ -599,6 +635,8 @@ Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair
   for (const auto& b : bindings) {
     if (b.real.empty()) continue;
     pairs_.emplace_back(b.real, b.placeholder);
+    if (std::string_view part = secret_part(b.real, b.placeholder); part.size() >= kMinRun)
+      runs_.emplace_back(std::string(part), b.placeholder);
     for (bool url : {false, true})
       for (size_t align = 0; align < 3; ++align) {
         std::string enc = base64_at(b.real, align, url);
@@ -607,6 +645,12 @@ Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair
   }
   for (const auto& r : renderings)
     if (!r.first.empty()) pairs_.push_back(r);
+  run_starts_['%'] = run_starts_['\\'] = !runs_.empty();
+  for (const auto& r : runs_)
+    for (char c : r.first) {
+      run_starts_[static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)))] = true;
+      run_starts_[static_cast<unsigned char>(std::toupper(static_cast<unsigned char>(c)))] = true;
+    }
   // The longest first: a real value that contains another is masked whole.
   std::sort(pairs_.begin(), pairs_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   pairs_.erase(std::unique(pairs_.begin(), pairs_.end()), pairs_.end());
@@ -624,6 +668,17 @@ size_t Masker::scan(std::string_view data, End end, std::string& out, std::uint6
       Match m = match_spelled(rest, p.first, len);
       if (m == Match::partial) waiting = true;
       if (m == Match::full && !found) found = &p, found_len = len;
+    }
+    // A run of a secret (a substring, a truncated echo) when no whole value
+    // is here; most bytes start none (run_starts_: a byte of a secret
+    // part in either case, or an escape's first byte).
+    for (const auto& r : runs_) {
+      if (found || !run_starts_[static_cast<unsigned char>(rest[0])]) break;
+      size_t len = 0;
+      Match m = match_run(rest, r.first, kMinRun, len);
+      if (m == Match::partial && end == End::final && len > 0) m = Match::full;  // it ends with the data
+      if (m == Match::partial) waiting = true;
+      if (m == Match::full) found = &r, found_len = len;
     }
     if (waiting && end == End::more_may_come) return at;  // a longer value may still complete here
     if (found) {
@@ -653,8 +708,16 @@ std::string Masker::feed(std::string_view in) {
 }
 
 std::string Masker::finish() {
-  held_.clear();  // a prefix of a real value at the very end: dropped
-  return {};
+  // A prefix of a real value at the very end is dropped; a shorter run of
+  // a secret's bytes than kMinRun is ordinary text and goes on.
+  bool prefix = std::any_of(pairs_.begin(), pairs_.end(), [&](const auto& p) {
+    size_t len = 0;
+    return match_spelled(held_, p.first, len) != Match::none;
+  });
+  std::string out;
+  if (!prefix) scan(held_, End::final, out, masked_);
+  held_.clear();
+  return out;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // read with certainty is refused, never guessed.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -175,12 +176,16 @@ std::optional<std::string> base64_decode(std::string_view in);
 // is found however the server spells it: in either case, with any of its
 // bytes percent-escaped (%XX), JSON-escaped (\u00XX, "\/"), and in base64
 // and base64url at each of the three byte alignments (the characters that
-// depend on the value alone; RFC 4648 sections 4 and 5). What it cannot
+// depend on the value alone; RFC 4648 sections 4 and 5), and so is any
+// run of kMinRun or more consecutive bytes of its secret part (what
+// follows the prefix it shares with its placeholder): a substring or a
+// truncated echo. What it cannot
 // find is any other transformation (a hash, a cipher, a compressed body:
 // the filter refuses compressed bodies, and trusts bound hosts not to
 // transform a key otherwise).
 class Masker {
 public:
+  static constexpr size_t kMinRun = 16;
   explicit Masker(const std::vector<Binding>& bindings,
                   const std::vector<std::pair<std::string, std::string>>& renderings = {});
   // The masked bytes safe to send now.
@@ -198,6 +203,8 @@ private:
   // rest may be the start of a real value; only with End::more_may_come).
   size_t scan(std::string_view data, End end, std::string& out, std::uint64_t& masked) const;
   std::vector<std::pair<std::string, std::string>> pairs_;  // how a real value is written, what replaces it
+  std::vector<std::pair<std::string, std::string>> runs_;   // a real value's secret part, its placeholder
+  std::array<bool, 256> run_starts_{};                      // bytes that may start a run
   std::string held_;
   std::uint64_t masked_ = 0;
 };

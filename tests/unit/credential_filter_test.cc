@@ -372,3 +372,27 @@ TEST_CASE("credential filter: a token response's tokens must all be placeholders
   CHECK(unrewritten_token("access_token=real&token_type=bearer", ph) == "access_token");
   CHECK_FALSE(unrewritten_token("<html>bad gateway</html>", ph));
 }
+
+TEST_CASE("credential filter: any run of 16 or more bytes of a key's secret part is masked; shorter runs pass") {
+  // kReal's secret part (after the prefix it shares with kPh) is "REALVALUE-0123456789".
+  for (std::string echo : std::vector<std::string>{"truncated " + kReal.substr(0, 30), "sub " + kReal.substr(15, 16) + " end",
+                           "lower realvalue-0123456 x", "esc REALVALUE%2D01234%35%36 x"}) {
+    CAPTURE(echo);
+    Masker m(bindings());
+    std::string whole = m.mask(echo);
+    Masker n(bindings());
+    std::string streamed = stream(n, echo);
+    CHECK(whole.find(kPh) != std::string::npos);  // streamed, a truncated echo at the end is dropped instead
+    for (const auto& out : {whole, streamed}) {
+      CAPTURE(out);
+      CHECK(out.find("VALUE-0123") == std::string::npos);
+      CHECK(out.find("value-0123") == std::string::npos);
+    }
+  }
+  Masker m(bindings());
+  CHECK(m.mask("REALVALUE-01234 and 0123456789") == "REALVALUE-01234 and 0123456789");  // 15 and 10 bytes
+  Masker n(bindings());
+  CHECK(stream(n, "ends with REALVALUE-0") == "ends with REALVALUE-0");
+  Masker e(bindings());
+  CHECK(e.feed("event: ping\n\n") == "event: ping\n\n");
+}
