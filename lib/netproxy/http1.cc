@@ -600,7 +600,10 @@ Match match_spelled(std::string_view s, std::string_view pattern, size_t& len) {
 Match match_run(std::string_view s, std::string_view secret, size_t min, size_t& len) {
   Match best = Match::none;
   len = 0;
+  if (s.empty()) return Match::none;
+  const bool escaped = s[0] == '%' || s[0] == '\\';
   for (size_t j = 0; j < secret.size(); ++j) {
+    if (!escaped && lower(s[0]) != lower(secret[j])) continue;  // cannot start here
     size_t at = 0, k = 0;
     bool ran_out = false;
     while (j + k < secret.size()) {
