@@ -1,5 +1,8 @@
 #include "netproxy/http1.h"
 
+#include "netproxy/address.h"
+#include "util/json_value.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -14,6 +17,13 @@ bool iequal(std::string_view a, std::string_view b) {
 
 bool is_tchar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+// RFC 9110 section 5.5: a field value holds no control byte but HTAB
+// (obs-text, bytes from 0x80, is allowed); CR, LF and NUL never.
+bool is_forbidden_control(char c) {
+  auto u = static_cast<unsigned char>(c);
+  return (u < 0x20 && u != '\t') || u == 0x7f;
 }
 
 std::string_view trim(std::string_view s) {
@@ -114,9 +124,8 @@ HeadParse parse_head(std::string_view buf, size_t max) {
     size_t eol = rest.find("\r\n");
     std::string_view line = rest.substr(0, eol);
     rest.remove_prefix(eol + 2);
-    if (line.find('\0') != std::string_view::npos || line.find('\r') != std::string_view::npos ||
-        line.find('\n') != std::string_view::npos) {
-      r.error = "a NUL, CR or LF inside a line";
+    if (std::any_of(line.begin(), line.end(), is_forbidden_control)) {
+      r.error = "control character inside a line";
       return r;
     }
     if (first) {
@@ -142,6 +151,109 @@ HeadParse parse_head(std::string_view buf, size_t max) {
   }
   r.progress = Progress::done;
   return r;
+}
+
+namespace {
+
+RequestParse bad_request(int status, std::string error) {
+  RequestParse r;
+  r.progress = Progress::bad;
+  r.status = status;
+  r.error = std::move(error);
+  return r;
+}
+
+// A request-target byte: visible ASCII or obs-text; never SP, TAB or a
+// control byte, which a lenient server might read as a separator.
+bool is_target_byte(char c) {
+  auto u = static_cast<unsigned char>(c);
+  return u > 0x20 && u != 0x7f;
+}
+
+}  // namespace
+
+RequestParse parse_request(std::string_view buf, size_t max) {
+  HeadParse hp = parse_head(buf, max);
+  if (hp.progress == Progress::need_more) return {};
+  if (hp.progress == Progress::bad) {
+    bool too_large = hp.consumed == 0;  // no end of the head within `max`
+    return bad_request(too_large ? 431 : 400, hp.error);
+  }
+  std::string_view line = hp.head.start;
+  size_t sp1 = line.find(' ');
+  if (sp1 == std::string_view::npos) return bad_request(400, "malformed request line");
+  size_t sp2 = line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
+    return bad_request(400, "malformed request line (method, target and version, one space apart)");
+  std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1),
+                   version = line.substr(sp2 + 1);
+  if (method.empty() || !std::all_of(method.begin(), method.end(), is_tchar))
+    return bad_request(400, "malformed method");
+  if (target.empty() || !std::all_of(target.begin(), target.end(), is_target_byte))
+    return bad_request(400, "control character or space in the request target");
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") {
+    bool looks_like_version = version.starts_with("HTTP/");
+    return bad_request(looks_like_version ? 505 : 400,
+                       looks_like_version ? "only HTTP/1.0 and HTTP/1.1" : "malformed HTTP version");
+  }
+  RequestParse r;
+  r.progress = Progress::done;
+  r.line = {std::string(method), std::string(target), std::string(version)};
+  r.head = std::move(hp.head);
+  r.consumed = hp.consumed;
+  return r;
+}
+
+TargetForm target_form(const RequestLine& line) {
+  std::string_view t = line.target;
+  if (line.method == "CONNECT") return TargetForm::authority;
+  if (t == "*") return TargetForm::asterisk;
+  if (t.starts_with("/")) return TargetForm::origin;
+  size_t colon = t.find(':');
+  if (colon != std::string_view::npos && colon > 0 && t.substr(colon).starts_with("://") &&
+      std::isalpha(static_cast<unsigned char>(t[0])) &&
+      std::all_of(t.begin(), t.begin() + static_cast<long>(colon),
+                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.'; }))
+    return TargetForm::absolute;
+  return TargetForm::invalid;
+}
+
+OriginTarget intercepted_target(const RequestLine& line, std::string_view host, uint16_t port) {
+  auto refuse = [](int status, std::string why) { return OriginTarget{{}, status, std::move(why)}; };
+  switch (target_form(line)) {
+    case TargetForm::origin:
+      return {line.target, 0, {}};
+    case TargetForm::authority:
+      return refuse(403, "CONNECT inside a connection to a host bound to a credential is refused");
+    case TargetForm::asterisk:
+      return refuse(403, "the asterisk form (OPTIONS *) is refused on a connection to a host bound to a credential");
+    case TargetForm::invalid:
+      return refuse(400, "malformed request target (neither origin form nor absolute form)");
+    case TargetForm::absolute:
+      break;
+  }
+  std::string_view t = line.target;
+  size_t scheme_end = t.find("://");
+  std::string scheme(t.substr(0, scheme_end));
+  for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  int default_port = scheme == "https" ? 443 : scheme == "http" ? 80 : 0;
+  if (default_port == 0) return refuse(400, "an absolute-form target needs http:// or https://");
+  std::string_view rest = t.substr(scheme_end + 3);
+  size_t path_at = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, path_at);
+  auto a = parse_authority(authority, default_port);
+  std::string named;
+  if (a) {
+    std::string_view name = a->host;
+    if (name.size() > 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+    named = normalise_host(name).value_or("");
+  }
+  if (!a || named.empty() || named != host || a->port != port)
+    return refuse(403, "an absolute-form target may only name the host this connection is to (" +
+                           std::string(host) + ":" + std::to_string(port) + ")");
+  std::string_view path = path_at == std::string_view::npos ? std::string_view() : rest.substr(path_at);
+  path = path.substr(0, path.find('#'));  // a fragment is never sent (RFC 9110 section 4.2.5)
+  return {(path.starts_with("/") ? "" : "/") + std::string(path), 0, {}};
 }
 
 namespace {
@@ -421,48 +533,236 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
   return s;
 }
 
+namespace {
+
+// The base64 characters (RFC 4648 section 4, no padding) that depend on
+// `value` alone when it starts `align` bytes (0, 1 or 2) into a 3-byte
+// group: what any base64 text holding `value` at that alignment contains.
+std::string base64_at(std::string_view value, size_t align, bool url) {
+  std::string bytes(align, '\0');
+  bytes.append(value);
+  while (bytes.size() % 3) bytes.push_back('\0');
+  std::string all = base64_encode(bytes);
+  // Character j carries bits [6j, 6j+6) of the bytes: keep those inside the value.
+  size_t first = (8 * align + 5) / 6, last = 8 * (align + value.size()) / 6;  // [first, last)
+  std::string out = last > first ? all.substr(first, last - first) : std::string();
+  if (url)
+    for (auto& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return out;
+}
+
+char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = lower(c);
+  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+enum class Match { none, partial, full };
+
+// One byte of a real value, `want`, at the start of `s`: itself in either
+// case, %XX (RFC 3986 section 2.1), \u00XX or, for '/', \/ (RFC 8259
+// section 7). `len`: the bytes it took.
+Match match_byte(std::string_view s, char want, size_t& len) {
+  if (s.empty()) return Match::partial;
+  if (lower(s[0]) == lower(want)) return len = 1, Match::full;
+  std::string_view shape;
+  size_t hex_at = 0;
+  if (s[0] == '%') shape = "%hh", hex_at = 1;
+  else if (s[0] == '\\' && s.size() > 1 && s[1] == want && want == '/') return len = 2, Match::full;
+  else if (s[0] == '\\') shape = "\\u00hh", hex_at = 4;
+  else return Match::none;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    if (i >= s.size()) return Match::partial;
+    if (shape[i] == 'h' ? hex_value(s[i]) < 0 : s[i] != shape[i]) return Match::none;
+  }
+  char c = static_cast<char>(hex_value(s[hex_at]) * 16 + hex_value(s[hex_at + 1]));
+  if (lower(c) != lower(want)) return Match::none;
+  return len = shape.size(), Match::full;
+}
+
+// `pattern` spelled at the start of `s`, byte by byte as match_byte reads it.
+Match match_spelled(std::string_view s, std::string_view pattern, size_t& len) {
+  size_t at = 0;
+  for (char want : pattern) {
+    size_t n = 0;
+    Match m = match_byte(s.substr(at), want, n);
+    if (m != Match::full) return m;
+    at += n;
+  }
+  return len = at, Match::full;
+}
+
+// The longest run of consecutive bytes of `secret` spelled at the start
+// of `s` (as match_byte reads them), at least `min` long: full with its
+// length; partial when `s` ended inside a run that could still reach
+// `min` or grow (`len`: the run at least `min` long so far, else 0);
+// none otherwise.
+Match match_run(std::string_view s, std::string_view secret, size_t min, size_t& len) {
+  Match best = Match::none;
+  len = 0;
+  if (s.empty()) return Match::none;
+  const bool escaped = s[0] == '%' || s[0] == '\\';
+  for (size_t j = 0; j < secret.size(); ++j) {
+    if (!escaped && lower(s[0]) != lower(secret[j])) continue;  // cannot start here
+    size_t at = 0, k = 0;
+    bool ran_out = false;
+    while (j + k < secret.size()) {
+      size_t n = 0;
+      Match b = match_byte(s.substr(at), secret[j + k], n);
+      if (b == Match::partial) ran_out = true;
+      if (b != Match::full) break;
+      at += n;
+      ++k;
+    }
+    if (ran_out && k > 0 && (k >= min || j + min <= secret.size())) {
+      len = k >= min ? at : 0;
+      return Match::partial;
+    }
+    if (k >= min && (best == Match::none || at > len)) best = Match::full, len = at;
+  }
+  return best;
+}
+
+// What of a real value is secret: what follows the prefix it shares with
+// its placeholder (placeholders keep the provider's prefix, "sk-ant-api03-").
+std::string_view secret_part(std::string_view real, std::string_view placeholder) {
+  size_t n = 0;
+  while (n < real.size() && n < placeholder.size() && real[n] == placeholder[n]) ++n;
+  return real.substr(n);
+}
+
+}  // namespace
+
 Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair<std::string, std::string>>& renderings) {
-  for (const auto& b : bindings)
-    if (!b.real.empty()) pairs_.emplace_back(b.real, b.placeholder);
+  constexpr size_t kMinEncoded = 8;  // shorter encodings would match ordinary text
+  for (const auto& b : bindings) {
+    if (b.real.empty()) continue;
+    pairs_.emplace_back(b.real, b.placeholder);
+    if (std::string_view part = secret_part(b.real, b.placeholder); part.size() >= kMinRun)
+      runs_.emplace_back(std::string(part), b.placeholder);
+    for (bool url : {false, true})
+      for (size_t align = 0; align < 3; ++align) {
+        std::string enc = base64_at(b.real, align, url);
+        if (enc.size() >= kMinEncoded) pairs_.emplace_back(enc, base64_at(b.placeholder, align, url));
+      }
+  }
   for (const auto& r : renderings)
     if (!r.first.empty()) pairs_.push_back(r);
+  run_starts_['%'] = run_starts_['\\'] = !runs_.empty();
+  for (const auto& r : runs_)
+    for (char c : r.first) {
+      run_starts_[static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)))] = true;
+      run_starts_[static_cast<unsigned char>(std::toupper(static_cast<unsigned char>(c)))] = true;
+    }
   // The longest first: a real value that contains another is masked whole.
   std::sort(pairs_.begin(), pairs_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  pairs_.erase(std::unique(pairs_.begin(), pairs_.end()), pairs_.end());
+}
+
+size_t Masker::scan(std::string_view data, End end, std::string& out, std::uint64_t& masked) const {
+  size_t at = 0;
+  while (at < data.size()) {
+    std::string_view rest = data.substr(at);
+    bool waiting = false;
+    const std::pair<std::string, std::string>* found = nullptr;
+    size_t found_len = 0;
+    for (const auto& p : pairs_) {
+      size_t len = 0;
+      Match m = match_spelled(rest, p.first, len);
+      if (m == Match::partial) waiting = true;
+      if (m == Match::full && !found) found = &p, found_len = len;
+    }
+    // A run of a secret (a substring, a truncated echo) when no whole value
+    // is here; most bytes start none (run_starts_: a byte of a secret
+    // part in either case, or an escape's first byte).
+    for (const auto& r : runs_) {
+      if (found || !run_starts_[static_cast<unsigned char>(rest[0])]) break;
+      size_t len = 0;
+      Match m = match_run(rest, r.first, kMinRun, len);
+      if (m == Match::partial && end == End::final && len > 0) m = Match::full;  // it ends with the data
+      if (m == Match::partial) waiting = true;
+      if (m == Match::full) found = &r, found_len = len;
+    }
+    if (waiting && end == End::more_may_come) return at;  // a longer value may still complete here
+    if (found) {
+      out += found->second;
+      at += found_len;
+      ++masked;
+      continue;
+    }
+    out += data[at++];
+  }
+  return at;
 }
 
 std::string Masker::mask(std::string_view s) const {
-  std::string out(s);
-  for (const auto& [real, ph] : pairs_) replace_all(out, real, ph);
+  std::string out;
+  std::uint64_t unused = 0;
+  scan(s, End::final, out, unused);
   return out;
 }
 
 std::string Masker::feed(std::string_view in) {
   held_.append(in);
   std::string out;
-  for (const auto& [real, ph] : pairs_)
-    for (size_t at = held_.find(real); at != std::string::npos; at = held_.find(real, at + ph.size())) {
-      held_.replace(at, real.size(), ph);
-      ++masked_;
-    }
-  // Keep back the longest tail that is the start of a real value.
-  size_t keep = 0;
-  for (const auto& [real, ph] : pairs_) {
-    size_t most = std::min(real.size() - 1, held_.size());
-    for (size_t k = most; k > keep; --k)
-      if (held_.compare(held_.size() - k, k, real, 0, k) == 0) {
-        keep = k;
-        break;
-      }
-  }
-  out = held_.substr(0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
+  size_t used = scan(held_, End::more_may_come, out, masked_);
+  held_.erase(0, used);
   return out;
 }
 
 std::string Masker::finish() {
-  std::string out = std::move(held_);
+  // A prefix of a real value at the very end is dropped; a shorter run of
+  // a secret's bytes than kMinRun is ordinary text and goes on.
+  bool prefix = std::any_of(pairs_.begin(), pairs_.end(), [&](const auto& p) {
+    size_t len = 0;
+    return match_spelled(held_, p.first, len) != Match::none;
+  });
+  std::string out;
+  if (!prefix) scan(held_, End::final, out, masked_);
   held_.clear();
   return out;
+}
+
+namespace {
+
+bool is_token_member(std::string_view key) { return key == "access_token" || key == "refresh_token"; }
+
+// Depth-first over `v` (its depth bounded by the parser's kMaxDepth).
+std::optional<std::string> token_outside(const util::json::Value& v, const std::vector<std::string>& placeholders) {
+  if (const auto* a = v.as_array())
+    for (const auto& e : *a)
+      if (auto t = token_outside(e, placeholders)) return t;
+  if (const auto* o = v.as_object())
+    for (const auto& m : *o) {
+      if (is_token_member(m.key)) {
+        const std::string* s = m.value.as_string();
+        if (!s || std::find(placeholders.begin(), placeholders.end(), *s) == placeholders.end()) return m.key;
+      }
+      if (auto t = token_outside(m.value, placeholders)) return t;
+    }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> unrewritten_token(std::string_view body, const std::vector<std::string>& placeholders) {
+  auto doc = util::json::parse(body);
+  if (!doc) {
+    for (std::string_view key : {"access_token", "refresh_token"})
+      if (body.find(key) != std::string_view::npos) return std::string(key);
+    return std::nullopt;
+  }
+  return token_outside(*doc, placeholders);
+}
+
+bool looks_compressed(std::string_view b) {
+  auto at = [&](size_t i) { return static_cast<unsigned char>(b[i]); };
+  if (b.size() >= 2 && at(0) == 0x1f && at(1) == 0x8b) return true;  // gzip (RFC 1952)
+  if (b.size() >= 2 && at(0) == 0x78 && (at(1) == 0x01 || at(1) == 0x5e || at(1) == 0x9c || at(1) == 0xda))
+    return true;  // zlib (RFC 1950)
+  return b.size() >= 4 && at(0) == 0x28 && at(1) == 0xb5 && at(2) == 0x2f && at(3) == 0xfd;  // zstd (RFC 8878)
 }
 
 }  // namespace pj::netproxy::http1

@@ -5,6 +5,7 @@
 // read with certainty is refused, never guessed.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,6 +50,49 @@ struct HeadParse {
 // folding; field names are tokens; values hold no NUL or bare CR). More
 // than `max` bytes without its end is bad.
 HeadParse parse_head(std::string_view buf, size_t max = kMaxHead);
+
+// A request line (RFC 9112 section 3): method SP request-target SP
+// HTTP-version. The one reading of what the jail asks for, used by the
+// plain proxy and the credential filter alike.
+struct RequestLine {
+  std::string method, target, version;
+};
+
+struct RequestParse {
+  Progress progress = Progress::need_more;
+  RequestLine line;
+  Head head;  // head.start is the request line as received (it passed the checks below)
+  size_t consumed = 0;
+  int status = 0;     // when bad: 400, 431 (too large) or 505 (version)
+  std::string error;  // when bad
+};
+
+// Parse a request head at the start of `buf`, strictly: the method is a
+// token (RFC 9110 section 5.6.2 tchar), then exactly one SP, a target of
+// visible ASCII (no space, TAB or control byte), exactly one SP, and
+// "HTTP/1.0" or "HTTP/1.1"; the fields as parse_head() reads them. There
+// is no lenient reading: a server may split a line on TAB or runs of
+// whitespace (RFC 9112 section 3 allows it), and what it would then see
+// must be what was checked.
+RequestParse parse_request(std::string_view buf, size_t max = kMaxHead);
+
+// The forms of a request target (RFC 9112 section 3.2).
+enum class TargetForm { origin, absolute, authority, asterisk, invalid };
+TargetForm target_form(const RequestLine& line);
+
+// What an intercepted connection to host:port may send upstream for
+// `line`: the origin-form target. A server takes the authority of an
+// absolute-form target over Host (RFC 9112 section 3.2.2), so an
+// absolute-form target is accepted only when its authority is host:port
+// (the scheme's default port when none is given), and is rewritten to
+// origin form. CONNECT and the asterisk form are refused (403): they
+// would address something other than this host's resources.
+struct OriginTarget {
+  std::string target;  // set: what to send
+  int status = 0;      // when refused: 400 or 403
+  std::string error;   // when refused: a reason the jail can read
+};
+OriginTarget intercepted_target(const RequestLine& line, std::string_view host, uint16_t port);
 
 // How the body that follows a head is delimited.
 enum class Framing { none, length, chunked, until_close };
@@ -129,23 +173,53 @@ std::optional<std::string> base64_decode(std::string_view in);
 
 // Replaces real values by their placeholders in a stream (a response's
 // fields and body), holding back only the tail that could still become a
-// real value, so a streamed response (SSE) is not delayed.
+// real value, so a streamed response (SSE) is not delayed. A real value
+// is found however the server spells it: in either case, with any of its
+// bytes percent-escaped (%XX), JSON-escaped (\u00XX, "\/"), and in base64
+// and base64url at each of the three byte alignments (the characters that
+// depend on the value alone; RFC 4648 sections 4 and 5), and so is any
+// run of kMinRun or more consecutive bytes of its secret part (what
+// follows the prefix it shares with its placeholder): a substring or a
+// truncated echo. What it cannot
+// find is any other transformation (a hash, a cipher, a compressed body:
+// the filter refuses compressed bodies, and trusts bound hosts not to
+// transform a key otherwise).
 class Masker {
 public:
+  static constexpr size_t kMinRun = 16;
   explicit Masker(const std::vector<Binding>& bindings,
                   const std::vector<std::pair<std::string, std::string>>& renderings = {});
   // The masked bytes safe to send now.
   std::string feed(std::string_view in);
-  // The held-back rest (end of the body).
+  // The end of the stream: a held-back tail (a prefix of a real value,
+  // perhaps a truncated echo) is dropped, never released.
   std::string finish();
-  // A whole string at once (header values).
+  // A whole string at once (a field name or value, a status line).
   std::string mask(std::string_view s) const;
   std::uint64_t masked() const { return masked_; }
 
 private:
-  std::vector<std::pair<std::string, std::string>> pairs_;  // real, placeholder
+  enum class End { more_may_come, final };
+  // Masks `data` into `out`; returns how much of `data` was decided (the
+  // rest may be the start of a real value; only with End::more_may_come).
+  size_t scan(std::string_view data, End end, std::string& out, std::uint64_t& masked) const;
+  std::vector<std::pair<std::string, std::string>> pairs_;  // how a real value is written, what replaces it
+  std::vector<std::pair<std::string, std::string>> runs_;   // a real value's secret part, its placeholder
+  std::array<bool, 256> run_starts_{};                      // bytes that may start a run
   std::string held_;
   std::uint64_t masked_ = 0;
 };
+
+// The first member named access_token or refresh_token (RFC 6749
+// section 5.1), at any depth of a token response's JSON `body`, whose
+// value is not one of `placeholders`: a token a rewrite of the top level
+// alone would let through. A body that is not JSON and names either
+// member anywhere counts too. nullopt: none.
+std::optional<std::string> unrewritten_token(std::string_view body, const std::vector<std::string>& placeholders);
+
+// Whether a body starts with the magic of gzip (1f 8b), zlib (78 01, 5e,
+// 9c, da) or zstd (28 b5 2f fd): compressed whatever its label says, so
+// it cannot be scanned for an echoed value.
+bool looks_compressed(std::string_view body_start);
 
 }  // namespace pj::netproxy::http1

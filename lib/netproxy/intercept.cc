@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <functional>
 
 #include <fmt/format.h>
@@ -140,6 +141,10 @@ struct InterceptConn {
   std::uint64_t up = 0, down = 0;
   std::chrono::milliseconds hs, idle;
   const Clock::time_point started = Clock::now();
+  sockaddr_storage peer_{};  // the checked address (kept when the first server connection closes)
+  bool have_peer_ = false;
+  int upstream_requests_ = 0;  // sent on the current server connection
+  bool desync_ = false;        // the server answered before a request was sent
 
   InterceptConn(Interceptor& o, Interceptor::Handoff&& handoff) : owner(o), h(std::move(handoff)) {
     hs = o.limits_.handshake;
@@ -257,18 +262,8 @@ struct InterceptConn {
       SSL_set_app_data(jail.ssl, const_cast<char*>(h.host.c_str()));
       SSL_set_accept_state(jail.ssl);
       if (!jail.handshake(hs)) return end(true, h.reason + "; TLS with the jail failed: " + jail.error);
-      auto ss = owner.ca_->client_ssl(h.host);
-      if (!ss) return end(false, ss.error().message());
-      server.ssl = *ss;
-      server.fd = h.upstream.get();
-      server.stop = owner.stop_r_.get();
-      SSL_set_fd(server.ssl, server.fd);
-      SSL_set_connect_state(server.ssl);
-      if (!server.handshake(hs)) {
-        long v = SSL_get_verify_result(server.ssl);
-        std::string why = v != X509_V_OK ? fmt::format("the server's certificate was not verified: {}",
-                                                       X509_verify_cert_error_string(v))
-                                         : "TLS with the server failed: " + server.error;
+      std::string why;
+      if (!server_tls(why)) {
         (void)read_head(jail, hs);  // its request, then the answer
         answer(502, "refused: " + why);
         return end(false, why);
@@ -283,7 +278,74 @@ struct InterceptConn {
     owner.record(std::move(d));
   }
 
+  // TLS with the server over h.upstream, verified; `why` when not.
+  bool server_tls(std::string& why) {
+    auto ss = owner.ca_->client_ssl(h.host);
+    if (!ss) return why = ss.error().message(), false;
+    server.ssl = *ss;
+    server.fd = h.upstream.get();
+    server.stop = owner.stop_r_.get();
+    SSL_set_fd(server.ssl, server.fd);
+    SSL_set_connect_state(server.ssl);
+    if (server.handshake(hs)) return true;
+    long v = SSL_get_verify_result(server.ssl);
+    why = v != X509_V_OK ? fmt::format("the server's certificate was not verified: {}", X509_verify_cert_error_string(v))
+                         : "TLS with the server failed: " + server.error;
+    return false;
+  }
+
+  // Close the server connection (its unread bytes are dropped with it).
+  void close_server() {
+    SSL_free(server.ssl);
+    server.ssl = nullptr;
+    server.buf.clear();
+    server.eof = false;
+    server.error.clear();
+    if (h.upstream.valid()) {
+      socklen_t len = sizeof peer_;
+      if (!have_peer_ && ::getpeername(h.upstream.get(), reinterpret_cast<sockaddr*>(&peer_), &len) == 0)
+        have_peer_ = true;
+    }
+    h.upstream.reset();
+    server.fd = -1;
+    upstream_requests_ = 0;
+  }
+
+  // A new, verified connection to the address this connection was
+  // checked for (the first connection's peer: the rules are not asked
+  // again, the address is the one they allowed).
+  bool fresh_server(std::string& why) {
+    close_server();
+    if (!have_peer_) return why = "the server's address is unknown", false;
+    util::UniqueFd fd(::socket(peer_.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) return why = fmt::format("socket: {}", std::strerror(errno)), false;
+    socklen_t len = peer_.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer_), len) != 0 && errno != EINPROGRESS)
+      return why = fmt::format("connect: {}", std::strerror(errno)), false;
+    if (wait_fd(fd.get(), POLLOUT, owner.stop_r_.get(), hs) <= 0) return why = "connect timed out", false;
+    int err = 0;
+    len = sizeof err;
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return why = fmt::format("connect: {}", std::strerror(err)), false;
+    h.upstream = std::move(fd);
+    return server_tls(why);
+  }
+
+  // RFC 9112 section 9.3.2: responses come in the order of the requests.
+  // A byte from the server before the current request was fully sent
+  // answers something else (a body the server read as a request of its
+  // own): its framing and ours disagree, and no response on this
+  // connection can be paired with a request any more.
+  bool server_quiet() {
+    if (!server.buf.empty() || server.eof) return false;
+    return server.fill(std::chrono::milliseconds(0), false) == -2;
+  }
+
   bool to_server(std::string_view b) {
+    if (!server_quiet()) {
+      desync_ = true;
+      return false;
+    }
     up += b.size();
     return server.write(b, idle);
   }
@@ -292,20 +354,38 @@ struct InterceptConn {
     return jail.write(b, idle);
   }
 
+  // Read a request head from the jail (http1::parse_request). nullopt: a
+  // clean end before any byte, or the connection failed.
+  std::optional<http1::RequestParse> read_request() {
+    while (true) {
+      auto p = http1::parse_request(jail.buf);
+      if (p.progress != Progress::need_more) {
+        if (p.progress == Progress::done) jail.buf.erase(0, p.consumed);
+        return p;
+      }
+      if (jail.fill(idle) <= 0) return std::nullopt;
+    }
+  }
+
   void serve_requests() {
     const auto port = static_cast<uint16_t>(h.port);
     while (true) {
-      auto hp = read_head(jail, idle);
+      auto rp_req = read_request();
       const auto snapshot = owner.bindings();  // this request's view (a refresh may add to it)
       const std::vector<Binding>& bindings = *snapshot;
-      if (!hp) return;
-      if (hp->progress == Progress::bad) return answer(400, "malformed request: " + hp->error);
-      http1::Head req = std::move(hp->head);
-      size_t sp1 = req.start.find(' '), sp2 = req.start.rfind(' ');
-      if (sp1 == std::string::npos || sp2 == sp1) return answer(400, "malformed request line");
-      std::string method = req.start.substr(0, sp1), path = req.start.substr(sp1 + 1, sp2 - sp1 - 1),
-                  version = req.start.substr(sp2 + 1);
-      if (version != "HTTP/1.1" && version != "HTTP/1.0") return answer(505, "only HTTP/1.1 here");
+      if (!rp_req) return;
+      if (rp_req->progress == Progress::bad)
+        return answer(rp_req->status ? rp_req->status : 400, "malformed request: " + rp_req->error);
+      http1::Head req = std::move(rp_req->head);
+      const http1::RequestLine& line = rp_req->line;
+      http1::OriginTarget ot = http1::intercepted_target(line, h.host, port);
+      if (ot.status) {
+        if (ot.status == 403) credential_refusal(ot.error);
+        return answer(ot.status, "refused: " + ot.error);
+      }
+      // Only the checked line leaves, in origin form (RFC 9112 section 3.2.1).
+      const std::string method = line.method, path = ot.target, version = line.version;
+      req.start = method + " " + path + " " + version;
       http1::Substitution sub = http1::substitute(req, bindings, h.host, port);
       if (sub.refused) {
         std::string why = fmt::format("a placeholder of {} was sent to {}:{}, which it is not bound to",
@@ -323,7 +403,9 @@ struct InterceptConn {
       http1::BodyFraming rf = http1::request_framing(req);
       if (!rf.error.empty()) return answer(400, "malformed request: " + rf.error);
       bool close_after = version == "HTTP/1.0" || req.lists("Connection", "close");
-      bool upgrade = req.lists("Connection", "upgrade") && req.get("Upgrade");
+      TokenExchange* ex = owner.intercept_.exchange.get();
+      bool exchange = ex && ex->is_token_endpoint(h.host, path);
+      bool upgrade = !exchange && req.lists("Connection", "upgrade") && req.get("Upgrade");
       if (req.get("Expect")) {
         req.erase("Expect");
         if (!to_jail("HTTP/1.1 100 Continue\r\n\r\n")) return;
@@ -332,9 +414,20 @@ struct InterceptConn {
       req.set("Accept-Encoding", "identity");  // bodies must be readable to be masked
       req.erase("Proxy-Connection");
       req.erase("Proxy-Authorization");
-      TokenExchange* ex = owner.intercept_.exchange.get();
-      bool exchange = ex && ex->is_token_endpoint(h.host, path);
       ExchangeKind exchange_kind = ExchangeKind::login;
+      // A token exchange carries the refresh token: it goes alone on a
+      // server connection of its own (no earlier request whose body the
+      // server might have read as a request, one response, then closed),
+      // and it cannot be upgraded.
+      if (!server.ssl || (exchange && upstream_requests_ != 0)) {
+        std::string why;
+        if (!fresh_server(why)) return answer(502, "cannot reach the server again: " + why);
+      }
+      if (exchange) {
+        req.erase("Upgrade");
+        req.set("Connection", "close");
+      }
+      ++upstream_requests_;
       if (exchange) {
         std::string body;
         if (!read_body(jail, rf, http1::kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; }))
@@ -347,13 +440,18 @@ struct InterceptConn {
         exchange_kind = rewritten->kind;
         req.erase("Transfer-Encoding");
         req.set("Content-Length", std::to_string(rewritten->body.size()));
-        if (!to_server(req.serialise() + rewritten->body)) return;
+        if (!to_server(req.serialise() + rewritten->body)) return answer_desync();
+      } else if (rf.framing == http1::Framing::length && rf.length <= jail.buf.size()) {
+        // A body already here goes with its head, in one write.
+        std::string whole = req.serialise() + jail.buf.substr(0, rf.length);
+        jail.buf.erase(0, rf.length);
+        if (!to_server(whole)) return answer_desync();
       } else {
-        if (!to_server(req.serialise())) return;
+        if (!to_server(req.serialise())) return answer_desync();
         bool chunked = rf.framing == http1::Framing::chunked;
         if (!read_body(jail, rf, 0, [&](std::string_view b) { return to_server(chunked ? http1::chunk(b) : std::string(b)); }))
-          return;
-        if (chunked && !to_server(http1::chunk(""))) return;
+          return answer_desync();
+        if (chunked && !to_server(http1::chunk(""))) return answer_desync();
       }
       if (!sub.used.empty()) {
         std::string names;
@@ -373,8 +471,17 @@ struct InterceptConn {
         status = http1::status_of(rp->head);
         if (status == 0) return answer(502, "bad response from the server: malformed status line");
         rp->head.start = masker.mask(rp->head.start);  // a reason phrase may echo too
-        for (auto& f : rp->head.fields) f.value = masker.mask(f.value);
-        if (status == 101 && upgrade) {
+        for (auto& f : rp->head.fields) {
+          f.name = masker.mask(f.name);  // a name can echo too (placeholders are tokens: the name stays one)
+          f.value = masker.mask(f.value);
+        }
+        if (status == 101) {
+          // A 101 the request did not ask for (a token exchange never may)
+          // switches to bytes nobody can frame: nothing of it goes on.
+          if (!upgrade) {
+            credential_refusal("the server switched protocols for a request that did not ask for it");
+            return answer(502, "refused: the server switched protocols unasked");
+          }
           if (!to_jail(rp->head.serialise())) return;
           return relay_both_ways();
         }
@@ -401,12 +508,25 @@ struct InterceptConn {
           credential_refusal("token response refused: " + rewritten.error().message());
           return answer(502, "the token response could not be rewritten: " + rewritten.error().message());
         }
+        // Every token in the response must have become a placeholder, at
+        // any depth: one the exchange did not rewrite is a real token.
+        std::vector<Binding> fresh = ex->take_new_bindings();
+        std::vector<std::string> placeholders;
+        for (const std::vector<Binding>* list : {&bindings, static_cast<const std::vector<Binding>*>(&fresh)})
+          for (const auto& b : *list) placeholders.push_back(b.placeholder);
+        if (auto token = http1::unrewritten_token(*rewritten, placeholders)) {
+          std::string why = fmt::format("the token response holds a {} that was not rewritten", *token);
+          credential_refusal(why);
+          return answer(502, "refused: " + why);
+        }
         // New placeholders are substituted from the jail's next request on.
-        owner.add_bindings(ex->take_new_bindings());
+        owner.add_bindings(std::move(fresh));
         resp.erase("Content-Encoding");
         resp.erase("Transfer-Encoding");
         resp.set("Content-Length", std::to_string(rewritten->size()));
         if (!to_jail(resp.serialise() + masker.mask(*rewritten))) return;
+        close_server();  // one request, one response: the next request gets a connection of its own
+        continue;
       } else if (sf.framing == http1::Framing::none) {
         if (!to_jail(resp.serialise())) return;
       } else {
@@ -423,16 +543,55 @@ struct InterceptConn {
         bool chunked = version == "HTTP/1.1";
         if (chunked) resp.set("Transfer-Encoding", "chunked");
         else close_after = true, resp.set("Connection", "close");
-        if (!to_jail(resp.serialise())) return;
         auto out = [&](std::string_view b) { return b.empty() || to_jail(chunked ? http1::chunk(b) : std::string(b)); };
-        bool ok = read_body(server, sf, 0, [&](std::string_view b) { return out(masker.feed(b)); });
-        if (!ok || !out(masker.finish())) return;
+        // The head waits for the body's first bytes: a compressed body under
+        // an identity label (or none) is refused before anything is sent.
+        BodyStart start;
+        auto sink = [&](std::string_view b) {
+          if (start.decided) return out(masker.feed(b));
+          start.bytes.append(b);
+          if (start.bytes.size() < BodyStart::kSniff) return true;
+          return start.decide(*this, resp) && out(masker.feed(std::exchange(start.bytes, {})));
+        };
+        bool ok = read_body(server, sf, 0, sink);
+        if (start.refused) return;
+        if (!ok) return;
+        if (!start.decided && !(start.decide(*this, resp) && out(masker.feed(std::exchange(start.bytes, {}))))) return;
+        if (!out(masker.finish())) return;
         if (chunked && !to_jail(http1::chunk(""))) return;
         if (sf.framing == http1::Framing::until_close) close_after = true;
       }
       if (resp.lists("Connection", "close")) close_after = true;
       if (close_after) return;
     }
+  }
+
+  // A response body's first bytes, held until it is known whether they
+  // are compressed (http1::looks_compressed), with the head.
+  struct BodyStart {
+    static constexpr size_t kSniff = 4;  // the longest magic (zstd)
+    std::string bytes;
+    bool decided = false, refused = false;
+    // Refuse a compressed body (502), else send the head.
+    bool decide(InterceptConn& c, const http1::Head& head) {
+      decided = true;
+      if (http1::looks_compressed(bytes)) {
+        refused = true;
+        const std::string why = "the server sent a compressed body labelled identity, which cannot be checked for echoed credentials";
+        c.credential_refusal(why);
+        c.answer(502, "refused: " + why);
+        return false;
+      }
+      return c.to_jail(head.serialise());
+    }
+  };
+
+  // The server answered before the request was sent (server_quiet()),
+  // or a write failed: nothing more on this connection.
+  void answer_desync() {
+    if (!desync_) return;
+    credential_refusal("the server answered before the request was sent: its framing differs from the filter's");
+    answer(502, "refused: the server answered before the request was sent");
   }
 
   // After a 101: bytes both ways, unchanged, until either side ends.

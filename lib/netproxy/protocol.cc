@@ -1,5 +1,7 @@
 #include "netproxy/protocol.h"
 
+#include "netproxy/http1.h"
+
 #include <arpa/inet.h>
 
 #include <cstring>
@@ -26,8 +28,9 @@ HttpRequest bad(int status, std::string error) {
   return r;
 }
 
-// "host:port" or "[v6]:port" -> Target. `default_port` when none given.
-std::optional<Target> split_authority(std::string_view a, int default_port) {
+}  // namespace
+
+std::optional<Target> parse_authority(std::string_view a, int default_port) {
   Target t;
   std::string_view port;
   if (a.starts_with("[")) {
@@ -62,53 +65,16 @@ std::optional<Target> split_authority(std::string_view a, int default_port) {
   return t;
 }
 
-}  // namespace
 
 HttpRequest parse_http_request(std::string_view buf) {
-  size_t end = buf.find("\r\n\r\n");
-  if (end == std::string_view::npos) {
-    if (buf.size() > kMaxHttpHead) return bad(431, "request head too large");
-    return {};
-  }
-  if (end + 4 > kMaxHttpHead) return bad(431, "request head too large");
-  std::string_view head = buf.substr(0, end + 2);  // keep the last header's CRLF
-  size_t eol = head.find("\r\n");
-  std::string_view line = head.substr(0, eol);
-  size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
-  if (sp1 == std::string_view::npos || sp2 == sp1) return bad(400, "malformed request line");
-  std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1),
-                   version = line.substr(sp2 + 1);
-  if (version != "HTTP/1.1" && version != "HTTP/1.0") return bad(505, "only HTTP/1.0 and HTTP/1.1");
-  if (method.empty() || method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string_view::npos)
-    return bad(400, "malformed method");
-  // The target goes into the upstream request line: no space, no control
-  // byte (CR, LF, NUL, DEL...) may ride along into it.
-  for (unsigned char ch : target)
-    if (ch <= 0x20 || ch == 0x7f) return bad(400, "control character or space in the request target");
-  // Header lines: NAME: value. Reject obsolete folding and bare LFs.
-  std::string_view headers = head.substr(eol + 2);
-  std::string kept;
-  while (!headers.empty()) {
-    size_t e = headers.find("\r\n");
-    std::string_view h = headers.substr(0, e);
-    headers.remove_prefix(e + 2);
-    size_t colon = h.find(':');
-    if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t')
-      return bad(400, "malformed header line");
-    for (unsigned char ch : h)
-      if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return bad(400, "control character in a header line");
-    std::string_view name = h.substr(0, colon);
-    if (iequals(name, "proxy-authorization") || iequals(name, "proxy-connection") || iequals(name, "connection") ||
-        iequals(name, "keep-alive"))
-      continue;
-    if (iequals(name, "host")) continue;  // derived from the checked target below
-    kept.append(h).append("\r\n");
-  }
-
+  http1::RequestParse p = http1::parse_request(buf, kMaxHttpHead);
+  if (p.progress == Progress::need_more) return {};
+  if (p.progress == Progress::bad) return bad(p.status, p.error);
+  const http1::RequestLine& line = p.line;
   HttpRequest r;
-  r.consumed = end + 4;
-  if (method == "CONNECT") {
-    auto t = split_authority(target, 0);
+  r.consumed = p.consumed;
+  if (line.method == "CONNECT") {
+    auto t = parse_authority(line.target, 0);
     if (!t) return bad(400, "CONNECT needs host:port");
     r.tunnel = true;
     r.target = *t;
@@ -116,6 +82,7 @@ HttpRequest parse_http_request(std::string_view buf) {
     return r;
   }
   // Absolute form: http://authority/path. https:// would need TLS here.
+  std::string_view target = line.target;
   constexpr std::string_view kHttp = "http://";
   if (target.size() < kHttp.size() || !iequals(target.substr(0, kHttp.size()), kHttp))
     return bad(400, "a proxy request needs CONNECT or an absolute http:// URL");
@@ -124,14 +91,20 @@ HttpRequest parse_http_request(std::string_view buf) {
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash);
   path = path.substr(0, path.find('#'));  // a fragment is never sent
-  auto t = split_authority(authority, 80);
+  auto t = parse_authority(authority, 80);
   if (!t) return bad(400, "malformed URL authority");
   r.target = *t;
   // "http://h?q" asks for "/?q": the query is kept.
-  r.upstream = fmt::format("{} {}{} {}\r\n", method, path.starts_with("/") ? "" : "/", path, version);
+  r.upstream = fmt::format("{} {}{} {}\r\n", line.method, path.starts_with("/") ? "" : "/", path, line.version);
   // The one Host header is the checked target's, whatever the client sent.
   r.upstream += t->port == 80 ? fmt::format("Host: {}\r\n", t->host) : fmt::format("Host: {}:{}\r\n", t->host, t->port);
-  r.upstream += kept;
+  for (const auto& f : p.head.fields) {
+    const std::string& name = f.name;
+    if (iequals(name, "proxy-authorization") || iequals(name, "proxy-connection") || iequals(name, "connection") ||
+        iequals(name, "keep-alive") || iequals(name, "host"))  // Host: derived from the checked target above
+      continue;
+    r.upstream += fmt::format("{}: {}\r\n", name, f.value);
+  }
   r.upstream += "Connection: close\r\n\r\n";
   r.progress = Progress::done;
   return r;

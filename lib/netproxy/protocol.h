@@ -30,8 +30,13 @@ struct HttpRequest {
   size_t consumed = 0;      // bytes of the buffer that were the head
 };
 
-// Parse the head at the start of `buf`.
+// Parse the head at the start of `buf` (http1::parse_request reads it).
 HttpRequest parse_http_request(std::string_view buf);
+
+// "host:port" or "[v6]:port" (RFC 3986 section 3.2, no userinfo), the
+// host as written (brackets kept); `default_port` when none is given (0:
+// a port is required).
+std::optional<Target> parse_authority(std::string_view authority, int default_port);
 
 // The standard reason phrase of an HTTP status (RFC 9110 section 15).
 const char* reason_phrase(int status);

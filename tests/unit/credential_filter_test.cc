@@ -147,7 +147,7 @@ TEST_CASE("credential filter: real values echoed back are masked, also across pi
   Masker n(bindings());
   CHECK(n.feed("event: ping\n\n") == "event: ping\n\n");
   CHECK(n.feed("partial sk-ant") == "partial ");
-  CHECK(n.finish() == "sk-ant");
+  CHECK(n.finish().empty());  // a prefix of a real value at the very end is dropped, not released
 }
 
 TEST_CASE("credential filter: bindings that could inject headers or hide in each other are refused") {
@@ -228,4 +228,171 @@ TEST_CASE("credential filter: path_under reads a target as a lenient server woul
   CHECK_FALSE(path_under("/v1/messages?next=/api/oauth/x", "/api/oauth/"));
   CHECK_FALSE(path_under("/api/oauthx", "/api/oauth/"));
   CHECK_FALSE(path_under("/v1/api/oauth/x", "/api/oauth/"));
+}
+
+TEST_CASE("credential filter: the request line is method SP target SP version, nothing looser") {
+  auto ok = parse_request("PATCH /v1/a?b=c HTTP/1.0\r\nA: b\r\n\r\nrest");
+  REQUIRE(ok.progress == Progress::done);
+  CHECK(ok.line.method == "PATCH");
+  CHECK(ok.line.target == "/v1/a?b=c");
+  CHECK(ok.line.version == "HTTP/1.0");
+  CHECK(ok.consumed == std::string("PATCH /v1/a?b=c HTTP/1.0\r\nA: b\r\n\r\n").size());
+  CHECK(parse_request("M-SEARCH~ * HTTP/1.1\r\n\r\n").progress == Progress::done);  // any token is a method
+  struct Case {
+    std::string line;
+    int status;
+  } cases[] = {
+      {"POST\t/api/oauth/claude_cli/create_api_key  HTTP/1.1", 400},
+      {"GET  /x HTTP/1.1", 400},
+      {"GET /x  HTTP/1.1", 400},
+      {"GET /x HTTP/1.1 ", 400},
+      {" GET /x HTTP/1.1", 400},
+      {"GET /x\tHTTP/1.1 HTTP/1.1", 400},
+      {"GET /x\x0b HTTP/1.1", 400},
+      {"GET /x\x7f HTTP/1.1", 400},
+      {"G(T /x HTTP/1.1", 400},
+      {"GET /x", 400},
+      {"GET /x http/1.1", 400},
+      {"GET /x HTTP/2.0", 505},
+      {"GET /x HTTP/1.1\r\nA: b\x01c", 400},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.line);
+    auto r = parse_request(c.line + "\r\n\r\n");
+    CHECK(r.progress == Progress::bad);
+    CHECK(r.status == c.status);
+  }
+  CHECK(parse_request(std::string(kMaxHead, 'a')).status == 431);
+}
+
+TEST_CASE("credential filter: an intercepted request leaves in origin form, only for the bound authority") {
+  auto line = [](std::string method, std::string target) { return RequestLine{method, target, "HTTP/1.1"}; };
+  auto origin = [&](std::string method, std::string target, uint16_t port = 443) {
+    return intercepted_target(line(method, target), "api.anthropic.com", port);
+  };
+  CHECK(origin("GET", "/v1/messages?x=1").target == "/v1/messages?x=1");
+  CHECK(origin("GET", "https://api.anthropic.com/v1/messages?x=1#f").target == "/v1/messages?x=1");
+  CHECK(origin("GET", "HTTPS://API.Anthropic.COM.:443").target == "/");
+  CHECK(origin("GET", "https://api.anthropic.com?q").target == "/?q");
+  CHECK(origin("GET", "http://api.anthropic.com:8443/a", 8443).target == "/a");
+  for (std::string bad : {"http://evil.example/steal", "https://evil.example:443/echo", "http://api.anthropic.com/x",
+                          "https://api.anthropic.com:444/x", "https://api.anthropic.com@evil.example/x",
+                          "https://evil.example@api.anthropic.com/x", "https://[::1]/x"}) {
+    CAPTURE(bad);
+    auto r = origin("GET", bad);
+    CHECK(r.status == 403);
+    CHECK(r.target.empty());
+    CHECK_FALSE(r.error.empty());
+  }
+  CHECK(origin("CONNECT", "evil.example:443").status == 403);
+  CHECK(origin("CONNECT", "api.anthropic.com:443").status == 403);
+  CHECK(origin("OPTIONS", "*").status == 403);
+  CHECK(origin("GET", "v1/messages").status == 400);
+  CHECK(origin("GET", "ftp://api.anthropic.com/x").status == 400);
+}
+
+namespace {
+std::string base64url(std::string s) {
+  s = base64_encode(s);
+  for (auto& c : s) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return s;
+}
+std::string percent_all(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) out += fmt::format("%{:02X}", c);
+  return out;
+}
+std::string json_u_all(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) out += fmt::format("\\u{:04x}", c);
+  return out;
+}
+// Fed one byte at a time, then finished.
+std::string stream(Masker& m, std::string_view s) {
+  std::string out;
+  for (char c : s) out += m.feed(std::string(1, c));
+  return out + m.finish();
+}
+}  // namespace
+
+TEST_CASE("credential filter: an echo is masked however it is spelled: case, escapes, base64 at any alignment") {
+  std::string upper = kReal;
+  for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string mixed = kReal.substr(0, 10) + percent_all(kReal.substr(10, 5)) + json_u_all(kReal.substr(15, 5)) +
+                      kReal.substr(20);
+  std::vector<std::string> echoes = {upper, percent_all(kReal), json_u_all(kReal), mixed};
+  for (std::string lead : {"", "a", "ab"})  // each alignment of the value in the encoded text
+    for (auto enc : {base64_encode(lead + kReal + "tail"), base64url(lead + kReal + "tail")}) echoes.push_back(enc);
+  echoes.push_back(base64_encode("{\"k\":\"" + kReal + "\"}"));
+  for (const auto& e : echoes) {
+    CAPTURE(e);
+    Masker m(bindings());
+    std::string whole = m.mask("<" + e + ">");
+    Masker n(bindings());
+    std::string streamed = stream(n, "<" + e + ">");
+    for (const auto& out : {whole, streamed}) {
+      CHECK(out.find(kReal.substr(13)) == std::string::npos);
+      // No encoded form of the value is left either (characters 24 to 39
+      // of each alignment's base64 carry the value's part after the
+      // prefix it shares with the placeholder).
+      for (std::string lead : {"", "a", "ab"}) {
+        CHECK(out.find(base64_encode(lead + kReal).substr(24, 16)) == std::string::npos);
+        CHECK(out.find(base64url(lead + kReal).substr(24, 16)) == std::string::npos);
+      }
+    }
+    CHECK(n.masked() >= 1);
+  }
+  // Ordinary text is left as it is.
+  Masker plain(bindings());
+  CHECK(plain.mask("GET /v1/messages 100% \\u0041 ok") == "GET /v1/messages 100% \\u0041 ok");
+}
+
+TEST_CASE("credential filter: a field NAME echoing the key is masked; a compressed body is recognised by its magic") {
+  Masker m(bindings());
+  CHECK(m.mask("x-" + kReal) == "x-" + kPh);
+  CHECK(looks_compressed("\x1f\x8b\x08\x00"));
+  CHECK(looks_compressed(std::string("\x78\x9c", 2)));
+  CHECK(looks_compressed(std::string("\x78\x01", 2)));
+  CHECK(looks_compressed(std::string("\x78\x5e", 2)));
+  CHECK(looks_compressed(std::string("\x78\xda", 2)));
+  CHECK(looks_compressed(std::string("\x28\xb5\x2f\xfd", 4)));
+  CHECK_FALSE(looks_compressed("{\"a\":1}"));
+  CHECK_FALSE(looks_compressed("x"));
+  CHECK_FALSE(looks_compressed(std::string("\x28\xb5\x2f", 3)));
+}
+
+TEST_CASE("credential filter: a token response's tokens must all be placeholders, at any depth") {
+  const std::vector<std::string> ph = {"PH_A", "PH_R"};
+  CHECK_FALSE(unrewritten_token(R"({"access_token":"PH_A","refresh_token":"PH_R","expires_in":3600})", ph));
+  CHECK_FALSE(unrewritten_token(R"({"error":"invalid_grant"})", ph));
+  CHECK(unrewritten_token(R"({"access_token":"PH_A","x":{"refresh_token":"real"}})", ph) == "refresh_token");
+  CHECK(unrewritten_token(R"({"access_token":"PH_A","x":[[{"access_token":"real"}]]})", ph) == "access_token");
+  CHECK(unrewritten_token(R"({"access_token":{"value":"PH_A"}})", ph) == "access_token");
+  CHECK(unrewritten_token(R"({"refresh\u005ftoken":"real"})", ph) == "refresh_token");
+  CHECK(unrewritten_token("access_token=real&token_type=bearer", ph) == "access_token");
+  CHECK_FALSE(unrewritten_token("<html>bad gateway</html>", ph));
+}
+
+TEST_CASE("credential filter: any run of 16 or more bytes of a key's secret part is masked; shorter runs pass") {
+  // kReal's secret part (after the prefix it shares with kPh) is "REALVALUE-0123456789".
+  for (std::string echo : std::vector<std::string>{"truncated " + kReal.substr(0, 30), "sub " + kReal.substr(15, 16) + " end",
+                           "lower realvalue-0123456 x", "esc REALVALUE%2D01234%35%36 x"}) {
+    CAPTURE(echo);
+    Masker m(bindings());
+    std::string whole = m.mask(echo);
+    Masker n(bindings());
+    std::string streamed = stream(n, echo);
+    CHECK(whole.find(kPh) != std::string::npos);  // streamed, a truncated echo at the end is dropped instead
+    for (const auto& out : {whole, streamed}) {
+      CAPTURE(out);
+      CHECK(out.find("VALUE-0123") == std::string::npos);
+      CHECK(out.find("value-0123") == std::string::npos);
+    }
+  }
+  Masker m(bindings());
+  CHECK(m.mask("REALVALUE-01234 and 0123456789") == "REALVALUE-01234 and 0123456789");  // 15 and 10 bytes
+  Masker n(bindings());
+  CHECK(stream(n, "ends with REALVALUE-0") == "ends with REALVALUE-0");
+  Masker e(bindings());
+  CHECK(e.feed("event: ping\n\n") == "event: ping\n\n");
 }

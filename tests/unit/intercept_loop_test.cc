@@ -85,9 +85,35 @@ bool has_full_response(const std::string& s) {
 
 // A TLS server on loopback answering every request with the next canned
 // response (the last repeats); keeps what it received.
+// How a stand-in server reads a GET's body: as RFC 9112 section 6 says
+// (by Content-Length), or not at all, as some servers do (the body then
+// reads as the next request: a CL.0 desync).
+enum class GetBody { read, ignored };
+
+// Where the request at the start of `t` ends; npos: not complete yet.
+size_t request_end(const std::string& t, GetBody get_body) {
+  size_t end = t.find("\r\n\r\n");
+  if (end == std::string::npos) return std::string::npos;
+  std::string head = t.substr(0, end);
+  if (get_body == GetBody::ignored && head.starts_with("GET ")) return end + 4;
+  if (auto cl = head.find("Content-Length: "); cl != std::string::npos) {
+    size_t total = end + 4 + std::stoul(head.substr(cl + 16));
+    return t.size() >= total ? total : std::string::npos;
+  }
+  if (head.find("chunked") != std::string::npos) {
+    size_t last = t.find("0\r\n\r\n", end);
+    return last == std::string::npos ? std::string::npos : last + 5;
+  }
+  return end + 4;
+}
+
 class Upstream {
 public:
-  explicit Upstream(std::vector<std::string> responses) : responses_(std::move(responses)), fd_(listen_on(port)) {
+  using Respond = std::function<std::string(const std::string& request, size_t index)>;
+  explicit Upstream(std::vector<std::string> responses)
+      : Upstream([responses](const std::string&, size_t i) { return responses[std::min(i, responses.size() - 1)]; }) {}
+  explicit Upstream(Respond respond, GetBody get_body = GetBody::read)
+      : respond_(std::move(respond)), get_body_(get_body), fd_(listen_on(port)) {
     auto ca = netproxy::TlsAuthority::create({{"127.0.0.1", static_cast<uint16_t>(port)}}, "");
     REQUIRE(ca);
     ca_ = std::move(*ca);
@@ -117,10 +143,16 @@ public:
     std::lock_guard<std::mutex> l(m_);
     return received_;
   }
+  // Connections served to their end.
+  size_t connections() {
+    std::lock_guard<std::mutex> l(m_);
+    return connections_;
+  }
   int port = 0;
   std::string ca_file;
 
 private:
+  size_t connections_ = 0;
   void serve(int c) {
     timeval tv{5, 0};
     ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -133,34 +165,32 @@ private:
       std::string pending;
       while (true) {
         // One request: its head, then a Content-Length body or a chunked one.
-        auto done = [](const std::string& t) {
-          size_t end = t.find("\r\n\r\n");
-          if (end == std::string::npos) return false;
-          std::string head = t.substr(0, end);
-          if (auto cl = head.find("Content-Length: "); cl != std::string::npos)
-            return t.size() >= end + 4 + std::stoul(head.substr(cl + 16));
-          if (head.find("chunked") != std::string::npos) return t.find("0\r\n\r\n", end) != std::string::npos;
-          return true;
-        };
-        std::string req = pending;
-        while (!done(req)) {
+        while (request_end(pending, get_body_) == std::string::npos) {
           std::string more = read_some(ssl);
           if (more.empty()) break;
-          req += more;
+          pending += more;
         }
-        if (!done(req)) break;
+        size_t end = request_end(pending, get_body_);
+        if (end == std::string::npos) break;
+        std::string req = pending.substr(0, end);
+        pending.erase(0, end);
         {
           std::lock_guard<std::mutex> l(m_);
           received_ += req + "\n--\n";
         }
-        const std::string& r = responses_[std::min(i++, responses_.size() - 1)];
+        const std::string r = respond_(req, i++);
         SSL_write(ssl, r.data(), static_cast<int>(r.size()));
+      }
+      {
+        std::lock_guard<std::mutex> l(m_);
+        ++connections_;
       }
     }
     SSL_free(ssl);
     ::close(c);
   }
-  std::vector<std::string> responses_;
+  Respond respond_;
+  GetBody get_body_ = GetBody::read;
   util::UniqueFd fd_;
   std::unique_ptr<netproxy::TlsAuthority> ca_;
   std::atomic<bool> stop_{false};
@@ -172,6 +202,7 @@ private:
 class FakeExchange : public netproxy::TokenExchange {
 public:
   bool fail_response = false;
+  std::string reply = R"({"access_token":"PH_NEW_ACCESS"})";  // the rewritten response body
   std::string seen_encoding, seen_body;
   bool is_token_endpoint(std::string_view, std::string_view path) const override { return path == "/v1/oauth/token"; }
   util::Result<netproxy::ExchangeRequest> request_body(std::string_view, std::string_view, std::string_view body,
@@ -187,7 +218,7 @@ public:
     seen_body = body;
     if (fail_response) return util::Error::invalid("cannot decode");
     added.push_back({"NEW_ACCESS", "PH_NEW_ACCESS", "REAL_NEW_ACCESS", {{"127.0.0.1", port}}});
-    return std::string(R"({"access_token":"PH_NEW_ACCESS"})");
+    return reply;
   }
   std::vector<netproxy::Binding> take_new_bindings() override { return std::exchange(added, {}); }
   uint16_t port = 0;
@@ -477,4 +508,188 @@ TEST_CASE("credential filter loop: a second Content-Encoding field cannot slip a
   std::string r = read_until(c->ssl, [](const std::string&) { return false; });
   CHECK(r.find("HTTP/1.1 502") == 0);
   CHECK(r.find("abcd") == std::string::npos);
+}
+
+namespace {
+// Everything the filter sends back until it closes the connection.
+std::string until_close(SSL* ssl) { return read_until(ssl, [](const std::string&) { return false; }); }
+}  // namespace
+
+TEST_CASE("credential filter loop: an absolute-form target reaches the bound host only as origin form of its own authority") {
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"});
+  Rig rig(up.port, up.ca_file);
+  const std::string port = std::to_string(up.port);
+  for (std::string line : std::vector<std::string>{"GET http://evil.example/steal HTTP/1.1", "GET https://evil.example:443/echo HTTP/1.1",
+                           "GET https://127.0.0.1/x HTTP/1.1", "GET https://127.0.0.1:1/x HTTP/1.1",
+                           "GET https://user@127.0.0.1:" + port + "/x HTTP/1.1", "CONNECT evil.example:443 HTTP/1.1",
+                           "CONNECT 127.0.0.1:" + port + " HTTP/1.1", "OPTIONS * HTTP/1.1"}) {
+    CAPTURE(line);
+    auto c = rig.connect(up.port);
+    REQUIRE(c);
+    write(c->ssl, line + "\r\nHost: 127.0.0.1\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+    std::string r = until_close(c->ssl);
+    CHECK(r.find("HTTP/1.1 403") == 0);
+    CHECK(r.find("pi-jail: refused: ") != std::string::npos);
+  }
+  CHECK(up.received().empty());
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET hTTpS://127.0.0.1:" + port + "?q=1#frag HTTP/1.1\r\nHost: evil.example\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  CHECK(until_close(c->ssl).find("HTTP/1.1 200") == 0);
+  std::string seen = up.received();
+  CHECK(seen.find("GET /?q=1 HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\n") == 0);
+  CHECK(seen.find("x-api-key: REAL_KEY_9876") != std::string::npos);
+  CHECK(seen.find("evil") == std::string::npos);
+  CHECK(seen.find("frag") == std::string::npos);
+}
+
+TEST_CASE("credential filter loop: a TAB or a second space in the request line is refused before any path check") {
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 34\r\n\r\n{\"raw_key\":\"sk-ant-api03-MINTED\"}"});
+  Rig rig(up.port, up.ca_file);
+  for (std::string line : {"POST\t/api/oauth/claude_cli/create_api_key  HTTP/1.1", "POST /api/oauth/claude_cli/create_api_key  HTTP/1.1",
+                           "POST  /api/oauth/claude_cli/create_api_key HTTP/1.1", "POST /v1/messages\tHTTP/1.1",
+                           "POST /v1/messages HTTP/1.1 ", "POST /v1/messages\tHTTP/1.1 HTTP/1.1", "POST /v1/messages HTTP/1.2",
+                           "POST\x01 /v1/messages HTTP/1.1", "POST v1/messages HTTP/1.1"}) {
+    CAPTURE(line);
+    auto c = rig.connect(up.port);
+    REQUIRE(c);
+    write(c->ssl, line + "\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nContent-Length: 2\r\n\r\n{}");
+    std::string r = until_close(c->ssl);
+    CHECK((r.find("HTTP/1.1 400") == 0 || r.find("HTTP/1.1 505") == 0));
+    CHECK(r.find("MINTED") == std::string::npos);
+  }
+  CHECK(up.received().empty());
+}
+
+namespace {
+const std::string kTokenBody = R"({"access_token":"REAL_NEW_ACCESS","refresh_token":"REAL_NEW_REFRESH"})";
+const std::string kSmuggledBody = R"({"access_token":"SMUGGLED"})";
+std::string ok_response(const std::string& body) {
+  return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+// A stand-in that answers each path with its own body.
+std::string by_path(const std::string& req, size_t) {
+  if (req.starts_with("POST /v1/oauth/token")) return ok_response(kTokenBody);
+  if (req.starts_with("GET /smuggled")) return ok_response(kSmuggledBody);
+  return ok_response(req.substr(4, 2));  // "/x", "/y"
+}
+}  // namespace
+
+TEST_CASE("credential filter loop: a body the server ignores cannot answer the token exchange (CL.0 desync)") {
+  Upstream up(by_path, GetBody::ignored);
+  auto ex = std::make_shared<FakeExchange>();
+  ex->port = static_cast<uint16_t>(up.port);
+  Rig rig(up.port, up.ca_file, ex);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  write(c->ssl, "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
+  CHECK(read_until(c->ssl, has_full_response).find("/x") != std::string::npos);
+  write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
+  std::string r = read_until(c->ssl, has_full_response);
+  CHECK(r.find("HTTP/1.1 200 OK") == 0);
+  CHECK(ex->seen_body == kTokenBody);  // the token endpoint's own answer, not the smuggled one
+  CHECK(r.find("SMUGGLED") == std::string::npos);
+  // The exchange went alone on a connection of its own, closed after it.
+  std::string seen = up.received();
+  size_t token = seen.find("POST /v1/oauth/token");
+  REQUIRE(token != std::string::npos);
+  CHECK(seen.find("Connection: close\r\n", token) != std::string::npos);
+  write(c->ssl, "GET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  std::string y = until_close(c->ssl);
+  CHECK(y.find("HTTP/1.1 200") == 0);
+  CHECK(y.find("/y") != std::string::npos);
+  c.reset();
+  rig.finish();
+  for (int i = 0; i < 100 && up.connections() < 3; ++i) std::this_thread::sleep_for(20ms);
+  CHECK(up.connections() == 3);  // /x and the smuggled one; the exchange; /y
+}
+
+TEST_CASE("credential filter loop: server bytes before a request was sent close the connection with 502") {
+  Upstream up(by_path, GetBody::ignored);
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  write(c->ssl, "GET /x HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\nContent-Length: " +
+                    std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
+  CHECK(read_until(c->ssl, has_full_response).find("/x") != std::string::npos);
+  std::this_thread::sleep_for(300ms);  // the smuggled response is on its way meanwhile
+  write(c->ssl, "GET /y HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  std::string r = until_close(c->ssl);
+  CHECK(r.find("HTTP/1.1 502") == 0);
+  CHECK(r.find("SMUGGLED") == std::string::npos);
+  CHECK(up.received().find("GET /y") == std::string::npos);
+}
+
+TEST_CASE("credential filter loop: a 101 to a token exchange closes the connection and passes nothing on") {
+  Upstream up({"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n" + kTokenBody});
+  auto ex = std::make_shared<FakeExchange>();
+  ex->port = static_cast<uint16_t>(up.port);
+  Rig rig(up.port, up.ca_file, ex);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n"
+                "Content-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
+  std::string r = until_close(c->ssl);
+  CHECK(r.find("HTTP/1.1 502") == 0);
+  CHECK(r.find("101") == std::string::npos);
+  CHECK(r.find("REAL") == std::string::npos);
+  std::string seen = up.received();
+  CHECK(seen.find("Upgrade") == std::string::npos);
+  CHECK(seen.find("Connection: close\r\n") != std::string::npos);
+}
+
+TEST_CASE("credential filter loop: reflections of the key in a field name, another case, escapes or base64 are masked") {
+  // REAL_KEY_9876 as base64 (at offset 0 and 1), percent- and \u-escaped, upper and lower case.
+  const std::string body = "a UkVBTF9LRVlfOTg3Ng== b eFJFQUxfS0VZXzk4NzY= c %52%45%41%4C%5F%4B%45%59%5F%39%38%37%36 "
+                           "d \\u0052\\u0045AL_KEY\\u005f9876 e real_key_9876 f d";
+  const std::string full = body + " ";
+  Upstream up({"HTTP/1.1 200 OK\r\nX-REAL_KEY_9876: 1\r\nX-Echo: Real_Key_9876\r\nContent-Length: " +
+               std::to_string(full.size()) + "\r\nConnection: close\r\n\r\n" + full});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  std::string r = until_close(c->ssl);
+  CAPTURE(r);
+  CHECK(r.find("HTTP/1.1 200") == 0);
+  CHECK(r.find("X-PH_KEY_0123: 1\r\n") != std::string::npos);
+  CHECK(r.find("X-Echo: PH_KEY_0123\r\n") != std::string::npos);
+  for (std::string leak : {"REAL", "Real", "real", "UkVBTF9LRVlfOTg3Ng", "FJFQUxfS0VZXzk4NzY", "%52%45%41%4C", "\\u005f9876"})
+    CHECK(r.find(leak) == std::string::npos);
+  CHECK(r.find(" f d ") != std::string::npos);  // the text around is untouched
+}
+
+TEST_CASE("credential filter loop: a gzip, zlib or zstd body labelled identity (or not at all) is refused with 502") {
+  for (std::string label : {"Content-Encoding: identity\r\n", "", "Content-Encoding: br\r\n"})
+    for (std::string magic : {std::string("\x1f\x8b\x08\x00rest", 8), std::string("\x78\x9crest", 6),
+                              std::string("\x28\xb5\x2f\xfdrest", 8)}) {
+      CAPTURE(label);
+      Upstream up({"HTTP/1.1 200 OK\r\n" + label + "Content-Length: " + std::to_string(magic.size()) + "\r\n\r\n" + magic});
+      Rig rig(up.port, up.ca_file);
+      auto c = rig.connect(up.port);
+      REQUIRE(c);
+      write(c->ssl, "GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+      std::string r = until_close(c->ssl);
+      CHECK(r.find("HTTP/1.1 502") == 0);
+      CHECK(r.find("rest") == std::string::npos);
+      CHECK(r.find("200 OK") == std::string::npos);
+    }
+}
+
+TEST_CASE("credential filter loop: a token nested below the top level of a token response is never passed on") {
+  Upstream up({ok_response(kTokenBody)});
+  auto ex = std::make_shared<FakeExchange>();
+  ex->port = static_cast<uint16_t>(up.port);
+  // What an exchange that rewrites only the top level leaves.
+  ex->reply = R"({"access_token":"PH_NEW_ACCESS","data":[{"refresh_token":"REAL_NESTED_REFRESH"}]})";
+  Rig rig(up.port, up.ca_file, ex);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
+  std::string r = until_close(c->ssl);
+  CHECK(r.find("HTTP/1.1 502") == 0);
+  CHECK(r.find("REAL_NESTED") == std::string::npos);
+  CHECK(r.find("refresh_token that was not rewritten") != std::string::npos);
 }

@@ -322,6 +322,7 @@ TEST_CASE("control bytes in a request target or header are refused with 400, nev
     auto r = parse_http_request(bad);
     CHECK(r.progress == Progress::bad);
     CHECK(r.status == 400);
+    CHECK(r.error.starts_with("control character"));  // the reason the agent reads
     CHECK(r.upstream.empty());
   }
   CHECK(parse_http_request("GET http://a.test/ HTTP/1.1\r\nA: b\tc\r\n\r\n").progress == Progress::done);
