@@ -225,35 +225,59 @@ void sh_ok(const std::string& cmd) {
   REQUIRE(o.status == 0);
 }
 
+// A stand-in for Anthropic's token endpoint and API on 127.0.0.1 with a
+// test CA (kTokenServer), which the operator binds Anthropic's
+// credentials to: a refresh with the host's refresh token (or a login
+// with any code) buys `new_access` and `new_refresh`. Stopped with the test.
+struct TokenStandIn {
+  std::string ca, log, port, url;
+  std::vector<std::string> opts;  // pi-jail's options that reach it
+  pid_t server = -1;
+
+  TokenStandIn(const Sandbox& sb, const std::string& new_access, const std::string& new_refresh) {
+    const std::string d = sb.base, cert = d + "/server.pem";
+    ca = d + "/test-ca.pem";
+    log = d + "/token.log";
+    sh_ok("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " +
+          ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+          "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " +
+          cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage="
+          "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
+          ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
+    const std::string conf = d + "/conf.json", portfile = d + "/token.port";
+    write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
+                         R"(","new_refresh":")" + new_refresh + "\"}");
+    write_file(d + "/server.py", kTokenServer);
+    sh_ok("chmod a+r " + d + "/*");
+    server = spawn({"/usr/bin/python3", d + "/server.py", cert, cert + ".key", log, portfile, conf});
+    REQUIRE(eventually([&] { return exists(portfile); }));
+    port = trim(read_file(portfile));
+    url = "https://127.0.0.1:" + port;
+    std::filesystem::create_directories(sb.home + "/.config/pi-jail");
+    write_file(sb.home + "/.config/pi-jail/policy.toml",
+               "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
+    opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca,
+            "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
+  }
+  ~TokenStandIn() {
+    ::kill(server, SIGKILL);
+    wait_status(server);
+  }
+  TokenStandIn(const TokenStandIn&) = delete;
+  TokenStandIn& operator=(const TokenStandIn&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new real tokens, the jail new placeholders; "
           "the next run starts from them") {
   Sandbox sb;
   host_auth(sb);
-  const std::string d = sb.base, ca = d + "/test-ca.pem", cert = d + "/server.pem";
-  sh_ok("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " +
-        ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
-        "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " +
-        cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage="
-        "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
-        ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
   const std::string new_access = "sk-ant-oat01-" + unique_token() + "NEWACCESSnewaccess0123456789abcdefghijklmn";
   const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "NEWREFRESHnewrefresh0123456789abcdefghijkl";
-  const std::string conf = d + "/conf.json", log = d + "/token.log", portfile = d + "/token.port";
-  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
-                       R"(","new_refresh":")" + new_refresh + "\"}");
-  write_file(d + "/server.py", kTokenServer);
-  sh_ok("chmod a+r " + d + "/*");
-  pid_t server = spawn({"/usr/bin/python3", d + "/server.py", cert, cert + ".key", log, portfile, conf});
-  REQUIRE(eventually([&] { return exists(portfile); }));
-  const std::string port = trim(read_file(portfile)), url = "https://127.0.0.1:" + port;
-  // The operator binds Anthropic's credentials to the stand-in too.
-  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
-  write_file(sb.home + "/.config/pi-jail/policy.toml",
-             "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
-  const std::vector<std::string> opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca,
-                                         "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
+  TokenStandIn ts(sb, new_access, new_refresh);
+  const std::string &url = ts.url, &log = ts.log;
+  const std::vector<std::string>& opts = ts.opts;
   // What Pi does (anthropic.js refreshAnthropicToken): POST JSON with the
   // refresh token it holds, then use the new access token.
   auto o = jail_sh(sb,
@@ -294,8 +318,6 @@ TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new r
   const std::string seen2 = read_file(log);
   CHECK(seen2.find("GET /v1/next HTTP/1.1 auth=Bearer " + new_access) != std::string::npos);
   CHECK(next.out.find(new_access.substr(13)) == std::string::npos);
-  ::kill(server, SIGKILL);
-  wait_status(server);
 }
 
 namespace {
@@ -385,28 +407,11 @@ TEST_CASE("an authorization_code exchange through the filter is used in the run 
   Sandbox sb;
   host_auth(sb);
   const std::string before = read_file(sb.home + "/.pi/agent/auth.json");
-  const std::string d = sb.base, ca = d + "/test-ca.pem", cert = d + "/server.pem";
-  sh_ok("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " +
-        ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
-        "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " +
-        cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage="
-        "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
-        ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
   const std::string new_access = "sk-ant-oat01-" + unique_token() + "LOGINACCESSlogin0123456789abcdefghijklmn";
   const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "LOGINREFRESHlogin0123456789abcdefghijkl";
-  const std::string conf = d + "/conf.json", log = d + "/token.log", portfile = d + "/token.port";
-  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
-                       R"(","new_refresh":")" + new_refresh + "\"}");
-  write_file(d + "/server.py", kTokenServer);
-  sh_ok("chmod a+r " + d + "/*");
-  pid_t server = spawn({"/usr/bin/python3", d + "/server.py", cert, cert + ".key", log, portfile, conf});
-  REQUIRE(eventually([&] { return exists(portfile); }));
-  const std::string port = trim(read_file(portfile)), url = "https://127.0.0.1:" + port;
-  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
-  write_file(sb.home + "/.config/pi-jail/policy.toml",
-             "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
-  const std::vector<std::string> opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca,
-                                         "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
+  TokenStandIn ts(sb, new_access, new_refresh);
+  const std::string &url = ts.url, &log = ts.log;
+  const std::vector<std::string>& opts = ts.opts;
   // A login the jail starts itself, with a code it chose; then Pi would
   // store the tokens and use them.
   auto o = jail_sh(sb,
@@ -430,8 +435,6 @@ TEST_CASE("an authorization_code exchange through the filter is used in the run 
   CHECK(read_file(sb.home + "/.pi/agent/auth.json") == before);
   CHECK(o.err.find("refused: auth.json: provider \"anthropic\": a login made in the jail is not written back") !=
         std::string::npos);
-  ::kill(server, SIGKILL);
-  wait_status(server);
 }
 
 TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login back; \"n\", or keys typed before "
@@ -473,29 +476,12 @@ TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login 
 TEST_CASE("OAuth refresh through the filter: a body the server ignores on the same connection cannot answer it") {
   Sandbox sb;
   host_auth(sb);
-  const std::string d = sb.base, ca = d + "/test-ca.pem", cert = d + "/server.pem";
-  sh_ok("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " +
-        ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
-        "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " +
-        cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage="
-        "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
-        ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
   const std::string new_access = "sk-ant-oat01-" + unique_token() + "NEWACCESSnewaccess0123456789abcdefghijklmn";
   const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "NEWREFRESHnewrefresh0123456789abcdefghijkl";
-  const std::string conf = d + "/conf.json", log = d + "/token.log", portfile = d + "/token.port";
-  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
-                       R"(","new_refresh":")" + new_refresh + "\"}");
-  write_file(d + "/server.py", kTokenServer);
   write_file(sb.ws + "/smuggled", "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n");
-  sh_ok("chmod a+r " + d + "/*");
-  pid_t server = spawn({"/usr/bin/python3", d + "/server.py", cert, cert + ".key", log, portfile, conf});
-  REQUIRE(eventually([&] { return exists(portfile); }));
-  const std::string port = trim(read_file(portfile)), url = "https://127.0.0.1:" + port;
-  std::filesystem::create_directories(sb.home + "/.config/pi-jail");
-  write_file(sb.home + "/.config/pi-jail/policy.toml",
-             "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
-  const std::vector<std::string> opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca,
-                                         "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
+  TokenStandIn ts(sb, new_access, new_refresh);
+  const std::string &url = ts.url, &log = ts.log;
+  const std::vector<std::string>& opts = ts.opts;
   // One curl, one connection: a GET whose body is a request of its own
   // (the server ignores it, then answers it), then the refresh.
   auto o = jail_sh(sb,
@@ -516,6 +502,4 @@ TEST_CASE("OAuth refresh through the filter: a body the server ignores on the sa
   CHECK(host.find(new_access) != std::string::npos);
   CHECK(host.find("SMUGGLED") == std::string::npos);
   CHECK_FALSE(holds_secret(o.out + o.err));
-  ::kill(server, SIGKILL);
-  wait_status(server);
 }
