@@ -446,12 +446,17 @@ TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login 
          120, 30);
   REQUIRE(t.wait_for("outer$"));
   // The jail writes a literal key, then runs on for a moment: keys typed
-  // meanwhile must not answer the question that comes after.
+  // meanwhile must not answer the question that comes after. Each round
+  // prints its own mark (6*7, then 8*7), so that the screen of the round
+  // before, still there until `clear` runs, is not taken for this one.
+  int round = 6;
   auto login = [&](const std::string& literal) {
+    const int mark = round++ * 7;
     t.type("clear; cd " + sb.ws + " && " + pi_jail() + " -q -w " + sb.ws +
            " -- /bin/sh -c 'f=$HOME/.pi/agent/auth.json; a=$(grep -o \"sk-ant-api03-[A-Za-z0-9]*\" $f); "
-           "sed \"s/$a/" + literal + "/\" $f > $f.new && mv $f.new $f && echo wrote-$((6*7)) && sleep 1'");
-    REQUIRE(t.wait_for("wrote-42"));
+           "sed \"s/$a/" + literal + "/\" $f > $f.new && mv $f.new $f && echo wrote-$((" + std::to_string(round - 1) +
+           "*7)) && sleep 1'");
+    REQUIRE(t.wait_for("wrote-" + std::to_string(mark)));
   };
   const std::string refused = "sk-ant-api03-" + unique_token() + "TYPEDEARLYtypedearly0123456789";
   login(refused);
@@ -466,7 +471,7 @@ TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login 
   login(agreed);
   REQUIRE(t.wait_for("[y/N]"));
   t.type("y");
-  REQUIRE(eventually([&] { return read_file(auth).find(agreed) != std::string::npos; }));
+  REQUIRE_MESSAGE(eventually([&] { return read_file(auth).find(agreed) != std::string::npos; }), t.screen());
   CHECK(read_file(auth).find(kMycorp) != std::string::npos);  // the rest kept
   CHECK(read_file(auth).find(refused) == std::string::npos);
   t.type("echo done-$((6*7))");

@@ -83,7 +83,7 @@ TEST_CASE("fifty runs at once in one workspace and agent dir: each its own /tmp,
           run({pi_jail(), "-q", "-w", sb.ws, "--report", sb.outside + "/report-" + std::to_string(i) + ".json",
                "--allow-net", "127.0.0.1:" + port(i), "--", "/bin/sh", "-c", kScript, "fleet", std::to_string(i),
                port(i), port(i + 1), sb.ws, agent, std::filesystem::path(sb.base).filename().string()},
-              {"HOME=" + sb.home});
+              {"HOME=" + sb.home}, std::chrono::seconds(300));
       // A run that ended before its marker (a setup failure) counts for
       // the barrier: the other 49 go on, and its own error is what the
       // checks below show (not 49 runs killed by the harness's timeout).

@@ -207,6 +207,10 @@ bool eventually(const std::function<bool()>& cond) {
 }
 
 Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  return run(argv, env, std::chrono::seconds(60));
+}
+
+Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::chrono::seconds guard) {
   SpawnArgs args(argv, env);
   auto& cargv = args.cargv;
   auto& cenv = args.cenv;
@@ -227,13 +231,13 @@ Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>
 
   Outcome o;
   // A guard against a hung jail, not a timing assertion.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto deadline = std::chrono::steady_clock::now() + guard;
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   int open_fds = 2;
   while (open_fds > 0) {
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
-      o.err += "\n[harness: killed after 60 s]";
+      o.err += "\n[harness: killed after " + std::to_string(guard.count()) + " s]";
       break;
     }
     if (::poll(fds, 2, 1000) <= 0) continue;

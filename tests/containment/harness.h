@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -34,6 +35,10 @@ std::string probe_suid();  // empty when not staged (not run as root)
 // Run argv with stdin from /dev/null; stdout/stderr captured. `env` adds
 // or replaces NAME=value entries of this process's environment.
 Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+// The same with another guard than 60 s against a hung jail (not a timing
+// assertion): for runs that wait on many others (fleet_test), which a slow
+// host or a sanitizer build starts one by one.
+Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::chrono::seconds guard);
 
 // Start argv in the background (stdin /dev/null, output inherited); `env`
 // as for run(). The caller waits for it.
