@@ -210,11 +210,9 @@ Outcome pi_with_sessions(const PiWorld& w, const std::string& dir, const std::ve
 
 // The session files Pi keeps for `dir` (sessions/--<dir with - for />--/).
 std::vector<std::string> sessions_of(const PiWorld& w, const std::string& dir) {
-  std::string name = "--" + dir.substr(1) + "--";
-  std::replace(name.begin(), name.end(), '/', '-');
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(w.agent + "/sessions/" + name, ec)) out.push_back(e.path().string());
+  for (const auto& e : fs::directory_iterator(w.agent + "/sessions/" + pi_session_dir(dir), ec)) out.push_back(e.path().string());
   return out;
 }
 
