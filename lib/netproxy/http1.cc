@@ -3,6 +3,8 @@
 #include "netproxy/address.h"
 #include "util/json_value.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -426,51 +428,28 @@ bool path_under(std::string_view target, std::string_view prefix) {
 }
 
 std::string base64_encode(std::string_view in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
-    out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
-  }
-  if (i + 1 == in.size()) {
-    unsigned v = (unsigned char)in[i] << 16;
-    out += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8;
-    out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
-  }
+  std::string out(4 * ((in.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
   return out;
 }
 
+// Strict (RFC 4648 section 4): whole groups of the alphabet, '=' only as
+// the last one or two characters. EVP_DecodeBlock alone is lenient (it
+// skips surrounding whitespace, takes '=' anywhere) and counts padding
+// as zero bytes.
 std::optional<std::string> base64_decode(std::string_view in) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
+  auto letter = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/'; };
   if (in.size() % 4 != 0) return std::nullopt;
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 4) {
-    int v[4];
-    int pad = 0;
-    for (int k = 0; k < 4; ++k) {
-      char c = in[i + k];
-      if (c == '=' && i + 4 == in.size() && k >= 2) {
-        v[k] = 0;
-        ++pad;
-      } else if (pad || (v[k] = val(c)) < 0) {
-        return std::nullopt;
-      }
-    }
-    unsigned x = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | (unsigned)v[3];
-    out.push_back(static_cast<char>(x >> 16));
-    if (pad < 2) out.push_back(static_cast<char>((x >> 8) & 255));
-    if (pad < 1) out.push_back(static_cast<char>(x & 255));
-  }
+  size_t pad = 0;
+  while (pad < 2 && pad < in.size() && in[in.size() - 1 - pad] == '=') ++pad;
+  if (!std::all_of(in.begin(), in.end() - static_cast<std::ptrdiff_t>(pad), letter)) return std::nullopt;
+  std::string out(in.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  if (n < 0 || static_cast<size_t>(n) < pad) return std::nullopt;
+  out.resize(static_cast<size_t>(n) - pad);
   return out;
 }
 

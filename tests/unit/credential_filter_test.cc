@@ -65,6 +65,18 @@ TEST_CASE("credential filter: Basic credentials are decoded, substituted and re-
   CHECK_FALSE(base64_decode("ab=c").has_value());
 }
 
+TEST_CASE("base64 is RFC 4648's: its test vectors, and nothing lenient is decoded") {
+  CHECK(base64_encode("") == "");
+  CHECK(base64_encode("f") == "Zg==");
+  CHECK(base64_encode("fo") == "Zm8=");
+  CHECK(base64_encode("foobar") == "Zm9vYmFy");
+  CHECK(base64_decode("Zm9vYg==") == "foob");
+  CHECK(base64_decode("Zm9vYmE=") == "fooba");
+  CHECK(base64_decode("AP8=") == std::string("\0\xff", 2));
+  for (const char* lenient : {" Zm8=", "Zm8=\n", "Zm 8=", "Zm8", "=Zm8", "Zm8==", "Z===", "Zm-_"})
+    CHECK_MESSAGE(!base64_decode(lenient).has_value(), lenient);
+}
+
 TEST_CASE("credential filter: a placeholder not bound to this host refuses the request and changes nothing") {
   const std::string req = "GET / HTTP/1.1\r\nx-api-key: " + kPh + "\r\nAuthorization: Bearer " + kOtherPh + "\r\n\r\n";
   Head h = head_of(req);
