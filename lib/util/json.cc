@@ -6,28 +6,37 @@
 
 namespace pj::util {
 
-std::string json_escape(std::string_view s) {
+std::string json_escape(std::string_view s, JsonEscaping how) {
+  const bool node = how == JsonEscaping::as_node;
   std::string out = "\"";
   for (size_t at = 0; at < s.size();) {
-    auto c = decode_utf8(s, at);
-    if (!c) {
-      out += "\\ufffd";  // one U+FFFD per byte that starts no valid character
-      ++at;
-      continue;
+    unsigned code = static_cast<unsigned char>(s[at]);
+    size_t length = 1;
+    if (!node) {
+      auto c = decode_utf8(s, at);
+      if (!c) {
+        out += "\\ufffd";  // one U+FFFD per byte that starts no valid character
+        ++at;
+        continue;
+      }
+      code = c->code;
+      length = c->length;
     }
-    switch (c->code) {
+    switch (code) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (c->code < 0x20 || (c->code >= 0x7f && c->code <= 0x9f))
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c->code));
+        if (code < 0x20 || (!node && code >= 0x7f && code <= 0x9f))
+          out += fmt::format("\\u{:04x}", code);
         else
-          out.append(s.substr(at, c->length));
+          out.append(s.substr(at, length));
     }
-    at += c->length;
+    at += length;
   }
   return out + "\"";
 }

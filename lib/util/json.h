@@ -41,10 +41,16 @@ private:
   bool after_key_ = false;
 };
 
-// `s` as a JSON string literal, quotes included, that is valid UTF-8 for
-// any input: control characters (C0, DEL, C1) are escaped (\n, \u001b,
-// \u0085...), each byte that does not start a valid UTF-8 character
-// becomes \ufffd (see decode_utf8), valid multi-byte UTF-8 is kept.
-std::string json_escape(std::string_view s);
+// How json_escape writes a string. display_safe: valid UTF-8 for any
+// input, and nothing a terminal acts on: control characters (C0, DEL, C1)
+// are escaped (\n, \u001b, \u0085...), each byte that does not start a
+// valid UTF-8 character becomes \ufffd (see decode_utf8), valid multi-byte
+// UTF-8 is kept. as_node: what Node's JSON.stringify writes for a string
+// that is already valid UTF-8: only '"', '\\' and C0 are escaped, so a file
+// Pi wrote comes back byte for byte.
+enum class JsonEscaping { display_safe, as_node };
+
+// `s` as a JSON string literal, quotes included.
+std::string json_escape(std::string_view s, JsonEscaping how = JsonEscaping::display_safe);
 
 }  // namespace pj::util

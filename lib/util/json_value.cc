@@ -1,5 +1,7 @@
 #include "json_value.h"
 
+#include "json.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -481,31 +483,7 @@ Result<Value> parse(std::string_view text) { return Parser(text).document(); }
 
 namespace {
 
-void put_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xF];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
+void put_string(std::string& out, std::string_view s) { out += json_escape(s, JsonEscaping::as_node); }
 
 // An array index as ECMAScript orders object keys: the canonical decimal
 // form of an integer below 2^32 - 1.

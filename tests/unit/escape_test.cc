@@ -85,3 +85,18 @@ TEST_CASE("json_escape: valid JSON for any bytes; invalid UTF-8 becomes U+FFFD")
     CHECK(json_escape(c.in) == c.out);
   }
 }
+
+TEST_CASE("json_escape as Node: only quote, backslash and C0 are escaped, as JSON.stringify does") {
+  const Case cases[] = {
+      {"quote and backslash", "a\"b\\c", "\"a\\\"b\\\\c\""},
+      {"BS, FF, NL, CR, TAB", "\b\f\n\r\t", "\"\\b\\f\\n\\r\\t\""},
+      {"ESC and NUL", "\x1b\0"s, "\"\\u001b\\u0000\""},
+      {"DEL is kept", "\x7f", "\"\x7f\""},
+      {"C1 as UTF-8 is kept", "\xc2\x9b", "\"\xc2\x9b\""},
+      {"U+2028 is kept", "\xe2\x80\xa8", "\"\xe2\x80\xa8\""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    CHECK(json_escape(c.in, JsonEscaping::as_node) == c.out);
+  }
+}
