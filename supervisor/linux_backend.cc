@@ -43,8 +43,7 @@ util::Result<linuxjail::PlanInput> plan_input(const cli::Invocation& inv, const 
   if (const auto& pol = prepared.policy.resolved.policy) {
     if (pol->ptrace_allowed()) in.seccomp.debugging = linuxjail::Debugging::allowed;
     if (pol->nested_userns_allowed()) in.seccomp.nested_userns = linuxjail::NestedUserns::unsafe_allowed;
-    in.landlock_use = pol->landlock() == policy::LandlockUse::required ? linuxjail::LandlockUse::required
-                                                                       : linuxjail::LandlockUse::if_available;
+    in.landlock_use = pol->landlock();
   }
   in.landlock_abi = linuxjail::landlock_abi();
   if (inv.unsafe_test_no_landlock) {

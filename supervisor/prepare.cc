@@ -501,9 +501,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
       };
     }
     for (const auto& r : lp.resolved.policy->net_allow())
-      prepared.rules.allow(r.pattern, r.src.str(),
-                           r.private_ranges == policy::PrivateRanges::allowed ? netproxy::PrivateRanges::allowed
-                                                                              : netproxy::PrivateRanges::refused);
+      prepared.rules.allow(r.pattern, r.src.str(), r.private_ranges);
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
     for (const auto& f : prepared.rules.forwards())
       in.forwards.push_back({f.addr.v6 ? runtime::Loopback::v6 : runtime::Loopback::v4, f.port});

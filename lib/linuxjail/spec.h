@@ -69,8 +69,8 @@ struct LandlockRule {
   Node node = Node::directory;
 };
 
-// Whether a run may go on without Landlock.
-enum class LandlockUse { if_available, required };
+// Whether a run may go on without Landlock: the policy's own setting.
+using policy::LandlockUse;
 
 struct LandlockSpec {
   LandlockUse use = LandlockUse::if_available;

@@ -37,6 +37,9 @@ enum class Range {
   loopback,     // 127.0.0.0/8, ::1
   unspecified,  // 0.0.0.0/8, ::
 };
+// Whether a rule lets a name reach private ranges (operator policy only).
+enum class PrivateRanges { refused, allowed };
+
 struct AddressClass {
   Range range = Range::global;
   std::string why;  // "loopback (127.0.0.0/8) in NAT64 (64:ff9b::/96)"; empty for global

@@ -29,9 +29,6 @@
 namespace pj::netproxy {
 
 
-// Whether a rule lets a name reach private ranges (operator policy only).
-enum class PrivateRanges { refused, allowed };
-
 // How far the rule that allowed a host lets its addresses reach.
 enum class Reach {
   public_only,    // a name or wildcard
