@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "linuxjail/child_stages.h"
+#include "util/fd_passing.h"
 
 namespace pj::linuxjail {
 
@@ -38,20 +39,7 @@ void report(Stage stage, int err, int op) {
 
 // Send `count` fds (at most kFdBatch) in one message tagged `tag`.
 void send_fds(int sock, char tag, const int* fds, size_t count, Stage stage) {
-  iovec iov{&tag, 1};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kFdBatch)] = {};
-  if (count > kFdBatch) fail(stage, E2BIG);
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * count);
-  cmsghdr* h = CMSG_FIRSTHDR(&msg);
-  h->cmsg_level = SOL_SOCKET;
-  h->cmsg_type = SCM_RIGHTS;
-  h->cmsg_len = CMSG_LEN(sizeof(int) * count);
-  std::memcpy(CMSG_DATA(h), fds, sizeof(int) * count);
-  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != 1) fail(stage, errno);
+  if (int err = util::send_fds(sock, &tag, 1, fds, count); err != 0) fail(stage, -err);
 }
 
 }  // namespace in_child

@@ -15,6 +15,7 @@
 
 #include "linuxjail/cgroup.h"
 #include "linuxjail/spec.h"
+#include "util/fd_passing.h"
 
 namespace pj::linuxjail {
 
@@ -120,7 +121,7 @@ inline constexpr char kControlMaster = 'M';
 inline constexpr char kControlListeners = 'L';
 // The most fds one control message carries (the listeners come in as many
 // messages as it takes, in spec order).
-inline constexpr size_t kFdBatch = 64;
+inline constexpr size_t kFdBatch = util::kMaxPassedFds;
 // The byte the supervisor sends back once its network filter serves the
 // listeners: init starts the command only after it.
 inline constexpr char kControlFilterReady = 'R';

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/fd_passing.h"
+
 namespace pj::linuxjail {
 
 namespace {
@@ -25,20 +27,7 @@ namespace {
   int s = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s < 0) answer_error(sock, errno);
   int ok = 0;
-  iovec iov{&ok, sizeof ok};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  cmsghdr* h = CMSG_FIRSTHDR(&msg);
-  h->cmsg_level = SOL_SOCKET;
-  h->cmsg_type = SCM_RIGHTS;
-  h->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(h), &s, sizeof s);
-  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ok)) ::_exit(1);
-  ::_exit(0);
+  ::_exit(util::send_fds(sock, &ok, sizeof ok, &s, 1) == 0 ? 0 : 1);
 }
 
 }  // namespace
@@ -59,29 +48,16 @@ int jail_socket(int pidfd, int family) {
   }
   ::close(sp[1]);
   int err = 0;
-  iovec iov{&err, sizeof err};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  ssize_t n;
-  do n = ::recvmsg(sp[0], &msg, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  int got_errno = n < 0 ? errno : 0;
+  int fds[util::kMaxPassedFds];
+  size_t count = 0;
+  ssize_t n = util::receive_fds(sp[0], &err, sizeof err, fds, &count);
   ::close(sp[0]);
   while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
-  int fd = -1;
-  for (cmsghdr* h = CMSG_FIRSTHDR(&msg); n > 0 && h; h = CMSG_NXTHDR(&msg, h))
-    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
-      std::memcpy(&fd, CMSG_DATA(h), sizeof fd);
-  if (fd >= 0) {
-    if (err == 0) return fd;
-    ::close(fd);
-  }
-  if (got_errno) return -got_errno;
+  // Exactly one socket and a zero word: anything else is closed.
+  if (count == 1 && n == static_cast<ssize_t>(sizeof err) && err == 0) return fds[0];
+  for (size_t i = 0; i < count; ++i) ::close(fds[i]);
+  if (n < 0) return static_cast<int>(n);
   if (n != static_cast<ssize_t>(sizeof err)) return -EPROTO;
   return err ? -err : -EPROTO;
 }

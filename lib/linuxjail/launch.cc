@@ -14,6 +14,7 @@
 
 #include "linuxjail/child.h"
 #include "linuxjail/sys.h"
+#include "util/fd_passing.h"
 #include "util/paths.h"
 
 namespace pj::linuxjail {
@@ -231,19 +232,15 @@ util::Status Jail::filter_ready() {
 
 util::Result<std::optional<Jail::Control>> Jail::read_control() {
   char bytes[2] = {};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kFdBatch)] = {};
-  iovec iov{bytes, sizeof bytes};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  ssize_t n = ::recvmsg(control_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (n < 0 && errno == EAGAIN) return std::optional<Control>{};
+  int fds[util::kMaxPassedFds];
+  size_t count = 0;
+  ssize_t n = util::receive_fds(control_.get(), bytes, sizeof bytes, fds, &count, MSG_DONTWAIT);
+  if (n == -EAGAIN) return std::optional<Control>{};
+  if (n == -EMSGSIZE) return Error::invalid("the jail sent more descriptors than expected");
   // ECONNRESET: init is gone with a message of ours unread (it failed
   // before it read the v2 move's word or filter_ready()): the end, as
   // EOF is; its sync record says what failed.
-  if (n < 0 && errno != ECONNRESET) return Error::from_errno("read the control socket", errno);
+  if (n < 0 && n != -ECONNRESET) return Error::from_errno("read the control socket", static_cast<int>(-n));
   if (n <= 0) {
     control_.reset();
     return std::optional<Control>{};
@@ -258,16 +255,7 @@ util::Result<std::optional<Jail::Control>> Jail::read_control() {
     c.stop_signal = sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU ? sig : SIGSTOP;
   }
   c.ended = c.tag == kControlEnded;
-  for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
-    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-      size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
-        c.fds.emplace_back(fd);
-      }
-    }
-  if (msg.msg_flags & MSG_CTRUNC) return Error::invalid("the jail sent more descriptors than expected");
+  for (size_t i = 0; i < count; ++i) c.fds.emplace_back(fds[i]);
   return std::optional<Control>{std::move(c)};
 }
 
