@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "policy/layer.h"
+#include "util/numbers.h"
 
 namespace pj::cli {
 
@@ -243,7 +244,7 @@ util::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   std::string_view unit = text.substr(digits);
   if (digits == 0 || digits > 9)
     return Error::invalid(fmt::format("'{}' is not a duration (a number with an optional unit ms, s, m, h)", text));
-  long long n = std::stoll(std::string(text.substr(0, digits)));
+  long long n = *util::parse_number<long long>(text.substr(0, digits));
   long long ms;
   if (unit == "ms") ms = n;
   else if (unit.empty() || unit == "s") ms = n * 1000;

@@ -20,6 +20,7 @@
 #include "agent_state.h"
 #include "util/dir_names.h"
 #include "util/log.h"
+#include "util/numbers.h"
 #include "util/paths.h"
 #include "util/random.h"
 #include "util/untrusted.h"
@@ -81,8 +82,8 @@ constexpr std::string_view kLockSuffix = ".lock";
 // Waits for that a little while, never for a pi-jail that is alive.
 bool lock_of_dead_run(int lock, const std::string& name) {
   if (::flock(lock, LOCK_EX | LOCK_NB) == 0) return true;
-  const long pid = std::strtol(name.c_str(), nullptr, 10);
-  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return false;
+  auto pid = util::parse_number<pid_t>(std::string_view(name).substr(0, name.find_first_not_of("0123456789")));
+  if (!pid || *pid <= 0 || ::kill(*pid, 0) == 0 || errno != ESRCH) return false;
   for (int i = 0; i < 40; ++i) {  // 200 ms at most
     ::usleep(5000);
     if (::flock(lock, LOCK_EX | LOCK_NB) == 0) return true;

@@ -1,4 +1,5 @@
 #include "linuxjail/cgroup.h"
+#include "util/numbers.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -112,8 +113,8 @@ void sweep(const std::string& dir) {
     if (dash == 0 || dash == std::string_view::npos || dash > 9 ||
         rest.substr(0, dash).find_first_not_of("0123456789") != std::string_view::npos)
       continue;
-    long pid = std::stol(std::string(rest.substr(0, dash)));
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    auto pid = util::parse_number<pid_t>(rest.substr(0, dash));
+    if (!pid || ::kill(*pid, 0) == 0 || errno != ESRCH) continue;
     ::rmdir((dir + "/" + std::string(name)).c_str());
   }
   ::closedir(d);
@@ -143,7 +144,7 @@ std::optional<std::uint64_t> keyed_value(std::string_view text, std::string_view
       std::string_view v = line.substr(key.size() + 1);
       if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string_view::npos)
         return std::nullopt;
-      return std::stoull(std::string(v));
+      return util::parse_number<std::uint64_t>(v);
     }
     if (nl == std::string_view::npos) break;
     text.remove_prefix(nl + 1);

@@ -1,4 +1,5 @@
 #include "netproxy/address.h"
+#include "util/numbers.h"
 
 #include <arpa/inet.h>
 
@@ -202,10 +203,9 @@ util::Result<NetPattern> parse_net_pattern(std::string_view text) {
     host = text.substr(0, colon);
   }
   if (has_port) {
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
-      return bad("the port must be a number from 1 to 65535");
-    p.port = std::stoi(std::string(port));
-    if (p.port < 1 || p.port > 65535) return bad("the port must be a number from 1 to 65535");
+    auto number = util::parse_port(port);
+    if (!number) return bad("the port must be a number from 1 to 65535");
+    p.port = *number;
   }
   if (host.starts_with("*.")) {
     p.wildcard = true;

@@ -2,6 +2,7 @@
 
 #include "netproxy/address.h"
 #include "util/json_value.h"
+#include "util/numbers.h"
 
 #include <openssl/evp.h>
 
@@ -40,7 +41,7 @@ std::string percent_decode(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size() && std::isxdigit((unsigned char)s[i + 1]) &&
         std::isxdigit((unsigned char)s[i + 2])) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      out.push_back(static_cast<char>(*util::parse_number<unsigned>(s.substr(i + 1, 2), 16)));
       i += 2;
     } else {
       out.push_back(s[i]);
@@ -263,7 +264,7 @@ std::optional<std::uint64_t> parse_length(std::string_view v) {
   v = trim(v);
   if (v.empty() || v.size() > 18 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
-  return std::stoull(std::string(v));
+  return util::parse_number<std::uint64_t>(v);
 }
 }  // namespace
 
@@ -351,7 +352,7 @@ Progress ChunkDecoder::feed(std::string_view in, std::string& out, size_t& used)
           hex = trim(hex);
           if (hex.empty() || hex.size() > 15 || !std::all_of(hex.begin(), hex.end(), [](char c) { return std::isxdigit((unsigned char)c); }))
             return error_ = "malformed chunk size", Progress::bad;
-          left_ = std::stoull(std::string(hex), nullptr, 16);
+          left_ = *util::parse_number<std::uint64_t>(hex, 16);
           s_ = left_ ? S::data : S::trailer;
         }
         break;

@@ -1,6 +1,7 @@
 #include "netproxy/protocol.h"
 
 #include "netproxy/http1.h"
+#include "util/numbers.h"
 
 #include <arpa/inet.h>
 
@@ -59,9 +60,9 @@ std::optional<Target> parse_authority(std::string_view a, int default_port) {
     t.port = default_port;
     return t;
   }
-  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
-  t.port = std::stoi(std::string(port));
-  if (t.port < 1 || t.port > 65535) return std::nullopt;
+  auto number = util::parse_port(port);
+  if (!number) return std::nullopt;
+  t.port = *number;
   return t;
 }
 

@@ -1,4 +1,5 @@
 #include "policy/layer.h"
+#include "util/numbers.h"
 
 #include <sys/stat.h>
 
@@ -487,7 +488,7 @@ std::optional<MemorySize> parse_memory_size(std::string_view text, std::string& 
 std::optional<std::uint64_t> parse_count(std::string_view text, std::string& error) {
   if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string_view::npos)
     return error = "expected a whole number such as 512", std::nullopt;
-  std::uint64_t n = std::stoull(std::string(text));
+  std::uint64_t n = *util::parse_number<std::uint64_t>(text);
   if (n == 0) return error = "0 would let nothing run; give at least 1", std::nullopt;
   if (n > (1ULL << 31)) return error = "too large (at most 2147483648)", std::nullopt;
   return n;
@@ -500,7 +501,7 @@ std::optional<std::uint64_t> parse_cpus(std::string_view text, std::string& erro
   if (whole.empty() || whole.size() > 4 || whole.find_first_not_of("0123456789") != std::string_view::npos ||
       (dot != std::string_view::npos && (frac.empty() || frac.find_first_not_of("0123456789") != std::string_view::npos)))
     return error = usage, std::nullopt;
-  std::uint64_t milli = std::stoull(std::string(whole)) * 1000;
+  std::uint64_t milli = *util::parse_number<std::uint64_t>(whole) * 1000;
   for (size_t i = 0; i < frac.size(); ++i) {
     if (i >= 3) {
       if (frac[i] != '0') return error = "at most three decimals (0.001 CPU)", std::nullopt;
@@ -526,9 +527,9 @@ std::string PublishSpec::str() const {
 
 std::optional<PublishSpec> parse_publish(std::string_view text, std::string& error) {
   auto port = [&](std::string_view t, int& out) {
-    if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string_view::npos) return false;
-    out = std::stoi(std::string(t));
-    return out >= 1 && out <= 65535;
+    auto number = util::parse_port(t);
+    if (number) out = *number;
+    return number.has_value();
   };
   PublishSpec p;
   std::string_view rest = text;
