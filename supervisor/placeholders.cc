@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "util/file_lock.h"
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/untrusted.h"
@@ -207,7 +208,7 @@ Sweep try_remove(const Record& r, Parents& parents) {
   const std::string name = split(r.path).second;
   UniqueFd fd = open_at(*dir, name);
   if (!fd.valid() || !pristine(fd.get(), r, Content::prefix)) return Sweep::gone;
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return Sweep::in_use;
+  if (!util::try_lock_file(fd.get())) return Sweep::in_use;
   ::unlinkat(*dir, name.c_str(), r.node == linuxjail::Node::directory ? AT_REMOVEDIR : 0);
   return Sweep::gone;
 }
@@ -248,8 +249,8 @@ util::Result<Registry> Registry::lock(const std::string& state_dir) {
   if (!state) return std::move(state.take_error()).context("pi-jail's state directory");
   UniqueFd fd(::openat(state->get(), "placeholders.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return Error::from_errno(fmt::format("open {}/placeholders.lock", state_dir), errno);
-  while (::flock(fd.get(), LOCK_EX) != 0)
-    if (errno != EINTR) return Error::from_errno(fmt::format("lock {}/placeholders.lock", state_dir), errno);
+  if (int err = util::lock_file(fd.get(), util::LockKind::exclusive); err != 0)
+    return Error::from_errno(fmt::format("lock {}/placeholders.lock", state_dir), -err);
   auto on_disk = load(state->get());
   auto kept = sweep(on_disk);
   if (auto st = save(state->get(), on_disk, kept); !st) return st.take_error();
@@ -301,8 +302,8 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
     if (!same)
       return Error::from_errno(fmt::format("hold {} ({}): it changed while the jail was being set up", op.dest, op.why),
                                fd.valid() ? ESTALE : open_err);
-    while (::flock(fd.get(), LOCK_SH) != 0)
-      if (errno != EINTR) return Error::from_errno(fmt::format("hold {}", op.dest), errno);
+    if (int err = util::lock_file(fd.get(), util::LockKind::shared); err != 0)
+      return Error::from_errno(fmt::format("hold {}", op.dest), -err);
     if (op.placeholder && op.node == linuxjail::Node::directory) mark(fd.get());
     if (!op.placeholder && marked(fd.get()))
       if (auto left = leftover(fd.get(), op.node, op.dest)) adopted.push_back(std::move(*left));

@@ -19,6 +19,7 @@
 
 #include "agent_state.h"
 #include "util/dir_names.h"
+#include "util/file_lock.h"
 #include "util/log.h"
 #include "util/numbers.h"
 #include "util/paths.h"
@@ -81,12 +82,12 @@ constexpr std::string_view kLockSuffix = ".lock";
 // lock too until the kernel has ended it (PR_SET_PDEATHSIG: soon after).
 // Waits for that a little while, never for a pi-jail that is alive.
 bool lock_of_dead_run(int lock, const std::string& name) {
-  if (::flock(lock, LOCK_EX | LOCK_NB) == 0) return true;
+  if (util::try_lock_file(lock)) return true;
   auto pid = util::parse_number<pid_t>(std::string_view(name).substr(0, name.find_first_not_of("0123456789")));
   if (!pid || *pid <= 0 || ::kill(*pid, 0) == 0 || errno != ESRCH) return false;
   for (int i = 0; i < 40; ++i) {  // 200 ms at most
     ::usleep(5000);
-    if (::flock(lock, LOCK_EX | LOCK_NB) == 0) return true;
+    if (util::try_lock_file(lock)) return true;
   }
   return false;
 }
@@ -118,7 +119,8 @@ util::Result<UniqueFd> claim_run(int runs, std::string& id) {
     std::string lock_name = id + std::string(kLockSuffix);
     UniqueFd lock(::openat(runs, lock_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!lock.valid()) return Error::from_errno("make the run's lock file", errno);
-    if (::flock(lock.get(), LOCK_EX) != 0) return Error::from_errno("lock the run's lock file", errno);
+    if (int err = util::lock_file(lock.get(), util::LockKind::exclusive); err != 0)
+      return Error::from_errno("lock the run's lock file", -err);
     struct stat st;
     if (::fstat(lock.get(), &st) != 0) return Error::from_errno("check the run's lock file", errno);
     if (st.st_nlink == 0) continue;

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "util/file_lock.h"
 #include "util/paths.h"
 #include "util/random.h"
 #include "util/unique_fd.h"
@@ -216,8 +217,8 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
   struct stat lst;
   if (::fstat(lock.get(), &lst) != 0 || !S_ISREG(lst.st_mode) || lst.st_uid != ::geteuid())
     return Error::invalid(fmt::format("{}/.lock is not a regular file of yours", root_real));
-  while (::flock(lock.get(), LOCK_EX) != 0)
-    if (errno != EINTR) return Error::from_errno(fmt::format("lock {}/.lock", root_real), errno);
+  if (int err = util::lock_file(lock.get(), util::LockKind::exclusive); err != 0)
+    return Error::from_errno(fmt::format("lock {}/.lock", root_real), -err);
   existing = own_dir_at(top->get(), key, dir, false);
   if (existing) return dir;
   if (existing.error().err() != ENOENT) return existing.take_error();
