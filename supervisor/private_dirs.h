@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent_state.h"
 #include "consent.h"
 #include "runtime/request.h"
 #include "util/result.h"
@@ -51,6 +52,17 @@ struct SecretFile {
 // directory (Pi's sessions/, host path `parent`) may join the host's: ""
 // when it may, else why not. `made` is open at what the jail left there.
 using KeepNew = std::function<std::string(const std::string& parent, std::string_view name, int made)>;
+
+// A top-level file of a private directory that is a symlink the user
+// made to a regular file of theirs elsewhere (a dotfiles repository):
+// the jail gets a copy of the target, and write-back replaces the target,
+// never the link.
+struct UserLink {
+  std::string text;    // what the link says (readlink), checked again before write-back
+  std::string target;  // where it leads (realpath), for messages
+  util::UniqueFd dir;  // the target's directory
+  std::string name;    // the target's name there
+};
 
 class PrivateCopies {
 public:
@@ -103,6 +115,9 @@ private:
     // (host paths): the request's private_hidden, and the data
     // directories' parents.
     std::vector<std::string> hidden;
+    // Top-level files that are the user's symlinks to regular files
+    // elsewhere, read through at the start: by the link's name.
+    std::vector<std::pair<std::string, std::shared_ptr<const UserLink>>> links;
   };
   // The secret file's write-back still waiting for consent: its content
   // as written back (held entries as given) and as the jail left it.
@@ -115,6 +130,11 @@ private:
   };
   PrivateCopies() = default;
   void discard();
+  // agent::write_back() into the host directory open at `host`, through
+  // the user's link when the file is one (the link unchanged since the start).
+  static util::Result<agent::WriteOutcome> write_back_to(int host, const Copy& c, const agent::AgentFile& file,
+                                                         agent::Content given, agent::Content jail_left,
+                                                         agent::Notes& notes);
 
   std::string run_dir_;
   std::shared_ptr<const SecretFile> secret_;
