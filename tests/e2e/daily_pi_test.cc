@@ -380,3 +380,32 @@ TEST_CASE("the built-in light theme chosen in one jailed run is the theme of the
     CHECK(w.tool_results()[0].find("light") != std::string::npos);
   }
 }
+
+TEST_CASE("pi install, install -l and remove inside the jail stop at once, saying how to install outside") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    const std::string models = read_file(w.agent + "/models.json"), settings = read_file(w.agent + "/settings.json");
+    for (std::vector<std::string> words : {std::vector<std::string>{"install", "npm:left-pad"},
+                                           {"install", "-l", "npm:left-pad"},
+                                           {"remove", "npm:left-pad"},
+                                           {"uninstall", "-l", "npm:left-pad"}}) {
+      CAPTURE(words[0] + " " + words[1]);
+      std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws, pi_jail(), "-w", w.sb.ws, "--", "pi"};
+      argv.insert(argv.end(), words.begin(), words.end());
+      auto o = run(argv, w.env());
+      CAPTURE(o.out);
+      CAPTURE(o.err);
+      CHECK(o.status == 125);
+      CHECK(o.out.find("Installed") == std::string::npos);
+      CHECK(o.err.find("pi-jail: error: pi " + words[0] + " inside the jail would be thrown away: the jail keeps "
+                       "Pi's packages and extensions read-only. Run it outside the jail (`command pi " + words[0] +
+                       " ...` when pi is an alias for pi-jail pi); the next jailed Pi loads what is installed, "
+                       "read-only") != std::string::npos);
+    }
+    CHECK_FALSE(fs::exists(w.sb.ws + "/.pi/settings.json"));
+    CHECK_FALSE(fs::exists(w.agent + "/npm"));
+    CHECK(read_file(w.agent + "/settings.json") == settings);
+    CHECK(read_file(w.agent + "/models.json") == models);
+  }
+}
