@@ -575,6 +575,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     if (auto ok = check_foreign_session(inv.command, in.workspace, in.cwd, places.agent_dir, lp.ctx.program); !ok)
       return ok.take_error();
   }
+  prepared.pi_downloads_tools = !tools_not_found.empty();
   if (!tools_not_found.empty() && pi_tui)
     util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
                "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
