@@ -23,6 +23,7 @@
 
 #include "agent_state.h"
 #include "consent.h"
+#include "user_links.h"
 #include "runtime/request.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -53,24 +54,15 @@ struct SecretFile {
 // when it may, else why not. `made` is open at what the jail left there.
 using KeepNew = std::function<std::string(const std::string& parent, std::string_view name, int made)>;
 
-// A top-level file of a private directory that is a symlink the user
-// made to a regular file of theirs elsewhere (a dotfiles repository):
-// the jail gets a copy of the target, and write-back replaces the target,
-// never the link.
-struct UserLink {
-  std::string text;    // what the link says (readlink), checked again before write-back
-  std::string target;  // where it leads (realpath), for messages
-  util::UniqueFd dir;  // the target's directory
-  std::string name;    // the target's name there
-};
-
 class PrivateCopies {
 public:
   // Stage every private directory of `r` (its private_dirs) and fill
   // r.private_views. Nothing of the host directory is followed or waited
   // on: entries are listed with O_NOFOLLOW, files copied through
   // util/untrusted.h (at most 1 MiB each; a larger file is shown
-  // read-only instead), symlinks recreated as they are.
+  // read-only instead); a symlink to a regular file is read through
+  // when follow_user_link() allows it (user_links.h), else left out and
+  // said; one to a directory is recreated as it is.
   // `secret`, when given, names the file copied in through its transform.
   static util::Result<PrivateCopies> stage(const std::string& state_dir, runtime::Request& r,
                                            const SecretFile* secret = nullptr);
