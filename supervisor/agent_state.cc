@@ -259,7 +259,7 @@ std::optional<std::string> auth_entry_refusal(const json::Value& entry, const js
 
 }  // namespace
 
-NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes& notes) {
+NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes& notes, const HostDir&) {
   constexpr std::string_view file = "auth.json";
   auto v = load_all(file, host_now, given, jail_left, notes);
   if (!v) return std::nullopt;
@@ -463,6 +463,7 @@ const Setting kDataSettings[] = {
     {"queueMode", queue_mode},  // legacy spelling of steeringMode
     // How the TUI looks and behaves.
     {"hideThinkingBlock", boolean},
+    {"theme", text},  // which theme, checked in merge_settings against the host's (theme_is_data)
     {"showCacheMissNotices", boolean},
     {"quietStartup", [](const json::Value& v, const json::Value*) { return v.as_bool() || one_of(v, {"header"}); }},
     {"doubleEscapeAction", [](const json::Value& v, const json::Value*) { return one_of(v, {"fork", "tree", "none"}); }},
@@ -515,7 +516,6 @@ const NotData kNotData[] = {
     {"skills", "it lists skills Pi loads into the model's instructions"},
     {"prompts", "it lists prompt templates Pi loads"},
     {"themes", "it lists theme files Pi loads"},
-    {"theme", "it picks a theme file to load"},
     {"httpProxy", "it decides where all of Pi's traffic goes"},
     {"sessionDir", "it decides where sessions are written"},
     {"sessionShareDestination", "it decides where shared sessions are uploaded"},
@@ -531,6 +531,26 @@ const NotData kNotData[] = {
     {"$schema", "it is a URL that editors fetch"},
 };
 
+// A theme Pi finds without loading a file from elsewhere: built into the
+// Pi releases tested (dist/modes/interactive/theme/{dark,light}.json of
+// 1.4.0 and 1.6.0), or "<name>.json" in the host's themes/, which the
+// jail sees read-only. Pi joins any other name to that directory's path,
+// so "../x" would load a file of the jail's choosing.
+bool known_theme(std::string_view name, const HostDir& dir) {
+  if (name == "dark" || name == "light") return true;
+  return std::find(dir.themes.begin(), dir.themes.end(), name) != dir.themes.end();
+}
+
+// "NAME", or Pi 1.6.0's "LIGHT/DARK" pair (theme.js parseAutoThemeSetting).
+bool theme_is_data(const json::Value& v, const HostDir& dir) {
+  const std::string* s = v.as_string();
+  if (!s) return false;
+  const size_t slash = s->find('/');
+  if (slash == std::string::npos) return known_theme(*s, dir);
+  std::string_view light = std::string_view(*s).substr(0, slash), dark = std::string_view(*s).substr(slash + 1);
+  return known_theme(light, dir) && known_theme(dark, dir);
+}
+
 const Setting* data_setting(std::string_view key) {
   for (const Setting& s : kDataSettings)
     if (s.key == key) return &s;
@@ -545,7 +565,7 @@ std::string_view not_data_reason(std::string_view key) {
 
 }  // namespace
 
-NewContent merge_settings(Content host_now, Content given, Content jail_left, Notes& notes) {
+NewContent merge_settings(Content host_now, Content given, Content jail_left, Notes& notes, const HostDir& dir) {
   constexpr std::string_view file = "settings.json";
   auto v = load_all(file, host_now, given, jail_left, notes);
   if (!v) return std::nullopt;
@@ -560,6 +580,12 @@ NewContent merge_settings(Content host_now, Content given, Content jail_left, No
     if (same(before, &m.value)) continue;
     std::string name = fmt::format("{}: {}", file, shown(m.key));
     const Setting* rule = data_setting(m.key);
+    if (m.key == "theme" && !theme_is_data(m.value, dir)) {
+      notes.add(Kind::refused, fmt::format("{}: not written back: it names a theme neither built into Pi nor in the "
+                                           "agent dir's themes/, which Pi would load from elsewhere",
+                                           name));
+      continue;
+    }
     if (!rule) {
       notes.add(Kind::refused, fmt::format("{}: not written back: {}", name, not_data_reason(m.key)));
       continue;

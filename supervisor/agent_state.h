@@ -64,6 +64,12 @@ using Content = std::optional<std::string_view>;
 // The host file's new content, or nullopt: nothing to write.
 using NewContent = std::optional<std::string>;
 
+// What a merge may know of the host's agent dir besides the file itself:
+// the names of the themes in its themes/ ("<name>.json", regular files).
+struct HostDir {
+  std::vector<std::string> themes;
+};
+
 // auth.json: provider name -> credential. A provider entry the jail added
 // or changed is written back when it is data: {"type": "oauth", access,
 // refresh, expires, ...} or {"type": "api_key", "key": a literal}. A key
@@ -72,7 +78,7 @@ using NewContent = std::optional<std::string>;
 // an unknown type or a malformed entry is refused. A removed entry is
 // never applied. When the host changed the same entry during the run
 // (host_now differs from given), the host's entry is kept.
-NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes& notes);
+NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes& notes, const HostDir& dir = {});
 
 // The jail's auth.json `jail_left` (real values) with the provider
 // entries `held` put back as in `given` (dropped where `given` has none):
@@ -91,9 +97,12 @@ bool auth_entry_is_data(std::string_view jail_left, Content given, std::string_v
 // preferences, each with its value type checked; keys that run or load
 // code, decide where data goes, or weaken a later run, and every key not
 // on the list, are refused. The host's concurrent change to a key wins.
-NewContent merge_settings(Content host_now, Content given, Content jail_left, Notes& notes);
+// "theme" is data when it names a theme built into Pi or one in `dir`'s
+// themes/ (or, as Pi 1.6.0 reads "LIGHT/DARK", two such names): any other
+// name makes Pi load a file from elsewhere.
+NewContent merge_settings(Content host_now, Content given, Content jail_left, Notes& notes, const HostDir& dir = {});
 
-using MergeFn = NewContent (*)(Content host_now, Content given, Content jail_left, Notes& notes);
+using MergeFn = NewContent (*)(Content host_now, Content given, Content jail_left, Notes& notes, const HostDir& dir);
 
 // A file in the agent dir and the only merge that may write it.
 struct AgentFile {
@@ -129,7 +138,24 @@ enum class WriteOutcome { written, nothing_to_write };
 // error says which step failed. Blocks for at most about `timing.wait`.
 [[nodiscard]] util::Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content given,
                                                     Content jail_left, Notes& notes,
-                                                    const LockTiming& timing = {});
+                                                    const LockTiming& timing = {}, const HostDir& dir = {});
+
+// Where a file of the agent dir keeps its content when it is the user's
+// symlink to a regular file elsewhere (a dotfiles repository): the
+// target's directory, open at `dir_fd`, and its name there.
+struct LinkTarget {
+  int dir_fd;
+  std::string_view name;
+};
+
+// As write_back(), for such a file: Pi's lock is taken beside the link in
+// `agent_dir_fd`, where Pi takes it (proper-lockfile with realpath:
+// false), and the target is read and replaced in its own directory. The
+// link itself is never touched.
+[[nodiscard]] util::Result<WriteOutcome> write_back_through(int agent_dir_fd, const AgentFile& file,
+                                                            const LinkTarget& target, Content given,
+                                                            Content jail_left, Notes& notes,
+                                                            const LockTiming& timing = {}, const HostDir& dir = {});
 
 // Under Pi's lock on `name` in `agent_dir_fd`, as write_back(): read the
 // host file, let `update` compute its new content from it, and replace it

@@ -159,23 +159,24 @@ Status replace(int dirfd, std::string_view name, std::string_view content) {
   return {};
 }
 
-}  // namespace
-
-Result<WriteOutcome> update_locked(int agent_dir_fd, std::string_view name_view,
-                                   const std::function<NewContent(Content host_now)>& update, const LockTiming& timing) {
+// Under Pi's lock on `name` in `lock_dir`: read the file `target.name` of
+// `target.dir_fd`, update, replace it there.
+Result<WriteOutcome> update_at(int lock_dir, std::string_view name_view, const LinkTarget& target,
+                               const std::function<NewContent(Content host_now)>& update, const LockTiming& timing) {
   std::string name(name_view);
+  std::string content_name(target.name);
   std::string what = fmt::format("write back {}", name);
-  auto lock = PiLock::acquire(agent_dir_fd, name + ".lock", timing);
+  auto lock = PiLock::acquire(lock_dir, name + ".lock", timing);
   if (!lock) return lock.take_error().context(what);
 
-  auto host = util::read_untrusted_file(agent_dir_fd, name, kMaxFileBytes, name);
+  auto host = util::read_untrusted_file(target.dir_fd, content_name, kMaxFileBytes, content_name);
   if (!host) return host.take_error().context(fmt::format("{}: read the host's file", what));
   Content host_now = host->has_value() ? Content(**host) : std::nullopt;
 
   NewContent next = update(host_now);
   WriteOutcome outcome = WriteOutcome::nothing_to_write;
   if (next) {
-    if (auto st = replace(agent_dir_fd, name, *next); !st) return st.take_error().context(what);
+    if (auto st = replace(target.dir_fd, content_name, *next); !st) return st.take_error().context(what);
     outcome = WriteOutcome::written;
   }
   if (auto st = lock->release(); !st)
@@ -184,10 +185,25 @@ Result<WriteOutcome> update_locked(int agent_dir_fd, std::string_view name_view,
   return outcome;
 }
 
+}  // namespace
+
+Result<WriteOutcome> update_locked(int agent_dir_fd, std::string_view name,
+                                   const std::function<NewContent(Content host_now)>& update, const LockTiming& timing) {
+  return update_at(agent_dir_fd, name, LinkTarget{agent_dir_fd, name}, update, timing);
+}
+
 Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content given, Content jail_left,
-                                Notes& notes, const LockTiming& timing) {
-  return update_locked(
-      agent_dir_fd, file.name, [&](Content host_now) { return file.merge(host_now, given, jail_left, notes); }, timing);
+                                Notes& notes, const LockTiming& timing, const HostDir& dir) {
+  return write_back_through(agent_dir_fd, file, LinkTarget{agent_dir_fd, file.name}, given, jail_left, notes,
+                            timing, dir);
+}
+
+Result<WriteOutcome> write_back_through(int agent_dir_fd, const AgentFile& file, const LinkTarget& target,
+                                        Content given, Content jail_left, Notes& notes, const LockTiming& timing,
+                                        const HostDir& dir) {
+  return update_at(
+      agent_dir_fd, file.name, target,
+      [&](Content host_now) { return file.merge(host_now, given, jail_left, notes, dir); }, timing);
 }
 
 }  // namespace pj::supervisor::agent

@@ -84,7 +84,7 @@ supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Prep
   if (!jail->ready(*opts, out)) return out;
   const auto repository = supervisor::git_audit::snapshot(prepared.request.workspace, prepared.git_watch);
   auto result = jail->run(*opts);
-  supervisor::summarise_refusals(result.decisions);
+  supervisor::summarise_refusals(result.decisions, {.pi_downloads_tools = prepared.pi_downloads_tools});
   if (!result.discarded.empty()) util::note("{}", result.discarded);
   content.repository_audit = supervisor::git_audit::audit(prepared.request.workspace, repository, prepared.git_watch);
   supervisor::git_audit::print(content.repository_audit, prepared.request.workspace);

@@ -238,6 +238,23 @@ std::vector<std::string> show_pi_search_tools(std::string_view path_env, const p
   return missing;
 }
 
+// `pi install X` (and -l, remove, uninstall, update): Pi's package
+// commands (package-manager-cli.js parsePackageCommand, whose command is
+// the first argument). Inside the jail what they install goes to the run's
+// copy of the agent dir, or to the workspace's .pi/, which stays
+// read-only, and is thrown away: the run stops before anything starts,
+// saying how to install outside.
+util::Status refuse_pi_package_command(const std::vector<std::string>& argv) {
+  if (argv.size() < 2) return {};
+  const std::string& command = argv[1];
+  if (command != "install" && command != "remove" && command != "uninstall" && command != "update") return {};
+  return util::Error::invalid(fmt::format(
+      "pi {} inside the jail would be thrown away: the jail keeps Pi's packages and extensions read-only. Run it "
+      "outside the jail (`command pi {} ...` when pi is an alias for pi-jail pi); the next jailed Pi loads what "
+      "is installed, read-only",
+      util::printable(command), util::printable(command)));
+}
+
 // Pi run with `--session FILE` of a session recorded in another
 // directory. When FILE lies among another project's sessions the jail
 // does not show it, and Pi would start a new conversation there that the
@@ -549,10 +566,14 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                       std::none_of(inv.command.begin() + 1, inv.command.end(), [](const std::string& a) {
                         return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
                       });
+  if (inv.profile == "pi" && runs_pi && inv.isolation == cli::Isolation::jail) {
+    if (auto ok = refuse_pi_package_command(inv.command); !ok) return ok.take_error();
+  }
   if (inv.profile == "pi" && runs_pi) {
     if (auto ok = check_foreign_session(inv.command, in.workspace, in.cwd, places.agent_dir, lp.ctx.program); !ok)
       return ok.take_error();
   }
+  prepared.pi_downloads_tools = !tools_not_found.empty();
   if (!tools_not_found.empty() && pi_tui)
     util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
                "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "

@@ -29,6 +29,9 @@ struct Prepared {
   // What the host's git runs or reads beyond the workspace's .git, kept
   // read-only in the jail: audited when the run ends.
   std::vector<git_audit::Watch> git_watch;
+  // Pi runs and fd or rg is out of its reach: Pi tries to download them
+  // from github.com (the exit summary proposes no rule for that).
+  bool pi_downloads_tools = false;
 };
 
 // Resolve everything a backend's planner needs: workspace, program,

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "agent_state.h"
+#include "user_links.h"
 #include "util/dir_names.h"
 #include "util/file_lock.h"
 #include "util/log.h"
@@ -130,9 +131,11 @@ util::Result<UniqueFd> claim_run(int runs, std::string& id) {
   return Error::invalid("make the run's staging directory: another pi-jail kept removing it");
 }
 
-// Copy the regular file `name` of `host` into `staging` (same mode bits).
-util::Status copy_in(int host, int staging, const std::string& name, mode_t mode, std::string& content) {
-  auto text = util::read_untrusted_file(host, name, kCopyCap, name);
+// Copy the regular file `from` of `host` into `staging` as `name` (same
+// mode bits).
+util::Status copy_in(int host, const std::string& from, int staging, const std::string& name, mode_t mode,
+                     std::string& content) {
+  auto text = util::read_untrusted_file(host, from, kCopyCap, name);
   if (!text) return text.take_error();
   if (!*text) return {};  // gone meanwhile
   content = std::move(**text);
@@ -145,7 +148,8 @@ util::Status copy_in(int host, int staging, const std::string& name, mode_t mode
 // The jail's copy of the secret file: made by its transform from the
 // host's, which must be a regular file the copy can hold (a larger one
 // would be shown as it is, a symlink followed inside: the host's secrets).
-util::Status copy_secret(int host, int staging, const SecretFile& secret, const struct stat& st, auto& copy) {
+util::Status copy_secret(int host, const std::string& from, int staging, const SecretFile& secret,
+                         const struct stat& st, auto& copy) {
   if (!S_ISREG(st.st_mode))
     return Error::invalid(fmt::format("{} is not a regular file (a symlink?): the jail would reach the host's secrets "
                                       "through it; replace it by the file itself",
@@ -153,7 +157,7 @@ util::Status copy_secret(int host, int staging, const SecretFile& secret, const 
   if (static_cast<size_t>(st.st_size) > kCopyCap)
     return Error::invalid(fmt::format("{} is larger than {} bytes: its secrets cannot be replaced by placeholders",
                                       secret.name, kCopyCap));
-  auto text = util::read_untrusted_file(host, secret.name, kCopyCap, secret.name);
+  auto text = util::read_untrusted_file(host, from, kCopyCap, secret.name);
   if (!text) return text.take_error();
   if (!*text) return {};  // gone meanwhile
   auto jail = (*text)->find_first_not_of(" \t\r\n") == std::string::npos ? util::Result<std::string>(**text)
@@ -260,6 +264,36 @@ std::vector<std::string> carry_new_dirs(const std::string& staging, const std::s
   return out;
 }
 
+// The themes in the host directory's themes/ (agent::HostDir): the names
+// of its "*.json" files and links, as Pi lists them (theme.js).
+agent::HostDir host_dir_facts(int host) {
+  agent::HostDir out;
+  UniqueFd themes(::openat(host, "themes", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!themes.valid()) return out;
+  for (const auto& n : names_in(themes.get())) {
+    struct stat st;
+    if (!n.ends_with(".json") || n.size() == 5) continue;
+    if (::fstatat(themes.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) out.themes.push_back(n.substr(0, n.size() - 5));
+  }
+  return out;
+}
+
+// The paths the jail of `r` may write (the workspace, the persistent jail
+// home, read-write grants), resolved where they exist.
+std::vector<std::string> writable_paths(const runtime::Request& r) {
+  std::vector<std::string> paths{r.workspace};
+  if (!r.home_source.empty()) paths.push_back(r.home_source);
+  for (const auto& g : r.grants)
+    if (g.access == runtime::Access::read_write) paths.push_back(g.path);
+  std::vector<std::string> out;
+  for (const auto& p : paths) {
+    char real[PATH_MAX];
+    out.push_back(::realpath(p.c_str(), real) ? std::string(real) : p);
+  }
+  return out;
+}
+
 }  // namespace
 
 util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, runtime::Request& r,
@@ -280,7 +314,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
 
   for (size_t i = 0; i < r.private_dirs.size(); ++i) {
     const auto& p = r.private_dirs[i];
-    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}, std::nullopt, {}, {}};
+    Copy copy{p.path, fmt::format("{}/copy-{}", pc.run_dir_, i), {}, std::nullopt, {}, {}, {}};
     auto host = util::open_dir_nofollow(p.path);
     if (!host) return Error::from_errno(fmt::format("open the private directory {}", p.path), host.error().err());
     if (::mkdir(copy.staging.c_str(), 0700) != 0) return Error::from_errno(fmt::format("make {}", copy.staging), errno);
@@ -300,12 +334,39 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
         copy.hidden.push_back(std::move(parent));
     }
 
+    const std::vector<std::string> writable = writable_paths(r);
     for (const auto& name : names_in(host->get())) {
       struct stat st;
       if (::fstatat(host->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       const std::string path = p.path + "/" + name;
+      // Where the file's content is read from: here, or through the
+      // user's link (a link to a directory is recreated as it is, below).
+      int from_dir = host->get();
+      std::string from = name;
+      struct stat followed;
+      if (S_ISLNK(st.st_mode) && !(::stat(path.c_str(), &followed) == 0 && S_ISDIR(followed.st_mode))) {
+        auto link = follow_user_link(host->get(), p.path, name, writable);
+        if (!link) {
+          std::string why = util::printable(link.error().message());
+          if (secret && name == secret->name)
+            return Error::invalid(fmt::format("stage {}: it is a symlink, and {}; point it at a regular file you "
+                                              "own outside the workspace, or replace it by the file itself",
+                                              path, why));
+          // Said even with -q: Pi inside runs without the file.
+          util::emit("WARNING", fmt::format("{} is not given to the jail (Pi there runs without it): it is a "
+                                            "symlink, and {}; point it at a regular file you own outside the "
+                                            "workspace, or replace it by the file itself",
+                                            util::printable(path), why));
+          continue;
+        }
+        if (::fstatat(link->dir.get(), link->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+          return Error::from_errno(fmt::format("stage {}: stat {}", path, util::printable(link->target)), errno);
+        from_dir = link->dir.get();
+        from = link->name;
+        copy.links.emplace_back(name, std::make_shared<const UserLink>(std::move(*link)));
+      }
       if (secret && name == secret->name) {
-        if (auto c = copy_secret(host->get(), staging->get(), *secret, st, copy); !c)
+        if (auto c = copy_secret(from_dir, from, staging->get(), *secret, st, copy); !c)
           return std::move(c.take_error()).context(fmt::format("stage {}", path));
         continue;
       }
@@ -319,7 +380,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
         view.shown.push_back(path);
       } else if (S_ISREG(st.st_mode)) {
         std::string content;
-        if (auto c = copy_in(host->get(), staging->get(), name, st.st_mode, content); !c)
+        if (auto c = copy_in(from_dir, from, staging->get(), name, st.st_mode, content); !c)
           return std::move(c.take_error()).context(fmt::format("stage {}", p.path));
         for (auto& [given_name, given] : copy.given)
           if (given_name == name) given = std::move(content);
@@ -334,6 +395,22 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
     pc.copies_.push_back(std::move(copy));
   }
   return pc;
+}
+
+util::Result<agent::WriteOutcome> PrivateCopies::write_back_to(int host, const Copy& c, const agent::AgentFile& file,
+                                                                agent::Content given, agent::Content jail_left,
+                                                                agent::Notes& notes) {
+  auto link = std::find_if(c.links.begin(), c.links.end(), [&](const auto& l) { return l.first == file.name; });
+  const agent::HostDir dir = host_dir_facts(host);
+  if (link == c.links.end()) return agent::write_back(host, file, given, jail_left, notes, {}, dir);
+  const UserLink& l = *link->second;
+  char text[PATH_MAX];
+  const ssize_t n = ::readlinkat(host, link->first.c_str(), text, sizeof text - 1);
+  if (n <= 0 || std::string_view(text, static_cast<size_t>(n)) != l.text)
+    return Error::invalid(fmt::format("the symlink was changed or removed during the run; {} is left as it is",
+                                      util::printable(l.target)));
+  return agent::write_back_through(host, file, agent::LinkTarget{l.dir.get(), l.name}, given, jail_left, notes, {},
+                                   dir);
 }
 
 std::vector<std::string> PrivateCopies::finish() {
@@ -408,7 +485,7 @@ std::vector<std::string> PrivateCopies::finish() {
       }
       if (given && jail_left && *given == *jail_left) continue;  // untouched
       agent::Content given_content = given ? agent::Content(*given) : std::nullopt;
-      auto written = agent::write_back(host->get(), *file, given_content, jail_left, notes);
+      auto written = write_back_to(host->get(), c, *file, given_content, jail_left, notes);
       for (auto& l : notes.lines()) out.push_back(std::move(l));
       if (!written) out.push_back(fmt::format("{}: not written back: {}", name, written.error().message()));
     }

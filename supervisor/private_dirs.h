@@ -21,7 +21,9 @@
 #include <string_view>
 #include <vector>
 
+#include "agent_state.h"
 #include "consent.h"
+#include "user_links.h"
 #include "runtime/request.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -58,7 +60,9 @@ public:
   // r.private_views. Nothing of the host directory is followed or waited
   // on: entries are listed with O_NOFOLLOW, files copied through
   // util/untrusted.h (at most 1 MiB each; a larger file is shown
-  // read-only instead), symlinks recreated as they are.
+  // read-only instead); a symlink to a regular file is read through
+  // when follow_user_link() allows it (user_links.h), else left out and
+  // said; one to a directory is recreated as it is.
   // `secret`, when given, names the file copied in through its transform.
   static util::Result<PrivateCopies> stage(const std::string& state_dir, runtime::Request& r,
                                            const SecretFile* secret = nullptr);
@@ -103,6 +107,9 @@ private:
     // (host paths): the request's private_hidden, and the data
     // directories' parents.
     std::vector<std::string> hidden;
+    // Top-level files that are the user's symlinks to regular files
+    // elsewhere, read through at the start: by the link's name.
+    std::vector<std::pair<std::string, std::shared_ptr<const UserLink>>> links;
   };
   // The secret file's write-back still waiting for consent: its content
   // as written back (held entries as given) and as the jail left it.
@@ -115,6 +122,11 @@ private:
   };
   PrivateCopies() = default;
   void discard();
+  // agent::write_back() into the host directory open at `host`, through
+  // the user's link when the file is one (the link unchanged since the start).
+  static util::Result<agent::WriteOutcome> write_back_to(int host, const Copy& c, const agent::AgentFile& file,
+                                                         agent::Content given, agent::Content jail_left,
+                                                         agent::Notes& notes);
 
   std::string run_dir_;
   std::shared_ptr<const SecretFile> secret_;

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "netproxy/address.h"
+#include "policy/layer.h"
 #include "runtime/request.h"
 #include "util/escape.h"
 #include "util/log.h"
@@ -256,7 +257,26 @@ util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path
   return std::move(*fd);
 }
 
-std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
+namespace {
+
+// The preset that names `host` on `port` (a preset's hosts are on 443),
+// or nullptr: the summary proposes the preset rather than its host alone.
+const policy::NetPreset* preset_of(std::string_view host, int port) {
+  if (port != 443) return nullptr;
+  for (const auto& p : policy::net_presets())
+    if (std::find(p.hosts.begin(), p.hosts.end(), host) != p.hosts.end()) return &p;
+  return nullptr;
+}
+
+// Whether a refusal is Pi's own download of fd and rg, whose fix is to
+// install them, which the note at start says: no rule is proposed for it.
+bool tools_download(const netproxy::Decision& d, const SummaryHints& hints) {
+  return hints.pi_downloads_tools && d.host == "github.com" && d.port == 443;
+}
+
+}  // namespace
+
+std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table, const SummaryHints& hints) {
   struct Row {
     const netproxy::Decision* d;
     std::uint64_t count = 0;
@@ -291,14 +311,19 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
   out.push_back(fmt::format("the network filter refused {} connection{} to {} destination{}:", refused,
                             refused == 1 ? "" : "s", rows.size() + (table.unlisted.refused ? 1 : 0),
                             rows.size() == 1 && !table.unlisted.refused ? "" : "s"));
-  std::vector<std::string> fixes;
+  std::vector<std::string> fixes, presets;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& d = *rows[i].d;
     std::string dest = d.host.empty() ? "(no destination: " + std::string(netproxy::protocol_name(d.protocol)) + ")"
                                       : fmt::format("{}:{}", shown(d.host, 80), d.port);
     if (i < kSummaryLines)
       out.push_back(fmt::format("  {} refused {}\u00d7: {}", dest, rows[i].count, shown(d.reason, 160)));
-    if (d.rule_refusal && fixes.size() < kSummaryLines) fixes.push_back(fmt::format("{}:{}", shown(d.host, 80), d.port));
+    if (!d.rule_refusal || tools_download(d, hints)) continue;
+    if (const auto* p = preset_of(d.host, d.port)) {
+      if (std::find(presets.begin(), presets.end(), p->name) == presets.end()) presets.emplace_back(p->name);
+    } else if (fixes.size() < kSummaryLines) {
+      fixes.push_back(fmt::format("{}:{}", shown(d.host, 80), d.port));
+    }
   }
   if (rows.size() > kSummaryLines)
     out.push_back(fmt::format("  ... and {} more destinations (all in --report and the network log)",
@@ -306,14 +331,21 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
   if (table.unlisted.refused)
     out.push_back(fmt::format("  ... and {} refused connections past the filter's {} distinct entries (counted only)",
                               table.unlisted.refused, netproxy::kMaxEntries));
-  if (!fixes.empty()) {
-    std::string flags, toml;
+  if (!fixes.empty() || !presets.empty()) {
+    std::string flags, toml, toml_presets;
+    for (const auto& p : presets) {
+      flags += " --allow-net-preset " + p;
+      toml_presets += (toml_presets.empty() ? "\"" : ", \"") + p + "\"";
+    }
     for (const auto& f : fixes) {
       flags += " --allow-net " + f;
       toml += (toml.empty() ? "\"" : ", \"") + f + "\"";
     }
+    std::string keys;
+    if (!presets.empty()) keys = fmt::format("presets = [{}]", toml_presets);
+    if (!fixes.empty()) keys += fmt::format("{}allow = [{}]", keys.empty() ? "" : " and ", toml);
     out.push_back(fmt::format("  to allow, if you trust them:{}", flags));
-    out.push_back(fmt::format("  or for good, in ~/.config/pi-jail/policy.toml: [network] allow = [{}]", toml));
+    out.push_back(fmt::format("  or for good, in ~/.config/pi-jail/policy.toml: [network] {}", keys));
     out.push_back("  (a project's .pi/jail.toml may ask for them too, only within the operator's [limits]; "
                   "see pi-jail.toml(5))");
   }
@@ -321,8 +353,8 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table) {
   return out;
 }
 
-void summarise_refusals(const netproxy::DecisionTable& decisions) {
-  for (const auto& line : refusal_summary(decisions)) util::warn("{}", line);
+void summarise_refusals(const netproxy::DecisionTable& decisions, const SummaryHints& hints) {
+  for (const auto& line : refusal_summary(decisions, hints)) util::warn("{}", line);
 }
 
 namespace {

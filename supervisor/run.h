@@ -181,9 +181,16 @@ util::Result<util::UniqueFd> open_net_log(const std::optional<std::string>& path
 // then the fix for those an allow rule would let through. Host names and
 // reasons come from the jail: shown through util::printable, bounded.
 inline constexpr size_t kSummaryLines = 10;
-std::vector<std::string> refusal_summary(const netproxy::DecisionTable& decisions);
+// A refused host of a preset (--allow-net-preset) is proposed as the
+// preset. `hints`: what the summary knows of the run besides.
+struct SummaryHints {
+  // Pi runs without fd and rg within reach: it tries github.com for them,
+  // and the fix (installing them) was said at start.
+  bool pi_downloads_tools = false;
+};
+std::vector<std::string> refusal_summary(const netproxy::DecisionTable& decisions, const SummaryHints& hints = {});
 // Unless --quiet: refusal_summary() on stderr.
-void summarise_refusals(const netproxy::DecisionTable& decisions);
+void summarise_refusals(const netproxy::DecisionTable& decisions, const SummaryHints& hints = {});
 
 // --unsandboxed: announce loudly, then exec the command in place.
 [[noreturn]] void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv);

@@ -501,3 +501,103 @@ TEST_CASE("a jail on an enclosing workspace that keeps its working directory in 
       CHECK((name != "planted" && name != "planted-above" && name != "escaped"));
     }
 }
+
+// Many users keep settings.json and auth.json as symlinks into a dotfiles
+// repository. The jail gets the target's content (auth.json with
+// placeholders), and the data written back lands in the target, beside
+// which the link stays as the user made it.
+TEST_CASE("agent-dir files that are the user's symlinks to dotfiles are read through and written back there") {
+  Sandbox sb;
+  const std::string agent = sb.home + "/.pi/agent", dot = sb.outside + "/dotfiles";
+  std::filesystem::create_directories(agent);
+  std::filesystem::create_directories(dot);
+  write_file(dot + "/settings.json", R"({"lastChangelogVersion": "1.0.0", "retry": {"enabled": false}})");
+  write_file(dot + "/auth.json", R"({"p": {"type": "api_key", "key": "sk-real-dotfile-key"}})");
+  write_file(dot + "/AGENTS.md", "from the dotfiles\n");
+  for (const char* f : {"settings.json", "auth.json", "AGENTS.md"})
+    std::filesystem::create_symlink(dot + "/" + f, agent + "/" + f);
+  auto o = sh(sb, "cd " + agent + " && cat AGENTS.md && grep -c p auth.json && grep -c sk-real auth.json; "
+                  "sed 's/1.0.0/9.9.9/' settings.json > s && cat s > settings.json && echo written");
+  CAPTURE(o.out);
+  CAPTURE(o.err);
+  REQUIRE(o.status == 0);
+  CHECK(o.out.find("from the dotfiles") != std::string::npos);
+  CHECK(o.out.find("\n0\n") != std::string::npos);  // the real key is not inside
+  CHECK(o.out.find("written") != std::string::npos);
+  for (const char* f : {"settings.json", "auth.json", "AGENTS.md"}) {
+    CAPTURE(f);
+    CHECK(std::filesystem::is_symlink(agent + "/" + f));
+    CHECK(std::filesystem::read_symlink(agent + "/" + f) == dot + "/" + f);
+  }
+  const std::string settings = read_file(dot + "/settings.json");
+  CHECK(settings.find("9.9.9") != std::string::npos);
+  CHECK(settings.find("retry") != std::string::npos);
+  CHECK(read_file(dot + "/auth.json").find("sk-real-dotfile-key") != std::string::npos);
+}
+
+// A link whose target is no regular file of the user's, outside what the
+// jail can write, is not followed: the file is absent inside and the
+// reason is said; auth.json so stops the run. A link the jail plants in
+// its copy is never followed at write-back.
+TEST_CASE("agent-dir symlinks to a FIFO, another user's file or the workspace are refused, naming why") {
+  Sandbox sb;
+  const std::string agent = sb.home + "/.pi/agent";
+  std::filesystem::create_directories(agent);
+  REQUIRE(::mkfifo((sb.outside + "/fifo").c_str(), 0600) == 0);
+  std::string foreign = "/etc/passwd";  // root's, for uid 65534
+  if (::geteuid() == 0) {
+    foreign = sb.outside + "/foreign.md";
+    write_file(foreign, "not yours\n");
+    REQUIRE(::chown(foreign.c_str(), 12345, 12345) == 0);
+  }
+  write_file(sb.ws + "/in-ws.json", R"({"lastChangelogVersion": "1.0.0"})");
+  std::filesystem::create_symlink(sb.outside + "/fifo", agent + "/models.json");
+  std::filesystem::create_symlink(foreign, agent + "/AGENTS.md");
+  std::filesystem::create_symlink(sb.ws + "/in-ws.json", agent + "/settings.json");
+  // A hop through the workspace: the jail could retarget it for the next run.
+  write_file(sb.outside + "/dot.md", "dot\n");
+  std::filesystem::create_symlink(sb.outside + "/dot.md", sb.ws + "/hop");
+  std::filesystem::create_symlink(sb.ws + "/hop", agent + "/SYSTEM.md");
+  auto o = sh(sb, "cd " + agent + " && ls -a; cat models.json AGENTS.md settings.json SYSTEM.md; echo done");
+  CAPTURE(o.out);
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  CHECK(o.out.find("done") != std::string::npos);
+  CHECK(o.out.find("models.json") == std::string::npos);
+  CHECK(o.out.find("AGENTS.md") == std::string::npos);
+  CHECK(o.out.find("settings.json") == std::string::npos);
+  CHECK(o.out.find("SYSTEM.md") == std::string::npos);
+  CHECK(o.out.find("dot") == std::string::npos);
+  CHECK(o.err.find("SYSTEM.md is not given to the jail (Pi there runs without it): it is a symlink, and it leads "
+                   "through " + sb.ws + ", which the jail can write") != std::string::npos);
+  CHECK(o.err.find("models.json is not given to the jail") != std::string::npos);
+  CHECK(o.err.find("which is a FIFO") != std::string::npos);
+  CHECK(o.err.find("not to you") != std::string::npos);
+  CHECK(o.err.find("which the jail can write") != std::string::npos);
+  CHECK(std::filesystem::is_symlink(agent + "/settings.json"));
+  CHECK(read_file(sb.ws + "/in-ws.json") == R"({"lastChangelogVersion": "1.0.0"})");
+
+  std::filesystem::create_symlink(sb.outside + "/fifo", agent + "/auth.json");
+  auto refused = sh(sb, "echo ran");
+  CHECK(refused.status == 125);
+  CHECK(refused.out.find("ran") == std::string::npos);
+  CHECK(refused.err.find("auth.json: it is a symlink, and it leads to") != std::string::npos);
+}
+
+TEST_CASE("a settings.json link the jail plants in its copy is not followed: the user's linked target stays") {
+  Sandbox sb;
+  const std::string agent = sb.home + "/.pi/agent", dot = sb.outside + "/dotfiles";
+  std::filesystem::create_directories(agent);
+  std::filesystem::create_directories(dot);
+  const std::string before = R"({"lastChangelogVersion": "1.0.0"})";
+  write_file(dot + "/settings.json", before);
+  std::filesystem::create_symlink(dot + "/settings.json", agent + "/settings.json");
+  write_file(sb.ws + "/planted.json", R"({"lastChangelogVersion": "6.6.6"})");
+  auto o = sh(sb, "cd " + agent + " && grep -c 1.0.0 settings.json && rm settings.json && ln -s " + sb.ws +
+                      "/planted.json settings.json && echo planted");
+  CAPTURE(o.err);
+  CHECK(o.out == "1\nplanted\n");
+  CHECK(read_file(dot + "/settings.json") == before);
+  CHECK(std::filesystem::read_symlink(agent + "/settings.json") == dot + "/settings.json");
+  CHECK(o.err.find("refused: settings.json: what the run left is not a readable file") != std::string::npos);
+}

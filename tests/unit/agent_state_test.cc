@@ -180,6 +180,30 @@ TEST_CASE("auth and settings: invalid, huge or non-object output of the jail is 
   CHECK(noted(h, Notes::Kind::refused, "the host's is not valid JSON"));
 }
 
+TEST_CASE("settings: a theme built into Pi or in the host's themes/ is written back; any other name is not") {
+  const std::string given = R"({"theme":"dark"})";
+  const HostDir dir{{"solarized"}};
+  for (const char* theme : {"light", "solarized", "light/dark", "solarized/dark"}) {
+    CAPTURE(theme);
+    Notes notes;
+    const std::string left = std::string(R"({"theme":")") + theme + "\"}";
+    auto out = merge_settings(given, given, left, notes, dir);
+    REQUIRE(out.has_value());
+    CHECK(*out == pi_form(left));
+    CHECK(noted(notes, Notes::Kind::applied, "\"theme\": changed"));
+  }
+  for (const char* theme : {"../../../tmp/evil", "/tmp/evil", "evil", "light/../x", "a/b/c", "Dark", "toString", ""}) {
+    CAPTURE(theme);
+    Notes notes;
+    const std::string left = std::string(R"({"theme":")") + theme + "\"}";
+    CHECK_FALSE(merge_settings(given, given, left, notes, dir).has_value());
+    CHECK(noted(notes, Notes::Kind::refused, "\"theme\": not written back: it names a theme neither built into Pi"));
+  }
+  Notes notes;
+  CHECK_FALSE(merge_settings(given, given, R"({"theme":7})", notes, dir).has_value());
+  CHECK(noted(notes, Notes::Kind::refused, "\"theme\": not written back"));
+}
+
 TEST_CASE("settings: data preferences are written back; code, destinations and unknown keys are not") {
   std::string given = R"({"defaultModel":"m1","lastChangelogVersion":"1.3.0","packages":["npm:a"],"theme":"dark"})";
   std::string left = R"({"defaultModel":"m2","lastChangelogVersion":"1.4.0","packages":["npm:a","npm:evil"],)"

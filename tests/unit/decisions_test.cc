@@ -168,18 +168,51 @@ TEST_CASE("resolver: workers start when a name is queued, not before, and answer
 
 TEST_CASE("summary: one line per destination with its count, then the exact fix") {
   netproxy::DecisionRecorder rec(-1);
-  for (int i = 0; i < 6; ++i) rec.add(refused("pypi.org", 443));
+  for (int i = 0; i < 6; ++i) rec.add(refused("api.example.com", 443));
   rec.add(refused("10.0.0.1", 80, false));
   auto lines = supervisor::refusal_summary(rec.table());
   REQUIRE(lines.size() >= 4);
   CHECK(lines[0] == "the network filter refused 7 connections to 2 destinations:");
-  CHECK(lines[1].starts_with("  pypi.org:443 refused 6\u00d7: no rule allows pypi.org:443"));
+  CHECK(lines[1].starts_with("  api.example.com:443 refused 6\u00d7: no rule allows api.example.com:443"));
   CHECK(lines[2].starts_with("  10.0.0.1:80 refused 1\u00d7"));
   std::string all;
   for (const auto& l : lines) all += l + "\n";
-  CHECK(all.find("--allow-net pypi.org:443\n") != std::string::npos);
-  CHECK(all.find("[network] allow = [\"pypi.org:443\"]") != std::string::npos);
+  CHECK(all.find("--allow-net api.example.com:443\n") != std::string::npos);
+  CHECK(all.find("[network] allow = [\"api.example.com:443\"]") != std::string::npos);
   CHECK(all.find("--allow-net 10.0.0.1") == std::string::npos);  // not an allow-rule refusal
+}
+
+TEST_CASE("summary: hosts of a preset are proposed as the preset, once, beside other hosts") {
+  netproxy::DecisionRecorder rec(-1);
+  rec.add(refused("registry.npmjs.org", 443));
+  rec.add(refused("registry.yarnpkg.com", 443));
+  rec.add(refused("files.pythonhosted.org", 443));
+  rec.add(refused("registry.npmjs.org", 8443));  // not the preset's port
+  rec.add(refused("api.example.com", 443));
+  std::string all;
+  for (const auto& l : supervisor::refusal_summary(rec.table())) all += l + "\n";
+  CAPTURE(all);
+  CHECK(all.find("to allow, if you trust them: --allow-net-preset npm --allow-net-preset pypi --allow-net "
+                 "registry.npmjs.org:8443 --allow-net api.example.com:443\n") != std::string::npos);
+  CHECK(all.find("[network] presets = [\"npm\", \"pypi\"] and allow = [\"registry.npmjs.org:8443\", "
+                 "\"api.example.com:443\"]") != std::string::npos);
+  CHECK(all.find("--allow-net registry.npmjs.org:443") == std::string::npos);
+}
+
+TEST_CASE("summary: github.com refused while Pi lacks fd and rg is listed, with no rule proposed for it") {
+  netproxy::DecisionRecorder rec(-1);
+  rec.add(refused("github.com", 443));
+  auto with_tools = supervisor::refusal_summary(rec.table());
+  std::string all;
+  for (const auto& l : with_tools) all += l + "\n";
+  CHECK(all.find("--allow-net-preset github") != std::string::npos);
+  all.clear();
+  for (const auto& l : supervisor::refusal_summary(rec.table(), {.pi_downloads_tools = true})) all += l + "\n";
+  CAPTURE(all);
+  CHECK(all.find("github.com:443 refused 1\u00d7") != std::string::npos);
+  CHECK(all.find("to allow") == std::string::npos);
+  CHECK(all.find("allow-net") == std::string::npos);
+  CHECK(all.find("presets") == std::string::npos);
 }
 
 TEST_CASE("summary: a flood of distinct huge names stays a few short lines") {
