@@ -166,8 +166,9 @@ struct InterceptConn {
   void credential_refusal(std::string reason) { owner.record(decision(Protocol::credential, false, std::move(reason))); }
 
   // Answer the jail and end the connection.
-  void answer(int status, const std::string& told) {
-    (void)jail.write(http_response(status, reason_phrase(status), "pi-jail: " + told + "\n"), hs);
+  void answer(int status, const std::string& told, std::string_view reason = {}) {
+    (void)jail.write(http_response(status, reason.empty() ? reason_phrase(status) : reason, "pi-jail: " + told + "\n"),
+                     hs);
   }
 
   // Read a head from `s`. nullopt with `s.error` empty: a clean end before any byte.
@@ -386,25 +387,28 @@ struct InterceptConn {
       // Only the checked line leaves, in origin form (RFC 9112 section 3.2.1).
       const std::string method = line.method, path = ot.target, version = line.version;
       req.start = method + " " + path + " " + version;
-      http1::Substitution sub = http1::substitute(req, bindings, h.host, port);
+      TokenExchange* ex = owner.intercept_.exchange.get();
+      bool exchange = ex && ex->is_token_endpoint(h.host, path);
+      http1::Substitution sub = http1::substitute(
+          req, bindings, h.host, port, exchange ? http1::RequestKind::token_exchange : http1::RequestKind::api);
       if (sub.refused) {
-        std::string why = fmt::format("a placeholder of {} was sent to {}:{}, which it is not bound to",
-                                      sub.refused_binding, h.host, h.port);
-        credential_refusal(why);
-        return answer(403, "refused: " + why);
+        credential_refusal(sub.refused_why);
+        return answer(403, "refused: " + sub.refused_why);
       }
       for (const auto& m : owner.intercept_.refused)
         if (m.host == h.host && http1::path_under(path, m.path_prefix)) {
           std::string why = fmt::format("{}{} hands out new credentials, which the filter cannot keep from the jail",
                                         h.host, m.path_prefix);
           credential_refusal(why);
-          return answer(403, "refused: " + why);
+          // The reason phrase too: a client may show only the status line.
+          return answer(403,
+                        "refused: " + why + " (only an operator can allow it: [credentials] allow_minting, "
+                        "pi-jail.toml(5))",
+                        "Forbidden by pi-jail: credential-minting endpoint");
         }
       http1::BodyFraming rf = http1::request_framing(req);
       if (!rf.error.empty()) return answer(400, "malformed request: " + rf.error);
       bool close_after = version == "HTTP/1.0" || req.lists("Connection", "close");
-      TokenExchange* ex = owner.intercept_.exchange.get();
-      bool exchange = ex && ex->is_token_endpoint(h.host, path);
       bool upgrade = !exchange && req.lists("Connection", "upgrade") && req.get("Upgrade");
       if (req.get("Expect")) {
         req.erase("Expect");

@@ -239,7 +239,7 @@ struct Rig {
     netproxy::Intercept in;
     in.bindings = {{"KEY", "PH_KEY_0123", "REAL_KEY_9876", {{"127.0.0.1", static_cast<uint16_t>(upstream_port)}}}};
     in.exchange = std::move(ex);
-    in.refused = {{"127.0.0.1", "/api/oauth/"}};
+    in.refused = {{"127.0.0.1", "/api/oauth/"}, {"127.0.0.1", "/v1/organization/projects/*/service_accounts"}};
     in.upstream_extra_ca_file = ca_file;
     auto i = netproxy::Interceptor::create(in);
     REQUIRE(i);
@@ -457,6 +457,31 @@ TEST_CASE("credential filter loop: an endpoint that mints new credentials is ref
   for (const auto& e : rig.finish())
     if (e.protocol == netproxy::Protocol::credential && !e.allowed && e.reason.find("hands out new credentials") != std::string::npos) recorded = true;
   CHECK(recorded);
+}
+
+TEST_CASE("credential filter loop: a minting refusal names the endpoint and why, in its body and reason phrase") {
+  // OpenAI's admin key creates a service account and returns its new key.
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 31\r\n\r\n{\"api_key\":{\"value\":\"sk-MINT\"}}"});
+  Rig rig(up.port, up.ca_file);
+  for (std::string target : {"/v1/organization/projects/proj_1/service_accounts",
+                             "/v1/organization/projects/proj_1/service_accounts/svc_1/api_keys",
+                             "/V1/organization//projects/%70roj_1/./service_accounts"}) {
+    CAPTURE(target);
+    auto c = rig.connect(up.port);
+    REQUIRE(c);
+    write(c->ssl, "POST " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nContent-Length: 2\r\n\r\n{}");
+    std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+    CHECK(r.find("HTTP/1.1 403 Forbidden by pi-jail: credential-minting endpoint\r\n") == 0);
+    CHECK(r.find("127.0.0.1/v1/organization/projects/*/service_accounts hands out new credentials") != std::string::npos);
+    CHECK(r.find("[credentials] allow_minting") != std::string::npos);
+    CHECK(r.find("MINT") == std::string::npos);
+  }
+  CHECK(up.received().find("service_accounts") == std::string::npos);
+  // Another path of the project is not a minting endpoint.
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /v1/organization/projects/proj_1/files HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(read_until(c->ssl, [](const std::string&) { return false; }).find("HTTP/1.1 200") == 0);
 }
 
 TEST_CASE("credential filter loop: a key echoed in a response's status line (reason phrase) is masked") {
