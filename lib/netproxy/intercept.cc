@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,7 @@
 #include "netproxy/protocol.h"
 #include "netproxy/rules.h"
 #include "netproxy/tls_ca.h"
+#include "netproxy/websocket.h"
 
 namespace pj::netproxy {
 
@@ -410,6 +412,13 @@ struct InterceptConn {
       if (!rf.error.empty()) return answer(400, "malformed request: " + rf.error);
       bool close_after = version == "HTTP/1.0" || req.lists("Connection", "close");
       bool upgrade = !exchange && req.lists("Connection", "upgrade") && req.get("Upgrade");
+      if (upgrade) {
+        // Only WebSocket, whose frames the filter reads (websocket.h), and
+        // with no extension negotiated: a compressed frame cannot be masked.
+        if (::strcasecmp(std::string(*req.get("Upgrade")).c_str(), "websocket") != 0)
+          return answer(403, "refused: only a WebSocket upgrade is relayed on a connection that carries credentials");
+        req.erase("Sec-WebSocket-Extensions");
+      }
       if (req.get("Expect")) {
         req.erase("Expect");
         if (!to_jail("HTTP/1.1 100 Continue\r\n\r\n")) return;
@@ -486,8 +495,12 @@ struct InterceptConn {
             credential_refusal("the server switched protocols for a request that did not ask for it");
             return answer(502, "refused: the server switched protocols unasked");
           }
+          if (rp->head.get("Sec-WebSocket-Extensions")) {
+            credential_refusal("the server chose a WebSocket extension the filter did not offer");
+            return answer(502, "refused: the server chose a WebSocket extension, whose frames cannot be checked");
+          }
           if (!to_jail(rp->head.serialise())) return;
-          return relay_both_ways();
+          return relay_both_ways(ws::ServerFrames(bindings, sub.renderings));
         }
         if (status / 100 != 1) break;
         if (!to_jail(rp->head.serialise())) return;
@@ -598,15 +611,22 @@ struct InterceptConn {
     answer(502, "refused: the server answered before the request was sent");
   }
 
-  // After a 101: bytes both ways, unchanged, until either side ends.
-  void relay_both_ways() {
+  // After a WebSocket 101, until either side ends: the jail's bytes go on
+  // unchanged (placeholders only); the server's through `frames`, each
+  // message masked. A frame that cannot be checked ends the connection.
+  void relay_both_ways(ws::ServerFrames frames) {
     while (true) {
       for (auto [from, to, count] : {std::tuple{&jail, &server, &up}, std::tuple{&server, &jail, &down}}) {
         while (true) {
           if (!from->buf.empty()) {
             *count += from->buf.size();
-            if (!to->write(from->buf, idle)) return;
-            from->buf.clear();
+            std::string pass = std::exchange(from->buf, {});
+            if (from == &server) {
+              auto masked = frames.feed(pass);
+              if (!masked) return credential_refusal("the WebSocket was closed: " + masked.error().message());
+              pass = std::move(*masked);
+            }
+            if (!pass.empty() && !to->write(pass, idle)) return;
           }
           int r = from->fill(idle, false);
           if (r == 0 || r == -1) return;

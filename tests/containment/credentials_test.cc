@@ -20,7 +20,9 @@ const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
 
 // Answers every request with what it received (x-api-key, Authorization,
 // Accept-Encoding), echoing x-api-key in a field too; /gzip compressed;
-// /ws upgrades, then echoes bytes. Every request head goes to the log.
+// /ws upgrades, then, once the client sends, echoes its Authorization in
+// a text message split in two frames around a ping, and closes. Every
+// request head goes to the log.
 const char* kServer = R"PY(
 import sys, os, ssl, gzip, socketserver, http.server, threading
 cert, key, log, portfile = sys.argv[1:5]
@@ -41,10 +43,11 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_header("Connection", "Upgrade")
             self.end_headers()
             self.wfile.flush()
-            while True:
-                d = self.connection.recv(4096)
-                if not d: break
-                self.connection.sendall(b"echo:" + d)
+            self.connection.recv(4096)
+            echo = ("auth=" + self.headers.get("Authorization", "")).encode()
+            half = len(echo) // 2
+            frame = lambda b0, p: bytes([b0, len(p)]) + p
+            self.connection.sendall(frame(0x01, echo[:half]) + frame(0x89, b"hb") + frame(0x80, echo[half:]))
             self.close_connection = True
             return
         echo = ("seen x-api-key=%s authorization=%s accept-encoding=%s body=%s\n" % (self.headers.get("x-api-key"),
@@ -308,17 +311,20 @@ TEST_CASE("credentials: a server the filter cannot verify is refused (502), howe
   CHECK(text.find(real) == std::string::npos);
 }
 
-TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket upgrade carries the real key, then bytes flow") {
+TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket's frames come back masked, reassembled") {
   Sandbox sb;
   Certs certs(sb.base, true);
   TlsServer server(sb.base, certs, "bound");
   const std::string ph = unique_secret("sk-ant-oat01-PH"), real = unique_secret("sk-ant-oat01-REAL");
+  // The client offers compression, which the filter strips: a compressed
+  // frame could not be masked. It prints every byte it got, in hex.
   const std::string js =
       "const https=require('https');"
       "const req=https.request({host:'127.0.0.1',port:" + server.port() + ",path:'/ws',headers:{Connection:'Upgrade',"
-      "Upgrade:'websocket',Authorization:'Bearer " + ph + "'}});"
-      "req.on('upgrade',(res,sock)=>{console.log('status '+res.statusCode);sock.write('ping');"
-      "sock.on('data',d=>{console.log(String(d));sock.destroy();process.exit(0);});});"
+      "Upgrade:'websocket','Sec-WebSocket-Extensions':'permessage-deflate',Authorization:'Bearer " + ph + "'}});"
+      "req.on('upgrade',(res,sock)=>{console.log('status '+res.statusCode);let got=Buffer.alloc(0);"
+      "sock.on('data',d=>{got=Buffer.concat([got,d]);});"
+      "sock.on('close',()=>{console.log('got '+got.toString('hex'));process.exit(0);});sock.write('ping');});"
       "req.on('response',r=>{console.log('no upgrade '+r.statusCode);process.exit(1);});"
       "req.on('error',e=>{console.log('error '+e.message);process.exit(1);});req.end();";
   auto o = sb.jail({"/bin/sh", "-c",
@@ -330,10 +336,19 @@ TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket upgrad
   CAPTURE(o.out);
   CHECK(o.out.find("gzip-encoded body, which cannot be checked") != std::string::npos);
   CHECK(o.out.find("502\n") != std::string::npos);
-  CHECK(o.out.find("status 101\necho:ping\n") != std::string::npos);
+  CHECK(o.out.find("status 101\n") != std::string::npos);
+  // The ping, then the two text frames as one message, masked whole.
+  const std::string text = "auth=Bearer " + ph;
+  CHECK(o.out.find("got " + hex("\x89\x02hb\x81" + std::string(1, static_cast<char>(text.size())) + text) + "\n") !=
+        std::string::npos);
   const std::string seen = server.log();
   CHECK(seen.find("GET /ws") != std::string::npos);
   CHECK(seen.find("Authorization: Bearer " + real) != std::string::npos);
+  CHECK(seen.find("Sec-WebSocket-Extensions") == std::string::npos);
+  // No part of the real key: the server split it between two frames.
+  const std::string secret = real.substr(13);
+  CHECK(o.out.find(hex(secret.substr(0, 16))) == std::string::npos);
+  CHECK(o.out.find(hex(secret.substr(secret.size() - 16))) == std::string::npos);
   CHECK(o.out.find(real) == std::string::npos);
 }
 

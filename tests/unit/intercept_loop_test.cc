@@ -24,6 +24,7 @@
 
 #include "netproxy/proxy.h"
 #include "netproxy/tls_ca.h"
+#include "netproxy/websocket.h"
 
 using namespace pj;
 using namespace std::chrono_literals;
@@ -645,6 +646,33 @@ TEST_CASE("credential filter loop: server bytes before a request was sent close 
   CHECK(r.find("HTTP/1.1 502") == 0);
   CHECK(r.find("SMUGGLED") == std::string::npos);
   CHECK(up.received().find("GET /y") == std::string::npos);
+}
+
+TEST_CASE("credential filter loop: after a WebSocket 101 the server's frames reach the jail masked, reassembled") {
+  // The key split between two frames of one text message.
+  const std::string text = "k=REAL_KEY_9876";
+  std::string first = netproxy::ws::frame(1, text.substr(0, 8));
+  first[0] = 0x01;  // no FIN: a continuation follows
+  Upstream up({"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + first +
+               netproxy::ws::frame(0, text.substr(8))});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                "Sec-WebSocket-Extensions: permessage-deflate\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  const std::string want = netproxy::ws::frame(1, "k=PH_KEY_0123");
+  std::string r = read_until(c->ssl, [&](const std::string& got) { return got.find(want) != std::string::npos; });
+  CHECK(r.find("HTTP/1.1 101") == 0);
+  CHECK(r.find(want) != std::string::npos);
+  CHECK(r.find("REAL_K") == std::string::npos);
+  // No extension offered upstream: a compressed frame could not be masked.
+  CHECK(up.received().find("Sec-WebSocket-Extensions") == std::string::npos);
+  CHECK(up.received().find("x-api-key: REAL_KEY_9876") != std::string::npos);
+  // Another protocol's frames cannot be read: refused.
+  auto h2c = rig.connect(up.port);
+  REQUIRE(h2c);
+  write(h2c->ssl, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  CHECK(read_until(h2c->ssl, [](const std::string&) { return false; }).find("HTTP/1.1 403") == 0);
 }
 
 TEST_CASE("credential filter loop: a 101 to a token exchange closes the connection and passes nothing on") {
