@@ -138,6 +138,7 @@ std::string authority(const std::string& host, int port) {
 // One intercepted connection, on its worker thread.
 struct InterceptConn {
   Interceptor& owner;
+  Interceptor::Worker& self;
   Interceptor::Handoff h;
   Tls jail, server;
   std::uint64_t up = 0, down = 0;
@@ -148,7 +149,8 @@ struct InterceptConn {
   int upstream_requests_ = 0;  // sent on the current server connection
   bool desync_ = false;        // the server answered before a request was sent
 
-  InterceptConn(Interceptor& o, Interceptor::Handoff&& handoff) : owner(o), h(std::move(handoff)) {
+  InterceptConn(Interceptor& o, Interceptor::Worker& w, Interceptor::Handoff&& handoff)
+      : owner(o), self(w), h(std::move(handoff)) {
     hs = o.limits_.handshake;
     idle = o.limits_.idle;
   }
@@ -273,6 +275,8 @@ struct InterceptConn {
       }
       serve_requests();
     }();
+    if (self.state == Interceptor::Worker::kReaped)
+      end(true, h.reason + "; closed while waiting for a request, to make room for a new connection");
     Decision d = decision(h.protocol, allowed, reason);
     d.time = h.wall;
     d.bytes_up = up;
@@ -309,9 +313,17 @@ struct InterceptConn {
       if (!have_peer_ && ::getpeername(h.upstream.get(), reinterpret_cast<sockaddr*>(&peer_), &len) == 0)
         have_peer_ = true;
     }
+    track_upstream(-1);  // before the fd is closed: start() never shuts a reused one
     h.upstream.reset();
     server.fd = -1;
     upstream_requests_ = 0;
+  }
+
+  // The server connection start() shuts down with the jail's when it
+  // closes this one to make room (a worker may wait on either).
+  void track_upstream(int fd) {
+    std::lock_guard<std::mutex> lock(owner.m_);
+    self.upstream_fd = fd;
   }
 
   // A new, verified connection to the address this connection was
@@ -331,6 +343,7 @@ struct InterceptConn {
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return why = fmt::format("connect: {}", std::strerror(err)), false;
     h.upstream = std::move(fd);
+    track_upstream(h.upstream.get());
     return server_tls(why);
   }
 
@@ -360,9 +373,17 @@ struct InterceptConn {
   // Read a request head from the jail (http1::parse_request). nullopt: a
   // clean end before any byte, or the connection failed.
   std::optional<http1::RequestParse> read_request() {
+    self.since = Clock::now().time_since_epoch().count();
+    int busy = Interceptor::Worker::kBusy;
+    self.state.compare_exchange_strong(busy, Interceptor::Worker::kWaiting);
     while (true) {
       auto p = http1::parse_request(jail.buf);
       if (p.progress != Progress::need_more) {
+        // From here until the response is relayed it is not closed to
+        // make room: a request in flight is never cut. Closed already: over.
+        int waiting = Interceptor::Worker::kWaiting;
+        if (!self.state.compare_exchange_strong(waiting, Interceptor::Worker::kBusy)) return std::nullopt;
+        ++self.served;
         if (p.progress == Progress::done) jail.buf.erase(0, p.consumed);
         return p;
       }
@@ -734,8 +755,7 @@ std::optional<std::string> Interceptor::unbound_placeholder(std::string_view tex
   return std::nullopt;
 }
 
-bool Interceptor::start(Handoff h) {
-  std::lock_guard<std::mutex> lock(m_);
+void Interceptor::join_done() {
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (it->done) {
       it->thread.join();
@@ -744,18 +764,58 @@ bool Interceptor::start(Handoff h) {
       ++it;
     }
   }
-  if (workers_.size() >= kMaxIntercepted || stopping_) return false;
+}
+
+bool Interceptor::start(Handoff h) {
+  std::lock_guard<std::mutex> lock(m_);
+  join_done();
+  if (stopping_) return false;
+  if (workers_.size() >= kMaxIntercepted) {
+    // Closed ones end at once, but not before this returns: at most as
+    // many again may be ending.
+    if (workers_.size() >= 2 * kMaxIntercepted) return false;
+    Worker* victim = nullptr;
+    while ((victim = reapable())) {
+      int waiting = Worker::kWaiting;
+      if (victim->state.compare_exchange_strong(waiting, Worker::kReaped)) break;
+    }
+    if (!victim) return false;
+    // Its reads end, whichever side it waits on; its thread closes the fds.
+    ::shutdown(victim->client_fd, SHUT_RDWR);
+    if (victim->upstream_fd >= 0) ::shutdown(victim->upstream_fd, SHUT_RDWR);
+  }
   Worker& w = workers_.emplace_back();
+  w.client_fd = h.client.get();
+  w.upstream_fd = h.upstream.valid() ? h.upstream.get() : -1;
+  w.since = Clock::now().time_since_epoch().count();
   ++active_;
   w.thread = std::thread([this, &w, h = std::move(h)]() mutable {
     {
-      InterceptConn c(*this, std::move(h));
+      InterceptConn c(*this, w, std::move(h));
       c.run();
+      std::lock_guard<std::mutex> closing(m_);
+      w.client_fd = w.upstream_fd = -1;  // before c closes them: start() never shuts a reused fd
     }
     --active_;
     w.done = true;
   });
   return true;
+}
+
+bool Interceptor::has_room() {
+  std::lock_guard<std::mutex> lock(m_);
+  join_done();
+  return !stopping_ && (workers_.size() < kMaxIntercepted || (workers_.size() < 2 * kMaxIntercepted && reapable()));
+}
+
+Interceptor::Worker* Interceptor::reapable() {
+  // Waiting the longest, and one that never sent a request before one
+  // that did (a client's idle keep-alive connection).
+  Worker* best = nullptr;
+  auto rank = [](const Worker& w) { return std::pair{w.served > 0, w.since.load()}; };
+  for (auto& w : workers_)
+    if (w.state == Worker::kWaiting && !w.done && w.client_fd >= 0 && (!best || rank(w) < rank(*best))) best = &w;
+  return best;
 }
 
 void Interceptor::record(Decision d) {

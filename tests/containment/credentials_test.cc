@@ -352,6 +352,31 @@ TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket's fram
   CHECK(o.out.find(real) == std::string::npos);
 }
 
+TEST_CASE("credentials: 500 idle TLS connections to a bound host do not keep the next model call out") {
+  Sandbox sb;
+  Certs certs(sb.base, true);
+  TlsServer server(sb.base, certs, "bound");
+  const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
+  // Each connection counts once, whether it was made, refused or closed
+  // later to make room; then a model call as Pi makes it.
+  const std::string js =
+      "const tls=require('tls');let n=0;const all=[];"
+      "const go=()=>{require('child_process').exec(\"curl -sS -w ' %{http_code}' -H 'x-api-key: " + ph +
+      "' https://127.0.0.1:" + server.port() + "/model\",(e,out,err)=>{console.log('call '+out+err);process.exit(0);});};"
+      "for(let i=0;i<500;i++){let counted=false;const once=()=>{if(counted)return;counted=true;if(++n==500)go();};"
+      "const s=tls.connect({host:'127.0.0.1',port:" + server.port() + "});s.on('secureConnect',once);"
+      "s.on('error',once);s.on('close',once);all.push(s);}";
+  auto o = sb.jail({"/bin/sh", "-c", "node -e \"$0\"", js},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca},
+                   "", {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  CHECK(o.out.find("call seen x-api-key=" + ph) != std::string::npos);
+  CHECK(o.out.find(" 200\n") != std::string::npos);
+  CHECK(server.log().find("x-api-key: " + real) != std::string::npos);
+}
+
 TEST_CASE("credentials: an absolute-form, CONNECT or TAB-split request line never reaches the bound host with the key") {
   Sandbox sb;
   Certs certs(sb.base, true);
