@@ -33,16 +33,15 @@ void blank(char* at, size_t len, const char* name) {
 
 // Init is a clone of pi-jail: its memory holds what pi-jail held before
 // the clone (the host's whole environment, credentials read for the
-// network filter, the command line). The command runs as the same user,
-// so it could read /proc/1/mem and /proc/1/environ, or ptrace init.
-// Not dumpable, that needs CAP_SYS_PTRACE in the user namespace init's
-// memory was made in, the host's (kernel/ptrace.c __ptrace_may_access);
-// the command's execve gives it a memory of its own, dumpable again.
-// /proc/1/cmdline is readable whatever the mode: init's copies of the
-// argument and environment strings are blanked too. Done before the
-// command exists, so no process of the jail ever saw them.
+// network filter, the command line). The command runs as the same user
+// but cannot read /proc/1/mem or /proc/1/environ, nor ptrace init: init
+// holds capabilities in the jail's user namespace that the command
+// lacks (security/commoncap.c cap_ptrace_access_check; the containment
+// tests check the refusal). Init stays dumpable, so that the host's user
+// can still inspect it. /proc/1/cmdline is readable by anyone: init's
+// copies of pi-jail's argument and environment strings are blanked,
+// before the command exists, so no process of the jail ever sees them.
 void make_private(const ChildPlan& p) {
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) fail(Stage::init_private, errno);
   blank(p.own.args, p.own.args_len, "pi-jail-init");
   blank(p.own.env, p.own.env_len, nullptr);
 }

@@ -40,7 +40,6 @@ std::string_view stage_name(Stage s) {
     case Stage::exec: return "execute the command";
     case Stage::join_cgroup: return "join the run's cgroups (memory, CPU, process limits)";
     case Stage::process_limit: return "set the process limit (RLIMIT_NPROC)";
-    case Stage::init_private: return "make the jail's init unreadable to the command (PR_SET_DUMPABLE)";
   }
   return "unknown step";
 }

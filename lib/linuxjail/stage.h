@@ -47,7 +47,6 @@ enum class Stage : std::uint32_t {
   exec,             // execve of the command itself
   join_cgroup,      // move into the run's cgroups (the supervisor made them)
   process_limit,    // RLIMIT_NPROC inside the jail's user namespace
-  init_private,     // init not dumpable, its copy of pi-jail's arguments and environment blanked
 };
 
 struct SyncRecord {
