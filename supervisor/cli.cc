@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -65,8 +67,9 @@ test builds only (-Dtest_switches=true; never in a release):
   --unsafe-test-sandbox-exec FILE run FILE in place of /usr/bin/sandbox-exec (macOS backend)
   --test-fail-network-filter      make the network filter's start fail
   --test-net-timeouts HS,IDLE     the network filter's handshake and idle timeouts
-  --test-bind NAME=PLACEHOLDER=VALUE@HOST:PORT
-                                  bind a credential for the network filter to substitute
+  PJ_TEST_BIND (environment)      lines NAME=PLACEHOLDER=VALUE@HOST:PORT, each a credential
+                                  for the network filter to substitute (never an argument:
+                                  the jail's init would show it)
   --test-upstream-ca FILE         trust FILE's CAs for servers behind bound hosts
   --test-token-endpoint PROVIDER@HOST:PORT/PATH
                                   also treat HOST:PORT/PATH as PROVIDER's OAuth token endpoint
@@ -131,7 +134,6 @@ constexpr Option kOptions[] = {
     {"--unsafe-test-sandbox-exec", "", true, Scope::backend},
     {"--test-fail-network-filter", "", false, Scope::run},
     {"--test-net-timeouts", "", true, Scope::run},
-    {"--test-bind", "", true, Scope::run},
     {"--test-upstream-ca", "", true, Scope::run},
     {"--test-token-endpoint", "", true, Scope::run},
     {"--test-resolve", "", true, Scope::run},
@@ -225,8 +227,7 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
     auto idle = parse_duration(std::string_view(*value).substr(comma + 1));
     if (!idle) return std::move(idle.take_error()).context("--test-net-timeouts");
     inv.test_net_timeouts = std::pair{*hs, *idle};
-  } else if (name == "--test-bind") inv.test_bind.push_back(*value);
-  else if (name == "--test-upstream-ca") inv.test_upstream_ca = *value;
+  } else if (name == "--test-upstream-ca") inv.test_upstream_ca = *value;
   else if (name == "--test-token-endpoint") inv.test_token_endpoint.push_back(*value);
   else if (name == "--test-resolve") inv.test_resolve.push_back(*value);
   else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
@@ -258,6 +259,21 @@ util::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
 // pi-jail's options come first, in any order with at most one subcommand
 // word among them; the first other word (or whatever follows --) starts
 // the command, whose own options are left alone.
+void take_test_bindings([[maybe_unused]] Invocation& inv) {
+#ifdef PJ_TEST_SWITCHES
+  char* value = std::getenv("PJ_TEST_BIND");
+  if (!value) return;
+  std::string_view text(value);
+  for (size_t at = 0; at < text.size();) {
+    size_t end = std::min(text.find('\n', at), text.size());
+    if (end > at) inv.test_bind.emplace_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  std::fill(value, value + text.size(), '\0');
+  ::unsetenv("PJ_TEST_BIND");
+#endif
+}
+
 util::Result<Invocation> parse(int argc, char** argv) {
   Invocation inv;
   std::optional<Mode> sub;

@@ -49,9 +49,9 @@ struct Invocation {
   // Test builds only: --test-net-timeouts HANDSHAKE,IDLE (durations), the
   // network filter's handshake and idle timeouts, so tests need not wait.
   std::optional<std::pair<std::chrono::milliseconds, std::chrono::milliseconds>> test_net_timeouts;
-  // Test builds only: --test-bind NAME=PLACEHOLDER=VALUE@HOST:PORT, a
-  // credential for the network filter without the supervisor's credential
-  // table; --test-upstream-ca FILE, extra anchors for upstream servers.
+  // Test builds only: PJ_TEST_BIND (take_test_bindings), credentials for
+  // the network filter without the supervisor's credential table;
+  // --test-upstream-ca FILE, extra anchors for upstream servers.
   std::vector<std::string> test_bind;
   std::optional<std::string> test_upstream_ca;
   std::vector<std::string> test_resolve;  // HOST:PORT=IP:PORT2: connect there once HOST:PORT is allowed
@@ -64,6 +64,13 @@ struct Invocation {
 };
 
 util::Result<Invocation> parse(int argc, char** argv);
+
+// Test builds only: the lines of PJ_TEST_BIND (NAME=PLACEHOLDER=VALUE@
+// HOST:PORT) into inv.test_bind, then the variable's bytes overwritten and
+// the variable removed, so no copy of this process (the jail's init is
+// one) and no environment made from it holds the value. An environment
+// variable, not an argument: nothing in the jail can read it afterwards.
+void take_test_bindings(Invocation& inv);
 
 // "90", "90s", "1500ms", "5m", "2h" -> milliseconds; > 0.
 util::Result<std::chrono::milliseconds> parse_duration(std::string_view text);

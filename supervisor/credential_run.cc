@@ -33,6 +33,7 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
       if (real.path == stand_in.path) {
         stand_in.renewal = real.renewal;
         stand_in.access_token_field = real.access_token_field;
+        stand_in.renewal_header = real.renewal_header;
       }
     st.settings.test_token_endpoints.push_back(std::move(stand_in));
   }
@@ -41,6 +42,9 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
     st.settings.pass_through = p->credential_pass_through();
     st.logins = p->credential_logins();
   }
+  auto minting = credentials::minting_refusals(p ? p->credential_allow_minting() : std::vector<policy::Entry>{});
+  if (!minting) return minting.take_error();
+  st.minting = std::move(*minting);
   st.settings.env_pass = r.env_pass;
   for (const auto& w : r.write_back)
     if (util::parent_path(w.path) != w.path && w.path.ends_with("/auth.json")) st.agent_dir = util::parent_path(w.path);
@@ -113,9 +117,7 @@ void RunCredentials::preview_auth() {
 netproxy::Intercept RunCredentials::intercept(std::function<void(const std::string&)> warn) const {
   netproxy::Intercept in;
   in.bindings = state_->table->take_added();
-  for (const auto& p : credentials::providers())
-    for (const auto& host : p.hosts)
-      for (const auto& prefix : p.minting) in.refused.push_back({host, prefix});
+  in.refused = state_->minting;
   in.exchange = std::make_shared<credentials::OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
                                                              std::move(warn), state_->held);
   return in;

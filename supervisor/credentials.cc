@@ -29,7 +29,14 @@ const std::vector<Provider>& providers() {
        // An OAuth token with scope org:create_api_key (Pi asks for it)
        // mints a real API key at /api/oauth/claude_cli/create_api_key.
        {"/api/oauth/"}},
-      {{"openai"}, {"OPENAI_API_KEY"}, {"api.openai.com"}, {}},
+      // An admin key creates admin keys, and project service accounts and
+      // their keys, in the response.
+      {{"openai"},
+       {"OPENAI_API_KEY"},
+       {"api.openai.com"},
+       {},
+       {"/v1/organization/admin_api_keys", "/v1/organization/projects/*/service_accounts",
+        "/v1/organization/projects/*/api_keys"}},
       {{"openai-codex", "openai-chatgpt"},
        {},
        {"chatgpt.com"},
@@ -43,12 +50,14 @@ const std::vector<Provider>& providers() {
       {{"xai"}, {"XAI_API_KEY"}, {"api.x.ai"}, {{"auth.x.ai", "/oauth2/token", "xai"}}},
       {{"deepseek"}, {"DEEPSEEK_API_KEY"}, {"api.deepseek.com"}, {}},
       {{"together"}, {"TOGETHER_API_KEY"}, {"api.together.ai"}, {}},
-      {{"fireworks"}, {"FIREWORKS_API_KEY"}, {"api.fireworks.ai"}, {}},
+      {{"fireworks"}, {"FIREWORKS_API_KEY"}, {"api.fireworks.ai"}, {}, {"/v1/accounts/*/users/*/apiKeys"}},
       {{"openrouter"},
        {"OPENROUTER_API_KEY"},
        {"openrouter.ai", "us.openrouter.ai"},
        // A PKCE code exchange: it hands out a new key, never renews one.
-       {{"openrouter.ai", "/api/v1/auth/keys", "openrouter", 443, Renewal::none}}},
+       {{"openrouter.ai", "/api/v1/auth/keys", "openrouter", 443, Renewal::none}},
+       // A provisioning key creates API keys.
+       {"/api/v1/keys"}},
       {{"huggingface"}, {"HF_TOKEN"}, {"router.huggingface.co"}, {}},
       {{"nvidia"}, {"NVIDIA_API_KEY"}, {"integrate.api.nvidia.com"}, {}},
       {{"baseten"}, {"BASETEN_API_KEY"}, {"inference.baseten.co"}, {}},
@@ -72,13 +81,16 @@ const std::vector<Provider>& providers() {
       {{"cloudflare-workers-ai", "cloudflare-ai-gateway"},
        {"CLOUDFLARE_API_KEY"},
        {"gateway.ai.cloudflare.com", "api.cloudflare.com"},
-       {}},
+       {},
+       // A token with the token-creation permission creates (and rolls) API tokens.
+       {"/client/v4/user/tokens", "/client/v4/accounts/*/tokens"}},
       // The GitHub token (auth.json "refresh") buys a Copilot token
       // ("access") at api.github.com, sent in a header.
       {{"github-copilot"},
        {"COPILOT_GITHUB_TOKEN"},
        {"api.individual.githubcopilot.com"},
-       {{"api.github.com", "/copilot_internal/v2/token", "github-copilot", 443, Renewal::header_token},
+       {{"api.github.com", "/copilot_internal/v2/token", "github-copilot", 443, Renewal::header_token, "access",
+         "Authorization"},
         // The device login's GitHub token: rewritten too, never given to the jail.
         {"github.com", "/login/oauth/access_token", "github-copilot", 443, Renewal::none, "refresh"}}},
       {{"opencode", "opencode-go"}, {"OPENCODE_API_KEY"}, {"opencode.ai"}, {}},
@@ -129,6 +141,36 @@ BoundHost parse_bound(std::string_view text) {
 }
 
 }  // namespace
+
+void carry_as_refresh(netproxy::Binding& b, const Provider* p) {
+  b.carriage = netproxy::Carriage::token_exchange;
+  b.header.clear();
+  if (p)
+    for (const auto& t : p->token_endpoints)
+      if (t.renewal == Renewal::header_token && !t.renewal_header.empty()) b.header = std::string(t.renewal_header);
+}
+
+util::Result<std::vector<netproxy::MintingEndpoint>> minting_refusals(const std::vector<policy::Entry>& allowed) {
+  std::vector<netproxy::MintingEndpoint> refused;
+  std::vector<std::string> known;
+  for (const auto& p : providers())
+    for (const auto& host : p.hosts)
+      for (const auto& prefix : p.minting) {
+        known.push_back(host + prefix);
+        refused.push_back({host, prefix});
+      }
+  std::string errors;
+  for (const auto& a : allowed)
+    if (std::find(known.begin(), known.end(), a.text) == known.end())
+      errors += fmt::format("{}{}: credentials.allow_minting \"{}\" is not a minting endpoint pi-jail refuses",
+                            errors.empty() ? "" : "\n", a.src.str(), util::printable(a.text));
+  if (!errors.empty())
+    return util::Error::invalid(fmt::format("{}\n  known: {}", errors, fmt::join(known, ", ")));
+  std::erase_if(refused, [&](const netproxy::MintingEndpoint& m) {
+    return std::any_of(allowed.begin(), allowed.end(), [&](const policy::Entry& a) { return a.text == m.host + m.path_prefix; });
+  });
+  return refused;
+}
 
 const Provider* provider_of_env(std::string_view name) {
   for (const auto& p : providers())
@@ -365,10 +407,13 @@ std::string bind(Table& table, std::string name, std::string_view real, std::vec
   for (const auto& h : hosts) pv.hosts.push_back(host_str(h));
   provenance.push_back(std::move(pv));
   std::string ph;
+  const bool refresh = slot.field == "refresh";
   for (const auto& b : table.snapshot())
-    if (b.real == real && b.hosts == hosts) ph = b.placeholder;
+    if (b.real == real && b.hosts == hosts && (b.carriage == netproxy::Carriage::token_exchange) == refresh)
+      ph = b.placeholder;
   if (ph.empty()) {
     Binding b{std::move(name), make_placeholder(real), std::string(real), std::move(hosts)};
+    if (refresh) carry_as_refresh(b, provider_by_id(slot.entry));
     ph = b.placeholder;
     table.add(std::move(b));
   }

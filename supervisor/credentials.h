@@ -45,6 +45,9 @@ struct TokenEndpoint {
   // for Copilot's device login, whose access_token is the GitHub token that
   // later buys Copilot tokens (bound and slotted as a refresh token).
   std::string_view access_token_field = "access";
+  // Renewal::header_token: the request field carrying the refresh token
+  // (the only one a refresh placeholder is substituted in, Carriage).
+  std::string_view renewal_header = {};
 };
 
 // One row of the provider table: which variables hold its secrets, its
@@ -57,10 +60,22 @@ struct Provider {
   std::vector<std::string> hosts;  // API hosts (443): API keys and OAuth access tokens go there
   std::vector<TokenEndpoint> token_endpoints;  // OAuth refresh tokens go there only
   // Path prefixes on `hosts` whose responses hand out new credentials
-  // (Anthropic's create_api_key for an OAuth token): the filter refuses them.
+  // (Anthropic's create_api_key for an OAuth token, OpenAI's admin keys
+  // and service accounts, ...): the filter refuses them unless an operator
+  // allows one ([credentials] allow_minting). "*" is any one segment.
   std::vector<std::string> minting = {};
 };
 const std::vector<Provider>& providers();
+
+// The minting endpoints (Provider::minting on each of its hosts) the
+// filter refuses: all of the table's but those `allowed` names
+// ([credentials] allow_minting, "HOST/PATH" as the table lists it). An
+// entry naming no endpoint of the table is an error that lists them.
+util::Result<std::vector<netproxy::MintingEndpoint>> minting_refusals(const std::vector<policy::Entry>& allowed);
+
+// A refresh token's binding: substituted only in a token exchange of its
+// hosts, in the body or the field the provider's header renewal names.
+void carry_as_refresh(netproxy::Binding& b, const Provider* p);
 
 // The provider whose variable `name` is, or nullptr.
 const Provider* provider_of_env(std::string_view name);

@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
     util::error("{}", inv.error().message());
     return kSetupFailed;
   }
+  cli::take_test_bindings(*inv);
   util::set_verbosity(inv->verbosity);
   switch (inv->mode) {
     case cli::Mode::help: util::out("{}", cli::kUsage); return with_stdout_checked(0);

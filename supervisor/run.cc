@@ -152,9 +152,9 @@ util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtim
 
 namespace {
 
-// --test-bind NAME=PLACEHOLDER=VALUE@HOST:PORT
+// A line of PJ_TEST_BIND: NAME=PLACEHOLDER=VALUE@HOST:PORT
 util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
-  auto bad = [&] { return util::Error::invalid("--test-bind: NAME=PLACEHOLDER=VALUE@HOST:PORT expected"); };
+  auto bad = [&] { return util::Error::invalid("PJ_TEST_BIND: each line NAME=PLACEHOLDER=VALUE@HOST:PORT expected"); };
   size_t eq1 = text.find('='), eq2 = eq1 == std::string::npos ? eq1 : text.find('=', eq1 + 1);
   size_t at = text.rfind('@');
   if (eq2 == std::string::npos || at == std::string::npos || at < eq2) return bad();

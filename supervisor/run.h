@@ -43,7 +43,7 @@ struct RunOptions {
 };
 
 // The credential filter for this run, or null when nothing is bound:
-// from --test-bind/--test-upstream-ca (test builds), and `intercept` (the
+// from PJ_TEST_BIND/--test-upstream-ca (test builds), and `intercept` (the
 // supervisor's credential table; may be empty). Makes the run's CA.
 util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv,
                                                                       netproxy::Intercept intercept = {});

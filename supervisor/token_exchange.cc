@@ -194,6 +194,7 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     auto hosts = bound_hosts(&p, p.ids.front(), refresh, s, why);
     if (hosts.empty()) return Error::invalid(fmt::format("the token response's {} is bound to no host", key));
     Binding b{fmt::format("token response {}.{}", p.ids.front(), key), make_placeholder(*real), *real, hosts};
+    if (refresh) carry_as_refresh(b, &p);
     top[i].value = json::Value::string(b.placeholder);
     if (key != "id_token") table.add_slot(b.placeholder, Slot{t.id, field}, origin);
     table.add(std::move(b));

@@ -48,6 +48,16 @@ struct ChildListener {
   socklen_t len;
 };
 
+// pi-jail's own argument and environment areas (/proc/self/stat's
+// arg_start..arg_end, env_start..env_end): init, a clone of pi-jail,
+// blanks its copies of them.
+struct OwnAreas {
+  char* args = nullptr;
+  size_t args_len = 0;
+  char* env = nullptr;
+  size_t env_len = 0;
+};
+
 struct ChildPlan {
   const ChildMount* mounts;
   size_t mount_count;
@@ -83,6 +93,7 @@ struct ChildPlan {
   size_t cgroup_tasks_count;
   const int* cgroup_procs_fds;     // cgroup.procs of each v2 run cgroup (the supervisor writes them; init closes them)
   size_t cgroup_procs_count;
+  OwnAreas own;                    // blanked by init before the command starts
 };
 
 // Owns the strings and arrays a ChildPlan points into.
@@ -98,6 +109,7 @@ public:
   ChildPlanStorage(const ChildPlanStorage&) = delete;
   ChildPlanStorage& operator=(const ChildPlanStorage&) = delete;
   const ChildPlan& plan() const { return plan_; }
+  void set_own_areas(OwnAreas own) { plan_.own = own; }
 
 private:
   std::vector<std::string> sources_;

@@ -24,6 +24,28 @@ int exit_code(int status) {
   return 125;
 }
 
+// Overwrite `len` bytes at `at` with `name` and NULs.
+void blank(char* at, size_t len, const char* name) {
+  size_t i = 0;
+  for (; name && name[i] && i + 1 < len; ++i) at[i] = name[i];
+  for (; i < len; ++i) at[i] = 0;
+}
+
+// Init is a clone of pi-jail: its memory holds what pi-jail held before
+// the clone (the host's whole environment, credentials read for the
+// network filter, the command line). The command runs as the same user
+// but cannot read /proc/1/mem or /proc/1/environ, nor ptrace init: init
+// holds capabilities in the jail's user namespace that the command
+// lacks (security/commoncap.c cap_ptrace_access_check; the containment
+// tests check the refusal). Init stays dumpable, so that the host's user
+// can still inspect it. /proc/1/cmdline is readable by anyone: init's
+// copies of pi-jail's argument and environment strings are blanked,
+// before the command exists, so no process of the jail ever sees them.
+void make_private(const ChildPlan& p) {
+  blank(p.own.args, p.own.args_len, "pi-jail-init");
+  blank(p.own.env, p.own.env_len, nullptr);
+}
+
 }  // namespace
 
 // PID 1 of the jail: forward signals to the command, reap everything, and
@@ -38,6 +60,7 @@ int exit_code(int status) {
     sigaddset(&set, s);
   if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) fail(Stage::signal_mask, errno);
   if (::setsid() < 0) fail(Stage::new_session, errno);
+  make_private(p);
 
   // Init leads the session and holds the PTY as its controlling terminal;
   // the command's group is the terminal's foreground (exec_command).

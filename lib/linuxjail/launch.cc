@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <csignal>
 #include <cstring>
 
@@ -46,6 +48,29 @@ util::Status require_single_thread() {
     return Error::invalid(fmt::format("pi-jail has {} threads; the jail must be cloned from a "
                                       "single-threaded process (this is a bug in pi-jail)", n));
   return {};
+}
+
+// Where this process's argument and environment strings lie: fields 48-51
+// of /proc/self/stat (proc(5)), counted after the ")" that ends the name.
+util::Result<OwnAreas> own_areas() {
+  auto bad = [] { return Error::invalid("read where pi-jail's arguments lie (/proc/self/stat): unexpected format"); };
+  FILE* f = std::fopen("/proc/self/stat", "re");
+  if (!f) return Error::from_errno("read where pi-jail's arguments lie (/proc/self/stat)", errno);
+  char buf[2048];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');
+  if (!p) return bad();
+  unsigned long long v[4] = {};
+  // After ")": field 3 is the first; 48 is the 46th from there.
+  for (int field = 3; field <= 51 && p; ++field) {
+    p = std::strchr(p + 1, ' ');
+    if (p && field >= 48) v[field - 48] = std::strtoull(p + 1, nullptr, 10);
+  }
+  if (!p || v[0] == 0 || v[1] < v[0] || v[2] == 0 || v[3] < v[2]) return bad();
+  return OwnAreas{reinterpret_cast<char*>(v[0]), static_cast<size_t>(v[1] - v[0]), reinterpret_cast<char*>(v[2]),
+                  static_cast<size_t>(v[3] - v[2])};
 }
 
 }  // namespace
@@ -133,7 +158,7 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
                     spec.landlock.handled_fs, spec.landlock.scoped, landlock_.data(), landlock_.size(),
                     listeners_.data(), listeners_.size(), spec.nproc,
                     cgroup_tasks_fds_.data(), cgroup_tasks_fds_.size(),
-                    cgroup_procs_fds_.data(), cgroup_procs_fds_.size()};
+                    cgroup_procs_fds_.data(), cgroup_procs_fds_.size(), OwnAreas{}};
 }
 
 ChildPlanStorage::~ChildPlanStorage() { cap_free(plan_.empty_caps); }
@@ -156,6 +181,9 @@ util::Result<Jail> Jail::launch(const JailSpec& spec, const cgroup::JoinFiles& c
                            {theirs.get(), ours.get(), control_theirs.get(), control_ours.get()},
                            cgroups);
   if (!storage.plan().empty_caps) return Error::from_errno("allocate an empty capability set", errno);
+  auto own = own_areas();
+  if (!own) return own.take_error();
+  storage.set_own_areas(*own);
 
   constexpr unsigned long kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
                                         CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;

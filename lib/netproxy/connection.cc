@@ -27,7 +27,7 @@ std::string Proxy::Impl::checked_host(const Conn& c) const {
 // Connected to a host bound to a credential: the credential filter
 // serves it from here (TLS both ways), on its own thread.
 void Proxy::Impl::hand_off(Conn& c) {
-  if (interceptor->active() >= kMaxIntercepted) {
+  if (!interceptor->has_room()) {
     c.rule_refusal = false;
     return refuse(c, 503, SocksReply::general_failure,
                   fmt::format("too many connections to hosts bound to a credential at once ({}); try again",

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fmt/format.h>
 
 namespace pj::netproxy::http1 {
 
@@ -425,7 +426,7 @@ bool path_under(std::string_view target, std::string_view prefix) {
   auto t = lenient_segments(target), p = lenient_segments(prefix);
   if (p.empty()) return true;
   if (t.size() < p.size()) return false;
-  return std::equal(p.begin(), p.end(), t.begin());
+  return std::equal(p.begin(), p.end(), t.begin(), [](const auto& want, const auto& got) { return want == "*" || want == got; });
 }
 
 std::string base64_encode(std::string_view in) {
@@ -454,29 +455,42 @@ std::optional<std::string> base64_decode(std::string_view in) {
   return out;
 }
 
-Substitution substitute(Head& request, const std::vector<Binding>& bindings, std::string_view host, uint16_t port) {
+Substitution substitute(Head& request, const std::vector<Binding>& bindings, std::string_view host, uint16_t port,
+                        RequestKind kind) {
   Substitution s;
-  auto refuse_unbound = [&](std::string_view text) {
-    for (const Binding* b : placeholders_in(text, bindings))
+  // `field`: the header `text` is in (null: the request line, a Basic
+  // credential's decoded text). A refresh token goes only where its
+  // provider's renewal carries it: anywhere else it would reach the token
+  // host's other endpoints, which may echo it in a form masking misses.
+  auto refuse_unbound = [&](std::string_view text, const Field* field) {
+    for (const Binding* b : placeholders_in(text, bindings)) {
       if (!bound_to(*b, host, port)) {
-        s.refused = true;
-        s.refused_binding = b->name;
-        return true;
+        s.refused_why = fmt::format("a placeholder of {} was sent to {}:{}, which it is not bound to", b->name, host, port);
+      } else if (b->carriage == Carriage::token_exchange &&
+                 !(kind == RequestKind::token_exchange && field && !b->header.empty() && iequal(field->name, b->header))) {
+        s.refused_why = fmt::format("a placeholder of {} (a refresh token) may go only in its token exchange's body{}",
+                                    b->name, b->header.empty() ? "" : " or " + b->header + " field");
+      } else {
+        continue;
       }
+      s.refused = true;
+      s.refused_binding = b->name;
+      return true;
+    }
     return false;
   };
   // Look everywhere first: a refusal changes nothing.
-  if (refuse_unbound(request.start)) return s;
+  if (refuse_unbound(request.start, nullptr)) return s;
   std::vector<std::optional<std::string>> basic(request.fields.size());
   for (size_t i = 0; i < request.fields.size(); ++i) {
     const Field& f = request.fields[i];
-    if (refuse_unbound(f.name) || refuse_unbound(f.value)) return s;
+    if (refuse_unbound(f.name, nullptr) || refuse_unbound(f.value, &f)) return s;
     if (iequal(f.name, "Authorization") || iequal(f.name, "Proxy-Authorization")) {
       std::string_view v = f.value;
       if (v.size() > 6 && iequal(v.substr(0, 6), "Basic ")) {
         auto decoded = base64_decode(trim(v.substr(6)));
         if (decoded) {
-          if (refuse_unbound(*decoded)) return s;
+          if (refuse_unbound(*decoded, nullptr)) return s;
           basic[i] = std::move(decoded);
         }
       }

@@ -137,6 +137,7 @@ std::string chunk(std::string_view payload);
 struct Substitution {
   bool refused = false;
   std::string refused_binding;  // a binding whose placeholder was seen but is not bound here
+  std::string refused_why;      // when refused: the reason, naming the binding (never a value)
   std::vector<std::string> used;  // bindings substituted (names), in order, once each
   std::vector<std::string> used_placeholders;  // their placeholders (the jail's own), once each
   // Renderings of real values sent (a Basic credential's base64) and the
@@ -157,14 +158,21 @@ std::vector<const Binding*> placeholders_in(std::string_view text, const std::ve
 // binding not bound here anywhere in the start line or the fields (or a
 // decoded Basic credential, or percent-decoded) refuses the request and
 // changes nothing. The start line is never rewritten.
-Substitution substitute(Head& request, const std::vector<Binding>& bindings, std::string_view host, uint16_t port);
+// What the request is to its host: an ordinary call, or a provider's token
+// exchange (TokenExchange::is_token_endpoint), the only request a refresh
+// token's placeholder may go in (Carriage::token_exchange).
+enum class RequestKind { api, token_exchange };
+
+Substitution substitute(Head& request, const std::vector<Binding>& bindings, std::string_view host, uint16_t port,
+                        RequestKind kind = RequestKind::api);
 
 // Whether a request target (origin- or absolute-form) names `prefix`
 // ("/api/oauth/") or something under it, as a lenient server might read
 // it: query and fragment dropped, percent-decoded until stable, case
 // folded, backslashes as slashes, empty, "." and ";params" segments
-// dropped and ".." resolved. Fails closed: anything that might be the
-// prefix is.
+// dropped and ".." resolved. A "*" segment of `prefix` stands for any one
+// segment ("/v1/organization/projects/*/api_keys"). Fails closed: anything
+// that might be the prefix is.
 bool path_under(std::string_view target, std::string_view prefix);
 
 // Base64 (RFC 4648, padded), for Basic credentials.

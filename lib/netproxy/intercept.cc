@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,7 @@
 #include "netproxy/protocol.h"
 #include "netproxy/rules.h"
 #include "netproxy/tls_ca.h"
+#include "netproxy/websocket.h"
 
 namespace pj::netproxy {
 
@@ -136,6 +138,7 @@ std::string authority(const std::string& host, int port) {
 // One intercepted connection, on its worker thread.
 struct InterceptConn {
   Interceptor& owner;
+  Interceptor::Worker& self;
   Interceptor::Handoff h;
   Tls jail, server;
   std::uint64_t up = 0, down = 0;
@@ -146,7 +149,8 @@ struct InterceptConn {
   int upstream_requests_ = 0;  // sent on the current server connection
   bool desync_ = false;        // the server answered before a request was sent
 
-  InterceptConn(Interceptor& o, Interceptor::Handoff&& handoff) : owner(o), h(std::move(handoff)) {
+  InterceptConn(Interceptor& o, Interceptor::Worker& w, Interceptor::Handoff&& handoff)
+      : owner(o), self(w), h(std::move(handoff)) {
     hs = o.limits_.handshake;
     idle = o.limits_.idle;
   }
@@ -166,8 +170,9 @@ struct InterceptConn {
   void credential_refusal(std::string reason) { owner.record(decision(Protocol::credential, false, std::move(reason))); }
 
   // Answer the jail and end the connection.
-  void answer(int status, const std::string& told) {
-    (void)jail.write(http_response(status, reason_phrase(status), "pi-jail: " + told + "\n"), hs);
+  void answer(int status, const std::string& told, std::string_view reason = {}) {
+    (void)jail.write(http_response(status, reason.empty() ? reason_phrase(status) : reason, "pi-jail: " + told + "\n"),
+                     hs);
   }
 
   // Read a head from `s`. nullopt with `s.error` empty: a clean end before any byte.
@@ -270,6 +275,8 @@ struct InterceptConn {
       }
       serve_requests();
     }();
+    if (self.state == Interceptor::Worker::kReaped)
+      end(true, h.reason + "; closed while waiting for a request, to make room for a new connection");
     Decision d = decision(h.protocol, allowed, reason);
     d.time = h.wall;
     d.bytes_up = up;
@@ -306,9 +313,17 @@ struct InterceptConn {
       if (!have_peer_ && ::getpeername(h.upstream.get(), reinterpret_cast<sockaddr*>(&peer_), &len) == 0)
         have_peer_ = true;
     }
+    track_upstream(-1);  // before the fd is closed: start() never shuts a reused one
     h.upstream.reset();
     server.fd = -1;
     upstream_requests_ = 0;
+  }
+
+  // The server connection start() shuts down with the jail's when it
+  // closes this one to make room (a worker may wait on either).
+  void track_upstream(int fd) {
+    std::lock_guard<std::mutex> lock(owner.m_);
+    self.upstream_fd = fd;
   }
 
   // A new, verified connection to the address this connection was
@@ -328,6 +343,7 @@ struct InterceptConn {
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return why = fmt::format("connect: {}", std::strerror(err)), false;
     h.upstream = std::move(fd);
+    track_upstream(h.upstream.get());
     return server_tls(why);
   }
 
@@ -357,9 +373,17 @@ struct InterceptConn {
   // Read a request head from the jail (http1::parse_request). nullopt: a
   // clean end before any byte, or the connection failed.
   std::optional<http1::RequestParse> read_request() {
+    self.since = Clock::now().time_since_epoch().count();
+    int busy = Interceptor::Worker::kBusy;
+    self.state.compare_exchange_strong(busy, Interceptor::Worker::kWaiting);
     while (true) {
       auto p = http1::parse_request(jail.buf);
       if (p.progress != Progress::need_more) {
+        // From here until the response is relayed it is not closed to
+        // make room: a request in flight is never cut. Closed already: over.
+        int waiting = Interceptor::Worker::kWaiting;
+        if (!self.state.compare_exchange_strong(waiting, Interceptor::Worker::kBusy)) return std::nullopt;
+        ++self.served;
         if (p.progress == Progress::done) jail.buf.erase(0, p.consumed);
         return p;
       }
@@ -386,26 +410,36 @@ struct InterceptConn {
       // Only the checked line leaves, in origin form (RFC 9112 section 3.2.1).
       const std::string method = line.method, path = ot.target, version = line.version;
       req.start = method + " " + path + " " + version;
-      http1::Substitution sub = http1::substitute(req, bindings, h.host, port);
+      TokenExchange* ex = owner.intercept_.exchange.get();
+      bool exchange = ex && ex->is_token_endpoint(h.host, path);
+      http1::Substitution sub = http1::substitute(
+          req, bindings, h.host, port, exchange ? http1::RequestKind::token_exchange : http1::RequestKind::api);
       if (sub.refused) {
-        std::string why = fmt::format("a placeholder of {} was sent to {}:{}, which it is not bound to",
-                                      sub.refused_binding, h.host, h.port);
-        credential_refusal(why);
-        return answer(403, "refused: " + why);
+        credential_refusal(sub.refused_why);
+        return answer(403, "refused: " + sub.refused_why);
       }
       for (const auto& m : owner.intercept_.refused)
         if (m.host == h.host && http1::path_under(path, m.path_prefix)) {
           std::string why = fmt::format("{}{} hands out new credentials, which the filter cannot keep from the jail",
                                         h.host, m.path_prefix);
           credential_refusal(why);
-          return answer(403, "refused: " + why);
+          // The reason phrase too: a client may show only the status line.
+          return answer(403,
+                        "refused: " + why + " (only an operator can allow it: [credentials] allow_minting, "
+                        "pi-jail.toml(5))",
+                        "Forbidden by pi-jail: credential-minting endpoint");
         }
       http1::BodyFraming rf = http1::request_framing(req);
       if (!rf.error.empty()) return answer(400, "malformed request: " + rf.error);
       bool close_after = version == "HTTP/1.0" || req.lists("Connection", "close");
-      TokenExchange* ex = owner.intercept_.exchange.get();
-      bool exchange = ex && ex->is_token_endpoint(h.host, path);
       bool upgrade = !exchange && req.lists("Connection", "upgrade") && req.get("Upgrade");
+      if (upgrade) {
+        // Only WebSocket, whose frames the filter reads (websocket.h), and
+        // with no extension negotiated: a compressed frame cannot be masked.
+        if (::strcasecmp(std::string(*req.get("Upgrade")).c_str(), "websocket") != 0)
+          return answer(403, "refused: only a WebSocket upgrade is relayed on a connection that carries credentials");
+        req.erase("Sec-WebSocket-Extensions");
+      }
       if (req.get("Expect")) {
         req.erase("Expect");
         if (!to_jail("HTTP/1.1 100 Continue\r\n\r\n")) return;
@@ -482,8 +516,12 @@ struct InterceptConn {
             credential_refusal("the server switched protocols for a request that did not ask for it");
             return answer(502, "refused: the server switched protocols unasked");
           }
+          if (rp->head.get("Sec-WebSocket-Extensions")) {
+            credential_refusal("the server chose a WebSocket extension the filter did not offer");
+            return answer(502, "refused: the server chose a WebSocket extension, whose frames cannot be checked");
+          }
           if (!to_jail(rp->head.serialise())) return;
-          return relay_both_ways();
+          return relay_both_ways(ws::ServerFrames(bindings, sub.renderings));
         }
         if (status / 100 != 1) break;
         if (!to_jail(rp->head.serialise())) return;
@@ -594,15 +632,22 @@ struct InterceptConn {
     answer(502, "refused: the server answered before the request was sent");
   }
 
-  // After a 101: bytes both ways, unchanged, until either side ends.
-  void relay_both_ways() {
+  // After a WebSocket 101, until either side ends: the jail's bytes go on
+  // unchanged (placeholders only); the server's through `frames`, each
+  // message masked. A frame that cannot be checked ends the connection.
+  void relay_both_ways(ws::ServerFrames frames) {
     while (true) {
       for (auto [from, to, count] : {std::tuple{&jail, &server, &up}, std::tuple{&server, &jail, &down}}) {
         while (true) {
           if (!from->buf.empty()) {
             *count += from->buf.size();
-            if (!to->write(from->buf, idle)) return;
-            from->buf.clear();
+            std::string pass = std::exchange(from->buf, {});
+            if (from == &server) {
+              auto masked = frames.feed(pass);
+              if (!masked) return credential_refusal("the WebSocket was closed: " + masked.error().message());
+              pass = std::move(*masked);
+            }
+            if (!pass.empty() && !to->write(pass, idle)) return;
           }
           int r = from->fill(idle, false);
           if (r == 0 || r == -1) return;
@@ -710,8 +755,7 @@ std::optional<std::string> Interceptor::unbound_placeholder(std::string_view tex
   return std::nullopt;
 }
 
-bool Interceptor::start(Handoff h) {
-  std::lock_guard<std::mutex> lock(m_);
+void Interceptor::join_done() {
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (it->done) {
       it->thread.join();
@@ -720,18 +764,58 @@ bool Interceptor::start(Handoff h) {
       ++it;
     }
   }
-  if (workers_.size() >= kMaxIntercepted || stopping_) return false;
+}
+
+bool Interceptor::start(Handoff h) {
+  std::lock_guard<std::mutex> lock(m_);
+  join_done();
+  if (stopping_) return false;
+  if (workers_.size() >= kMaxIntercepted) {
+    // Closed ones end at once, but not before this returns: at most as
+    // many again may be ending.
+    if (workers_.size() >= 2 * kMaxIntercepted) return false;
+    Worker* victim = nullptr;
+    while ((victim = reapable())) {
+      int waiting = Worker::kWaiting;
+      if (victim->state.compare_exchange_strong(waiting, Worker::kReaped)) break;
+    }
+    if (!victim) return false;
+    // Its reads end, whichever side it waits on; its thread closes the fds.
+    ::shutdown(victim->client_fd, SHUT_RDWR);
+    if (victim->upstream_fd >= 0) ::shutdown(victim->upstream_fd, SHUT_RDWR);
+  }
   Worker& w = workers_.emplace_back();
+  w.client_fd = h.client.get();
+  w.upstream_fd = h.upstream.valid() ? h.upstream.get() : -1;
+  w.since = Clock::now().time_since_epoch().count();
   ++active_;
   w.thread = std::thread([this, &w, h = std::move(h)]() mutable {
     {
-      InterceptConn c(*this, std::move(h));
+      InterceptConn c(*this, w, std::move(h));
       c.run();
+      std::lock_guard<std::mutex> closing(m_);
+      w.client_fd = w.upstream_fd = -1;  // before c closes them: start() never shuts a reused fd
     }
     --active_;
     w.done = true;
   });
   return true;
+}
+
+bool Interceptor::has_room() {
+  std::lock_guard<std::mutex> lock(m_);
+  join_done();
+  return !stopping_ && (workers_.size() < kMaxIntercepted || (workers_.size() < 2 * kMaxIntercepted && reapable()));
+}
+
+Interceptor::Worker* Interceptor::reapable() {
+  // Waiting the longest, and one that never sent a request before one
+  // that did (a client's idle keep-alive connection).
+  Worker* best = nullptr;
+  auto rank = [](const Worker& w) { return std::pair{w.served > 0, w.since.load()}; };
+  for (auto& w : workers_)
+    if (w.state == Worker::kWaiting && !w.done && w.client_fd >= 0 && (!best || rank(w) < rank(*best))) best = &w;
+  return best;
 }
 
 void Interceptor::record(Decision d) {

@@ -32,11 +32,23 @@ struct BoundHost {
 // and never appears in a log, report or error message; the jail sees
 // only `placeholder` (the real value's provider prefix, then per-run
 // randomness).
+// Where in a request to its hosts a binding's placeholder is replaced.
+enum class Carriage {
+  any_header,      // API keys and access tokens: any request header
+  token_exchange,  // refresh tokens: only in a token exchange, in its body
+                   // (TokenExchange) or in Binding::header; anywhere else refused
+};
+
 struct Binding {
   std::string name;  // where it came from, for reports: "ANTHROPIC_API_KEY", "auth.json anthropic.refresh"
   std::string placeholder;
   std::string real;
   std::vector<BoundHost> hosts;
+  Carriage carriage = Carriage::any_header;
+  // Carriage::token_exchange: the one request header the provider's
+  // renewal carries it in ("Authorization" for Copilot's token GET), or
+  // empty: the body only.
+  std::string header = {};
 };
 
 // What one exchange at a token endpoint is: the provider's own renewal of

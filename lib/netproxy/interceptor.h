@@ -65,9 +65,13 @@ public:
     int port = 0;
     std::chrono::system_clock::time_point wall;
   };
-  // Serve one connection on a worker; false (the fds closed) when
-  // kMaxIntercepted are served already.
+  // Serve one connection on a worker. When kMaxIntercepted are served
+  // already, the one waiting longest for a request (never having sent one
+  // first) is closed to make room: a jail holding idle connections cannot
+  // keep its own model calls out. False (the fds closed) when none waits.
   bool start(Handoff h);
+  // Whether start() would take a connection now (a slot, or one to close).
+  bool has_room();
   // What the workers decided since the last call.
   std::vector<Decision> take_decisions();
   // Stop every worker (their connections close) and wait for them.
@@ -96,7 +100,21 @@ private:
   struct Worker {
     std::thread thread;
     std::atomic<bool> done{false};
+    // kWaiting for the jail's next request head (the first, or between
+    // requests): it may be closed to make room, and is then kReaped. Moved
+    // only by compare-and-swap, so a request that just arrived is never
+    // cut. `since`: when the wait began (steady-clock ticks); `served`:
+    // requests so far.
+    static constexpr int kWaiting = 0, kBusy = 1, kReaped = 2;
+    std::atomic<int> state{kWaiting};
+    std::atomic<std::int64_t> since{0};
+    std::atomic<int> served{0};
+    int client_fd = -1;    // under m_; -1 once the worker is closing it
+    int upstream_fd = -1;  // under m_: the server connection, -1 before it is closed
   };
+  // The worker to close for a new connection (under m_), or null.
+  Worker* reapable();
+  void join_done();  // under m_: join and forget the workers that ended
   std::list<Worker> workers_;  // under m_
   std::vector<Decision> decisions_;  // under m_
   bool stopping_ = false;            // under m_

@@ -33,7 +33,7 @@ const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"hardening", {"landlock", "unsafe_allow_ptrace", "unsafe_nested_user_namespaces"}},
     {"policy", {"on_excess"}},
     {"runtime", {"compile_cache"}},
-    {"credentials", {"bind", "pass_through", "logins"}},
+    {"credentials", {"bind", "pass_through", "logins", "allow_minting"}},
 };
 
 class Loader {
@@ -294,6 +294,18 @@ public:
     if (key == "pass_through") {
       for (auto& e : strings(v, where))
         if (check_env_name(e, /*glob=*/false)) l.cred_pass_through.push_back(std::move(e));
+      return;
+    }
+    if (key == "allow_minting") {
+      // "HOST/PATH", exactly as the provider table lists it (pi-jail.toml(5));
+      // the supervisor checks it against the table.
+      for (auto& e : strings(v, where)) {
+        size_t slash = e.text.find('/');
+        if (slash == 0 || slash == std::string::npos)
+          error_at(e.src, fmt::format("credentials.allow_minting: \"{}\" is not HOST/PATH "
+                                      "(e.g. \"api.openai.com/v1/organization/admin_api_keys\")", e.text));
+        else l.cred_allow_minting.push_back(std::move(e));
+      }
       return;
     }
     const toml::table* t = v.as_table();

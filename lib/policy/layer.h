@@ -168,6 +168,7 @@ struct Layer {
   };
   std::vector<CredentialHost> cred_bind;   // bind = { anthropic = ["llm.corp.example"] }
   std::vector<Entry> cred_pass_through;    // pass_through = ["AWS_ACCESS_KEY_ID"]: the real value, reported
+  std::vector<Entry> cred_allow_minting;   // allow_minting = ["api.openai.com/v1/organization/admin_api_keys"]
   std::optional<Choice<LoginWriteBack>> cred_logins;  // logins = "ask" | "write-back"
   // [limits]
   std::optional<Limits> limits;

@@ -79,6 +79,9 @@ public:
   // to, and the credentials passed in as they are (not placeholders).
   const std::vector<Layer::CredentialHost>& credential_hosts() const { return cred_hosts_; }
   const std::vector<Entry>& credential_pass_through() const { return cred_pass_through_; }
+  // [credentials] allow_minting (operators only): credential-minting
+  // endpoints of the provider table the filter lets through.
+  const std::vector<Entry>& credential_allow_minting() const { return cred_allow_minting_; }
   // [credentials] logins (operators only): ask, unless an operator said write-back.
   LoginWriteBack credential_logins() const { return cred_logins_; }
   const Source& credential_logins_src() const { return cred_logins_src_; }
@@ -125,6 +128,7 @@ private:
   std::vector<Setting> env_set_;
   std::vector<Layer::CredentialHost> cred_hosts_;
   std::vector<Entry> cred_pass_through_;
+  std::vector<Entry> cred_allow_minting_;
   LoginWriteBack cred_logins_ = LoginWriteBack::ask;
   Source cred_logins_src_{"default", 0, 0};
   LandlockUse landlock_ = LandlockUse::if_available;

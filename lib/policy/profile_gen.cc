@@ -121,7 +121,7 @@ std::string emit_layer(const Layer& l, size_t index, std::ostringstream& tables)
       {"net_allow", &Layer::net_allow},   {"net_deny", &Layer::net_deny},
       {"net_allow_private", &Layer::net_allow_private}, {"publish", &Layer::publish},
       {"net_presets", &Layer::net_presets}, {"env_pass", &Layer::env_pass},
-      {"cred_pass_through", &Layer::cred_pass_through},
+      {"cred_pass_through", &Layer::cred_pass_through}, {"cred_allow_minting", &Layer::cred_allow_minting},
   };
   for (const auto& [field, member] : kLists)
     out << "  l." << field << " = " << table(tables, fmt::format("k{}_{}", index, field), l.*member, l.name) << ";\n";

@@ -420,6 +420,8 @@ struct Resolver {
     for (const auto& e : l.publish) publish(e);
     pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
     pol.cred_pass_through_.insert(pol.cred_pass_through_.end(), l.cred_pass_through.begin(), l.cred_pass_through.end());
+    pol.cred_allow_minting_.insert(pol.cred_allow_minting_.end(), l.cred_allow_minting.begin(),
+                                   l.cred_allow_minting.end());
     if (l.cred_logins) {
       pol.cred_logins_ = l.cred_logins->value;
       pol.cred_logins_src_ = l.cred_logins->src;
@@ -521,6 +523,9 @@ struct Resolver {
              "credentials are bound to hosts by operators, not by projects");
     for (const auto& e : l.cred_pass_through)
       refuse(e.src, "credentials.pass_through " + e.text, "credentials are passed by operators, not by projects");
+    for (const auto& e : l.cred_allow_minting)
+      refuse(e.src, "credentials.allow_minting " + e.text,
+             "endpoints that mint new credentials are allowed by operators, not by projects");
     if (l.cred_logins)
       refuse(l.cred_logins->src, fmt::format("credentials.logins = \"{}\"", choice_name(l.cred_logins->value)),
              "whether a login inside the jail replaces your credentials is set by operators, not by projects");

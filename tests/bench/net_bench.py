@@ -15,7 +15,7 @@ bulk transfer runs on the same path, as p50/p99. Then HTTPS through
 CONNECT on loopback: an end-to-end tunnel (a host no credential is bound
 to) beside a substituting connection (a bound host: the filter terminates
 TLS, substitutes the header, masks the body); --tls-only runs only that
-(pi-jail must be a test build: --test-bind). Every comparison is a
+(pi-jail must be a test build: PJ_TEST_BIND). Every comparison is a
 ratio measured in this run. Not a test: nothing here asserts a time.
 Traffic stays on loopback and in the namespace."""
 import json
@@ -317,7 +317,7 @@ def tls_section():
     url = f"https://127.0.0.1:{port}/blob"
     rule = f"127.0.0.1:{port}"
     ph, real = "sk-bench-placeholder-0123456789abcdef", "sk-bench-real-value-fedcba9876543210"
-    bound = [PI_JAIL, "-q", "-w", WS, "--allow-net", rule, "--test-bind", f"BENCH_KEY={ph}={real}@{rule}",
+    bound = ["env", f"PJ_TEST_BIND=BENCH_KEY={ph}={real}@{rule}", PI_JAIL, "-q", "-w", WS, "--allow-net", rule,
              "--test-upstream-ca", ca, "--", "env", "-u", "NO_PROXY", "-u", "no_proxy"]
     try:
         print(f"\nHTTPS through CONNECT on loopback, {TLS_SIZE >> 20} MiB per transfer (median of 3)")

@@ -320,6 +320,31 @@ TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new r
   CHECK(next.out.find(new_access.substr(13)) == std::string::npos);
 }
 
+TEST_CASE("a refresh token's placeholder goes out only in its token exchange's body: in a header it is refused (403)") {
+  Sandbox sb;
+  host_auth(sb);
+  const std::string new_access = "sk-ant-oat01-" + unique_token() + "NEWACCESSnewaccess0123456789abcdefghijklmn";
+  const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "NEWREFRESHnewrefresh0123456789abcdefghijkl";
+  TokenStandIn ts(sb, new_access, new_refresh);
+  // The token host's other endpoints, and the token endpoint itself, might
+  // echo a header in a form masking misses: only the body carries it.
+  const std::string code = "env -u NO_PROXY -u no_proxy curl -s -o /dev/null -w '%{http_code}\\n' ";
+  auto o = jail_sh(sb,
+                   "r=$(grep -o 'sk-ant-ort01-[A-Za-z0-9]*' $HOME/.pi/agent/auth.json); " + code +
+                       "-H \"Authorization: Bearer $r\" " + ts.url + "/v1/messages; " + code + "-H \"X-Echo: $r\" " +
+                       ts.url + "/v1/oauth/token; " + code + "-H 'content-type: application/json' --data " +
+                       "\"{\\\"grant_type\\\":\\\"refresh_token\\\",\\\"refresh_token\\\":\\\"$r\\\"}\" " + ts.url +
+                       "/v1/oauth/token",
+                   ts.opts);
+  CAPTURE(o.err);
+  const std::string seen = exists(ts.log) ? read_file(ts.log) : "";
+  CAPTURE(seen);
+  CHECK(o.out == "403\n403\n200\n");
+  CHECK(seen.find("/v1/messages") == std::string::npos);
+  CHECK(seen.find("auth=Bearer " + kRefresh) == std::string::npos);
+  CHECK(seen.find("\"refresh_token\":\"" + kRefresh + "\"") != std::string::npos);
+}
+
 namespace {
 
 // The host's auth.json with an Anthropic API key and a provider pi-jail

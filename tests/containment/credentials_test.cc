@@ -1,7 +1,7 @@
 // Credentials outside the jail (issue 17), the network filter's side, in
 // real jails: a TLS server on the host's loopback with its own test CA
 // (trusted by the filter through --test-upstream-ca, never by the jail),
-// a credential bound to it with --test-bind; the jail holds only the
+// a credential bound to it through PJ_TEST_BIND; the jail holds only the
 // placeholder. The jail trusts the run's CA through the variables and the
 // bundle mounted over /etc/ssl/certs/ca-certificates.crt.
 #include <doctest/doctest.h>
@@ -20,7 +20,9 @@ const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
 
 // Answers every request with what it received (x-api-key, Authorization,
 // Accept-Encoding), echoing x-api-key in a field too; /gzip compressed;
-// /ws upgrades, then echoes bytes. Every request head goes to the log.
+// /ws upgrades, then, once the client sends, echoes its Authorization in
+// a text message split in two frames around a ping, and closes. Every
+// request head goes to the log.
 const char* kServer = R"PY(
 import sys, os, ssl, gzip, socketserver, http.server, threading
 cert, key, log, portfile = sys.argv[1:5]
@@ -41,10 +43,11 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_header("Connection", "Upgrade")
             self.end_headers()
             self.wfile.flush()
-            while True:
-                d = self.connection.recv(4096)
-                if not d: break
-                self.connection.sendall(b"echo:" + d)
+            self.connection.recv(4096)
+            echo = ("auth=" + self.headers.get("Authorization", "")).encode()
+            half = len(echo) // 2
+            frame = lambda b0, p: bytes([b0, len(p)]) + p
+            self.connection.sendall(frame(0x01, echo[:half]) + frame(0x89, b"hb") + frame(0x80, echo[half:]))
             self.close_connection = True
             return
         echo = ("seen x-api-key=%s authorization=%s accept-encoding=%s body=%s\n" % (self.headers.get("x-api-key"),
@@ -138,7 +141,54 @@ std::string base64(const std::string& in) {
   return out;
 }
 
+// PJ_TEST_BIND with one NAME=PLACEHOLDER=VALUE@HOST:PORT line per binding:
+// an environment variable, never an argument (init shows its arguments).
+std::string bind_env(const std::vector<std::string>& lines) {
+  std::string v = "PJ_TEST_BIND=";
+  for (const auto& l : lines) v += l + "\n";
+  return v;
+}
+
+std::string hex(const std::string& in) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : in) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("credentials: the jail's init shows no argument of pi-jail and its memory and environment are unreadable") {
+  Sandbox sb;
+  // A key in the host's environment (a real one reaches pi-jail this way)
+  // and a test binding: both are in the memory pi-jail had at the clone.
+  const std::string env_key = unique_secret("sk-ant-api03-HOSTENV");
+  const std::string real = unique_secret("sk-ant-api03-REAL"), ph = unique_secret("sk-ant-api03-PH");
+  const std::string marker = "--allow-read";  // on pi-jail's command line (Sandbox::jail)
+  const std::vector<std::string> env{"ANTHROPIC_API_KEY=" + env_key,
+                                     bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:1"})};
+  for (const auto& needle : {env_key, real, marker}) {
+    CAPTURE(needle);
+    auto o = sb.jail({probe(), "find-in", "1", hex(needle)}, {}, "", env);
+    CAPTURE(o.err);
+    CHECK(o.status == 0);
+    // The command line is blanked; environment and memory refused, not
+    // merely searched without a hit.
+    CHECK(o.out.find("cmdline absent\n") == 0);
+    CHECK(o.out.find("environ EACCES\n") != std::string::npos);
+    CHECK(o.out.find("mem EACCES\n") != std::string::npos);
+    CHECK(o.out.find("found") == std::string::npos);
+  }
+  // The jail's own processes are one trust domain: a sibling's memory is
+  // readable (README), so the jail holds only placeholders anyway.
+  auto o = sb.jail({"/bin/sh", "-c", "sleep 5 & " + probe() + " find-in $! " + hex("sleep") + "; kill $!"}, {}, "", env);
+  CAPTURE(o.err);
+  CHECK(o.out.find("cmdline found\n") == 0);
+  CHECK(o.out.find("mem found\n") != std::string::npos);
+}
 
 TEST_CASE("credentials: the jail's placeholder reaches the bound host as the real key; echoes come back as the placeholder") {
   Sandbox sb;
@@ -157,8 +207,9 @@ TEST_CASE("credentials: the jail's placeholder reaches the bound host as the rea
                         "/c && curl -sS -u 'user:" + ph + "' " + url + "/d && " +
                         "env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS -H 'x-api-key: " + ph + "' " + url + "/e && " +
                         "curl -sS -H 'x-api-key: " + ph + "' --data-binary 'prompt mentions " + ph + "' " + url + "/f"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind", "TEST_KEY=" + ph + "=" + real +
-                    "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca, "--report", report, "--net-log", log});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca, "--report", report,
+                    "--net-log", log},
+                   "", {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
@@ -214,8 +265,9 @@ TEST_CASE("credentials: a placeholder sent where it is not bound is refused (403
                         // And the bound one still works on the same run.
                         "curl -sS -H 'x-api-key: " + ph + "' " + url + "/ok"},
                    {"--allow-net", "127.0.0.1:" + server.port(), "--allow-net", "127.0.0.1:" + plain.port(),
-                    "--test-bind", "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-bind",
-                    "OTHER_KEY=" + ph2 + "=" + real2 + "@127.0.0.1:1", "--test-upstream-ca", certs.ca, "--report", report});
+                    "--test-upstream-ca", certs.ca, "--report", report},
+                   "", {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(),
+                                  "OTHER_KEY=" + ph2 + "=" + real2 + "@127.0.0.1:1"})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out.find("403\n403\n403\n") == 0);
@@ -246,8 +298,8 @@ TEST_CASE("credentials: a server the filter cannot verify is refused (502), howe
                     "curl -s -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' https://127.0.0.1:" + server.port() +
                         "/; SSL_CERT_FILE=" + jail_ca + " curl -s -k -w '%{http_code}\\n' -H 'x-api-key: " + ph +
                         "' https://127.0.0.1:" + server.port() + "/"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
-                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--report", report});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--report", report}, "",
+                   {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out.find("the server's certificate was not verified") != std::string::npos);
@@ -259,33 +311,70 @@ TEST_CASE("credentials: a server the filter cannot verify is refused (502), howe
   CHECK(text.find(real) == std::string::npos);
 }
 
-TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket upgrade carries the real key, then bytes flow") {
+TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket's frames come back masked, reassembled") {
   Sandbox sb;
   Certs certs(sb.base, true);
   TlsServer server(sb.base, certs, "bound");
   const std::string ph = unique_secret("sk-ant-oat01-PH"), real = unique_secret("sk-ant-oat01-REAL");
+  // The client offers compression, which the filter strips: a compressed
+  // frame could not be masked. It prints every byte it got, in hex.
   const std::string js =
       "const https=require('https');"
       "const req=https.request({host:'127.0.0.1',port:" + server.port() + ",path:'/ws',headers:{Connection:'Upgrade',"
-      "Upgrade:'websocket',Authorization:'Bearer " + ph + "'}});"
-      "req.on('upgrade',(res,sock)=>{console.log('status '+res.statusCode);sock.write('ping');"
-      "sock.on('data',d=>{console.log(String(d));sock.destroy();process.exit(0);});});"
+      "Upgrade:'websocket','Sec-WebSocket-Extensions':'permessage-deflate',Authorization:'Bearer " + ph + "'}});"
+      "req.on('upgrade',(res,sock)=>{console.log('status '+res.statusCode);let got=Buffer.alloc(0);"
+      "sock.on('data',d=>{got=Buffer.concat([got,d]);});"
+      "sock.on('close',()=>{console.log('got '+got.toString('hex'));process.exit(0);});sock.write('ping');});"
       "req.on('response',r=>{console.log('no upgrade '+r.statusCode);process.exit(1);});"
       "req.on('error',e=>{console.log('error '+e.message);process.exit(1);});req.end();";
   auto o = sb.jail({"/bin/sh", "-c",
                     "curl -s -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' https://127.0.0.1:" + server.port() +
                         "/gzip; node -e \"$0\"", js},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
-                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca}, "",
+                   {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out.find("gzip-encoded body, which cannot be checked") != std::string::npos);
   CHECK(o.out.find("502\n") != std::string::npos);
-  CHECK(o.out.find("status 101\necho:ping\n") != std::string::npos);
+  CHECK(o.out.find("status 101\n") != std::string::npos);
+  // The ping, then the two text frames as one message, masked whole.
+  const std::string text = "auth=Bearer " + ph;
+  CHECK(o.out.find("got " + hex("\x89\x02hb\x81" + std::string(1, static_cast<char>(text.size())) + text) + "\n") !=
+        std::string::npos);
   const std::string seen = server.log();
   CHECK(seen.find("GET /ws") != std::string::npos);
   CHECK(seen.find("Authorization: Bearer " + real) != std::string::npos);
+  CHECK(seen.find("Sec-WebSocket-Extensions") == std::string::npos);
+  // No part of the real key: the server split it between two frames.
+  const std::string secret = real.substr(13);
+  CHECK(o.out.find(hex(secret.substr(0, 16))) == std::string::npos);
+  CHECK(o.out.find(hex(secret.substr(secret.size() - 16))) == std::string::npos);
   CHECK(o.out.find(real) == std::string::npos);
+}
+
+TEST_CASE("credentials: 500 idle TLS connections to a bound host do not keep the next model call out") {
+  Sandbox sb;
+  Certs certs(sb.base, true);
+  TlsServer server(sb.base, certs, "bound");
+  const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
+  // Each connection counts once, whether it was made, refused or closed
+  // later to make room; then a model call as Pi makes it.
+  const std::string js =
+      "const tls=require('tls');let n=0;const all=[];"
+      "const go=()=>{require('child_process').exec(\"curl -sS -w ' %{http_code}' -H 'x-api-key: " + ph +
+      "' https://127.0.0.1:" + server.port() + "/model\",(e,out,err)=>{console.log('call '+out+err);process.exit(0);});};"
+      "for(let i=0;i<500;i++){let counted=false;const once=()=>{if(counted)return;counted=true;if(++n==500)go();};"
+      "const s=tls.connect({host:'127.0.0.1',port:" + server.port() + "});s.on('secureConnect',once);"
+      "s.on('error',once);s.on('close',once);all.push(s);}";
+  auto o = sb.jail({"/bin/sh", "-c", "node -e \"$0\"", js},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca},
+                   "", {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  CHECK(o.out.find("call seen x-api-key=" + ph) != std::string::npos);
+  CHECK(o.out.find(" 200\n") != std::string::npos);
+  CHECK(server.log().find("x-api-key: " + real) != std::string::npos);
 }
 
 TEST_CASE("credentials: an absolute-form, CONNECT or TAB-split request line never reaches the bound host with the key") {
@@ -303,8 +392,8 @@ TEST_CASE("credentials: an absolute-form, CONNECT or TAB-split request line neve
                         "-X CONNECT --request-target evil.example:443 " + url + "/; " + code +
                         "-X \"$(printf 'POST\\t/api/oauth/claude_cli/create_api_key ')\" " + url + "/; " + code +
                         "--request-target https://127.0.0.1:" + server.port() + "/abs?q=1 " + url + "/"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-bind",
-                    "TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca}, "",
+                   {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out == "403\n403\n403\n400\n200\n");

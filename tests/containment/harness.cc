@@ -367,13 +367,15 @@ Sandbox::~Sandbox() {
 }
 
 Outcome Sandbox::jail(const std::vector<std::string>& args, const std::vector<std::string>& extra,
-                      const std::string& cwd) const {
+                      const std::string& cwd, const std::vector<std::string>& env) const {
   std::vector<std::string> argv{"/usr/bin/env", "-C", cwd.empty() ? ws : cwd, pi_jail(), "-q", "-w", ws,
                                 "--allow-read", probe_dir()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.push_back("--");
   argv.insert(argv.end(), args.begin(), args.end());
-  return run(argv, {"HOME=" + home});
+  std::vector<std::string> vars{"HOME=" + home};
+  vars.insert(vars.end(), env.begin(), env.end());
+  return run(argv, vars);
 }
 
 Outcome Sandbox::probe(const std::vector<std::string>& args, const std::vector<std::string>& extra) const {

@@ -97,9 +97,9 @@ public:
   std::string base, ws, home, outside;
 
   // pi-jail -w ws --allow-read probe_dir [extra...] -- args..., with
-  // HOME=home, from cwd `cwd` (default ws).
+  // HOME=home and `env` (NAME=value), from cwd `cwd` (default ws).
   Outcome jail(const std::vector<std::string>& args, const std::vector<std::string>& extra = {},
-               const std::string& cwd = "") const;
+               const std::string& cwd = "", const std::vector<std::string>& env = {}) const;
   // The same, running the probe: jail_probe({"write", path}).
   Outcome probe(const std::vector<std::string>& args, const std::vector<std::string>& extra = {}) const;
 };

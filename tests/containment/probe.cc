@@ -25,7 +25,9 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -221,11 +223,67 @@ int do_alloc(const char* mib) {
   return result(true, 0);
 }
 
+// The bytes of /proc/PID/WHAT (cmdline, environ), or the errno name of
+// the refusal in `err`.
+std::string proc_file(const std::string& pid, const char* what, std::string& err) {
+  std::string path = "/proc/" + pid + "/" + what, text;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    err = strerrorname_np(errno);
+    return text;
+  }
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  if (n < 0) err = strerrorname_np(errno);
+  ::close(fd);
+  return text;
+}
+
+// Whether NEEDLE is in any readable mapping of PID, read through
+// /proc/PID/mem as a process of the jail would; "" or the errno name.
+std::string search_memory(const std::string& pid, const std::string& needle, bool& found) {
+  std::string err;
+  std::string maps = proc_file(pid, "maps", err);
+  if (!err.empty()) return err;
+  int fd = ::open(("/proc/" + pid + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return strerrorname_np(errno);
+  std::istringstream lines(maps);
+  std::string line;
+  while (!found && std::getline(lines, line)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3 || perms[0] != 'r') continue;
+    std::string region(hi - lo, '\0');
+    ssize_t n = ::pread(fd, region.data(), region.size(), static_cast<off_t>(lo));
+    if (n > 0) found = std::string_view(region.data(), static_cast<size_t>(n)).find(needle) != std::string_view::npos;
+  }
+  ::close(fd);
+  return "";
+}
+
+// find-in PID HEX: where a process of the jail finds the bytes HEX spells
+// in PID's command line, environment and memory. One line each: "found",
+// "absent" or the errno name of the refusal. Hex, because the probe's own
+// arguments are in init's memory too (init built them).
+int do_find_in(const std::string& pid, const std::string& hex) {
+  std::string needle;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) needle += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  for (const char* what : {"cmdline", "environ"}) {
+    std::string err, text = proc_file(pid, what, err);
+    std::printf("%s %s\n", what, !err.empty() ? err.c_str() : text.find(needle) != std::string::npos ? "found" : "absent");
+  }
+  bool found = false;
+  std::string err = search_memory(pid, needle, found);
+  std::printf("mem %s\n", !err.empty() ? err.c_str() : found ? "found" : "absent");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: pj-probe write|read|fill|statfs|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|socks5|env|cwd ...\n");
+    std::fprintf(stderr, "usage: pj-probe write|read|fill|statfs|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|socks5|env|cwd|find-in ...\n");
     return 2;
   }
   std::string cmd = argv[1];
@@ -235,6 +293,7 @@ int main(int argc, char** argv) {
   if (cmd == "fill") return do_fill(argc, argv);
   if (cmd == "forkbomb" && argc > 3) return do_forkbomb(argv[2], argv[3]);
   if (cmd == "alloc") return do_alloc(a);
+  if (cmd == "find-in" && argc > 3) return do_find_in(a, argv[3]);
   if (cmd == "statfs") return do_statfs(argc, argv);
   long r = -1;
   if (cmd == "mount-tmpfs") {

@@ -48,8 +48,9 @@ TEST_CASE("Pi's model calls go out with the real key; Pi, its tools and its envi
                                            R"(", "models": [{"id": "m"}]}}})");
   w.script("[" + bash("env; cat ~/.pi/agent/models.json") + "]");
   const std::string report = w.sb.outside + "/r.json";
-  auto o = w.pi({"--allow-net", "127.0.0.1:" + port, "--test-bind", "E2E_KEY=" + ph + "=" + real + "@127.0.0.1:" + port,
-                 "--test-upstream-ca", ca, "--report", report});
+  auto vars = w.env();
+  vars.push_back("PJ_TEST_BIND=E2E_KEY=" + ph + "=" + real + "@127.0.0.1:" + port);
+  auto o = run(w.pi_argv({"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca, "--report", report}), vars);
   ::kill(server, SIGTERM);
   wait_status(server);
   CAPTURE(o.err);

@@ -96,6 +96,37 @@ TEST_CASE("credential filter: a placeholder not bound to this host refuses the r
   CHECK(substitute(b, bindings(), "api.anthropic.com", 443).refused);
 }
 
+TEST_CASE("credential filter: a refresh token's placeholder is substituted only where its provider's renewal carries it") {
+  const std::string ph = "sk-ant-ort01-PLACEHOLDERrrrrrrrrrrrrrrrrrrrrrrrr", gh = "gho_PLACEHOLDERgggggggggggggggggggggg";
+  Binding body_only{"auth.json anthropic.refresh", ph, "sk-ant-ort01-REAL", {{"platform.claude.com", 443}},
+                    Carriage::token_exchange};
+  Binding in_header{"auth.json github-copilot.refresh", gh, "gho_REAL", {{"api.github.com", 443}},
+                    Carriage::token_exchange, "Authorization"};
+  const std::vector<Binding> bs{body_only, in_header};
+  auto try_head = [&](const std::string& field, const std::string& host, RequestKind kind) {
+    Head h = head_of("GET /x HTTP/1.1\r\n" + field + "\r\n\r\n");
+    return substitute(h, bs, host, 443, kind);
+  };
+  // Anthropic's renewal carries it in the body only: no header, exchange or not.
+  for (auto kind : {RequestKind::api, RequestKind::token_exchange}) {
+    auto s = try_head("Authorization: Bearer " + ph, "platform.claude.com", kind);
+    CHECK(s.refused);
+    CHECK(s.refused_why.find("anthropic.refresh (a refresh token) may go only in its token exchange's body") !=
+          std::string::npos);
+  }
+  // Copilot's in the Authorization field of its token exchange; in any
+  // other field, the request line, Basic, or another request: refused.
+  CHECK_FALSE(try_head("Authorization: Bearer " + gh, "api.github.com", RequestKind::token_exchange).refused);
+  CHECK(try_head("X-Echo: " + gh, "api.github.com", RequestKind::token_exchange).refused);
+  CHECK(try_head("Authorization: Basic " + base64_encode("u:" + gh), "api.github.com", RequestKind::token_exchange).refused);
+  CHECK(try_head("Authorization: Bearer " + gh, "api.github.com", RequestKind::api).refused);
+  Head line = head_of("GET /x?t=" + gh + " HTTP/1.1\r\nAuthorization: Bearer " + gh + "\r\n\r\n");
+  CHECK(substitute(line, bs, "api.github.com", 443, RequestKind::token_exchange).refused);
+  // An API key is not restricted so.
+  Head k = head_of("GET /x HTTP/1.1\r\nX-Anything: " + kPh + "\r\n\r\n");
+  CHECK_FALSE(substitute(k, bindings(), "api.anthropic.com", 443).refused);
+}
+
 TEST_CASE("credential filter: heads are bounded and strict") {
   CHECK(parse_head("GET / HTTP/1.1\r\nHost: a\r\n").progress == Progress::need_more);
   CHECK(parse_head(std::string(kMaxHead, 'a')).progress == Progress::bad);
@@ -237,6 +268,13 @@ TEST_CASE("credential filter: path_under reads a target as a lenient server woul
   CHECK(path_under("/api;jsessionid=1/oauth/x", "/api/oauth/"));
   CHECK(path_under("https://api.anthropic.com/api/oauth/x", "/api/oauth/"));
   CHECK_FALSE(path_under("/v1/messages", "/api/oauth/"));
+  // A "*" segment of the prefix is any one segment, however spelled.
+  const char* sa = "/v1/organization/projects/*/service_accounts";
+  CHECK(path_under("/v1/organization/projects/proj_1/service_accounts", sa));
+  CHECK(path_under("/v1/organization/projects/proj_1/service_accounts/s/api_keys?x", sa));
+  CHECK(path_under("//V1/organization/projects/%2A/Service_Accounts", sa));
+  CHECK_FALSE(path_under("/v1/organization/projects/proj_1/files", sa));
+  CHECK_FALSE(path_under("/v1/organization/projects/service_accounts", sa));
   CHECK_FALSE(path_under("/v1/messages?next=/api/oauth/x", "/api/oauth/"));
   CHECK_FALSE(path_under("/api/oauthx", "/api/oauth/"));
   CHECK_FALSE(path_under("/v1/api/oauth/x", "/api/oauth/"));

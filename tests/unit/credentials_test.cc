@@ -434,6 +434,54 @@ TEST_CASE("provider table: Anthropic's key-minting OAuth endpoints are marked fo
   CHECK(std::find(p->hosts.begin(), p->hosts.end(), "api.anthropic.com") != p->hosts.end());
 }
 
+TEST_CASE("provider table: every provider with a key-minting endpoint has it refused unless an operator allows it") {
+  auto refused = minting_refusals({});
+  REQUIRE(refused);
+  auto has = [&](const std::string& host, const std::string& prefix) {
+    return std::any_of(refused->begin(), refused->end(),
+                       [&](const pj::netproxy::MintingEndpoint& m) { return m.host == host && m.path_prefix == prefix; });
+  };
+  CHECK(has("api.anthropic.com", "/api/oauth/"));
+  CHECK(has("api.openai.com", "/v1/organization/admin_api_keys"));
+  CHECK(has("api.openai.com", "/v1/organization/projects/*/service_accounts"));
+  CHECK(has("api.openai.com", "/v1/organization/projects/*/api_keys"));
+  CHECK(has("openrouter.ai", "/api/v1/keys"));
+  CHECK(has("api.cloudflare.com", "/client/v4/user/tokens"));
+  CHECK(has("api.cloudflare.com", "/client/v4/accounts/*/tokens"));
+  CHECK(has("api.fireworks.ai", "/v1/accounts/*/users/*/apiKeys"));
+  // One allowed by an operator: only that one goes.
+  pj::policy::Entry allow{"api.openai.com/v1/organization/admin_api_keys", {"system.toml", 3, 17}};
+  auto fewer = minting_refusals({allow});
+  REQUIRE(fewer);
+  CHECK(fewer->size() + 1 == refused->size());
+  // A misspelt one is an error naming its place and the known endpoints.
+  auto bad = minting_refusals({{"api.openai.com/v1/organization/admin_keys", {"system.toml", 4, 1}}});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message().find("system.toml:4:1") != std::string::npos);
+  CHECK(bad.error().message().find("openrouter.ai/api/v1/keys") != std::string::npos);
+}
+
+TEST_CASE("[credentials] allow_minting: an operator may allow a minting endpoint; a project file may not (file:line)") {
+  using namespace pj::policy;
+  auto op = load_layer("[credentials]\nallow_minting = [\"openrouter.ai/api/v1/keys\"]\n", "system.toml", Authority::system);
+  CHECK(op.errors.empty());
+  auto bad = load_layer("[credentials]\nallow_minting = [\"/api/v1/keys\"]\n", "system.toml", Authority::system);
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors[0].message.find("not HOST/PATH") != std::string::npos);
+  auto proj = load_layer("[credentials]\nallow_minting = [\"api.openai.com/v1/organization/admin_api_keys\"]\n",
+                         ".pi/jail.toml", Authority::project);
+  REQUIRE(proj.errors.empty());
+  Context ctx{"/w", "/home/u", "/w", {}, [](const std::string& p) { return std::optional<std::string>(p); },
+              std::nullopt};
+  auto r = resolve({op.layer, proj.layer}, ctx);
+  REQUIRE(r.policy);
+  REQUIRE(r.policy->credential_allow_minting().size() == 1);
+  CHECK(r.policy->credential_allow_minting()[0].text == "openrouter.ai/api/v1/keys");
+  REQUIRE(r.refused.size() == 1);
+  CHECK(r.refused[0].request.str() == ".pi/jail.toml:2:18");
+  CHECK(r.refused[0].what == "credentials.allow_minting api.openai.com/v1/organization/admin_api_keys");
+}
+
 TEST_CASE("auth.json write-back: a placeholder moved under another provider is never revealed there") {
   // The cred-attack review: the jail could write the Anthropic token's
   // placeholder as another provider's key; the write-back put the REAL

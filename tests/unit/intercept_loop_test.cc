@@ -24,6 +24,7 @@
 
 #include "netproxy/proxy.h"
 #include "netproxy/tls_ca.h"
+#include "netproxy/websocket.h"
 
 using namespace pj;
 using namespace std::chrono_literals;
@@ -239,7 +240,7 @@ struct Rig {
     netproxy::Intercept in;
     in.bindings = {{"KEY", "PH_KEY_0123", "REAL_KEY_9876", {{"127.0.0.1", static_cast<uint16_t>(upstream_port)}}}};
     in.exchange = std::move(ex);
-    in.refused = {{"127.0.0.1", "/api/oauth/"}};
+    in.refused = {{"127.0.0.1", "/api/oauth/"}, {"127.0.0.1", "/v1/organization/projects/*/service_accounts"}};
     in.upstream_extra_ca_file = ca_file;
     auto i = netproxy::Interceptor::create(in);
     REQUIRE(i);
@@ -402,27 +403,24 @@ TEST_CASE("credential filter loop: an h2-only client and a wrong SNI fail the ha
   CHECK(read_until(c->ssl, has_full_response).find("HTTP/1.1 204") == 0);
 }
 
-TEST_CASE("credential filter loop: at most kMaxIntercepted connections at once; the next one gets 503") {
+TEST_CASE("credential filter loop: with kMaxIntercepted connections waiting, the next takes the oldest one's place") {
   Upstream up({"HTTP/1.1 204 No Content\r\n\r\n"});
   netproxy::ProxyLimits limits;
   limits.handshake = 5s;
   Rig rig(up.port, up.ca_file, nullptr, limits);
   std::vector<util::UniqueFd> held;
   const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n";
-  for (size_t i = 0; i < netproxy::kMaxIntercepted; ++i) {
+  const std::string req = "CONNECT 127.0.0.1:" + std::to_string(up.port) + " HTTP/1.1\r\n\r\n";
+  // Each holds a worker and never sends a request (not even its TLS hello).
+  for (size_t i = 0; i <= netproxy::kMaxIntercepted; ++i) {
     held.push_back(dial(rig.http));
-    std::string req = "CONNECT 127.0.0.1:" + std::to_string(up.port) + " HTTP/1.1\r\n\r\n";
     ::send(held.back().get(), req.data(), req.size(), MSG_NOSIGNAL);
     char buf[64];
     REQUIRE(::recv(held.back().get(), buf, ok.size(), MSG_WAITALL) == static_cast<ssize_t>(ok.size()));
   }
-  auto extra = dial(rig.http);
-  std::string req = "CONNECT 127.0.0.1:" + std::to_string(up.port) + " HTTP/1.1\r\n\r\n";
-  ::send(extra.get(), req.data(), req.size(), MSG_NOSIGNAL);
-  char buf[512];
-  ssize_t n = ::recv(extra.get(), buf, sizeof buf, 0);
-  REQUIRE(n > 0);
-  CHECK(std::string(buf, static_cast<size_t>(n)).find("HTTP/1.1 503") == 0);
+  // The one past the limit got its tunnel; the first one was closed for it.
+  char buf[64];
+  CHECK(::recv(held.front().get(), buf, sizeof buf, 0) == 0);
   held.clear();
 }
 
@@ -457,6 +455,31 @@ TEST_CASE("credential filter loop: an endpoint that mints new credentials is ref
   for (const auto& e : rig.finish())
     if (e.protocol == netproxy::Protocol::credential && !e.allowed && e.reason.find("hands out new credentials") != std::string::npos) recorded = true;
   CHECK(recorded);
+}
+
+TEST_CASE("credential filter loop: a minting refusal names the endpoint and why, in its body and reason phrase") {
+  // OpenAI's admin key creates a service account and returns its new key.
+  Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 31\r\n\r\n{\"api_key\":{\"value\":\"sk-MINT\"}}"});
+  Rig rig(up.port, up.ca_file);
+  for (std::string target : {"/v1/organization/projects/proj_1/service_accounts",
+                             "/v1/organization/projects/proj_1/service_accounts/svc_1/api_keys",
+                             "/V1/organization//projects/%70roj_1/./service_accounts"}) {
+    CAPTURE(target);
+    auto c = rig.connect(up.port);
+    REQUIRE(c);
+    write(c->ssl, "POST " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nContent-Length: 2\r\n\r\n{}");
+    std::string r = read_until(c->ssl, [](const std::string&) { return false; });
+    CHECK(r.find("HTTP/1.1 403 Forbidden by pi-jail: credential-minting endpoint\r\n") == 0);
+    CHECK(r.find("127.0.0.1/v1/organization/projects/*/service_accounts hands out new credentials") != std::string::npos);
+    CHECK(r.find("[credentials] allow_minting") != std::string::npos);
+    CHECK(r.find("MINT") == std::string::npos);
+  }
+  CHECK(up.received().find("service_accounts") == std::string::npos);
+  // Another path of the project is not a minting endpoint.
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /v1/organization/projects/proj_1/files HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(read_until(c->ssl, [](const std::string&) { return false; }).find("HTTP/1.1 200") == 0);
 }
 
 TEST_CASE("credential filter loop: a key echoed in a response's status line (reason phrase) is masked") {
@@ -620,6 +643,33 @@ TEST_CASE("credential filter loop: server bytes before a request was sent close 
   CHECK(r.find("HTTP/1.1 502") == 0);
   CHECK(r.find("SMUGGLED") == std::string::npos);
   CHECK(up.received().find("GET /y") == std::string::npos);
+}
+
+TEST_CASE("credential filter loop: after a WebSocket 101 the server's frames reach the jail masked, reassembled") {
+  // The key split between two frames of one text message.
+  const std::string text = "k=REAL_KEY_9876";
+  std::string first = netproxy::ws::frame(1, text.substr(0, 8));
+  first[0] = 0x01;  // no FIN: a continuation follows
+  Upstream up({"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + first +
+               netproxy::ws::frame(0, text.substr(8))});
+  Rig rig(up.port, up.ca_file);
+  auto c = rig.connect(up.port);
+  REQUIRE(c);
+  write(c->ssl, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                "Sec-WebSocket-Extensions: permessage-deflate\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  const std::string want = netproxy::ws::frame(1, "k=PH_KEY_0123");
+  std::string r = read_until(c->ssl, [&](const std::string& got) { return got.find(want) != std::string::npos; });
+  CHECK(r.find("HTTP/1.1 101") == 0);
+  CHECK(r.find(want) != std::string::npos);
+  CHECK(r.find("REAL_K") == std::string::npos);
+  // No extension offered upstream: a compressed frame could not be masked.
+  CHECK(up.received().find("Sec-WebSocket-Extensions") == std::string::npos);
+  CHECK(up.received().find("x-api-key: REAL_KEY_9876") != std::string::npos);
+  // Another protocol's frames cannot be read: refused.
+  auto h2c = rig.connect(up.port);
+  REQUIRE(h2c);
+  write(h2c->ssl, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  CHECK(read_until(h2c->ssl, [](const std::string&) { return false; }).find("HTTP/1.1 403") == 0);
 }
 
 TEST_CASE("credential filter loop: a 101 to a token exchange closes the connection and passes nothing on") {
