@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "netproxy/address.h"
 #include "token_exchange.h"
 #include "util/escape.h"
 #include "util/paths.h"
@@ -20,15 +21,15 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
   State& st = *rc.state_;
   for (const auto& t : test_token_endpoints) {
     // PROVIDER@HOST:PORT/PATH
-    size_t at = t.find('@'), colon = t.find(':', at == std::string::npos ? 0 : at), slash = t.find('/', at);
-    if (at == std::string::npos || colon == std::string::npos || slash == std::string::npos || slash < colon ||
-        !credentials::provider_by_id(t.substr(0, at)))
+    size_t at = t.find('@'), slash = t.find('/', at == std::string::npos ? 0 : at);
+    auto hostport = at == std::string::npos || slash == std::string::npos
+                        ? std::nullopt
+                        : netproxy::parse_host_port(std::string_view(t).substr(at + 1, slash - at - 1));
+    if (!hostport || !credentials::provider_by_id(t.substr(0, at)))
       return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
-    int port = std::atoi(t.substr(colon + 1, slash - colon - 1).c_str());
-    if (port <= 0 || port > 65535) return util::Error::invalid(fmt::format("--test-token-endpoint {}: bad port", t));
     // A stand-in renews as the provider's endpoint of the same path does.
-    credentials::TokenEndpoint stand_in{t.substr(at + 1, colon - at - 1), t.substr(slash), t.substr(0, at),
-                                        static_cast<uint16_t>(port)};
+    credentials::TokenEndpoint stand_in{hostport->host, t.substr(slash), t.substr(0, at),
+                                        static_cast<uint16_t>(hostport->port)};
     for (const auto& real : credentials::provider_by_id(stand_in.id)->token_endpoints)
       if (real.path == stand_in.path) {
         stand_in.renewal = real.renewal;

@@ -94,12 +94,12 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
     opts.proxy_limits.idle = inv.test_net_timeouts->second;
   }
   for (const auto& t : inv.test_resolve) {  // test builds only: HOST:PORT=IP:PORT2
-    auto eq = t.find('='), colon = t.rfind(':');
-    auto ip = eq == std::string::npos || colon < eq ? std::nullopt : netproxy::parse_ip(t.substr(eq + 1, colon - eq - 1));
-    int port = ip ? std::atoi(t.c_str() + colon + 1) : 0;
-    if (!ip || port <= 0 || port > 65535 || t.find(':') >= eq)
-      return util::Error::invalid(fmt::format("--test-resolve {}: HOST:PORT=IP:PORT2 expected", t));
-    opts.proxy_limits.test_resolve.push_back({t.substr(0, eq), {*ip, static_cast<uint16_t>(port)}});
+    auto eq = t.find('=');
+    auto from = eq == std::string::npos ? std::nullopt : netproxy::parse_host_port(std::string_view(t).substr(0, eq));
+    auto to = from ? netproxy::parse_host_port(std::string_view(t).substr(eq + 1)) : std::nullopt;
+    auto ip = to ? netproxy::parse_ip(to->host) : std::nullopt;
+    if (!ip) return util::Error::invalid(fmt::format("--test-resolve {}: HOST:PORT=IP:PORT2 expected", t));
+    opts.proxy_limits.test_resolve.push_back({t.substr(0, eq), {*ip, static_cast<uint16_t>(to->port)}});
   }
   auto log = open_net_log(inv.net_log);
   if (!log) return log.take_error();
@@ -158,16 +158,13 @@ util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
   size_t eq1 = text.find('='), eq2 = eq1 == std::string::npos ? eq1 : text.find('=', eq1 + 1);
   size_t at = text.rfind('@');
   if (eq2 == std::string::npos || at == std::string::npos || at < eq2) return bad();
-  std::string hostport = text.substr(at + 1);
-  size_t colon = hostport.rfind(':');
-  if (colon == std::string::npos || colon == 0) return bad();
-  int port = std::atoi(hostport.c_str() + colon + 1);
-  if (port <= 0 || port > 65535) return bad();
+  auto hostport = netproxy::parse_host_port(std::string_view(text).substr(at + 1));
+  if (!hostport) return bad();
   netproxy::Binding b;
   b.name = text.substr(0, eq1);
   b.placeholder = text.substr(eq1 + 1, eq2 - eq1 - 1);
   b.real = text.substr(eq2 + 1, at - eq2 - 1);
-  b.hosts.push_back({hostport.substr(0, colon), static_cast<uint16_t>(port)});
+  b.hosts.push_back({hostport->host, static_cast<uint16_t>(hostport->port)});
   if (b.name.empty() || b.placeholder.empty() || b.real.empty()) return bad();
   return b;
 }

@@ -17,6 +17,7 @@
 #include "linuxjail/child.h"
 #include "linuxjail/sys.h"
 #include "util/fd_passing.h"
+#include "util/numbers.h"
 #include "util/paths.h"
 
 namespace pj::linuxjail {
@@ -66,7 +67,12 @@ util::Result<OwnAreas> own_areas() {
   // After ")": field 3 is the first; 48 is the 46th from there.
   for (int field = 3; field <= 51 && p; ++field) {
     p = std::strchr(p + 1, ' ');
-    if (p && field >= 48) v[field - 48] = std::strtoull(p + 1, nullptr, 10);
+    if (p && field >= 48) {
+      std::string_view text(p + 1);
+      auto number = util::parse_number<unsigned long long>(text.substr(0, text.find_first_of(" \n")));
+      if (!number) return bad();
+      v[field - 48] = *number;
+    }
   }
   if (!p || v[0] == 0 || v[1] < v[0] || v[2] == 0 || v[3] < v[2]) return bad();
   return OwnAreas{reinterpret_cast<char*>(v[0]), static_cast<size_t>(v[1] - v[0]), reinterpret_cast<char*>(v[2]),

@@ -1,5 +1,4 @@
 #include "netproxy/address.h"
-#include "util/numbers.h"
 
 #include <arpa/inet.h>
 
@@ -8,6 +7,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "util/numbers.h"
 
 namespace pj::netproxy {
 
@@ -179,28 +180,45 @@ std::string NetPattern::str() const {
   return port ? fmt::format("{}:{}", h, port) : h;
 }
 
+util::Result<HostPortText> split_host_port(std::string_view text) {
+  HostPortText out{text, {}, false};
+  if (text.starts_with("[")) {
+    size_t close = text.find(']');
+    if (close == std::string_view::npos) return util::Error::invalid("unclosed [");
+    out.host = text.substr(0, close + 1);
+    std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') return util::Error::invalid("expected :PORT after ]");
+      out.has_port = true;
+      out.port = rest.substr(1);
+    }
+  } else if (size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+    if (text.find(':') != colon) return util::Error::invalid("IPv6 addresses go in brackets: [::1]:PORT");
+    out.has_port = true;
+    out.port = text.substr(colon + 1);
+    out.host = text.substr(0, colon);
+  }
+  return out;
+}
+
+std::optional<HostPort> parse_host_port(std::string_view text) {
+  auto split = split_host_port(text);
+  if (!split || !split->has_port || split->host.empty()) return std::nullopt;
+  auto port = util::parse_port(split->port);
+  if (!port) return std::nullopt;
+  return HostPort{std::string(split->host), *port};
+}
+
 util::Result<NetPattern> parse_net_pattern(std::string_view text) {
   auto bad = [](std::string_view why) { return util::Error::invalid(std::string(why)); };
   NetPattern p;
-  std::string_view host = text, port;
-  bool has_port = false;
-  if (text.starts_with("[")) {
-    size_t close = text.find(']');
-    if (close == std::string_view::npos) return bad("unclosed [");
-    host = text.substr(0, close + 1);
-    std::string_view rest = text.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest[0] != ':') return bad("expected :PORT after ]");
-      has_port = true;
-      port = rest.substr(1);
-    }
+  auto split = split_host_port(text);
+  if (!split) return split.take_error();
+  std::string_view host = split->host, port = split->port;
+  const bool has_port = split->has_port;
+  if (host.starts_with("[")) {
     auto ip = parse_ip(host);
     if (!ip || (!ip->v6 && host.find(':') == std::string_view::npos)) return bad("not an IPv6 address");
-  } else if (size_t colon = text.rfind(':'); colon != std::string_view::npos) {
-    if (text.find(':') != colon) return bad("IPv6 addresses go in brackets: [::1]:PORT");
-    has_port = true;
-    port = text.substr(colon + 1);
-    host = text.substr(0, colon);
   }
   if (has_port) {
     auto number = util::parse_port(port);

@@ -29,6 +29,25 @@ struct IpAddress {
 // A trailing dot is not part of a literal (normalise_host() strips it).
 std::optional<IpAddress> parse_ip(std::string_view text);
 
+// HOST, HOST:PORT, [V6] or [V6]:PORT split where the port begins: the
+// host as written (brackets kept) and the port's text, unchecked. The
+// error says what is wrong with the shape: an unclosed bracket, something
+// other than ":PORT" after one, or an unbracketed host with a colon.
+struct HostPortText {
+  std::string_view host, port;
+  bool has_port = false;
+};
+util::Result<HostPortText> split_host_port(std::string_view text);
+
+// HOST:PORT or [V6]:PORT with a port (1 to 65535, parse_port) and a
+// non-empty host: the one parser of a host and port, for every caller
+// that needs both.
+struct HostPort {
+  std::string host;  // as written, brackets kept
+  int port = 0;
+};
+std::optional<HostPort> parse_host_port(std::string_view text);
+
 // What kind of address this is, from the most to the least reachable.
 enum class Range {
   global,       // none of the below

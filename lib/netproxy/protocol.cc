@@ -1,5 +1,6 @@
 #include "netproxy/protocol.h"
 
+#include "netproxy/address.h"
 #include "netproxy/http1.h"
 #include "util/numbers.h"
 
@@ -33,25 +34,10 @@ HttpRequest bad(int status, std::string error) {
 
 std::optional<Target> parse_authority(std::string_view a, int default_port) {
   Target t;
-  std::string_view port;
-  if (a.starts_with("[")) {
-    size_t close = a.find(']');
-    if (close == std::string_view::npos) return std::nullopt;
-    t.host = std::string(a.substr(0, close + 1));
-    std::string_view rest = a.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest[0] != ':') return std::nullopt;
-      port = rest.substr(1);
-    }
-  } else {
-    size_t colon = a.rfind(':');
-    if (colon != std::string_view::npos) {
-      t.host = std::string(a.substr(0, colon));
-      port = a.substr(colon + 1);
-    } else {
-      t.host = std::string(a);
-    }
-  }
+  auto split = split_host_port(a);
+  if (!split) return std::nullopt;
+  t.host = std::string(split->host);
+  std::string_view port = split->port;
   if (t.host.empty() || t.host.find_first_of("/@\\") != std::string::npos) return std::nullopt;
   for (unsigned char ch : t.host)
     if (ch <= 0x20 || ch >= 0x7f) return std::nullopt;  // controls, spaces, NUL, non-ASCII
