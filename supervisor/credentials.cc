@@ -233,10 +233,13 @@ std::string make_placeholder(std::string_view real) {
         if (buf[static_cast<size_t>(i)] < limit) out.push_back(alphabet[buf[static_cast<size_t>(i)] % alphabet.size()]);
     }
     // Never the real value, nor holding its secret part (what follows the
-    // prefix): 32 random characters make either all but impossible, and
-    // this loop ends at once for any real value.
+    // prefix) in what was drawn: 32 random characters make either all but
+    // impossible, and this loop ends at once for any real value. A match
+    // inside the kept prefix alone ("at--": the secret "-") is no match:
+    // no draw could avoid it.
     const std::string_view secret = real.size() > prefix.size() ? real.substr(prefix.size()) : std::string_view();
-    if (out != real && (secret.empty() || out.find(secret) == std::string::npos)) return out;
+    const size_t drawn_from = prefix.size() + 1 > secret.size() ? prefix.size() + 1 - secret.size() : 0;
+    if (out != real && (secret.empty() || out.find(secret, drawn_from) == std::string::npos)) return out;
   }
 }
 

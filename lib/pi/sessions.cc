@@ -105,6 +105,10 @@ std::optional<std::string> recorded_cwd(int dir, std::string_view file) {
     if (n <= 0) break;
     head.append(buf, static_cast<size_t>(n));
   }
+  return header_cwd(head);
+}
+
+std::optional<std::string> header_cwd(std::string_view head) {
   const size_t end = head.find('\n');
   if (end == std::string::npos && head.size() >= kMaxHeader) return std::nullopt;
   auto header = util::json::parse(head.substr(0, end));

@@ -36,6 +36,8 @@ std::string session_dir_name(std::string_view cwd);
 // a link or blocking; nullopt when it is not a regular file or has no
 // such header.
 std::optional<std::string> recorded_cwd(int dir, std::string_view file);
+// The same from a session file's first bytes (what recorded_cwd() read).
+std::optional<std::string> header_cwd(std::string_view head);
 
 // Whether `path` is a directory (stat(2), links followed: Pi names a
 // session directory by the path it was started in, not the real one).

@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "policy/toml_text.h"
+
 namespace pj::policy {
 
 namespace {
@@ -408,6 +410,11 @@ const NetPreset* find_net_preset(std::string_view name) {
 
 Loaded load_layer(std::string_view text, const std::string& name, Authority authority) {
   Loader loader(name, authority);
+  if (auto at = non_ascii_outside_strings(text)) {
+    loader.out().errors.push_back({Source{name, at->line, at->column},
+                                   "a character past ASCII outside a string or comment (TOML has them only there)"});
+    return std::move(loader.out());
+  }
   try {
     toml::table root = toml::parse(text, name);
     return loader.finish(root);

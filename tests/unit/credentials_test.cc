@@ -113,6 +113,19 @@ TEST_CASE("placeholders keep the provider's prefix and length, are random, and n
   CHECK(chars.size() > 55);
 }
 
+TEST_CASE("a placeholder is made for a value whose secret part is spelled inside its kept prefix") {
+  // A token response may carry any string: "at--" keeps "at-", and its
+  // secret part "-" is in that prefix, which no random draw can avoid.
+  for (std::string real : {"at--", "ab-b-", "tok_k_"}) {
+    CAPTURE(real);
+    const std::string prefix = placeholder_prefix(real);
+    std::string p = make_placeholder(real);
+    REQUIRE(p.starts_with(prefix));
+    CHECK(p.substr(prefix.size()).find(real.substr(prefix.size())) == std::string::npos);
+    CHECK(p != real);
+  }
+}
+
 TEST_CASE("a JWT placeholder keeps header and claims (Pi reads the Codex account id) and replaces the signature") {
   const std::string jwt = "eyJhbGciOiJSUzI1NiJ9.eyJhY2NvdW50IjoiYWNjIn0.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl";
   std::string p = make_placeholder(jwt);

@@ -820,3 +820,27 @@ TEST_CASE("a network limit that does not parse is an error at its source, not a 
   CHECK(r.errors[0].str().find("/etc/pi-jail/policy.toml:7:11: limits.network bad network pattern \"*.1.2.3\"") == 0);
   CHECK(!r.policy);
 }
+
+TEST_CASE("a policy file with a character past ASCII outside strings and comments is refused at its position") {
+  auto bad = load_layer("[network]\nallow = [\"a\"]\na\xc3\xa9 = 1\n", "f.toml", Authority::project);
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors[0].where.line == 3);
+  CHECK(bad.errors[0].where.column == 2);
+  CHECK(bad.errors[0].message.find("past ASCII") != std::string::npos);
+  // A quote inside a value opens no string for toml++.
+  auto quoted = load_layer("[network]\nallow = -\"\xc3\xa9\"\n", "f.toml", Authority::project);
+  REQUIRE(quoted.errors.size() == 1);
+  CHECK(quoted.errors[0].message.find("past ASCII") != std::string::npos);
+  // Nor does a backslash escape one.
+  auto escaped = load_layer("[network]\nallow = [\"\"\"\\\xc3\xa9\"\"\"]\n", "f.toml", Authority::project);
+  REQUIRE(escaped.errors.size() == 1);
+  CHECK(escaped.errors[0].message.find("past ASCII") != std::string::npos);
+  auto continued = load_layer("[network]\nallow = [\"\"\"a\\\n \xc3\xa9\"\"\"]\n", "f.toml", Authority::project);
+  REQUIRE(continued.errors.size() == 1);
+  CHECK(continued.errors[0].where.line == 3);
+  // In strings and comments they are TOML's own.
+  auto good = load_layer("# caf\xc3\xa9\n[filesystem]\nread = [\"/home/jos\xc3\xa9\", \'\'\'/\xc3\xa9\'\'\']\n", "f.toml",
+                         Authority::project);
+  CHECK(good.errors.empty());
+  CHECK(good.layer.read.size() == 2);
+}
