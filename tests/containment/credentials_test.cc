@@ -184,7 +184,12 @@ TEST_CASE("credentials: the jail's init shows no argument of pi-jail and its mem
   }
   // The jail's own processes are one trust domain: a sibling's memory is
   // readable (README), so the jail holds only placeholders anyway.
-  auto o = sb.jail({"/bin/sh", "-c", "sleep 5 & " + probe() + " find-in $! " + hex("sleep") + "; kill $!"}, {}, "", env);
+  // Searched once the sibling is sleep itself, not the shell it forks from.
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "sleep 5 & until tr '\\0' ' ' < /proc/$!/cmdline | grep -q '^sleep 5 '; do :; done; " + probe() +
+                        " find-in $! " + hex("sleep") + "; kill $!"},
+                   {}, "", env);
+  CAPTURE(o.out);
   CAPTURE(o.err);
   CHECK(o.out.find("cmdline found\n") == 0);
   CHECK(o.out.find("mem found\n") != std::string::npos);
