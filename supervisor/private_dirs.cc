@@ -335,6 +335,10 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
     }
 
     const std::vector<std::string> writable = writable_paths(r);
+    // The secret file's own inode: another name for it (a hard link, or the
+    // user's link to it) would give the jail its real keys untransformed.
+    struct stat secret_st{};
+    const bool has_secret = secret && ::fstatat(host->get(), secret->name.c_str(), &secret_st, 0) == 0;
     for (const auto& name : names_in(host->get())) {
       struct stat st;
       if (::fstatat(host->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
@@ -364,6 +368,14 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
         from_dir = link->dir.get();
         from = link->name;
         copy.links.emplace_back(name, std::make_shared<const UserLink>(std::move(*link)));
+      }
+      if (has_secret && name != secret->name && !S_ISDIR(st.st_mode) && st.st_dev == secret_st.st_dev &&
+          st.st_ino == secret_st.st_ino) {
+        util::emit("WARNING", fmt::format("{} is not given to the jail: it is another name for {} (a link to the same "
+                                          "file), whose keys stay outside",
+                                          util::printable(path), secret->name));
+        if (!copy.links.empty() && copy.links.back().first == name) copy.links.pop_back();
+        continue;
       }
       if (secret && name == secret->name) {
         if (auto c = copy_secret(from_dir, from, staging->get(), *secret, st, copy); !c)

@@ -584,6 +584,32 @@ TEST_CASE("agent-dir symlinks to a FIFO, another user's file or the workspace ar
   CHECK(refused.err.find("auth.json: it is a symlink, and it leads to") != std::string::npos);
 }
 
+// auth.json is the one file the jail gets transformed (placeholders for
+// keys). Another name for it, a link or a hard link the user made, would
+// be copied as it is: it is left out, and the run says why.
+TEST_CASE("another name for auth.json in the agent dir (a symlink or a hard link to it) is not given to the jail") {
+  Sandbox sb;
+  const std::string agent = sb.home + "/.pi/agent", dot = sb.outside + "/dotfiles";
+  std::filesystem::create_directories(agent);
+  std::filesystem::create_directories(dot);
+  write_file(dot + "/auth.json", R"({"p": {"type": "api_key", "key": "sk-real-aliased-key"}})");
+  std::filesystem::create_symlink(dot + "/auth.json", agent + "/auth.json");
+  std::filesystem::create_symlink(dot + "/auth.json", agent + "/settings.json");
+  REQUIRE(::link((dot + "/auth.json").c_str(), (agent + "/models.json").c_str()) == 0);
+  auto o = sh(sb, "cd " + agent + " && ls; cat * 2>/dev/null | grep -c sk-real; echo done");
+  CAPTURE(o.out);
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  CHECK(o.out.find("done") != std::string::npos);
+  CHECK(o.out.find("auth.json") != std::string::npos);
+  CHECK(o.out.find("settings.json") == std::string::npos);
+  CHECK(o.out.find("models.json") == std::string::npos);
+  CHECK(o.out.find("\n0\n") != std::string::npos);  // no real key in any file inside
+  CHECK(o.err.find("settings.json is not given to the jail: it is another name for auth.json") != std::string::npos);
+  CHECK(o.err.find("models.json is not given to the jail: it is another name for auth.json") != std::string::npos);
+  CHECK(read_file(dot + "/auth.json").find("sk-real-aliased-key") != std::string::npos);
+}
+
 TEST_CASE("a settings.json link the jail plants in its copy is not followed: the user's linked target stays") {
   Sandbox sb;
   const std::string agent = sb.home + "/.pi/agent", dot = sb.outside + "/dotfiles";
