@@ -275,7 +275,8 @@ struct InterceptConn {
       }
       serve_requests();
     }();
-    if (self.state == Interceptor::Worker::kReaped)
+    // A refusal (a failed upstream TLS check, say) stays what the log shows.
+    if (self.state == Interceptor::Worker::kReaped && allowed)
       end(true, h.reason + "; closed while waiting for a request, to make room for a new connection");
     Decision d = decision(h.protocol, allowed, reason);
     d.time = h.wall;
