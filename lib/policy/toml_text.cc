@@ -74,20 +74,42 @@ std::optional<TextPosition> non_ascii_outside_strings(std::string_view text) {
   // ',', '{' or a dotted key's '.'); toml++ reads any other quote as part
   // of a value ("-\"x\""), and what follows it as well.
   char last = '\n';
+  // Inside a bare value (a number, a boolean, a date, or anything
+  // malformed that starts in a value's place): toml++ reads it up to a
+  // blank, ',', ']', '}', '#', '=' or a line's end, quotes and brackets
+  // included, so no string opens inside it.
+  bool bare = false, bare_value = false;  // bare_value: it began where only a value goes, never a key
+  std::string nest;                       // the open arrays ('[') and inline tables ('{')
   while (s.at < text.size()) {
     const char c = text[s.at];
+    // An '=' ending a value is more of that malformed value to toml++.
+    bool swallowed = false;
+    if (bare && std::string_view(" \t\r\n,]}#=").find(c) != std::string_view::npos) {
+      bare = false;
+      swallowed = c == '=' && bare_value;
+    }
     if (c == '\n') {
       s.newline_at(s.at++);
       last = c;
     } else if (c == '#') {
       s.at = std::min(text.size(), text.find('\n', s.at));
-    } else if ((c == '"' || c == '\'') && std::string_view("\n=[,{.").find(last) != std::string_view::npos) {
+    } else if (!bare && (c == '"' || c == '\'') && std::string_view("\n=[,{.").find(last) != std::string_view::npos) {
       s.skip_string();
       last = c;
     } else if (static_cast<unsigned char>(c) >= 0x80) {
       return TextPosition{s.line, s.column(s.at)};
     } else {
-      if (c != ' ' && c != '\t') last = c;
+      if (!bare && std::string_view("=[,").find(last) != std::string_view::npos &&
+          std::string_view(" \t\r[{").find(c) == std::string_view::npos) {
+        bare = true;
+        bare_value = last != ',' || (!nest.empty() && nest.back() == '[');
+      }
+      if (!bare && (c == '[' || c == '{')) nest.push_back(c);
+      if ((c == ']' || c == '}') && !nest.empty() && nest.back() == (c == ']' ? '[' : '{')) nest.pop_back();
+      if (swallowed)
+        last = '0';
+      else if (c != ' ' && c != '\t')
+        last = c;
       ++s.at;
     }
   }

@@ -838,9 +838,22 @@ TEST_CASE("a policy file with a character past ASCII outside strings and comment
   auto continued = load_layer("[network]\nallow = [\"\"\"a\\\n \xc3\xa9\"\"\"]\n", "f.toml", Authority::project);
   REQUIRE(continued.errors.size() == 1);
   CHECK(continued.errors[0].where.line == 3);
+  // Nor does one inside a bare value (a number, or anything malformed in a
+  // value's place): toml++ reads it up to a blank, ',', ']', '}' or '#'.
+  for (const char* after_digit : {"ea=1[\"\xc3\xa9\"", "ea=[1[\"\xc3\xa9\"]", "ea=1{\"\xc3\xa9\"", "ea=1.\"\xc3\xa9\"",
+                                  "ea=1=\"\xc3\xa9\"", "ea=1x[\"\xc3\xa9\"", "ea=+[\"\xc3\xa9\"", "ea=+=\"\xc3\xa9\"",
+                                  "ea=[1,+=\"\xc3\xa9\"]", "ea=1\a\x01[\"\xc3\xa9\""}) {
+    auto number = load_layer(after_digit, "f.toml", Authority::project);
+    CAPTURE(after_digit);
+    REQUIRE(number.errors.size() == 1);
+    CHECK(number.errors[0].message.find("past ASCII") != std::string::npos);
+  }
   // In strings and comments they are TOML's own.
   auto good = load_layer("# caf\xc3\xa9\n[filesystem]\nread = [\"/home/jos\xc3\xa9\", \'\'\'/\xc3\xa9\'\'\']\n", "f.toml",
                          Authority::project);
   CHECK(good.errors.empty());
   CHECK(good.layer.read.size() == 2);
+  // An inline table's next key is no bare value: its string is a string.
+  auto inline_table = load_layer("ea = [{a = 1, b = \"\xc3\xa9\"}]\n", "f.toml", Authority::project);
+  for (const auto& e : inline_table.errors) CHECK(e.message.find("past ASCII") == std::string::npos);
 }
