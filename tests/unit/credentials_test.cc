@@ -27,6 +27,12 @@ using pj::netproxy::BoundHost;
 
 namespace {
 
+// A resolve context for workspace /w and home /home/u whose paths resolve to
+// themselves: the credential rules read no file.
+pj::policy::Context paths_as_written() {
+  return {"/w", "/home/u", "/w", {}, [](const std::string& p) { return std::optional<std::string>(p); }, std::nullopt};
+}
+
 constexpr auto kRenewal = pj::netproxy::ExchangeKind::renewal;
 const std::string kApiKey = "sk-ant-api03-" + std::string(95, 'R') + "AA";  // the real shape: 108 characters
 const std::string kAccess = "sk-ant-oat01-REALACCESSrealaccessREALACCESSrealaccess0123456789abcdef";
@@ -388,8 +394,7 @@ TEST_CASE("[credentials]: operators bind and pass through; a project file can do
   auto proj = load_layer("[credentials]\nbind = { anthropic = [\"evil.example\"] }\npass_through = [\"OPENAI_API_KEY\"]\n",
                          ".pi/jail.toml", Authority::project);
   REQUIRE(proj.errors.empty());
-  Context ctx{"/w", "/home/u", "/w", {}, [](const std::string& p) { return std::optional<std::string>(p); },
-              std::nullopt};
+  Context ctx = paths_as_written();
   auto r = resolve({op.layer, proj.layer}, ctx);
   REQUIRE(r.policy);
   CHECK(r.policy->credential_hosts().size() == 2);
@@ -402,8 +407,7 @@ TEST_CASE("[credentials]: operators bind and pass through; a project file can do
 
 TEST_CASE("[credentials] logins: an operator may let logins write back; a project file may not (file:line)") {
   using namespace pj::policy;
-  Context ctx{"/w", "/home/u", "/w", {}, [](const std::string& p) { return std::optional<std::string>(p); },
-              std::nullopt};
+  Context ctx = paths_as_written();
   auto none = resolve({}, ctx);
   REQUIRE(none.policy);
   CHECK(none.policy->credential_logins() == LoginWriteBack::ask);
@@ -484,8 +488,7 @@ TEST_CASE("[credentials] allow_minting: an operator may allow a minting endpoint
   auto proj = load_layer("[credentials]\nallow_minting = [\"api.openai.com/v1/organization/admin_api_keys\"]\n",
                          ".pi/jail.toml", Authority::project);
   REQUIRE(proj.errors.empty());
-  Context ctx{"/w", "/home/u", "/w", {}, [](const std::string& p) { return std::optional<std::string>(p); },
-              std::nullopt};
+  Context ctx = paths_as_written();
   auto r = resolve({op.layer, proj.layer}, ctx);
   REQUIRE(r.policy);
   REQUIRE(r.policy->credential_allow_minting().size() == 1);
