@@ -347,6 +347,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
       // user's link (a link to a directory is recreated as it is, below).
       int from_dir = host->get();
       std::string from = name;
+      std::shared_ptr<const UserLink> user_link;
       struct stat followed;
       if (S_ISLNK(st.st_mode) && !(::stat(path.c_str(), &followed) == 0 && S_ISDIR(followed.st_mode))) {
         auto link = follow_user_link(host->get(), p.path, name, writable);
@@ -365,18 +366,18 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
         }
         if (::fstatat(link->dir.get(), link->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
           return Error::from_errno(fmt::format("stage {}: stat {}", path, util::printable(link->target)), errno);
-        from_dir = link->dir.get();
-        from = link->name;
-        copy.links.emplace_back(name, std::make_shared<const UserLink>(std::move(*link)));
+        user_link = std::make_shared<const UserLink>(std::move(*link));
+        from_dir = user_link->dir.get();
+        from = user_link->name;
       }
       if (has_secret && name != secret->name && !S_ISDIR(st.st_mode) && st.st_dev == secret_st.st_dev &&
           st.st_ino == secret_st.st_ino) {
         util::emit("WARNING", fmt::format("{} is not given to the jail: it is another name for {} (a link to the same "
                                           "file), whose keys stay outside",
                                           util::printable(path), secret->name));
-        if (!copy.links.empty() && copy.links.back().first == name) copy.links.pop_back();
         continue;
       }
+      if (user_link) copy.links.emplace_back(name, std::move(user_link));
       if (secret && name == secret->name) {
         if (auto c = copy_secret(from_dir, from, staging->get(), *secret, st, copy); !c)
           return std::move(c.take_error()).context(fmt::format("stage {}", path));
