@@ -141,7 +141,7 @@ void check_peak(pid_t pid, const std::string& ws, long rss, const char* what) {
   CHECK(wait_status_guarded(pid) == 0);
   CAPTURE(rss);
   CHECK(rss > 0);
-#ifndef __SANITIZE_ADDRESS__
+#ifndef PJ_SANITIZED
   (void)what;
   CHECK(rss < kPeakRssBoundKiB);
 #else
