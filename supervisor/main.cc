@@ -10,7 +10,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "doctor.h"
-#include "git_audit.h"
+#include "git/audit.h"
 #include "policy/explain.h"
 #include "credential_run.h"
 #include "prepare.h"

@@ -19,9 +19,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "git_identity.h"
-#include "git_protect.h"
-#include "git_worktree.h"
+#include "git/identity.h"
+#include "git/protect.h"
+#include "git/worktree.h"
 #include "jail_home.h"
 #include "pi/sessions.h"
 #include "run.h"
@@ -344,7 +344,7 @@ std::optional<std::string> env_value(const char* name) {
 }
 
 // Every repository the jail can write, and what the host's git would run
-// or read as config there (git_protect.h): read-only marks in `in`, and
+// or read as config there (git/protect.h): read-only marks in `in`, and
 // the same paths for the end-of-run audit in `watch`. Only narrows the
 // view. A config file that cannot be read (a symlink or FIFO in a
 // writable place, too large) is an error: what git would run is unknown.

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "cli.h"
-#include "git_audit.h"
+#include "git/audit.h"
 #include "netproxy/rules.h"
 #include "policy_layers.h"
 #include "private_dirs.h"

@@ -108,7 +108,7 @@ struct Request {
   std::vector<std::string> argv;
   // Files pi-jail wrote for the jail, shown read-only at another path:
   // (jail path, host file, why). The synthesized git config
-  // (supervisor/git_identity.h) at $HOME/.config/git/config.
+  // (git/identity.h) at $HOME/.config/git/config.
   struct ShownFile {
     std::string path, source, why;
   };

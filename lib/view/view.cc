@@ -211,7 +211,7 @@ Place placeholder_place(const std::string& path, Node node, const std::string& w
 // - an existing mark is shown read-only over itself, held;
 // - an absent one is covered at its first missing component, so it cannot
 //   be created, except under a missing `.git`: a repository the jail
-//   creates is audited when the run ends (git_audit.h), not prevented.
+//   creates is audited when the run ends (git/audit.h), not prevented.
 void protect(const Facts& facts, const PathRule& r, View& v) {
   const PathFact& f = fact(facts, r.path);
   if (v.in_own(r.path)) return;  // not the host's

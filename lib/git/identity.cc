@@ -1,4 +1,4 @@
-#include "git_identity.h"
+#include "git/identity.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

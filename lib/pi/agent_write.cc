@@ -1,4 +1,4 @@
-// The impure half of agent-dir write-back (agent_state.h): Pi's lock, the
+// The impure half of agent-dir write-back (pi/agent_state.h): Pi's lock, the
 // host file read as hostile input, and an atomic replace.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "agent_state.h"
+#include "pi/agent_state.h"
 #include "util/random.h"
 #include "util/temp_file.h"
 #include "util/untrusted.h"
