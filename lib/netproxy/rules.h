@@ -51,6 +51,7 @@ struct Verdict {
   Reach reach = Reach::public_only;  // when allowed
   std::string reason;  // the rule (with its source) or why refused: for the host's log
   std::string told;    // the same for the jail: the rule's text, never a file path or an address looked up
+  bool denied = false; // refused by a deny rule, which an allow rule cannot outweigh
 };
 
 class Rules {
