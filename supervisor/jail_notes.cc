@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "prepare.h"
 #include "util/escape.h"
 #include "util/log.h"
 #include "util/random.h"
@@ -21,6 +22,15 @@ namespace {
 
 constexpr const char* kFileName = "refusals";
 constexpr const char* kTempName = "refusals.new";
+constexpr const char* kGuardDir = "bin";
+constexpr const char* kGuardName = "pi";
+
+// `s` as one word for sh(1).
+std::string shell_quoted(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 
 // The refused destinations of `table` (protocols together), in order of
 // first sight; a published port's failures are the host's, not the jail's.
@@ -79,6 +89,18 @@ void show_refusals(const std::string& dir, runtime::Request& r) {
   r.env_set.emplace_back(kRefusalsVariable, kRefusalsJailFile);
 }
 
+std::string pi_guard_script(const std::string& pi_path) {
+  std::string text =
+      "#!/bin/sh\n"
+      "# pi-jail: Pi's package commands would install into the jail's copy of the agent dir (or the workspace's\n"
+      "# read-only .pi/), thrown away at the end: refused at once, saying how to install outside.\n"
+      "case \"$1\" in\n";
+  for (const char* command : {"install", "remove", "uninstall", "update"})
+    text += fmt::format("  {}) echo {} >&2; exit 125 ;;\n", command,
+                        shell_quoted("pi-jail: " + pi_package_refusal(command)));
+  return text + "esac\nexec " + shell_quoted(pi_path) + " \"$@\"\n";
+}
+
 util::Result<JailNotes> JailNotes::make(const std::string& state_dir, SummaryHints hints) {
   auto state = util::make_private_dir(state_dir);
   if (!state) return std::move(state.take_error()).context("pi-jail's state directory");
@@ -105,6 +127,9 @@ JailNotes::~JailNotes() {
   if (dir_.empty() || !fd_.valid()) return;
   ::unlinkat(fd_.get(), kFileName, 0);
   ::unlinkat(fd_.get(), kTempName, 0);
+  if (util::UniqueFd bin(::openat(fd_.get(), kGuardDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)); bin.valid())
+    ::unlinkat(bin.get(), kGuardName, 0);
+  ::unlinkat(fd_.get(), kGuardDir, AT_REMOVEDIR);
   ::rmdir(dir_.c_str());
 }
 
@@ -117,6 +142,19 @@ void JailNotes::update(const netproxy::DecisionTable& table) {
     warned_ = true;
     util::warn("cannot update the jail's list of refusals ({}): {}", kRefusalsJailFile, ok.error().message());
   }
+}
+
+util::Status JailNotes::add_pi_guard(const std::string& pi_path, runtime::Request& r) {
+  const std::string path = fmt::format("{}/{}/{}", dir_, kGuardDir, kGuardName);
+  if (::mkdirat(fd_.get(), kGuardDir, 0700) != 0) return util::Error::from_errno("make " + path, errno);
+  util::UniqueFd bin(::openat(fd_.get(), kGuardDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!bin.valid()) return util::Error::from_errno("open " + path, errno);
+  util::UniqueFd f(::openat(bin.get(), kGuardName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755));
+  if (!f.valid()) return util::Error::from_errno("create " + path, errno);
+  if (auto ok = write_all(f.get(), pi_guard_script(pi_path), path); !ok) return ok;
+  if (::fchmod(f.get(), 0755) != 0) return util::Error::from_errno("chmod " + path, errno);
+  r.path_guard = std::string(kPiGuardJailDir);
+  return {};
 }
 
 // A new file, then rename(2) over the old one: atomic in one directory.

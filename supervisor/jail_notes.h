@@ -10,6 +10,9 @@
 //   never half of one; the directory, not the file, is shown, so that the
 //   new inode is what the jail reads. The host names in it are the jail's
 //   own text: escaped and cut like the exit summary's.
+// - `bin/pi` (the pi profile): first on PATH inside, it refuses Pi's
+//   package commands at once, saying how to install outside, and runs Pi
+//   for everything else (pi_guard_script()).
 //
 // The directory lives in pi-jail's state directory, which no jail sees,
 // and is removed at the end of the run.
@@ -30,6 +33,7 @@ namespace pj::supervisor {
 
 inline constexpr std::string_view kJailNotesDir = "/run/pi-jail";
 inline constexpr std::string_view kRefusalsJailFile = "/run/pi-jail/refusals";
+inline constexpr std::string_view kPiGuardJailDir = "/run/pi-jail/bin";
 inline constexpr std::string_view kRefusalsVariable = "PI_JAIL_REFUSALS";
 // The newest destinations listed; older ones are only counted.
 inline constexpr size_t kMaxListedRefusals = 100;
@@ -44,6 +48,12 @@ std::string refusals_text(const netproxy::DecisionTable& table, const SummaryHin
 // kJailNotesDir and names the refusals in kRefusalsVariable (the Linux
 // jail, which shows files of pi-jail's at other paths).
 void show_refusals(const std::string& dir, runtime::Request& r);
+
+// The shell script that stands for Pi inside the jail (`pi_path` is the
+// real one, as the jail sees it): Pi's package commands (its first
+// argument install, remove, uninstall or update, as Pi's own parser reads
+// it) exit 125 with pi_package_refusal()'s sentence; anything else execs Pi.
+std::string pi_guard_script(const std::string& pi_path);
 
 class JailNotes {
 public:
@@ -60,6 +70,8 @@ public:
   // once on stderr; the run goes on (the exit summary still lists
   // everything).
   void update(const netproxy::DecisionTable& table);
+  // Writes bin/pi (pi_guard_script()); `r` gets kPiGuardJailDir first on PATH.
+  util::Status add_pi_guard(const std::string& pi_path, runtime::Request& r);
 
 private:
   JailNotes(std::string dir, util::UniqueFd fd, SummaryHints hints)

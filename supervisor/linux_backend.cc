@@ -323,11 +323,14 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
       input->ca_bundle = ca_bundle->path();
     }
     // What the jail is told of its refusals (jail_notes.h).
-    if (input->network_filter) {
+    if (input->network_filter || prepared.pi_guard) {
       auto notes = JailNotes::make(state, {.pi_downloads_tools = prepared.pi_downloads_tools});
       if (!notes) return done(setup_failed("make the jail's notes at /run/pi-jail: " + notes.error().message(), fix));
       refusals = std::make_shared<JailNotes>(std::move(*notes));
       show_refusals(refusals->dir(), *input);
+      if (prepared.pi_guard)
+        if (auto ok = refusals->add_pi_guard(input->exec_path, *input); !ok)
+          return done(setup_failed("make the jail's pi guard: " + ok.error().message(), fix));
     }
   }
   auto facts = view::probe_paths(linuxjail::paths_to_probe(*input));

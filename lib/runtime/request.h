@@ -118,6 +118,9 @@ struct Request {
   std::vector<ShownFile> shown_files;
   // A directory put first on PATH inside (runtime::Program::path_first).
   std::string path_first;
+  // pi-jail's own commands that stand for others inside (the pi guard,
+  // supervisor/jail_notes.h): before path_first on PATH.
+  std::string path_guard;
   // Host-loopback services the policy names with a port.
   std::vector<Forward> forwards;
   // Jail ports served on the host's loopback (operator grants; the

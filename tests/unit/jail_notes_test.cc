@@ -1,11 +1,14 @@
 // pi-jail's notes for the jail: the list of the run's network refusals (the
 // same fix as the exit summary, escaped, bounded; replaced whole, removed at
-// the end).
+// the end) and the pi guard that refuses Pi's package commands inside.
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +16,7 @@
 
 #include "netproxy/decisions.h"
 #include "jail_notes.h"
+#include "prepare.h"
 #include "util/random.h"
 
 using namespace pj;
@@ -133,3 +137,73 @@ TEST_CASE("jail notes: the Linux jail sees the directory read-only at /run/pi-ja
   CHECK(r.env_set[0] == std::pair<std::string, std::string>{"PI_JAIL_REFUSALS", "/run/pi-jail/refusals"});
 }
 
+namespace {
+
+// Runs `script` with sh(1) and `args`: exit status and stdout+stderr.
+std::pair<int, std::string> run_script(const std::string& script, const std::string& args) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / fmt::format("pj-guard-test-{:x}", util::random_u64());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/pi") << script;
+  std::string out;
+  FILE* p = ::popen(("sh " + dir + "/pi " + args + " 2>&1").c_str(), "r");
+  char buf[512];
+  for (size_t n; p && (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  int status = p ? ::pclose(p) : -1;
+  std::filesystem::remove_all(dir);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("the pi guard refuses Pi's package commands with the sentence, and runs Pi for anything else") {
+  const std::string script = supervisor::pi_guard_script("/bin/echo");
+  CHECK(script.starts_with("#!/bin/sh\n"));
+  for (const char* command : {"install", "remove", "uninstall", "update"}) {
+    CAPTURE(command);
+    auto [status, out] = run_script(script, std::string(command) + " -l npm:left-pad");
+    CHECK(status == 125);
+    CHECK(out == "pi-jail: " + supervisor::pi_package_refusal(command) + "\n");
+  }
+  auto [status, out] = run_script(script, "-p 'install it' --model m");
+  CHECK(status == 0);
+  CHECK(out == "-p install it --model m\n");
+  auto [list_status, list] = run_script(script, "list");
+  CHECK(list_status == 0);
+  CHECK(list == "list\n");
+}
+
+TEST_CASE("the pi guard runs Pi at a path with quotes and spaces as one word") {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / fmt::format("pj guard 'q' $(x) {:x}", util::random_u64());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/pi") << "#!/bin/sh\necho real \"$@\"\n";
+  std::filesystem::permissions(dir + "/pi", std::filesystem::perms::owner_all);
+  auto [status, out] = run_script(supervisor::pi_guard_script(dir + "/pi"), "-c");
+  std::filesystem::remove_all(dir);
+  CHECK(status == 0);
+  CHECK(out == "real -c\n");
+}
+
+TEST_CASE("the pi guard is bin/pi of the jail's notes, first on PATH inside, removed with them") {
+  const std::string state =
+      std::filesystem::temp_directory_path() / fmt::format("pj-notes-test-{:x}", util::random_u64());
+  std::string dir;
+  {
+    auto made = supervisor::JailNotes::make(state, {});
+    REQUIRE(made.ok());
+    dir = made->dir();
+    runtime::Request r;
+    r.path_first = "/opt/node/bin";
+    r.host_env = {"PATH=/usr/bin:/bin"};
+    REQUIRE(made->add_pi_guard("/opt/pi/cli.js", r).ok());
+    CHECK(read_all(dir + "/bin/pi") == supervisor::pi_guard_script("/opt/pi/cli.js"));
+    CHECK((std::filesystem::status(dir + "/bin/pi").permissions() & std::filesystem::perms::owner_exec) !=
+          std::filesystem::perms::none);
+    r.env_pass = {"PATH"};
+    auto env = runtime::jail_env(r, "/tmp", std::nullopt);
+    CHECK(std::find(env.begin(), env.end(), "PATH=/run/pi-jail/bin:/opt/node/bin:/usr/bin:/bin") != env.end());
+  }
+  CHECK_FALSE(std::filesystem::exists(dir));
+  std::filesystem::remove_all(state);
+}
