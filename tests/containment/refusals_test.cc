@@ -94,3 +94,22 @@ TEST_CASE("the refusals directory is the run's own and is gone when the run ends
   auto left = run({"/bin/sh", "-c", "ls " + state + "/pi-jail | grep -c '^jail-notes-'"});
   CHECK(trim(left.out) == "0");
 }
+
+// git says nothing of the jail when its remote is a path the jail does not
+// see: the README's troubleshooting quotes git's line and names the grant.
+TEST_CASE("git push to a bare repository outside the view: git's message is the README's, with --allow-write") {
+  Sandbox sb;
+  const std::string bare = sb.outside + "/app.git";
+  REQUIRE(run({"/usr/bin/git", "init", "-q", "--bare", bare}).status == 0);
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "git init -q . && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x && "
+                    "git push -q " + bare + " HEAD:main"});
+  CHECK(o.status != 0);
+  const std::string said = "fatal: '" + bare + "' does not appear to be a git repository";
+  CAPTURE(o.err);
+  REQUIRE(o.err.find(said + "\n") != std::string::npos);
+  const std::string readme = read_file(data_dir() + "/README.md");
+  const size_t row = readme.find("\n| `fatal: '/home/me/remotes/app.git' does not appear to be a git repository`");
+  REQUIRE(row != std::string::npos);
+  CHECK(readme.find("`--allow-write /home/me/remotes/app.git`", row) < readme.find('\n', row + 1));
+}
