@@ -110,7 +110,8 @@ Verdict Rules::check(std::string_view raw_host, int port) const {
   const Rule* deny = decisive(deny_, *host, port);
   const Rule* allow = decisive(allow_, *host, port);
   if (deny && (!allow || specificity(*deny) >= specificity(*allow)))
-    return {false, Reach::public_only, "denied by " + with_source(*deny), "denied by the rule " + deny->text(), true};
+    return {false, Reach::public_only, "denied by " + with_source(*deny), "denied by the rule " + deny->text(),
+            !deny->wildcard};
   if (allow) return {true, reach_of(*allow), "allowed by " + with_source(*allow), "allowed by the rule " + allow->text()};
   std::string why = fmt::format("no rule allows {}:{}", *host, port);
   return {false, Reach::public_only, why, why};

@@ -228,6 +228,9 @@ TEST_CASE("rules do not depend on their order: the most specific decides, deny w
   CHECK_FALSE(decide({{"*.a.test", true}, {"*.a.test", false}}, "x.a.test").allowed);
   CHECK(decide({{"*.a.test", false}, {"*.b.a.test", true}}, "x.b.a.test").allowed);  // longer wildcard
   CHECK_FALSE(decide({{"*.a.test", true}, {"*.b.a.test", false}}, "x.b.a.test").allowed);
+  // Only an exact deny is one that no allow rule would outweigh.
+  CHECK(decide({{"x.a.test", false}}, "x.a.test").denied);
+  CHECK_FALSE(decide({{"*.a.test", false}}, "x.a.test").denied);  // --allow-net x.a.test:443 would do
   CHECK_FALSE(decide({{"x.a.test:443", true}, {"x.a.test", false}}, "x.a.test").allowed);  // port: same specificity
   CHECK(decide({{"x.a.test", true}, {"x.a.test:8443", false}}, "x.a.test").allowed);        // deny on another port
   Rules r;
