@@ -14,6 +14,7 @@
 #include "util/escape.h"
 #include "util/log.h"
 #include "util/random.h"
+#include "util/temp_file.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor {
@@ -21,7 +22,6 @@ namespace pj::supervisor {
 namespace {
 
 constexpr const char* kFileName = "refusals";
-constexpr const char* kTempName = "refusals.new";
 constexpr const char* kGuardDir = "bin";
 constexpr const char* kGuardName = "pi";
 
@@ -126,7 +126,6 @@ JailNotes::JailNotes(JailNotes&& o) noexcept
 JailNotes::~JailNotes() {
   if (dir_.empty() || !fd_.valid()) return;
   ::unlinkat(fd_.get(), kFileName, 0);
-  ::unlinkat(fd_.get(), kTempName, 0);
   if (util::UniqueFd bin(::openat(fd_.get(), kGuardDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)); bin.valid())
     ::unlinkat(bin.get(), kGuardName, 0);
   ::unlinkat(fd_.get(), kGuardDir, AT_REMOVEDIR);
@@ -157,15 +156,13 @@ util::Status JailNotes::add_pi_guard(const std::string& pi_path, runtime::Reques
   return {};
 }
 
-// A new file, then rename(2) over the old one: atomic in one directory.
+// A new file, then rename(2) over the old one: the jail reads the old
+// list or the new one, never a part. Readable by the jail's user.
 util::Result<void> JailNotes::write(const std::string& text) {
-  ::unlinkat(fd_.get(), kTempName, 0);  // a write cut short before
-  util::UniqueFd f(::openat(fd_.get(), kTempName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!f.valid()) return util::Error::from_errno(fmt::format("create {}/{}", dir_, kTempName), errno);
-  if (auto ok = write_all(f.get(), text, fmt::format("{}/{}", dir_, kTempName)); !ok) return ok;
-  if (::renameat(fd_.get(), kTempName, fd_.get(), kFileName) != 0)
-    return util::Error::from_errno(fmt::format("replace {}/{}", dir_, kFileName), errno);
-  return {};
+  auto tmp = util::TempFile::create(fd_.get(), kFileName);
+  if (!tmp) return tmp.error();
+  if (auto ok = tmp->fill(text, util::Durability::page_cache, 0644); !ok) return ok;
+  return tmp->rename_over(kFileName);
 }
 
 }  // namespace pj::supervisor

@@ -34,8 +34,8 @@ TempFile::~TempFile() {
   if (dirfd_ >= 0) ::unlinkat(dirfd_, name_.c_str(), 0);
 }
 
-Status TempFile::fill(std::string_view content, Durability durability) {
-  if (::fchmod(fd_.get(), 0600) != 0) return Error::from_errno(fmt::format("chmod 0600 {}", name_), errno);
+Status TempFile::fill(std::string_view content, Durability durability, mode_t mode) {
+  if (::fchmod(fd_.get(), mode) != 0) return Error::from_errno(fmt::format("chmod {:o} {}", mode, name_), errno);
   while (!content.empty()) {
     ssize_t n = ::write(fd_.get(), content.data(), content.size());
     if (n < 0 && errno == EINTR) continue;

@@ -4,6 +4,8 @@
 // publishes a directory it made under a temporary name.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 
@@ -29,8 +31,9 @@ public:
 
   const std::string& name() const { return name_; }
 
-  // Writes `content` (mode 0600 whatever the umask) and closes the file.
-  Status fill(std::string_view content, Durability durability = Durability::disk);
+  // Writes `content` (with `mode`, 0600 unless said, whatever the umask)
+  // and closes the file.
+  Status fill(std::string_view content, Durability durability = Durability::disk, mode_t mode = 0600);
 
   // Renamed over `target`, replacing whatever has that name; the file is
   // then no longer ours.
