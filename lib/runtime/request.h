@@ -134,7 +134,7 @@ struct Request {
   // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
   policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};
   Limits limits;
-  // Credentials outside the jail (issue 17): a host file holding the
+  // Credentials outside the jail: a host file holding the
   // system's CAs and the run's CA, which the jail trusts (mounted over the
   // distribution's bundle paths; every TLS library's variable names it).
   // Empty: no credential is bound, nothing changes.
