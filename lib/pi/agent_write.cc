@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "pi/agent_state.h"
-#include "util/random.h"
 #include "util/temp_file.h"
 #include "util/untrusted.h"
 

@@ -40,6 +40,7 @@ Status TempFile::fill(std::string_view content, Durability durability, mode_t mo
     ssize_t n = ::write(fd_.get(), content.data(), content.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error::from_errno(fmt::format("write {}", name_), errno);
+    if (n == 0) return Error::from_errno(fmt::format("write {}: nothing written", name_), EIO);
     content.remove_prefix(static_cast<size_t>(n));
   }
   if (durability == Durability::disk && ::fsync(fd_.get()) != 0)
