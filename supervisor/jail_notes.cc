@@ -44,16 +44,6 @@ std::vector<const netproxy::Decision*> refused_destinations(const netproxy::Deci
   return out;
 }
 
-util::Status write_all(int fd, std::string_view text, const std::string& what) {
-  while (!text.empty()) {
-    ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return util::Error::from_errno("write " + what, n < 0 ? errno : EIO);
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-  return {};
-}
-
 // One destination's line. Never the decision's reason: that is the host's
 // text (an operator file's path, a DNS error), which the jail is not told.
 std::string line_of(const netproxy::Decision& d, const SummaryHints& hints) {
@@ -148,10 +138,12 @@ util::Status JailNotes::add_pi_guard(const std::string& pi_path, runtime::Reques
   if (::mkdirat(fd_.get(), kGuardDir, 0700) != 0) return util::Error::from_errno("make " + path, errno);
   util::UniqueFd bin(::openat(fd_.get(), kGuardDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!bin.valid()) return util::Error::from_errno("open " + path, errno);
-  util::UniqueFd f(::openat(bin.get(), kGuardName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755));
-  if (!f.valid()) return util::Error::from_errno("create " + path, errno);
-  if (auto ok = write_all(f.get(), pi_guard_script(pi_path), path); !ok) return ok;
-  if (::fchmod(f.get(), 0755) != 0) return util::Error::from_errno("chmod " + path, errno);
+  auto tmp = util::TempFile::create(bin.get(), kGuardName);
+  if (!tmp) return tmp.error();
+  if (auto ok = tmp->fill(pi_guard_script(pi_path), util::Durability::page_cache, 0755); !ok) return ok;
+  auto placed = tmp->publish(kGuardName);
+  if (!placed) return placed.error();
+  if (!*placed) return util::Error::from_errno("create " + path, EEXIST);
   r.path_guard = std::string(kPiGuardJailDir);
   return {};
 }
