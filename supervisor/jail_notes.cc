@@ -1,5 +1,6 @@
 #include "jail_notes.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "prepare.h"
 #include "util/escape.h"
+#include "util/file_lock.h"
 #include "util/log.h"
 #include "util/random.h"
 #include "util/temp_file.h"
@@ -24,6 +26,7 @@ namespace {
 constexpr const char* kFileName = "refusals";
 constexpr const char* kGuardDir = "bin";
 constexpr const char* kGuardName = "pi";
+constexpr std::string_view kNotesPrefix = "jail-notes-";
 
 // `s` as one word for sh(1).
 std::string shell_quoted(std::string_view s) {
@@ -86,15 +89,46 @@ std::string pi_guard_script(const std::string& pi_path) {
       "# read-only .pi/), thrown away at the end: refused at once, saying how to install outside.\n"
       "case \"$1\" in\n";
   for (const char* command : {"install", "remove", "uninstall", "update"})
-    text += fmt::format("  {}) echo {} >&2; exit 125 ;;\n", command,
+    text += fmt::format("  {}) printf '%s\\n' {} >&2; exit 125 ;;\n", command,
                         shell_quoted("pi-jail: " + pi_package_refusal(command)));
   return text + "esac\nexec " + shell_quoted(pi_path) + " \"$@\"\n";
 }
 
+namespace {
+
+// Removes the notes directory `name` of `state` with what a run puts in it.
+void remove_notes_dir(int state, const std::string& name, int dir) {
+  ::unlinkat(dir, kFileName, 0);
+  if (util::UniqueFd bin(::openat(dir, kGuardDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)); bin.valid())
+    ::unlinkat(bin.get(), kGuardName, 0);
+  ::unlinkat(dir, kGuardDir, AT_REMOVEDIR);
+  ::unlinkat(state, name.c_str(), AT_REMOVEDIR);
+}
+
+// Each run holds its notes directory locked: one that can be locked is
+// left from a run that is gone.
+void remove_abandoned_notes(int state) {
+  util::UniqueFd listing(::openat(state, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* d = listing.valid() ? ::fdopendir(listing.get()) : nullptr;
+  if (!d) return;
+  listing.release();
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d))
+    if (std::string_view(e->d_name).starts_with(kNotesPrefix)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string& name : names) {
+    util::UniqueFd dir(::openat(state, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir.valid() && util::try_lock_file(dir.get())) remove_notes_dir(state, name, dir.get());
+  }
+}
+
+}  // namespace
+
 util::Result<JailNotes> JailNotes::make(const std::string& state_dir, SummaryHints hints) {
   auto state = util::make_private_dir(state_dir);
   if (!state) return std::move(state.take_error()).context("pi-jail's state directory");
-  const std::string name = fmt::format("jail-notes-{}-{:016x}", ::getpid(), util::random_u64());
+  remove_abandoned_notes(state->get());
+  const std::string name = fmt::format("{}{}-{:016x}", kNotesPrefix, ::getpid(), util::random_u64());
   if (::mkdirat(state->get(), name.c_str(), 0700) != 0)
     return util::Error::from_errno("make " + state_dir + "/" + name, errno);
   const std::string dir = state_dir + "/" + name;
@@ -104,22 +138,23 @@ util::Result<JailNotes> JailNotes::make(const std::string& state_dir, SummaryHin
     ::unlinkat(state->get(), name.c_str(), AT_REMOVEDIR);
     return util::Error::from_errno("open " + dir, err);
   }
-  JailNotes out(dir, std::move(fd), hints);
+  if (!util::try_lock_file(fd.get())) {
+    int err = errno;
+    ::unlinkat(state->get(), name.c_str(), AT_REMOVEDIR);
+    return util::Error::from_errno("lock " + dir, err);
+  }
+  JailNotes out(dir, std::move(*state), name, std::move(fd), hints);
   if (auto ok = out.write(refusals_text({}, hints)); !ok) return ok.take_error();
   return out;
 }
 
 JailNotes::JailNotes(JailNotes&& o) noexcept
-    : dir_(std::exchange(o.dir_, {})), fd_(std::move(o.fd_)), hints_(o.hints_), seen_entries_(o.seen_entries_),
-      warned_(o.warned_) {}
+    : dir_(std::exchange(o.dir_, {})), state_(std::move(o.state_)), name_(std::move(o.name_)), fd_(std::move(o.fd_)),
+      hints_(o.hints_), seen_entries_(o.seen_entries_), warned_(o.warned_) {}
 
 JailNotes::~JailNotes() {
-  if (dir_.empty() || !fd_.valid()) return;
-  ::unlinkat(fd_.get(), kFileName, 0);
-  if (util::UniqueFd bin(::openat(fd_.get(), kGuardDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)); bin.valid())
-    ::unlinkat(bin.get(), kGuardName, 0);
-  ::unlinkat(fd_.get(), kGuardDir, AT_REMOVEDIR);
-  ::rmdir(dir_.c_str());
+  if (dir_.empty() || !fd_.valid() || !state_.valid()) return;
+  remove_notes_dir(state_.get(), name_, fd_.get());
 }
 
 // Only a new entry rewrites the file: at most kMaxEntries rewrites a run,

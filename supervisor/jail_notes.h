@@ -58,6 +58,8 @@ std::string pi_guard_script(const std::string& pi_path);
 class JailNotes {
 public:
   // A new directory in `state_dir` with the refusals of an empty table.
+  // Directories of earlier runs that nobody holds any more (a run killed
+  // with SIGKILL leaves its own) are removed first.
   static util::Result<JailNotes> make(const std::string& state_dir, SummaryHints hints);
   JailNotes(JailNotes&& o) noexcept;
   JailNotes& operator=(JailNotes&&) = delete;
@@ -74,12 +76,14 @@ public:
   util::Status add_pi_guard(const std::string& pi_path, runtime::Request& r);
 
 private:
-  JailNotes(std::string dir, util::UniqueFd fd, SummaryHints hints)
-      : dir_(std::move(dir)), fd_(std::move(fd)), hints_(hints) {}
+  JailNotes(std::string dir, util::UniqueFd state, std::string name, util::UniqueFd fd, SummaryHints hints)
+      : dir_(std::move(dir)), state_(std::move(state)), name_(std::move(name)), fd_(std::move(fd)), hints_(hints) {}
   util::Result<void> write(const std::string& text);
 
   std::string dir_;
-  util::UniqueFd fd_;  // the directory
+  util::UniqueFd state_;  // the state directory that holds it, as name_
+  std::string name_;
+  util::UniqueFd fd_;  // the directory, locked (flock) for as long as the run lasts
   SummaryHints hints_;
   size_t seen_entries_ = 0;
   bool warned_ = false;

@@ -3,6 +3,7 @@
 // the end) and the pi guard that refuses Pi's package commands inside.
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -205,5 +206,46 @@ TEST_CASE("the pi guard is bin/pi of the jail's notes, first on PATH inside, rem
     CHECK(std::find(env.begin(), env.end(), "PATH=/run/pi-jail/bin:/opt/node/bin:/usr/bin:/bin") != env.end());
   }
   CHECK_FALSE(std::filesystem::exists(dir));
+  std::filesystem::remove_all(state);
+}
+
+TEST_CASE("jail notes: a run killed with SIGKILL leaves its directory, and the next run removes it, never a live one") {
+  const std::string state =
+      std::filesystem::temp_directory_path() / fmt::format("pj-notes-test-{:x}", util::random_u64());
+  std::string live_dir, killed_dir;
+  {
+    auto live = supervisor::JailNotes::make(state, {});
+    REQUIRE(live.ok());
+    live_dir = live->dir();
+    // A child makes its notes and the guard, then dies without cleaning up.
+    int out[2];
+    REQUIRE(::pipe(out) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      auto notes = supervisor::JailNotes::make(state, {});
+      runtime::Request r;
+      if (!notes.ok() || !notes->add_pi_guard("/opt/pi/cli.js", r).ok()) ::_exit(1);
+      (void)!::write(out[1], notes->dir().data(), notes->dir().size());
+      ::kill(::getpid(), SIGKILL);
+    }
+    ::close(out[1]);
+    char buf[4096];
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    ::close(out[0]);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFSIGNALED(status));
+    REQUIRE(n > 0);
+    killed_dir.assign(buf, static_cast<size_t>(n));
+    REQUIRE(std::filesystem::exists(killed_dir + "/bin/pi"));
+    CHECK(std::filesystem::exists(live_dir));
+
+    auto next = supervisor::JailNotes::make(state, {});
+    REQUIRE(next.ok());
+    CHECK_FALSE(std::filesystem::exists(killed_dir));
+    CHECK(std::filesystem::exists(live_dir + "/refusals"));  // still held by its run
+  }
+  CHECK_FALSE(std::filesystem::exists(live_dir));
   std::filesystem::remove_all(state);
 }
