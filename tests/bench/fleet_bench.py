@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Many jails at once on one machine (issue 20), side by side with bubblewrap.
+"""Many jails at once on one machine, side by side with bubblewrap.
 
     fleet_bench.py PI_JAIL OUT.json [SIZES]      SIZES: default 1,10,50
 

@@ -1,4 +1,4 @@
-// Model credentials never enter the jail (issue 17), seen from inside a
+// Model credentials never enter the jail, seen from inside a
 // real jail: the environment, /proc/self/environ and Pi's auth.json hold
 // placeholders only; what the jail leaves in auth.json goes back to the
 // host with the real values; signed credentials and project binds are

@@ -1,4 +1,4 @@
-// Credentials outside the jail (issue 17), the network filter's side, in
+// Credentials outside the jail, the network filter's side, in
 // real jails: a TLS server on the host's loopback with its own test CA
 // (trusted by the filter through --test-upstream-ca, never by the jail),
 // a credential bound to it through PJ_TEST_BIND; the jail holds only the

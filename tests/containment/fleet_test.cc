@@ -1,4 +1,4 @@
-// Many jails side by side (issue 20): the CI fan-out case, fifty pi-jail
+// Many jails side by side: the CI fan-out case, fifty pi-jail
 // runs at once in one workspace with one agent dir. Each must see only its
 // own /tmp, its own network filter and write only its own report; their
 // write-backs to the shared agent dir must all land, and no staging or

@@ -1,4 +1,4 @@
-// Resource limits (issue 20): a fork bomb stops at the process limit, a
+// Resource limits: a fork bomb stops at the process limit, a
 // memory limit kills at its size or, where it cannot be enforced, stops
 // the run before anything runs; the report says what the run used.
 #include <doctest/doctest.h>

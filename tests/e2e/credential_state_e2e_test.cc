@@ -1,4 +1,4 @@
-// The real Pi with its credentials outside the jail (issue 17, the
+// The real Pi with its credentials outside the jail (the
 // supervisor's side): the host's ANTHROPIC_API_KEY and auth.json tokens
 // reach the jail only as placeholders (Pi's environment, its auth.json,
 // /proc/<pi>/environ read by a sibling, Pi's whole memory read from the

@@ -1,4 +1,4 @@
-// The real Pi with its key outside the jail (issue 17, the filter's
+// The real Pi with its key outside the jail (the filter's
 // side): Pi's provider talks HTTPS to a scripted model server with its own
 // test CA (trusted by the filter through --test-upstream-ca, never by the
 // jail); Pi holds only the placeholder; the server receives the real key.

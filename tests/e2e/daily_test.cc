@@ -1,4 +1,4 @@
-// A day's ordinary work in the real Pi under pi-jail (issue 19): git
+// A day's ordinary work in the real Pi under pi-jail: git
 // commits as the host's identity without its secrets, npm installs from a
 // registry and keeps its cache in the workspace's jail home, and a Pi
 // reached through a bin/node symlink runs on that Node, pinned and newest.

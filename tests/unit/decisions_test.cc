@@ -137,7 +137,7 @@ int threads_now() {
 }  // namespace
 
 TEST_CASE("resolver: workers start when a name is queued, not before, and answer it") {
-  // Issue 18: four idle workers used to start with every network filter,
+  // Four idle workers used to start with every network filter,
   // on every run, resolving nothing for most of them.
   const int before = threads_now();
   netproxy::Resolver r(8, 4);
