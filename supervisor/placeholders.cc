@@ -252,6 +252,7 @@ util::Result<Registry> Registry::lock(const std::string& state_dir) {
   if (!fd.valid()) return Error::from_errno(fmt::format("open {}/placeholders.lock", state_dir), errno);
   if (int err = util::lock_file(fd.get(), util::LockKind::exclusive); err != 0)
     return Error::from_errno(fmt::format("lock {}/placeholders.lock", state_dir), -err);
+  util::TempFile::remove_abandoned(state->get(), kRegistry);  // a run killed while it saved
   auto on_disk = load(state->get());
   auto kept = sweep(on_disk);
   if (auto st = save(state->get(), on_disk, kept); !st) return st.take_error();

@@ -1,5 +1,6 @@
 #include "temp_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>  // renameat2 (Linux), renameatx_np (macOS)
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -22,6 +24,38 @@ Result<TempFile> TempFile::create(int dirfd, std::string_view base) {
     if (errno != EEXIST) return Error::from_errno(fmt::format("create {}", name), errno);
   }
   return Error::from_errno(fmt::format("create a temporary file for {}", base), EEXIST);
+}
+
+namespace {
+
+// BASE.<16 lowercase hex digits>.tmp, as create() names its files.
+bool made_for(std::string_view name, std::string_view base) {
+  constexpr std::string_view suffix = ".tmp";
+  if (!name.starts_with(base) || !name.ends_with(suffix)) return false;
+  name.remove_prefix(base.size());
+  name.remove_suffix(suffix.size());
+  if (name.size() != 17 || name[0] != '.') return false;
+  for (char c : name.substr(1))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace
+
+void TempFile::remove_abandoned(int dirfd, std::string_view base) {
+  UniqueFd listing(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* d = listing.valid() ? ::fdopendir(listing.get()) : nullptr;
+  if (!d) return;
+  listing.release();
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d))
+    if (made_for(e->d_name, base)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string& name : names) {
+    struct stat st;
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      ::unlinkat(dirfd, name.c_str(), 0);
+  }
 }
 
 TempFile::TempFile(int dirfd, std::string name, UniqueFd fd)

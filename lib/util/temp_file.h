@@ -31,6 +31,12 @@ public:
 
   const std::string& name() const { return name_; }
 
+  // Removes the files create(dirfd, base) made that are still there: what
+  // a writer killed before it could rename or remove its file left. Only
+  // for a caller that holds the lock every writer of `base` takes (none of
+  // them can be writing now); an unrelated name is never touched.
+  static void remove_abandoned(int dirfd, std::string_view base);
+
   // Writes `content` (with `mode`, 0600 unless said, whatever the umask)
   // and closes the file.
   Status fill(std::string_view content, Durability durability = Durability::disk, mode_t mode = 0600);
