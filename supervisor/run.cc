@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "netproxy/address.h"
+#include "net/address.h"
 #include "policy/layer.h"
 #include "runtime/request.h"
 #include "util/escape.h"
@@ -95,9 +95,9 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
   }
   for (const auto& t : inv.test_resolve) {  // test builds only: HOST:PORT=IP:PORT2
     auto eq = t.find('=');
-    auto from = eq == std::string::npos ? std::nullopt : netproxy::parse_host_port(std::string_view(t).substr(0, eq));
-    auto to = from ? netproxy::parse_host_port(std::string_view(t).substr(eq + 1)) : std::nullopt;
-    auto ip = to ? netproxy::parse_ip(to->host) : std::nullopt;
+    auto from = eq == std::string::npos ? std::nullopt : net::parse_host_port(std::string_view(t).substr(0, eq));
+    auto to = from ? net::parse_host_port(std::string_view(t).substr(eq + 1)) : std::nullopt;
+    auto ip = to ? net::parse_ip(to->host) : std::nullopt;
     if (!ip) return util::Error::invalid(fmt::format("--test-resolve {}: HOST:PORT=IP:PORT2 expected", t));
     opts.proxy_limits.test_resolve.push_back({t.substr(0, eq), {*ip, static_cast<uint16_t>(to->port)}});
   }
@@ -158,7 +158,7 @@ util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
   size_t eq1 = text.find('='), eq2 = eq1 == std::string::npos ? eq1 : text.find('=', eq1 + 1);
   size_t at = text.rfind('@');
   if (eq2 == std::string::npos || at == std::string::npos || at < eq2) return bad();
-  auto hostport = netproxy::parse_host_port(std::string_view(text).substr(at + 1));
+  auto hostport = net::parse_host_port(std::string_view(text).substr(at + 1));
   if (!hostport) return bad();
   netproxy::Binding b;
   b.name = text.substr(0, eq1);

@@ -17,7 +17,7 @@ namespace pj::policy {
 enum class PathAccess { read_only, read_write };
 // Whether an allowed name may resolve to a private range (`allow_private`):
 // the filter's own setting, which the policy fills.
-using netproxy::PrivateRanges;
+using net::PrivateRanges;
 
 // The processes (threads count too) a jail may have at once unless a
 // layer sets `[limits] pids`: far above what Pi and its tools use, far
