@@ -33,7 +33,7 @@ struct Invocation {
   std::vector<std::string> test_landlock_read_only;  // test aid; only narrows
   std::optional<std::chrono::milliseconds> timeout;
   // --memory SIZE, --pids N, --cpus N: checked here, applied as the
-  // command line's [limits] (policy_layers.cc).
+  // command line's [limits] (policy/layers.cc).
   std::optional<std::string> memory, pids, cpus;
   std::chrono::milliseconds grace{5000};
   std::optional<std::string> report;  // --report FILE

@@ -23,6 +23,7 @@
 #include "git/protect.h"
 #include "git/worktree.h"
 #include "jail_home.h"
+#include "pi/agent_dir.h"
 #include "pi/sessions.h"
 #include "run.h"
 #include "runtime/program.h"
@@ -105,7 +106,7 @@ std::string system_dir_problem(const std::string& dir) {
 // protections are planned inside the real directory, so an agent dir that
 // is a symlink (into a dotfiles repository) is protected where it lives.
 util::Result<std::string> prepare_agent_dir(const std::string& home, const std::string& home_real) {
-  const std::string agent_dir = pi_agent_dir(home);
+  const std::string agent_dir = pi::agent_dir(home);
   std::string failed;
   int mkdir_errno = 0;
   // It is there on every run but the first: made only when it does not
@@ -377,6 +378,23 @@ util::Status protect_repositories(runtime::Request& in, const policy::Policy& po
   return {};
 }
 
+// What the command line says of the policy (policy/layers.h).
+policy::CommandLine policy_command_line(const cli::Invocation& inv) {
+  return {.profile = inv.profile,
+          .config = inv.config,
+          .no_project_config = inv.no_project_config,
+          .allow_read = inv.allow_read,
+          .allow_write = inv.allow_write,
+          .deny = inv.deny,
+          .allow_net = inv.allow_net,
+          .publish = inv.publish,
+          .allow_net_presets = inv.allow_net_presets,
+          .ephemeral_home = inv.ephemeral_home,
+          .memory = inv.memory,
+          .pids = inv.pids,
+          .cpus = inv.cpus};
+}
+
 }  // namespace
 
 std::string pi_package_refusal(std::string_view command) {
@@ -437,7 +455,12 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     util::warn("{}", msg);
   }
 
-  Places places{in.workspace, in.home, in.cwd, pi_agent_dir(in.home), std::nullopt};
+  policy::Places places{.workspace = in.workspace,
+                        .home = in.home,
+                        .cwd = in.cwd,
+                        .agent_dir = pi::agent_dir(in.home),
+                        .state_dir = state_dir(),
+                        .data_dir = data_dir()};
   if (inv.profile == "pi") {
     auto agent = prepare_agent_dir(in.home, home_real);
     if (!agent) return agent.take_error();
@@ -474,8 +497,8 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                        (prepared.program.exec_path.find("/pi-coding-agent/") != std::string::npos ||
                         inv.command.front() == "pi" || inv.command.front().ends_with("/pi"));
 
-  prepared.policy = load_policy(inv, places);
-  LoadedPolicy& lp = prepared.policy;
+  prepared.policy = policy::load_policy(policy_command_line(inv), places);
+  policy::LoadedPolicy& lp = prepared.policy;
   // fd and rg for Pi, looked for in the view the policy makes; those it
   // does not show yet are more needs of the program: resolved again.
   std::vector<std::string> tools_not_found;
@@ -484,7 +507,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     tools_not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in.workspace, tools);
     if (!tools.empty() && inv.isolation == cli::Isolation::jail) {
       lp.ctx.program.insert(lp.ctx.program.end(), tools.begin(), tools.end());
-      lp.resolved = resolve_policy(lp.layers, lp.ctx);
+      lp.resolved = policy::resolve_policy(lp.layers, lp.ctx);
     }
   }
   std::vector<policy::Diagnostic> problems = lp.errors;

@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "git/audit.h"
 #include "netproxy/rules.h"
-#include "policy_layers.h"
+#include "policy/layers.h"
 #include "private_dirs.h"
 #include "runtime/program.h"
 #include "runtime/request.h"
@@ -22,7 +22,7 @@ enum class PrepareFailure { not_found, not_executable, other };
 
 struct Prepared {
   runtime::Request request;  // what every backend plans from
-  LoadedPolicy policy;
+  policy::LoadedPolicy policy;
   netproxy::Rules rules;  // the network filter's, from the policy
   runtime::Program program;  // run mode: what is executed and what it needs
   // Which directories a run makes in a hidden part of a private directory
