@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "pi/profile_adapter.h"
 #include "prepare.h"
 #include "util/escape.h"
 #include "util/log.h"
@@ -87,7 +88,7 @@ std::string pi_guard_script(const std::string& pi_path) {
       "case \"$1\" in\n";
   for (const char* command : {"install", "remove", "uninstall", "update"})
     text += fmt::format("  {}) echo {} >&2; exit 125 ;;\n", command,
-                        shell_quoted("pi-jail: " + pi_package_refusal(command)));
+                        shell_quoted("pi-jail: " + pi::package_refusal(command)));
   return text + "esac\nexec " + shell_quoted(pi_path) + " \"$@\"\n";
 }
 

@@ -175,16 +175,16 @@ LoadedPolicy load_policy(const CommandLine& cl, const Places& places) {
   const char* xdg_config = std::getenv("XDG_CONFIG_HOME");
   const std::string& state = places.state_dir;
   const std::string& data = places.data_dir;
-  Context ctx{places.workspace,
-              home,
-              places.cwd,
-              {{"pi_agent_dir", places.agent_dir},
-               {"pi_jail_state", state.empty() ? home + "/.local/state/pi-jail" : state},
+  // The profile's variables first: the order in which an unknown
+  // variable's error lists them.
+  std::vector<std::pair<std::string, std::string>> vars = places.vars;
+  vars.insert(vars.end(),
+              {{"pi_jail_state", state.empty() ? home + "/.local/state/pi-jail" : state},
                {"pi_jail_data", data.empty() ? home + "/.local/share/pi-jail" : data},
                {"pi_jail_config",
-                (xdg_config && *xdg_config == '/' ? std::string(xdg_config) : home + "/.config") + "/pi-jail"}},
-              real_path,
-              places.worktree};
+                (xdg_config && *xdg_config == '/' ? std::string(xdg_config) : home + "/.config") + "/pi-jail"}});
+  Context ctx{places.workspace, home, places.cwd, std::move(vars), real_path, places.worktree};
+  ctx.placed = places.placed;
   ctx.getenv = [](const std::string& name) -> std::optional<std::string> {
     const char* v = std::getenv(name.c_str());
     if (!v || !*v) return std::nullopt;

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policy/explain.h"
@@ -37,16 +38,19 @@ struct CommandLine {
 };
 
 // Where a run's policy is anchored: the values of ~, ${home},
-// ${workspace}, ${pi_agent_dir}, ${pi_jail_state} and ${pi_jail_data},
-// and what was found in the workspace.
+// ${workspace}, ${pi_jail_state}, ${pi_jail_data}, the profile's own
+// variables, and what was found in the workspace.
 struct Places {
   std::string workspace;  // resolved
   std::string home;       // $HOME as the jail will see it
   std::string cwd;
-  std::string agent_dir;  // resolved when it exists (the pi profile makes it)
-  std::optional<Worktree> worktree;  // checked (git/worktree.h)
+  std::optional<Worktree> worktree = {};  // checked (git/worktree.h)
   // pi-jail's own state and data directories; empty: under `home`.
   std::string state_dir = {}, data_dir = {};
+  // The variables the profile's adapter defines (${pi_agent_dir}), and
+  // those of them that name a directory the caller places.
+  std::vector<std::pair<std::string, std::string>> vars = {};
+  std::vector<PlacedDir> placed = {};
   // What the program to run needs (runtime::discover()); empty for explain.
   std::vector<ProgramNeed> program = {};
 };
