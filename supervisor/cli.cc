@@ -214,7 +214,9 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
     if (!d) return std::move(d.take_error()).context(std::string(name));
     if (name == "--timeout") inv.timeout = *d;
     else inv.grace = *d;
-  } else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
+  }
+#ifdef PJ_TEST_SWITCHES
+  else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
   else if (name == "--unsafe-test-no-seccomp") inv.unsafe_test_no_seccomp = true;
   else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
   else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
@@ -230,6 +232,7 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   } else if (name == "--test-upstream-ca") inv.test_upstream_ca = *value;
   else if (name == "--test-token-endpoint") inv.test_token_endpoint.push_back(*value);
   else if (name == "--test-resolve") inv.test_resolve.push_back(*value);
+#endif
   else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
   else if (name == "--verbose") inv.verbosity = util::Verbosity::verbose;
   else if (name == "--quiet") inv.verbosity = util::Verbosity::quiet;
@@ -259,8 +262,8 @@ util::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
 // pi-jail's options come first, in any order with at most one subcommand
 // word among them; the first other word (or whatever follows --) starts
 // the command, whose own options are left alone.
-void take_test_bindings([[maybe_unused]] Invocation& inv) {
 #ifdef PJ_TEST_SWITCHES
+void take_test_bindings(Invocation& inv) {
   char* value = std::getenv("PJ_TEST_BIND");
   if (!value) return;
   std::string_view text(value);
@@ -271,8 +274,8 @@ void take_test_bindings([[maybe_unused]] Invocation& inv) {
   }
   std::fill(value, value + text.size(), '\0');
   ::unsetenv("PJ_TEST_BIND");
-#endif
 }
+#endif
 
 util::Result<Invocation> parse(int argc, char** argv) {
   Invocation inv;

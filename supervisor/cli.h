@@ -30,32 +30,36 @@ struct Invocation {
   std::string profile = "pi";
   std::optional<std::string> config;  // replaces the operator file locations
   bool no_project_config = false;
-  std::vector<std::string> test_landlock_read_only;  // test aid; only narrows
   std::optional<std::chrono::milliseconds> timeout;
   // --memory SIZE, --pids N, --cpus N: checked here, applied as the
-  // command line's [limits] (policy_layers.cc).
+  // command line's [limits] (policy/layers.cc).
   std::optional<std::string> memory, pids, cpus;
   std::chrono::milliseconds grace{5000};
   std::optional<std::string> report;  // --report FILE
   std::optional<std::string> net_log;  // --net-log FILE
-  bool unsafe_test_no_seccomp = false;  // test builds only (-Dtest_switches=true)
-  bool unsafe_test_no_landlock = false;  // test builds only
-  // Test builds only: run this program in place of /usr/bin/sandbox-exec
-  // (a stand-in that enforces nothing; the Seatbelt backend's wiring tests).
+#ifdef PJ_TEST_SWITCHES
+  // Test builds only (-Dtest_switches=true): a release build has neither
+  // these fields nor their options, so no code path of it can reach them.
+  std::vector<std::string> test_landlock_read_only;  // only narrows
+  bool unsafe_test_no_seccomp = false;
+  bool unsafe_test_no_landlock = false;
+  // Run this program in place of /usr/bin/sandbox-exec (a stand-in that
+  // enforces nothing; the Seatbelt backend's wiring tests).
   std::optional<std::string> unsafe_test_sandbox_exec;
-  // Test builds only: the network filter's start fails on purpose, to
-  // show that the command then never starts.
+  // The network filter's start fails on purpose, to show that the
+  // command then never starts.
   bool test_fail_network_filter = false;
-  // Test builds only: --test-net-timeouts HANDSHAKE,IDLE (durations), the
-  // network filter's handshake and idle timeouts, so tests need not wait.
+  // --test-net-timeouts HANDSHAKE,IDLE (durations), the network filter's
+  // handshake and idle timeouts, so tests need not wait.
   std::optional<std::pair<std::chrono::milliseconds, std::chrono::milliseconds>> test_net_timeouts;
-  // Test builds only: PJ_TEST_BIND (take_test_bindings), credentials for
-  // the network filter without the supervisor's credential table;
-  // --test-upstream-ca FILE, extra anchors for upstream servers.
+  // PJ_TEST_BIND (take_test_bindings), credentials for the network
+  // filter without the supervisor's credential table; --test-upstream-ca
+  // FILE, extra anchors for upstream servers.
   std::vector<std::string> test_bind;
   std::optional<std::string> test_upstream_ca;
   std::vector<std::string> test_resolve;  // HOST:PORT=IP:PORT2: connect there once HOST:PORT is allowed
   std::vector<std::string> test_token_endpoint;  // PROVIDER@HOST:PORT/PATH: a stand-in token endpoint
+#endif
   Isolation isolation = Isolation::jail;
   util::Verbosity verbosity = util::Verbosity::normal;
   bool json = false;
@@ -65,12 +69,14 @@ struct Invocation {
 
 util::Result<Invocation> parse(int argc, char** argv);
 
+#ifdef PJ_TEST_SWITCHES
 // Test builds only: the lines of PJ_TEST_BIND (NAME=PLACEHOLDER=VALUE@
 // HOST:PORT) into inv.test_bind, then the variable's bytes overwritten and
 // the variable removed, so no copy of this process (the jail's init is
 // one) and no environment made from it holds the value. An environment
 // variable, not an argument: nothing in the jail can read it afterwards.
 void take_test_bindings(Invocation& inv);
+#endif
 
 // "90", "90s", "1500ms", "5m", "2h" -> milliseconds; > 0.
 util::Result<std::chrono::milliseconds> parse_duration(std::string_view text);

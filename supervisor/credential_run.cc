@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "netproxy/address.h"
+#include "net/address.h"
 #include "token_exchange.h"
 #include "util/escape.h"
 #include "util/paths.h"
@@ -24,7 +24,7 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
     size_t at = t.find('@'), slash = t.find('/', at == std::string::npos ? 0 : at);
     auto hostport = at == std::string::npos || slash == std::string::npos
                         ? std::nullopt
-                        : netproxy::parse_host_port(std::string_view(t).substr(at + 1, slash - at - 1));
+                        : net::parse_host_port(std::string_view(t).substr(at + 1, slash - at - 1));
     if (!hostport || !credentials::provider_by_id(t.substr(0, at)))
       return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
     // A stand-in renews as the provider's endpoint of the same path does.

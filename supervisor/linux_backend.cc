@@ -38,7 +38,7 @@ using util::JsonWriter;
 
 // The common request plus what only this backend reads: the policy's
 // hardening switches, the kernel's Landlock ABI and the test switches.
-util::Result<linuxjail::PlanInput> plan_input(const cli::Invocation& inv, const Prepared& prepared) {
+util::Result<linuxjail::PlanInput> plan_input([[maybe_unused]] const cli::Invocation& inv, const Prepared& prepared) {
   linuxjail::PlanInput in;
   static_cast<runtime::Request&>(in) = prepared.request;
   if (const auto& pol = prepared.policy.resolved.policy) {
@@ -47,6 +47,7 @@ util::Result<linuxjail::PlanInput> plan_input(const cli::Invocation& inv, const 
     in.landlock_use = pol->landlock();
   }
   in.landlock_abi = linuxjail::landlock_abi();
+#ifdef PJ_TEST_SWITCHES
   if (inv.unsafe_test_no_landlock) {
     util::emit("WARNING", "--unsafe-test-no-landlock: the jail runs WITHOUT Landlock (test build)");
     in.landlock_abi = 0;
@@ -62,6 +63,7 @@ util::Result<linuxjail::PlanInput> plan_input(const cli::Invocation& inv, const 
     if (!norm) return std::move(norm.take_error()).context(fmt::format("--test-landlock-read-only {}", p));
     in.landlock_read_only.push_back(*norm);
   }
+#endif
   return in;
 }
 
@@ -278,8 +280,13 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   if (!input) return done(request_refused(input.error().message()));
   // Model credentials: placeholders in the environment and Pi's
   // auth.json; the real values stay here (credential_run.h).
+#ifdef PJ_TEST_SWITCHES
+  const std::vector<std::string>& token_endpoints = inv.test_token_endpoint;
+#else
+  const std::vector<std::string> token_endpoints;
+#endif
   auto creds = RunCredentials::prepare(prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr,
-                                       *input, inv.test_token_endpoint);
+                                       *input, token_endpoints);
   if (!creds) return done(setup_failed(creds.error().message()));
   content.write_credentials = [c = *creds](JsonWriter& j) { c.write_json(j); };
   // Planned under the placeholder registry's lock (placeholders.h); explain

@@ -229,7 +229,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     return;
   }
   for (auto& p : *published) {
-    netproxy::Rules::Forward target{*netproxy::parse_ip("127.0.0.1"), p.spec.jail_port, "127.0.0.1",
+    netproxy::Rules::Forward target{*net::parse_ip("127.0.0.1"), p.spec.jail_port, "127.0.0.1",
                                     fmt::format("publish {} ({})", p.spec.str(), p.why)};
     if (auto st = proxy_->add_listener(std::move(p.fd), netproxy::ListenerKind::publish, target); !st)
       return abort_jail("serve a published port: " + st.error().message());

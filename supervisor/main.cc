@@ -178,7 +178,9 @@ int main(int argc, char** argv) {
     util::error("{}", inv.error().message());
     return kSetupFailed;
   }
+#ifdef PJ_TEST_SWITCHES
   cli::take_test_bindings(*inv);
+#endif
   util::set_verbosity(inv->verbosity);
   switch (inv->mode) {
     case cli::Mode::help: util::out("{}", cli::kUsage); return with_stdout_checked(0);

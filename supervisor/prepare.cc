@@ -3,9 +3,6 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
-#ifdef __linux__
-#include <sys/vfs.h>
-#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,9 +20,10 @@
 #include "git/protect.h"
 #include "git/worktree.h"
 #include "jail_home.h"
-#include "pi/sessions.h"
+#include "pi/profile_adapter.h"
 #include "run.h"
 #include "runtime/program.h"
+#include "runtime/system_dirs.h"
 #include "util/escape.h"
 #include "util/json_value.h"
 #include "util/log.h"
@@ -68,222 +66,6 @@ std::string home_dir() {
   if (h && *h == '/') return h;
   if (passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) return pw->pw_dir;
   return "/";
-}
-
-// Trees of the system itself: neither a workspace nor Pi's agent dir may
-// be one of them or lie inside one (a read-write /etc or host procfs).
-constexpr std::string_view kSystemTrees[] = {"/proc", "/sys", "/dev", "/run", "/boot", "/etc", "/usr",
-                                             "/bin",  "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
-// Directories that hold everybody's or the system's data: refused as a
-// whole (a project below them is fine).
-constexpr std::string_view kSharedDirs[] = {"/", "/var", "/var/tmp", "/tmp", "/opt", "/srv", "/home", "/mnt",
-                                            "/media", "/root"};
-
-// Why `dir` (resolved) cannot be granted read-write as `what`, or "".
-std::string system_dir_problem(const std::string& dir) {
-  for (auto t : kSystemTrees)
-    if (util::path_within(dir, t)) return fmt::format("it is part of the system ({})", t);
-  for (auto d : kSharedDirs)
-    if (dir == d) return "it is a system directory shared by everyone";
-#ifdef __linux__
-  struct statfs fs;
-  if (::statfs(dir.c_str(), &fs) == 0) {
-    // Pseudo-filesystems: the kernel's objects, not files.
-    constexpr unsigned long kPseudo[] = {0x9fa0 /* proc */,       0x62656572 /* sysfs */,   0x1cd1 /* devpts */,
-                                         0x63677270 /* cgroup2 */, 0x27e0eb /* cgroup */,    0x73636673 /* securityfs */,
-                                         0x64626720 /* debugfs */, 0x74726163 /* tracefs */, 0xcafe4a11 /* bpf */,
-                                         0x6e736673 /* nsfs */,    0x62656570 /* configfs */, 0x19800202 /* mqueue */};
-    for (auto m : kPseudo)
-      if (static_cast<unsigned long>(fs.f_type) == m) return "it is on a pseudo-filesystem of the kernel";
-  }
-#endif
-  return "";
-}
-
-// Pi's agent dir ($PI_CODING_AGENT_DIR, else ~/.pi/agent), made if it is
-// not there yet (0700, as Pi would on its first run), then resolved: the
-// protections are planned inside the real directory, so an agent dir that
-// is a symlink (into a dotfiles repository) is protected where it lives.
-util::Result<std::string> prepare_agent_dir(const std::string& home, const std::string& home_real) {
-  const std::string agent_dir = pi_agent_dir(home);
-  std::string failed;
-  int mkdir_errno = 0;
-  // It is there on every run but the first: made only when it does not
-  // resolve (where it exists, every mkdir below says EEXIST).
-  auto real = real_path(agent_dir);
-  if (!real) {
-    std::string partial;
-    for (auto part : util::path_components(agent_dir)) {
-      partial += "/" + std::string(part);
-      if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST && failed.empty()) {
-        failed = partial;
-        mkdir_errno = errno;
-      }
-    }
-    real = real_path(agent_dir);
-  }
-  if (!real) {
-    // The first mkdir that failed says why (EACCES on a read-only parent,
-    // ENOENT under a dangling ~/.pi link), better than realpath's ENOENT.
-    const int err = mkdir_errno ? mkdir_errno : errno;
-    return Error::from_errno(fmt::format("Pi's agent dir {} cannot be made{} (fix: make it, or its parent, writable, "
-                                         "or set PI_CODING_AGENT_DIR to a directory of your own)",
-                                         agent_dir, failed.empty() ? "" : ": mkdir " + failed),
-                             err);
-  }
-  if (util::path_within(home_real, *real))
-    return Error::invalid(fmt::format(
-        "refusing Pi's agent dir {}: it is your home directory or contains it, so all of it would be writable "
-        "inside the jail; set PI_CODING_AGENT_DIR to a directory of its own (default ~/.pi/agent)",
-        agent_dir));
-  if (auto why = system_dir_problem(*real); !why.empty())
-    return Error::invalid(fmt::format("refusing Pi's agent dir {}: {}", agent_dir, why));
-  return *real;
-}
-
-// Whether `path` is a directory, links followed (pi::IsDirectory).
-bool is_directory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// Pi's sessions of this workspace (pi/sessions.h): the one part of the
-// agent dir the jail writes in place, each directory a read-write need of
-// the program. A run makes the workspace's and the starting directory's
-// when they are missing (0700, as Pi would); explain, which changes
-// nothing, shows those that exist. Nothing else is made in the agent dir.
-util::Status show_pi_sessions(const std::string& agent_dir, const std::string& workspace, const std::string& cwd,
-                              cli::Mode mode, std::vector<policy::ProgramNeed>& needs) {
-  auto agent = util::open_dir_nofollow(agent_dir);
-  if (!agent) return Error::from_errno(fmt::format("open Pi's agent dir {}", agent_dir), agent.error().err());
-  util::UniqueFd sessions(::openat(agent->get(), "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!sessions.valid() && errno != ENOENT)
-    return Error::from_errno(fmt::format("open {}/sessions (a link? pi-jail shows none)", agent_dir), errno);
-  auto found = pi::workspace_sessions(sessions.get(), workspace, cwd, is_directory);
-  for (const auto& why : found.refused) util::warn("{}", why);
-  for (const auto& d : found.shown) {
-    if (!d.exists) {
-      if (mode != cli::Mode::run) continue;
-      if (!sessions.valid()) {
-        if (::mkdirat(agent->get(), "sessions", 0700) != 0 && errno != EEXIST)
-          return Error::from_errno(fmt::format("make {}/sessions", agent_dir), errno);
-        sessions.reset(::openat(agent->get(), "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (!sessions.valid()) return Error::from_errno(fmt::format("open {}/sessions", agent_dir), errno);
-      }
-      if (::mkdirat(sessions.get(), d.name.c_str(), 0700) != 0 && errno != EEXIST)
-        return Error::from_errno(fmt::format("make {}/sessions/{}", agent_dir, d.name), errno);
-    }
-    needs.push_back({agent_dir + "/sessions/" + d.name,
-                     {fmt::format("Pi's sessions of this workspace (sessions/{})", d.name), 0, 0},
-                     policy::Necessity::required,
-                     policy::PathAccess::read_write});
-  }
-  return {};
-}
-
-// fd and rg for Pi's find and grep tools. Pi looks for `fd` or `fdfind`
-// and `rg` on PATH (and in its agent dir's bin/) and, when they are not
-// there, downloads them from github.com, which the jail refuses (a
-// warning in the TUI at every start). Those on the caller's PATH outside
-// the system directories (~/.cargo/bin, ~/.local/bin, /opt/...) are shown
-// read-only where they are, so PATH finds them inside as outside: added
-// to `shown` as optional needs of the program (policy::ProgramNeed), which
-// the policy grants or refuses. Returns the tools Pi will not find, with
-// why, for one note.
-std::vector<std::string> show_pi_search_tools(std::string_view path_env, const policy::Policy& pol,
-                                              const std::string& workspace, std::vector<policy::ProgramNeed>& shown) {
-  struct Tool {
-    const char* what;
-    std::vector<const char*> names;
-  };
-  const Tool tools[] = {{"fd", {"fd", "fdfind"}}, {"rg", {"rg"}}};
-  std::vector<std::string> missing;
-  auto in_system_view = [&](const std::string& p) {
-    return std::any_of(pol.system().begin(), pol.system().end(),
-                       [&](const auto& e) { return util::path_within(e.path, p); });
-  };
-  for (const auto& tool : tools) {
-    std::string found, why_not;
-    for (size_t start = 0; start <= path_env.size() && found.empty();) {
-      size_t end = std::min(path_env.find(':', start), path_env.size());
-      std::string dir(path_env.substr(start, end - start));
-      start = end + 1;
-      if (dir.empty() || dir.front() != '/') continue;  // relative entries name no fixed place
-      for (const char* name : tool.names) {
-        std::string path = dir + "/" + name;
-        struct stat st;
-        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) continue;
-        // Shown already, links included: the system directories, the
-        // workspace, the agent dir's copy (its bin/ is Pi's own place).
-        const bool in_private = std::any_of(pol.private_dirs().begin(), pol.private_dirs().end(),
-                                            [&](const auto& e) { return util::path_within(e.path, path); });
-        if (in_system_view(path) || in_private || util::path_within(workspace, path)) {
-          found = path;
-          break;
-        }
-        auto real = real_path(path);
-        if (!real) continue;
-        if (*real != path) {
-          why_not = fmt::format("{} is a link to {}, and the jail shows files, not links: put {} on PATH", path,
-                                *real, *real);
-          continue;
-        }
-        shown.push_back({path, {fmt::format("Pi's {} (found on PATH)", name), 0, 0}, policy::Necessity::optional});
-        found = path;
-        break;
-      }
-    }
-    if (found.empty()) missing.push_back(why_not.empty() ? fmt::format("{} is not on PATH", tool.what) : why_not);
-  }
-  return missing;
-}
-
-// `pi install X` (and -l, remove, uninstall, update): Pi's package
-// commands (package-manager-cli.js parsePackageCommand, whose command is
-// the first argument). Inside the jail what they install goes to the run's
-// copy of the agent dir, or to the workspace's .pi/, which stays
-// read-only, and is thrown away: the run stops before anything starts,
-// saying how to install outside.
-util::Status refuse_pi_package_command(const std::vector<std::string>& argv) {
-  if (argv.size() < 2) return {};
-  const std::string& command = argv[1];
-  if (command != "install" && command != "remove" && command != "uninstall" && command != "update") return {};
-  return util::Error::invalid(pi_package_refusal(command));
-}
-
-// Pi run with `--session FILE` of a session recorded in another
-// directory. When FILE lies among another project's sessions the jail
-// does not show it, and Pi would start a new conversation there that the
-// run discards: the run stops, naming the fix. Elsewhere (a file in the
-// workspace) Pi says the directory does not exist and its TUI offers to
-// continue or fork here: one note says why and what to do.
-util::Status check_foreign_session(const std::vector<std::string>& argv, const std::string& workspace,
-                                   const std::string& cwd, const std::string& agent_dir,
-                                   const std::vector<policy::ProgramNeed>& needs) {
-  for (size_t i = 1; i + 1 < argv.size(); ++i) {
-    if (argv[i] != "--session") continue;
-    auto file = util::normalize_path(argv[i + 1], cwd);
-    if (!file) continue;
-    // The file may lie among the sessions, which jails write: read as
-    // pi::recorded_cwd reads (no link followed, no FIFO waited on).
-    std::string recorded = pi::recorded_cwd(AT_FDCWD, *file).value_or("");
-    if (recorded.empty() || recorded.front() != '/' || util::path_within(recorded, workspace)) continue;
-    if (recorded.size() > 300) recorded = recorded.substr(0, 300) + "...";
-    const std::string dir(util::parent_path(*file));
-    const bool shown = std::any_of(needs.begin(), needs.end(), [&](const auto& n) { return n.path == dir; });
-    if (util::path_within(*file, agent_dir + "/sessions") && !shown)
-      return Error::invalid(fmt::format(
-          "the session {} was recorded in {}, outside this jail's workspace {}: the jail shows only this "
-          "workspace's sessions, so Pi would start a new conversation that is not kept. Run pi-jail in that "
-          "directory: pi-jail -w {} -- pi --session ...",
-          util::printable(*file), util::printable(recorded), util::printable(workspace), util::printable(recorded)));
-    util::note("the session {} was recorded in {}, outside this jail's workspace {}: the jail does not show that "
-               "directory, so Pi will say it does not exist (its TUI offers to continue or fork the session here). "
-               "To work there, run pi-jail in it: pi-jail -w {} -- pi --session ...",
-               util::printable(*file), util::printable(recorded), util::printable(workspace),
-               util::printable(recorded));
-  }
-  return {};
 }
 
 // Why the caller cannot write to the workspace inside the jail, or "".
@@ -377,15 +159,30 @@ util::Status protect_repositories(runtime::Request& in, const policy::Policy& po
   return {};
 }
 
-}  // namespace
-
-std::string pi_package_refusal(std::string_view command) {
-  return fmt::format(
-      "pi {} inside the jail would be thrown away: the jail keeps Pi's packages and extensions read-only. Run it "
-      "outside the jail (`command pi {} ...` when pi is an alias for pi-jail pi); the next jailed Pi loads what "
-      "is installed, read-only",
-      util::printable(command), util::printable(command));
+// What is being prepared, for the profile's adapter.
+runtime::Preparing preparing(const cli::Invocation& inv) {
+  if (inv.mode != cli::Mode::run) return runtime::Preparing::explain;
+  return inv.isolation == cli::Isolation::jail ? runtime::Preparing::jailed_run : runtime::Preparing::unsandboxed_run;
 }
+
+// What the command line says of the policy (policy/layers.h).
+policy::CommandLine policy_command_line(const cli::Invocation& inv) {
+  return {.profile = inv.profile,
+          .config = inv.config,
+          .no_project_config = inv.no_project_config,
+          .allow_read = inv.allow_read,
+          .allow_write = inv.allow_write,
+          .deny = inv.deny,
+          .allow_net = inv.allow_net,
+          .publish = inv.publish,
+          .allow_net_presets = inv.allow_net_presets,
+          .ephemeral_home = inv.ephemeral_home,
+          .memory = inv.memory,
+          .pids = inv.pids,
+          .cpus = inv.cpus};
+}
+
+}  // namespace
 
 std::string default_workspace(const std::string& cwd) {
   // The nearest ancestor holding a `.git` the caller owns, as git's own
@@ -425,7 +222,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
         "refusing workspace {}: it contains your home directory, so secrets such as ~/.ssh would be "
         "writable inside the jail; cd into a project or pass -w DIR",
         in.workspace));
-  if (auto why = system_dir_problem(in.workspace); !why.empty())
+  if (auto why = runtime::system_dir_problem(in.workspace); !why.empty())
     return Error::invalid(fmt::format("refusing workspace {}: {}; cd into a project or pass -w DIR", in.workspace, why));
 
   if (auto why = workspace_write_problem(in.workspace); !why.empty()) {
@@ -437,12 +234,15 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     util::warn("{}", msg);
   }
 
-  Places places{in.workspace, in.home, in.cwd, pi_agent_dir(in.home), std::nullopt};
-  if (inv.profile == "pi") {
-    auto agent = prepare_agent_dir(in.home, home_real);
-    if (!agent) return agent.take_error();
-    places.agent_dir = *agent;
-  }
+  policy::Places places{
+      .workspace = in.workspace, .home = in.home, .cwd = in.cwd, .state_dir = state_dir(), .data_dir = data_dir()};
+  const char* path_env = std::getenv("PATH");
+  runtime::Preparation preparation{
+      .preparing = preparing(inv), .home_real = home_real, .path_env = path_env ? path_env : ""};
+  // What the profile adds beyond its policy text (pi/profile_adapter.h).
+  auto profile = pi::profile_adapter(inv.profile);
+  runtime::ProfileHints hints;
+  if (auto placed = profile->place(places, preparation); !placed) return placed.take_error();
   std::string why_not;
   places.worktree = find_worktree(in.workspace, home_real, why_not);
   if (!why_not.empty()) util::warn("{}", util::printable(why_not));
@@ -452,7 +252,6 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   // operators' limits and listed with its provenance. A program that is
   // not there is reported where it always was, after the policy's own
   // problems and the jail home.
-  const char* path_env = std::getenv("PATH");
   std::optional<util::Error> program_error;
   runtime::Missing missing = runtime::Missing::not_found;
   if (inv.mode == cli::Mode::run) {
@@ -465,26 +264,20 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     } else {
       program_error = program.take_error();
     }
+    preparation.argv = inv.command;
+    if (!program_error) preparation.program = &prepared.program;
   }
-  if (inv.profile == "pi" && inv.isolation == cli::Isolation::jail) {
-    if (auto shown = show_pi_sessions(places.agent_dir, in.workspace, in.cwd, inv.mode, places.program); !shown)
-      return shown.take_error();
-  }
-  const bool runs_pi = !program_error && inv.mode == cli::Mode::run &&
-                       (prepared.program.exec_path.find("/pi-coding-agent/") != std::string::npos ||
-                        inv.command.front() == "pi" || inv.command.front().ends_with("/pi"));
+  if (auto shown = profile->needs(places, preparation, places.program); !shown) return shown.take_error();
 
-  prepared.policy = load_policy(inv, places);
-  LoadedPolicy& lp = prepared.policy;
-  // fd and rg for Pi, looked for in the view the policy makes; those it
-  // does not show yet are more needs of the program: resolved again.
-  std::vector<std::string> tools_not_found;
-  if (inv.profile == "pi" && runs_pi && lp.resolved.policy) {
-    std::vector<policy::ProgramNeed> tools;
-    tools_not_found = show_pi_search_tools(path_env ? path_env : "", *lp.resolved.policy, in.workspace, tools);
-    if (!tools.empty() && inv.isolation == cli::Isolation::jail) {
-      lp.ctx.program.insert(lp.ctx.program.end(), tools.begin(), tools.end());
-      lp.resolved = resolve_policy(lp.layers, lp.ctx);
+  prepared.policy = policy::load_policy(policy_command_line(inv), places);
+  policy::LoadedPolicy& lp = prepared.policy;
+  // What the program looks for in the view the policy makes; what it
+  // does not show yet is more needs of the program: resolved again.
+  if (lp.resolved.policy) {
+    auto more = profile->more_needs(*lp.resolved.policy, preparation);
+    if (!more.empty() && inv.isolation == cli::Isolation::jail) {
+      lp.ctx.program.insert(lp.ctx.program.end(), more.begin(), more.end());
+      lp.resolved = policy::resolve_policy(lp.layers, lp.ctx);
     }
   }
   std::vector<policy::Diagnostic> problems = lp.errors;
@@ -508,19 +301,8 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
       if (!git && inv.mode != cli::Mode::explain) return git.take_error();
       if (!git) util::warn("{}; a run would stop here (exit 125)", git.error().message());
     }
-    // Pi inside is told where its agent dir is: the real directory, where
-    // the jail shows it. Its default, $HOME/.pi/agent, does not lead there
-    // when ~/.pi is a symlink (a dotfiles setup): the link is not in the
-    // jail's home, and Pi would start with no models ("Unknown provider").
-    if (inv.profile == "pi") {
-      in.env_set.emplace_back("PI_CODING_AGENT_DIR", places.agent_dir);
-      // Every project's sessions are there: the jail sees only those of
-      // this workspace (show_pi_sessions), whether or not any is shown.
-      in.private_hidden.push_back(places.agent_dir + "/sessions");
-      prepared.keep_new_dirs = [workspace = in.workspace](const std::string&, std::string_view name, int made) {
-        return pi::why_not_kept(name, made, workspace, is_directory);
-      };
-    }
+    profile->shape(in, hints);
+    prepared.keep_new_dirs = hints.keep_new_dirs;
     for (const auto& r : lp.resolved.policy->net_allow())
       prepared.rules.allow(r.pattern, r.src.str(), r.private_ranges);
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
@@ -564,26 +346,9 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   in.exec_path = prepared.program.exec_path;
   in.path_first = prepared.program.path_first;
   in.argv = inv.command;
-  // Pi looks for them when its TUI starts (print, JSON and RPC modes do
-  // not, unless a find or grep tool is enabled): the note is for the TUI.
-  const bool pi_tui = ::isatty(STDIN_FILENO) &&
-                      std::none_of(inv.command.begin() + 1, inv.command.end(), [](const std::string& a) {
-                        return a == "-p" || a == "--print" || a == "--mode" || a.starts_with("--mode=");
-                      });
-  if (inv.profile == "pi" && runs_pi && inv.isolation == cli::Isolation::jail) {
-    if (auto ok = refuse_pi_package_command(inv.command); !ok) return ok.take_error();
-    prepared.pi_guard = true;
-  }
-  if (inv.profile == "pi" && runs_pi) {
-    if (auto ok = check_foreign_session(inv.command, in.workspace, in.cwd, places.agent_dir, lp.ctx.program); !ok)
-      return ok.take_error();
-  }
-  prepared.pi_downloads_tools = !tools_not_found.empty();
-  if (!tools_not_found.empty() && pi_tui)
-    util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
-               "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
-               "them on PATH",
-               util::printable(fmt::format("{}", fmt::join(tools_not_found, "; "))));
+  if (auto ok = profile->check_run(preparation, lp.ctx.program, hints); !ok) return ok.take_error();
+  prepared.pi_guard = hints.guard_package_commands;
+  prepared.pi_downloads_tools = hints.downloads_tools;
   return prepared;
 }
 

@@ -24,6 +24,7 @@
 #include "consent.h"
 #include "pi/agent_state.h"
 #include "pi/user_links.h"
+#include "runtime/profile_adapter.h"
 #include "runtime/request.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -49,10 +50,9 @@ struct SecretFile {
   std::function<util::Result<RevealedSecret>(std::string_view jail, std::string_view given_jail)> from_jail;
 };
 
-// Whether a directory the run made in a hidden subdirectory of a private
-// directory (Pi's sessions/, host path `parent`) may join the host's: ""
-// when it may, else why not. `made` is open at what the jail left there.
-using KeepNew = std::function<std::string(const std::string& parent, std::string_view name, int made)>;
+// Whether a directory the run made in a hidden subdirectory may join the
+// host's (the profile's adapter says).
+using runtime::KeepNew;
 
 class PrivateCopies {
 public:

@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "netproxy/address.h"
+#include "net/address.h"
 #include "policy/layer.h"
 #include "runtime/request.h"
 #include "util/escape.h"
@@ -88,6 +88,7 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
   opts.timeout = inv.timeout;
   opts.grace = inv.grace;
   opts.rules = rules;
+#ifdef PJ_TEST_SWITCHES
   opts.test_fail_network_filter = inv.test_fail_network_filter;
   if (inv.test_net_timeouts) {
     opts.proxy_limits.handshake = inv.test_net_timeouts->first;
@@ -95,12 +96,13 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
   }
   for (const auto& t : inv.test_resolve) {  // test builds only: HOST:PORT=IP:PORT2
     auto eq = t.find('=');
-    auto from = eq == std::string::npos ? std::nullopt : netproxy::parse_host_port(std::string_view(t).substr(0, eq));
-    auto to = from ? netproxy::parse_host_port(std::string_view(t).substr(eq + 1)) : std::nullopt;
-    auto ip = to ? netproxy::parse_ip(to->host) : std::nullopt;
+    auto from = eq == std::string::npos ? std::nullopt : net::parse_host_port(std::string_view(t).substr(0, eq));
+    auto to = from ? net::parse_host_port(std::string_view(t).substr(eq + 1)) : std::nullopt;
+    auto ip = to ? net::parse_ip(to->host) : std::nullopt;
     if (!ip) return util::Error::invalid(fmt::format("--test-resolve {}: HOST:PORT=IP:PORT2 expected", t));
     opts.proxy_limits.test_resolve.push_back({t.substr(0, eq), {*ip, static_cast<uint16_t>(to->port)}});
   }
+#endif
   auto log = open_net_log(inv.net_log);
   if (!log) return log.take_error();
   opts.net_log = std::move(*log);
@@ -150,6 +152,7 @@ util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtim
   return out;
 }
 
+#ifdef PJ_TEST_SWITCHES
 namespace {
 
 // A line of PJ_TEST_BIND: NAME=PLACEHOLDER=VALUE@HOST:PORT
@@ -158,7 +161,7 @@ util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
   size_t eq1 = text.find('='), eq2 = eq1 == std::string::npos ? eq1 : text.find('=', eq1 + 1);
   size_t at = text.rfind('@');
   if (eq2 == std::string::npos || at == std::string::npos || at < eq2) return bad();
-  auto hostport = netproxy::parse_host_port(std::string_view(text).substr(at + 1));
+  auto hostport = net::parse_host_port(std::string_view(text).substr(at + 1));
   if (!hostport) return bad();
   netproxy::Binding b;
   b.name = text.substr(0, eq1);
@@ -170,15 +173,18 @@ util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
 }
 
 }  // namespace
+#endif
 
-util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv,
-                                                                      netproxy::Intercept intercept) {
+util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(
+    [[maybe_unused]] const cli::Invocation& inv, netproxy::Intercept intercept) {
+#ifdef PJ_TEST_SWITCHES
   for (const auto& t : inv.test_bind) {
     auto b = parse_test_binding(t);
     if (!b) return b.take_error();
     intercept.bindings.push_back(std::move(*b));
   }
   if (inv.test_upstream_ca) intercept.upstream_extra_ca_file = *inv.test_upstream_ca;
+#endif
   if (intercept.empty()) return std::shared_ptr<netproxy::Interceptor>();
   auto made = netproxy::Interceptor::create(std::move(intercept));
   if (!made) return std::move(made.take_error()).context("the credential filter");
@@ -223,10 +229,12 @@ CaBundleFile::~CaBundleFile() {
   if (!path_.empty()) ::unlink(path_.c_str());
 }
 
+#ifdef PJ_TEST_SWITCHES
 util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter() {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   return util::Error::invalid("failing on purpose (--test-fail-network-filter)");
 }
+#endif
 
 std::string state_dir() {
   const char* state = std::getenv("XDG_STATE_HOME");

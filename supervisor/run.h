@@ -36,7 +36,9 @@ struct RunOptions {
   std::chrono::milliseconds grace{5000};             // --grace: TERM -> KILL
   netproxy::Rules rules;                             // the network filter's
   util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
-  bool test_fail_network_filter = false;             // test builds: the filter fails to start
+#ifdef PJ_TEST_SWITCHES
+  bool test_fail_network_filter = false;             // the filter fails to start
+#endif
   netproxy::ProxyLimits proxy_limits;               // defaults; tests shorten the timeouts
   // Published ports: bound by the supervisor once the jail is built and
   // before its command starts (never inherited by the jail's init).
@@ -158,14 +160,18 @@ RunOutcome command_ended(int status, bool timed_out);
 // --test-fail-network-filter (test builds): the filter's start fails, as
 // a slow one would, after 300 ms: time enough for a command started too
 // early to show.
+#ifdef PJ_TEST_SWITCHES
 util::Result<std::unique_ptr<netproxy::Proxy>> test_failed_filter();
+#endif
 
 // Start the run's network filter, the one way every backend does: its
 // rules, decision log, limits and credential filter from `opts`, or
 // test_failed_filter() under --test-fail-network-filter. Inline: only the
 // executables, which link a filter loop, call it.
 inline util::Result<std::unique_ptr<netproxy::Proxy>> start_network_filter(const RunOptions& opts) {
+#ifdef PJ_TEST_SWITCHES
   if (opts.test_fail_network_filter) return test_failed_filter();
+#endif
   return netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
 }
 

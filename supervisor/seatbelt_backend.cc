@@ -24,13 +24,17 @@ namespace {
 
 using util::JsonWriter;
 
-std::string sandbox_exec(const cli::Invocation& inv) {
-  return inv.unsafe_test_sandbox_exec ? *inv.unsafe_test_sandbox_exec : std::string(seatbelt::kSandboxExec);
+std::string sandbox_exec([[maybe_unused]] const cli::Invocation& inv) {
+#ifdef PJ_TEST_SWITCHES
+  if (inv.unsafe_test_sandbox_exec) return *inv.unsafe_test_sandbox_exec;
+#endif
+  return std::string(seatbelt::kSandboxExec);
 }
 
 // Switches that only the Linux backend knows stop the run: silently
 // ignoring one would make a test or a script believe it had an effect.
 util::Status check_switches(const cli::Invocation& inv, const Prepared& prepared) {
+#ifdef PJ_TEST_SWITCHES
   auto linux_only = [](std::string_view what) {
     return util::Error::invalid(fmt::format("{} is a Linux backend switch; this pi-jail runs Seatbelt jails", what));
   };
@@ -41,6 +45,7 @@ util::Status check_switches(const cli::Invocation& inv, const Prepared& prepared
     util::emit("WARNING", fmt::format("--unsafe-test-sandbox-exec: the command runs under {}, a stand-in for "
                                       "sandbox-exec that enforces NOTHING (test build)",
                                       *inv.unsafe_test_sandbox_exec));
+#endif
   // Not built for Seatbelt yet: stop rather than run without what the
   // operator granted (or with a port nobody is relaying).
   if (!prepared.request.sockets.empty())

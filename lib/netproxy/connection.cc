@@ -21,7 +21,7 @@ namespace pj::netproxy {
 std::string Proxy::Impl::checked_host(const Conn& c) const {
   std::string host = c.target.host;
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return normalise_host(host).value_or(host);
+  return net::normalise_host(host).value_or(host);
 }
 
 // Connected to a host bound to a credential: the credential filter
@@ -71,7 +71,7 @@ void Proxy::Impl::record(Conn& c, bool allowed, std::string reason) {
   d.address = c.address;
   d.allowed = allowed;
   d.reason = std::move(reason);
-  d.rule_refusal = !allowed && c.rule_refusal && c.target.port > 0 && normalise_host(c.target.host).has_value();
+  d.rule_refusal = !allowed && c.rule_refusal && c.target.port > 0 && net::normalise_host(c.target.host).has_value();
   d.bytes_up = c.up.bytes;
   d.bytes_down = c.down.bytes;
   d.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - c.started).count();
@@ -238,7 +238,7 @@ void Proxy::Impl::on_resolved(Resolver::Answer& r) {
 
 void Proxy::Impl::try_connect(Conn& c) {
   while (c.next_addr < c.addrs.size()) {
-    const IpAddress& a = c.addrs[c.next_addr++];
+    const net::IpAddress& a = c.addrs[c.next_addr++];
     // Final check of the exact address (literal requests come here too).
     // A published port is the operator's own choice, inside the jail.
     Verdict v = c.kind == ListenerKind::publish || c.test_port ? c.verdict

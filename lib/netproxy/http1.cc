@@ -1,6 +1,6 @@
 #include "netproxy/http1.h"
 
-#include "netproxy/address.h"
+#include "net/address.h"
 #include "util/json_value.h"
 #include "util/numbers.h"
 
@@ -250,7 +250,7 @@ OriginTarget intercepted_target(const RequestLine& line, std::string_view host, 
   if (a) {
     std::string_view name = a->host;
     if (name.size() > 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
-    named = normalise_host(name).value_or("");
+    named = net::normalise_host(name).value_or("");
   }
   if (!a || named.empty() || named != host || a->port != port)
     return refuse(403, "an absolute-form target may only name the host this connection is to (" +

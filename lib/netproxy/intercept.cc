@@ -129,7 +129,7 @@ bool send_raw(int fd, std::string_view data, int stop, std::chrono::milliseconds
 }
 
 std::string authority(const std::string& host, int port) {
-  std::string h = parse_ip(host) && host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  std::string h = net::parse_ip(host) && host.find(':') != std::string::npos ? "[" + host + "]" : host;
   return port == 443 ? h : h + ":" + std::to_string(port);
 }
 
@@ -677,7 +677,7 @@ util::Status check_binding(Binding& b, const std::vector<Binding>& others) {
                      b.placeholder.find(o.placeholder) != std::string::npos))
       return Error::invalid(fmt::format("credentials {} and {}: one placeholder contains the other", b.name, o.name));
   for (auto& h : b.hosts) {
-    auto n = normalise_host(h.name);
+    auto n = net::normalise_host(h.name);
     if (!n) return Error::invalid(fmt::format("credential {}: host '{}' is not a valid name", b.name, h.name));
     h.name = *n;
   }
@@ -693,7 +693,7 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
     hosts.insert(hosts.end(), b.hosts.begin(), b.hosts.end());
   }
   for (auto& m : intercept.refused) {
-    auto n = normalise_host(m.host);
+    auto n = net::normalise_host(m.host);
     if (!n) return Error::invalid(fmt::format("credential filter: host '{}' is not a valid name", m.host));
     m.host = *n;
   }

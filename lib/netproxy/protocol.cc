@@ -1,6 +1,6 @@
 #include "netproxy/protocol.h"
 
-#include "netproxy/address.h"
+#include "net/address.h"
 #include "netproxy/http1.h"
 #include "util/numbers.h"
 
@@ -34,7 +34,7 @@ HttpRequest bad(int status, std::string error) {
 
 std::optional<Target> parse_authority(std::string_view a, int default_port) {
   Target t;
-  auto split = split_host_port(a);
+  auto split = net::split_host_port(a);
   if (!split) return std::nullopt;
   t.host = std::string(split->host);
   std::string_view port = split->port;

@@ -148,7 +148,7 @@ void Proxy::Impl::accept_on(size_t index) {
       // A dev server may listen on either loopback ("localhost"
       // resolves to ::1 first for some): 127.0.0.1, then ::1.
       ref.addrs = {l.target->addr};
-      if (auto v6 = parse_ip("::1"); v6 && !l.target->addr.v6) ref.addrs.push_back(*v6);
+      if (auto v6 = net::parse_ip("::1"); v6 && !l.target->addr.v6) ref.addrs.push_back(*v6);
       watch(fd, ref.id << 1, 0);  // nothing from the host's client until connected
       try_connect(ref);
     }

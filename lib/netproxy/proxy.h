@@ -55,7 +55,7 @@ struct ProxyLimits {
   // Test builds only (--test-resolve HOST:PORT=IP:PORT2): once the rules
   // allowed HOST:PORT, connect to IP:PORT2 instead of resolving HOST (the
   // name stays what is checked, bound, verified and shown). Empty otherwise.
-  std::vector<std::pair<std::string, std::pair<IpAddress, uint16_t>>> test_resolve;
+  std::vector<std::pair<std::string, std::pair<net::IpAddress, uint16_t>>> test_resolve;
 };
 
 class Proxy {

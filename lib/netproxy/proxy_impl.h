@@ -48,7 +48,7 @@ struct Conn {
   bool rule_refusal = false;  // refused by the rule check itself
   std::string resolving;      // the name given to the resolver, while it is looked up
   std::string upstream_head;  // absolute-form HTTP
-  std::vector<IpAddress> addrs;
+  std::vector<net::IpAddress> addrs;
   size_t next_addr = 0;
   int test_port = 0;  // --test-resolve: the stand-in's port (its address is in addrs)
   std::string address;

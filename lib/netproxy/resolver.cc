@@ -31,13 +31,13 @@ Resolver::Answer look_up(const std::string& host) {
     return res;
   }
   for (addrinfo* p = ai; p; p = p->ai_next) {
-    IpAddress a;
+    net::IpAddress a;
     if (p->ai_family == AF_INET) {
       a.v4addr = reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr;
     } else if (p->ai_family == AF_INET6) {
       char text[INET6_ADDRSTRLEN];
       ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr, text, sizeof text);
-      auto parsed = parse_ip(text);  // unwraps IPv4-mapped forms
+      auto parsed = net::parse_ip(text);  // unwraps IPv4-mapped forms
       if (!parsed) continue;
       a = *parsed;
     } else {

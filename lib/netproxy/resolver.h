@@ -30,7 +30,7 @@ class Resolver {
 public:
   struct Answer {
     std::uint64_t conn;
-    std::vector<IpAddress> addrs;
+    std::vector<net::IpAddress> addrs;
     std::string error;
   };
 
@@ -53,7 +53,7 @@ public:
 private:
   struct Done {
     std::string host;
-    std::vector<IpAddress> addrs;
+    std::vector<net::IpAddress> addrs;
     std::string error;
   };
   void work();

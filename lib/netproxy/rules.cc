@@ -10,6 +10,18 @@
 
 namespace pj::netproxy {
 
+// The address vocabulary (net/address.h) the rules are written in.
+using net::AddressClass;
+using net::IpAddress;
+using net::NetPattern;
+using net::PrivateRanges;
+using net::Range;
+using net::classify;
+using net::is_loopback_literal;
+using net::normalise_host;
+using net::parse_ip;
+using net::parse_net_pattern;
+
 std::string Rule::text() const { return NetPattern{host, wildcard, port}.str(); }
 
 namespace {

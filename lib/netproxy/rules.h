@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "netproxy/address.h"
+#include "net/address.h"
 #include "util/result.h"
 
 namespace pj::netproxy {
@@ -41,7 +41,7 @@ struct Rule {
   std::string host;   // normalised name, domain of "*.domain", or canonical literal
   bool wildcard = false;
   int port = 0;       // 0: ports 80 and 443
-  PrivateRanges private_ranges = PrivateRanges::refused;
+  net::PrivateRanges private_ranges = net::PrivateRanges::refused;
   std::string source; // where it came from (file:line:column, flag)
   std::string text() const;  // "*.example.com:443", "[::1]:8080"
 };
@@ -59,31 +59,31 @@ struct Verdict {
 class Rules {
 public:
   Rules() = default;
-  void allow(const NetPattern& pattern, std::string source, PrivateRanges private_ranges = PrivateRanges::refused);
-  void deny(const NetPattern& pattern, std::string source);
+  void allow(const net::NetPattern& pattern, std::string source, net::PrivateRanges private_ranges = net::PrivateRanges::refused);
+  void deny(const net::NetPattern& pattern, std::string source);
   // The same for a pattern as written: an error (never a rule dropped)
   // when parse_net_pattern() refuses it.
-  util::Status allow(std::string_view pattern, std::string source, PrivateRanges private_ranges = PrivateRanges::refused);
+  util::Status allow(std::string_view pattern, std::string source, net::PrivateRanges private_ranges = net::PrivateRanges::refused);
   util::Status deny(std::string_view pattern, std::string source);
   const std::vector<Rule>& allows() const { return allow_; }
 
   // May the jail connect to `host:port`? `host` is normalised here.
   Verdict check(std::string_view host, int port) const;
   // May it connect to `addr`, resolved from a host that check() allowed?
-  Verdict check_address(const Verdict& host_verdict, std::string_view host, const IpAddress& addr) const;
+  Verdict check_address(const Verdict& host_verdict, std::string_view host, const net::IpAddress& addr) const;
 
   // The addresses a host stands for without asking a resolver: an IP
   // literal (in any notation, trailing dot or not) is itself; `localhost`
   // is 127.0.0.1 and ::1 (RFC 6761), never what the host's resolver says.
   // Empty: a name to resolve.
-  static std::vector<IpAddress> fixed_addresses(std::string_view host);
+  static std::vector<net::IpAddress> fixed_addresses(std::string_view host);
 
   // The host-loopback services to forward into the jail, one per listener
   // inside: every allow rule naming 127.0.0.1, ::1 or localhost with a
   // port is forwarded on both 127.0.0.1 and ::1 inside (so nothing in the
   // jail can bind the other one), rules for the same port merged.
   struct Forward {
-    IpAddress addr;     // where it listens inside the jail
+    net::IpAddress addr;     // where it listens inside the jail
     int port;
     std::string host;   // the rule's host, checked (and connected to) as that rule
     std::string source;

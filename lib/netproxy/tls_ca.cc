@@ -72,7 +72,7 @@ X509* new_cert(EVP_PKEY* key, const std::string& cn, long not_after) {
 }
 
 std::string san_for(const std::string& host) {
-  if (auto ip = parse_ip(host)) return "IP:" + ip->str();
+  if (auto ip = net::parse_ip(host)) return "IP:" + ip->str();
   return "DNS:" + host;
 }
 
@@ -82,7 +82,7 @@ std::string name_constraints(const std::vector<BoundHost>& hosts) {
   std::vector<std::string> seen;
   for (const auto& h : hosts) {
     std::string item;
-    if (auto ip = parse_ip(h.name)) item = ip->v6 ? "permitted;IP:" + ip->str() + "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+    if (auto ip = net::parse_ip(h.name)) item = ip->v6 ? "permitted;IP:" + ip->str() + "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
                                                   : "permitted;IP:" + ip->str() + "/255.255.255.255";
     else item = "permitted;DNS:" + h.name;
     if (std::find(seen.begin(), seen.end(), item) != seen.end()) continue;
@@ -181,7 +181,7 @@ util::Result<X509*> TlsAuthority::leaf_for(const std::string& host) {
   // host-name-like CN against the CA's DNS constraints when the leaf has
   // no DNS SAN, and "127.0.0.1" then fails a CA that also names DNS hosts
   // ("permitted subtree violation").
-  X509* x = new_cert(leaf_key_, parse_ip(host) ? "pi-jail address " + host.substr(0, 46) : host.substr(0, 64),
+  X509* x = new_cert(leaf_key_, net::parse_ip(host) ? "pi-jail address " + host.substr(0, 46) : host.substr(0, 64),
                      kValidity - 60);
   if (!x || X509_set_issuer_name(x, X509_get_subject_name(ca_)) != 1 ||
       !add_ext(x, ca_, NID_basic_constraints, "critical,CA:FALSE") ||
@@ -212,7 +212,7 @@ util::Result<SSL*> TlsAuthority::client_ssl(const std::string& host) {
   SSL* ssl = SSL_new(client_);
   if (!ssl) return Error::invalid("set up TLS towards the server: " + openssl_error());
   bool ok;
-  if (auto ip = parse_ip(host)) ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip->str().c_str()) == 1;
+  if (auto ip = net::parse_ip(host)) ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip->str().c_str()) == 1;
   else ok = SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1;
   if (!ok) {
     SSL_free(ssl);

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "netproxy/address.h"
+#include "net/address.h"
 
 namespace pj::policy {
 
@@ -208,10 +208,10 @@ Loaded load_layer(std::string_view text, const std::string& name, Authority auth
 enum class Presence { required, optional };
 Loaded load_file(const std::string& path, Authority authority, Presence presence);
 
-// Network patterns are read by the filter's own parser (netproxy/address.h),
+// Network patterns are read by the filter's own parser (net/address.h),
 // so what explain shows is what is enforced.
-using netproxy::NetPattern;
-using netproxy::parse_net_pattern;
+using net::NetPattern;
+using net::parse_net_pattern;
 
 // A published port: the supervisor listens on the host's loopback at
 // `host_addr`:`host_port` and relays each connection to `jail_port` on the

@@ -17,7 +17,7 @@ namespace pj::policy {
 enum class PathAccess { read_only, read_write };
 // Whether an allowed name may resolve to a private range (`allow_private`):
 // the filter's own setting, which the policy fills.
-using netproxy::PrivateRanges;
+using net::PrivateRanges;
 
 // The processes (threads count too) a jail may have at once unless a
 // layer sets `[limits] pids`: far above what Pi and its tools use, far
@@ -185,6 +185,18 @@ struct ProgramNeed {
 
 // What resolve() needs from outside: where things are, and how to resolve
 // symlinks (injected, so tests can invent a filesystem).
+// A directory that a ${name} variable names and the caller places, not
+// an operator (Pi's agent dir: $PI_CODING_AGENT_DIR). What a profile
+// writes below it answers to the system operator's write limit, like a
+// grant on the command line; outside that limit the run stops, saying
+// what the directory is, who chose it, and the fix.
+struct PlacedDir {
+  std::string var;        // "pi_agent_dir"
+  std::string what;       // "Pi's agent dir"
+  std::string chosen_by;  // "$PI_CODING_AGENT_DIR, else ~/.pi/agent"
+  std::string fix;        // "set PI_CODING_AGENT_DIR to a directory within it"
+};
+
 struct Context {
   std::string workspace;
   std::string home;
@@ -203,6 +215,8 @@ struct Context {
   // The caller's environment, for "$NAME" in `[filesystem] sockets`
   // (nullopt: unset or empty). Absent: every variable is unset.
   std::function<std::optional<std::string>(const std::string&)> getenv = {};
+  // The directories among `vars` that the caller places (PlacedDir).
+  std::vector<PlacedDir> placed = {};
 };
 
 struct Resolved {

@@ -650,14 +650,14 @@ struct Resolver {
     keep(w.dot_git, false);                          // the pointer itself
   }
 
-  // Pi's agent dir (${pi_agent_dir}) is where the caller puts it
-  // ($PI_CODING_AGENT_DIR), not where an operator wrote: what the profile
-  // writes there (sessions/ in place, the private copy's files merged
+  // A directory the caller places (Context::placed, PlacedDir): what the
+  // profile writes there (in place, or as a private copy's files merged
   // back) answers to the system operator's write limit, like a grant on
-  // the command line. Outside it the run stops: Pi cannot run without it.
-  void agent_dir_grants() {
+  // the command line. Outside it the run stops: the program cannot run
+  // without it.
+  void placed_dir_grants(const PlacedDir& placed) {
     if (!system_bounds.write.set) return;
-    auto var = std::find_if(ctx.vars.begin(), ctx.vars.end(), [](const auto& v) { return v.first == "pi_agent_dir"; });
+    auto var = std::find_if(ctx.vars.begin(), ctx.vars.end(), [&](const auto& v) { return v.first == placed.var; });
     if (var == ctx.vars.end() || var->second.empty()) return;
     const std::string dir = limit_root(var->second);
     const Source* by = nullptr;
@@ -669,9 +669,10 @@ struct Resolver {
         if (!by && path_within(r.path, dir)) by = &r.src;
     if (!by || covering(dir, system_bounds.write)) return;
     const Bound& wb = system_bounds.write;
-    error(*by, fmt::format("Pi's agent dir {} ($PI_CODING_AGENT_DIR, else ~/.pi/agent) is outside the system "
-                           "operator's write limit{}; set PI_CODING_AGENT_DIR to a directory within it",
-                           dir, wb.entries.empty() ? "" : fmt::format(" (limit: {})", wb.entries.front().src.str())));
+    error(*by, fmt::format("{} {} ({}) is outside the system operator's write limit{}; {}", placed.what, dir,
+                           placed.chosen_by,
+                           wb.entries.empty() ? "" : fmt::format(" (limit: {})", wb.entries.front().src.str()),
+                           placed.fix));
   }
 
   // What the program needs (Context::program): derived by pi-jail, so it
@@ -762,7 +763,7 @@ struct Resolver {
       }
     }
     if (ctx.worktree) worktree_grant(*ctx.worktree);
-    agent_dir_grants();
+    for (const auto& placed : ctx.placed) placed_dir_grants(placed);
     for (const auto& n : ctx.program) program_grant(n);
     if (out.on_excess == OnExcess::error)
       for (const auto& r : out.refused)

@@ -3,9 +3,9 @@
 #include <string>
 
 #include "fuzz.h"
-#include "netproxy/address.h"
+#include "net/address.h"
 
-using namespace pj::netproxy;
+using namespace pj::net;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in = pj::fuzz::bytes(data, size);

@@ -3,9 +3,10 @@
 #include <string>
 
 #include "fuzz.h"
-#include "netproxy/address.h"
+#include "net/address.h"
 #include "netproxy/protocol.h"
 
+using namespace pj::net;
 using namespace pj::netproxy;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

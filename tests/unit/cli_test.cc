@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.h"
@@ -149,22 +151,39 @@ TEST_CASE("an option where it means nothing is refused with a sentence saying wh
 
 // The unit tests link the supervisor's own cli.cc, built with or without
 // PJ_TEST_SWITCHES as this build's pi-jail is (-Dtest_switches); the
-// release case is also checked on the packaged binary (tests/package).
+// release case is also checked on the packaged binary (tests/package),
+// which holds none of these names.
+// Every test-only switch, with a value where it takes one.
+constexpr std::pair<const char*, const char*> kTestSwitches[] = {
+    {"--test-landlock-read-only", "x"},  {"--unsafe-test-no-seccomp", nullptr},
+    {"--unsafe-test-no-landlock", nullptr}, {"--unsafe-test-sandbox-exec", "x"},
+    {"--test-fail-network-filter", nullptr}, {"--test-net-timeouts", "1s,1s"},
+    {"--test-upstream-ca", "x"},          {"--test-token-endpoint", "p@h:1/t"},
+    {"--test-resolve", "a:1=127.0.0.1:2"},
+};
 #ifdef PJ_TEST_SWITCHES
+namespace {
+std::vector<std::string> with_value(const std::pair<const char*, const char*>& sw) {
+  std::vector<std::string> args{sw.first};
+  if (sw.second) args.emplace_back(sw.second);
+  args.emplace_back("true");
+  return args;
+}
+}  // namespace
+
 TEST_CASE("test-only switches are accepted and listed in a test build") {
-  for (const char* sw : {"--test-landlock-read-only", "--unsafe-test-no-seccomp", "--unsafe-test-no-landlock",
-                         "--unsafe-test-sandbox-exec", "--test-fail-network-filter"}) {
-    CAPTURE(sw);
-    CHECK(std::string_view(kUsage).find(sw) != std::string_view::npos);
-    auto inv = parse_args({sw, "x", "true"});
+  for (const auto& sw : kTestSwitches) {
+    CAPTURE(sw.first);
+    CHECK(std::string_view(kUsage).find(sw.first) != std::string_view::npos);
+    auto inv = parse_args(with_value(sw));
     CHECK_MESSAGE(inv.ok(), (inv.ok() ? std::string() : inv.error().message()));
   }
 }
 #else
 TEST_CASE("test-only switches are neither accepted nor listed in a release build") {
   // The unit tests compile cli.cc as a release does (no PJ_TEST_SWITCHES).
-  for (const char* sw : {"--test-landlock-read-only", "--unsafe-test-no-seccomp", "--unsafe-test-no-landlock",
-                         "--unsafe-test-sandbox-exec", "--test-fail-network-filter"}) {
+  for (const auto& named : kTestSwitches) {
+    const char* sw = named.first;
     CAPTURE(sw);
     CHECK(std::string_view(kUsage).find(sw) == std::string_view::npos);
     auto inv = parse_args({sw, "x", "true"});

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pi/profile_adapter.h"
 #include "policy/explain.h"
 #include "policy/policy.h"
 
@@ -189,6 +190,7 @@ TEST_CASE("Pi's agent dir is where the caller puts it: what the profile writes t
     fs.paths.insert(p);
   auto ctx_at = [&](const std::string& agent) {
     Context ctx{"/home/u/proj", "/home/u", "/home/u/proj", {{"pi_agent_dir", agent}}, fs, std::nullopt};
+    ctx.placed = {pj::pi::agent_dir_placed()};  // as the pi profile's adapter places it
     return ctx;
   };
   const std::string system = "[limits]\nwrite = [\"/home/u\"]\n";

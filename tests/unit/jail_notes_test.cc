@@ -17,6 +17,7 @@
 
 #include "netproxy/decisions.h"
 #include "jail_notes.h"
+#include "pi/profile_adapter.h"
 #include "prepare.h"
 #include "util/random.h"
 
@@ -164,7 +165,7 @@ TEST_CASE("the pi guard refuses Pi's package commands with the sentence, and run
     CAPTURE(command);
     auto [status, out] = run_script(script, std::string(command) + " -l npm:left-pad");
     CHECK(status == 125);
-    CHECK(out == "pi-jail: " + supervisor::pi_package_refusal(command) + "\n");
+    CHECK(out == "pi-jail: " + pi::package_refusal(command) + "\n");
   }
   auto [status, out] = run_script(script, "-p 'install it' --model m");
   CHECK(status == 0);

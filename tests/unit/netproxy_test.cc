@@ -7,6 +7,7 @@
 #include "netproxy/protocol.h"
 #include "netproxy/rules.h"
 
+using namespace pj::net;
 using namespace pj::netproxy;
 using namespace std::string_literals;
 
@@ -492,20 +493,20 @@ TEST_CASE("a wildcard over numbers never becomes an address rule: *.1.2.3 is ref
 }
 
 TEST_CASE("host:port: one parser; brackets kept, the port required and in range, one colon unbracketed") {
-  auto hp = pj::netproxy::parse_host_port("api.example.com:443");
+  auto hp = pj::net::parse_host_port("api.example.com:443");
   REQUIRE(hp);
   CHECK(hp->host == "api.example.com");
   CHECK(hp->port == 443);
-  hp = pj::netproxy::parse_host_port("[::1]:8080");
+  hp = pj::net::parse_host_port("[::1]:8080");
   REQUIRE(hp);
   CHECK(hp->host == "[::1]");
   CHECK(hp->port == 8080);
   for (const char* bad : {"example.com", "example.com:", ":443", "example.com:0", "example.com:65536",
                           "example.com:44 3", "::1:443", "[::1]443", "[::1", "example.com:+443"})
-    CHECK_MESSAGE(!pj::netproxy::parse_host_port(bad), bad);
-  auto split = pj::netproxy::split_host_port("[::1]");
+    CHECK_MESSAGE(!pj::net::parse_host_port(bad), bad);
+  auto split = pj::net::split_host_port("[::1]");
   REQUIRE(split);
   CHECK_FALSE(split->has_port);
   CHECK(split->host == "[::1]");
-  CHECK(pj::netproxy::split_host_port("a:b:c").error().message().find("brackets") != std::string::npos);
+  CHECK(pj::net::split_host_port("a:b:c").error().message().find("brackets") != std::string::npos);
 }

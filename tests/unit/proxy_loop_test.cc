@@ -393,7 +393,7 @@ TEST_CASE("proxy loop: a published port relays through the socket the jail-socke
       ++made;
       return ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     });
-    netproxy::Rules::Forward target{*netproxy::parse_ip("127.0.0.1"), echo.port, "127.0.0.1", "publish test"};
+    netproxy::Rules::Forward target{*net::parse_ip("127.0.0.1"), echo.port, "127.0.0.1", "publish test"};
     REQUIRE(p.add_listener(listen_loopback(publish_port), netproxy::ListenerKind::publish, target).ok());
   };
   Running proxy(netproxy::Rules{}, {}, setup);  // no rule names the echo server
@@ -414,7 +414,7 @@ TEST_CASE("proxy loop: a published port whose jail socket cannot be made is refu
   int publish_port = 0;
   auto setup = [&](netproxy::Proxy& p) {
     p.set_jail_sockets([](int) { return -EPERM; });
-    netproxy::Rules::Forward target{*netproxy::parse_ip("127.0.0.1"), 9, "127.0.0.1", "publish test"};
+    netproxy::Rules::Forward target{*net::parse_ip("127.0.0.1"), 9, "127.0.0.1", "publish test"};
     REQUIRE(p.add_listener(listen_loopback(publish_port), netproxy::ListenerKind::publish, target).ok());
   };
   Running proxy(netproxy::Rules{}, {}, setup);

@@ -1,4 +1,4 @@
-#include "netproxy/address.h"
+#include "net/address.h"
 
 #include <arpa/inet.h>
 
@@ -10,7 +10,7 @@
 
 #include "util/numbers.h"
 
-namespace pj::netproxy {
+namespace pj::net {
 
 namespace {
 
@@ -241,4 +241,4 @@ util::Result<NetPattern> parse_net_pattern(std::string_view text) {
   return p;
 }
 
-}  // namespace pj::netproxy
+}  // namespace pj::net

@@ -12,7 +12,7 @@
 
 #include "util/result.h"
 
-namespace pj::netproxy {
+namespace pj::net {
 
 // A parsed IP address (v4 stored as v4, IPv4-mapped v6 unwrapped to v4).
 struct IpAddress {
@@ -96,4 +96,4 @@ struct NetPattern {
 // The error says what is wrong with `text`, without repeating it.
 util::Result<NetPattern> parse_net_pattern(std::string_view text);
 
-}  // namespace pj::netproxy
+}  // namespace pj::net
