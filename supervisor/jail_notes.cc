@@ -90,8 +90,7 @@ std::string pi_guard_script(const std::string& pi_path) {
       "# read-only .pi/), thrown away at the end: refused at once, saying how to install outside.\n"
       "case \"$1\" in\n";
   for (const char* command : {"install", "remove", "uninstall", "update"})
-    text += fmt::format("  {}) printf '%s\n' {} >&2; exit 125 ;;
-", command,
+    text += fmt::format("  {}) printf '%s\\n' {} >&2; exit 125 ;;\n", command,
                         shell_quoted("pi-jail: " + pi::package_refusal(command)));
   return text + "esac\nexec " + shell_quoted(pi_path) + " \"$@\"\n";
 }
