@@ -94,6 +94,10 @@ policy::Layer command_line_layer(const cli::Invocation& inv) {
     auto spec = policy::parse_publish(p, why);
     if (spec) l.publish.push_back({spec->str(), {"--publish", 0, 0}});
   }
+  for (const auto& h : inv.allow_ssh) {
+    std::string why;
+    if (auto host = policy::parse_ssh_host(h, why)) l.ssh.push_back({*host, {"--allow-ssh", 0, 0}});
+  }
   for (const auto& name : inv.allow_net_presets) {
     const policy::Source src{"--allow-net-preset " + name, 0, 0};
     if (const auto* p = policy::find_net_preset(name)) {
@@ -174,6 +178,11 @@ LoadedPolicy load_policy(const cli::Invocation& inv, const Places& places) {
     std::string why;
     if (!policy::parse_publish(p, why))
       lp.errors.push_back(problem("--publish", fmt::format("bad publish \"{}\": {}", p, why)));
+  }
+  for (const auto& h : inv.allow_ssh) {
+    std::string why;
+    if (!policy::parse_ssh_host(h, why))
+      lp.errors.push_back(problem("--allow-ssh", fmt::format("bad ssh host \"{}\": {}", h, why)));
   }
   for (const auto& p : inv.allow_net_presets)
     if (!policy::find_net_preset(p)) {

@@ -25,6 +25,7 @@
 #include "jail_home.h"
 #include "pi/sessions.h"
 #include "run.h"
+#include "ssh_access.h"
 #include "runtime/program.h"
 #include "util/escape.h"
 #include "util/json_value.h"
@@ -526,6 +527,12 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
     for (const auto& f : prepared.rules.forwards())
       in.forwards.push_back({f.addr.v6 ? runtime::Loopback::v6 : runtime::Loopback::v4, f.port});
+    // An allowed SSH host: its port, open to the jail's listener for it
+    // (and to the proxies: the same destination).
+    for (const auto& t : ssh_targets(lp.resolved.policy->ssh_hosts())) {
+      prepared.rules.allow(netproxy::NetPattern{t.host, false, t.port}, t.why + " (ssh)");
+      in.ssh.push_back({t.jail_port, t.host, t.port});
+    }
   }
 
   // $HOME inside: the workspace's jail home, made now (explain shows it).
