@@ -5,7 +5,7 @@ _pi_jail() {
   _init_completion || return
 
   local opts="--workspace -w --profile -p --config --no-project-config --allow-read --allow-write --deny
-    --allow-net --allow-net-preset --ephemeral-home --memory --pids --cpus --publish --timeout --grace --report --net-log --unsandboxed --json --verbose -v --quiet -q --help -h
+    --allow-net --allow-ssh --allow-net-preset --ephemeral-home --memory --pids --cpus --publish --timeout --grace --report --net-log --unsandboxed --json --verbose -v --quiet -q --help -h
     --version"
   local subcommands="explain doctor shell-init help"
 
@@ -39,7 +39,7 @@ _pi_jail() {
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
       --) _command_offset $((i + 1)); return ;;
-      -w | --workspace | -p | --profile | --config | --allow-read | --allow-write | --deny | --allow-net | --allow-net-preset | \
+      -w | --workspace | -p | --profile | --config | --allow-read | --allow-write | --deny | --allow-net | --allow-ssh | --allow-net-preset | \
         --memory | --pids | --cpus | --publish | --timeout | --grace | --report | --net-log) ((i++)) ;;
       -*) ;;
       explain | doctor | shell-init | help) [[ -z $sub ]] && sub=${words[i]} ;;

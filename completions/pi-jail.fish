@@ -10,7 +10,7 @@ function __pi_jail_no_command
             continue
         end
         switch $w
-            case -w --workspace -p --profile --config --allow-read --allow-write --deny --allow-net --allow-net-preset --memory --pids --cpus --publish --timeout --grace --report --net-log
+            case -w --workspace -p --profile --config --allow-read --allow-write --deny --allow-net --allow-ssh --allow-net-preset --memory --pids --cpus --publish --timeout --grace --report --net-log
                 set skip 1
             case '-*'
             case '*'
@@ -34,6 +34,7 @@ complete -c pi-jail -n __pi_jail_no_command -l allow-read -r -F -d 'also show PA
 complete -c pi-jail -n __pi_jail_no_command -l allow-write -r -F -d 'also show PATH, read-write'
 complete -c pi-jail -n __pi_jail_no_command -l deny -r -F -d 'hide PATH'
 complete -c pi-jail -n __pi_jail_no_command -l allow-net -x -d 'a network rule, HOST[:PORT]'
+complete -c pi-jail -n __pi_jail_no_command -l allow-ssh -x -d 'reach HOST[:PORT] over SSH (git, ssh)'
 complete -c pi-jail -n __pi_jail_no_command -l publish -x -d 'serve a jail port on the host loopback, [127.0.0.1:]PORT[:JAILPORT]'
 complete -c pi-jail -n __pi_jail_no_command -l allow-net-preset -x -a 'npm pypi crates github' -d 'the hosts of a package ecosystem'
 complete -c pi-jail -n __pi_jail_no_command -l ephemeral-home -d '$HOME inside is discarded at the end'

@@ -34,6 +34,8 @@ options:
   --allow-write PATH    also show PATH, read-write (PATH must exist)
   --deny PATH           hide PATH (an empty read-only file or directory), even under a grant
   --allow-net HOST[:PORT]  a network rule for the filter (see pi-jail.toml(5))
+  --allow-ssh HOST[:PORT]  git and ssh reach HOST (port 22) over SSH: its keys from your
+                        known_hosts, logins to it signed by your agent, nothing else
   --publish [127.0.0.1:]PORT[:JAILPORT]  serve the jail's port JAILPORT (default PORT)
                         on the host's loopback at PORT, for a server the command starts
   --allow-net-preset NAME  the hosts of a package ecosystem: npm, pypi, crates, github
@@ -112,6 +114,7 @@ constexpr Option kOptions[] = {
     {"--deny", "", true, Scope::policy},
     {"--allow-net", "", true, Scope::policy},
     {"--publish", "", true, Scope::policy},
+    {"--allow-ssh", "", true, Scope::policy},
     {"--allow-net-preset", "", true, Scope::policy},
     {"--ephemeral-home", "", false, Scope::policy},
     {"--memory", "", true, Scope::policy},
@@ -195,6 +198,7 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   else if (name == "--no-project-config") inv.no_project_config = true;
   else if (name == "--allow-net") inv.allow_net.push_back(*value);
   else if (name == "--publish") inv.publish.push_back(*value);
+  else if (name == "--allow-ssh") inv.allow_ssh.push_back(*value);
   else if (name == "--allow-net-preset") inv.allow_net_presets.push_back(*value);
   else if (name == "--ephemeral-home") inv.ephemeral_home = true;
   else if (name == "--allow-read") inv.allow_read.push_back(*value);

@@ -25,6 +25,7 @@ struct Invocation {
   std::vector<std::string> deny;
   std::vector<std::string> allow_net;
   std::vector<std::string> publish;  // --publish, checked by policy::parse_publish
+  std::vector<std::string> allow_ssh;  // --allow-ssh, checked by policy::parse_ssh_host
   std::vector<std::string> allow_net_presets;  // --allow-net-preset NAME
   bool ephemeral_home = false;  // --ephemeral-home: [home] persist = false
   std::string profile = "pi";

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "jail_home.h"
 #include "linux_limits.h"
 #include "linux_run.h"
+#include "ssh_access.h"
 #include "placeholders.h"
 #include "private_dirs.h"
 #include "jail_notes.h"
@@ -196,7 +198,7 @@ public:
             util::Result<RunCredentials> creds, std::optional<Registry> registry,
             std::optional<PrivateCopies> copies, std::shared_ptr<netproxy::Interceptor> interceptor,
             std::optional<CaBundleFile> ca_bundle, std::shared_ptr<JailNotes> refusals,
-            std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
+            std::shared_ptr<SshAccess> ssh, std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
       : content_(content),
         request_(request),
         input_(std::move(input)),
@@ -206,6 +208,7 @@ public:
         interceptor_(std::move(interceptor)),
         ca_bundle_(std::move(ca_bundle)),
         refusals_(std::move(refusals)),
+        ssh_(std::move(ssh)),
         spec_(std::move(spec)),
         holds_(std::move(holds)) {}
 
@@ -220,6 +223,7 @@ public:
     opts.publish = input_->published;
     opts.interceptor = interceptor_;
     opts.refusals = refusals_;
+    if (ssh_) opts.ssh_agent = ssh_->proxy();
     return true;
   }
 
@@ -235,6 +239,12 @@ public:
     auto result = run_jailed(*spec_, opts, cgroups, once_ended);
     if (!written_back) once_ended();  // the jail was never launched
     holds_->release();
+    // What the jail asked of the SSH agent and was refused: a security
+    // event, said even with -q.
+    if (ssh_) {
+      content_.ssh_agent_refusals = ssh_->proxy()->stop();
+      for (const auto& line : content_.ssh_agent_refusals) util::emit("WARNING", line);
+    }
     add_usage(*limits_, result.resources);
     limits_->cgroups.reset();  // init is gone: its cgroups are empty
     summarise_resources(result.resources);
@@ -259,6 +269,7 @@ private:
   std::shared_ptr<netproxy::Interceptor> interceptor_;
   std::optional<CaBundleFile> ca_bundle_;
   std::shared_ptr<JailNotes> refusals_;
+  std::shared_ptr<SshAccess> ssh_;  // after refusals_: its files go first
   std::shared_ptr<linuxjail::JailSpec> spec_;
   util::Result<Holds> holds_;
   std::optional<JailLimits> limits_;
@@ -296,6 +307,7 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   std::shared_ptr<netproxy::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
   std::shared_ptr<JailNotes> refusals;
+  std::shared_ptr<SshAccess> ssh;
   if (inv.mode == cli::Mode::run) {
     // Before any lock is taken: a first run may warm the cache up (a jail of its own).
     if (int sig = attach_compile_cache(prepared, *input)) {
@@ -339,6 +351,21 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
         if (auto ok = refusals->add_pi_guard(input->exec_path, *input); !ok)
           return done(setup_failed("make the jail's pi guard: " + ok.error().message(), fix));
     }
+    // Git over SSH to the allowed hosts (ssh_access.h).
+    if (!input->ssh.empty()) {
+      if (!refusals) return done(setup_failed("--allow-ssh: the jail has no network filter", "report a bug"));
+      const char* agent = std::getenv("SSH_AUTH_SOCK");
+      auto made_ssh = SshAccess::make(refusals->dir(), ssh_targets(prepared.policy.resolved.policy->ssh_hosts()),
+                                      prepared.policy.ctx.home, agent ? agent : "");
+      if (!made_ssh)
+        return done(setup_failed(made_ssh.error().message(),
+                                 "add each host's key to your known_hosts as said, or leave the host out of "
+                                 "--allow-ssh and [network] ssh"));
+      ssh = std::shared_ptr<SshAccess>(std::move(*made_ssh));
+      ssh->show(*input);
+      if (!agent || !*agent)
+        util::warn("--allow-ssh: SSH_AUTH_SOCK is not set, so no agent signs logins inside the jail");
+    }
   }
   auto facts = view::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
@@ -374,7 +401,8 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   };
   return std::make_unique<LinuxJail>(content, prepared.request, std::move(input), std::move(creds),
                                      std::move(registry), std::move(copies), std::move(interceptor),
-                                     std::move(ca_bundle), std::move(refusals), std::move(spec), std::move(holds));
+                                     std::move(ca_bundle), std::move(refusals), std::move(ssh), std::move(spec),
+                                     std::move(holds));
 }
 
 }  // namespace pj::supervisor::backend

@@ -22,6 +22,7 @@
 #include "linuxjail/launch.h"
 #include "linuxjail/view.h"
 #include "jail_notes.h"
+#include "ssh_access.h"
 #include "scratch_audit.h"
 #include "supervise.h"
 #include "terminal.h"
@@ -211,6 +212,10 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     if (l.kind == K::forward)
       for (const auto& f : forwards)
         if (f.addr.v6 == (l.address == runtime::Loopback::v6) && f.port == l.port) target = f;
+    // An SSH host: checked (and connected to) by the rules as that host.
+    if (l.kind == K::ssh)
+      target = netproxy::Rules::Forward{*netproxy::parse_ip("127.0.0.1"), l.target_port, l.target_host,
+                                        fmt::format("ssh {}:{}", l.target_host, l.target_port)};
     auto kind = l.kind == K::http_proxy    ? netproxy::ListenerKind::http
                 : l.kind == K::socks_proxy ? netproxy::ListenerKind::socks
                                            : netproxy::ListenerKind::forward;
@@ -252,6 +257,9 @@ void Supervisor::on_control() {
 
 RunOutcome Supervisor::run() {
   if (!spec_.listeners.empty()) prepare_proxy();
+  // A thread: only now that the jail is cloned.
+  if (opts_.ssh_agent)
+    if (auto st = opts_.ssh_agent->start(); !st) abort_jail("start the SSH agent proxy: " + st.error().message());
   drop_startup_pages();
   std::vector<pollfd> fds;
   while (true) {

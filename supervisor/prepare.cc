@@ -22,6 +22,7 @@
 #include "jail_home.h"
 #include "pi/profile_adapter.h"
 #include "run.h"
+#include "ssh_access.h"
 #include "runtime/program.h"
 #include "runtime/system_dirs.h"
 #include "util/escape.h"
@@ -176,6 +177,7 @@ policy::CommandLine policy_command_line(const cli::Invocation& inv) {
           .allow_net = inv.allow_net,
           .publish = inv.publish,
           .allow_net_presets = inv.allow_net_presets,
+          .allow_ssh = inv.allow_ssh,
           .ephemeral_home = inv.ephemeral_home,
           .memory = inv.memory,
           .pids = inv.pids,
@@ -308,6 +310,12 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
     for (const auto& f : prepared.rules.forwards())
       in.forwards.push_back({f.addr.v6 ? runtime::Loopback::v6 : runtime::Loopback::v4, f.port});
+    // An allowed SSH host: its port, open to the jail's listener for it
+    // (and to the proxies: the same destination).
+    for (const auto& t : ssh_targets(lp.resolved.policy->ssh_hosts())) {
+      prepared.rules.allow(netproxy::NetPattern{t.host, false, t.port}, t.why + " (ssh)");
+      in.ssh.push_back({t.jail_port, t.host, t.port});
+    }
   }
 
   // $HOME inside: the workspace's jail home, made now (explain shows it).

@@ -156,6 +156,9 @@ std::string render_report(const Report::Content& c) {
   j.field("log_suppressed", c.decisions.log_suppressed);
   j.end_object();
   git_audit::write_json(j, c.repository_audit);
+  j.key("ssh_agent_refusals").begin_array();
+  for (const auto& note : c.ssh_agent_refusals) j.value(note);
+  j.end_array();
   j.key("write_back").begin_array();
   for (const auto& note : c.write_back) j.value(note);
   j.end_array();

@@ -21,7 +21,8 @@
 
 namespace pj::supervisor {
 
-class JailNotes;  // jail_notes.h
+class JailNotes;      // jail_notes.h
+class SshAgentProxy;  // ssh_access.h
 
 // A published port's listener on the host's loopback (a port in use
 // stops the run: 125).
@@ -45,6 +46,7 @@ struct RunOptions {
   std::vector<runtime::Request::Published> publish;
   std::shared_ptr<netproxy::Interceptor> interceptor;  // credentials bound to hosts (may be null)
   std::shared_ptr<JailNotes> refusals;  // the jail's list of refusals, kept up to date (may be null)
+  std::shared_ptr<SshAgentProxy> ssh_agent;  // --allow-ssh: started once the jail is cloned (may be null)
 };
 
 // The credential filter for this run, or null when nothing is bound:

@@ -58,6 +58,10 @@ util::Status check_switches(const cli::Invocation& inv, const Prepared& prepared
                                             "port the network policy allows instead",
                                             prepared.request.published.front().spec.str(),
                                             prepared.request.published.front().why));
+  if (!prepared.request.ssh.empty())
+    return util::Error::invalid(fmt::format("ssh {}:{}: --allow-ssh (and [network] ssh) is not supported on macOS "
+                                            "yet; push from outside the jail on this host",
+                                            prepared.request.ssh.front().host, prepared.request.ssh.front().port));
   if (const auto& pol = prepared.policy.resolved.policy; pol && pol->landlock() == policy::LandlockUse::required)
     util::note("the policy requires Landlock, a Linux layer; on macOS Seatbelt is the filesystem layer");
   // macOS has no per-jail memory, CPU or process accounting an unprivileged

@@ -138,9 +138,12 @@ std::string synthesize(const std::vector<std::pair<std::string, std::string>>& f
   }
   out +=
       "[core]\n"
-      "\tsshCommand = \"echo 'pi-jail: ssh cannot connect from inside the jail (no DNS; the network filter passes "
-      "HTTP(S) and SOCKS5 only). Use an https:// remote: git remote set-url origin https://...; allow its host "
-      "(pi-jail --allow-net-preset github)' >&2; exit 255; :\"\n";
+      // git appends ssh's arguments, [user@]host second to last: named in
+      // the fix (the jail's own text, shown to the jail only).
+      "\tsshCommand = \"f() { h=; p=; for a; do h=$p; p=$a; done; h=${h#*@}; echo \\\"pi-jail: ssh cannot connect from inside "
+      "the jail to $h: no SSH host is allowed (no DNS; the network filter passes HTTP(S) and SOCKS5 only). Allow it: "
+      "pi-jail --allow-ssh $h (its key taken from your known_hosts); or use an https:// remote (git remote set-url "
+      "origin https://...) with its host allowed (pi-jail --allow-net-preset github)\\\" >&2; exit 255; }; f\"\n";
   return out;
 }
 

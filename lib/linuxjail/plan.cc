@@ -260,6 +260,14 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
       }
       spec.listeners.push_back({ListenSpec::Kind::forward, addr, port});
     }
+    for (const auto& ssh : in.ssh) {
+      for (const auto& l : spec.listeners)
+        if (l.port == ssh.jail_port && l.address == runtime::Loopback::v4)
+          problems.push_back(fmt::format("ssh {}:{}: the jail's port {} for it is taken by a forward of a "
+                                         "host-loopback service; allow that loopback port on another number",
+                                         ssh.host, ssh.port, ssh.jail_port));
+      spec.listeners.push_back({ListenSpec::Kind::ssh, runtime::Loopback::v4, ssh.jail_port, ssh.host, ssh.port});
+    }
     // A published port reaches the jail's own server; the filter's
     // listeners there would hand the host's users the filter (and the
     // credentials it adds).

@@ -96,9 +96,13 @@ struct TerminalSpec {
 // A listening socket the jail's init creates inside the jail's network
 // namespace and hands to the supervisor (the network filter).
 struct ListenSpec {
-  enum class Kind { http_proxy, socks_proxy, forward } kind;
+  // ssh: an allowed SSH host (runtime::Request::SshForward), connected
+  // to under the filter's rules as `target_host`:`target_port`.
+  enum class Kind { http_proxy, socks_proxy, forward, ssh } kind;
   runtime::Loopback address = runtime::Loopback::v4;
   int port = 0;
+  std::string target_host = {};
+  int target_port = 0;
 };
 
 struct JailSpec {

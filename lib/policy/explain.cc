@@ -69,6 +69,7 @@ std::string explain_text(const ExplainInput& in) {
                                   r.spec.host_addr == "::1" ? "[::1]" : r.spec.host_addr, r.spec.host_port,
                                   r.spec.jail_port),
            r.src);
+    for (const auto& r : p.ssh_hosts()) line("ssh", r.pattern.str() + " (git/ssh; its keys from known_hosts)", r.src);
     out += "\nenvironment:\n";
     for (const auto& e : p.env_pass()) line("pass", e.name, e.src);
     for (const auto& e : p.env_set()) line("set", e.name + "=" + e.value, e.src);
@@ -170,6 +171,15 @@ std::string explain_json(const ExplainInput& in) {
       j.field("host_address", r.spec.host_addr);
       j.field("host_port", r.spec.host_port);
       j.field("jail_port", r.spec.jail_port);
+      src(r.src);
+      j.end_object();
+    }
+    j.end_array();
+    j.key("ssh").begin_array();
+    for (const auto& r : p.ssh_hosts()) {
+      j.begin_object();
+      j.field("host", r.pattern.host);
+      j.field("port", r.pattern.port);
       src(r.src);
       j.end_object();
     }

@@ -28,7 +28,7 @@ constexpr size_t kMaxFileSize = 1 << 20;
 // The schema: which keys each table may have.
 const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"filesystem", {"system", "read", "write", "deny", "read_only", "private", "write_back", "sockets"}},
-    {"network", {"allow", "deny", "presets", "publish"}},
+    {"network", {"allow", "deny", "presets", "publish", "ssh"}},
     {"home", {"persist"}},
     {"env", {"pass", "set"}},
     {"limits", {"read", "write", "network", "env", "scratch", "memory", "pids", "cpus", "cgroup"}},
@@ -201,6 +201,13 @@ public:
           auto p = parse_publish(e.text, why);
           if (!p) out_.errors.push_back({e.src, fmt::format("bad publish \"{}\": {}", e.text, why)});
           else l.publish.push_back({p->str(), e.src});
+        }
+      } else if (name == "network" && key == "ssh") {
+        for (auto& e : strings(v, where)) {
+          std::string why;
+          auto host = parse_ssh_host(e.text, why);
+          if (!host) out_.errors.push_back({e.src, fmt::format("bad ssh host \"{}\": {}", e.text, why)});
+          else l.ssh.push_back({*host, e.src});
         }
       } else if (name == "network" && key == "presets") {
         for (const auto& e : strings(v, where)) add_preset(e);
@@ -538,6 +545,15 @@ std::string cpus_str(std::uint64_t millicpus) {
   while (s.back() == '0') s.pop_back();
   if (s.back() == '.') s.pop_back();
   return s;
+}
+
+std::optional<std::string> parse_ssh_host(std::string_view text, std::string& error) {
+  auto p = parse_net_pattern(text);
+  if (!p) return error = p.error().what(), std::nullopt;
+  if (p->wildcard)
+    return error = "an SSH host is one host, not a wildcard: its keys come from known_hosts by name", std::nullopt;
+  if (p->port == 0) p->port = 22;
+  return p->str();
 }
 
 std::string PublishSpec::str() const {

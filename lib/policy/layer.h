@@ -153,6 +153,10 @@ struct Layer {
   // (also in net_allow): their names may resolve to private ranges.
   std::vector<Entry> net_allow_private;
   std::vector<Entry> publish;  // jail ports served on the host's loopback (normalised; operators only)
+  // Hosts the jail reaches over SSH, "host:port" (port 22 unless written;
+  // operators only): the filter opens them, the jail's known_hosts holds
+  // their keys and pi-jail's agent proxy signs logins to them only.
+  std::vector<Entry> ssh;
   // The presets named in [network] presets (their hosts are in net_allow).
   std::vector<Entry> net_presets;
   // [home]
@@ -219,6 +223,11 @@ using net::parse_net_pattern;
 // "127.0.0.1:PORT[:JAILPORT]", "[::1]:PORT[:JAILPORT]" or
 // "localhost:PORT[:JAILPORT]"; any other address is refused (the port
 // would be reachable from other machines).
+// An SSH host as `[network] ssh` and --allow-ssh write it: "HOST" or
+// "HOST:PORT" (a name or an address, no wildcard), normalised to
+// "host:port" (22 when no port is written). Returns it or an error message.
+std::optional<std::string> parse_ssh_host(std::string_view text, std::string& error);
+
 struct PublishSpec {
   std::string host_addr = "127.0.0.1";  // "127.0.0.1" or "::1"
   int host_port = 0;

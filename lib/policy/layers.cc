@@ -88,6 +88,10 @@ Layer command_line_layer(const CommandLine& cl) {
     auto spec = parse_publish(p, why);
     if (spec) l.publish.push_back({spec->str(), {"--publish", 0, 0}});
   }
+  for (const auto& h : cl.allow_ssh) {
+    std::string why;
+    if (auto host = parse_ssh_host(h, why)) l.ssh.push_back({*host, {"--allow-ssh", 0, 0}});
+  }
   for (const auto& name : cl.allow_net_presets) {
     const Source src{"--allow-net-preset " + name, 0, 0};
     if (const auto* p = find_net_preset(name)) {
@@ -155,6 +159,11 @@ LoadedPolicy load_policy(const CommandLine& cl, const Places& places) {
     std::string why;
     if (!parse_publish(p, why))
       lp.errors.push_back(problem("--publish", fmt::format("bad publish \"{}\": {}", p, why)));
+  }
+  for (const auto& h : cl.allow_ssh) {
+    std::string why;
+    if (!parse_ssh_host(h, why))
+      lp.errors.push_back(problem("--allow-ssh", fmt::format("bad ssh host \"{}\": {}", h, why)));
   }
   for (const auto& p : cl.allow_net_presets)
     if (!find_net_preset(p)) {

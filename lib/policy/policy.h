@@ -54,6 +54,11 @@ public:
     PublishSpec spec;
     Source src;
   };
+  // A host the jail reaches over SSH (`[network] ssh`, --allow-ssh).
+  struct SshHost {
+    NetPattern pattern;  // a host (never a wildcard) and its port
+    Source src;
+  };
   struct EnvPass {
     std::string name;       // a name, or a NAME* prefix
     Source src;
@@ -73,6 +78,7 @@ public:
   const std::vector<NetRule>& net_allow() const { return net_allow_; }
   const std::vector<Publish>& publish() const { return publish_; }
   const std::vector<NetRule>& net_deny() const { return net_deny_; }
+  const std::vector<SshHost>& ssh_hosts() const { return ssh_hosts_; }
   const std::vector<EnvPass>& env_pass() const { return env_pass_; }
   const std::vector<Setting>& env_set() const { return env_set_; }
   // [credentials], operators only: extra hosts a credential may be sent
@@ -124,6 +130,7 @@ private:
   std::vector<NetRule> net_allow_, net_deny_;
   std::vector<SocketGrant> sockets_;
   std::vector<Publish> publish_;
+  std::vector<SshHost> ssh_hosts_;
   std::vector<EnvPass> env_pass_;
   std::vector<Setting> env_set_;
   std::vector<Layer::CredentialHost> cred_hosts_;

@@ -418,6 +418,11 @@ struct Resolver {
     for (const auto& e : l.write_back) write_back_file(e, l);
     for (const auto& e : l.sockets) socket_grant(e, l);
     for (const auto& e : l.publish) publish(e);
+    for (const auto& e : l.ssh) {
+      if (b && b->network.set && !covered(e, b->network))
+        refuse(e.src, fmt::format("ssh {}", e.text), "outside the system operator's network limit");
+      else ssh_host(e);
+    }
     pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
     pol.cred_pass_through_.insert(pol.cred_pass_through_.end(), l.cred_pass_through.begin(), l.cred_pass_through.end());
     pol.cred_allow_minting_.insert(pol.cred_allow_minting_.end(), l.cred_allow_minting.begin(),
@@ -518,6 +523,9 @@ struct Resolver {
              "socket grants are set by operators, not by projects (an agent socket signs and logs in as you)");
     for (const auto& e : l.publish)
       refuse(e.src, "publish " + e.text, "published ports are set by operators, not by projects (--publish)");
+    for (const auto& e : l.ssh)
+      refuse(e.src, "ssh " + e.text,
+             "SSH hosts are set by operators, not by projects (logins to them are signed with your keys; --allow-ssh)");
     for (const auto& bind : l.cred_bind)
       refuse(bind.host.src, fmt::format("credentials.bind {} {}", bind.credential, bind.host.text),
              "credentials are bound to hosts by operators, not by projects");
@@ -572,6 +580,14 @@ struct Resolver {
       return error(e.src, fmt::format("sockets \"{}\" ({}): {}", e.text, x.text, why));
     }
     pol.sockets_.push_back({*p, env, e.src});
+  }
+
+  void ssh_host(const Entry& e) {
+    auto p = parse_net_pattern(e.text);
+    if (!p || p->wildcard || p->port == 0) return error(e.src, fmt::format("ssh \"{}\": not HOST:PORT", e.text));
+    for (const auto& other : pol.ssh_hosts_)
+      if (other.pattern == *p) return;  // the same host twice: the first source stays
+    pol.ssh_hosts_.push_back({*p, e.src});
   }
 
   void publish(const Entry& e) {

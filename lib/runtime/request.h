@@ -123,6 +123,14 @@ struct Request {
   std::string path_guard;
   // Host-loopback services the policy names with a port.
   std::vector<Forward> forwards;
+  // Allowed SSH hosts (supervisor/ssh_access.h): each reached from the
+  // jail's 127.0.0.1:`jail_port`, through the filter, as `host`:`port`.
+  struct SshForward {
+    int jail_port = 0;
+    std::string host;
+    int port = 22;
+  };
+  std::vector<SshForward> ssh;
   // Jail ports served on the host's loopback (operator grants; the
   // supervisor listens and relays, the jail sees nothing new).
   struct Published {

@@ -164,6 +164,7 @@ TEST_CASE("git inside commits as the host's identity and never sees its credenti
   auto ssh = git_in(sb, {"ls-remote", "ssh://git@example.test/x.git"});
   CHECK(ssh.status != 0);
   CHECK(ssh.err.find("ssh cannot connect from inside the jail") != std::string::npos);
+  CHECK(ssh.err.find("pi-jail --allow-ssh example.test") != std::string::npos);
 }
 
 TEST_CASE("your own terminfo is shown read-only in the jail home; the rest of the real home is not") {
