@@ -53,10 +53,13 @@ public:
 
   std::uint64_t u64(const char* name) { return got(r_.u64(), name, std::uint64_t{0}); }
   std::int64_t i64(const char* name) { return got(r_.i64(), name, std::int64_t{0}); }
+  // Out of range gives `min`: a count read from hostile bytes never
+  // drives a loop past its bound, even on the way to the error.
   std::uint64_t in_range(const char* name, std::uint64_t min, std::uint64_t max) {
     auto v = u64(name);
-    check(v >= min && v <= max, name, fmt::format("out of range ({} to {})", min, max));
-    return v;
+    bool ok = v >= min && v <= max;
+    check(ok, name, fmt::format("out of range ({} to {})", min, max));
+    return ok ? v : min;
   }
   bool flag(const char* name) {
     auto v = got(r_.u8(), name, std::uint8_t{0});

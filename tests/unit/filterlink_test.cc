@@ -312,8 +312,16 @@ TEST_CASE("every single-byte change of a record decodes or is refused, never rea
 
 TEST_CASE("a record past the largest size is refused when it is encoded") {
   ProbeResult p;
-  for (int i = 0; i < 64; ++i) p.attempts.push_back({std::string(1000, 'x'), 0});
+  for (int i = 0; i < 64; ++i) p.attempts.push_back({std::string(kMaxText, 'x'), 0});
   auto rec = encode(FromFilter(p));
   REQUIRE_FALSE(rec.ok());
   CHECK(rec.error().message().find("more than 65536") != std::string::npos);
+}
+
+TEST_CASE("a list's count past its bound is refused before a single item is read") {
+  wire::Writer w;
+  w.u64(0xffffffffffffffffULL);  // attempts
+  auto r = decode_from_filter(record(71, w.str()), no_fds());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message() == "probe_result message: attempts: out of range (0 to 64)");
 }
