@@ -1,4 +1,4 @@
-// Model credentials stay outside the jail (issue 17): the supervisor's
+// Model credentials stay outside the jail: the supervisor's
 // half. For every credential a run would pass (the provider variables the
 // policy passes, each secret in the host's auth.json) the jail gets a
 // per-run placeholder with the provider's prefix; the real value stays in

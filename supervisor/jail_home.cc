@@ -108,7 +108,7 @@ util::Result<std::string> prepare_jail_home(const std::string& data_dir_given, c
   if (auto why = ownership_problem(home->get()); !why.empty())
     return Error::invalid(fmt::format("the jail home {}: {}; {}", path, why, fix));
   // An empty ~/.gitconfig, so that `git config --global` writes here and
-  // not to the read-only ~/.config/git/config (git_identity.h).
+  // not to the read-only ~/.config/git/config (git/identity.h).
   int gc = ::openat(home->get(), ".gitconfig", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (gc >= 0) ::close(gc);
   return path;

@@ -17,6 +17,7 @@
 #include "linux_run.h"
 #include "placeholders.h"
 #include "private_dirs.h"
+#include "jail_notes.h"
 #include "warm_up.h"
 #include "linuxjail/host.h"
 #include "linuxjail/landlock.h"
@@ -195,8 +196,8 @@ public:
   LinuxJail(Report::Content& content, const runtime::Request& request, util::Result<linuxjail::PlanInput> input,
             util::Result<RunCredentials> creds, std::optional<Registry> registry,
             std::optional<PrivateCopies> copies, std::shared_ptr<netproxy::Interceptor> interceptor,
-            std::optional<CaBundleFile> ca_bundle, std::shared_ptr<linuxjail::JailSpec> spec,
-            util::Result<Holds> holds)
+            std::optional<CaBundleFile> ca_bundle, std::shared_ptr<JailNotes> refusals,
+            std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
       : content_(content),
         request_(request),
         input_(std::move(input)),
@@ -205,6 +206,7 @@ public:
         copies_(std::move(copies)),
         interceptor_(std::move(interceptor)),
         ca_bundle_(std::move(ca_bundle)),
+        refusals_(std::move(refusals)),
         spec_(std::move(spec)),
         holds_(std::move(holds)) {}
 
@@ -218,6 +220,7 @@ public:
     limits_.emplace(std::move(*limits));
     opts.publish = input_->published;
     opts.interceptor = interceptor_;
+    opts.refusals = refusals_;
     return true;
   }
 
@@ -256,6 +259,7 @@ private:
   std::optional<PrivateCopies> copies_;
   std::shared_ptr<netproxy::Interceptor> interceptor_;
   std::optional<CaBundleFile> ca_bundle_;
+  std::shared_ptr<JailNotes> refusals_;
   std::shared_ptr<linuxjail::JailSpec> spec_;
   util::Result<Holds> holds_;
   std::optional<JailLimits> limits_;
@@ -287,6 +291,7 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   std::optional<PrivateCopies> copies;
   std::shared_ptr<netproxy::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
+  std::shared_ptr<JailNotes> refusals;
   if (inv.mode == cli::Mode::run) {
     // Before any lock is taken: a first run may warm the cache up (a jail of its own).
     if (int sig = attach_compile_cache(prepared, *input)) {
@@ -319,6 +324,16 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
       if (!bundle) return done(setup_failed("write the jail's CA bundle: " + bundle.error().message()));
       ca_bundle.emplace(std::move(*bundle));
       input->ca_bundle = ca_bundle->path();
+    }
+    // What the jail is told of its refusals (jail_notes.h).
+    if (input->network_filter || prepared.pi_guard) {
+      auto notes = JailNotes::make(state, {.pi_downloads_tools = prepared.pi_downloads_tools});
+      if (!notes) return done(setup_failed("make the jail's notes at /run/pi-jail: " + notes.error().message(), fix));
+      refusals = std::make_shared<JailNotes>(std::move(*notes));
+      show_refusals(refusals->dir(), *input);
+      if (prepared.pi_guard)
+        if (auto ok = refusals->add_pi_guard(input->exec_path, *input); !ok)
+          return done(setup_failed("make the jail's pi guard: " + ok.error().message(), fix));
     }
   }
   auto facts = view::probe_paths(linuxjail::paths_to_probe(*input));
@@ -355,7 +370,7 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   };
   return std::make_unique<LinuxJail>(content, prepared.request, std::move(input), std::move(creds),
                                      std::move(registry), std::move(copies), std::move(interceptor),
-                                     std::move(ca_bundle), std::move(spec), std::move(holds));
+                                     std::move(ca_bundle), std::move(refusals), std::move(spec), std::move(holds));
 }
 
 }  // namespace pj::supervisor::backend

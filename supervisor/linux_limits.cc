@@ -67,7 +67,7 @@ util::Result<JailLimits> prepare_limits(const runtime::Request& r) {
     for (auto [asked, member] : {std::pair{want.memory_bytes.has_value(), &cg::Controllers::memory},
                                  std::pair{want.millicpus.has_value(), &cg::Controllers::cpu}}) {
       if (!asked) continue;
-      auto d = std::find_if(dirs.begin(), dirs.end(), [&](const cg::Dir& x) { return x.controllers.*member; });
+      auto d = std::find_if(dirs.begin(), dirs.end(), [m = member](const cg::Dir& x) { return x.controllers.*m; });
       if (d != dirs.end() && d->version == 2) return true;
     }
     return false;

@@ -21,6 +21,7 @@
 #include "linuxjail/jail_socket.h"
 #include "linuxjail/launch.h"
 #include "linuxjail/view.h"
+#include "jail_notes.h"
 #include "scratch_audit.h"
 #include "supervise.h"
 #include "terminal.h"
@@ -273,6 +274,7 @@ RunOutcome Supervisor::run() {
     }
     if (fds[3].revents) on_control();
     if (fds[4].revents & POLLIN) proxy_->run_once();
+    if (proxy_ && opts_.refusals) opts_.refusals->update(proxy_->decisions());
     core_.on_poll(fds);
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si;

@@ -12,7 +12,7 @@
 #include "network_filter.h"
 #include "cli.h"
 #include "doctor.h"
-#include "git_audit.h"
+#include "git/audit.h"
 #include "policy/explain.h"
 #include "credential_run.h"
 #include "prepare.h"

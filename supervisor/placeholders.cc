@@ -15,6 +15,7 @@
 #include "util/file_lock.h"
 #include "util/log.h"
 #include "util/paths.h"
+#include "util/temp_file.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor {
@@ -90,12 +91,12 @@ util::Status save(int state, const std::vector<Record>& on_disk, const std::vect
   std::string text;
   for (const auto& r : records)
     text += fmt::format("{} {} {}\n", r.node == linuxjail::Node::file ? 'f' : 'd', hex(r.content), hex(r.path));
-  const char* tmp = "placeholders.tmp";
-  UniqueFd fd(::openat(state, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.valid()) return Error::from_errno("write the placeholder registry", errno);
-  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-    return Error::from_errno("write the placeholder registry", errno ? errno : EIO);
-  if (::renameat(state, tmp, state, kRegistry) != 0) return Error::from_errno("replace the placeholder registry", errno);
+  auto tmp = util::TempFile::create(state, kRegistry);
+  if (!tmp) return std::move(tmp.take_error()).context("write the placeholder registry");
+  if (auto st = tmp->fill(text, util::Durability::page_cache); !st)
+    return std::move(st.take_error()).context("write the placeholder registry");
+  if (auto st = tmp->rename_over(kRegistry); !st)
+    return std::move(st.take_error()).context("replace the placeholder registry");
   return {};
 }
 

@@ -30,7 +30,7 @@ struct Places {
   std::string home;       // $HOME as the jail will see it
   std::string cwd;
   std::string agent_dir;  // resolved when it exists (the pi profile makes it)
-  std::optional<policy::Worktree> worktree;  // checked (git_worktree.h)
+  std::optional<policy::Worktree> worktree;  // checked (git/worktree.h)
   // What the program to run needs (runtime::discover()); empty for explain.
   std::vector<policy::ProgramNeed> program = {};
 };

@@ -19,9 +19,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "git_identity.h"
-#include "git_protect.h"
-#include "git_worktree.h"
+#include "git/identity.h"
+#include "git/protect.h"
+#include "git/worktree.h"
 #include "jail_home.h"
 #include "pi/sessions.h"
 #include "run.h"
@@ -248,11 +248,7 @@ util::Status refuse_pi_package_command(const std::vector<std::string>& argv) {
   if (argv.size() < 2) return {};
   const std::string& command = argv[1];
   if (command != "install" && command != "remove" && command != "uninstall" && command != "update") return {};
-  return util::Error::invalid(fmt::format(
-      "pi {} inside the jail would be thrown away: the jail keeps Pi's packages and extensions read-only. Run it "
-      "outside the jail (`command pi {} ...` when pi is an alias for pi-jail pi); the next jailed Pi loads what "
-      "is installed, read-only",
-      util::printable(command), util::printable(command)));
+  return util::Error::invalid(pi_package_refusal(command));
 }
 
 // Pi run with `--session FILE` of a session recorded in another
@@ -344,7 +340,7 @@ std::optional<std::string> env_value(const char* name) {
 }
 
 // Every repository the jail can write, and what the host's git would run
-// or read as config there (git_protect.h): read-only marks in `in`, and
+// or read as config there (git/protect.h): read-only marks in `in`, and
 // the same paths for the end-of-run audit in `watch`. Only narrows the
 // view. A config file that cannot be read (a symlink or FIFO in a
 // writable place, too large) is an error: what git would run is unknown.
@@ -382,6 +378,14 @@ util::Status protect_repositories(runtime::Request& in, const policy::Policy& po
 }
 
 }  // namespace
+
+std::string pi_package_refusal(std::string_view command) {
+  return fmt::format(
+      "pi {} inside the jail would be thrown away: the jail keeps Pi's packages and extensions read-only. Run it "
+      "outside the jail (`command pi {} ...` when pi is an alias for pi-jail pi); the next jailed Pi loads what "
+      "is installed, read-only",
+      util::printable(command), util::printable(command));
+}
 
 std::string default_workspace(const std::string& cwd) {
   // The nearest ancestor holding a `.git` the caller owns, as git's own
@@ -568,6 +572,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
                       });
   if (inv.profile == "pi" && runs_pi && inv.isolation == cli::Isolation::jail) {
     if (auto ok = refuse_pi_package_command(inv.command); !ok) return ok.take_error();
+    prepared.pi_guard = true;
   }
   if (inv.profile == "pi" && runs_pi) {
     if (auto ok = check_foreign_session(inv.command, in.workspace, in.cwd, places.agent_dir, lp.ctx.program); !ok)

@@ -2,8 +2,11 @@
 // input: the workspace, the program to run, $HOME, grants.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "cli.h"
-#include "git_audit.h"
+#include "git/audit.h"
 #include "netproxy/rules.h"
 #include "policy_layers.h"
 #include "private_dirs.h"
@@ -32,6 +35,9 @@ struct Prepared {
   // Pi runs and fd or rg is out of its reach: Pi tries to download them
   // from github.com (the exit summary proposes no rule for that).
   bool pi_downloads_tools = false;
+  // The jailed program is Pi under the pi profile: inside, its package
+  // commands are refused at once (the pi guard, jail_notes.h).
+  bool pi_guard = false;
 };
 
 // Resolve everything a backend's planner needs: workspace, program,
@@ -43,5 +49,11 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
 // The default workspace: the nearest ancestor of `cwd` holding `.git`,
 // else `cwd` itself.
 std::string default_workspace(const std::string& cwd);
+
+// Why Pi's package command `command` (install, remove, uninstall, update)
+// is refused in a jail, and how to run it outside: one sentence, said
+// before a jailed `pi install` starts and by the pi guard inside
+// (jail_notes.h).
+std::string pi_package_refusal(std::string_view command);
 
 }  // namespace pj::supervisor

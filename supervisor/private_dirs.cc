@@ -17,8 +17,8 @@
 
 #include <fmt/format.h>
 
-#include "agent_state.h"
-#include "user_links.h"
+#include "pi/agent_state.h"
+#include "pi/user_links.h"
 #include "util/dir_names.h"
 #include "util/file_lock.h"
 #include "util/log.h"

@@ -6,7 +6,7 @@
 // directories), its subdirectories are shown read-only, and whatever the
 // jail writes there is discarded when the run ends, except the write_back
 // files, whose data values are merged back into the host's
-// (agent_state.h). So an absent file (an extension, a `!command` key, a
+// (pi/agent_state.h). So an absent file (an extension, a `!command` key, a
 // tool in bin/) can be neither created nor changed for a later Pi, and no
 // placeholder is needed there.
 //
@@ -21,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "agent_state.h"
 #include "consent.h"
-#include "user_links.h"
+#include "pi/agent_state.h"
+#include "pi/user_links.h"
 #include "runtime/request.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -61,7 +61,7 @@ public:
   // on: entries are listed with O_NOFOLLOW, files copied through
   // util/untrusted.h (at most 1 MiB each; a larger file is shown
   // read-only instead); a symlink to a regular file is read through
-  // when follow_user_link() allows it (user_links.h), else left out and
+  // when follow_user_link() allows it (pi/user_links.h), else left out and
   // said; one to a directory is recreated as it is.
   // `secret`, when given, names the file copied in through its transform.
   static util::Result<PrivateCopies> stage(const std::string& state_dir, runtime::Request& r,
@@ -77,7 +77,7 @@ public:
   // through a link to ~/.bashrc); merge each write_back file back into the
   // host's (under Pi's own lock), report what was and was not written
   // back, then remove the staging. Returns the notes for stderr and the report, each
-  // starting with "applied:", "refused:" or "kept:" (agent_state.h).
+  // starting with "applied:", "refused:" or "kept:" (pi/agent_state.h).
   // Entries of the secret file that are logins made in the jail are held
   // back (everything else is written back): held_logins() lists them,
   // settle_logins() writes them when `c` is Consent::given, and returns

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "git_audit.h"
+#include "git/audit.h"
 #include "policy/policy.h"
 #include "run.h"
 #include "util/json.h"

@@ -273,6 +273,12 @@ bool tools_download(const netproxy::Decision& d, const SummaryHints& hints) {
 
 }  // namespace
 
+std::string allow_flag(const netproxy::Decision& d, const SummaryHints& hints) {
+  if (d.allowed || !d.rule_refusal || tools_download(d, hints)) return "";
+  if (const auto* p = preset_of(d.host, d.port)) return "--allow-net-preset " + std::string(p->name);
+  return fmt::format("--allow-net {}:{}", util::printable(netproxy::bounded(d.host, 80)), d.port);
+}
+
 std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table, const SummaryHints& hints) {
   struct Row {
     const netproxy::Decision* d;

@@ -21,6 +21,8 @@
 
 namespace pj::supervisor {
 
+class JailNotes;  // jail_notes.h
+
 // A published port's listener on the host's loopback (a port in use
 // stops the run: 125).
 struct PublishedPort {
@@ -40,6 +42,7 @@ struct RunOptions {
   // before its command starts (never inherited by the jail's init).
   std::vector<runtime::Request::Published> publish;
   std::shared_ptr<netproxy::Interceptor> interceptor;  // credentials bound to hosts (may be null)
+  std::shared_ptr<JailNotes> refusals;  // the jail's list of refusals, kept up to date (may be null)
 };
 
 // The credential filter for this run, or null when nothing is bound:
@@ -189,6 +192,11 @@ struct SummaryHints {
   bool pi_downloads_tools = false;
 };
 std::vector<std::string> refusal_summary(const netproxy::DecisionTable& decisions, const SummaryHints& hints = {});
+// The option that would allow refused `d`, as the summary proposes it
+// ("--allow-net-preset npm", "--allow-net host:port" with the host
+// escaped), or "" when no allow rule would (a private address, a malformed
+// request, Pi's own download of fd and rg).
+std::string allow_flag(const netproxy::Decision& d, const SummaryHints& hints = {});
 // Unless --quiet: refusal_summary() on stderr.
 void summarise_refusals(const netproxy::DecisionTable& decisions, const SummaryHints& hints = {});
 

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent_state.h"
+#include "pi/agent_state.h"
 #include "credentials.h"
 #include "netproxy/intercept.h"
 #include "util/result.h"

@@ -45,20 +45,25 @@ util::Status add_row(scmp_filter_ctx ctx, const SyscallRow& row) {
     if (rc < 0) return seccomp_error(fmt::format("seccomp rule for {}", row.syscall), rc);
     return {};
   };
+  // An argument test, built without libseccomp's SCMP_CMP macro (a C
+  // compound literal, which clang refuses in C++).
+  auto cmp = [](unsigned arg, scmp_compare op, std::uint64_t a, std::uint64_t b = 0) {
+    return scmp_arg_cmp{arg, op, a, b};
+  };
   const ArgTest& t = row.when;
   switch (t.kind) {
     case Kind::always: return add({});
-    case Kind::bits_set: return add({SCMP_CMP(t.arg, SCMP_CMP_MASKED_EQ, t.value, t.value)});
-    case Kind::low32_equals: return add({SCMP_CMP(t.arg, SCMP_CMP_MASKED_EQ, 0xffffffffULL, t.value)});
+    case Kind::bits_set: return add({cmp(t.arg, SCMP_CMP_MASKED_EQ, t.value, t.value)});
+    case Kind::low32_equals: return add({cmp(t.arg, SCMP_CMP_MASKED_EQ, 0xffffffffULL, t.value)});
     case Kind::not_one_of: {
       // libseccomp cannot AND two tests of one argument: deny everything
       // above the largest allowed value, then each gap below it.
       std::uint64_t top = 0;
       for (auto v : t.values) top = std::max(top, v);
-      if (auto st = add({SCMP_CMP(t.arg, SCMP_CMP_GT, top)}); !st) return st;
+      if (auto st = add({cmp(t.arg, SCMP_CMP_GT, top)}); !st) return st;
       for (std::uint64_t v = 0; v < top; ++v) {
         if (std::find(t.values.begin(), t.values.end(), v) != t.values.end()) continue;
-        if (auto st = add({SCMP_CMP(t.arg, SCMP_CMP_EQ, v)}); !st) return st;
+        if (auto st = add({cmp(t.arg, SCMP_CMP_EQ, v)}); !st) return st;
       }
       return {};
     }
@@ -68,7 +73,7 @@ util::Status add_row(scmp_filter_ctx ctx, const SyscallRow& row) {
       for (unsigned bit = 0; bit < 32; ++bit) {
         const std::uint64_t b = 1ULL << bit;
         if (t.value & b) continue;
-        if (auto st = add({SCMP_CMP(t.arg, SCMP_CMP_MASKED_EQ, b, b)}); !st) return st;
+        if (auto st = add({cmp(t.arg, SCMP_CMP_MASKED_EQ, b, b)}); !st) return st;
       }
       return {};
   }

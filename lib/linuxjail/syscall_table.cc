@@ -123,7 +123,7 @@ constexpr std::string_view kInitAllowlist[] = {
     "rt_sigtimedwait", "rt_sigprocmask", "rt_sigreturn", "wait4", "waitid", "kill",
     "clock_gettime", "clock_nanosleep", "nanosleep", "restart_syscall", "close", "close_range",
     "exit", "exit_group", "getpid", "write",
-#ifdef __SANITIZE_ADDRESS__
+#ifdef PJ_SANITIZED
     // Sanitizer builds only (tests): what the ASan/UBSan runtime calls on
     // _exit and when it reports.
     "sigaltstack", "mmap", "munmap", "mprotect", "madvise", "gettid", "tgkill", "sched_yield",

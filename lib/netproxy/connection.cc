@@ -94,8 +94,12 @@ void Proxy::Impl::close_conn(std::uint64_t id) {
 // `told`: what the jail is told (default: `reason`), never a host file path or DNS answer.
 void Proxy::Impl::refuse(Conn& c, int http_status, SocksReply socks, const std::string& reason, std::string_view told) {
   record(c, false, reason);
+  // A rule's refusal names the host and the fix in the status line too:
+  // some clients show nothing else.
   if (c.kind == ListenerKind::http)
-    c.to_client = http_response(http_status, reason_phrase(http_status),
+    c.to_client = http_response(http_status,
+                                c.rule_refusal && http_status == 403 ? refusal_reason_phrase(c.target.host, c.target.port)
+                                                                     : reason_phrase(http_status),
                                 "pi-jail: " + bounded(told.empty() ? reason : told) + "\n");
   else if (c.kind == ListenerKind::socks)
     c.to_client = socks_reply(socks);
@@ -191,7 +195,7 @@ void Proxy::Impl::decide(Conn& c) {
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   c.verdict = rules.check(host, c.target.port);
   if (!c.verdict.allowed) {
-    c.rule_refusal = true;
+    c.rule_refusal = !c.verdict.denied;  // an allow rule would not outweigh a deny
     return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
   }
   watch(c.client.get(), c.id << 1, 0);  // nothing more from the client until connected

@@ -1,8 +1,8 @@
 // HTTP/1.1 as the credential filter reads it on an intercepted connection
-// (issue 17), without I/O: message heads, chunked bodies, placeholder
-// substitution in request header values, and masking of real values in
-// what comes back. Everything here is bounded and strict: what it cannot
-// read with certainty is refused, never guessed.
+// (credentials kept outside the jail), without I/O: message heads, chunked
+// bodies, placeholder substitution in request header values, and masking
+// of real values in what comes back. Everything here is bounded and
+// strict: what it cannot read with certainty is refused, never guessed.
 #pragma once
 
 #include <array>

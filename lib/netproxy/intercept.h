@@ -1,5 +1,5 @@
 // Credentials outside the jail: what the network filter needs to put the
-// real secret on the wire in place of the jail's placeholder (issue 17).
+// real secret on the wire in place of the jail's placeholder.
 //
 // The supervisor builds an Intercept (supervisor/credentials.*) from the
 // profile's provider table, the operator's [credentials] and the host's

@@ -1,4 +1,4 @@
-// The network filter's credential side (issue 17): a connection whose
+// The network filter's credential side: a connection whose
 // checked target is a bound host is handed here by the proxy's loop. A
 // worker thread (at most kMaxIntercepted at once) terminates the jail's
 // TLS with the run's CA, verifies the real server, then reads HTTP/1.1

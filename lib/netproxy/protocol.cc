@@ -115,6 +115,17 @@ const char* reason_phrase(int status) {
   }
 }
 
+std::string refusal_reason_phrase(std::string_view host, int port) {
+  std::string shown;
+  for (char ch : host.substr(0, kMaxPhraseHost)) {
+    const bool safe = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                      std::string_view(".-:_[]").find(ch) != std::string_view::npos;
+    shown += safe ? ch : '?';
+  }
+  if (host.size() > kMaxPhraseHost) shown += "...";
+  return fmt::format("pi-jail refused {0}:{1} (allow: --allow-net {0}:{1})", shown, port);
+}
+
 std::string http_response(int status, std::string_view reason, std::string_view body) {
   return fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\nX-Pi-Jail: "

@@ -41,6 +41,14 @@ std::optional<Target> parse_authority(std::string_view authority, int default_po
 // The standard reason phrase of an HTTP status (RFC 9110 section 15).
 const char* reason_phrase(int status);
 
+// The reason phrase of a 403 for a destination the rules refused: clients
+// that show only the status line (Node's HTTPS client for a CONNECT) then
+// still name the host and the fix. `host` is the jail's text: kept to
+// letters, digits and ".-:_[]" (anything else becomes '?'), at most
+// kMaxPhraseHost bytes, so the line stays one printable header line.
+inline constexpr size_t kMaxPhraseHost = 100;
+std::string refusal_reason_phrase(std::string_view host, int port);
+
 // A complete HTTP response for a refusal or an error (closes the connection).
 std::string http_response(int status, std::string_view reason, std::string_view body);
 

@@ -1,7 +1,8 @@
 // Name resolution off the network filter's loop: a few worker threads,
 // results announced through a wake-up fd (an eventfd, or a pipe). The
 // workers start on demand (a name queued and no worker idle, up to
-// `threads`): a run that resolves nothing starts none (issue 18).
+// `threads`): a run that resolves nothing starts none
+// (threads cost every start).
 //
 // Bounded and cancellable: one look-up per name at a time, however many
 // connections wait for it; at most `max_names` names queued or being

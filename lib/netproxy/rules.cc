@@ -110,7 +110,8 @@ Verdict Rules::check(std::string_view raw_host, int port) const {
   const Rule* deny = decisive(deny_, *host, port);
   const Rule* allow = decisive(allow_, *host, port);
   if (deny && (!allow || specificity(*deny) >= specificity(*allow)))
-    return {false, Reach::public_only, "denied by " + with_source(*deny), "denied by the rule " + deny->text()};
+    return {false, Reach::public_only, "denied by " + with_source(*deny), "denied by the rule " + deny->text(),
+            !deny->wildcard};
   if (allow) return {true, reach_of(*allow), "allowed by " + with_source(*allow), "allowed by the rule " + allow->text()};
   std::string why = fmt::format("no rule allows {}:{}", *host, port);
   return {false, Reach::public_only, why, why};
@@ -121,7 +122,7 @@ Verdict Rules::check_address(const Verdict& host_verdict, std::string_view host,
   for (const auto& r : deny_)
     if (!r.wildcard && r.host == a)
       return {false, Reach::public_only, "address " + a + " denied by " + with_source(r),
-              fmt::format("{}: an address it stands for is denied by the rule {}", host, r.text())};
+              fmt::format("{}: an address it stands for is denied by the rule {}", host, r.text()), true};
   AddressClass c = classify(addr);
   if (c.range == Range::global) return host_verdict;
   if (c.range == Range::unspecified || c.range > widest(host_verdict.reach))

@@ -51,6 +51,9 @@ struct Verdict {
   Reach reach = Reach::public_only;  // when allowed
   std::string reason;  // the rule (with its source) or why refused: for the host's log
   std::string told;    // the same for the jail: the rule's text, never a file path or an address looked up
+  // Refused by an exact deny rule, which no allow rule outweighs (an
+  // exact allow does outweigh a wildcard deny: not set for that).
+  bool denied = false;
 };
 
 class Rules {

@@ -1,4 +1,4 @@
-// The per-run certificate authority of the credential filter (issue 17),
+// The per-run certificate authority of the credential filter,
 // and the two OpenSSL contexts it serves with: towards the jail (a leaf
 // per bound host, minted on demand and cached, ALPN http/1.1 only) and
 // towards the real server (system trust store plus an operator's extra

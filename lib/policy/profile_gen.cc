@@ -1,9 +1,10 @@
 // pj-profile-gen OUT.cc: each profile embedded in pi-jail (profiles.h),
 // loaded by load_layer exactly as a run loads it, written out as C++ that
 // builds the same Layer: a run of the default profile then parses no TOML
-// (issue 18: the parse and its conversion were ~0.1 ms of every start, the
-// first use of toml++'s code more). A profile with a problem stops the
-// build. The unit tests check each built layer against load_layer's.
+// (parsing it, and the first use of toml++'s code, was a measurable part
+// of every start; see the start-up benchmark). A profile with a problem
+// stops the build. The unit tests check each built layer against
+// load_layer's.
 //
 // Every field of Layer is written below; one added to Layer must be added
 // here too (the unit test fails when an embedded profile sets it).

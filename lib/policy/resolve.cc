@@ -597,7 +597,7 @@ struct Resolver {
   }
 
   // A file merged back from a private directory: only names whose rule
-  // pi-jail knows (Pi's credentials and settings: supervisor/agent_state.h).
+  // pi-jail knows (Pi's credentials and settings: pi/agent_state.h).
   void write_back_file(const Entry& e, const Layer& l) {
     std::string why;
     auto p = expand(e, l.authority, why);

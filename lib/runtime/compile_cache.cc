@@ -16,6 +16,7 @@
 #include "util/file_lock.h"
 #include "util/paths.h"
 #include "util/random.h"
+#include "util/temp_file.h"
 #include "util/unique_fd.h"
 #include "util/untrusted.h"
 
@@ -244,10 +245,9 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
     }
     return Error::invalid("the compile cache's warm-up: " + warmed.why);
   }
-  if (::renameat(top->get(), tmp.c_str(), top->get(), key.c_str()) != 0) {
-    const int err = errno;
+  if (auto st = util::replace_entry(top->get(), tmp, key); !st) {
     remove_tree(top->get(), tmp.c_str());
-    return Error::from_errno(fmt::format("rename the warmed compile cache to {}", dir), err);
+    return Error::from_errno(fmt::format("rename the warmed compile cache to {}", dir), st.error().err());
   }
   return dir;
 }

@@ -1,4 +1,5 @@
-// A trusted, read-only compile cache for Node programs (issue 18).
+// A trusted, read-only compile cache for Node programs: a jail starts
+// Node without compiling its sources again.
 //
 // Node keeps compiled code in NODE_COMPILE_CACHE; a jail's /tmp is empty
 // every run, so a jailed Pi compiles its ~9 MB of JavaScript each time. A

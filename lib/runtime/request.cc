@@ -60,6 +60,7 @@ std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
   if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   if (!r.path_first.empty() && !(env["PATH"] + ":").starts_with(r.path_first + ":"))
     env["PATH"] = r.path_first + ":" + env["PATH"];
+  if (!r.path_guard.empty()) env["PATH"] = r.path_guard + ":" + env["PATH"];
   for (const auto& [k, v] : r.env_set) env[k] = v;
   env["HOME"] = r.home;
   env["TMPDIR"] = std::string(tmpdir);

@@ -107,14 +107,20 @@ struct Request {
   std::string exec_path;
   std::vector<std::string> argv;
   // Files pi-jail wrote for the jail, shown read-only at another path:
-  // (jail path, host file, why). The synthesized git config
-  // (supervisor/git_identity.h) at $HOME/.config/git/config.
+  // (jail path, host file, why, node). The synthesized git config
+  // (git/identity.h) at $HOME/.config/git/config; the run's
+  // refusals directory (supervisor/jail_notes.h), a directory so that
+  // the files pi-jail replaces in it during the run are seen new.
   struct ShownFile {
     std::string path, source, why;
+    Node node = Node::file;
   };
   std::vector<ShownFile> shown_files;
   // A directory put first on PATH inside (runtime::Program::path_first).
   std::string path_first;
+  // pi-jail's own commands that stand for others inside (the pi guard,
+  // supervisor/jail_notes.h): before path_first on PATH.
+  std::string path_guard;
   // Host-loopback services the policy names with a port.
   std::vector<Forward> forwards;
   // Jail ports served on the host's loopback (operator grants; the
@@ -128,7 +134,7 @@ struct Request {
   // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
   policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};
   Limits limits;
-  // Credentials outside the jail (issue 17): a host file holding the
+  // Credentials outside the jail: a host file holding the
   // system's CAs and the run's CA, which the jail trusts (mounted over the
   // distribution's bundle paths; every TLS library's variable names it).
   // Empty: no credential is bound, nothing changes.

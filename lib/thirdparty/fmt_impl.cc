@@ -1,7 +1,8 @@
 // fmt's compiled part, built into pi-jail instead of linking libfmt.so
-// (issue 18; Debian ships no libfmt.a). Including format-inl.h here, once,
-// defines fmt's non-template functions; the explicit instantiations are
-// the templates format.h declares extern and the float conversion.
+// (Debian ships no libfmt.a, and a shared library costs every start).
+// Including format-inl.h here, once, defines fmt's non-template functions;
+// the explicit instantiations are the templates format.h declares extern
+// and the float conversion.
 #include <fmt/format-inl.h>
 
 FMT_BEGIN_NAMESPACE

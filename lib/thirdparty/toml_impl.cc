@@ -1,6 +1,7 @@
 // toml++'s compiled part, built into pi-jail instead of linking
-// libtomlplusplus.so (issue 18): its documented single-TU mode, with
-// TOML_HEADER_ONLY=0 set for every includer (meson.build).
+// libtomlplusplus.so (one less shared library to load at every start):
+// its documented single-TU mode, with TOML_HEADER_ONLY=0 set for every
+// includer (meson.build).
 //
 // toml++ 3.3 asserts, rather than reports, on some malformed keys
 // (parser.inl parse_key: a project's jail.toml can reach it). Without

@@ -175,12 +175,15 @@ void add_sockets(const runtime::Request& r, const Facts& facts, View& v) {
   }
 }
 
-// Files pi-jail wrote for the jail (its git config), at their places.
+// Files pi-jail wrote for the jail (its git config, the run's refusals
+// directory), at their places.
 void add_shown_files(const runtime::Request& r, const Facts& facts, View& v) {
   for (const auto& s : r.shown_files) {
     const PathFact& f = fact(facts, s.source);
-    if (f.kind != PathFact::Kind::file || f.is_symlink || f.resolved != s.source) {
-      v.problems.push_back(fmt::format("{} <- {}: not a regular file of pi-jail's ({})", s.path, s.source, s.why));
+    const auto kind = s.node == Node::directory ? PathFact::Kind::directory : PathFact::Kind::file;
+    if (f.kind != kind || f.is_symlink || f.resolved != s.source) {
+      v.problems.push_back(fmt::format("{} <- {}: not a {} of pi-jail's ({})", s.path, s.source,
+                                       s.node == Node::directory ? "directory" : "regular file", s.why));
       continue;
     }
     v.places.push_back(host_place(Role::shown_file, s.path, f, Access::read_only, s.why));
@@ -211,7 +214,7 @@ Place placeholder_place(const std::string& path, Node node, const std::string& w
 // - an existing mark is shown read-only over itself, held;
 // - an absent one is covered at its first missing component, so it cannot
 //   be created, except under a missing `.git`: a repository the jail
-//   creates is audited when the run ends (git_audit.h), not prevented.
+//   creates is audited when the run ends (git/audit.h), not prevented.
 void protect(const Facts& facts, const PathRule& r, View& v) {
   const PathFact& f = fact(facts, r.path);
   if (v.in_own(r.path)) return;  // not the host's

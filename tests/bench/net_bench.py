@@ -14,8 +14,9 @@ small requests (64 bytes each way on one connection), alone and while a
 bulk transfer runs on the same path, as p50/p99. Then HTTPS through
 CONNECT on loopback: an end-to-end tunnel (a host no credential is bound
 to) beside a substituting connection (a bound host: the filter terminates
-TLS, substitutes the header, masks the body); --tls-only runs only that
-(pi-jail must be a test build: PJ_TEST_BIND). Every comparison is a
+TLS, substitutes the header, masks the body): the throughput of a bulk
+download and the time to the first byte of a small answer; --tls-only
+runs only that (pi-jail must be a test build: PJ_TEST_BIND). Every comparison is a
 ratio measured in this run. Not a test: nothing here asserts a time.
 Traffic stays on loopback and in the namespace."""
 import json
@@ -183,10 +184,21 @@ def jail(rule):
     return [PI_JAIL, "-q", "-w", WS, "--allow-net", rule, "--", "env", "-u", "NO_PROXY", "-u", "no_proxy"]
 
 
-def curl_speed(prefix, url, opts):
-    r = subprocess.run(prefix + ["curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", *opts, url],
+def curl_write_out(prefix, url, opts, what):
+    r = subprocess.run(prefix + ["curl", "-s", "-o", "/dev/null", "-w", what, *opts, url],
                        env=ENV, cwd=WS, capture_output=True, text=True)
-    return float(r.stdout) / 1e6 if r.returncode == 0 and r.stdout else None
+    return float(r.stdout) if r.returncode == 0 and r.stdout else None
+
+
+def curl_speed(prefix, url, opts):
+    speed = curl_write_out(prefix, url, opts, "%{speed_download}")
+    return speed / 1e6 if speed else None
+
+
+def curl_first_byte(prefix, url, opts):
+    """Seconds from curl's start to the first byte of the answer: the
+    CONNECT, both TLS handshakes (one when tunnelled) and the request."""
+    return curl_write_out(prefix, url, opts, "%{time_starttransfer}")
 
 
 def throughput(label, host, port, socat_port, forward=True):
@@ -255,7 +267,8 @@ def latency(label, host, port, n=2000):
                 ratio(f"{label}: p99 {name} / direct{w}", figs[(name, during)][1], d[1])
 
 
-# HTTPS: answers any request with TLS_SIZE zero bytes (Content-Length).
+# HTTPS: answers GET /small with 64 bytes, any other request with TLS_SIZE
+# zero bytes (Content-Length).
 TLS_SERVER = r'''
 import os, socket, ssl, sys, threading
 cert, key, portfile, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -271,8 +284,8 @@ def serve(raw):
             if not b:
                 return
             head += b
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % size)
-        left = size
+        left = 64 if head.startswith(b"GET /small ") else size
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % left)
         while left:
             n = min(left, len(chunk))
             c.sendall(chunk[:n])
@@ -315,6 +328,7 @@ def tls_section():
         time.sleep(0.05)
     port = int(open(portfile).read())
     url = f"https://127.0.0.1:{port}/blob"
+    small = f"https://127.0.0.1:{port}/small"
     rule = f"127.0.0.1:{port}"
     ph, real = "sk-bench-placeholder-0123456789abcdef", "sk-bench-real-value-fedcba9876543210"
     bound = ["env", f"PJ_TEST_BIND=BENCH_KEY={ph}={real}@{rule}", PI_JAIL, "-q", "-w", WS, "--allow-net", rule,
@@ -328,6 +342,17 @@ def tls_section():
                        [x for x in (curl_speed(bound, url, ["-x", "http://127.0.0.1:3128", "-H", f"x-api-key: {ph}"])
                                     for _ in range(RUNS)) if x], "MB/s")
         ratio("https: substituting / tunnel", subst, tunnel)
+        print(f"\nHTTPS through CONNECT on loopback, time to the first byte of a 64-byte answer "
+              f"(median of {3 * RUNS})")
+        tunnel_ttfb = figure("https: first byte, end-to-end tunnel",
+                             [x for x in (curl_first_byte(jail(rule), small, ["-x", "http://127.0.0.1:3128",
+                                                                              "--cacert", ca])
+                                          for _ in range(3 * RUNS)) if x], "s")
+        subst_ttfb = figure("https: first byte, substituting",
+                            [x for x in (curl_first_byte(bound, small, ["-x", "http://127.0.0.1:3128", "-H",
+                                                                        f"x-api-key: {ph}"])
+                                         for _ in range(3 * RUNS)) if x], "s")
+        ratio("https: first byte, substituting / tunnel", subst_ttfb, tunnel_ttfb)
     finally:
         p.terminate()
 

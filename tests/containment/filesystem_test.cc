@@ -85,8 +85,9 @@ TEST_CASE("/tmp, /var/tmp and /dev/shm are one tmpfs of at most half the RAM, ea
   REQUIRE(places.size() == 3);
   const unsigned long long half_ram =
       static_cast<unsigned long long>(::sysconf(_SC_PHYS_PAGES)) * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE)) / 2;
-  for (const auto& [path, p] : places) {
-    CAPTURE(path);
+  for (const auto& entry : places) {
+    const auto& [path, p] = entry;
+    CAPTURE(entry.first);
     CHECK(p.fsid == places["/tmp"].fsid);
     CHECK(p.mode == "1777");
     CHECK(p.bytes > 0);
@@ -106,8 +107,9 @@ TEST_CASE("[limits] scratch is one budget: 6 MiB fits in each place alone, not i
   CAPTURE(st.err);
   auto places = scratch_places(st.out);
   REQUIRE(places.size() == 3);
-  for (const auto& [path, p] : places) {
-    CAPTURE(path);
+  for (const auto& entry : places) {
+    const auto& [path, p] = entry;
+    CAPTURE(entry.first);
     CHECK(p.fsid == places["/tmp"].fsid);
     CHECK(p.bytes == 8u << 20);
     CHECK(p.mode == "1777");
@@ -119,10 +121,11 @@ TEST_CASE("[limits] scratch is one budget: 6 MiB fits in each place alone, not i
     CAPTURE(alone.err);
     CHECK(alone.out == "ok\n");
   }
-  for (const auto& [first, second] : {std::pair{"/tmp", "/dev/shm"}, std::pair{"/tmp", "/var/tmp"},
-                                      std::pair{"/var/tmp", "/dev/shm"}}) {
-    CAPTURE(first);
-    CAPTURE(second);
+  for (const auto& pair : {std::pair{"/tmp", "/dev/shm"}, std::pair{"/tmp", "/var/tmp"},
+                           std::pair{"/var/tmp", "/dev/shm"}}) {
+    const auto& [first, second] = pair;
+    CAPTURE(pair.first);
+    CAPTURE(pair.second);
     auto both = sb.probe({"fill", std::string(first) + "/big", six_mib, std::string(second) + "/big", six_mib}, cfg);
     CAPTURE(both.err);
     CHECK(both.out == "ok\nENOSPC\n");

@@ -151,7 +151,7 @@ wait_for("go")
   std::string err = read_file(b.err_file);
   CAPTURE(rss);
   CHECK(rss > 0);
-#ifndef __SANITIZE_ADDRESS__
+#ifndef PJ_SANITIZED
   CHECK(rss < 64 * 1024);  // documented: under 64 MiB (1.58 GB before)
 #else
   // The sanitizer build's pi-jail keeps freed memory in ASan's quarantine

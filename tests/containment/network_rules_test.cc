@@ -197,7 +197,8 @@ TEST_CASE("proxy requests: control bytes refused with 400, Host from the target,
   CHECK(got[5] == "HTTP/1.1 200 OK | served");
   CHECK(got[6] == "HTTP/1.1 200 OK | served");  // 127.0.0.1. is the literal, checked as such
   CHECK(got[7] == "HTTP/1.1 403 Forbidden | pi-jail: denied by the rule blocked.pjtest.example");
-  CHECK(got[8] == "HTTP/1.1 403 Forbidden | pi-jail: no rule allows nope.pjtest.example:80");
+  CHECK(got[8] == "HTTP/1.1 403 pi-jail refused nope.pjtest.example:80 (allow: --allow-net nope.pjtest.example:80) | "
+                  "pi-jail: no rule allows nope.pjtest.example:80");
   CHECK(o.out.find(config) == std::string::npos);
   CHECK(server.hits() == 3);
   std::string heads = server.heads();

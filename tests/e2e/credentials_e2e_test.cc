@@ -2,11 +2,14 @@
 // side): Pi's provider talks HTTPS to a scripted model server with its own
 // test CA (trusted by the filter through --test-upstream-ca, never by the
 // jail); Pi holds only the placeholder; the server receives the real key.
+// Pi's openai-codex provider talks WebSocket: a key the server echoes in
+// its frames reaches Pi as the placeholder.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "harness.h"
@@ -21,6 +24,29 @@ void sh(const std::string& cmd) {
   CAPTURE(cmd);
   CAPTURE(o.err);
   REQUIRE(o.status == 0);
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
+// Whether `text` holds 16 or more consecutive characters of `secret`: the
+// filter masks any such run, so none may reach the jail.
+bool holds_part_of(const std::string& text, const std::string& secret) {
+  for (size_t at = 0; at + 16 <= secret.size(); ++at)
+    if (text.find(secret.substr(at, 16)) != std::string::npos) return true;
+  return false;
+}
+
+// Every file below `dir`, joined.
+std::string read_tree(const std::string& dir) {
+  std::string all;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file()) all += read_file(e.path().string()) + "\n";
+  return all;
 }
 
 }  // namespace
@@ -76,4 +102,72 @@ TEST_CASE("Pi's model calls go out with the real key; Pi, its tools and its envi
   CHECK(o.err.find(real) == std::string::npos);
   CHECK(read_file(report).find(real) == std::string::npos);
   CHECK(read_file(report).find("substituted E2E_KEY") != std::string::npos);
+}
+
+TEST_CASE("the real Pi's openai-codex turn goes over a WebSocket through the filter: the stand-in gets the real "
+          "access token, and its echo in a frame reaches Pi only as the placeholder") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    // The stand-in for chatgpt.com (model_server.py's Codex WebSocket) echoes
+    // the bearer token of the upgrade in its answer, split across two frames.
+    w.script(R"([{"text": "codex-echo:$TOKEN:end"}])");
+    const std::string d = w.sb.base, ca = d + "/test-ca.pem", cert = d + "/chatgpt.pem";
+    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-e2e-ca -days 2 -keyout " +
+       ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+       "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=chatgpt.com -keyout " +
+       cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=DNS:chatgpt.com\\nextendedKeyUsage="
+       "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
+       ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
+    const std::string log = d + "/codex.jsonl", portfile = d + "/codex.port";
+    pid_t server = spawn({"/usr/bin/env", "PJ_MODEL_TLS_CERT=" + cert, "PJ_MODEL_TLS_KEY=" + cert + ".key",
+                          "/usr/bin/python3", need_env("PJ_DATA_DIR") + "/model_server.py", d + "/script.json", log,
+                          portfile});
+    REQUIRE(eventually([&] { return exists(portfile) && !read_file(portfile).empty(); }));
+    const std::string port = trim(read_file(portfile));
+    // A ChatGPT access token is a JWT whose claims name the account (Pi
+    // reads it from them); its placeholder keeps header and claims.
+    const std::string claims = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hh"
+                               "dGdwdF9hY2NvdW50X2lkIjoiYWNjdC1lMmUifSwiZXhwIjo0MTAyNDQ0ODAwfQ.";
+    const std::string signature = "E2Esig" + unique_token() + "Xy_" + unique_token() + "-Zq" + unique_token() + unique_token();
+    const std::string access = claims + signature;
+    const std::string refresh = "rt_E2E" + unique_token() + "refresh0123456789abcdefghijklmnop";
+    write_file(w.agent + "/auth.json", R"({"openai-codex":{"type":"oauth","access":")" + access + R"(","refresh":")" +
+                                           refresh + R"(","expires":4102444800000,"accountId":"acct-e2e"}})");
+    const std::string report = w.sb.outside + "/r.json";
+    std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws};
+    argv.insert(argv.end(), w.jail.begin(), w.jail.end());
+    argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "chatgpt.com:443", "--test-upstream-ca", ca,
+                             "--test-resolve", "chatgpt.com:443=127.0.0.1:" + port, "--report", report, "--", "pi",
+                             "-p", "--provider", "openai-codex", "--model", "gpt-5.6-luna", "go"});
+    auto o = run(argv, w.env());
+    ::kill(server, SIGTERM);
+    wait_status(server);
+    CAPTURE(o.out);
+    CAPTURE(o.err);
+    const std::string seen = exists(log) ? read_file(log) : "";
+    CAPTURE(seen);
+    CHECK(o.status == 0);
+    // The turn went over a WebSocket (no SSE fallback), upgraded with the
+    // real token and without the compression Pi offers (the filter strips it).
+    CHECK(count(seen, R"({"transport": "websocket", "path": "/backend-api/codex/responses", "auth": "Bearer )" +
+                          access + R"(", "extensions": null})") == 1);
+    CHECK(count(seen, R"("model": "gpt-5.6-luna", "step": 0, "transport": "websocket")") == 1);
+    CHECK(seen.find(R"("transport": "sse")") == std::string::npos);
+    // Pi printed the echo: the placeholder (the claims kept), never the real token.
+    const size_t echo = o.out.find("codex-echo:");
+    REQUIRE(echo != std::string::npos);
+    const std::string echoed = o.out.substr(echo + 11, o.out.find(":end", echo) - echo - 11);
+    CHECK(echoed.starts_with(claims));
+    CHECK(echoed.size() >= claims.size() + 32);
+    CHECK(echoed != access);
+    CHECK_FALSE(holds_part_of(o.out + o.err, signature));
+    // The session Pi kept holds the same echo, and nothing of the real token.
+    const std::string sessions = read_tree(w.agent + "/sessions/" + pi_session_dir(w.sb.ws));
+    CHECK(sessions.find("codex-echo:" + echoed + ":end") != std::string::npos);
+    CHECK_FALSE(holds_part_of(sessions, signature));
+    CHECK_FALSE(holds_part_of(sessions, refresh));
+    const std::string r = read_file(report);
+    CHECK_FALSE(holds_part_of(r, signature));
+  }
 }

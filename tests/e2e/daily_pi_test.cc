@@ -409,3 +409,47 @@ TEST_CASE("pi install, install -l and remove inside the jail stop at once, sayin
     CHECK(read_file(w.agent + "/models.json") == models);
   }
 }
+
+TEST_CASE("pi install from Pi's bash tool inside the jail, user-level and -l, is refused at once and changes nothing") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    fs::create_directories(w.sb.ws + "/ext");
+    write_file(w.sb.ws + "/ext/index.ts", "export default function () {}\n");
+    const std::string models = read_file(w.agent + "/models.json"), settings = read_file(w.agent + "/settings.json");
+    // A local path needs no network: without the guard Pi says "Installed".
+    w.script("[" + bash("pi install ./ext; echo status=$?") + ", " + bash("pi install -l ./ext; echo status=$?") + ", " +
+             bash("pi install npm:left-pad; echo status=$?") + ", " +
+             bash("pi install -l --approve npm:left-pad; echo status=$?") + "]");
+    auto o = w.pi();
+    CAPTURE(o.err);
+    CHECK(o.status == 0);
+    const auto results = w.tool_results();
+    REQUIRE(results.size() == 4);
+    const std::string sentence =
+        "pi-jail: pi install inside the jail would be thrown away: the jail keeps Pi's packages and extensions "
+        "read-only. Run it outside the jail (`command pi install ...` when pi is an alias for pi-jail pi); the next "
+        "jailed Pi loads what is installed, read-only";
+    // The README's troubleshooting quotes it word for word.
+    CHECK(read_file(need_env("PJ_DATA_DIR") + "/README.md").find("\n| ``" + sentence + "``") != std::string::npos);
+    for (const auto& r : results) {
+      CAPTURE(r);
+      CHECK(r.find(sentence) != std::string::npos);
+      CHECK(r.find("status=125") != std::string::npos);
+      CHECK(r.find("Installed") == std::string::npos);
+    }
+    CHECK(o.err.find("not written back") == std::string::npos);  // nothing was tried
+    CHECK_FALSE(fs::exists(w.sb.ws + "/.pi/settings.json"));
+    CHECK_FALSE(fs::exists(w.sb.ws + "/.pi/npm"));
+    CHECK_FALSE(fs::exists(w.agent + "/npm"));
+    CHECK(read_file(w.agent + "/settings.json") == settings);
+    CHECK(read_file(w.agent + "/models.json") == models);
+    // Everything else still runs the real Pi.
+    w.script("[" + bash("pi --version; echo status=$?") + "]");
+    auto version = w.pi();
+    CHECK(version.status == 0);
+    REQUIRE(w.tool_results().size() == 1);
+    CHECK(w.tool_results()[0].find(pi_version_in(prefix)) != std::string::npos);
+    CHECK(w.tool_results()[0].find("status=0") != std::string::npos);
+  }
+}

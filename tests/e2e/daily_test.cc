@@ -172,7 +172,7 @@ TEST_CASE("npm's and pip's messages for a refused registry are the README's, wit
     std::string preset;
   };
   const std::vector<Client> clients{
-      {{"/usr/bin/npm", "view", "left-pad", "version"}, {"403 Forbidden - GET", "forbidden by your security policy"}, "npm"},
+      {{"/usr/bin/npm", "view", "left-pad", "version"}, {"pi-jail refused registry.npmjs.org:443", "forbidden by your security policy"}, "npm"},
       {{"/usr/bin/pip3", "download", "--no-deps", "--retries", "0", "--timeout", "5", "-d", "dl", "requests"},
        {"(from versions: none)"},
        "pypi"},

@@ -3,8 +3,8 @@
 // bytes (an empty piece: the file does not exist), merged.
 #include <string>
 
-#include "agent_state.h"
 #include "fuzz.h"
+#include "pi/agent_state.h"
 #include "util/json_value.h"
 
 using namespace pj::supervisor::agent;

@@ -1,6 +1,6 @@
 // Git's config syntax, read from a repository the jail could write.
 #include "fuzz.h"
-#include "git_config.h"
+#include "git/config.h"
 
 using namespace pj::supervisor;
 

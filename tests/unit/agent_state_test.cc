@@ -1,10 +1,10 @@
 // Agent-dir write-back, the pure half: what the jail left in auth.json and
-// settings.json goes back to the host only where it is data (agent_state.h).
+// settings.json goes back to the host only where it is data (pi/agent_state.h).
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "agent_state.h"
+#include "pi/agent_state.h"
 #include "json_helpers.h"
 #include "util/json_value.h"
 

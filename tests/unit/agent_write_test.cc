@@ -1,5 +1,5 @@
 // Agent-dir write-back against a real directory: Pi's lock, the host file
-// read as hostile input, the atomic replace (agent_state.h write_back).
+// read as hostile input, the atomic replace (pi/agent_state.h write_back).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent_state.h"
+#include "pi/agent_state.h"
 #include "json_helpers.h"
 #include "util/json_value.h"
 

@@ -14,7 +14,7 @@
 
 #include "credentials.h"
 #include "token_exchange.h"
-#include "agent_state.h"
+#include "pi/agent_state.h"
 #include "consent.h"
 #include "policy/layer.h"
 #include "policy/policy.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "git_audit.h"
+#include "git/audit.h"
 #include "temp_dir.h"
 
 using namespace pj::supervisor::git_audit;

@@ -2,7 +2,7 @@
 // the escaping of what the jail wrote.
 #include <doctest/doctest.h>
 
-#include "git_config.h"
+#include "git/config.h"
 
 using namespace pj::supervisor::git_config;
 

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "git_config.h"
-#include "git_identity.h"
+#include "git/config.h"
+#include "git/identity.h"
 #include "temp_dir.h"
 
 using namespace pj::supervisor;

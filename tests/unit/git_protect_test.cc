@@ -11,7 +11,7 @@
 #include <fstream>
 #include <map>
 
-#include "git_protect.h"
+#include "git/protect.h"
 #include "temp_dir.h"
 
 using namespace pj::supervisor;

@@ -424,6 +424,35 @@ TEST_CASE("credential filter loop: with kMaxIntercepted connections waiting, the
   held.clear();
 }
 
+TEST_CASE("credential filter loop: a connection closed to make room keeps its refusal (a failed server check) in the log") {
+  // The filter trusts another CA than the one that signed the server's
+  // certificate: every connection is refused once the jail's TLS is up,
+  // and waits for the jail's request to answer it with 502.
+  Upstream up({"HTTP/1.1 204 No Content\r\n\r\n"});
+  Upstream other({"HTTP/1.1 204 No Content\r\n\r\n"});
+  netproxy::ProxyLimits limits;
+  limits.handshake = 8s;
+  Rig rig(up.port, other.ca_file, nullptr, limits);
+  std::vector<std::unique_ptr<Rig::Client>> held;
+  for (size_t i = 0; i <= netproxy::kMaxIntercepted; ++i) {
+    held.push_back(rig.connect(up.port));
+    REQUIRE(held.back());
+  }
+  // The first was closed for the last without its 502: it was made room of
+  // while its refusal waited for a request.
+  CHECK(read_some(held.front()->ssl).empty());
+  held.clear();
+  size_t refused = 0;
+  for (const auto& e : rig.finish()) {
+    if (e.protocol != netproxy::Protocol::http_connect || e.port != up.port) continue;
+    CAPTURE(e.reason);
+    CHECK_FALSE(e.allowed);
+    CHECK(e.reason.find("the server's certificate was not verified") != std::string::npos);
+    refused += e.count;
+  }
+  CHECK(refused == netproxy::kMaxIntercepted + 1);
+}
+
 TEST_CASE("credential filter loop: an endpoint that mints new credentials is refused, however spelled") {
   // Anthropic's /api/oauth/claude_cli/create_api_key answers the jail's
   // (substituted) OAuth token with a brand-new real API key, which no

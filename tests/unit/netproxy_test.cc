@@ -1,6 +1,7 @@
 // The network filter's pure parts: rules, address ranges, protocol parsers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "netproxy/protocol.h"
@@ -57,6 +58,8 @@ TEST_CASE("rule matching: names, wildcards, ports, case, trailing dots, deny") {
     CHECK(r.check(c.host, c.port).allowed == c.allowed);
   }
   CHECK(r.check("evil.anthropic.com", 443).reason.find("denied by evil.anthropic.com (t:8)") != std::string::npos);
+  CHECK(r.check("evil.anthropic.com", 443).denied);  // an exact allow would not outweigh it
+  CHECK_FALSE(r.check("nothing.example", 443).denied);
   CHECK(r.check("x.anthropic.com", 443).reason == "allowed by *.anthropic.com (t:2)");
   CHECK(r.check("nope.example", 443).reason == "no rule allows nope.example:443");
 }
@@ -225,6 +228,9 @@ TEST_CASE("rules do not depend on their order: the most specific decides, deny w
   CHECK_FALSE(decide({{"*.a.test", true}, {"*.a.test", false}}, "x.a.test").allowed);
   CHECK(decide({{"*.a.test", false}, {"*.b.a.test", true}}, "x.b.a.test").allowed);  // longer wildcard
   CHECK_FALSE(decide({{"*.a.test", true}, {"*.b.a.test", false}}, "x.b.a.test").allowed);
+  // Only an exact deny is one that no allow rule would outweigh.
+  CHECK(decide({{"x.a.test", false}}, "x.a.test").denied);
+  CHECK_FALSE(decide({{"*.a.test", false}}, "x.a.test").denied);  // --allow-net x.a.test:443 would do
   CHECK_FALSE(decide({{"x.a.test:443", true}, {"x.a.test", false}}, "x.a.test").allowed);  // port: same specificity
   CHECK(decide({{"x.a.test", true}, {"x.a.test:8443", false}}, "x.a.test").allowed);        // deny on another port
   Rules r;
@@ -337,6 +343,26 @@ TEST_CASE("refusals carry the reason phrase of their status") {
   CHECK(std::string(reason_phrase(504)) == "Gateway Timeout");
   CHECK(std::string(reason_phrase(505)) == "HTTP Version Not Supported");
   CHECK(http_response(504, reason_phrase(504), "x").starts_with("HTTP/1.1 504 Gateway Timeout\r\n"));
+}
+
+TEST_CASE("a refused destination's reason phrase names the host and the flag that allows it") {
+  CHECK(refusal_reason_phrase("example.com", 443) == "pi-jail refused example.com:443 (allow: --allow-net example.com:443)");
+  CHECK(refusal_reason_phrase("[::1]", 8080) == "pi-jail refused [::1]:8080 (allow: --allow-net [::1]:8080)");
+  CHECK(http_response(403, refusal_reason_phrase("a.test", 80), "x")
+            .starts_with("HTTP/1.1 403 pi-jail refused a.test:80 (allow: --allow-net a.test:80)\r\n"));
+}
+
+TEST_CASE("a refused destination's reason phrase cannot break the status line") {
+  const std::string evil = "a.test\r\nSet-Cookie: x=1\x1b[31m\x7f\xc3\xa9 %00";
+  const std::string phrase = refusal_reason_phrase(evil, 443);
+  CHECK(std::all_of(phrase.begin(), phrase.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
+  CHECK(phrase == "pi-jail refused a.test??Set-Cookie:?x?1?[31m?????00:443 (allow: --allow-net "
+                  "a.test??Set-Cookie:?x?1?[31m?????00:443)");
+  const std::string long_host(5000, 'a');
+  const std::string cut = refusal_reason_phrase(long_host, 443);
+  CHECK(cut.size() < 2 * kMaxPhraseHost + 80);
+  CHECK(cut.find(std::string(kMaxPhraseHost, 'a') + "...:443") != std::string::npos);
+  CHECK(cut.find(std::string(kMaxPhraseHost + 1, 'a')) == std::string::npos);
 }
 
 TEST_CASE("malformed HTTP proxy requests are refused with a status, never a crash") {

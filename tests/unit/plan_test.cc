@@ -52,6 +52,7 @@ Facts debian_host() {
   for (const char* d : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"})
     f[d] = device(d, ++ino);
   f["/home/u/src/proj"] = dir("/home/u/src/proj", ++ino);
+  f["/home/u/.local/state/pi-jail/jail-notes-7-1"] = dir("/home/u/.local/state/pi-jail/jail-notes-7-1", ++ino);
   return f;
 }
 
@@ -69,6 +70,10 @@ PlanInput debian_input() {
   in.denies.push_back({"/etc/ssl/private", "profile: keys"});
   in.env_pass = {"PATH", "TERM", "LC_*"};
   in.env_set = {{"EDITOR", "vi"}};
+  // The run's refusals (supervisor/jail_notes.h): a directory of pi-jail's.
+  in.shown_files.push_back({"/run/pi-jail", "/home/u/.local/state/pi-jail/jail-notes-7-1", "refusals so far",
+                            pj::runtime::Node::directory});
+  in.env_set.emplace_back("PI_JAIL_REFUSALS", "/run/pi-jail/refusals");
   in.host_env = {"PATH=/usr/bin:/bin", "TERM=xterm-256color", "LC_ALL=C.UTF-8", "AWS_SECRET_ACCESS_KEY=x",
                  "GITHUB_TOKEN=y", "HOME=/elsewhere", "TMPDIR=/run/user/1000", "=broken", "NOEQUALS"};
   return in;
@@ -520,4 +525,23 @@ TEST_CASE("a published port cannot be the network filter's own listener inside t
   fine.spec.host_port = fine.spec.jail_port = 3000;
   in.published.push_back(fine);
   CHECK(plan(in, debian_host()));
+}
+
+TEST_CASE("the run's refusals directory is bound read-only at /run/pi-jail, and only a real directory is") {
+  auto spec = plan(debian_input(), debian_host());
+  REQUIRE(spec.ok());
+  const MountOp* op = find(*spec, "/run/pi-jail", MountKind::bind);
+  REQUIRE(op);
+  CHECK(op->access == Access::read_only);
+  CHECK(op->node == Node::directory);
+  CHECK(op->bind_source == "/home/u/.local/state/pi-jail/jail-notes-7-1");
+  for (PathFact swapped : {file("/home/u/.local/state/pi-jail/jail-notes-7-1", 900),
+                           link("/home/u/.ssh", dir("/home/u/.ssh", 901))}) {
+    Facts facts = debian_host();
+    facts["/home/u/.local/state/pi-jail/jail-notes-7-1"] = swapped;
+    auto refused = plan(debian_input(), facts);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message().find("/run/pi-jail <- /home/u/.local/state/pi-jail/jail-notes-7-1: not a "
+                                         "directory of pi-jail's") != std::string::npos);
+  }
 }

@@ -1,11 +1,10 @@
-#include "git_identity.h"
+#include "git/identity.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>  // renameat2
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -15,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "util/log.h"
-#include "util/random.h"
+#include "util/temp_file.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor::git_identity {
@@ -181,29 +180,18 @@ util::Result<std::string> publish(const std::string& dir_path, const std::string
   // A name of its own: a leftover of a run killed mid-write, whose pid a
   // later run may have (a fresh container counts from 1 again), must not
   // stop that run.
-  const std::string tmp = fmt::format("{}.{:016x}", name, util::random_u64());
-  int fd = ::openat(dir->get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Error::from_errno(fmt::format("write {}", path), errno);
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const int err = errno;
-  ::close(fd);
-  if (!ok) {
-    ::unlinkat(dir->get(), tmp.c_str(), 0);
-    return Error::from_errno(fmt::format("write {}", path), err);
-  }
-  if (::renameat2(dir->get(), tmp.c_str(), dir->get(), name.c_str(), RENAME_NOREPLACE) == 0) return path;
-  int rename_err = errno;
+  auto tmp = util::TempFile::create(dir->get(), name);
+  if (!tmp) return std::move(tmp.take_error()).context(fmt::format("write {}", path));
+  if (auto st = tmp->fill(text, util::Durability::page_cache); !st)
+    return std::move(st.take_error()).context(fmt::format("write {}", path));
+  auto placed = tmp->publish(name);
+  if (!placed) return std::move(placed.take_error()).context(fmt::format("write {}", path));
   // A concurrent run published the same content first: use its file.
-  if (rename_err == EEXIST && holds_text()) {
-    ::unlinkat(dir->get(), tmp.c_str(), 0);
-    return path;
-  }
+  if (*placed || holds_text()) return path;
   // Something else under our content's name (no run binds it for this
   // content): replaced by ours in one step.
-  if (rename_err == EEXIST && ::renameat(dir->get(), tmp.c_str(), dir->get(), name.c_str()) == 0) return path;
-  if (rename_err == EEXIST) rename_err = errno;
-  ::unlinkat(dir->get(), tmp.c_str(), 0);
-  return Error::from_errno(fmt::format("write {}", path), rename_err);
+  if (auto st = tmp->rename_over(name); !st) return std::move(st.take_error()).context(fmt::format("write {}", path));
+  return path;
 }
 
 }  // namespace detail

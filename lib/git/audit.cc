@@ -1,4 +1,4 @@
-#include "git_audit.h"
+#include "git/audit.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "git_config.h"
+#include "git/config.h"
 #include "util/dir_names.h"
 #include "util/log.h"
 #include "util/untrusted.h"
@@ -31,7 +31,7 @@ enum class Kind {
   commondir,           // <git dir>/commondir: where config and hooks come from
   worktree_commondir,  // worktrees/<id>/commondir: "../.." as git worktree add writes it
   dir_expected,        // a submodule's or worktree's git dir, which must not be a symlink
-  program,             // a script git's config makes it run (git_protect.h)
+  program,             // a script git's config makes it run (git/protect.h)
 };
 
 struct Item {

@@ -1,4 +1,4 @@
-#include "git_protect.h"
+#include "git/protect.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "git_config.h"
+#include "git/config.h"
 #include "util/dir_names.h"
 #include "util/paths.h"
 #include "util/untrusted.h"

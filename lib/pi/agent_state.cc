@@ -3,7 +3,7 @@
 // The rules are read from Pi 1.4.0: core/auth-storage.js,
 // core/resolve-config-value.js, pi-ai/dist/auth/oauth/*.js,
 // core/settings-manager.js and core/settings-schema.d.ts.
-#include "agent_state.h"
+#include "pi/agent_state.h"
 
 #include <fmt/format.h>
 

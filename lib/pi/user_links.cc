@@ -1,5 +1,5 @@
-// The user's symlinks at the top of a private directory (user_links.h).
-#include "user_links.h"
+// The user's symlinks at the top of a private directory (pi/user_links.h).
+#include "pi/user_links.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "agent_state.h"
+#include "pi/agent_state.h"
 #include "util/escape.h"
 #include "util/paths.h"
 #include "util/untrusted.h"

@@ -1,4 +1,4 @@
-#include "git_config.h"
+#include "git/config.h"
 
 #include <fmt/format.h>
 

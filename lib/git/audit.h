@@ -62,7 +62,7 @@ struct Audit {
 };
 
 // A path outside the workspace's own .git that the run kept read-only
-// because git runs or reads it (git_protect.h): audited as well, by
+// because git runs or reads it (git/protect.h): audited as well, by
 // what it is to git.
 struct Watch {
   enum class What { hooks_dir, config, commondir, program };

@@ -1,4 +1,4 @@
-// The impure half of agent-dir write-back (agent_state.h): Pi's lock, the
+// The impure half of agent-dir write-back (pi/agent_state.h): Pi's lock, the
 // host file read as hostile input, and an atomic replace.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "agent_state.h"
-#include "util/random.h"
+#include "pi/agent_state.h"
+#include "util/temp_file.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor::agent {
@@ -19,6 +19,7 @@ namespace pj::supervisor::agent {
 using util::Error;
 using util::Result;
 using util::Status;
+using util::TempFile;
 
 namespace {
 
@@ -92,60 +93,6 @@ private:
   PiLock(int dirfd, std::string name) : dirfd_(dirfd), name_(std::move(name)) {}
   int dirfd_;
   std::string name_;
-};
-
-// A temporary file beneath a directory, removed on destruction unless
-// renamed into place.
-class TempFile {
-public:
-  static Result<TempFile> create(int dirfd, std::string_view base) {
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      std::string name = fmt::format("{}.{:016x}.tmp", base, util::random_u64());
-      int fd = ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-      if (fd >= 0) return TempFile(dirfd, std::move(name), util::UniqueFd(fd));
-      if (errno != EEXIST) return Error::from_errno(fmt::format("create {}", name), errno);
-    }
-    return Error::from_errno(fmt::format("create a temporary file for {}", base), EEXIST);
-  }
-
-  TempFile(TempFile&& o) noexcept
-      : dirfd_(std::exchange(o.dirfd_, -1)), name_(std::move(o.name_)), fd_(std::move(o.fd_)) {}
-  TempFile& operator=(TempFile&&) = delete;
-  ~TempFile() {
-    if (dirfd_ >= 0) ::unlinkat(dirfd_, name_.c_str(), 0);
-  }
-
-  const std::string& name() const { return name_; }
-
-  // Write `content`, make it 0600 whatever the umask, flush it to disk.
-  Status fill(std::string_view content) {
-    if (::fchmod(fd_.get(), 0600) != 0) return Error::from_errno(fmt::format("chmod 0600 {}", name_), errno);
-    while (!content.empty()) {
-      ssize_t n = ::write(fd_.get(), content.data(), content.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Error::from_errno(fmt::format("write {}", name_), errno);
-      content.remove_prefix(static_cast<size_t>(n));
-    }
-    if (::fsync(fd_.get()) != 0) return Error::from_errno(fmt::format("fsync {}", name_), errno);
-    if (::close(fd_.release()) != 0) return Error::from_errno(fmt::format("close {}", name_), errno);
-    return {};
-  }
-
-  // rename(2) over `target`: atomic, so a reader sees the old or the new
-  // file, never a part. The temporary file is then no longer ours.
-  Status rename_over(std::string_view target) {
-    std::string t(target);
-    if (::renameat(dirfd_, name_.c_str(), dirfd_, t.c_str()) != 0)
-      return Error::from_errno(fmt::format("rename {} to {}", name_, t), errno);
-    dirfd_ = -1;
-    return {};
-  }
-
-private:
-  TempFile(int dirfd, std::string name, util::UniqueFd fd) : dirfd_(dirfd), name_(std::move(name)), fd_(std::move(fd)) {}
-  int dirfd_;
-  std::string name_;
-  util::UniqueFd fd_;
 };
 
 Status replace(int dirfd, std::string_view name, std::string_view content) {

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "git_config.h"
+#include "git/config.h"
 #include "util/result.h"
 
 namespace pj::supervisor::git_identity {

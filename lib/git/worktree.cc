@@ -1,4 +1,4 @@
-#include "git_worktree.h"
+#include "git/worktree.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
