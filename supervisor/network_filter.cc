@@ -1,8 +1,16 @@
 #include "network_filter.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
 
 #include <cerrno>
 #include <cstdio>
@@ -14,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "filter_lockdown.h"
 #include "filterlink/channel.h"
 #include "netproxy/interceptor.h"
 #include "netproxy/proxy.h"
@@ -119,8 +128,11 @@ netproxy::ListenerKind kind_of(filterlink::ListenerMessage::Kind k) {
 // The filter once configured: the relay and the control socket.
 class Filter {
 public:
-  Filter(int sock, std::unique_ptr<netproxy::Proxy> proxy) : sock_(sock), proxy_(std::move(proxy)) {
-    proxy_->resolve_through([this](std::uint64_t id, const std::string& host) {
+  Filter(int sock, std::unique_ptr<netproxy::Proxy> proxy, bool abort_mid_request)
+      : sock_(sock), proxy_(std::move(proxy)) {
+    proxy_->resolve_through([this, abort_mid_request](std::uint64_t id, const std::string& host) {
+      // Test builds: a crash while a request of the jail waits for its name.
+      if (abort_mid_request) std::abort();
       return filterlink::send_message(sock_, filterlink::FromFilter(filterlink::NameQuestion{id, host})).ok();
     });
     proxy_->on_decision([this](const netproxy::Decision& d) {
@@ -200,6 +212,52 @@ private:
   std::uint64_t next_socket_ = 1;
 };
 
+#ifdef PJ_TEST_SWITCHES
+// Test builds: what the locked-down filter can still do. Each attempt's
+// errno, 0 when it succeeded (a containment failure). `home` was found
+// before the lock-down (reading the user database needs files).
+filterlink::ProbeResult probe(const std::string& home) {
+  filterlink::ProbeResult r;
+  auto attempt = [&r](std::string what, bool ok) { r.attempts.push_back({std::move(what), ok ? 0 : errno}); };
+  auto open_closes = [](const char* path, int flags) {
+    int fd = ::open(path, flags | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  };
+  attempt("open /etc/passwd", open_closes("/etc/passwd", O_RDONLY));
+  attempt("open the home directory " + home, open_closes(home.c_str(), O_RDONLY | O_DIRECTORY));
+  attempt("open /", open_closes("/", O_PATH));
+  char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  char* const envp[] = {nullptr};
+  attempt("execve /bin/true", ::execve("/bin/true", argv, envp) == 0);
+  const pid_t supervisor = ::getppid();
+  attempt("ptrace the supervisor", ::ptrace(PTRACE_ATTACH, supervisor, nullptr, nullptr) == 0);
+  attempt("kill the supervisor (signal 0)", ::kill(supervisor, 0) == 0);
+  char buf[8];
+  iovec local{buf, sizeof buf}, remote{reinterpret_cast<void*>(0x400000), sizeof buf};
+  attempt("read the supervisor's memory", ::process_vm_readv(supervisor, &local, 1, &remote, 1, 0) >= 0);
+  errno = ENOENT;
+  attempt("inherit an environment variable", environ && environ[0]);
+  return r;
+}
+
+// The home directory to probe: the user's, else / (which exists).
+std::string home_to_probe() {
+  const passwd* pw = ::getpwuid(::getuid());
+  struct stat st;
+  if (pw && pw->pw_dir && ::stat(pw->pw_dir, &st) == 0) return pw->pw_dir;
+  return "/tmp";
+}
+#endif
+
+// Descriptors for every listener's connections (six each: two sockets,
+// two pipes), for as many listeners as a run has, and some to spare.
+LockdownLimits lockdown_limits(const filterlink::Settings& s) {
+  constexpr std::uint64_t kListeners = 8, kFdsPerConnection = 6, kSpare = 256;
+  return {std::min<std::uint64_t>(s.connections_per_listener * kFdsPerConnection * kListeners + kSpare,
+                                  std::uint64_t{1} << 20)};
+}
+
 // Tell the supervisor why the filter could not start, and stderr.
 int fail(int sock, const std::string& step, const util::Error& e) {
   (void)filterlink::send_message(sock, filterlink::FromFilter(filterlink::Failure{step, e.err(), e.message()}));
@@ -232,7 +290,16 @@ int network_filter_main() {
   config->upstream_ca.reset();
   auto proxy = netproxy::Proxy::start(std::move(config->rules), -1, limits_of(config->settings), interceptor);
   if (!proxy) return fail(sock, "start the relay", proxy.error());
-  Filter filter(sock, std::move(*proxy));
+#ifdef PJ_TEST_SWITCHES
+  const std::string home = config->settings.test_probe_after_lockdown ? home_to_probe() : "";
+#endif
+  if (auto st = lock_down(lockdown_limits(config->settings)); !st) return fail(sock, "lock down", st.error());
+#ifdef PJ_TEST_SWITCHES
+  if (config->settings.test_probe_after_lockdown)
+    if (auto st = filterlink::send_message(sock, filterlink::FromFilter(probe(home))); !st)
+      return fail(sock, "send the probe's result", st.error());
+#endif
+  Filter filter(sock, std::move(*proxy), config->settings.test_abort_mid_request);
   if (auto st = filterlink::send_message(sock, filterlink::FromFilter(filterlink::Ready{ca_pem})); !st)
     return fail(sock, "say ready", st.error());
   auto served = filter.serve();

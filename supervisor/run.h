@@ -37,6 +37,8 @@ struct RunOptions {
   netproxy::Rules rules;                             // the network filter's
   util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
   bool test_fail_network_filter = false;             // test builds: the filter fails to start
+  bool test_filter_probe = false;  // test builds: the filter process tries what its lock-down forbids
+  bool test_filter_abort = false;  // test builds: the filter process aborts mid-request
   netproxy::ProxyLimits proxy_limits;               // defaults; tests shorten the timeouts
   // Published ports: bound by the supervisor once the jail is built and
   // before its command starts (never inherited by the jail's init).

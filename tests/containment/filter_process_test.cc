@@ -13,7 +13,10 @@
 #include <arpa/inet.h>
 
 #include <string>
+#include <csignal>
+#include <filesystem>
 #include <thread>
+#include <vector>
 #include <variant>
 
 #include "filterlink/channel.h"
@@ -165,4 +168,125 @@ TEST_CASE("--network-filter without its control socket is refused with a sentenc
   auto out = test::run({test::pi_jail(), "--network-filter"});
   CHECK(out.status == 2);
   CHECK(out.err.find("is started by pi-jail itself, with its control socket as fd 3") != std::string::npos);
+}
+
+// --- the filter process of a real run ---
+
+namespace {
+
+// The lines the supervisor prints for a test build's filter probe.
+std::vector<std::string> probe_lines(const std::string& err) {
+  std::vector<std::string> out;
+  const std::string tag = "network filter probe: ";
+  for (size_t at = 0; (at = err.find(tag, at)) != std::string::npos;) {
+    at += tag.size();
+    out.push_back(err.substr(at, err.find('\n', at) - at));
+  }
+  return out;
+}
+
+// The filter process of the run whose command line holds `marker`, or -1.
+pid_t filter_of_run(const std::string& marker) {
+  for (pid_t pid : test::host_processes_with("pi-jail-filter --network-filter")) {
+    std::string status = test::read_file("/proc/" + std::to_string(pid) + "/status");
+    auto at = status.find("\nPPid:\t");
+    if (at == std::string::npos) continue;
+    std::string parent = test::read_file("/proc/" + std::to_string(std::stoi(status.substr(at + 7))) + "/cmdline");
+    if (parent.find(marker) != std::string::npos) return pid;
+  }
+  return -1;
+}
+
+std::string status_field(const std::string& status, const std::string& name) {
+  auto at = status.find("\n" + name + ":\t");
+  if (at == std::string::npos) return "";
+  at += name.size() + 3;
+  return status.substr(at, status.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("the filter process of a run, once locked down, can open no file, exec, ptrace or signal the supervisor") {
+  test::Sandbox sb;
+  test::HttpServer server;
+  auto o = sb.jail({"/bin/true"}, {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-probe"});
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  auto lines = probe_lines(o.err);
+  CHECK(lines.size() == 8);
+  for (const char* what : {"open /etc/passwd", "open the home directory", "open /", "execve /bin/true",
+                           "ptrace the supervisor", "kill the supervisor", "read the supervisor's memory",
+                           "inherit an environment"}) {
+    CAPTURE(what);
+    bool seen = false;
+    for (const auto& l : lines)
+      if (l.starts_with(what)) {
+        seen = true;
+        CHECK(l.find("succeeded") == std::string::npos);
+      }
+    CHECK(seen);
+  }
+}
+
+TEST_CASE("the filter process runs with seccomp, no_new_privs, no capabilities and an empty environment") {
+  test::Sandbox sb;
+  test::HttpServer server;
+  std::string report = sb.outside + "/r.json";
+  test::Outcome o;
+  std::thread run([&] {
+    o = sb.jail({"/bin/sh", "-c", "touch started; while [ ! -e /tmp/go ]; do sleep 0.05; done"},
+                {"--allow-net", "127.0.0.1:" + server.port(), "--report", report, "--timeout", "30s"});
+  });
+  // The command starts only once the filter said it is ready, which it
+  // says after its lock-down.
+  for (int i = 0; i < 400 && !test::exists(sb.ws + "/started"); ++i) ::usleep(50000);  // a guard, not a timing
+  pid_t filter = filter_of_run(report);
+  std::string status = filter > 0 ? test::read_file("/proc/" + std::to_string(filter) + "/status") : "";
+  std::string environ_text;
+  bool environ_read = false;
+  if (filter > 0) {
+    // Not dumpable: only a reader allowed to ptrace it (root) may read it.
+    environ_read = ::access(("/proc/" + std::to_string(filter) + "/environ").c_str(), R_OK) == 0 && ::geteuid() == 0;
+    if (environ_read) environ_text = test::read_file("/proc/" + std::to_string(filter) + "/environ");
+  }
+  // Let the command end: the jail's /tmp is its own, so end it by timeout
+  // only as a last resort; stop it through the signal path instead.
+  for (pid_t p : test::host_processes_with(test::pi_jail()))
+    if (test::read_file("/proc/" + std::to_string(p) + "/cmdline").find(report) != std::string::npos)
+      ::kill(p, SIGTERM);
+  run.join();
+  REQUIRE(filter > 0);
+  CHECK(status_field(status, "Seccomp") == "2");
+  CHECK(status_field(status, "NoNewPrivs") == "1");
+  CHECK(status_field(status, "CapEff") == "0000000000000000");
+  CHECK(status_field(status, "CapPrm") == "0000000000000000");
+  CHECK(status_field(status, "CapInh") == "0000000000000000");
+  CHECK(status_field(status, "CapAmb") == "0000000000000000");
+  // Dropping from the bounding set needs CAP_SETPCAP, which only root's
+  // filter has; an unprivileged one has no capability to gain it back
+  // (no_new_privs, nothing permitted).
+  if (::geteuid() == 0) CHECK(status_field(status, "CapBnd") == "0000000000000000");
+  if (environ_read) CHECK(environ_text.empty());
+}
+
+TEST_CASE("a filter process that aborts mid-request ends the run with 125; the jail reaches nothing after it") {
+  test::Sandbox sb;
+  test::HttpServer server;
+  const std::string agent = sb.home + "/.pi/agent";
+  std::filesystem::create_directories(agent);
+  const std::string auth = "{\"note\": \"left as it was\"}\n";
+  test::write_file(agent + "/auth.json", auth);
+  const std::string url = "http://aborts.example.test:" + server.port() + "/";
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "env -u NO_PROXY -u no_proxy curl -s -x http://127.0.0.1:3128 " + url +
+                        "; curl -s http://127.0.0.1:" + server.port() + "/; echo still-running"},
+                   {"--allow-net", "aborts.example.test:" + server.port(), "--allow-net",
+                    "127.0.0.1:" + server.port(), "--test-filter-abort"});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 125);
+  CHECK(o.err.find("the network filter process was killed by signal 6 (ABRT)") != std::string::npos);
+  CHECK(o.err.find("the jail was stopped") != std::string::npos);
+  CHECK(server.hits() == 0);
+  CHECK(test::read_file(agent + "/auth.json") == auth);
 }
