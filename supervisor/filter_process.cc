@@ -43,6 +43,10 @@ constexpr int kMessagesPerWake = 64;
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // A session of its own: a terminal's Ctrl-C or a signal to pi-jail's
+  // process group reaches the supervisor (which passes it to the jail),
+  // never the filter, whose end would end the run.
+  if (::setsid() < 0) ::_exit(127);
   // The filter never outlives the supervisor's thread that made it.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ::_exit(127);
   int hi_exe = ::fcntl(exe, F_DUPFD_CLOEXEC, 100), hi_sock = ::fcntl(sock, F_DUPFD_CLOEXEC, 100),
