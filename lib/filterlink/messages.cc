@@ -363,8 +363,11 @@ void put(Writer& w, const DecisionMessage& m) {
 util::Result<DecisionMessage> take_decision(Fields& f) {
   DecisionMessage m;
   auto& d = m.decision;
-  d.time = from_epoch_ms(f.i64("time"));
-  d.last = from_epoch_ms(f.i64("last"));
+  // From 1970 to the end of 9999: a time the filter made up far outside
+  // it would overflow system_clock's nanoseconds.
+  constexpr std::uint64_t kMaxEpochMs = 253402300799999;
+  d.time = from_epoch_ms(static_cast<std::int64_t>(f.in_range("time", 0, kMaxEpochMs)));
+  d.last = from_epoch_ms(static_cast<std::int64_t>(f.in_range("last", 0, kMaxEpochMs)));
   d.protocol = f.choice("protocol", netproxy::Protocol::credential);
   d.host = f.text("host", kMaxBoundedText);
   d.port = f.port("port", 0);

@@ -205,6 +205,15 @@ TEST_CASE("a string's length prefix beyond its bound or the record is refused, n
         std::string::npos);
 }
 
+TEST_CASE("the supervisor refuses a decision timed outside 1970 to 9999, never overflowing the clock") {
+  auto good = bytes_of(FromFilter(DecisionMessage{sample_decision()}));
+  for (size_t at : {kHeaderSize, kHeaderSize + 8}) {
+    std::string bad = good;
+    for (size_t i = 0; i < 8; ++i) bad[at + i] = i == 7 ? '\x74' : '\x6f';  // 8387161697385017455 ms
+    CHECK(decision_error(bad).find("out of range") != std::string::npos);
+  }
+}
+
 TEST_CASE("the supervisor refuses a decision with an enum or flag out of range") {
   auto good = bytes_of(FromFilter(DecisionMessage{sample_decision()}));
   std::string bad_protocol = good;
