@@ -19,6 +19,10 @@ namespace pj::supervisor::backend {
 // `explain --json` and in --report).
 extern const char* const kName;
 
+// The network filter process's main() (network_filter.h), where this
+// backend has one; elsewhere a sentence and exit status 2.
+int network_filter();
+
 // What `doctor` checks on this host (test builds: with the stand-ins `inv` names).
 runtime::HostReport probe_host(const cli::Invocation& inv);
 

@@ -21,6 +21,7 @@
 #include "linuxjail/jail_socket.h"
 #include "linuxjail/launch.h"
 #include "linuxjail/view.h"
+#include "filter_process.h"
 #include "jail_notes.h"
 #include "ssh_access.h"
 #include "scratch_audit.h"
@@ -123,6 +124,9 @@ private:
   void on_listeners(std::vector<util::UniqueFd> fds);
   void prepare_proxy();
   void start_proxy(std::vector<util::UniqueFd> fds);
+  util::Status add_listener(util::UniqueFd fd, netproxy::ListenerKind kind,
+                            std::optional<netproxy::Rules::Forward> target);
+  void on_filter();
   void abort_jail(std::string why);  // "fix: report a bug": for what cannot be the caller's doing
 
   const linuxjail::JailSpec& spec_;
@@ -132,11 +136,16 @@ private:
   const std::function<void()>& once_ended_;
   bool ended_ = false;      // init said kControlEnded
   bool init_gone_ = false;  // its pidfd said it exited
+  bool filter_gone_ = false;  // the filter process ended or broke the protocol
   InitControl control_;
   Supervision core_;  // signals, --timeout, --grace, the terminal
   std::vector<util::UniqueFd> listeners_;  // as they arrive, in batches
+  // The network filter: a process of its own (filter_), or, while
+  // credentials are bound to hosts (their token exchange is not yet
+  // carried over to that process), the relay in this one (proxy_).
   std::unique_ptr<netproxy::Proxy> proxy_;
-  bool serving_ = false;  // the listeners were handed to proxy_
+  std::unique_ptr<FilterProcess> filter_;
+  bool serving_ = false;  // the listeners were handed to the filter
   std::optional<SyncRecord> failure_;
   std::string supervisor_failure_;  // set by abort_jail()
   // O_PATH fd of the root of the jail's scratch tmpfs (kControlScratch):
@@ -190,14 +199,45 @@ bool is_listening(int fd) {
 // The network filter, started while init builds the jail's filesystem
 // (init then waits for it with the listeners: start_proxy()).
 void Supervisor::prepare_proxy() {
-  auto proxy = start_network_filter(opts_);
-  if (!proxy) return abort_jail("start the network filter: " + proxy.error().message());
-  proxy_ = std::move(*proxy);
+#ifdef PJ_TEST_SWITCHES
+  const bool in_process = opts_.interceptor || opts_.test_fail_network_filter;
+#else
+  const bool in_process = static_cast<bool>(opts_.interceptor);
+#endif
+  if (in_process) {
+    auto proxy = start_network_filter(opts_);
+    if (!proxy) return abort_jail("start the network filter: " + proxy.error().message());
+    proxy_ = std::move(*proxy);
+    return;
+  }
+  auto filter = FilterProcess::start(opts_);
+  if (!filter) return abort_jail(filter.error().message());
+  filter_ = std::move(*filter);
+}
+
+util::Status Supervisor::add_listener(util::UniqueFd fd, netproxy::ListenerKind kind,
+                                      std::optional<netproxy::Rules::Forward> target) {
+  return filter_ ? filter_->add_listener(std::move(fd), kind, std::move(target))
+                 : proxy_->add_listener(std::move(fd), kind, std::move(target));
+}
+
+// The filter process spoke, or ended. Its end, or a message it may not
+// send, ends the run: the jail is killed at once, so nothing of it runs
+// without its filter (its listeners die with the filter, and no other
+// way out of its network namespace exists).
+void Supervisor::on_filter() {
+  auto st = filter_->on_ready();
+  if (st) return;
+  const std::string why = st.error().message();
+  util::error("{}; the jail was stopped\n  fix: report a bug if it persists", why);
+  if (supervisor_failure_.empty()) supervisor_failure_ = why;
+  (void)jail_.signal(SIGKILL);
+  filter_gone_ = true;
 }
 
 void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   serving_ = true;
-  if (!proxy_) return;  // prepare_proxy() failed: the jail is being killed
+  if (!proxy_ && !filter_) return;  // prepare_proxy() failed: the jail is being killed
   auto forwards = opts_.rules.forwards();
   for (size_t i = 0; i < fds.size(); ++i) {
     const auto& l = spec_.listeners[i];
@@ -219,13 +259,15 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     auto kind = l.kind == K::http_proxy    ? netproxy::ListenerKind::http
                 : l.kind == K::socks_proxy ? netproxy::ListenerKind::socks
                                            : netproxy::ListenerKind::forward;
-    if (auto st = proxy_->add_listener(std::move(fds[i]), kind, target); !st) {
+    if (auto st = add_listener(std::move(fds[i]), kind, target); !st) {
       return abort_jail("start the network filter: " + st.error().message());
     }
   }
   // Published ports: the host's loopback to the jail's own 127.0.0.1,
   // through sockets made in the jail's network namespace.
-  proxy_->set_jail_sockets([pidfd = jail_.pidfd()](int family) { return linuxjail::jail_socket(pidfd, family); });
+  auto jail_sockets = [pidfd = jail_.pidfd()](int family) { return linuxjail::jail_socket(pidfd, family); };
+  if (filter_) filter_->set_jail_sockets(jail_sockets);
+  else proxy_->set_jail_sockets(jail_sockets);
   auto published = bind_published(opts_.publish);
   if (!published) {
     util::error("{}", published.error().message());
@@ -236,7 +278,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   for (auto& p : *published) {
     netproxy::Rules::Forward target{*net::parse_ip("127.0.0.1"), p.spec.jail_port, "127.0.0.1",
                                     fmt::format("publish {} ({})", p.spec.str(), p.why)};
-    if (auto st = proxy_->add_listener(std::move(p.fd), netproxy::ListenerKind::publish, target); !st)
+    if (auto st = add_listener(std::move(p.fd), netproxy::ListenerKind::publish, target); !st)
       return abort_jail("serve a published port: " + st.error().message());
   }
   if (auto st = jail_.filter_ready(); !st) return abort_jail(st.error().message());
@@ -269,6 +311,10 @@ RunOutcome Supervisor::run() {
     fds.push_back({jail_.sync_fd(), POLLIN, 0});      // -1 once closed: poll skips it
     fds.push_back({jail_.control_fd(), POLLIN, 0});
     fds.push_back({proxy_ ? proxy_->fd() : -1, POLLIN, 0});
+    const bool filter_up = filter_ && !filter_gone_;
+    fds.push_back({filter_up ? filter_->control_fd() : -1, POLLIN, 0});
+    fds.push_back({filter_up ? filter_->pidfd() : -1, POLLIN, 0});
+    fds.push_back({filter_up ? filter_->resolver_fd() : -1, POLLIN, 0});
     core_.add_pollfds(fds);
     if (::poll(fds.data(), fds.size(), core_.poll_timeout(Supervision::Clock::now(), -1)) < 0) {
       if (errno == EINTR) continue;
@@ -282,7 +328,9 @@ RunOutcome Supervisor::run() {
     }
     if (fds[3].revents) on_control();
     if (fds[4].revents & POLLIN) proxy_->run_once();
+    if (fds[5].revents || fds[6].revents || fds[7].revents) on_filter();
     if (proxy_ && opts_.refusals) opts_.refusals->update(proxy_->decisions());
+    if (filter_ && opts_.refusals) opts_.refusals->update(filter_->decisions());
     core_.on_poll(fds);
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si;
@@ -297,6 +345,10 @@ RunOutcome Supervisor::run() {
   if (proxy_) {
     proxy_->shutdown();
     out.decisions = proxy_->decisions();
+  }
+  if (filter_) {
+    filter_->shutdown();
+    out.decisions = filter_->decisions();
   }
   while (jail_.sync_fd() >= 0 && !failure_) {
     auto rec = jail_.read_sync();

@@ -20,6 +20,12 @@ namespace pj::supervisor::backend {
 
 const char* const kName = "macos-seatbelt";
 
+// The macOS filter still runs inside the supervisor (seatbelt_run.cc).
+int network_filter() {
+  util::error("--network-filter: the network filter runs in its own process on Linux only, for now");
+  return 2;
+}
+
 namespace {
 
 using util::JsonWriter;

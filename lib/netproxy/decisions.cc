@@ -50,6 +50,7 @@ void DecisionRecorder::add(Decision d, std::chrono::steady_clock::time_point now
   d.address = bounded(d.address, 64);
   d.count = 1;
   d.last = d.time;
+  if (sink_) sink_(d);
   log(d, now);
   auto key = std::make_tuple(d.protocol, d.host, d.port, d.allowed);
   if (auto it = index_.find(key); it != index_.end()) {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -76,6 +77,8 @@ public:
   explicit DecisionRecorder(int log_fd, LogLimits limits = {});
   // One connection's decision (count 1); its strings are bounded here.
   void add(Decision d, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // Called with every decision add() takes, bounded as recorded.
+  void set_sink(std::function<void(const Decision&)> sink) { sink_ = std::move(sink); }
   // Write the count of suppressed lines, if any (at the end of a run).
   void flush();
   const DecisionTable& table() const { return table_; }
@@ -84,6 +87,7 @@ private:
   void log(const Decision& d, std::chrono::steady_clock::time_point now);
   void write_line(const std::string& line);
   int log_fd_;
+  std::function<void(const Decision&)> sink_;
   LogLimits limits_;
   double tokens_;
   std::optional<std::chrono::steady_clock::time_point> refilled_;

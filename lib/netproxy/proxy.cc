@@ -218,6 +218,14 @@ util::Status Proxy::add_listener(UniqueFd fd, ListenerKind kind, std::optional<R
 
 void Proxy::set_jail_sockets(JailSockets make) { impl_->jail_sockets = std::move(make); }
 
+void Proxy::resolve_through(Resolver::Ask ask) { impl_->resolver.ask_by(std::move(ask)); }
+
+void Proxy::name_answer(std::uint64_t id, std::vector<IpAddress> addrs, std::string error) {
+  impl_->resolver.answer(id, std::move(addrs), std::move(error));
+}
+
+void Proxy::on_decision(std::function<void(const Decision&)> sink) { impl_->recorder.set_sink(std::move(sink)); }
+
 int Proxy::fd() const { return impl_->poller.fd(); }
 
 void Proxy::run_once() { run_for(std::chrono::milliseconds(0)); }

@@ -23,6 +23,7 @@
 
 #include "netproxy/decisions.h"
 #include "netproxy/interceptor.h"
+#include "netproxy/resolver.h"
 #include "netproxy/rules.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -82,6 +83,12 @@ public:
   util::Status add_listener(util::UniqueFd fd, ListenerKind kind, std::optional<Rules::Forward> target);
   // Where publish listeners get their sockets (before the first accept).
   void set_jail_sockets(JailSockets make);
+  // The filter process (which may not open files): names are asked
+  // through `ask`, and their answers given to name_answer() (resolver.h).
+  void resolve_through(Resolver::Ask ask);
+  void name_answer(std::uint64_t id, std::vector<IpAddress> addrs, std::string error);
+  // Every decision, as it is recorded (the filter process sends it on).
+  void on_decision(std::function<void(const Decision&)> sink);
   // The loop's fd: readable when run_once() has work (Linux); -1 where
   // the loop has no single fd (portable path): call run_for() instead.
   int fd() const;

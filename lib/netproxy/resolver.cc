@@ -83,7 +83,17 @@ bool Resolver::submit(std::uint64_t conn, const std::string& host) {
     return true;
   }
   if (waiters_.size() >= max_names_) return false;
+  // Questions whose names nobody waits for any more are still out until
+  // answered: they are bounded too, so that a jail connecting and going
+  // away cannot grow the table while the supervisor is slow.
+  if (ask_ && asked_.size() >= 4 * max_names_) return false;
   waiters_[host].push_back(conn);
+  if (ask_) {
+    std::uint64_t id = next_question_++;
+    asked_[id] = host;
+    if (!ask_(id, host)) answer(id, {}, "the name could not be asked of the supervisor");
+    return true;
+  }
   bool started;
   {
     std::lock_guard lock(m_);
@@ -120,11 +130,36 @@ void Resolver::cancel(std::uint64_t conn, const std::string& host) {
   if (it == waiters_.end()) return;
   std::erase(it->second, conn);
   if (!it->second.empty()) return;
+  if (ask_) {
+    // The question stays asked (its id is known to the supervisor); its
+    // answer will find no one, and the name counts no more.
+    waiters_.erase(it);
+    return;
+  }
   std::lock_guard lock(m_);
   auto q = std::find(queue_.begin(), queue_.end(), host);
   if (q == queue_.end()) return;  // being looked up: its answer will find no one
   queue_.erase(q);
   waiters_.erase(it);
+}
+
+void Resolver::answer(std::uint64_t id, std::vector<IpAddress> addrs, std::string error) {
+  auto it = asked_.find(id);
+  if (it == asked_.end()) return;
+  Done d{std::move(it->second), std::move(addrs), std::move(error)};
+  asked_.erase(it);
+  if (d.addrs.empty() && d.error.empty()) d.error = "no address";
+  finish(std::move(d));
+}
+
+void Resolver::finish(Done d) {
+  {
+    std::lock_guard lock(m_);
+    done_.push_back(std::move(d));
+  }
+  std::uint64_t one = 1;
+  ssize_t w = ::write(wake_w_.get(), &one, sizeof one);  // a pipe takes 8 bytes as well
+  (void)w;
 }
 
 std::vector<Resolver::Answer> Resolver::take() {
@@ -159,13 +194,7 @@ void Resolver::work() {
       queue_.pop_front();
     }
     Answer a = look_up(host);
-    {
-      std::lock_guard lock(m_);
-      done_.push_back({std::move(host), std::move(a.addrs), std::move(a.error)});
-    }
-    std::uint64_t one = 1;
-    ssize_t w = ::write(wake_w_.get(), &one, sizeof one);  // a pipe takes 8 bytes as well
-    (void)w;
+    finish({std::move(host), std::move(a.addrs), std::move(a.error)});
   }
 }
 

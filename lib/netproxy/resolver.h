@@ -10,11 +10,17 @@
 // name nobody waits for any more leaves the queue (a look-up already
 // running finishes, and its answer is dropped). Every call except the
 // workers' own is made on the loop's thread.
+//
+// In the network filter process, which may not open files (getaddrinfo
+// needs /etc and NSS plugins), names are asked of the supervisor instead
+// (ask_by()): each new name is one question with its own id, and its
+// answer() arrives on the loop's thread; the bounds above are the same.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -34,6 +40,10 @@ public:
     std::string error;
   };
 
+  // Sends question `id` for `host` elsewhere; false when it could not be
+  // sent (the name then fails at once).
+  using Ask = std::function<bool(std::uint64_t id, const std::string& host)>;
+
   explicit Resolver(size_t max_names, int threads = 4);
   ~Resolver();
   Resolver(const Resolver&) = delete;
@@ -49,6 +59,12 @@ public:
   std::vector<Answer> take();
   // Names queued or being looked up (for tests).
   size_t pending() const { return waiters_.size(); }
+  // From now on, ask `ask` instead of looking names up on worker threads
+  // (before the first submit()).
+  void ask_by(Ask ask) { ask_ = std::move(ask); }
+  // The answer to question `id` (ask_by()); an unknown id, or the answer
+  // to a name nobody waits for any more, is dropped.
+  void answer(std::uint64_t id, std::vector<IpAddress> addrs, std::string error);
 
 private:
   struct Done {
@@ -57,6 +73,7 @@ private:
     std::string error;
   };
   void work();
+  void finish(Done d);  // an answer is ready: queue it, wake the loop
   // Under m_: start one more worker if a queued name has none idle to
   // take it; false if none could be started while none runs.
   bool grow_locked();
@@ -72,6 +89,9 @@ private:
   size_t max_threads_;
   std::map<std::string, std::vector<std::uint64_t>> waiters_;  // loop thread only
   std::vector<std::thread> threads_;  // started by the loop thread only
+  Ask ask_;                                    // loop thread only
+  std::uint64_t next_question_ = 1;            // loop thread only
+  std::map<std::uint64_t, std::string> asked_;  // question id -> name; loop thread only
 };
 
 }  // namespace pj::netproxy

@@ -66,6 +66,7 @@ public:
   util::Status allow(std::string_view pattern, std::string source, net::PrivateRanges private_ranges = net::PrivateRanges::refused);
   util::Status deny(std::string_view pattern, std::string source);
   const std::vector<Rule>& allows() const { return allow_; }
+  const std::vector<Rule>& denies() const { return deny_; }
 
   // May the jail connect to `host:port`? `host` is normalised here.
   Verdict check(std::string_view host, int port) const;

@@ -166,6 +166,47 @@ TEST_CASE("resolver: workers start when a name is queued, not before, and answer
   CHECK(r.pending() == 0);
 }
 
+TEST_CASE("resolver: a filter that may not open files asks for each name once, and answers reach every waiter") {
+  netproxy::Resolver r(2, 4);
+  REQUIRE(r.fd() >= 0);
+  int before = threads_now();
+  std::vector<std::pair<std::uint64_t, std::string>> asked;
+  r.ask_by([&](std::uint64_t id, const std::string& host) {
+    asked.emplace_back(id, host);
+    return true;
+  });
+  REQUIRE(r.submit(1, "a.test"));
+  REQUIRE(r.submit(2, "a.test"));  // joins the question already out
+  REQUIRE(r.submit(3, "b.test"));
+  CHECK_FALSE(r.submit(4, "c.test"));  // two names at most
+  CHECK(threads_now() == before);      // no look-up of its own
+  REQUIRE(asked.size() == 2);
+  CHECK(asked[0].second == "a.test");
+  r.answer(asked[0].first, {*netproxy::parse_ip("192.0.2.7")}, "");
+  r.answer(asked[0].first, {*netproxy::parse_ip("192.0.2.8")}, "");  // a second answer is dropped
+  r.answer(999, {*netproxy::parse_ip("192.0.2.9")}, "");               // so is one never asked
+  r.cancel(3, "b.test");
+  r.answer(asked[1].first, {}, "no such name");  // nobody waits for it any more
+  pollfd p{r.fd(), POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 0) == 1);
+  auto got = r.take();
+  REQUIRE(got.size() == 2);
+  for (const auto& a : got) {
+    REQUIRE(a.addrs.size() == 1);
+    CHECK(a.addrs[0] == *netproxy::parse_ip("192.0.2.7"));
+  }
+  CHECK(r.pending() == 0);
+}
+
+TEST_CASE("resolver: a question that could not be sent fails its name at once") {
+  netproxy::Resolver r(2, 0);
+  r.ask_by([](std::uint64_t, const std::string&) { return false; });
+  REQUIRE(r.submit(1, "a.test"));
+  auto got = r.take();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].error == "the name could not be asked of the supervisor");
+}
+
 TEST_CASE("summary: one line per destination with its count, then the exact fix") {
   netproxy::DecisionRecorder rec(-1);
   for (int i = 0; i < 6; ++i) rec.add(refused("api.example.com", 443));

@@ -1,0 +1,216 @@
+// The typed messages between the supervisor and the network filter
+// process (DESIGN "Process model"): what each side may say, and the one
+// codec that turns a message into the bytes of one SOCK_SEQPACKET record
+// and back. Pure: no sockets (channel.h sends and receives), built and
+// tested on every platform. May import util and netproxy's plain types.
+//
+// A record is a fixed header (the magic "PJFL", the protocol version, the
+// message type, the payload's length; little-endian) and the payload: the
+// message's fields in a fixed order, integers little-endian, byte strings
+// as a 32-bit length and the bytes. Binary rather than JSON: host names,
+// reasons and credential values are arbitrary bytes, and the JSON reader
+// takes only valid UTF-8 (the writer would turn a stray byte into
+// U+FFFD), so a value would not come back as it went.
+//
+// The supervisor reads what the filter sends as hostile input (the filter
+// parses the jail's bytes and a remote server's): decode_from_filter()
+// refuses a wrong magic or version, an unknown type, a length that is not
+// the record's, a field past its bound, an enum out of range, bytes left
+// over, and descriptors the type does not carry (they are closed). The
+// filter reads the supervisor's messages with the same strictness.
+// Every record is at most kMaxRecord bytes; what can be long (rules,
+// bindings) travels one item a message, so no bound caps a policy's size.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "netproxy/address.h"
+#include "netproxy/decisions.h"
+#include "netproxy/intercept.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace pj::filterlink {
+
+inline constexpr std::uint32_t kMagic = 0x4c464a50;  // "PJFL" in memory order
+inline constexpr std::uint16_t kVersion = 1;
+inline constexpr size_t kHeaderSize = 12;
+inline constexpr size_t kMaxRecord = 64 * 1024;  // header and payload
+// Field bounds. Jail-supplied text the filter records is already cut to
+// netproxy::kMaxJailText (plus the cut's marker); the rest is generous
+// for what it holds and small against kMaxRecord.
+inline constexpr size_t kMaxText = 1024;         // reasons, sources, names, messages
+inline constexpr size_t kMaxHostName = 255;      // a DNS name, or a literal
+inline constexpr size_t kMaxSecret = 16 * 1024;  // a credential's value, a token
+inline constexpr size_t kMaxPem = 16 * 1024;     // the run CA's certificate
+inline constexpr size_t kMaxAddresses = 64;      // one name answer
+inline constexpr size_t kMaxListItems = 64;      // hosts of a binding, probe results
+
+// Numbered once for good: a later version adds types, never renumbers.
+// Supervisor to filter below 64, filter to supervisor from 64.
+enum class Type : std::uint16_t {
+  settings = 1,     // limits and test switches; first
+  rule = 2,         // one allow or deny rule
+  binding = 3,      // one credential bound to hosts
+  minting = 4,      // one refused minting endpoint
+  upstream_ca = 5,  // the operator's extra upstream trust anchors (an fd)
+  config_done = 6,  // the filter may load, lock down and answer ready
+  listener = 7,     // a listening socket to serve (an fd)
+  name_answer = 8,  // the addresses of a name the filter asked for
+  jail_socket = 9,  // a socket of the jail's network namespace (an fd), or why not
+  stop = 10,        // close every connection and exit
+  ready = 64,       // locked down; the run CA's certificate
+  name_question = 65,
+  decision = 66,       // one connection's decision
+  token_update = 67,   // tokens a token exchange got: the supervisor writes auth.json
+  usage = 68,          // figures for the report
+  jail_socket_request = 69,
+  failure = 70,        // the filter could not start: which step, errno
+  probe_result = 71,   // test builds: what the filter could do after lock-down
+};
+
+// --- supervisor to filter ---
+
+struct Settings {
+  std::uint64_t connections_per_listener = 512;
+  std::uint64_t resolver_names = 64;
+  std::chrono::milliseconds handshake{10000};
+  std::chrono::milliseconds idle{600000};
+  std::uint64_t relay_slice = 256 * 1024;
+  // Test builds only; the filter refuses them when built without.
+  struct TestResolve {
+    std::string host_port;  // HOST:PORT as the rules check it
+    netproxy::IpAddress addr;
+    std::uint16_t port = 0;
+  };
+  std::vector<TestResolve> test_resolve;
+  bool test_probe_after_lockdown = false;  // try files, exec, ptrace, kill; send probe_result
+  bool test_abort_mid_request = false;     // abort() on the first request head
+};
+
+struct RuleMessage {
+  enum class Kind : std::uint8_t { allow = 0, deny = 1 };
+  Kind kind = Kind::allow;
+  std::string pattern;  // netproxy::NetPattern::str(): parsed again by the filter
+  std::string source;
+  netproxy::PrivateRanges private_ranges = netproxy::PrivateRanges::refused;
+};
+
+struct BindingMessage {
+  netproxy::Binding binding;
+};
+
+struct MintingMessage {
+  netproxy::MintingEndpoint endpoint;
+};
+
+struct UpstreamCa {
+  util::UniqueFd pem;  // a regular file opened by the supervisor, read once
+};
+
+struct ConfigDone {};
+
+struct ListenerMessage {
+  enum class Kind : std::uint8_t { http = 0, socks = 1, forward = 2, publish = 3 };
+  Kind kind = Kind::http;
+  struct Target {
+    netproxy::IpAddress addr;
+    std::uint16_t port = 0;
+    std::string host;
+    std::string source;
+  };
+  std::optional<Target> target;  // forward and publish only
+  util::UniqueFd fd;
+};
+
+struct NameAnswer {
+  std::uint64_t id = 0;
+  std::vector<netproxy::IpAddress> addrs;
+  std::string error;  // empty when addrs holds the answer
+};
+
+struct JailSocket {
+  std::uint64_t id = 0;
+  int err = 0;         // errno when no socket could be made
+  util::UniqueFd fd;   // valid exactly when err is 0
+};
+
+struct Stop {};
+
+// --- filter to supervisor ---
+
+struct Ready {
+  std::string ca_pem;  // empty when no credential is bound
+};
+
+struct NameQuestion {
+  std::uint64_t id = 0;
+  std::string host;  // a normalised name, never a literal
+};
+
+struct DecisionMessage {
+  netproxy::Decision decision;
+};
+
+struct TokenUpdate {
+  netproxy::ExchangeKind kind = netproxy::ExchangeKind::login;
+  std::string entry;  // the auth.json key
+  std::optional<std::string> access, refresh;
+  std::optional<std::int64_t> expires_ms;
+  std::string account;
+};
+
+struct Usage {
+  std::uint64_t open_connections = 0;
+  std::uint64_t intercepted = 0;
+  std::uint64_t peak_rss_kib = 0;
+};
+
+struct JailSocketRequest {
+  std::uint64_t id = 0;
+  int family = 0;  // AF_INET or AF_INET6
+};
+
+struct Failure {
+  std::string step;  // "lock down (seccomp)"
+  int err = 0;
+  std::string message;
+};
+
+struct ProbeResult {
+  struct Attempt {
+    std::string what;  // "open /etc/passwd"
+    int err = 0;       // 0: it succeeded (a containment failure)
+  };
+  std::vector<Attempt> attempts;
+};
+
+using FromSupervisor = std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, ConfigDone,
+                                    ListenerMessage, NameAnswer, JailSocket, Stop>;
+using FromFilter = std::variant<Ready, NameQuestion, DecisionMessage, TokenUpdate, Usage, JailSocketRequest, Failure,
+                                ProbeResult>;
+
+// One record: its bytes and the descriptors it carries (borrowed: sending
+// dups nothing and closes nothing).
+struct Record {
+  std::string bytes;
+  std::vector<int> fds;
+};
+
+// Encoding fails only for a message that breaks a bound (a field too
+// long, a descriptor missing): the sender's bug, never sent half.
+util::Result<Record> encode(const FromSupervisor& m);
+util::Result<Record> encode(const FromFilter& m);
+
+// Decode one record as received; `fds` are the descriptors that came with
+// it, owned here (closed unless the message takes them).
+util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std::vector<util::UniqueFd> fds);
+util::Result<FromFilter> decode_from_filter(std::string_view bytes, std::vector<util::UniqueFd> fds);
+
+}  // namespace pj::filterlink

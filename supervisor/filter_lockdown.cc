@@ -1,0 +1,157 @@
+#include "filter_lockdown.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "linuxjail/landlock.h"
+#include "linuxjail/sys.h"
+
+namespace pj::supervisor {
+
+namespace {
+
+// The allowlist: what the relay's loop (epoll, splice, sockets), the
+// allocator, the clock and abort() need, found by tracing the network
+// tests (strace -f -c of the filter process). A row's reason is its
+// comment. Everything else fails with EPERM: files (open, stat, exec),
+// processes (fork, ptrace, kill, process_vm_*), namespaces, mounts.
+const std::vector<std::string> kAllowed = {
+    // the relay: readiness, bytes, pipes between sockets
+    "epoll_wait", "epoll_pwait", "epoll_pwait2", "epoll_ctl", "poll", "ppoll", "read", "write", "readv", "writev",
+    "splice", "pipe2", "close", "fcntl", "eventfd2", "timerfd_create", "timerfd_settime", "timerfd_gettime",
+    // sockets: accept from the jail's listeners, connect out (socket() is
+    // checked below), the control socket's records
+    "accept4", "accept", "connect", "shutdown", "setsockopt", "getsockopt", "getsockname", "getpeername",
+    "recvfrom", "sendto", "recvmsg", "sendmsg",
+    // memory, time, randomness, its own identity
+    "mmap", "munmap", "mremap", "mprotect", "madvise", "brk", "futex", "clock_gettime", "clock_nanosleep",
+    "nanosleep", "gettimeofday", "getrandom", "getpid", "gettid", "sched_yield", "restart_syscall",
+    // signals to itself (abort()), and ending
+    "rt_sigprocmask", "rt_sigreturn", "rt_sigaction", "exit", "exit_group",
+};
+
+util::Status stage_failed(const char* stage, int err) {
+  return util::Error::from_errno(fmt::format("lock down ({})", stage), err);
+}
+
+// Landlock and capabilities are per thread: a second thread would keep
+// what this one gives up.
+util::Status check_single_threaded() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return stage_failed("count threads: /proc/self/task", errno);
+  int n = 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  if (n != 1) return util::Error::invalid(fmt::format("lock down (threads): the filter has {} threads, not 1", n));
+  return {};
+}
+
+util::Status set_limit(int resource, rlim_t value, const char* stage) {
+  rlimit r{value, value};
+  if (::setrlimit(resource, &r) != 0) return stage_failed(stage, errno);
+  return {};
+}
+
+util::Status set_limits(const LockdownLimits& l) {
+  rlimit now{};
+  if (::getrlimit(RLIMIT_NOFILE, &now) != 0) return stage_failed("RLIMIT_NOFILE", errno);
+  const rlim_t files = std::min<rlim_t>(now.rlim_max, l.open_files);
+  if (auto st = set_limit(RLIMIT_NOFILE, files, "RLIMIT_NOFILE"); !st) return st;
+  if (auto st = set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE"); !st) return st;
+  if (auto st = set_limit(RLIMIT_FSIZE, 0, "RLIMIT_FSIZE"); !st) return st;
+  // RLIMIT_NPROC counts the real uid's threads host-wide: left alone.
+  return set_limit(RLIMIT_MEMLOCK, 0, "RLIMIT_MEMLOCK");
+}
+
+util::Status drop_capabilities() {
+  for (unsigned long cap = 0; cap <= 63; ++cap)
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM)
+      return stage_failed("drop the bounding set", errno);
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+    return stage_failed("clear the ambient set", errno);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capset, &header, data) != 0) return stage_failed("capset", errno);
+  // Without CAP_SETPCAP the bounding set could not be dropped (EPERM
+  // above): then it must already be empty of what matters, which the
+  // empty permitted set guarantees for this process and its execs (none).
+  return {};
+}
+
+// landlock_ruleset_attr as of ABI 6 (the installed headers predate its
+// net and scoped fields).
+struct RulesetAttr {
+  std::uint64_t handled_access_fs;
+  std::uint64_t handled_access_net;
+  std::uint64_t scoped;
+};
+constexpr std::uint64_t kNetBindTcp = 1ULL << 0;  // ABI 4
+
+util::Status landlock_nothing() {
+  const int abi = linuxjail::sys::landlock_abi();
+  if (abi < 1) return {};  // no Landlock: the seccomp allowlist alone keeps files shut
+  RulesetAttr attr{linuxjail::landlock_handled_fs(abi), abi >= 4 ? kNetBindTcp : 0, linuxjail::landlock_scopes(abi)};
+  const size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(std::uint64_t) : sizeof(std::uint64_t);
+  int fd = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0U));
+  if (fd < 0) return stage_failed("Landlock ruleset", errno);
+  long rc = ::syscall(SYS_landlock_restrict_self, fd, 0U);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return stage_failed("Landlock restrict_self", err);
+  return {};
+}
+
+util::Status seccomp_allowlist() {
+  scmp_filter_ctx ctx = ::seccomp_init(SCMP_ACT_ERRNO(EPERM));
+  if (!ctx) return stage_failed("seccomp_init", ENOMEM);
+  auto fail = [&ctx](const std::string& what, int rc) {
+    ::seccomp_release(ctx);
+    return util::Error::from_errno("lock down (seccomp: " + what + ")", -rc);
+  };
+  for (const auto& name : kAllowed) {
+    int nr = ::seccomp_syscall_resolve_name(name.c_str());
+    if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
+    if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0); rc != 0) return fail(name, rc);
+  }
+  // Sockets: only the families it connects out with.
+  for (int family : {AF_INET, AF_INET6})
+    if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(family))); rc != 0)
+      return fail("socket", rc);
+  // Signals: only to itself (abort() raises SIGABRT with tgkill).
+  if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+                                  SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(::getpid())));
+      rc != 0)
+    return fail("tgkill", rc);
+  if (int rc = ::seccomp_load(ctx); rc != 0) return fail("load", rc);
+  ::seccomp_release(ctx);
+  return {};
+}
+
+}  // namespace
+
+const std::vector<std::string>& filter_allowed_syscalls() { return kAllowed; }
+
+util::Status lock_down(const LockdownLimits& limits) {
+  if (auto st = check_single_threaded(); !st) return st;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return stage_failed("no_new_privs", errno);
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return stage_failed("not dumpable", errno);
+  if (auto st = set_limits(limits); !st) return st;
+  if (auto st = drop_capabilities(); !st) return st;
+  if (auto st = landlock_nothing(); !st) return st;
+  return seccomp_allowlist();
+}
+
+}  // namespace pj::supervisor

@@ -1,0 +1,37 @@
+// The network filter process's lock-down (DESIGN "Process model"): once
+// it has what it needs (its configuration, its relay's loop, any file it
+// reads), it takes away everything else it could do as the user before
+// it parses a byte of the jail's or a server's. Linux only.
+//
+// The stages, in order: no_new_privs; not dumpable; resource limits of
+// its own (no core, no file it could grow, fds for its connections);
+// every capability dropped (bounding, ambient, inheritable, permitted,
+// effective); a Landlock domain that handles every filesystem right and
+// grants none, may not bind TCP ports and may not signal or reach
+// abstract sockets outside it (where the kernel has Landlock); and a
+// seccomp allowlist of the system calls the relay makes, every other
+// call failing with EPERM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace pj::supervisor {
+
+struct LockdownLimits {
+  std::uint64_t open_files = 4096;  // RLIMIT_NOFILE, soft and hard
+};
+
+// Lock the calling process down. It must have one thread: Landlock and
+// the capability sets are per thread (checked: an error otherwise). An
+// error names the stage and carries its errno; the caller must then end.
+util::Status lock_down(const LockdownLimits& limits);
+
+// The system calls the locked-down filter may make (by name), and those
+// it may make only with the arguments lock_down() checks. For tests.
+const std::vector<std::string>& filter_allowed_syscalls();
+
+}  // namespace pj::supervisor

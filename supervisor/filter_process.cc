@@ -1,0 +1,322 @@
+#include "filter_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "filterlink/channel.h"
+#include "linuxjail/sys.h"
+#include "network_filter.h"
+#include "util/log.h"
+
+namespace pj::supervisor {
+
+namespace {
+
+using filterlink::FromFilter;
+using filterlink::FromSupervisor;
+
+// A guard against a filter that hangs before it is ready or after it was
+// told to stop (not a timing anything depends on).
+constexpr int kReadyGuardMs = 30000;
+constexpr int kStopGuardMs = 5000;
+// Messages taken from the filter per wake-up, so that a chatty filter
+// cannot keep the supervisor from the jail's own events.
+constexpr int kMessagesPerWake = 64;
+
+// Between fork and exec only async-signal-safe calls (single system
+// calls): the descriptors the filter gets are moved high first so that
+// placing them at 0-4 cannot overwrite one another; the O_PATH fd of the
+// executable is close-on-exec at 4, which execveat(2) permits for a
+// binary (not for a script, which pi-jail is not).
+[[noreturn]] void exec_filter(int exe, int sock, int devnull) {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // A session of its own: a terminal's Ctrl-C or a signal to pi-jail's
+  // process group reaches the supervisor (which passes it to the jail),
+  // never the filter, whose end would end the run.
+  if (::setsid() < 0) ::_exit(127);
+  // The filter never outlives the supervisor's thread that made it.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ::_exit(127);
+  int hi_exe = ::fcntl(exe, F_DUPFD_CLOEXEC, 100), hi_sock = ::fcntl(sock, F_DUPFD_CLOEXEC, 100),
+      hi_null = ::fcntl(devnull, F_DUPFD_CLOEXEC, 100);
+  if (hi_exe < 0 || hi_sock < 0 || hi_null < 0) ::_exit(127);
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::dup2(hi_null, fd) != fd) ::_exit(127);
+  if (::dup3(hi_sock, kFilterControlFd, 0) != kFilterControlFd) ::_exit(127);
+  if (::dup3(hi_exe, kFilterControlFd + 1, O_CLOEXEC) != kFilterControlFd + 1) ::_exit(127);
+  if (linuxjail::sys::close_range(kFilterControlFd + 2, ~0U) != 0) ::_exit(127);
+  char* const argv[] = {const_cast<char*>(kNetworkFilterName), const_cast<char*>(kNetworkFilterArg), nullptr};
+  char* const envp[] = {nullptr};
+  ::syscall(SYS_execveat, kFilterControlFd + 1, "", argv, envp, AT_EMPTY_PATH);
+  ::_exit(127);
+}
+
+util::Result<FromFilter> receive(int sock, int flags) {
+  auto rec = filterlink::receive_record(sock, flags);
+  if (!rec) return rec.take_error();
+  if (!*rec) return util::Error::invalid("the network filter process closed its control socket");
+  return filterlink::decode_from_filter((*rec)->bytes, std::move((*rec)->fds));
+}
+
+filterlink::Settings settings_of(const RunOptions& opts) {
+  const auto& l = opts.proxy_limits;
+  filterlink::Settings s;
+  s.connections_per_listener = l.connections_per_listener;
+  s.resolver_names = l.resolver_names;
+  s.handshake = l.handshake;
+  s.idle = l.idle;
+  s.relay_slice = l.relay_slice;
+  for (const auto& [host_port, to] : l.test_resolve) s.test_resolve.push_back({host_port, to.first, to.second});
+#ifdef PJ_TEST_SWITCHES
+  s.test_probe_after_lockdown = opts.test_filter_probe;
+  s.test_abort_mid_request = opts.test_filter_abort;
+#endif
+  return s;
+}
+
+filterlink::ListenerMessage::Kind kind_of(netproxy::ListenerKind k) {
+  using K = filterlink::ListenerMessage::Kind;
+  switch (k) {
+    case netproxy::ListenerKind::http: return K::http;
+    case netproxy::ListenerKind::socks: return K::socks;
+    case netproxy::ListenerKind::forward: return K::forward;
+    case netproxy::ListenerKind::publish: return K::publish;
+  }
+  return K::http;
+}
+
+// A name the filter may ask: what the rules' normalisation gives, and a
+// name (a literal needs no resolver; the filter knows it).
+bool askable(const std::string& host) {
+  auto n = netproxy::normalise_host(host);
+  return n && *n == host && !netproxy::parse_ip(host);
+}
+
+}  // namespace
+
+std::string describe_filter_end(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char* name = ::sigabbrev_np(WTERMSIG(status));
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), name ? name : "?");
+  }
+  return "ended";
+}
+
+FilterProcess::FilterProcess(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sock, const RunOptions& opts)
+    : pid_(pid),
+      pidfd_(std::move(pidfd)),
+      sock_(std::move(sock)),
+      recorder_(opts.net_log.get(), opts.proxy_limits.log),
+      resolver_(opts.proxy_limits.resolver_names) {}
+
+FilterProcess::~FilterProcess() { kill_and_reap(); }
+
+util::Result<std::unique_ptr<FilterProcess>> FilterProcess::start(const RunOptions& opts) {
+  // /proc/self/exe names the running executable's inode even if its path
+  // was replaced since (an upgrade during the run): the filter is the
+  // same program as this supervisor.
+  util::UniqueFd exe(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
+  if (!exe.valid()) return util::Error::from_errno("open /proc/self/exe (the filter is pi-jail itself)", errno);
+  util::UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!devnull.valid()) return util::Error::from_errno("open /dev/null", errno);
+  int sp[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0)
+    return util::Error::from_errno("make the filter's control socket", errno);
+  util::UniqueFd ours(sp[0]), theirs(sp[1]);
+  int pidfd = -1;
+  long pid = linuxjail::sys::clone_process(SIGCHLD | CLONE_PIDFD, &pidfd);
+  if (pid < 0) return util::Error::from_errno("fork the network filter process", errno);
+  if (pid == 0) exec_filter(exe.get(), theirs.get(), devnull.get());
+  theirs.reset();
+  std::unique_ptr<FilterProcess> f(
+      new FilterProcess(static_cast<pid_t>(pid), util::UniqueFd(pidfd), std::move(ours), opts));
+  if (auto st = f->configure(opts); !st) return std::move(st.take_error()).context("start the network filter process");
+  return f;
+}
+
+util::Status FilterProcess::configure(const RunOptions& opts) {
+  auto send = [this](FromSupervisor m) { return filterlink::send_message(sock_.get(), m); };
+  if (auto st = send(settings_of(opts)); !st) return st;
+  using Kind = filterlink::RuleMessage::Kind;
+  for (const auto& r : opts.rules.allows())
+    if (auto st = send(filterlink::RuleMessage{Kind::allow, r.text(), r.source, r.private_ranges}); !st) return st;
+  for (const auto& r : opts.rules.denies())
+    if (auto st = send(filterlink::RuleMessage{Kind::deny, r.text(), r.source, r.private_ranges}); !st) return st;
+  if (auto st = send(filterlink::ConfigDone{}); !st) return st;
+  while (!ready_) {
+    pollfd p{sock_.get(), POLLIN, 0};
+    int n = ::poll(&p, 1, kReadyGuardMs);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return util::Error::invalid("the network filter process did not say it was ready");
+    auto m = receive(sock_.get(), 0);
+    if (!m) return std::move(gone(m.take_error())).context("before it was ready");
+    if (auto st = handle(std::move(*m)); !st) return st;
+  }
+  return {};
+}
+
+util::Status FilterProcess::add_listener(util::UniqueFd fd, netproxy::ListenerKind kind,
+                                         std::optional<netproxy::Rules::Forward> target) {
+  filterlink::ListenerMessage l;
+  l.kind = kind_of(kind);
+  if (target) l.target = filterlink::ListenerMessage::Target{target->addr, static_cast<std::uint16_t>(target->port),
+                                                             target->host, target->source};
+  l.fd = std::move(fd);
+  return filterlink::send_message(sock_.get(), FromSupervisor(std::move(l)));
+}
+
+// One message from the filter, as untrusted input: only what it may say
+// now is taken; anything else ends it.
+util::Status FilterProcess::handle(FromFilter m) {
+  auto refuse = [this](std::string why) {
+    kill_and_reap();
+    return util::Error::invalid("the network filter process " + why);
+  };
+  if (auto* f = std::get_if<filterlink::Failure>(&m)) {
+    kill_and_reap();
+    return util::Error::from_errno(fmt::format("{} ({})", util::printable(f->step), util::printable(f->message)),
+                                   f->err);
+  }
+  if (std::holds_alternative<filterlink::Ready>(m)) {
+    if (ready_) return refuse("said ready twice");
+    // Nothing is bound to a host in this process's filter: no CA is made.
+    if (!std::get<filterlink::Ready>(m).ca_pem.empty()) return refuse("sent a CA it was not asked to make");
+    ready_ = true;
+    return {};
+  }
+#ifdef PJ_TEST_SWITCHES
+  // Sent once it is locked down, before it says ready.
+  if (auto* p = std::get_if<filterlink::ProbeResult>(&m)) {
+    for (const auto& a : p->attempts)
+      util::error("network filter probe: {}: {}", util::printable(a.what),
+                  a.err ? util::errno_name(a.err) : std::string("succeeded"));
+    return {};
+  }
+#endif
+  if (!ready_) return refuse("sent a run-time message before it was ready");
+  if (auto* q = std::get_if<filterlink::NameQuestion>(&m)) {
+    if (!askable(q->host) || !resolver_.submit(q->id, q->host)) {
+      auto why = askable(q->host) ? "too many names are being looked up" : "not a host name";
+      return filterlink::send_message(sock_.get(), FromSupervisor(filterlink::NameAnswer{q->id, {}, why}));
+    }
+    return {};
+  }
+  if (auto* d = std::get_if<filterlink::DecisionMessage>(&m)) {
+    // One connection, timed by this side's clock; the recorder bounds its
+    // strings again and aggregates.
+    d->decision.time = d->decision.last = std::chrono::system_clock::now();
+    d->decision.count = 1;
+    recorder_.add(std::move(d->decision));
+    return {};
+  }
+  if (auto* r = std::get_if<filterlink::JailSocketRequest>(&m)) {
+    if (r->family != AF_INET && r->family != AF_INET6) return refuse("asked for a socket of an unknown family");
+    filterlink::JailSocket s{r->id, ENOTCONN, {}};
+    if (jail_sockets_) {
+      int fd = jail_sockets_(r->family);
+      s.err = fd < 0 ? -fd : 0;
+      if (fd >= 0) s.fd.reset(fd);
+    }
+    return filterlink::send_message(sock_.get(), FromSupervisor(std::move(s)));
+  }
+  if (std::holds_alternative<filterlink::Usage>(m)) return {};
+  // Token updates come only from a token exchange, which is never given
+  // to this filter; a probe result only from a test build's filter.
+  return refuse("sent a message it may not send");
+}
+
+util::Status FilterProcess::read_messages() {
+  for (int i = 0; i < kMessagesPerWake; ++i) {
+    auto m = receive(sock_.get(), MSG_DONTWAIT);
+    if (!m && m.error().err() == EAGAIN) return {};
+    if (!m) return gone(m.take_error());
+    if (auto st = handle(std::move(*m)); !st) return st;
+  }
+  return {};
+}
+
+util::Status FilterProcess::answer_names() {
+  for (auto& a : resolver_.take()) {
+    if (a.addrs.size() > filterlink::kMaxAddresses) a.addrs.resize(filterlink::kMaxAddresses);
+    if (a.error.size() > filterlink::kMaxText) a.error.resize(filterlink::kMaxText);
+    auto st = filterlink::send_message(sock_.get(),
+                                       FromSupervisor(filterlink::NameAnswer{a.conn, std::move(a.addrs), a.error}));
+    if (!st) return st;
+  }
+  return {};
+}
+
+// The control socket ended or failed: said as how the filter ended when
+// it did (a crash closes the socket a moment before its pidfd says so),
+// else as `e`, the filter then killed.
+util::Error FilterProcess::gone(util::Error e) {
+  pollfd p{pidfd_.get(), POLLIN, 0};
+  while (!reaped_ && ::poll(&p, 1, kStopGuardMs) < 0 && errno == EINTR) {
+  }
+  if (reaped_ || !(p.revents & POLLIN)) {
+    kill_and_reap();
+    return e;
+  }
+  siginfo_t si{};
+  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED);
+  reaped_ = true;
+  int status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8 : (si.si_status & 0x7f);
+  return util::Error::invalid("the network filter process " + describe_filter_end(status));
+}
+
+util::Status FilterProcess::on_ready() {
+  if (reaped_) return util::Error::invalid("the network filter process is gone");
+  if (auto st = answer_names(); !st) return st;
+  if (auto st = read_messages(); !st) return st;
+  pollfd p{pidfd_.get(), POLLIN, 0};
+  if (::poll(&p, 1, 0) == 1) {
+    (void)read_messages();  // its last decisions
+    return gone(util::Error::invalid("the network filter process ended"));
+  }
+  return {};
+}
+
+void FilterProcess::shutdown() {
+  if (reaped_) return;
+  (void)filterlink::send_message(sock_.get(), FromSupervisor(filterlink::Stop{}));
+  // Its connections close, each recorded, then it exits (EOF).
+  while (true) {
+    pollfd p{sock_.get(), POLLIN, 0};
+    int n = ::poll(&p, 1, kStopGuardMs);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    auto m = receive(sock_.get(), 0);
+    if (!m) break;
+    if (auto* d = std::get_if<filterlink::DecisionMessage>(&*m)) {
+      d->decision.time = d->decision.last = std::chrono::system_clock::now();
+      d->decision.count = 1;
+      recorder_.add(std::move(d->decision));
+    }
+  }
+  recorder_.flush();
+  kill_and_reap();
+}
+
+void FilterProcess::kill_and_reap() {
+  if (reaped_ || !pidfd_.valid()) return;
+  (void)linuxjail::sys::pidfd_send_signal(pidfd_.get(), SIGKILL);
+  siginfo_t si{};
+  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;
+}
+
+}  // namespace pj::supervisor

@@ -1,0 +1,84 @@
+// The supervisor's side of the network filter process (network_filter.h):
+// start it (this executable exec'd afresh, empty environment, only its
+// control socket and /dev/null), configure it, then answer what it asks
+// while the jail runs: names (resolved here, where NSS and /etc are),
+// sockets of the jail's network namespace (for published ports), and
+// record every decision it reports in this process's DecisionRecorder,
+// so that the report, the log and the jail's notes read as before.
+//
+// Everything the filter sends is hostile input: it parses the jail's
+// bytes and remote servers'. Its messages are decoded strictly
+// (filterlink::decode_from_filter), a message it may not send ends it,
+// and so does a message it may send only once, sent twice. The filter
+// never writes a host file: this side does, if ever.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "filterlink/messages.h"
+#include "netproxy/decisions.h"
+#include "netproxy/proxy.h"
+#include "netproxy/resolver.h"
+#include "run.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace pj::supervisor {
+
+class FilterProcess {
+public:
+  // Exec the filter, send it the rules and limits of `opts`, and wait for
+  // it to say it is locked down and ready. An error names the step.
+  static util::Result<std::unique_ptr<FilterProcess>> start(const RunOptions& opts);
+  ~FilterProcess();
+  FilterProcess(const FilterProcess&) = delete;
+  FilterProcess& operator=(const FilterProcess&) = delete;
+
+  // A listener for the filter to serve (sent with its fd).
+  util::Status add_listener(util::UniqueFd fd, netproxy::ListenerKind kind,
+                            std::optional<netproxy::Rules::Forward> target);
+  // Where the sockets for published ports are made (this side: the filter
+  // cannot enter the jail's network namespace).
+  void set_jail_sockets(netproxy::JailSockets make) { jail_sockets_ = std::move(make); }
+
+  // The descriptors to poll for POLLIN: the control socket, the filter's
+  // pidfd (readable once it exited), the resolver's wake-up fd.
+  int control_fd() const { return sock_.get(); }
+  int pidfd() const { return pidfd_.get(); }
+  int resolver_fd() const { return resolver_.fd(); }
+  // Handle what is ready; never blocks. An error: the filter is gone or
+  // broke the protocol (it is then killed): the run must end.
+  util::Status on_ready();
+
+  // Tell the filter to stop, wait for it a bounded time, then kill it.
+  void shutdown();
+  const netproxy::DecisionTable& decisions() const { return recorder_.table(); }
+  pid_t pid() const { return pid_; }
+
+private:
+  FilterProcess(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sock, const RunOptions& opts);
+  util::Status configure(const RunOptions& opts);
+  util::Status handle(filterlink::FromFilter m);
+  util::Status read_messages();
+  util::Status answer_names();
+  util::Error gone(util::Error e);
+  void kill_and_reap();
+
+  pid_t pid_;
+  util::UniqueFd pidfd_;
+  util::UniqueFd sock_;
+  netproxy::DecisionRecorder recorder_;
+  netproxy::Resolver resolver_;
+  netproxy::JailSockets jail_sockets_;
+  bool ready_ = false;
+  bool reaped_ = false;
+};
+
+// The one way the filter's status of exit reads in an error: "exited
+// with status N", "was killed by signal N (SIGABRT)".
+std::string describe_filter_end(int wait_status);
+
+}  // namespace pj::supervisor

@@ -1,0 +1,314 @@
+#include "network_filter.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "filter_lockdown.h"
+#include "filterlink/channel.h"
+#include "netproxy/interceptor.h"
+#include "netproxy/proxy.h"
+
+namespace pj::supervisor {
+
+namespace {
+
+using filterlink::FromSupervisor;
+
+constexpr int kSetupFailed = 125;
+
+struct Config {
+  filterlink::Settings settings;
+  bool have_settings = false;
+  netproxy::Rules rules;
+  netproxy::Intercept intercept;
+  util::UniqueFd upstream_ca;
+};
+
+// Whether fd 3 is what the supervisor gives: a SOCK_SEQPACKET socket.
+bool is_control_socket(int fd) {
+  int type = 0;
+  socklen_t len = sizeof type;
+  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
+}
+
+util::Result<FromSupervisor> receive(int sock) {
+  auto rec = filterlink::receive_record(sock);
+  if (!rec) return rec.take_error();
+  if (!*rec) return util::Error::invalid("the supervisor closed the control socket");
+  return filterlink::decode_from_supervisor((*rec)->bytes, std::move((*rec)->fds));
+}
+
+// One configuration message into `c`; false at config_done.
+util::Result<bool> take_config(Config& c, FromSupervisor m) {
+  if (auto* s = std::get_if<filterlink::Settings>(&m)) {
+    if (c.have_settings) return util::Error::invalid("settings sent twice");
+#ifndef PJ_TEST_SWITCHES
+    if (!s->test_resolve.empty() || s->test_probe_after_lockdown || s->test_abort_mid_request)
+      return util::Error::invalid("test switches sent to a filter built without them");
+#endif
+    c.settings = std::move(*s);
+    c.have_settings = true;
+    return true;
+  }
+  if (!c.have_settings) return util::Error::invalid("configuration before the settings");
+  if (auto* r = std::get_if<filterlink::RuleMessage>(&m)) {
+    auto st = r->kind == filterlink::RuleMessage::Kind::allow ? c.rules.allow(r->pattern, r->source, r->private_ranges)
+                                                              : c.rules.deny(r->pattern, r->source);
+    if (!st) return st.take_error();
+    return true;
+  }
+  if (auto* b = std::get_if<filterlink::BindingMessage>(&m)) {
+    c.intercept.bindings.push_back(std::move(b->binding));
+    return true;
+  }
+  if (auto* e = std::get_if<filterlink::MintingMessage>(&m)) {
+    c.intercept.refused.push_back(std::move(e->endpoint));
+    return true;
+  }
+  if (auto* ca = std::get_if<filterlink::UpstreamCa>(&m)) {
+    c.upstream_ca = std::move(ca->pem);
+    return true;
+  }
+  if (std::holds_alternative<filterlink::ConfigDone>(m)) return false;
+  return util::Error::invalid("a run-time message before the configuration's end");
+}
+
+util::Result<Config> receive_config(int sock) {
+  Config c;
+  while (true) {
+    auto m = receive(sock);
+    if (!m) return m.take_error();
+    auto more = take_config(c, std::move(*m));
+    if (!more) return more.take_error();
+    if (!*more) return c;
+  }
+}
+
+netproxy::ProxyLimits limits_of(const filterlink::Settings& s) {
+  netproxy::ProxyLimits l;
+  l.connections_per_listener = s.connections_per_listener;
+  l.resolver_names = s.resolver_names;
+  l.handshake = s.handshake;
+  l.idle = s.idle;
+  l.relay_slice = s.relay_slice;
+  for (const auto& t : s.test_resolve) l.test_resolve.push_back({t.host_port, {t.addr, t.port}});
+  return l;
+}
+
+netproxy::ListenerKind kind_of(filterlink::ListenerMessage::Kind k) {
+  using K = filterlink::ListenerMessage::Kind;
+  switch (k) {
+    case K::http: return netproxy::ListenerKind::http;
+    case K::socks: return netproxy::ListenerKind::socks;
+    case K::forward: return netproxy::ListenerKind::forward;
+    case K::publish: return netproxy::ListenerKind::publish;
+  }
+  return netproxy::ListenerKind::http;
+}
+
+// The filter once configured: the relay and the control socket.
+class Filter {
+public:
+  Filter(int sock, std::unique_ptr<netproxy::Proxy> proxy, bool abort_mid_request)
+      : sock_(sock), proxy_(std::move(proxy)) {
+    proxy_->resolve_through([this, abort_mid_request](std::uint64_t id, const std::string& host) {
+      // Test builds: a crash while a request of the jail waits for its name.
+      if (abort_mid_request) std::abort();
+      return filterlink::send_message(sock_, filterlink::FromFilter(filterlink::NameQuestion{id, host})).ok();
+    });
+    proxy_->on_decision([this](const netproxy::Decision& d) {
+      // A supervisor that is gone ends the loop at the next poll.
+      (void)filterlink::send_message(sock_, filterlink::FromFilter(filterlink::DecisionMessage{d}));
+    });
+    proxy_->set_jail_sockets([this](int family) { return jail_socket(family); });
+  }
+
+  // Serve until stop, or until the supervisor is gone (an error then).
+  util::Status serve() {
+    while (true) {
+      while (!backlog_.empty()) {
+        auto m = std::move(backlog_.front());
+        backlog_.pop_front();
+        auto more = handle(std::move(m));
+        if (!more) return more.take_error();
+        if (!*more) return {};
+      }
+      pollfd fds[2] = {{sock_, POLLIN, 0}, {proxy_->fd(), POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return util::Error::from_errno("poll", errno);
+      }
+      if (fds[1].revents & POLLIN) proxy_->run_once();
+      if (fds[0].revents) {
+        auto m = receive(sock_);
+        if (!m) return m.take_error();
+        backlog_.push_back(std::move(*m));
+      }
+    }
+  }
+
+  void shutdown() { proxy_->shutdown(); }
+
+private:
+  // One run-time message; false at stop.
+  util::Result<bool> handle(FromSupervisor m) {
+    if (auto* l = std::get_if<filterlink::ListenerMessage>(&m)) {
+      std::optional<netproxy::Rules::Forward> target;
+      if (l->target) target = netproxy::Rules::Forward{l->target->addr, l->target->port, l->target->host, l->target->source};
+      if (auto st = proxy_->add_listener(std::move(l->fd), kind_of(l->kind), std::move(target)); !st)
+        return st.take_error();
+      return true;
+    }
+    if (auto* a = std::get_if<filterlink::NameAnswer>(&m)) {
+      proxy_->name_answer(a->id, std::move(a->addrs), std::move(a->error));
+      return true;
+    }
+    if (std::holds_alternative<filterlink::Stop>(m)) return false;
+    return util::Error::invalid("a configuration message after the configuration's end");
+  }
+
+  // A socket of the jail's network namespace, made by the supervisor (the
+  // filter cannot enter it): asked and waited for, other messages kept
+  // for the loop. The fd, or -errno.
+  int jail_socket(int family) {
+    std::uint64_t id = next_socket_++;
+    if (!filterlink::send_message(sock_, filterlink::FromFilter(filterlink::JailSocketRequest{id, family})).ok())
+      return -EPIPE;
+    while (true) {
+      auto m = receive(sock_);
+      if (!m) return -EPIPE;
+      auto* s = std::get_if<filterlink::JailSocket>(&*m);
+      if (!s) {
+        backlog_.push_back(std::move(*m));
+        continue;
+      }
+      if (s->id != id) continue;  // an answer to a request given up on
+      return s->err ? -s->err : s->fd.release();
+    }
+  }
+
+  int sock_;
+  std::unique_ptr<netproxy::Proxy> proxy_;
+  std::deque<FromSupervisor> backlog_;
+  std::uint64_t next_socket_ = 1;
+};
+
+#ifdef PJ_TEST_SWITCHES
+// Test builds: what the locked-down filter can still do. Each attempt's
+// errno, 0 when it succeeded (a containment failure). `home` was found
+// before the lock-down (reading the user database needs files).
+filterlink::ProbeResult probe(const std::string& home) {
+  filterlink::ProbeResult r;
+  auto attempt = [&r](std::string what, bool ok) { r.attempts.push_back({std::move(what), ok ? 0 : errno}); };
+  auto open_closes = [](const char* path, int flags) {
+    int fd = ::open(path, flags | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  };
+  attempt("open /etc/passwd", open_closes("/etc/passwd", O_RDONLY));
+  attempt("open the home directory " + home, open_closes(home.c_str(), O_RDONLY | O_DIRECTORY));
+  attempt("open /", open_closes("/", O_PATH));
+  char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  char* const envp[] = {nullptr};
+  attempt("execve /bin/true", ::execve("/bin/true", argv, envp) == 0);
+  const pid_t supervisor = ::getppid();
+  attempt("ptrace the supervisor", ::ptrace(PTRACE_ATTACH, supervisor, nullptr, nullptr) == 0);
+  attempt("kill the supervisor (signal 0)", ::kill(supervisor, 0) == 0);
+  char buf[8];
+  iovec local{buf, sizeof buf}, remote{reinterpret_cast<void*>(0x400000), sizeof buf};
+  attempt("read the supervisor's memory", ::process_vm_readv(supervisor, &local, 1, &remote, 1, 0) >= 0);
+  errno = ENOENT;
+  attempt("inherit an environment variable", environ && environ[0]);
+  return r;
+}
+
+// The home directory to probe: the user's, else / (which exists).
+std::string home_to_probe() {
+  const passwd* pw = ::getpwuid(::getuid());
+  struct stat st;
+  if (pw && pw->pw_dir && ::stat(pw->pw_dir, &st) == 0) return pw->pw_dir;
+  return "/tmp";
+}
+#endif
+
+// Descriptors for every listener's connections (six each: two sockets,
+// two pipes), for as many listeners as a run has, and some to spare.
+LockdownLimits lockdown_limits(const filterlink::Settings& s) {
+  constexpr std::uint64_t kListeners = 8, kFdsPerConnection = 6, kSpare = 256;
+  return {std::min<std::uint64_t>(s.connections_per_listener * kFdsPerConnection * kListeners + kSpare,
+                                  std::uint64_t{1} << 20)};
+}
+
+// Tell the supervisor why the filter could not start, and stderr.
+int fail(int sock, const std::string& step, const util::Error& e) {
+  (void)filterlink::send_message(sock, filterlink::FromFilter(filterlink::Failure{step, e.err(), e.message()}));
+  std::fprintf(stderr, "pi-jail-filter: %s: %s\n", step.c_str(), e.message().c_str());
+  return kSetupFailed;
+}
+
+}  // namespace
+
+int network_filter_main() {
+  if (!is_control_socket(kFilterControlFd)) {
+    std::fprintf(stderr,
+                 "pi-jail: --network-filter is started by pi-jail itself, with its control socket as fd 3; "
+                 "run pi-jail COMMAND instead\n");
+    return 2;
+  }
+  const int sock = kFilterControlFd;
+  auto config = receive_config(sock);
+  if (!config) return fail(sock, "receive the configuration", config.error());
+  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::string ca_pem;
+  if (!config->intercept.empty()) {
+    if (config->upstream_ca.valid())
+      config->intercept.upstream_extra_ca_file = fmt::format("/proc/self/fd/{}", config->upstream_ca.get());
+    auto made = netproxy::Interceptor::create(std::move(config->intercept));
+    if (!made) return fail(sock, "start the credential filter", made.error());
+    interceptor = std::move(*made);
+    ca_pem = interceptor->ca_pem();
+  }
+  config->upstream_ca.reset();
+  auto proxy = netproxy::Proxy::start(std::move(config->rules), -1, limits_of(config->settings), interceptor);
+  if (!proxy) return fail(sock, "start the relay", proxy.error());
+#ifdef PJ_TEST_SWITCHES
+  const std::string home = config->settings.test_probe_after_lockdown ? home_to_probe() : "";
+#endif
+  if (auto st = lock_down(lockdown_limits(config->settings)); !st) return fail(sock, "lock down", st.error());
+#ifdef PJ_TEST_SWITCHES
+  if (config->settings.test_probe_after_lockdown)
+    if (auto st = filterlink::send_message(sock, filterlink::FromFilter(probe(home))); !st)
+      return fail(sock, "send the probe's result", st.error());
+#endif
+  Filter filter(sock, std::move(*proxy), config->settings.test_abort_mid_request);
+  if (auto st = filterlink::send_message(sock, filterlink::FromFilter(filterlink::Ready{ca_pem})); !st)
+    return fail(sock, "say ready", st.error());
+  auto served = filter.serve();
+  filter.shutdown();
+  if (!served) {
+    std::fprintf(stderr, "pi-jail-filter: %s\n", served.error().message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pj::supervisor

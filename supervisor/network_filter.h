@@ -1,0 +1,25 @@
+// The network filter process (DESIGN "Process model", "Network"): the
+// supervisor execs its own executable afresh as `pi-jail-filter
+// --network-filter`, with the control socket (filterlink/channel.h) as
+// fd 3 and an empty environment, so that nothing of the supervisor's
+// memory (withheld secrets) is carried over. The filter receives its
+// configuration, starts the relay (netproxy::Proxy), says ready, then
+// serves the listeners it is given until told to stop or until the
+// supervisor is gone. It never opens a file after its start: names are
+// asked of the supervisor, decisions are sent to it (which logs and
+// reports them), and it writes nothing of the host's.
+#pragma once
+
+namespace pj::supervisor {
+
+inline constexpr int kFilterControlFd = 3;
+inline constexpr const char* kNetworkFilterArg = "--network-filter";
+inline constexpr const char* kNetworkFilterName = "pi-jail-filter";
+
+// The filter's main(): 0 after `stop` or the supervisor's end, 2 when fd 3
+// is not a control socket (the command line is not for people), 125 when
+// it could not start (said to the supervisor as a failure message, and
+// on stderr).
+int network_filter_main();
+
+}  // namespace pj::supervisor

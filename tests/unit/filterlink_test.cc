@@ -1,0 +1,336 @@
+// The messages between the supervisor and the network filter process:
+// every message comes back as it went, and a record that breaks any rule
+// of the protocol (header, type, direction, bound, enum, leftover bytes,
+// descriptors) is refused with a sentence, its descriptors closed.
+#include "filterlink/messages.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "filterlink/wire.h"
+
+using namespace pj;
+using namespace pj::filterlink;
+
+namespace {
+
+std::vector<util::UniqueFd> no_fds() { return {}; }
+
+std::vector<util::UniqueFd> one_fd() {
+  std::vector<util::UniqueFd> v;
+  v.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  REQUIRE(v.back().valid());
+  return v;
+}
+
+bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
+
+netproxy::IpAddress ip(const char* text) { return *netproxy::parse_ip(text); }
+
+template <typename M>
+std::string bytes_of(M m) {
+  auto rec = encode(std::move(m));
+  REQUIRE(rec.ok());
+  return rec->bytes;
+}
+
+// A record with a hand-made header around `payload`.
+std::string record(std::uint16_t type, std::string_view payload, std::uint32_t magic = kMagic,
+                   std::uint16_t version = kVersion, std::optional<std::uint32_t> length = std::nullopt) {
+  wire::Writer w;
+  w.u32(magic);
+  w.u16(version);
+  w.u16(type);
+  w.u32(length.value_or(static_cast<std::uint32_t>(payload.size())));
+  w.raw(payload);
+  return w.str();
+}
+
+std::string decision_error(std::string_view bytes) {
+  auto d = decode_from_filter(bytes, no_fds());
+  REQUIRE_FALSE(d.ok());
+  return d.error().message();
+}
+
+netproxy::Decision sample_decision() {
+  netproxy::Decision d;
+  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(1700000000123));
+  d.last = d.time + std::chrono::seconds(3);
+  d.protocol = netproxy::Protocol::socks5;
+  d.host = std::string("ex\xff\x01mple.com", 12);  // jail bytes: not UTF-8
+  d.port = 443;
+  d.address = "93.184.216.34";
+  d.allowed = false;
+  d.reason = "no rule allows it";
+  d.rule_refusal = true;
+  d.count = 1;
+  d.bytes_up = 10;
+  d.bytes_down = 20;
+  d.duration_ms = 5;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("a filter's decision comes back to the supervisor byte for byte, jail bytes included") {
+  auto d = sample_decision();
+  auto back = decode_from_filter(bytes_of(FromFilter(DecisionMessage{d})), no_fds());
+  REQUIRE(back.ok());
+  const auto& got = std::get<DecisionMessage>(*back).decision;
+  CHECK(got.time == d.time);
+  CHECK(got.last == d.last);
+  CHECK(got.protocol == netproxy::Protocol::socks5);
+  CHECK(got.host == d.host);
+  CHECK(got.port == 443);
+  CHECK(got.address == d.address);
+  CHECK_FALSE(got.allowed);
+  CHECK(got.reason == d.reason);
+  CHECK(got.rule_refusal);
+  CHECK(got.count == 1);
+  CHECK(got.bytes_up == 10);
+  CHECK(got.bytes_down == 20);
+  CHECK(got.duration_ms == 5);
+}
+
+TEST_CASE("a decision's jail-supplied host is cut to the recorder's bound before it is sent") {
+  auto d = sample_decision();
+  d.host = std::string(100000, 'a');
+  auto back = decode_from_filter(bytes_of(FromFilter(DecisionMessage{d})), no_fds());
+  REQUIRE(back.ok());
+  CHECK(std::get<DecisionMessage>(*back).decision.host == netproxy::bounded(d.host));
+}
+
+TEST_CASE("every supervisor message comes back to the filter as it went") {
+  Settings s;
+  s.connections_per_listener = 7;
+  s.handshake = std::chrono::milliseconds(250);
+  s.test_resolve.push_back({"api.example.com:443", ip("127.0.0.1"), 8443});
+  s.test_probe_after_lockdown = true;
+  auto got_settings = decode_from_supervisor(bytes_of(FromSupervisor(s)), no_fds());
+  REQUIRE(got_settings.ok());
+  const auto& gs = std::get<Settings>(*got_settings);
+  CHECK(gs.connections_per_listener == 7);
+  CHECK(gs.handshake == std::chrono::milliseconds(250));
+  REQUIRE(gs.test_resolve.size() == 1);
+  CHECK(gs.test_resolve[0].addr == ip("127.0.0.1"));
+  CHECK(gs.test_resolve[0].port == 8443);
+  CHECK(gs.test_probe_after_lockdown);
+  CHECK_FALSE(gs.test_abort_mid_request);
+
+  auto rule = decode_from_supervisor(
+      bytes_of(FromSupervisor(RuleMessage{RuleMessage::Kind::deny, "*.example.com:443", "policy.toml:3:1",
+                                          netproxy::PrivateRanges::allowed})),
+      no_fds());
+  REQUIRE(rule.ok());
+  CHECK(std::get<RuleMessage>(*rule).kind == RuleMessage::Kind::deny);
+  CHECK(std::get<RuleMessage>(*rule).pattern == "*.example.com:443");
+  CHECK(std::get<RuleMessage>(*rule).private_ranges == netproxy::PrivateRanges::allowed);
+
+  netproxy::Binding b{"ANTHROPIC_API_KEY", "sk-ant-PLACEHOLDER", std::string("sk-ant-\xfe real", 13),
+                      {{"api.anthropic.com", 443}, {"::1", 8443}}, netproxy::Carriage::token_exchange, "Authorization"};
+  auto binding = decode_from_supervisor(bytes_of(FromSupervisor(BindingMessage{b})), no_fds());
+  REQUIRE(binding.ok());
+  const auto& gb = std::get<BindingMessage>(*binding).binding;
+  CHECK(gb.real == b.real);
+  CHECK(gb.hosts == b.hosts);
+  CHECK(gb.carriage == netproxy::Carriage::token_exchange);
+  CHECK(gb.header == "Authorization");
+
+  NameAnswer a{42, {ip("192.0.2.1"), ip("2001:db8::1")}, ""};
+  auto answer = decode_from_supervisor(bytes_of(FromSupervisor(std::move(a))), no_fds());
+  REQUIRE(answer.ok());
+  CHECK(std::get<NameAnswer>(*answer).id == 42);
+  REQUIRE(std::get<NameAnswer>(*answer).addrs.size() == 2);
+  CHECK(std::get<NameAnswer>(*answer).addrs[1] == ip("2001:db8::1"));
+}
+
+TEST_CASE("a listener travels with its descriptor, and its forward target") {
+  ListenerMessage m;
+  m.kind = ListenerMessage::Kind::forward;
+  m.target = ListenerMessage::Target{ip("::1"), 11434, "localhost", "--allow-net localhost:11434"};
+  m.fd = std::move(one_fd()[0]);
+  auto rec = encode(FromSupervisor(std::move(m)));
+  REQUIRE(rec.ok());
+  REQUIRE(rec->fds.size() == 1);
+  auto back = decode_from_supervisor(rec->bytes, one_fd());
+  REQUIRE(back.ok());
+  const auto& l = std::get<ListenerMessage>(*back);
+  CHECK(l.fd.valid());
+  REQUIRE(l.target);
+  CHECK(l.target->addr == ip("::1"));
+  CHECK(l.target->port == 11434);
+}
+
+TEST_CASE("the supervisor refuses a record whose header is not the protocol's") {
+  auto good = bytes_of(FromFilter(Usage{1, 2, 3}));
+  CHECK(decision_error(good.substr(0, 5)).find("shorter than its header") != std::string::npos);
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), 0x12345678)).find("magic") != std::string::npos);
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, 2)).find("version 2") != std::string::npos);
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion, 25)).find("header says 25") !=
+        std::string::npos);
+  CHECK(decision_error(std::string(kMaxRecord + 1, 'x')).find("more than") != std::string::npos);
+}
+
+TEST_CASE("the supervisor refuses an unknown type, and a type only it may send") {
+  CHECK(decision_error(record(999, "")).find("type 999, unknown from the filter") != std::string::npos);
+  // A filter cannot send the supervisor's own messages (stop, a listener).
+  CHECK(decision_error(bytes_of(FromSupervisor(Stop{}))).find("unknown from the filter") != std::string::npos);
+  // Nor the reverse.
+  auto r = decode_from_supervisor(bytes_of(FromFilter(Ready{})), no_fds());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("unknown from the supervisor") != std::string::npos);
+}
+
+TEST_CASE("the supervisor refuses every truncation of a decision, and bytes after its last field") {
+  auto good = bytes_of(FromFilter(DecisionMessage{sample_decision()}));
+  for (size_t cut = kHeaderSize; cut < good.size(); ++cut) {
+    auto payload = good.substr(kHeaderSize, cut - kHeaderSize);
+    auto r = decode_from_filter(record(66, payload), no_fds());
+    CHECK_FALSE(r.ok());
+  }
+  CHECK(decision_error(record(66, good.substr(kHeaderSize) + "x")).find("bytes after the last field") !=
+        std::string::npos);
+}
+
+TEST_CASE("a string's length prefix beyond its bound or the record is refused, not read") {
+  wire::Writer w;
+  w.u64(1);
+  w.u32(0xffffffffu);  // the host's length
+  CHECK(decision_error(record(65, w.str())).find("name_question message: host: missing or past its bound") !=
+        std::string::npos);
+}
+
+TEST_CASE("the supervisor refuses a decision timed outside 1970 to 9999, never overflowing the clock") {
+  auto good = bytes_of(FromFilter(DecisionMessage{sample_decision()}));
+  for (size_t at : {kHeaderSize, kHeaderSize + 8}) {
+    std::string bad = good;
+    for (size_t i = 0; i < 8; ++i) bad[at + i] = i == 7 ? '\x74' : '\x6f';  // 8387161697385017455 ms
+    CHECK(decision_error(bad).find("out of range") != std::string::npos);
+  }
+}
+
+TEST_CASE("the supervisor refuses a decision with an enum or flag out of range") {
+  auto good = bytes_of(FromFilter(DecisionMessage{sample_decision()}));
+  std::string bad_protocol = good;
+  bad_protocol[kHeaderSize + 16] = 6;  // after two 8-byte times
+  CHECK(decision_error(bad_protocol).find("protocol: not a known value") != std::string::npos);
+
+  auto d = sample_decision();
+  d.address = "not-an-address";
+  CHECK(decision_error(bytes_of(FromFilter(DecisionMessage{d}))).find("address: not an IP address") !=
+        std::string::npos);
+  d = sample_decision();
+  d.count = 0;
+  CHECK(decision_error(bytes_of(FromFilter(DecisionMessage{d}))).find("count: out of range") != std::string::npos);
+}
+
+TEST_CASE("the supervisor resolves only normalised names the filter asks for, never literals") {
+  CHECK(decode_from_filter(bytes_of(FromFilter(NameQuestion{1, "api.example.com"})), no_fds()).ok());
+  for (const char* host : {"API.example.com", "127.0.0.1", "example.com.", "a b", ""}) {
+    CAPTURE(host);
+    CHECK(decision_error(bytes_of(FromFilter(NameQuestion{1, host}))).find("name_question message: host") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("the supervisor refuses a token update it could not write safely to auth.json") {
+  TokenUpdate t;
+  t.kind = netproxy::ExchangeKind::renewal;
+  t.entry = "anthropic";
+  t.access = "sk-ant-oat-new";
+  t.expires_ms = 1700000000000;
+  auto good = decode_from_filter(bytes_of(FromFilter(t)), no_fds());
+  REQUIRE(good.ok());
+  CHECK(std::get<TokenUpdate>(*good).access == t.access);
+  CHECK_FALSE(std::get<TokenUpdate>(*good).refresh);
+
+  auto bad = t;
+  bad.entry = "../anthropic";
+  CHECK(decision_error(bytes_of(FromFilter(bad))).find("entry: not an auth.json key") != std::string::npos);
+  bad = t;
+  bad.access = "tok\r\nX-Injected: 1";
+  CHECK(decision_error(bytes_of(FromFilter(bad))).find("holds CR, LF or NUL") != std::string::npos);
+  bad = t;
+  bad.access.reset();
+  CHECK(decision_error(bytes_of(FromFilter(bad))).find("token: none") != std::string::npos);
+  bad = t;
+  bad.expires_ms = -1;
+  CHECK(decision_error(bytes_of(FromFilter(bad))).find("expires_ms: negative") != std::string::npos);
+}
+
+TEST_CASE("descriptors a message does not carry are refused and closed") {
+  auto fds = one_fd();
+  int raw = fds[0].get();
+  auto r = decode_from_filter(bytes_of(FromFilter(Usage{})), std::move(fds));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("1 descriptors, 0 expected") != std::string::npos);
+  CHECK_FALSE(fd_open(raw));
+
+  // A listener without its socket.
+  ListenerMessage m;
+  m.fd = std::move(one_fd()[0]);
+  auto rec = encode(FromSupervisor(std::move(m)));
+  REQUIRE(rec.ok());
+  auto none = decode_from_supervisor(rec->bytes, no_fds());
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().message().find("0 descriptors, 1 expected") != std::string::npos);
+  // A jail socket that failed carries none.
+  auto failed = encode(FromSupervisor(JailSocket{3, EMFILE, {}}));
+  REQUIRE(failed.ok());
+  CHECK(failed->fds.empty());
+  CHECK_FALSE(decode_from_supervisor(failed->bytes, one_fd()).ok());
+  CHECK(decode_from_supervisor(failed->bytes, no_fds()).ok());
+}
+
+TEST_CASE("a message that must carry a descriptor is not encoded without one") {
+  auto rec = encode(FromSupervisor(ListenerMessage{}));
+  REQUIRE_FALSE(rec.ok());
+  CHECK(rec.error().message() == "listener message: no descriptor");
+}
+
+TEST_CASE("a listener's target is required for a forward and refused for a proxy port") {
+  ListenerMessage fwd;
+  fwd.kind = ListenerMessage::Kind::forward;
+  fwd.fd = std::move(one_fd()[0]);
+  auto rec = encode(FromSupervisor(std::move(fwd)));
+  REQUIRE(rec.ok());
+  auto r = decode_from_supervisor(rec->bytes, one_fd());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message() == "listener message: target: missing");
+}
+
+TEST_CASE("every single-byte change of a record decodes or is refused, never read out of bounds") {
+  TokenUpdate t{netproxy::ExchangeKind::login, "openai-codex", "a", "r", 5, "user@example.com"};
+  for (const auto& good : {bytes_of(FromFilter(DecisionMessage{sample_decision()})), bytes_of(FromFilter(t)),
+                           bytes_of(FromFilter(ProbeResult{{{"open /etc/passwd", EACCES}}}))}) {
+    size_t refused = 0;
+    for (size_t i = 0; i < good.size(); ++i)
+      for (int v : {0x00, 0x01, 0x7f, 0x80, 0xff}) {
+        std::string b = good;
+        b[i] = static_cast<char>(v);
+        if (!decode_from_filter(b, no_fds()).ok()) ++refused;
+      }
+    CHECK(refused > 0);
+  }
+}
+
+TEST_CASE("a record past the largest size is refused when it is encoded") {
+  ProbeResult p;
+  for (int i = 0; i < 64; ++i) p.attempts.push_back({std::string(kMaxText, 'x'), 0});
+  auto rec = encode(FromFilter(p));
+  REQUIRE_FALSE(rec.ok());
+  CHECK(rec.error().message().find("more than 65536") != std::string::npos);
+}
+
+TEST_CASE("a list's count past its bound is refused before a single item is read") {
+  wire::Writer w;
+  w.u64(0xffffffffffffffffULL);  // attempts
+  auto r = decode_from_filter(record(71, w.str()), no_fds());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message() == "probe_result message: attempts: out of range (0 to 64)");
+}
