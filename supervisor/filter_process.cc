@@ -100,8 +100,8 @@ filterlink::ListenerMessage::Kind kind_of(netproxy::ListenerKind k) {
 // A name the filter may ask: what the rules' normalisation gives, and a
 // name (a literal needs no resolver; the filter knows it).
 bool askable(const std::string& host) {
-  auto n = netproxy::normalise_host(host);
-  return n && *n == host && !netproxy::parse_ip(host);
+  auto n = net::normalise_host(host);
+  return n && *n == host && !net::parse_ip(host);
 }
 
 }  // namespace

@@ -254,7 +254,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
         if (f.addr.v6 == (l.address == runtime::Loopback::v6) && f.port == l.port) target = f;
     // An SSH host: checked (and connected to) by the rules as that host.
     if (l.kind == K::ssh)
-      target = netproxy::Rules::Forward{*netproxy::parse_ip("127.0.0.1"), l.target_port, l.target_host,
+      target = netproxy::Rules::Forward{*net::parse_ip("127.0.0.1"), l.target_port, l.target_host,
                                         fmt::format("ssh {}:{}", l.target_host, l.target_port)};
     auto kind = l.kind == K::http_proxy    ? netproxy::ListenerKind::http
                 : l.kind == K::socks_proxy ? netproxy::ListenerKind::socks

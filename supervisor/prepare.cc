@@ -313,7 +313,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
     // An allowed SSH host: its port, open to the jail's listener for it
     // (and to the proxies: the same destination).
     for (const auto& t : ssh_targets(lp.resolved.policy->ssh_hosts())) {
-      prepared.rules.allow(netproxy::NetPattern{t.host, false, t.port}, t.why + " (ssh)");
+      prepared.rules.allow(net::NetPattern{t.host, false, t.port}, t.why + " (ssh)");
       in.ssh.push_back({t.jail_port, t.host, t.port});
     }
   }

@@ -12,7 +12,7 @@ namespace pj::filterlink {
 
 namespace {
 
-using netproxy::IpAddress;
+using net::IpAddress;
 using wire::Writer;
 
 // The largest errno a message carries (Linux's MAX_ERRNO).
@@ -136,8 +136,8 @@ std::chrono::system_clock::time_point from_epoch_ms(std::int64_t ms) {
 }
 
 bool is_name(std::string_view host) {
-  auto n = netproxy::normalise_host(host);
-  return n && *n == host && !netproxy::parse_ip(host);
+  auto n = net::normalise_host(host);
+  return n && *n == host && !net::parse_ip(host);
 }
 
 // An auth.json key as the profile's provider table spells them.
@@ -180,7 +180,7 @@ util::Result<Settings> take_settings(Fields& f) {
   for (size_t i = 0; i < n; ++i) {
     Settings::TestResolve t;
     t.host_port = f.text("test_resolve host", kMaxHostName + 6, 1);
-    f.check(netproxy::parse_host_port(t.host_port).has_value(), "test_resolve host", "not HOST:PORT");
+    f.check(net::parse_host_port(t.host_port).has_value(), "test_resolve host", "not HOST:PORT");
     t.addr = f.address("test_resolve address");
     t.port = f.port("test_resolve port");
     s.test_resolve.push_back(std::move(t));
@@ -195,16 +195,16 @@ void put(Writer& w, const RuleMessage& m) {
   w.u8(static_cast<std::uint8_t>(m.kind));
   w.bytes(m.pattern);
   w.bytes(m.source);
-  w.u8(m.private_ranges == netproxy::PrivateRanges::allowed);
+  w.u8(m.private_ranges == net::PrivateRanges::allowed);
 }
 
 util::Result<RuleMessage> take_rule(Fields& f) {
   RuleMessage m;
   m.kind = f.choice("kind", RuleMessage::Kind::deny);
   m.pattern = f.text("pattern", kMaxHostName + 8, 1);
-  f.check(netproxy::parse_net_pattern(m.pattern).ok(), "pattern", "not a network pattern");
+  f.check(net::parse_net_pattern(m.pattern).ok(), "pattern", "not a network pattern");
   m.source = f.text("source", kMaxText);
-  m.private_ranges = f.flag("private_ranges") ? netproxy::PrivateRanges::allowed : netproxy::PrivateRanges::refused;
+  m.private_ranges = f.flag("private_ranges") ? net::PrivateRanges::allowed : net::PrivateRanges::refused;
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -372,7 +372,7 @@ util::Result<DecisionMessage> take_decision(Fields& f) {
   d.host = f.text("host", kMaxBoundedText);
   d.port = f.port("port", 0);
   d.address = f.text("address", 64);
-  f.check(d.address.empty() || netproxy::parse_ip(d.address), "address", "not an IP address");
+  f.check(d.address.empty() || net::parse_ip(d.address), "address", "not an IP address");
   d.allowed = f.flag("allowed");
   d.reason = f.text("reason", kMaxBoundedText);
   d.rule_refusal = f.flag("rule_refusal");

@@ -30,7 +30,7 @@
 #include <variant>
 #include <vector>
 
-#include "netproxy/address.h"
+#include "net/address.h"
 #include "netproxy/decisions.h"
 #include "netproxy/intercept.h"
 #include "util/result.h"
@@ -86,7 +86,7 @@ struct Settings {
   // Test builds only; the filter refuses them when built without.
   struct TestResolve {
     std::string host_port;  // HOST:PORT as the rules check it
-    netproxy::IpAddress addr;
+    net::IpAddress addr;
     std::uint16_t port = 0;
   };
   std::vector<TestResolve> test_resolve;
@@ -97,9 +97,9 @@ struct Settings {
 struct RuleMessage {
   enum class Kind : std::uint8_t { allow = 0, deny = 1 };
   Kind kind = Kind::allow;
-  std::string pattern;  // netproxy::NetPattern::str(): parsed again by the filter
+  std::string pattern;  // net::NetPattern::str(): parsed again by the filter
   std::string source;
-  netproxy::PrivateRanges private_ranges = netproxy::PrivateRanges::refused;
+  net::PrivateRanges private_ranges = net::PrivateRanges::refused;
 };
 
 struct BindingMessage {
@@ -120,7 +120,7 @@ struct ListenerMessage {
   enum class Kind : std::uint8_t { http = 0, socks = 1, forward = 2, publish = 3 };
   Kind kind = Kind::http;
   struct Target {
-    netproxy::IpAddress addr;
+    net::IpAddress addr;
     std::uint16_t port = 0;
     std::string host;
     std::string source;
@@ -131,7 +131,7 @@ struct ListenerMessage {
 
 struct NameAnswer {
   std::uint64_t id = 0;
-  std::vector<netproxy::IpAddress> addrs;
+  std::vector<net::IpAddress> addrs;
   std::string error;  // empty when addrs holds the answer
 };
 

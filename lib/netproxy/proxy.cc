@@ -220,7 +220,7 @@ void Proxy::set_jail_sockets(JailSockets make) { impl_->jail_sockets = std::move
 
 void Proxy::resolve_through(Resolver::Ask ask) { impl_->resolver.ask_by(std::move(ask)); }
 
-void Proxy::name_answer(std::uint64_t id, std::vector<IpAddress> addrs, std::string error) {
+void Proxy::name_answer(std::uint64_t id, std::vector<net::IpAddress> addrs, std::string error) {
   impl_->resolver.answer(id, std::move(addrs), std::move(error));
 }
 

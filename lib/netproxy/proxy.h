@@ -86,7 +86,7 @@ public:
   // The filter process (which may not open files): names are asked
   // through `ask`, and their answers given to name_answer() (resolver.h).
   void resolve_through(Resolver::Ask ask);
-  void name_answer(std::uint64_t id, std::vector<IpAddress> addrs, std::string error);
+  void name_answer(std::uint64_t id, std::vector<net::IpAddress> addrs, std::string error);
   // Every decision, as it is recorded (the filter process sends it on).
   void on_decision(std::function<void(const Decision&)> sink);
   // The loop's fd: readable when run_once() has work (Linux); -1 where

@@ -143,7 +143,7 @@ void Resolver::cancel(std::uint64_t conn, const std::string& host) {
   waiters_.erase(it);
 }
 
-void Resolver::answer(std::uint64_t id, std::vector<IpAddress> addrs, std::string error) {
+void Resolver::answer(std::uint64_t id, std::vector<net::IpAddress> addrs, std::string error) {
   auto it = asked_.find(id);
   if (it == asked_.end()) return;
   Done d{std::move(it->second), std::move(addrs), std::move(error)};

@@ -64,7 +64,7 @@ public:
   void ask_by(Ask ask) { ask_ = std::move(ask); }
   // The answer to question `id` (ask_by()); an unknown id, or the answer
   // to a name nobody waits for any more, is dropped.
-  void answer(std::uint64_t id, std::vector<IpAddress> addrs, std::string error);
+  void answer(std::uint64_t id, std::vector<net::IpAddress> addrs, std::string error);
 
 private:
   struct Done {

@@ -67,7 +67,7 @@ struct FilterProcess {
   }
   void configure(const std::string& allow) {
     send(Settings{});
-    send(RuleMessage{RuleMessage::Kind::allow, allow, "test", netproxy::PrivateRanges::refused});
+    send(RuleMessage{RuleMessage::Kind::allow, allow, "test", net::PrivateRanges::refused});
     send(ConfigDone{});
     auto ready = next();
     REQUIRE(std::holds_alternative<Ready>(ready));
@@ -141,7 +141,7 @@ TEST_CASE("the filter process asks the supervisor for a name and checks the answ
   REQUIRE(std::holds_alternative<NameQuestion>(q));
   CHECK(std::get<NameQuestion>(q).host == "db.example.test");
   // A private address for a rule that does not reach private ranges.
-  f.send(NameAnswer{std::get<NameQuestion>(q).id, {*netproxy::parse_ip("10.1.2.3")}, ""});
+  f.send(NameAnswer{std::get<NameQuestion>(q).id, {*net::parse_ip("10.1.2.3")}, ""});
   auto m = f.next();
   client.join();
   CHECK(reply.starts_with("HTTP/1.1 403"));
@@ -155,7 +155,7 @@ TEST_CASE("the filter process asks the supervisor for a name and checks the answ
 
 TEST_CASE("a filter process given a malformed configuration says why and exits 125") {
   FilterProcess f;
-  f.send(RuleMessage{RuleMessage::Kind::allow, "example.com", "test", netproxy::PrivateRanges::refused});
+  f.send(RuleMessage{RuleMessage::Kind::allow, "example.com", "test", net::PrivateRanges::refused});
   auto m = f.next();
   REQUIRE(std::holds_alternative<Failure>(m));
   CHECK(std::get<Failure>(m).step == "receive the configuration");

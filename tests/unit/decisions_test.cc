@@ -182,9 +182,9 @@ TEST_CASE("resolver: a filter that may not open files asks for each name once, a
   CHECK(threads_now() == before);      // no look-up of its own
   REQUIRE(asked.size() == 2);
   CHECK(asked[0].second == "a.test");
-  r.answer(asked[0].first, {*netproxy::parse_ip("192.0.2.7")}, "");
-  r.answer(asked[0].first, {*netproxy::parse_ip("192.0.2.8")}, "");  // a second answer is dropped
-  r.answer(999, {*netproxy::parse_ip("192.0.2.9")}, "");               // so is one never asked
+  r.answer(asked[0].first, {*net::parse_ip("192.0.2.7")}, "");
+  r.answer(asked[0].first, {*net::parse_ip("192.0.2.8")}, "");  // a second answer is dropped
+  r.answer(999, {*net::parse_ip("192.0.2.9")}, "");               // so is one never asked
   r.cancel(3, "b.test");
   r.answer(asked[1].first, {}, "no such name");  // nobody waits for it any more
   pollfd p{r.fd(), POLLIN, 0};
@@ -193,7 +193,7 @@ TEST_CASE("resolver: a filter that may not open files asks for each name once, a
   REQUIRE(got.size() == 2);
   for (const auto& a : got) {
     REQUIRE(a.addrs.size() == 1);
-    CHECK(a.addrs[0] == *netproxy::parse_ip("192.0.2.7"));
+    CHECK(a.addrs[0] == *net::parse_ip("192.0.2.7"));
   }
   CHECK(r.pending() == 0);
 }

@@ -30,7 +30,7 @@ std::vector<util::UniqueFd> one_fd() {
 
 bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
 
-netproxy::IpAddress ip(const char* text) { return *netproxy::parse_ip(text); }
+net::IpAddress ip(const char* text) { return *net::parse_ip(text); }
 
 template <typename M>
 std::string bytes_of(M m) {
@@ -124,12 +124,12 @@ TEST_CASE("every supervisor message comes back to the filter as it went") {
 
   auto rule = decode_from_supervisor(
       bytes_of(FromSupervisor(RuleMessage{RuleMessage::Kind::deny, "*.example.com:443", "policy.toml:3:1",
-                                          netproxy::PrivateRanges::allowed})),
+                                          net::PrivateRanges::allowed})),
       no_fds());
   REQUIRE(rule.ok());
   CHECK(std::get<RuleMessage>(*rule).kind == RuleMessage::Kind::deny);
   CHECK(std::get<RuleMessage>(*rule).pattern == "*.example.com:443");
-  CHECK(std::get<RuleMessage>(*rule).private_ranges == netproxy::PrivateRanges::allowed);
+  CHECK(std::get<RuleMessage>(*rule).private_ranges == net::PrivateRanges::allowed);
 
   netproxy::Binding b{"ANTHROPIC_API_KEY", "sk-ant-PLACEHOLDER", std::string("sk-ant-\xfe real", 13),
                       {{"api.anthropic.com", 443}, {"::1", 8443}}, netproxy::Carriage::token_exchange, "Authorization"};
