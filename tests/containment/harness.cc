@@ -10,8 +10,11 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <doctest/doctest.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -158,6 +161,46 @@ void HttpServer::serve() {
   }
 }
 
+namespace {
+
+// What spawn() started in the running test case. A test that fails
+// before it waits for its background pi-jail would otherwise leave it
+// (and the jail under it) running after the suite, for as long as the
+// jailed command lasts.
+std::vector<pid_t>& spawned() {
+  static std::vector<pid_t> pids;
+  return pids;
+}
+
+// Kills and reaps what the test case started and left running. Only a
+// child not yet reaped is killed: its pid cannot have been reused.
+struct SpawnReaper : doctest::IReporter {
+  explicit SpawnReaper(const doctest::ContextOptions&) {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {
+    for (pid_t pid : spawned()) {
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) continue;
+      if (info.si_pid == 0) ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    spawned().clear();
+  }
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_start(const doctest::TestCaseData&) override {}
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_LISTENER("spawn-reaper", 1, SpawnReaper);
+
+}  // namespace
+
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   SpawnArgs args(argv, env);
   auto& cargv = args.cargv;
@@ -169,6 +212,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw std::runtime_error("spawn " + argv[0] + ": " + std::strerror(rc));
+  spawned().push_back(pid);
   return pid;
 }
 
