@@ -20,11 +20,21 @@
 
 namespace pj::netproxy {
 
+// How a bound host is spoken to. Plain HTTP puts the real value on the
+// wire in clear, so it is only ever allowed for a host loopback port (a
+// local model server: the bytes never leave the machine); the filter
+// refuses a plain binding to any other host (Interceptor::create).
+enum class Wire {
+  tls,         // the jail's TLS terminated with the run's CA, the server's verified
+  plain_http,  // no TLS either side: `http://127.0.0.1:PORT`, `[::1]`, `localhost`
+};
+
 // A host a credential may be sent to: a normalised name (no wildcard)
 // and a port (443 unless the binding says otherwise).
 struct BoundHost {
   std::string name;
   uint16_t port = 443;
+  Wire wire = Wire::tls;
   bool operator==(const BoundHost&) const = default;
 };
 

@@ -103,7 +103,7 @@ struct Proxy::Impl {
 
   // One connection's states (connection.cc).
   std::string checked_host(const Conn& c) const;
-  void hand_off(Conn& c);
+  void hand_off(Conn& c, Wire wire);
   void record(Conn& c, bool allowed, std::string reason);
   void close_conn(std::uint64_t id);
   void refuse(Conn& c, int http_status, SocksReply socks, const std::string& reason, std::string_view told = {});
