@@ -217,6 +217,7 @@ public:
     limits_.emplace(std::move(*limits));
     opts.publish = input_->published;
     opts.interceptor = interceptor_;
+    if (creds_) opts.watched = creds_->watched();
     opts.refusals = refusals_;
     return true;
   }

@@ -334,11 +334,74 @@ void Proxy::Impl::on_connected(Conn& c) {
   c.inbuf.clear();
   for (Flow* f : {&c.up, &c.down})
     if (!f->prepare()) return close_conn(c.id);
+  start_sniffing(c);
   relay(c);
 }
 
+// A host loopback port that no binding covers (the credential filter
+// took the bound ones): a local server the jail may send a placeholder
+// to. What it sends first (the head that would carry a key) is scanned.
+void Proxy::Impl::start_sniffing(Conn& c) {
+  if (watched.empty() || c.kind == ListenerKind::publish || !is_loopback_host(checked_host(c)) ||
+      !is_loopback_literal(c.address))
+    return;
+  c.sniff_left = kSniffBytes;
+  c.sniff_tail.clear();
+  const std::string pending = std::exchange(c.up.pending, {});
+  c.sniff_left -= std::min(c.sniff_left, pending.size());
+  scan_for_placeholders(c, pending);
+  c.up.pending = pending;
+}
+
+// Read what the jail sent (up to the window) into the pending bytes,
+// scanned: the relay sends pending bytes first and, while the window is
+// open, reads nothing itself (Proxy::Impl::relay).
+void Proxy::Impl::sniff(Conn& c) {
+  char buf[16384];
+  while (c.sniff_left > 0 && c.up.pending.size() < sizeof buf) {
+    ssize_t n = ::recv(c.client.get(), buf, std::min(sizeof buf, c.sniff_left), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // The end or an error: the relay's own read sees it again.
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) c.sniff_left = 0;
+      return;
+    }
+    c.sniff_left -= static_cast<size_t>(n);
+    scan_for_placeholders(c, std::string_view(buf, static_cast<size_t>(n)));
+    c.up.pending.append(buf, static_cast<size_t>(n));
+  }
+}
+
+void Proxy::Impl::scan_for_placeholders(Conn& c, std::string_view bytes) {
+  if (bytes.empty()) return;
+  std::string text = c.sniff_tail;
+  text.append(bytes);
+  size_t longest = 0;
+  for (const auto& w : watched) {
+    longest = std::max(longest, w.placeholder.size());
+    if (text.find(w.placeholder) == std::string::npos) continue;
+    Decision d;
+    d.time = d.last = std::chrono::system_clock::now();
+    d.protocol = Protocol::credential;
+    d.host = checked_host(c);
+    d.port = c.target.port;
+    d.address = c.address;
+    d.allowed = true;
+    d.reason = fmt::format("a placeholder of {} went to this host loopback port unsubstituted: no [credentials] "
+                           "bind covers it",
+                           w.name);
+    d.unbound_credential = w.credential;
+    recorder.add(std::move(d));
+    c.sniff_left = 0;  // once per connection
+    return;
+  }
+  c.sniff_tail = text.substr(text.size() - std::min(text.size(), longest > 0 ? longest - 1 : 0));
+}
+
 void Proxy::Impl::relay(Conn& c) {
-  c.up.pump(limits.relay_slice);
+  if (c.sniff_left > 0) sniff(c);
+  // While the window is open the relay reads nothing unscanned.
+  c.up.pump(c.sniff_left > 0 && !c.up.src_dead ? 0 : limits.relay_slice);
   c.down.pump(limits.relay_slice);
   if (c.up.moved || c.down.moved) c.last_active = Clock::now();
   if (c.up.error || c.down.error || (c.up.done && c.down.done)) {

@@ -116,6 +116,17 @@ struct MintingEndpoint {
   std::string path_prefix;  // "/api/oauth/"
 };
 
+// A placeholder of the run (bound or withheld) as the filter looks for
+// it in the first bytes the jail sends to a host loopback port that no
+// binding covers: found there, it went to a local server unsubstituted,
+// and the end of the run says which [credentials] bind line would have
+// sent the real value (Decision::unbound_credential).
+struct Watched {
+  std::string placeholder;
+  std::string name;        // "auth.json ollama.key", "OLLAMA_API_KEY": for the report
+  std::string credential;  // what [credentials] bind names: "ollama", "OLLAMA_API_KEY"
+};
+
 // Everything the filter needs to substitute credentials for one run.
 struct Intercept {
   std::vector<Binding> bindings;

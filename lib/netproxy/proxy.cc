@@ -218,6 +218,11 @@ util::Status Proxy::add_listener(UniqueFd fd, ListenerKind kind, std::optional<R
 
 void Proxy::set_jail_sockets(JailSockets make) { impl_->jail_sockets = std::move(make); }
 
+void Proxy::watch_placeholders(std::vector<Watched> watched) {
+  std::erase_if(watched, [](const Watched& w) { return w.placeholder.empty(); });
+  impl_->watched = std::move(watched);
+}
+
 int Proxy::fd() const { return impl_->poller.fd(); }
 
 void Proxy::run_once() { run_for(std::chrono::milliseconds(0)); }

@@ -165,6 +165,41 @@ TEST_CASE("a bind the jail could not use is an error before the run: a deny of i
   CHECK_FALSE(exists(flag));
 }
 
+TEST_CASE("a placeholder sent to a host loopback port that no binding covers is reported at the end with the bind "
+          "line that fixes it") {
+  Sandbox sb;
+  PlainServer server(sb.base);
+  const std::string port = server.port();
+  // A credential of the run (bound elsewhere), and the local port allowed but not bound.
+  user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"api.example\"] }\n");
+  auto o = sb.jail({"/bin/sh", "-c", "curl -sS -H \"Authorization: Bearer $LOCAL_KEY\" http://127.0.0.1:" + port + "/v1"},
+                   {"--allow-net", "127.0.0.1:" + port}, "", {"LOCAL_KEY=" + kReal});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  const std::string seen = server.log();
+  CAPTURE(seen);
+  // The server got the placeholder (nothing substitutes there), never the key.
+  CHECK(seen.find("Authorization: Bearer localkey_") != std::string::npos);
+  CHECK(seen.find(kReal) == std::string::npos);
+  CHECK(o.err.find("127.0.0.1:" + port + " got a placeholder, not the key") != std::string::npos);
+  CHECK(o.err.find("a placeholder of LOCAL_KEY went to this host loopback port unsubstituted") != std::string::npos);
+  CHECK(o.err.find("[credentials] bind = { LOCAL_KEY = [\"http://127.0.0.1:" + port + "\"] }") != std::string::npos);
+  // The README's troubleshooting quotes the same lines (for Ollama's port).
+  const std::string readme = read_file(data_dir() + "/README.md");
+  CHECK(readme.find("| `127.0.0.1:11434 got a placeholder, not the key (2\u00d7): a placeholder of auth.json ollama.key "
+                    "went to this host loopback port unsubstituted: no [credentials] bind covers it`") != std::string::npos);
+  CHECK(readme.find("`  to send the real key there, in ~/.config/pi-jail/policy.toml: [credentials] bind = { ollama = "
+                    "[\"http://127.0.0.1:11434\"] }`") != std::string::npos);
+
+  // Without a placeholder in it, nothing is said.
+  auto clean = sb.jail({"/bin/sh", "-c", "curl -sS http://127.0.0.1:" + port + "/v1"},
+                       {"--allow-net", "127.0.0.1:" + port}, "", {"LOCAL_KEY=" + kReal});
+  CAPTURE(clean.err);
+  CHECK(clean.status == 0);
+  CHECK(clean.err.find("got a placeholder") == std::string::npos);
+}
+
 TEST_CASE("a key bound for TLS to a loopback port whose server speaks plain HTTP is refused with the bind that fixes "
           "it, never reset without a word") {
   Sandbox sb;
