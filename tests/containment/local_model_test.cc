@@ -75,6 +75,18 @@ size_t count(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// Sandbox::jail without -q: the end-of-run summary is what is checked.
+Outcome jail_loud(const Sandbox& sb, const std::vector<std::string>& args, const std::vector<std::string>& extra,
+                  const std::vector<std::string>& env) {
+  std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--allow-read", probe_dir()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> vars{"HOME=" + sb.home};
+  vars.insert(vars.end(), env.begin(), env.end());
+  return run(argv, vars);
+}
+
 const std::string kReal = "localkey_REAL0123456789abcdefghijklmnopqrstu";
 
 }  // namespace
@@ -172,8 +184,8 @@ TEST_CASE("a placeholder sent to a host loopback port that no binding covers is 
   const std::string port = server.port();
   // A credential of the run (bound elsewhere), and the local port allowed but not bound.
   user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"api.example\"] }\n");
-  auto o = sb.jail({"/bin/sh", "-c", "curl -sS -H \"Authorization: Bearer $LOCAL_KEY\" http://127.0.0.1:" + port + "/v1"},
-                   {"--allow-net", "127.0.0.1:" + port}, "", {"LOCAL_KEY=" + kReal});
+  auto o = jail_loud(sb, {"/bin/sh", "-c", "curl -sS -H \"Authorization: Bearer $LOCAL_KEY\" http://127.0.0.1:" + port + "/v1"},
+                     {"--allow-net", "127.0.0.1:" + port}, {"LOCAL_KEY=" + kReal});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
@@ -193,8 +205,8 @@ TEST_CASE("a placeholder sent to a host loopback port that no binding covers is 
                     "[\"http://127.0.0.1:11434\"] }`") != std::string::npos);
 
   // Without a placeholder in it, nothing is said.
-  auto clean = sb.jail({"/bin/sh", "-c", "curl -sS http://127.0.0.1:" + port + "/v1"},
-                       {"--allow-net", "127.0.0.1:" + port}, "", {"LOCAL_KEY=" + kReal});
+  auto clean = jail_loud(sb, {"/bin/sh", "-c", "curl -sS http://127.0.0.1:" + port + "/v1"},
+                         {"--allow-net", "127.0.0.1:" + port}, {"LOCAL_KEY=" + kReal});
   CAPTURE(clean.err);
   CHECK(clean.status == 0);
   CHECK(clean.err.find("got a placeholder") == std::string::npos);
@@ -206,8 +218,8 @@ TEST_CASE("a key bound for TLS to a loopback port whose server speaks plain HTTP
   PlainServer server(sb.base);
   const std::string hostport = "127.0.0.1:" + server.port();
   user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"" + hostport + "\"] }\n");
-  auto o = sb.jail({"/bin/sh", "-c", "curl -sS -D - -H \"Authorization: Bearer $LOCAL_KEY\" http://" + hostport + "/v1"},
-                   {"--allow-net", hostport}, "", {"LOCAL_KEY=" + kReal});
+  auto o = jail_loud(sb, {"/bin/sh", "-c", "curl -sS -D - -H \"Authorization: Bearer $LOCAL_KEY\" http://" + hostport + "/v1"},
+                     {"--allow-net", hostport}, {"LOCAL_KEY=" + kReal});
   CAPTURE(o.err);
   CAPTURE(o.out);
   const std::string why = hostport + " is bound for TLS, but the jail spoke plain HTTP to it; for a server without TLS "
