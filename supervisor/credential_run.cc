@@ -124,6 +124,25 @@ netproxy::Intercept RunCredentials::intercept(std::function<void(const std::stri
   return in;
 }
 
+std::vector<netproxy::Watched> RunCredentials::watched() const {
+  std::vector<netproxy::Watched> out;
+  auto add = [&](netproxy::Watched w) {
+    for (const auto& o : out)
+      if (o.placeholder == w.placeholder) return;
+    out.push_back(std::move(w));
+  };
+  // auth.json secrets by their entry (Pi's provider name), refresh tokens
+  // aside: a bind line cannot send one of those to a model server.
+  for (const auto& i : state_->table->issued())
+    if (i.slot.field != "refresh")
+      add({i.placeholder, fmt::format("auth.json {}.{}", i.slot.entry, i.slot.field), i.slot.entry});
+  // Variables by their name.
+  for (const auto& b : state_->table->snapshot())
+    if (b.carriage == netproxy::Carriage::any_header && !b.name.starts_with("auth.json "))
+      add({b.placeholder, b.name, b.name});
+  return out;
+}
+
 std::vector<std::string> RunCredentials::explain_lines() const {
   auto lines = credentials::explain_lines(state_->provenance);
   for (auto& l : lines) l = util::printable(l);

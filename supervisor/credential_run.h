@@ -43,6 +43,11 @@ public:
   // without is not rewritten (see pi-jail.toml(5) [credentials]).
   netproxy::Intercept intercept(std::function<void(const std::string&)> warn) const;
 
+  // Every API key and access token placeholder of the run (bound or
+  // withheld), with the name [credentials] bind knows it by, for the
+  // filter to look for on host loopback ports no binding covers.
+  std::vector<netproxy::Watched> watched() const;
+
   // The logins the token exchange held back (consent.h), and settling
   // them: written to the host's auth.json when `c` is Consent::given;
   // returns the notes ("applied:" / "refused:").

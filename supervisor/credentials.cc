@@ -117,7 +117,11 @@ bool passed(const std::vector<std::string>& env_pass, std::string_view name) {
   return std::any_of(env_pass.begin(), env_pass.end(), [&](const std::string& p) { return env_matches(p, name); });
 }
 
-std::string host_str(const BoundHost& h) { return fmt::format("{}:{}", h.name, h.port); }
+std::string host_str(const BoundHost& h) {
+  const bool v6 = h.name.find(':') != std::string::npos;
+  return fmt::format("{}{}{}{}:{}", h.wire == netproxy::Wire::plain_http ? "http://" : "", v6 ? "[" : "", h.name,
+                     v6 ? "]" : "", h.port);
+}
 
 void add_host(std::vector<BoundHost>& hosts, BoundHost h) {
   if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(std::move(h));
@@ -125,8 +129,13 @@ void add_host(std::vector<BoundHost>& hosts, BoundHost h) {
 
 BoundHost parse_bound(std::string_view text) {
   // Already normalised by the policy loader (parse_net_pattern): "name",
-  // "name:port", "[v6]" or "[v6]:port"; no port: 443.
+  // "name:port", "[v6]" or "[v6]:port"; no port: 443; "http://" before
+  // a loopback host and port (policy::parse_bind_target): plain HTTP.
   BoundHost h;
+  if (text.starts_with("http://")) {
+    text.remove_prefix(7);
+    h.wire = netproxy::Wire::plain_http;
+  }
   size_t colon = text.rfind(':');
   bool has_port = colon != std::string_view::npos &&
                   (text.starts_with('[') ? colon > 0 && text[colon - 1] == ']' : text.find(':') == colon);
@@ -136,6 +145,7 @@ BoundHost parse_bound(std::string_view text) {
     if (port > 0 && port < 65536) h.port = static_cast<uint16_t>(port);
     text = text.substr(0, colon);
   }
+  if (text.size() > 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
   h.name = std::string(text);
   return h;
 }

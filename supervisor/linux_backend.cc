@@ -225,6 +225,7 @@ public:
     limits_.emplace(std::move(*limits));
     opts.publish = input_->published;
     opts.interceptor = interceptor_;
+    if (creds_) opts.watched = creds_->watched();
     opts.refusals = refusals_;
     if (ssh_) opts.ssh_agent = ssh_->proxy();
     return true;

@@ -20,6 +20,7 @@
 #include "policy/layer.h"
 #include "runtime/request.h"
 #include "util/escape.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/untrusted.h"
@@ -366,8 +367,36 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table, c
   return out;
 }
 
+namespace {
+
+// `name` as a TOML key: bare when it can be, else a quoted string.
+std::string toml_key(std::string_view name) {
+  const bool bare = !name.empty() && name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                           "0123456789_-") == std::string_view::npos;
+  return bare ? std::string(name) : util::json_escape(name);
+}
+
+}  // namespace
+
+std::vector<std::string> unsubstituted_summary(const netproxy::DecisionTable& decisions) {
+  std::vector<std::string> out;
+  for (const auto& d : decisions.entries) {
+    if (d.unbound_credential.empty() || out.size() >= 2 * kSummaryLines) continue;
+    // The host was checked as a loopback name or literal; still escaped.
+    const std::string host = util::printable(netproxy::bounded(d.host, 80));
+    const std::string authority = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    out.push_back(fmt::format("{}:{} got a placeholder, not the key ({}\u00d7): {}", authority, d.port, d.count,
+                              util::printable(netproxy::bounded(d.reason, 160))));
+    out.push_back(fmt::format("  to send the real key there, in ~/.config/pi-jail/policy.toml: [credentials] bind = "
+                              "{{ {} = [\"http://{}:{}\"] }}",
+                              util::printable(toml_key(d.unbound_credential)), authority, d.port));
+  }
+  return out;
+}
+
 void summarise_refusals(const netproxy::DecisionTable& decisions, const SummaryHints& hints) {
   for (const auto& line : refusal_summary(decisions, hints)) util::warn("{}", line);
+  for (const auto& line : unsubstituted_summary(decisions)) util::warn("{}", line);
 }
 
 namespace {

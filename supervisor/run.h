@@ -47,6 +47,8 @@ struct RunOptions {
   // before its command starts (never inherited by the jail's init).
   std::vector<runtime::Request::Published> publish;
   std::shared_ptr<netproxy::Interceptor> interceptor;  // credentials bound to hosts (may be null)
+  // The run's placeholders, looked for on host loopback ports no binding covers.
+  std::vector<netproxy::Watched> watched;
   std::shared_ptr<JailNotes> refusals;  // the jail's list of refusals, kept up to date (may be null)
   std::shared_ptr<SshAgentProxy> ssh_agent;  // --allow-ssh: started once the jail is cloned (may be null)
 };
@@ -176,7 +178,9 @@ inline util::Result<std::unique_ptr<netproxy::Proxy>> start_network_filter(const
 #ifdef PJ_TEST_SWITCHES
   if (opts.test_fail_network_filter) return test_failed_filter();
 #endif
-  return netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
+  auto proxy = netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
+  if (proxy) (*proxy)->watch_placeholders(opts.watched);
+  return proxy;
 }
 
 // pi-jail's own state directory, which no jail sees (profiles/builtin.toml
@@ -207,7 +211,12 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& decision
 // escaped), or "" when no allow rule would (a private address, a malformed
 // request, Pi's own download of fd and rg).
 std::string allow_flag(const netproxy::Decision& d, const SummaryHints& hints = {});
-// Unless --quiet: refusal_summary() on stderr.
+// The placeholders that went to a host loopback port no binding covers
+// (Decision::unbound_credential): one line each, and the [credentials]
+// bind line that sends the real value there instead. Empty when none.
+std::vector<std::string> unsubstituted_summary(const netproxy::DecisionTable& decisions);
+
+// Unless --quiet: refusal_summary() and unsubstituted_summary() on stderr.
 void summarise_refusals(const netproxy::DecisionTable& decisions, const SummaryHints& hints = {});
 
 // --unsandboxed: announce loudly, then exec the command in place.

@@ -125,6 +125,10 @@ bool is_loopback_literal(std::string_view host) {
   return ip && (ip->v6 ? IN6_IS_ADDR_LOOPBACK(&ip->v6addr) : in4(ip->v4addr, "127.0.0.0", 8));
 }
 
+bool is_loopback_host(std::string_view host) {
+  return is_loopback_literal(host) || host == "localhost" || host == "localhost.";
+}
+
 std::string IpAddress::str() const {
   char buf[INET6_ADDRSTRLEN];
   if (v6) ::inet_ntop(AF_INET6, &v6addr, buf, sizeof buf);

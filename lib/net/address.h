@@ -78,6 +78,9 @@ std::optional<std::string> normalise_host(std::string_view host);
 
 // Whether `host` is an IP literal of the loopback range (127.0.0.0/8, ::1).
 bool is_loopback_literal(std::string_view host);
+// Whether `host` (normalised) names the host's loopback: a loopback
+// literal or `localhost` (RFC 6761: never what a resolver says).
+bool is_loopback_host(std::string_view host);
 
 // A network pattern as written in policy and on the command line: "host",
 // "*.domain", an IP literal in any notation parse_ip() takes ("[::1]" in

@@ -8,8 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -25,21 +27,27 @@ std::string Proxy::Impl::checked_host(const Conn& c) const {
 }
 
 // Connected to a host bound to a credential: the credential filter
-// serves it from here (TLS both ways), on its own thread.
-void Proxy::Impl::hand_off(Conn& c) {
+// serves it from here (TLS both ways, or plain HTTP to a loopback port
+// bound so), on its own thread.
+void Proxy::Impl::hand_off(Conn& c, Wire wire) {
   if (!interceptor->has_room()) {
     c.rule_refusal = false;
     return refuse(c, 503, SocksReply::general_failure,
                   fmt::format("too many connections to hosts bound to a credential at once ({}); try again",
                               kMaxIntercepted));
   }
-  if (!c.inbuf.empty()) {
+  // Plain HTTP has no handshake to come first: what the jail sent
+  // already (an absolute-form request, its rewritten head) is its first request.
+  if (!c.inbuf.empty() && wire != Wire::plain_http) {
     c.rule_refusal = false;
     return refuse(c, 400, SocksReply::general_failure,
                   "bytes sent before the tunnel was open, to a host bound to a credential");
   }
   Interceptor::Handoff h;
-  if (c.kind == ListenerKind::http) h.reply = "HTTP/1.1 200 Connection established\r\n\r\n";
+  h.wire = wire;
+  if (wire == Wire::plain_http) h.prefill = std::exchange(c.upstream_head, {}) + std::exchange(c.inbuf, {});
+  // An absolute-form request gets no reply of the proxy's own.
+  if (c.protocol == Protocol::http_connect) h.reply = "HTTP/1.1 200 Connection established\r\n\r\n";
   else if (c.kind == ListenerKind::socks) h.reply = socks_reply(SocksReply::succeeded);
   h.protocol = c.protocol;
   h.host = checked_host(c);
@@ -149,11 +157,15 @@ void Proxy::Impl::on_client_handshake(Conn& c) {
     c.target = r.target;
     c.upstream_head = r.upstream;
     if (interceptor) {
-      // A placeholder is never sent in clear, nor through a tunnel to a
-      // host it is not bound to.
+      // A placeholder is never sent in clear (but to a loopback port
+      // bound for plain HTTP), nor through a tunnel to a host it is not
+      // bound to.
       std::string host = checked_host(c);
+      const auto wire = interceptor->bound_wire(host, c.target.port);
+      const bool plain_bound = wire == Wire::plain_http;
       if (auto name = interceptor->unbound_placeholder(std::string_view(c.inbuf).substr(0, r.consumed), host,
-                                                        r.tunnel ? c.target.port : -1))
+                                                        r.tunnel || plain_bound ? c.target.port : -1,
+                                                        wire.value_or(Wire::tls)))
         return refuse(c, 403, SocksReply::not_allowed,
                       fmt::format("a placeholder of {} in a {} request to {}:{}: refused", *name,
                                   r.tunnel ? "CONNECT" : "plain-http", bounded(host), c.target.port));
@@ -301,8 +313,13 @@ void Proxy::Impl::on_connected(Conn& c) {
                   fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port,
                               std::strerror(err)));
   }
-  if (interceptor && c.protocol != Protocol::http && interceptor->bound(checked_host(c), c.target.port))
-    return hand_off(c);
+  if (interceptor) {
+    // Absolute-form plain HTTP is served by the credential filter only
+    // for a loopback port bound for plain HTTP (elsewhere a placeholder
+    // in it was refused with its head).
+    auto wire = interceptor->bound_wire(checked_host(c), c.target.port);
+    if (wire && (c.protocol != Protocol::http || *wire == Wire::plain_http)) return hand_off(c, *wire);
+  }
   c.state = State::relaying;
   c.last_active = Clock::now();
   c.up.src = c.client.get();
@@ -317,11 +334,74 @@ void Proxy::Impl::on_connected(Conn& c) {
   c.inbuf.clear();
   for (Flow* f : {&c.up, &c.down})
     if (!f->prepare()) return close_conn(c.id);
+  start_sniffing(c);
   relay(c);
 }
 
+// A host loopback port that no binding covers (the credential filter
+// took the bound ones): a local server the jail may send a placeholder
+// to. What it sends first (the head that would carry a key) is scanned.
+void Proxy::Impl::start_sniffing(Conn& c) {
+  if (watched.empty() || c.kind == ListenerKind::publish || !net::is_loopback_host(checked_host(c)) ||
+      !net::is_loopback_literal(c.address))
+    return;
+  c.sniff_left = kSniffBytes;
+  c.sniff_tail.clear();
+  const std::string pending = std::exchange(c.up.pending, {});
+  c.sniff_left -= std::min(c.sniff_left, pending.size());
+  scan_for_placeholders(c, pending);
+  c.up.pending = pending;
+}
+
+// Read what the jail sent (up to the window) into the pending bytes,
+// scanned: the relay sends pending bytes first and, while the window is
+// open, reads nothing itself (Proxy::Impl::relay).
+void Proxy::Impl::sniff(Conn& c) {
+  char buf[16384];
+  while (c.sniff_left > 0 && c.up.pending.size() < sizeof buf) {
+    ssize_t n = ::recv(c.client.get(), buf, std::min(sizeof buf, c.sniff_left), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // The end or an error: the relay's own read sees it again.
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) c.sniff_left = 0;
+      return;
+    }
+    c.sniff_left -= static_cast<size_t>(n);
+    scan_for_placeholders(c, std::string_view(buf, static_cast<size_t>(n)));
+    c.up.pending.append(buf, static_cast<size_t>(n));
+  }
+}
+
+void Proxy::Impl::scan_for_placeholders(Conn& c, std::string_view bytes) {
+  if (bytes.empty()) return;
+  std::string text = c.sniff_tail;
+  text.append(bytes);
+  size_t longest = 0;
+  for (const auto& w : watched) {
+    longest = std::max(longest, w.placeholder.size());
+    if (text.find(w.placeholder) == std::string::npos) continue;
+    Decision d;
+    d.time = d.last = std::chrono::system_clock::now();
+    d.protocol = Protocol::credential;
+    d.host = checked_host(c);
+    d.port = c.target.port;
+    d.address = c.address;
+    d.allowed = true;
+    d.reason = fmt::format("a placeholder of {} went to this host loopback port unsubstituted: no [credentials] "
+                           "bind covers it",
+                           w.name);
+    d.unbound_credential = w.credential;
+    recorder.add(std::move(d));
+    c.sniff_left = 0;  // once per connection
+    return;
+  }
+  c.sniff_tail = text.substr(text.size() - std::min(text.size(), longest > 0 ? longest - 1 : 0));
+}
+
 void Proxy::Impl::relay(Conn& c) {
-  c.up.pump(limits.relay_slice);
+  if (c.sniff_left > 0) sniff(c);
+  // While the window is open the relay reads nothing unscanned.
+  c.up.pump(c.sniff_left > 0 && !c.up.src_dead ? 0 : limits.relay_slice);
   c.down.pump(limits.relay_slice);
   if (c.up.moved || c.down.moved) c.last_active = Clock::now();
   if (c.up.error || c.down.error || (c.up.done && c.down.done)) {

@@ -48,6 +48,7 @@ void DecisionRecorder::add(Decision d, std::chrono::steady_clock::time_point now
   d.host = bounded(d.host);
   d.reason = bounded(d.reason);
   d.address = bounded(d.address, 64);
+  d.unbound_credential = bounded(d.unbound_credential, 80);
   d.count = 1;
   d.last = d.time;
   if (sink_) sink_(d);

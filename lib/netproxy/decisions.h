@@ -48,6 +48,10 @@ struct Decision {
   // Refused at the rule check for a valid name or address: an allow rule
   // for exactly host:port would let it through (the summary's fix).
   bool rule_refusal = false;
+  // A placeholder went out unsubstituted to a host loopback port no
+  // binding covers: the credential's name for [credentials] bind (the
+  // summary's fix: a plain-HTTP binding of that port). Bounded like `host`.
+  std::string unbound_credential;
   std::uint64_t count = 1;
   std::uint64_t bytes_up = 0, bytes_down = 0;  // totals
   std::int64_t duration_ms = 0;                // the longest connection

@@ -377,8 +377,11 @@ std::string chunk(std::string_view payload) {
   return payload.empty() ? std::string("0\r\n\r\n") : std::string(size) + std::string(payload) + "\r\n";
 }
 
-bool bound_to(const Binding& b, std::string_view host, uint16_t port) {
-  return std::any_of(b.hosts.begin(), b.hosts.end(), [&](const BoundHost& h) { return h.port == port && iequal(h.name, host); });
+bool bound_to(const Binding& b, std::string_view host, uint16_t port, Wire wire) {
+  return std::any_of(b.hosts.begin(), b.hosts.end(), [&](const BoundHost& h) {
+    if (h.port != port || h.wire != wire) return false;
+    return iequal(h.name, host) || (wire == Wire::plain_http && net::is_loopback_host(h.name) && net::is_loopback_host(host));
+  });
 }
 
 std::vector<const Binding*> placeholders_in(std::string_view text, const std::vector<Binding>& bindings) {
@@ -456,7 +459,7 @@ std::optional<std::string> base64_decode(std::string_view in) {
 }
 
 Substitution substitute(Head& request, const std::vector<Binding>& bindings, std::string_view host, uint16_t port,
-                        RequestKind kind) {
+                        RequestKind kind, Wire wire) {
   Substitution s;
   // `field`: the header `text` is in (null: the request line, a Basic
   // credential's decoded text). A refresh token goes only where its
@@ -464,8 +467,9 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
   // host's other endpoints, which may echo it in a form masking misses.
   auto refuse_unbound = [&](std::string_view text, const Field* field) {
     for (const Binding* b : placeholders_in(text, bindings)) {
-      if (!bound_to(*b, host, port)) {
-        s.refused_why = fmt::format("a placeholder of {} was sent to {}:{}, which it is not bound to", b->name, host, port);
+      if (!bound_to(*b, host, port, wire)) {
+        s.refused_why = fmt::format("a placeholder of {} was sent to {}{}:{}, which it is not bound to", b->name,
+                                    wire == Wire::plain_http ? "http://" : "", host, port);
       } else if (b->carriage == Carriage::token_exchange &&
                  !(kind == RequestKind::token_exchange && field && !b->header.empty() && iequal(field->name, b->header))) {
         s.refused_why = fmt::format("a placeholder of {} (a refresh token) may go only in its token exchange's body{}",

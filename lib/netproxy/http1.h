@@ -145,8 +145,9 @@ struct Substitution {
   std::vector<std::pair<std::string, std::string>> renderings;
 };
 
-// Whether binding `b` may be sent to host:port.
-bool bound_to(const Binding& b, std::string_view host, uint16_t port);
+// Whether binding `b` may be sent to host:port over `wire` (a plain
+// binding to a loopback name matches every loopback name on its port).
+bool bound_to(const Binding& b, std::string_view host, uint16_t port, Wire wire = Wire::tls);
 
 // The names of the bindings whose placeholder appears in `text` or in its
 // percent-decoded form.
@@ -163,8 +164,9 @@ std::vector<const Binding*> placeholders_in(std::string_view text, const std::ve
 // token's placeholder may go in (Carriage::token_exchange).
 enum class RequestKind { api, token_exchange };
 
+// `wire`: how this connection is spoken (only bindings for it apply).
 Substitution substitute(Head& request, const std::vector<Binding>& bindings, std::string_view host, uint16_t port,
-                        RequestKind kind = RequestKind::api);
+                        RequestKind kind = RequestKind::api, Wire wire = Wire::tls);
 
 // Whether a request target (origin- or absolute-form) names `prefix`
 // ("/api/oauth/") or something under it, as a lenient server might read

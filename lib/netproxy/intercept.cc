@@ -1,4 +1,6 @@
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -42,7 +44,9 @@ int wait_fd(int fd, short events, int stop_fd, std::chrono::milliseconds timeout
   }
 }
 
-// One side's TLS, over a non-blocking socket, with poll-bounded waits.
+// One side's TLS, over a non-blocking socket, with poll-bounded waits;
+// without `ssl` (a plain-HTTP binding to a loopback port) the same calls
+// read and write the socket as it is.
 struct Tls {
   SSL* ssl = nullptr;
   int fd = -1;
@@ -75,6 +79,7 @@ struct Tls {
   // Read what is there into buf, waiting up to `t` for something. 1: read;
   // 0: end of stream; -1: error or timeout; -2 (`wait` false): nothing now.
   int fill(std::chrono::milliseconds t, bool wait = true) {
+    if (!ssl) return fill_plain(t, wait);
     char tmp[16384];
     while (true) {
       size_t n = 0;
@@ -96,7 +101,29 @@ struct Tls {
       if (!wait_for(err, t)) return -1;
     }
   }
+  int fill_plain(std::chrono::milliseconds t, bool wait) {
+    char tmp[16384];
+    while (true) {
+      ssize_t n = ::recv(fd, tmp, sizeof tmp, MSG_DONTWAIT);
+      if (n > 0) {
+        buf.append(tmp, static_cast<size_t>(n));
+        return 1;
+      }
+      if (n == 0) {
+        eof = true;
+        return 0;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        error = std::strerror(errno);
+        return -1;
+      }
+      if (!wait) return -2;
+      if (!wait_for(SSL_ERROR_WANT_READ, t)) return -1;
+    }
+  }
   bool write(std::string_view data, std::chrono::milliseconds t) {
+    if (!ssl) return write_plain(data, t);
     while (!data.empty()) {
       size_t n = 0;
       ERR_clear_error();
@@ -110,6 +137,22 @@ struct Tls {
         return false;
       }
       if (!wait_for(err, t)) return false;
+    }
+    return true;
+  }
+  bool write_plain(std::string_view data, std::chrono::milliseconds t) {
+    while (!data.empty()) {
+      ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        data.remove_prefix(static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        error = std::strerror(errno);
+        return false;
+      }
+      if (!wait_for(SSL_ERROR_WANT_WRITE, t)) return false;
     }
     return true;
   }
@@ -128,9 +171,9 @@ bool send_raw(int fd, std::string_view data, int stop, std::chrono::milliseconds
   return true;
 }
 
-std::string authority(const std::string& host, int port) {
+std::string authority(const std::string& host, int port, Wire wire) {
   std::string h = net::parse_ip(host) && host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return port == 443 ? h : h + ":" + std::to_string(port);
+  return port == (wire == Wire::plain_http ? 80 : 443) ? h : h + ":" + std::to_string(port);
 }
 
 }  // namespace
@@ -258,6 +301,19 @@ struct InterceptConn {
     [&] {
       if (!h.reply.empty() && !send_raw(h.client.get(), h.reply, owner.stop_r_.get(), hs))
         return end(true, h.reason + "; the client went away");
+      if (h.wire == Wire::plain_http) return serve_plain(end);
+      if (spoke_plain_http()) {
+        // A TLS binding of a server that has no TLS (a local model server
+        // bound without http://): said, rather than a reset the client
+        // cannot explain.
+        const std::string why = fmt::format(
+            "{} is bound for TLS, but the jail spoke plain HTTP to it; for a server without TLS bind http://{}",
+            authority(h.host, h.port, Wire::tls), authority(h.host, h.port, Wire::plain_http));
+        credential_refusal(why);
+        (void)send_raw(h.client.get(), http_response(502, reason_phrase(502), "pi-jail: refused: " + why + "\n"),
+                       owner.stop_r_.get(), hs);
+        return end(false, why);
+      }
       auto js = owner.ca_->server_ssl(h.host);
       if (!js) return end(false, js.error().message());
       jail.ssl = *js;
@@ -285,6 +341,45 @@ struct InterceptConn {
     d.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
     owner.record(std::move(d));
   }
+
+  // A plain-HTTP binding: the real value goes in clear, so only to a
+  // loopback address, whatever the rules allowed (the binding was checked
+  // to name a loopback host; this is the address actually connected to).
+  template <class End>
+  void serve_plain(End& end) {
+    end(true, h.reason + "; plain HTTP to a loopback port, for credentials");
+    jail.fd = h.client.get();
+    jail.stop = server.stop = owner.stop_r_.get();
+    jail.buf = std::move(h.prefill);
+    if (!loopback_peer()) {
+      const std::string why = fmt::format("plain-HTTP substitution refused: {} is not a loopback address",
+                                          h.address.empty() ? "the server's address" : h.address);
+      credential_refusal(why);
+      answer(502, "refused: " + why);
+      return end(false, why);
+    }
+    server.fd = h.upstream.get();
+    serve_requests();
+  }
+  bool loopback_peer() {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (!h.upstream.valid() || ::getpeername(h.upstream.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+      return false;
+    if (ss.ss_family == AF_INET)
+      return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+    return ss.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr);
+  }
+  bool plain() const { return h.wire == Wire::plain_http; }
+  // Whether the jail's first byte starts an HTTP method rather than a TLS
+  // record (a ClientHello is 0x16).
+  bool spoke_plain_http() {
+    if (wait_fd(h.client.get(), POLLIN, owner.stop_r_.get(), hs) <= 0) return false;
+    char b = 0;
+    return ::recv(h.client.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1 && b >= 'A' && b <= 'Z';
+  }
+  // Whether a server connection is open (TLS: its session; plain: its socket).
+  bool server_open() const { return plain() ? server.fd >= 0 : server.ssl != nullptr; }
 
   // TLS with the server over h.upstream, verified; `why` when not.
   bool server_tls(std::string& why) {
@@ -345,6 +440,10 @@ struct InterceptConn {
     if (err != 0) return why = fmt::format("connect: {}", std::strerror(err)), false;
     h.upstream = std::move(fd);
     track_upstream(h.upstream.get());
+    if (plain()) {
+      server.fd = h.upstream.get();
+      return true;
+    }
     return server_tls(why);
   }
 
@@ -413,8 +512,9 @@ struct InterceptConn {
       req.start = method + " " + path + " " + version;
       TokenExchange* ex = owner.intercept_.exchange.get();
       bool exchange = ex && ex->is_token_endpoint(h.host, path);
-      http1::Substitution sub = http1::substitute(
-          req, bindings, h.host, port, exchange ? http1::RequestKind::token_exchange : http1::RequestKind::api);
+      http1::Substitution sub =
+          http1::substitute(req, bindings, h.host, port,
+                            exchange ? http1::RequestKind::token_exchange : http1::RequestKind::api, h.wire);
       if (sub.refused) {
         credential_refusal(sub.refused_why);
         return answer(403, "refused: " + sub.refused_why);
@@ -445,7 +545,7 @@ struct InterceptConn {
         req.erase("Expect");
         if (!to_jail("HTTP/1.1 100 Continue\r\n\r\n")) return;
       }
-      req.set("Host", authority(h.host, h.port));
+      req.set("Host", authority(h.host, h.port, h.wire));
       req.set("Accept-Encoding", "identity");  // bodies must be readable to be masked
       req.erase("Proxy-Connection");
       req.erase("Proxy-Authorization");
@@ -454,7 +554,7 @@ struct InterceptConn {
       // server connection of its own (no earlier request whose body the
       // server might have read as a request, one response, then closed),
       // and it cannot be upgraded.
-      if (!server.ssl || (exchange && upstream_requests_ != 0)) {
+      if (!server_open() || (exchange && upstream_requests_ != 0)) {
         std::string why;
         if (!fresh_server(why)) return answer(502, "cannot reach the server again: " + why);
       }
@@ -680,6 +780,10 @@ util::Status check_binding(Binding& b, const std::vector<Binding>& others) {
     auto n = net::normalise_host(h.name);
     if (!n) return Error::invalid(fmt::format("credential {}: host '{}' is not a valid name", b.name, h.name));
     h.name = *n;
+    // In clear only where the bytes never leave the machine.
+    if (h.wire == Wire::plain_http && !net::is_loopback_host(h.name))
+      return Error::invalid(fmt::format("credential {}: plain HTTP to '{}', which is not a host loopback address",
+                                        b.name, h.name));
   }
   return {};
 }
@@ -742,17 +846,22 @@ void Interceptor::add_bindings(std::vector<Binding> more) {
   bindings_ = std::move(next);
 }
 
-bool Interceptor::bound(const std::string& host, int port) const {
+std::optional<Wire> Interceptor::bound_wire(const std::string& host, int port) const {
+  if (port <= 0 || port > 65535) return std::nullopt;
   auto snapshot = bindings();
-  for (const auto& b : *snapshot)
-    if (http1::bound_to(b, host, static_cast<uint16_t>(port))) return true;
-  return false;
+  std::optional<Wire> out;
+  for (const auto& b : *snapshot) {
+    if (http1::bound_to(b, host, static_cast<uint16_t>(port), Wire::plain_http)) return Wire::plain_http;
+    if (http1::bound_to(b, host, static_cast<uint16_t>(port), Wire::tls)) out = Wire::tls;
+  }
+  return out;
 }
 
-std::optional<std::string> Interceptor::unbound_placeholder(std::string_view text, const std::string& host, int port) const {
+std::optional<std::string> Interceptor::unbound_placeholder(std::string_view text, const std::string& host, int port,
+                                                            Wire wire) const {
   auto snapshot = bindings();
   for (const Binding* b : http1::placeholders_in(text, *snapshot))
-    if (port < 0 || !http1::bound_to(*b, host, static_cast<uint16_t>(port))) return b->name;
+    if (port <= 0 || port > 65535 || !http1::bound_to(*b, host, static_cast<uint16_t>(port), wire)) return b->name;
   return std::nullopt;
 }
 

@@ -20,11 +20,21 @@
 
 namespace pj::netproxy {
 
+// How a bound host is spoken to. Plain HTTP puts the real value on the
+// wire in clear, so it is only ever allowed for a host loopback port (a
+// local model server: the bytes never leave the machine); the filter
+// refuses a plain binding to any other host (Interceptor::create).
+enum class Wire {
+  tls,         // the jail's TLS terminated with the run's CA, the server's verified
+  plain_http,  // no TLS either side: `http://127.0.0.1:PORT`, `[::1]`, `localhost`
+};
+
 // A host a credential may be sent to: a normalised name (no wildcard)
 // and a port (443 unless the binding says otherwise).
 struct BoundHost {
   std::string name;
   uint16_t port = 443;
+  Wire wire = Wire::tls;
   bool operator==(const BoundHost&) const = default;
 };
 
@@ -104,6 +114,17 @@ public:
 struct MintingEndpoint {
   std::string host;         // normalised, like BoundHost::name (any port)
   std::string path_prefix;  // "/api/oauth/"
+};
+
+// A placeholder of the run (bound or withheld) as the filter looks for
+// it in the first bytes the jail sends to a host loopback port that no
+// binding covers: found there, it went to a local server unsubstituted,
+// and the end of the run says which [credentials] bind line would have
+// sent the real value (Decision::unbound_credential).
+struct Watched {
+  std::string placeholder;
+  std::string name;        // "auth.json ollama.key", "OLLAMA_API_KEY": for the report
+  std::string credential;  // what [credentials] bind names: "ollama", "OLLAMA_API_KEY"
 };
 
 // Everything the filter needs to substitute credentials for one run.

@@ -52,14 +52,24 @@ public:
   // The CA certificate the jail is to trust (PEM).
   const std::string& ca_pem() const;
   // Whether host:port (normalised) is bound to a credential.
-  bool bound(const std::string& host, int port) const;
+  bool bound(const std::string& host, int port) const { return bound_wire(host, port).has_value(); }
+  // How a connection to host:port (normalised) is served when a
+  // credential is bound to it: plain HTTP when a binding says so for it
+  // (a loopback port), else TLS; nullopt when nothing is bound to it.
+  std::optional<Wire> bound_wire(const std::string& host, int port) const;
   // The first binding whose placeholder is in `text` (a proxy request
-  // head) and that is not bound to host:port; nullopt when none.
-  std::optional<std::string> unbound_placeholder(std::string_view text, const std::string& host, int port) const;
+  // head) and that is not bound to host:port over `wire` (port < 0: to
+  // nothing); nullopt when none.
+  std::optional<std::string> unbound_placeholder(std::string_view text, const std::string& host, int port,
+                                                 Wire wire = Wire::tls) const;
 
   struct Handoff {
     util::UniqueFd client, upstream;  // connected; the upstream to the checked address
     std::string reply;                // sent to the client first (CONNECT 200, SOCKS success)
+    // Wire::plain_http: no TLS either side, and `upstream` must be
+    // connected to a loopback address (checked again by the worker).
+    Wire wire = Wire::tls;
+    std::string prefill;  // plain only: the jail's bytes already read (an absolute-form request)
     Protocol protocol = Protocol::http_connect;
     std::string host, address, reason;
     int port = 0;

@@ -226,6 +226,11 @@ void Proxy::name_answer(std::uint64_t id, std::vector<net::IpAddress> addrs, std
 
 void Proxy::on_decision(std::function<void(const Decision&)> sink) { impl_->recorder.set_sink(std::move(sink)); }
 
+void Proxy::watch_placeholders(std::vector<Watched> watched) {
+  std::erase_if(watched, [](const Watched& w) { return w.placeholder.empty(); });
+  impl_->watched = std::move(watched);
+}
+
 int Proxy::fd() const { return impl_->poller.fd(); }
 
 void Proxy::run_once() { run_for(std::chrono::milliseconds(0)); }

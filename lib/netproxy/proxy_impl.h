@@ -54,6 +54,11 @@ struct Conn {
   std::string address;
   std::string jail_socket_error;  // publish: why the last socket could not be made
   std::string to_client;  // a reply to flush before closing or relaying
+  // A host loopback port no binding covers: the jail's first
+  // kSniffBytes are read here and scanned for the run's placeholders
+  // before they are relayed (Proxy::watch_placeholders).
+  size_t sniff_left = 0;
+  std::string sniff_tail;  // the last bytes scanned: a placeholder may straddle two reads
   Flow up, down;
   bool client_dead = false, upstream_dead = false;  // hung up: never watched again
   Clock::time_point started = Clock::now();
@@ -88,6 +93,8 @@ struct Proxy::Impl {
   std::uint64_t next_id = 1;
 
   std::shared_ptr<Interceptor> interceptor;  // may be null
+  std::vector<Watched> watched;
+  static constexpr size_t kSniffBytes = 64 * 1024;
 
   Impl(Rules r, int fd, ProxyLimits l);
 
@@ -103,7 +110,7 @@ struct Proxy::Impl {
 
   // One connection's states (connection.cc).
   std::string checked_host(const Conn& c) const;
-  void hand_off(Conn& c);
+  void hand_off(Conn& c, Wire wire);
   void record(Conn& c, bool allowed, std::string reason);
   void close_conn(std::uint64_t id);
   void refuse(Conn& c, int http_status, SocksReply socks, const std::string& reason, std::string_view told = {});
@@ -114,6 +121,9 @@ struct Proxy::Impl {
   void try_connect(Conn& c);
   void on_connected(Conn& c);
   void relay(Conn& c);
+  void start_sniffing(Conn& c);
+  void sniff(Conn& c);
+  void scan_for_placeholders(Conn& c, std::string_view bytes);
   void on_hangup(Conn& c, bool upstream_side);
   void on_conn_event(std::uint64_t tag, std::uint32_t events);
 };

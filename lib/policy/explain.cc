@@ -70,6 +70,10 @@ std::string explain_text(const ExplainInput& in) {
                                   r.spec.jail_port),
            r.src);
     for (const auto& r : p.ssh_hosts()) line("ssh", r.pattern.str() + " (git/ssh; its keys from known_hosts)", r.src);
+    for (const auto& b : p.credential_hosts())
+      line("bind", fmt::format("{} -> {}{}", b.credential, b.host.text,
+                               b.host.text.starts_with("http://") ? " (plain HTTP, host loopback)" : " (TLS)"),
+           b.host.src);
     out += "\nenvironment:\n";
     for (const auto& e : p.env_pass()) line("pass", e.name, e.src);
     for (const auto& e : p.env_set()) line("set", e.name + "=" + e.value, e.src);
@@ -184,6 +188,21 @@ std::string explain_json(const ExplainInput& in) {
       j.end_object();
     }
     j.end_array();
+    // Where the operators bind credentials (explain's only view of them
+    // in JSON; absent when there are none).
+    if (!p.credential_hosts().empty()) {
+      j.key("credential_binds").begin_array();
+      for (const auto& b : p.credential_hosts()) {
+        const bool plain = b.host.text.starts_with("http://");
+        j.begin_object();
+        j.field("credential", b.credential);
+        j.field("target", b.host.text);
+        j.field("wire", plain ? "plain-http" : "tls");
+        src(b.host.src);
+        j.end_object();
+      }
+      j.end_array();
+    }
     j.end_object();
     j.key("env").begin_object();
     j.key("pass").begin_array();

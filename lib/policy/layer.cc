@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <iterator>
@@ -328,11 +329,10 @@ public:
         continue;
       }
       for (auto& e : strings(hosts, fmt::format("credentials.bind.{}", cred))) {
-        auto p = parse_net_pattern(e.text);
-        if (!p) error_at(e.src, fmt::format("credentials.bind.{}: bad host \"{}\": {}", cred, e.text, p.error().what()));
-        else if (p->wildcard) error_at(e.src, fmt::format("credentials.bind.{}: \"{}\": a credential is bound to "
-                                                          "named hosts, not to a wildcard", cred, e.text));
-        else l.cred_bind.push_back({cred, Entry{p->str(), e.src}});
+        std::string why;
+        auto target = parse_bind_target(e.text, why);
+        if (!target) error_at(e.src, fmt::format("credentials.bind.{}: \"{}\": {}", cred, e.text, why));
+        else l.cred_bind.push_back({cred, Entry{*target, e.src}});
       }
     }
   }
@@ -377,6 +377,47 @@ private:
 std::string Source::str() const {
   if (line == 0) return file;
   return fmt::format("{}:{}:{}", file, line, column);
+}
+
+std::optional<std::string> parse_bind_target(std::string_view text, std::string& error) {
+  auto scheme_is = [&](std::string_view scheme) {
+    return text.size() > scheme.size() && std::equal(scheme.begin(), scheme.end(), text.begin(), [](char a, char b) {
+             return a == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  const bool plain = scheme_is("http://");
+  if (plain) text.remove_prefix(7);
+  else if (scheme_is("https://")) text.remove_prefix(8);
+  else if (text.find("://") != std::string_view::npos) {
+    error = "a bind target is HOST[:PORT], https://HOST[:PORT] or http://127.0.0.1:PORT";
+    return std::nullopt;
+  }
+  if (text.ends_with('/')) text.remove_suffix(1);
+  if (text.find_first_of("/?#@") != std::string_view::npos) {
+    error = "a credential is bound to a host and port, not to a path or a user";
+    return std::nullopt;
+  }
+  auto p = parse_net_pattern(text);
+  if (!p) {
+    error = fmt::format("bad host: {}", p.error().what());
+    return std::nullopt;
+  }
+  if (p->wildcard) {
+    error = "a credential is bound to named hosts, not to a wildcard";
+    return std::nullopt;
+  }
+  if (!plain) return p->str();
+  if (!net::is_loopback_host(p->host)) {
+    error = "plain HTTP is allowed only to a host loopback port (http://127.0.0.1:PORT, http://[::1]:PORT, "
+            "http://localhost:PORT): anywhere else the key would cross a network in clear; bind the host without "
+            "http:// for TLS";
+    return std::nullopt;
+  }
+  if (p->port == 0) {
+    error = "plain HTTP to the loopback needs its port (http://127.0.0.1:11434)";
+    return std::nullopt;
+  }
+  return "http://" + p->str();
 }
 
 const char* authority_name(Authority a) {

@@ -167,7 +167,7 @@ struct Layer {
   // [credentials] (operators only; see supervisor/credentials.h)
   struct CredentialHost {
     std::string credential;  // a provider ("anthropic") or an environment variable name
-    Entry host;              // "name" or "name:port", no wildcard
+    Entry host;              // parse_bind_target(): "name", "name:port" or "http://LOOPBACK:port"
     bool operator==(const CredentialHost&) const = default;
   };
   std::vector<CredentialHost> cred_bind;   // bind = { anthropic = ["llm.corp.example"] }
@@ -216,6 +216,14 @@ Loaded load_file(const std::string& path, Authority authority, Presence presence
 // so what explain shows is what is enforced.
 using net::NetPattern;
 using net::parse_net_pattern;
+
+// A [credentials] bind target, normalised: "host" or "host:port" (TLS,
+// 443 unless given; "https://" may be written before it), or
+// "http://HOST:PORT" with HOST a loopback literal or `localhost`: plain
+// HTTP to a host loopback port (a local model server). Plain HTTP to any
+// other host is refused: the key would cross a network in clear. Returns
+// the normalised spelling, or nullopt with `error` set.
+std::optional<std::string> parse_bind_target(std::string_view text, std::string& error);
 
 // A published port: the supervisor listens on the host's loopback at
 // `host_addr`:`host_port` and relays each connection to `jail_port` on the

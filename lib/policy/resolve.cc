@@ -424,6 +424,7 @@ struct Resolver {
       else ssh_host(e);
     }
     pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
+    for (const auto& bind : l.cred_bind) plain_binding_allow(bind, b);
     pol.cred_pass_through_.insert(pol.cred_pass_through_.end(), l.cred_pass_through.begin(), l.cred_pass_through.end());
     pol.cred_allow_minting_.insert(pol.cred_allow_minting_.end(), l.cred_allow_minting.begin(),
                                    l.cred_allow_minting.end());
@@ -452,6 +453,43 @@ struct Resolver {
     if (l.unsafe_nested_user_namespaces) pol.nested_userns_ = *l.unsafe_nested_user_namespaces;
     if (l.compile_cache) pol.compile_cache_ = *l.compile_cache;
     if (l.on_excess) out.on_excess = l.on_excess->value;
+  }
+
+  // A plain-HTTP binding names a host loopback port: the jail may reach
+  // it, as an allow rule naming it would let it, with the bind as the
+  // rule's source (explain shows where the opening came from).
+  void plain_binding_allow(const Layer::CredentialHost& bind, const Bounds* b) {
+    if (!bind.host.text.starts_with("http://")) return;
+    Entry allow{bind.host.text.substr(7), bind.host.src};
+    if (b && b->network.set && !covered(allow, b->network))
+      return error(bind.host.src, fmt::format("credentials.bind.{} \"{}\" cannot be honoured: the jail may not reach "
+                                              "{}, which is outside the system operator's network limit",
+                                              bind.credential, bind.host.text, allow.text));
+    net_rule(pol.net_allow_, allow);
+  }
+
+  // Every plain-HTTP binding can be honoured: no deny keeps the jail from
+  // its port, and no binding wants TLS on the same port (a port speaks
+  // one or the other; the filter would serve it one way and fail the other).
+  void check_plain_bindings() {
+    for (const auto& bind : pol.cred_hosts_) {
+      if (!bind.host.text.starts_with("http://")) continue;
+      auto p = parse_net_pattern(bind.host.text.substr(7));
+      if (!p) continue;  // the loader checked it
+      const std::string what = fmt::format("credentials.bind.{} \"{}\" cannot be honoured", bind.credential,
+                                           bind.host.text);
+      for (const auto& d : pol.net_deny_)
+        if (net_covers(d.pattern, *p))
+          error(bind.host.src, fmt::format("{}: the deny rule \"{}\" ({}) keeps the jail from reaching it", what,
+                                           d.pattern.str(), d.src.str()));
+      for (const auto& other : pol.cred_hosts_) {
+        if (other.host.text.starts_with("http://")) continue;
+        auto o = parse_net_pattern(other.host.text);
+        if (o && o->port == p->port && net::is_loopback_host(o->host))
+          error(bind.host.src, fmt::format("{}: {} binds port {} for TLS ({}); write http:// there too, or use "
+                                           "another port", what, other.credential, p->port, other.host.src.str()));
+      }
+    }
   }
 
   static bool allows_private(const Layer& l, const Entry& e) {
@@ -781,6 +819,7 @@ struct Resolver {
     if (ctx.worktree) worktree_grant(*ctx.worktree);
     for (const auto& placed : ctx.placed) placed_dir_grants(placed);
     for (const auto& n : ctx.program) program_grant(n);
+    check_plain_bindings();
     if (out.on_excess == OnExcess::error)
       for (const auto& r : out.refused)
         if (r.by == Authority::project)

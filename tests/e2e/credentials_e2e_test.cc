@@ -171,3 +171,69 @@ TEST_CASE("the real Pi's openai-codex turn goes over a WebSocket through the fil
     CHECK_FALSE(holds_part_of(r, signature));
   }
 }
+
+namespace {
+
+// Pi's provider for the scripted server with no key of its own in
+// models.json: Pi takes it from auth.json, as for a local model server.
+void key_in_auth_json(const PiWorld& w, const std::string& real) {
+  write_file(w.agent + "/models.json", R"({"providers": {"scripted": {"baseUrl": "http://127.0.0.1:)" + w.port +
+                                           R"(/v1", "api": "openai-completions", "models": [{"id": "m"}]}}})");
+  write_file(w.agent + "/auth.json", R"({"scripted": {"type": "api_key", "key": ")" + real + R"("}})");
+  sh("chmod 600 " + w.agent + "/auth.json");
+}
+
+}  // namespace
+
+TEST_CASE("a local model server on a host loopback port gets the real key from Pi's auth.json when the operator binds "
+          "it with http://; Pi sees only the placeholder") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[" + bash("cat ~/.pi/agent/auth.json") + "]", prefix);
+    const std::string real = "localkey_REAL" + unique_token() + unique_token();
+    key_in_auth_json(w, real);
+    std::filesystem::create_directories(w.sb.home + "/.config/pi-jail");
+    write_file(w.sb.home + "/.config/pi-jail/policy.toml",
+               "[credentials]\nbind = { scripted = [\"http://127.0.0.1:" + w.port + "\"] }\n");
+    auto o = w.pi();
+    CAPTURE(o.err);
+    CAPTURE(o.out);
+    CHECK(o.status == 0);
+    CHECK(o.out.find("done") != std::string::npos);
+    const std::string seen = read_file(w.sb.base + "/model-log.jsonl");
+    CAPTURE(seen);
+    // Both model calls carried the real key; the tool's view of auth.json
+    // (in the second call) held only the placeholder.
+    CHECK(count(seen, "\"auth\": \"Bearer " + real + "\"") == 2);
+    CHECK(count(seen, real) == 2);
+    CHECK(seen.find("localkey_") != std::string::npos);
+    CHECK(o.out.find(real) == std::string::npos);
+    CHECK(o.err.find(real) == std::string::npos);
+    CHECK(o.err.find("got a placeholder") == std::string::npos);
+    // The host's auth.json keeps the real key.
+    CHECK(read_file(w.agent + "/auth.json").find(real) != std::string::npos);
+  }
+}
+
+TEST_CASE("without a binding, the local model server gets a placeholder, and the end of the run names the bind line "
+          "that sends the key") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    PiWorld w("[]", prefix);
+    const std::string real = "localkey_REAL" + unique_token() + unique_token();
+    key_in_auth_json(w, real);
+    auto o = w.pi();
+    CAPTURE(o.err);
+    CAPTURE(o.out);
+    CHECK(o.status == 0);
+    const std::string seen = read_file(w.sb.base + "/model-log.jsonl");
+    CAPTURE(seen);
+    CHECK(seen.find("\"auth\": \"Bearer localkey_") != std::string::npos);
+    CHECK(seen.find(real) == std::string::npos);
+    CHECK(o.err.find("127.0.0.1:" + w.port + " got a placeholder, not the key") != std::string::npos);
+    CHECK(o.err.find("a placeholder of auth.json scripted.key went to this host loopback port unsubstituted") !=
+          std::string::npos);
+    CHECK(o.err.find("[credentials] bind = { scripted = [\"http://127.0.0.1:" + w.port + "\"] }") != std::string::npos);
+    CHECK(read_file(w.agent + "/auth.json").find(real) != std::string::npos);
+  }
+}

@@ -215,6 +215,37 @@ TEST_CASE("credential filter: bindings that could inject headers or hide in each
   CHECK((*made)->unbound_placeholder("GET http://api.example/ HTTP/1.1\r\nX: ph-a\r\n\r\n", "api.example", -1) == "A");
 }
 
+TEST_CASE("credential filter: plain HTTP is bound to host loopback ports only, and only plain bindings substitute "
+          "there") {
+  using pj::netproxy::Wire;
+  for (const char* host : {"api.example", "10.0.0.1", "::ffff:10.0.0.1", "0.0.0.0", "localhost.example"}) {
+    CAPTURE(host);
+    Intercept off;
+    off.bindings = {{"K", "ph-k", "real", {{host, 80, Wire::plain_http}}}};
+    auto refused = Interceptor::create(off);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message().find("plain HTTP to") != std::string::npos);
+  }
+  Intercept local;
+  local.bindings = {{"K", "ph-k", "real", {{"127.0.0.1", 11434, Wire::plain_http}}},
+                    {"T", "ph-t", "real-t", {{"api.example", 443}}}};
+  auto made = Interceptor::create(local);
+  REQUIRE(made);
+  // Every loopback name on its port; no other port.
+  CHECK((*made)->bound_wire("127.0.0.1", 11434) == Wire::plain_http);
+  CHECK((*made)->bound_wire("localhost", 11434) == Wire::plain_http);
+  CHECK((*made)->bound_wire("::1", 11434) == Wire::plain_http);
+  CHECK_FALSE((*made)->bound_wire("127.0.0.1", 11435));
+  CHECK((*made)->bound_wire("api.example", 443) == Wire::tls);
+  // In a plain request to the bound port: its own placeholder passes, a
+  // TLS binding's is refused.
+  CHECK_FALSE((*made)->unbound_placeholder("GET / HTTP/1.1\r\nA: ph-k\r\n\r\n", "127.0.0.1", 11434, Wire::plain_http));
+  CHECK((*made)->unbound_placeholder("GET / HTTP/1.1\r\nA: ph-t\r\n\r\n", "127.0.0.1", 11434, Wire::plain_http) == "T");
+  // A plain binding's placeholder is not sent by TLS to the same port, nor anywhere else.
+  CHECK((*made)->unbound_placeholder("CONNECT x HTTP/1.1\r\nA: ph-k\r\n\r\n", "127.0.0.1", 11434, Wire::tls) == "K");
+  CHECK((*made)->unbound_placeholder("GET / HTTP/1.1\r\nA: ph-k\r\n\r\n", "api.example", 443) == "K");
+}
+
 TEST_CASE("credential filter: the per-run CA is a name-constrained P-256 CA, its leaves serverAuth with the host's SAN") {
   auto ca = TlsAuthority::create({{"api.example", 443}, {"127.0.0.1", 8443}}, "");
   REQUIRE(ca);

@@ -405,6 +405,60 @@ TEST_CASE("[credentials]: operators bind and pass through; a project file can do
   CHECK(r.refused[1].request.str() == ".pi/jail.toml:3:17");
 }
 
+TEST_CASE("[credentials] bind: http:// names a host loopback port only, with its port, and nothing but a host") {
+  using namespace pj::policy;
+  std::string why;
+  CHECK(parse_bind_target("http://127.0.0.1:11434", why) == "http://127.0.0.1:11434");
+  CHECK(parse_bind_target("HTTP://LocalHost:8080/", why) == "http://localhost:8080");
+  CHECK(parse_bind_target("http://[::1]:1234", why) == "http://[::1]:1234");
+  CHECK(parse_bind_target("http://127.0.0.2:1234", why) == "http://127.0.0.2:1234");
+  CHECK(parse_bind_target("https://llm.corp.example:8443", why) == "llm.corp.example:8443");
+  CHECK(parse_bind_target("llm.corp.example", why) == "llm.corp.example");
+  for (const char* bad : {"http://10.0.0.1:8080", "http://llm.corp.example:80", "http://127.0.0.1",
+                          "http://127.0.0.1:11434/v1", "http://user:pw@127.0.0.1:1", "ftp://127.0.0.1:21",
+                          "http://*.example:80", "http://[::ffff:10.0.0.1]:80", "http://0.0.0.0:80"}) {
+    CAPTURE(bad);
+    why.clear();
+    CHECK_FALSE(parse_bind_target(bad, why));
+    CHECK_FALSE(why.empty());
+  }
+  auto l = load_layer("[credentials]\nbind = { ollama = [\"http://10.0.0.1:11434\"] }\n", "user.toml", Authority::user);
+  REQUIRE(l.errors.size() == 1);
+  CHECK(l.errors[0].str().starts_with("user.toml:2:20: credentials.bind.ollama: \"http://10.0.0.1:11434\": plain HTTP "
+                                      "is allowed only to a host loopback port"));
+}
+
+TEST_CASE("[credentials] bind: a plain-HTTP binding opens its port to the jail, traced to the bind; a deny of it or "
+          "TLS wanted on it is an error") {
+  using namespace pj::policy;
+  Context ctx = paths_as_written();
+  auto op = load_layer("[credentials]\nbind = { ollama = [\"http://127.0.0.1:11434\"] }\n", "user.toml",
+                       Authority::user);
+  REQUIRE(op.errors.empty());
+  auto r = resolve({op.layer}, ctx);
+  REQUIRE(r.policy);
+  REQUIRE(r.policy->net_allow().size() == 1);
+  CHECK(r.policy->net_allow()[0].pattern.str() == "127.0.0.1:11434");
+  CHECK(r.policy->net_allow()[0].src.str() == "user.toml:2:20");
+
+  auto deny = load_layer("[network]\ndeny = [\"127.0.0.1:11434\"]\n", "system.toml", Authority::system);
+  auto denied = resolve({deny.layer, op.layer}, ctx);
+  CHECK_FALSE(denied.policy);
+  REQUIRE(denied.errors.size() == 1);
+  CHECK(denied.errors[0].str().find("user.toml:2:20: credentials.bind.ollama \"http://127.0.0.1:11434\" cannot be "
+                                    "honoured: the deny rule \"127.0.0.1:11434\" (system.toml:2:9)") == 0);
+  auto project = load_layer("[network]\ndeny = [\"127.0.0.1:11434\"]\n", ".pi/jail.toml", Authority::project);
+  CHECK_FALSE(resolve({op.layer, project.layer}, ctx).policy);
+
+  auto tls = load_layer("[credentials]\nbind = { ollama = [\"http://127.0.0.1:11434\"], other = [\"[::1]:11434\"] }\n",
+                        "user.toml", Authority::user);
+  REQUIRE(tls.errors.empty());
+  auto both = resolve({tls.layer}, ctx);
+  CHECK_FALSE(both.policy);
+  REQUIRE(both.errors.size() == 1);
+  CHECK(both.errors[0].message.find("other binds port 11434 for TLS") != std::string::npos);
+}
+
 TEST_CASE("[credentials] logins: an operator may let logins write back; a project file may not (file:line)") {
   using namespace pj::policy;
   Context ctx = paths_as_written();
