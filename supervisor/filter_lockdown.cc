@@ -30,7 +30,7 @@ namespace {
 const std::vector<std::string> kAllowed = {
     // the relay: readiness, bytes, pipes between sockets
     "epoll_wait", "epoll_pwait", "epoll_pwait2", "epoll_ctl", "poll", "ppoll", "read", "write", "readv", "writev",
-    "splice", "pipe2", "close", "fcntl", "eventfd2", "timerfd_create", "timerfd_settime", "timerfd_gettime",
+    "splice", "pipe2", "close", "eventfd2", "timerfd_create", "timerfd_settime", "timerfd_gettime",
     // sockets: accept from the jail's listeners, connect out (socket() is
     // checked below), the control socket's records
     "accept4", "accept", "connect", "shutdown", "setsockopt", "getsockopt", "getsockname", "getpeername",
@@ -127,12 +127,25 @@ util::Status seccomp_allowlist() {
     if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0); rc != 0) return fail(name, rc);
   }
   // Sockets: only the families it connects out with.
+  // An argument test, built without libseccomp's SCMP_A0 macro (a C
+  // compound literal, which clang refuses in C++).
+  auto first_arg_is = [](scmp_datum_t v) { return scmp_arg_cmp{0, SCMP_CMP_EQ, v, 0}; };
+  auto second_arg_is = [](scmp_datum_t v) { return scmp_arg_cmp{1, SCMP_CMP_EQ, v, 0}; };
   for (int family : {AF_INET, AF_INET6})
-    if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(family))); rc != 0)
+    if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+                                    first_arg_is(static_cast<scmp_datum_t>(family)));
+        rc != 0)
       return fail("socket", rc);
+  // fcntl: descriptor flags only. F_SETOWN with F_SETSIG would have the
+  // kernel signal any process of the user for it.
+  for (int cmd : {F_GETFL, F_SETFL, F_GETFD, F_SETFD, F_DUPFD_CLOEXEC})
+    if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
+                                    second_arg_is(static_cast<scmp_datum_t>(cmd)));
+        rc != 0)
+      return fail("fcntl", rc);
   // Signals: only to itself (abort() raises SIGABRT with tgkill).
   if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
-                                  SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(::getpid())));
+                                  first_arg_is(static_cast<scmp_datum_t>(::getpid())));
       rc != 0)
     return fail("tgkill", rc);
   if (int rc = ::seccomp_load(ctx); rc != 0) return fail("load", rc);
