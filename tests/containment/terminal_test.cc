@@ -200,19 +200,31 @@ TEST_CASE("while the command runs, the jail's init holds no terminal: not the ou
   // 3</dev/tty: a terminal pi-jail inherits above fd 2, as an IDE might leave it.
   t.type("cd " + sb.ws + " && " + pi_jail() + " -q -w " + sb.ws + " -- sleep " + token + " 3</dev/tty");
   REQUIRE(eventually([&] { return !host_processes_with("sleep " + token).empty(); }));
-  // pi-jail, and its init: its only child, a clone whose copy of the
-  // command line is blanked.
+  // pi-jail, and its children: the jail's init, a clone whose copy of
+  // the command line is blanked, and the network filter's own process,
+  // which holds no terminal either (its fds 0-2 are /dev/null).
   const auto found = host_processes_with(pi_jail() + " -q -w " + sb.ws + " -- sleep " + token);
   REQUIRE(found.size() == 1);
-  auto child_of = [](pid_t p) {
+  auto children_of = [](pid_t p) {
     return trim(read_file("/proc/" + std::to_string(p) + "/task/" + std::to_string(p) + "/children"));
   };
   const pid_t supervisor = found[0];
-  const std::string child = child_of(supervisor);
-  REQUIRE(!child.empty());
-  REQUIRE(child.find(' ') == std::string::npos);
-  const pid_t init = std::stoi(child);
-  CHECK(read_file("/proc/" + child + "/cmdline").find("pi-jail-init") == 0);
+  const std::string children = children_of(supervisor);
+  REQUIRE(!children.empty());
+  pid_t init = 0;
+  std::istringstream each(children);
+  for (std::string child; each >> child;) {
+    const std::string cmdline = read_file("/proc/" + child + "/cmdline");
+    if (cmdline.find("pi-jail-init") == 0) {
+      REQUIRE(init == 0);
+      init = std::stoi(child);
+    } else {
+      CHECK(cmdline.find("pi-jail-filter") == 0);
+      // Not dumpable: only root may list its descriptors.
+      if (::access(("/proc/" + child + "/fd").c_str(), R_OK) == 0) CHECK(terminals_held(std::stoi(child)).empty());
+    }
+  }
+  REQUIRE(init > 0);
   // Controls: pi-jail holds the outer terminal (fds 0-2; 3 is closed at
   // its start), the command has its own PTY, and both are seen as terminals here.
   auto terminal_fds = [](const std::vector<std::string>& held) {
