@@ -363,9 +363,10 @@ void put(Writer& w, const DecisionMessage& m) {
 util::Result<DecisionMessage> take_decision(Fields& f) {
   DecisionMessage m;
   auto& d = m.decision;
-  // From 1970 to the end of 9999: a time the filter made up far outside
-  // it would overflow system_clock's nanoseconds.
-  constexpr std::uint64_t kMaxEpochMs = 253402300799999;
+  // From 1970 to the last millisecond system_clock's nanoseconds hold
+  // (in 2262): a later time the filter made up would overflow them.
+  constexpr std::uint64_t kMaxEpochMs = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::duration::max()).count());
   d.time = from_epoch_ms(static_cast<std::int64_t>(f.in_range("time", 0, kMaxEpochMs)));
   d.last = from_epoch_ms(static_cast<std::int64_t>(f.in_range("last", 0, kMaxEpochMs)));
   d.protocol = f.choice("protocol", netproxy::Protocol::credential);

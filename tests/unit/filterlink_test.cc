@@ -205,11 +205,16 @@ TEST_CASE("a string's length prefix beyond its bound or the record is refused, n
         std::string::npos);
 }
 
-TEST_CASE("the supervisor refuses a decision timed outside 1970 to 9999, never overflowing the clock") {
+TEST_CASE("the supervisor refuses a decision timed past what the clock holds, never overflowing it") {
   auto good = bytes_of(FromFilter(DecisionMessage{sample_decision()}));
   for (size_t at : {kHeaderSize, kHeaderSize + 8}) {
     std::string bad = good;
     for (size_t i = 0; i < 8; ++i) bad[at + i] = i == 7 ? '\x74' : '\x6f';  // 8387161697385017455 ms
+    CHECK(decision_error(bad).find("out of range") != std::string::npos);
+    // 140238465099899 ms (the year 6413): before 9999, yet past 2262,
+    // the last year system_clock's nanoseconds hold.
+    const std::uint64_t year_6413 = 140238465099899;
+    for (size_t i = 0; i < 8; ++i) bad[at + i] = static_cast<char>((year_6413 >> (8 * i)) & 0xff);
     CHECK(decision_error(bad).find("out of range") != std::string::npos);
   }
 }
