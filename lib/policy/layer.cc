@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
+#include "thirdparty/toml.h"
 
 #include "policy/toml_text.h"
 

@@ -1,9 +1,10 @@
-// A check of TOML text before toml++ reads it. toml++ 3.3.0 (Debian 12)
-// reaches __builtin_unreachable() when it meets a character past ASCII
-// where TOML allows only ASCII (a bare key, whitespace, a value): that
-// is undefined behaviour on a file the jail can write (a project's
-// .pi/jail.toml). TOML has such characters only in strings and comments,
-// so text with one anywhere else is refused before it is parsed.
+// A check of TOML text before toml++ reads it. TOML has characters past
+// ASCII only in strings and comments, so text with one anywhere else is
+// refused at its line:column, with a message that says so. toml++ 3.3.0
+// (Debian 12) used to reach __builtin_unreachable() on such a character
+// where it looked for a blank; thirdparty/toml.h now makes it report one
+// wherever this scan misses it, so the scan is for the message, and no
+// longer what keeps a project's .pi/jail.toml from undefined behaviour.
 #pragma once
 
 #include <optional>

@@ -12,4 +12,4 @@
 #undef NDEBUG
 #define TOML_ASSERT(expr) static_cast<void>(0)
 #define TOML_IMPLEMENTATION 1
-#include <toml++/toml.h>
+#include "toml.h"

@@ -2,7 +2,7 @@
 // out) are the files in profiles/: the same values, each at the file's line
 // and column, so that errors and explain point into the file.
 #include <doctest/doctest.h>
-#include <toml++/toml.h>
+#include "thirdparty/toml.h"
 
 #include <fstream>
 #include <sstream>
