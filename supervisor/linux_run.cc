@@ -202,9 +202,7 @@ void Supervisor::prepare_proxy() {
   // Credentials (bound ones, and placeholders to look for on unbound
   // loopback ports) stay with the in-process filter until the filter
   // process carries them.
-  // So do published ports: the filter process's relay to the jail's
-  // loopback does not reach a server there yet.
-  bool in_process = opts_.interceptor || !opts_.watched.empty() || !opts_.publish.empty();
+  bool in_process = opts_.interceptor || !opts_.watched.empty();
 #ifdef PJ_TEST_SWITCHES
   in_process = in_process || opts_.test_fail_network_filter;
 #endif

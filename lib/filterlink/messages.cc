@@ -61,6 +61,7 @@ public:
     check(ok, name, fmt::format("out of range ({} to {})", min, max));
     return ok ? v : min;
   }
+  std::uint8_t byte(const char* name) { return got(r_.u8(), name, std::uint8_t{0}); }
   bool flag(const char* name) {
     auto v = got(r_.u8(), name, std::uint8_t{0});
     check(v <= 1, name, "not 0 or 1");
@@ -377,6 +378,10 @@ util::Result<DecisionMessage> take_decision(Fields& f) {
   d.allowed = f.flag("allowed");
   d.reason = f.text("reason", kMaxBoundedText);
   d.rule_refusal = f.flag("rule_refusal");
+  // The summary suggests an allow rule for a rule refusal's host:port, and
+  // the relay says so only of a valid one (netproxy/connection.cc).
+  f.check(!d.rule_refusal || (d.port > 0 && net::normalise_host(d.host).has_value()), "rule_refusal",
+          "for no valid host:port");
   d.count = f.in_range("count", 1, UINT64_MAX);
   d.bytes_up = f.u64("bytes_up");
   d.bytes_down = f.u64("bytes_down");
@@ -440,7 +445,7 @@ void put(Writer& w, const JailSocketRequest& m) {
 util::Result<JailSocketRequest> take_jail_socket_request(Fields& f) {
   JailSocketRequest m;
   m.id = f.u64("id");
-  auto family = f.in_range("family", 0, 255);
+  auto family = f.byte("family");  // one byte, as put() writes it
   f.check(family == 4 || family == 6, "family", "not IPv4 or IPv6");
   m.family = family == 6 ? AF_INET6 : AF_INET;
   if (auto st = f.finish(); !st) return st.take_error();

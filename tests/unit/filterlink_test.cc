@@ -67,7 +67,7 @@ netproxy::Decision sample_decision() {
   d.address = "93.184.216.34";
   d.allowed = false;
   d.reason = "no rule allows it";
-  d.rule_refusal = true;
+  d.rule_refusal = false;  // a refusal an allow rule would lift has a valid host
   d.count = 1;
   d.bytes_up = 10;
   d.bytes_down = 20;
@@ -90,7 +90,7 @@ TEST_CASE("a filter's decision comes back to the supervisor byte for byte, jail 
   CHECK(got.address == d.address);
   CHECK_FALSE(got.allowed);
   CHECK(got.reason == d.reason);
-  CHECK(got.rule_refusal);
+  CHECK_FALSE(got.rule_refusal);
   CHECK(got.count == 1);
   CHECK(got.bytes_up == 10);
   CHECK(got.bytes_down == 20);
@@ -232,6 +232,34 @@ TEST_CASE("the supervisor refuses a decision with an enum or flag out of range")
   d = sample_decision();
   d.count = 0;
   CHECK(decision_error(bytes_of(FromFilter(DecisionMessage{d}))).find("count: out of range") != std::string::npos);
+}
+
+TEST_CASE("a rule refusal, whose host:port the summary suggests allowing, comes only for a valid one") {
+  auto d = sample_decision();
+  d.rule_refusal = true;
+  d.host = "api.example.com";
+  CHECK(decode_from_filter(bytes_of(FromFilter(DecisionMessage{d})), no_fds()).ok());
+  d.host = "203.0.113.7";
+  CHECK(decode_from_filter(bytes_of(FromFilter(DecisionMessage{d})), no_fds()).ok());
+  for (const std::string& host : {std::string("ex\xff\x01mple.com", 12), std::string("a b"), std::string("")}) {
+    d.host = host;
+    CHECK(decision_error(bytes_of(FromFilter(DecisionMessage{d}))).find("rule_refusal: for no valid host:port") !=
+          std::string::npos);
+  }
+  d.host = "api.example.com";
+  d.port = 0;
+  CHECK(decision_error(bytes_of(FromFilter(DecisionMessage{d}))).find("rule_refusal") != std::string::npos);
+}
+
+TEST_CASE("a filter's request for a socket in the jail comes back as it went, for either family") {
+  for (int family : {AF_INET, AF_INET6}) {
+    CAPTURE(family);
+    auto back = decode_from_filter(bytes_of(FromFilter(JailSocketRequest{42, family})), no_fds());
+    REQUIRE(back.ok());
+    CHECK(std::get<JailSocketRequest>(*back).id == 42);
+    CHECK(std::get<JailSocketRequest>(*back).family == family);
+  }
+  CHECK_FALSE(decode_from_filter(bytes_of(FromFilter(JailSocketRequest{42, AF_UNIX})), no_fds()).ok());
 }
 
 TEST_CASE("the supervisor resolves only normalised names the filter asks for, never literals") {
