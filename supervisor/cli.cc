@@ -70,7 +70,9 @@ test builds only (-Dtest_switches=true; never in a release):
   --test-fail-network-filter      make the network filter's start fail
   --test-filter-probe             the network filter process tries files, exec, ptrace and
                                   kill after its lock-down, and says what each got
-  --test-filter-abort             the network filter process aborts on its first request
+  --test-filter-misbehave WHAT    the network filter process, once ready: abort (on its
+                                  first request), stop-reading (floods name questions and
+                                  reads no answer), jail-socket (asks for a socket in the jail)
   --test-net-timeouts HS,IDLE     the network filter's handshake and idle timeouts
   PJ_TEST_BIND (environment)      lines NAME=PLACEHOLDER=VALUE@HOST:PORT, each a credential
                                   for the network filter to substitute (never an argument:
@@ -140,7 +142,7 @@ constexpr Option kOptions[] = {
     {"--unsafe-test-sandbox-exec", "", true, Scope::backend},
     {"--test-fail-network-filter", "", false, Scope::run},
     {"--test-filter-probe", "", false, Scope::run},
-    {"--test-filter-abort", "", false, Scope::run},
+    {"--test-filter-misbehave", "", true, Scope::run},
     {"--test-net-timeouts", "", true, Scope::run},
     {"--test-upstream-ca", "", true, Scope::run},
     {"--test-token-endpoint", "", true, Scope::run},
@@ -231,7 +233,11 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
   else if (name == "--test-fail-network-filter") inv.test_fail_network_filter = true;
   else if (name == "--test-filter-probe") inv.test_filter_probe = true;
-  else if (name == "--test-filter-abort") inv.test_filter_abort = true;
+  else if (name == "--test-filter-misbehave") {
+    if (*value != "abort" && *value != "stop-reading" && *value != "jail-socket")
+      return Error::invalid("--test-filter-misbehave: abort, stop-reading or jail-socket");
+    inv.test_filter_misbehave = *value;
+  }
   else if (name == "--test-net-timeouts") {
     auto comma = value->find(',');
     if (comma == std::string::npos) return Error::invalid("--test-net-timeouts: HANDSHAKE,IDLE (two durations)");

@@ -53,9 +53,9 @@ struct Invocation {
   // The network filter process, once locked down, tries to open files,
   // exec, ptrace and signal the supervisor, and says how each failed
   // (--test-filter-probe); or aborts on its first request
-  // (--test-filter-abort). Passed in its settings, never to the jail.
+  // (--test-filter-misbehave). Passed in its settings, never to the jail.
   bool test_filter_probe = false;
-  bool test_filter_abort = false;
+  std::string test_filter_misbehave;  // abort, stop-reading, jail-socket
   // --test-net-timeouts HANDSHAKE,IDLE (durations), the network filter's
   // handshake and idle timeouts, so tests need not wait.
   std::optional<std::pair<std::chrono::milliseconds, std::chrono::milliseconds>> test_net_timeouts;

@@ -77,6 +77,12 @@ util::Status set_limits(const LockdownLimits& l) {
   if (auto st = set_limit(RLIMIT_NOFILE, files, "RLIMIT_NOFILE"); !st) return st;
   if (auto st = set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE"); !st) return st;
   if (auto st = set_limit(RLIMIT_FSIZE, 0, "RLIMIT_FSIZE"); !st) return st;
+#ifndef PJ_SANITIZED
+  // A relay that outgrows its connections' buffers is broken or taken
+  // over: its allocations fail (and it ends) before the host's memory
+  // does. Sanitizer builds map terabytes of shadow memory: without.
+  if (auto st = set_limit(RLIMIT_DATA, l.data_bytes, "RLIMIT_DATA"); !st) return st;
+#endif
   // RLIMIT_NPROC counts the real uid's threads host-wide: left alone.
   return set_limit(RLIMIT_MEMLOCK, 0, "RLIMIT_MEMLOCK");
 }

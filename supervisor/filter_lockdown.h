@@ -22,7 +22,8 @@
 namespace pj::supervisor {
 
 struct LockdownLimits {
-  std::uint64_t open_files = 4096;  // RLIMIT_NOFILE, soft and hard
+  std::uint64_t open_files = 4096;          // RLIMIT_NOFILE, soft and hard
+  std::uint64_t data_bytes = 576ULL << 20;  // RLIMIT_DATA: its heap and private mappings
 };
 
 // Lock the calling process down. It must have one thread: Landlock and

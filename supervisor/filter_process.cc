@@ -30,6 +30,11 @@ using filterlink::FromSupervisor;
 // told to stop (not a timing anything depends on).
 constexpr int kReadyGuardMs = 30000;
 constexpr int kStopGuardMs = 5000;
+// How long a send may wait for room on the control socket while the jail
+// runs: a filter that stops reading would hold this process (and with it
+// --timeout, signals and write-back) on a blocking send.
+constexpr int kSendGuardMs = 2000;
+constexpr int kJailSocketsPerSecond = 256;
 // Messages taken from the filter per wake-up, so that a chatty filter
 // cannot keep the supervisor from the jail's own events.
 constexpr int kMessagesPerWake = 64;
@@ -81,7 +86,12 @@ filterlink::Settings settings_of(const RunOptions& opts) {
   for (const auto& [host_port, to] : l.test_resolve) s.test_resolve.push_back({host_port, to.first, to.second});
 #ifdef PJ_TEST_SWITCHES
   s.test_probe_after_lockdown = opts.test_filter_probe;
-  s.test_abort_mid_request = opts.test_filter_abort;
+  using Misbehave = filterlink::Settings::Misbehave;
+  const std::string& m = opts.test_filter_misbehave;
+  s.test_misbehave = m == "abort"          ? Misbehave::abort_mid_request
+                     : m == "stop-reading" ? Misbehave::stop_reading
+                     : m == "jail-socket"  ? Misbehave::ask_jail_socket
+                                           : Misbehave::none;
 #endif
   return s;
 }
@@ -148,14 +158,14 @@ util::Result<std::unique_ptr<FilterProcess>> FilterProcess::start(const RunOptio
 }
 
 util::Status FilterProcess::configure(const RunOptions& opts) {
-  auto send = [this](FromSupervisor m) { return filterlink::send_message(sock_.get(), m); };
-  if (auto st = send(settings_of(opts)); !st) return st;
+  auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
+  if (auto st = config(settings_of(opts)); !st) return st;
   using Kind = filterlink::RuleMessage::Kind;
   for (const auto& r : opts.rules.allows())
-    if (auto st = send(filterlink::RuleMessage{Kind::allow, r.text(), r.source, r.private_ranges}); !st) return st;
+    if (auto st = config(filterlink::RuleMessage{Kind::allow, r.text(), r.source, r.private_ranges}); !st) return st;
   for (const auto& r : opts.rules.denies())
-    if (auto st = send(filterlink::RuleMessage{Kind::deny, r.text(), r.source, r.private_ranges}); !st) return st;
-  if (auto st = send(filterlink::ConfigDone{}); !st) return st;
+    if (auto st = config(filterlink::RuleMessage{Kind::deny, r.text(), r.source, r.private_ranges}); !st) return st;
+  if (auto st = config(filterlink::ConfigDone{}); !st) return st;
   while (!ready_) {
     pollfd p{sock_.get(), POLLIN, 0};
     int n = ::poll(&p, 1, kReadyGuardMs);
@@ -175,7 +185,48 @@ util::Status FilterProcess::add_listener(util::UniqueFd fd, netproxy::ListenerKi
   if (target) l.target = filterlink::ListenerMessage::Target{target->addr, static_cast<std::uint16_t>(target->port),
                                                              target->host, target->source};
   l.fd = std::move(fd);
-  return filterlink::send_message(sock_.get(), FromSupervisor(std::move(l)));
+  return send(FromSupervisor(std::move(l)), kSendGuardMs);
+}
+
+// Sends without blocking: a full control socket is waited on for at most
+// `guard_ms`; a filter that does not read it by then is killed.
+util::Status FilterProcess::send(const FromSupervisor& m, int guard_ms) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(guard_ms);
+  while (true) {
+    auto st = filterlink::send_message(sock_.get(), m, MSG_DONTWAIT);
+    if (st || st.error().err() != EAGAIN) return st;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{sock_.get(), POLLOUT, 0};
+    int n = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return util::Error::from_errno("wait to send to the network filter process", errno);
+    if (n == 0) {
+      kill_and_reap();
+      return util::Error::invalid(
+          fmt::format("the network filter process did not read its control socket for {} ms; it was killed", guard_ms));
+    }
+  }
+}
+
+// A socket of the jail's network namespace, for a published port's
+// connection; only in a run that publishes one, and a bounded number a
+// second (each is a fork into the jail's namespaces).
+util::Status FilterProcess::answer_jail_socket(const filterlink::JailSocketRequest& r) {
+  if (!jail_sockets_) {
+    kill_and_reap();
+    return util::Error::invalid(
+        "the network filter process asked for a socket in the jail, and this run publishes no port");
+  }
+  filterlink::JailSocket s{r.id, EAGAIN, {}};
+  const auto now = std::chrono::steady_clock::now();
+  if (now - jail_socket_second_ >= std::chrono::seconds(1)) jail_socket_second_ = now, jail_sockets_this_second_ = 0;
+  if (++jail_sockets_this_second_ <= kJailSocketsPerSecond) {
+    int fd = jail_sockets_(r.family);
+    s.err = fd < 0 ? -fd : 0;
+    if (fd >= 0) s.fd.reset(fd);
+  }
+  return send(FromSupervisor(std::move(s)), kSendGuardMs);
 }
 
 // One message from the filter, as untrusted input: only what it may say
@@ -210,7 +261,7 @@ util::Status FilterProcess::handle(FromFilter m) {
   if (auto* q = std::get_if<filterlink::NameQuestion>(&m)) {
     if (!askable(q->host) || !resolver_.submit(q->id, q->host)) {
       auto why = askable(q->host) ? "too many names are being looked up" : "not a host name";
-      return filterlink::send_message(sock_.get(), FromSupervisor(filterlink::NameAnswer{q->id, {}, why}));
+      return send(FromSupervisor(filterlink::NameAnswer{q->id, {}, why}), kSendGuardMs);
     }
     return {};
   }
@@ -224,13 +275,7 @@ util::Status FilterProcess::handle(FromFilter m) {
   }
   if (auto* r = std::get_if<filterlink::JailSocketRequest>(&m)) {
     if (r->family != AF_INET && r->family != AF_INET6) return refuse("asked for a socket of an unknown family");
-    filterlink::JailSocket s{r->id, ENOTCONN, {}};
-    if (jail_sockets_) {
-      int fd = jail_sockets_(r->family);
-      s.err = fd < 0 ? -fd : 0;
-      if (fd >= 0) s.fd.reset(fd);
-    }
-    return filterlink::send_message(sock_.get(), FromSupervisor(std::move(s)));
+    return answer_jail_socket(*r);
   }
   if (std::holds_alternative<filterlink::Usage>(m)) return {};
   // Token updates come only from a token exchange, which is never given
@@ -252,8 +297,7 @@ util::Status FilterProcess::answer_names() {
   for (auto& a : resolver_.take()) {
     if (a.addrs.size() > filterlink::kMaxAddresses) a.addrs.resize(filterlink::kMaxAddresses);
     if (a.error.size() > filterlink::kMaxText) a.error.resize(filterlink::kMaxText);
-    auto st = filterlink::send_message(sock_.get(),
-                                       FromSupervisor(filterlink::NameAnswer{a.conn, std::move(a.addrs), a.error}));
+    auto st = send(FromSupervisor(filterlink::NameAnswer{a.conn, std::move(a.addrs), a.error}), kSendGuardMs);
     if (!st) return st;
   }
   return {};
@@ -291,11 +335,16 @@ util::Status FilterProcess::on_ready() {
 
 void FilterProcess::shutdown() {
   if (reaped_) return;
-  (void)filterlink::send_message(sock_.get(), FromSupervisor(filterlink::Stop{}));
-  // Its connections close, each recorded, then it exits (EOF).
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kStopGuardMs);
+  (void)send(FromSupervisor(filterlink::Stop{}), kStopGuardMs);
+  // Its connections close, each recorded, then it exits (EOF); it gets
+  // one guard for all of that, however it trickles them.
   while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
     pollfd p{sock_.get(), POLLIN, 0};
-    int n = ::poll(&p, 1, kStopGuardMs);
+    int n = ::poll(&p, 1, static_cast<int>(left));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     auto m = receive(sock_.get(), 0);

@@ -13,6 +13,7 @@
 // never writes a host file: this side does, if ever.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,7 +42,8 @@ public:
   util::Status add_listener(util::UniqueFd fd, netproxy::ListenerKind kind,
                             std::optional<netproxy::Rules::Forward> target);
   // Where the sockets for published ports are made (this side: the filter
-  // cannot enter the jail's network namespace).
+  // cannot enter the jail's network namespace). Without it (a run that
+  // publishes no port), a filter that asks for one is killed.
   void set_jail_sockets(netproxy::JailSockets make) { jail_sockets_ = std::move(make); }
 
   // The descriptors to poll for POLLIN: the control socket, the filter's
@@ -61,7 +63,9 @@ public:
 private:
   FilterProcess(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sock, const RunOptions& opts);
   util::Status configure(const RunOptions& opts);
+  util::Status send(const filterlink::FromSupervisor& m, int guard_ms);
   util::Status handle(filterlink::FromFilter m);
+  util::Status answer_jail_socket(const filterlink::JailSocketRequest& r);
   util::Status read_messages();
   util::Status answer_names();
   util::Error gone(util::Error e);
@@ -73,6 +77,10 @@ private:
   netproxy::DecisionRecorder recorder_;
   netproxy::Resolver resolver_;
   netproxy::JailSockets jail_sockets_;
+  // Each socket in the jail forks this process into its namespaces: a
+  // bounded number a second.
+  std::chrono::steady_clock::time_point jail_socket_second_{};
+  int jail_sockets_this_second_ = 0;
   bool ready_ = false;
   bool reaped_ = false;
 };

@@ -268,8 +268,8 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   // Published ports: the host's loopback to the jail's own 127.0.0.1,
   // through sockets made in the jail's network namespace.
   auto jail_sockets = [pidfd = jail_.pidfd()](int family) { return linuxjail::jail_socket(pidfd, family); };
-  if (filter_) filter_->set_jail_sockets(jail_sockets);
-  else proxy_->set_jail_sockets(jail_sockets);
+  if (!filter_) proxy_->set_jail_sockets(jail_sockets);
+  else if (!opts_.publish.empty()) filter_->set_jail_sockets(jail_sockets);
   auto published = bind_published(opts_.publish);
   if (!published) {
     util::error("{}", published.error().message());

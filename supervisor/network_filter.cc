@@ -62,7 +62,8 @@ util::Result<bool> take_config(Config& c, FromSupervisor m) {
   if (auto* s = std::get_if<filterlink::Settings>(&m)) {
     if (c.have_settings) return util::Error::invalid("settings sent twice");
 #ifndef PJ_TEST_SWITCHES
-    if (!s->test_resolve.empty() || s->test_probe_after_lockdown || s->test_abort_mid_request)
+    if (!s->test_resolve.empty() || s->test_probe_after_lockdown ||
+        s->test_misbehave != filterlink::Settings::Misbehave::none)
       return util::Error::invalid("test switches sent to a filter built without them");
 #endif
     c.settings = std::move(*s);
@@ -186,6 +187,7 @@ private:
     return util::Error::invalid("a configuration message after the configuration's end");
   }
 
+public:
   // A socket of the jail's network namespace, made by the supervisor (the
   // filter cannot enter it): asked and waited for, other messages kept
   // for the loop. The fd, or -errno.
@@ -206,6 +208,7 @@ private:
     }
   }
 
+private:
   int sock_;
   std::unique_ptr<netproxy::Proxy> proxy_;
   std::deque<FromSupervisor> backlog_;
@@ -251,11 +254,15 @@ std::string home_to_probe() {
 #endif
 
 // Descriptors for every listener's connections (six each: two sockets,
-// two pipes), for as many listeners as a run has, and some to spare.
+// two pipes), for as many listeners as a run has, and some to spare; and
+// memory for each one's buffers (a 64 KiB sniff buffer and its state, at
+// most) on top of the process's own.
 LockdownLimits lockdown_limits(const filterlink::Settings& s) {
   constexpr std::uint64_t kListeners = 8, kFdsPerConnection = 6, kSpare = 256;
-  return {std::min<std::uint64_t>(s.connections_per_listener * kFdsPerConnection * kListeners + kSpare,
-                                  std::uint64_t{1} << 20)};
+  constexpr std::uint64_t kBase = 64ULL << 20, kPerConnection = 128ULL << 10;
+  const std::uint64_t connections = std::min<std::uint64_t>(s.connections_per_listener * kListeners, 1ULL << 16);
+  return {std::min<std::uint64_t>(connections * kFdsPerConnection + kSpare, std::uint64_t{1} << 20),
+          kBase + connections * kPerConnection};
 }
 
 // Tell the supervisor why the filter could not start, and stderr.
@@ -299,9 +306,18 @@ int network_filter_main() {
     if (auto st = filterlink::send_message(sock, filterlink::FromFilter(probe(home))); !st)
       return fail(sock, "send the probe's result", st.error());
 #endif
-  Filter filter(sock, std::move(*proxy), config->settings.test_abort_mid_request);
+  using Misbehave = filterlink::Settings::Misbehave;
+  const Misbehave misbehave = config->settings.test_misbehave;
+  Filter filter(sock, std::move(*proxy), misbehave == Misbehave::abort_mid_request);
   if (auto st = filterlink::send_message(sock, filterlink::FromFilter(filterlink::Ready{ca_pem})); !st)
     return fail(sock, "say ready", st.error());
+#ifdef PJ_TEST_SWITCHES
+  if (misbehave == Misbehave::stop_reading)
+    for (std::uint64_t id = 1;; ++id)  // until the supervisor ends it
+      if (!filterlink::send_message(sock, filterlink::FromFilter(filterlink::NameQuestion{id, "localhost"})))
+        return 1;
+  if (misbehave == Misbehave::ask_jail_socket) (void)filter.jail_socket(AF_INET);
+#endif
   auto served = filter.serve();
   filter.shutdown();
   if (!served) {

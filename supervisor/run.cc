@@ -92,7 +92,7 @@ util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy:
 #ifdef PJ_TEST_SWITCHES
   opts.test_fail_network_filter = inv.test_fail_network_filter;
   opts.test_filter_probe = inv.test_filter_probe;
-  opts.test_filter_abort = inv.test_filter_abort;
+  opts.test_filter_misbehave = inv.test_filter_misbehave;
   if (inv.test_net_timeouts) {
     opts.proxy_limits.handshake = inv.test_net_timeouts->first;
     opts.proxy_limits.idle = inv.test_net_timeouts->second;

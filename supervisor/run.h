@@ -40,7 +40,7 @@ struct RunOptions {
 #ifdef PJ_TEST_SWITCHES
   bool test_fail_network_filter = false;             // the filter fails to start
   bool test_filter_probe = false;  // the filter process tries what its lock-down forbids
-  bool test_filter_abort = false;  // the filter process aborts mid-request
+  std::string test_filter_misbehave;  // what the filter process does wrong once ready (cli.h)
 #endif
   netproxy::ProxyLimits proxy_limits;               // defaults; tests shorten the timeouts
   // Published ports: bound by the supervisor once the jail is built and

@@ -6,8 +6,8 @@
 
 namespace pj::filterlink {
 
-util::Status send_record(int sock, const Record& rec) {
-  int rc = util::send_fds(sock, rec.bytes.data(), rec.bytes.size(), rec.fds.data(), rec.fds.size());
+util::Status send_record(int sock, const Record& rec, int flags) {
+  int rc = util::send_fds(sock, rec.bytes.data(), rec.bytes.size(), rec.fds.data(), rec.fds.size(), flags);
   if (rc < 0) return util::Error::from_errno("send to the network filter's control socket", -rc);
   return {};
 }
@@ -15,16 +15,16 @@ util::Status send_record(int sock, const Record& rec) {
 namespace {
 
 template <typename M>
-util::Status send_any(int sock, const M& m) {
+util::Status send_any(int sock, const M& m, int flags) {
   auto rec = encode(m);
   if (!rec) return rec.take_error();
-  return send_record(sock, *rec);
+  return send_record(sock, *rec, flags);
 }
 
 }  // namespace
 
-util::Status send_message(int sock, const FromSupervisor& m) { return send_any(sock, m); }
-util::Status send_message(int sock, const FromFilter& m) { return send_any(sock, m); }
+util::Status send_message(int sock, const FromSupervisor& m, int flags) { return send_any(sock, m, flags); }
+util::Status send_message(int sock, const FromFilter& m, int flags) { return send_any(sock, m, flags); }
 
 util::Result<std::optional<Received>> receive_record(int sock, int flags) {
   Received out;

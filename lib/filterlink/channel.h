@@ -15,11 +15,12 @@
 namespace pj::filterlink {
 
 // Sends `rec` as one message; never raises SIGPIPE (a gone peer is EPIPE).
-util::Status send_record(int sock, const Record& rec);
+// `flags` as sendmsg(2)'s (MSG_DONTWAIT: a full socket is EAGAIN).
+util::Status send_record(int sock, const Record& rec, int flags = 0);
 
 // Encodes and sends `m`.
-util::Status send_message(int sock, const FromSupervisor& m);
-util::Status send_message(int sock, const FromFilter& m);
+util::Status send_message(int sock, const FromSupervisor& m, int flags = 0);
+util::Status send_message(int sock, const FromFilter& m, int flags = 0);
 
 struct Received {
   std::string bytes;

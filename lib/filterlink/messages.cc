@@ -167,7 +167,7 @@ void put(Writer& w, const Settings& s) {
     w.u64(t.port);
   }
   w.u8(s.test_probe_after_lockdown);
-  w.u8(s.test_abort_mid_request);
+  w.u8(static_cast<std::uint8_t>(s.test_misbehave));
 }
 
 util::Result<Settings> take_settings(Fields& f) {
@@ -187,7 +187,7 @@ util::Result<Settings> take_settings(Fields& f) {
     s.test_resolve.push_back(std::move(t));
   }
   s.test_probe_after_lockdown = f.flag("test_probe_after_lockdown");
-  s.test_abort_mid_request = f.flag("test_abort_mid_request");
+  s.test_misbehave = f.choice("test_misbehave", Settings::Misbehave::ask_jail_socket);
   if (auto st = f.finish(); !st) return st.take_error();
   return s;
 }

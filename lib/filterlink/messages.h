@@ -91,7 +91,11 @@ struct Settings {
   };
   std::vector<TestResolve> test_resolve;
   bool test_probe_after_lockdown = false;  // try files, exec, ptrace, kill; send probe_result
-  bool test_abort_mid_request = false;     // abort() on the first request head
+  // What the filter does wrong once it is ready, to test the supervisor's
+  // side: abort() on the first request head; send name questions and
+  // never read the answers; ask for a socket in the jail.
+  enum class Misbehave : std::uint8_t { none, abort_mid_request, stop_reading, ask_jail_socket };
+  Misbehave test_misbehave = Misbehave::none;
 };
 
 struct RuleMessage {

@@ -8,7 +8,7 @@
 
 namespace pj::util {
 
-int send_fds(int sock, const void* data, size_t size, const int* fds, size_t count) {
+int send_fds(int sock, const void* data, size_t size, const int* fds, size_t count, int flags) {
   if (count > kMaxPassedFds) return -E2BIG;
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
   iovec iov{const_cast<void*>(data), size};
@@ -24,7 +24,9 @@ int send_fds(int sock, const void* data, size_t size, const int* fds, size_t cou
     h->cmsg_len = CMSG_LEN(sizeof(int) * count);
     std::memcpy(CMSG_DATA(h), fds, sizeof(int) * count);
   }
-  ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  ssize_t n;
+  do n = ::sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
   if (n < 0) return -errno;
   return static_cast<size_t>(n) == size ? 0 : -EPROTO;
 }

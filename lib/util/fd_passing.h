@@ -15,9 +15,10 @@ inline constexpr size_t kMaxPassedFds = 64;
 
 // Sends `size` bytes of `data` (at least one: a message with descriptors
 // must carry data) and `count` descriptors as one message on a connected
-// socket, without SIGPIPE. Returns 0, or -errno: -E2BIG for more than
-// kMaxPassedFds descriptors, -EPROTO for a short send.
-int send_fds(int sock, const void* data, size_t size, const int* fds, size_t count);
+// socket, without SIGPIPE; `flags` as sendmsg(2)'s (MSG_DONTWAIT). Returns
+// 0, or -errno: EINTR is retried; -E2BIG for more than kMaxPassedFds
+// descriptors, -EPROTO for a short send.
+int send_fds(int sock, const void* data, size_t size, const int* fds, size_t count, int flags = 0);
 
 // Receives one message of at most `size` bytes into `data` and its
 // descriptors (close-on-exec) into `fds` (room for kMaxPassedFds), their

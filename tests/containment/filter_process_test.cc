@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 
+#include <sstream>
 #include <string>
 #include <csignal>
 #include <filesystem>
@@ -204,6 +205,19 @@ pid_t filter_of_run(const std::string& marker) {
   return -1;
 }
 
+// The soft limit on the line of /proc/PID/limits that starts with `name`.
+std::string soft_limit(const std::string& limits, const std::string& name) {
+  std::istringstream in(limits);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with(name + " ")) continue;
+    std::istringstream rest(line.substr(name.size()));
+    std::string soft;
+    rest >> soft;
+    return soft;
+  }
+  return "";
+}
+
 std::string status_field(const std::string& status, const std::string& name) {
   auto at = status.find("\n" + name + ":\t");
   if (at == std::string::npos) return "";
@@ -249,6 +263,7 @@ TEST_CASE("the filter process runs with seccomp, no_new_privs, no capabilities a
   for (int i = 0; i < 400 && !test::exists(sb.ws + "/started"); ++i) ::usleep(50000);  // a guard, not a timing
   pid_t filter = filter_of_run(report);
   std::string status = filter > 0 ? test::read_file("/proc/" + std::to_string(filter) + "/status") : "";
+  std::string limits = filter > 0 ? test::read_file("/proc/" + std::to_string(filter) + "/limits") : "";
   std::string environ_text;
   bool environ_read = false;
   if (filter > 0) {
@@ -274,6 +289,17 @@ TEST_CASE("the filter process runs with seccomp, no_new_privs, no capabilities a
   // (no_new_privs, nothing permitted).
   if (::geteuid() == 0) CHECK(status_field(status, "CapBnd") == "0000000000000000");
   if (environ_read) CHECK(environ_text.empty());
+  CAPTURE(limits);
+  CHECK(soft_limit(limits, "Max core file size") == "0");
+  CHECK(soft_limit(limits, "Max file size") == "0");
+  CHECK(soft_limit(limits, "Max locked memory") == "0");
+#ifndef PJ_SANITIZED
+  // Its heap and private mappings (sanitizer builds map terabytes of
+  // shadow memory: without).
+  const std::string data = soft_limit(limits, "Max data size");
+  CHECK(data != "unlimited");
+  CHECK(!data.empty());
+#endif
 }
 
 TEST_CASE("a filter process that aborts mid-request ends the run with 125; the jail reaches nothing after it") {
@@ -288,7 +314,7 @@ TEST_CASE("a filter process that aborts mid-request ends the run with 125; the j
                     "env -u NO_PROXY -u no_proxy curl -s -x http://127.0.0.1:3128 " + url +
                         "; curl -s http://127.0.0.1:" + server.port() + "/; echo still-running"},
                    {"--allow-net", "aborts.example.test:" + server.port(), "--allow-net",
-                    "127.0.0.1:" + server.port(), "--test-filter-abort"});
+                    "127.0.0.1:" + server.port(), "--test-filter-misbehave", "abort"});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 125);
@@ -296,4 +322,30 @@ TEST_CASE("a filter process that aborts mid-request ends the run with 125; the j
   CHECK(o.err.find("the jail was stopped") != std::string::npos);
   CHECK(server.hits() == 0);
   CHECK(test::read_file(agent + "/auth.json") == auth);
+}
+
+TEST_CASE("a filter process that stops reading its control socket is killed: the run ends with 125, never hangs") {
+  // It asks for names (localhost: answered from /etc/hosts, at once) and
+  // reads no answer; the supervisor's sends then find the socket full.
+  test::Sandbox sb;
+  test::HttpServer server;
+  auto o = sb.jail({"/bin/sh", "-c", "sleep 20; echo ran-on"},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-misbehave", "stop-reading"});
+  CAPTURE(o.err);
+  CHECK(o.status == 125);
+  CHECK(o.err.find("the network filter process did not read its control socket") != std::string::npos);
+  CHECK(o.out.find("ran-on") == std::string::npos);
+}
+
+TEST_CASE("a filter process that asks for a socket in the jail of a run that publishes no port is killed: 125") {
+  // Each such socket forks the supervisor into the jail's namespaces:
+  // only published ports need one.
+  test::Sandbox sb;
+  test::HttpServer server;
+  auto o = sb.jail({"/bin/sh", "-c", "sleep 20; echo ran-on"},
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-misbehave", "jail-socket"});
+  CAPTURE(o.err);
+  CHECK(o.status == 125);
+  CHECK(o.err.find("asked for a socket in the jail, and this run publishes no port") != std::string::npos);
+  CHECK(o.out.find("ran-on") == std::string::npos);
 }
