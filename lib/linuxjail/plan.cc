@@ -217,12 +217,6 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   if (in.landlock_use == LandlockUse::required && in.landlock_abi < 1)
     problems.push_back("Landlock is required by the policy but this kernel does not offer it (see pi-jail doctor)");
 
-  if (!problems.empty()) {
-    std::string all;
-    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
-    return Error::invalid(all);
-  }
-
   std::stable_sort(ops.begin(), ops.end(),
                    [](const MountOp& a, const MountOp& b) { return depth(a.dest) < depth(b.dest); });
 
@@ -279,7 +273,13 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
                                          p.spec.str(), p.why, p.spec.jail_port,
                                          l.kind == ListenSpec::Kind::forward ? "forward of a host-loopback service"
                                                                              : "proxy"));
-    if (!problems.empty()) return Error::invalid(problems.front());
+  }
+  // Every problem of the view and the listeners at once: a user fixes
+  // them in one go, not one run each.
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+    return Error::invalid(all);
   }
   spec.mounts = std::move(ops);
   spec.scratch_fs = scratch_fs_options(in.scratch);

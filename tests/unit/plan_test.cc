@@ -527,6 +527,25 @@ TEST_CASE("a published port cannot be the network filter's own listener inside t
   CHECK(plan(in, debian_host()));
 }
 
+TEST_CASE("the plan reports every problem at once: the view's, Landlock's and each listener's") {
+  auto in = debian_input();
+  in.landlock_use = LandlockUse::required;
+  in.landlock_abi = 0;
+  in.forwards = {{pj::runtime::Loopback::v4, kHttpProxyPort}};
+  pj::runtime::Request::Published p;
+  p.spec.host_port = 3000;
+  p.spec.jail_port = kSocksProxyPort;
+  p.why = "--publish";
+  in.published.push_back(p);
+  auto s = plan(in, debian_host());
+  REQUIRE_FALSE(s);
+  const std::string all = s.error().message();
+  CAPTURE(all);
+  CHECK(all.find("Landlock is required") != std::string::npos);
+  CHECK(all.find("cannot forward host-loopback port 3128") != std::string::npos);
+  CHECK(all.find("publish 127.0.0.1:3000:1080 (--publish): jail port 1080") != std::string::npos);
+}
+
 TEST_CASE("the run's refusals directory is bound read-only at /run/pi-jail, and only a real directory is") {
   auto spec = plan(debian_input(), debian_host());
   REQUIRE(spec.ok());
