@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "net/address.h"
-#include "token_exchange.h"
+#include "credentials/token_exchange.h"
 #include "util/escape.h"
 #include "util/paths.h"
 #include "util/untrusted.h"

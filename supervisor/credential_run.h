@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "consent.h"
-#include "credentials.h"
-#include "token_exchange.h"
+#include "credentials/credentials.h"
+#include "credentials/token_exchange.h"
 #include "netproxy/intercept.h"
 #include "policy/policy.h"
 #include "private_dirs.h"

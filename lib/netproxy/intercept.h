@@ -1,7 +1,7 @@
 // Credentials outside the jail: what the network filter needs to put the
 // real secret on the wire in place of the jail's placeholder.
 //
-// The supervisor builds an Intercept (supervisor/credentials.*) from the
+// The supervisor builds an Intercept (lib/credentials) from the
 // profile's provider table, the operator's [credentials] and the host's
 // auth.json; the filter (netproxy, intercept.cc) terminates TLS only for
 // a connection whose checked target is a bound host, substitutes

@@ -164,7 +164,7 @@ struct Layer {
   // [env]
   std::vector<Entry> env_pass;   // names or NAME_* globs
   std::vector<Setting> env_set;
-  // [credentials] (operators only; see supervisor/credentials.h)
+  // [credentials] (operators only; see credentials/credentials.h)
   struct CredentialHost {
     std::string credential;  // a provider ("anthropic") or an environment variable name
     Entry host;              // parse_bind_target(): "name", "name:port" or "http://LOOPBACK:port"

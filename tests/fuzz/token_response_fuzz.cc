@@ -3,13 +3,13 @@
 // put into the host's auth.json.
 #include <string>
 
-#include "credentials.h"
+#include "credentials/credentials.h"
 #include "fuzz.h"
 #include "netproxy/http1.h"
-#include "token_exchange.h"
+#include "credentials/token_exchange.h"
 
 using namespace pj::supervisor;
-using namespace pj::supervisor::credentials;
+using namespace pj::credentials;
 
 namespace {
 

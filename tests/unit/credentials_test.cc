@@ -12,15 +12,15 @@
 #include <set>
 #include <sstream>
 
-#include "credentials.h"
-#include "token_exchange.h"
+#include "credentials/credentials.h"
+#include "credentials/token_exchange.h"
 #include "pi/agent_state.h"
 #include "consent.h"
 #include "policy/layer.h"
 #include "policy/policy.h"
 #include "util/json_value.h"
 
-using namespace pj::supervisor::credentials;
+using namespace pj::credentials;
 namespace json = pj::util::json;
 using pj::netproxy::Binding;
 using pj::netproxy::BoundHost;

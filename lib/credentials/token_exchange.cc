@@ -1,4 +1,4 @@
-#include "token_exchange.h"
+#include "credentials/token_exchange.h"
 
 #include <zlib.h>
 #include <zstd.h>
@@ -14,7 +14,7 @@
 #include "util/escape.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor::credentials {
+namespace pj::credentials {
 
 using netproxy::Binding;
 using util::Error;
@@ -379,9 +379,9 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
   return rewritten;
 }
 
-}  // namespace pj::supervisor::credentials
+}  // namespace pj::credentials
 
-namespace pj::supervisor::credentials {
+namespace pj::credentials {
 
 std::vector<std::string> apply_held(const std::string& agent_dir, const std::vector<HeldLogins::Login>& logins) {
   std::vector<std::string> out;
@@ -403,4 +403,4 @@ std::vector<std::string> apply_held(const std::string& agent_dir, const std::vec
   return out;
 }
 
-}  // namespace pj::supervisor::credentials
+}  // namespace pj::credentials

@@ -23,12 +23,15 @@
 #include <string_view>
 #include <vector>
 
-#include "pi/agent_state.h"
-#include "credentials.h"
+#include "credentials/credentials.h"
 #include "netproxy/intercept.h"
+#include "pi/agent_state.h"
 #include "util/result.h"
 
-namespace pj::supervisor::credentials {
+namespace pj::credentials {
+
+// Pi's auth.json as data (lib/pi).
+namespace agent = ::pj::supervisor::agent;
 
 // The largest token response body, decoded.
 inline constexpr size_t kMaxTokenBody = size_t{1} << 20;
@@ -125,4 +128,4 @@ private:
 // (under Pi's lock); what was written or not, as notes.
 std::vector<std::string> apply_held(const std::string& agent_dir, const std::vector<HeldLogins::Login>& logins);
 
-}  // namespace pj::supervisor::credentials
+}  // namespace pj::credentials

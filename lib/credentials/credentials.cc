@@ -1,4 +1,4 @@
-#include "credentials.h"
+#include "credentials/credentials.h"
 
 #include <sys/random.h>
 
@@ -11,7 +11,7 @@
 #include "util/escape.h"
 #include "util/json_value.h"
 
-namespace pj::supervisor::credentials {
+namespace pj::credentials {
 
 using netproxy::Binding;
 using netproxy::BoundHost;
@@ -613,4 +613,4 @@ std::vector<std::string> explain_lines(const std::vector<Provenance>& provenance
   return out;
 }
 
-}  // namespace pj::supervisor::credentials
+}  // namespace pj::credentials

@@ -1,4 +1,4 @@
-// Model credentials stay outside the jail: the supervisor's
+// Model credentials stay outside the jail: the host's
 // half. For every credential a run would pass (the provider variables the
 // policy passes, each secret in the host's auth.json) the jail gets a
 // per-run placeholder with the provider's prefix; the real value stays in
@@ -22,7 +22,7 @@
 #include "policy/layer.h"
 #include "util/result.h"
 
-namespace pj::supervisor::credentials {
+namespace pj::credentials {
 
 // What makes an exchange at a token endpoint the provider's own renewal
 // of the credential the host already has, which may update the host's
@@ -251,4 +251,4 @@ std::vector<netproxy::BoundHost> bound_hosts(const Provider* p, std::string_view
 // One line per binding for explain: name, treatment, prefix, hosts, why.
 std::vector<std::string> explain_lines(const std::vector<Provenance>& provenance);
 
-}  // namespace pj::supervisor::credentials
+}  // namespace pj::credentials
