@@ -324,28 +324,32 @@ TEST_CASE("a filter process that aborts mid-request ends the run with 125; the j
   CHECK(test::read_file(agent + "/auth.json") == auth);
 }
 
-TEST_CASE("a filter process that stops reading its control socket is killed: the run ends with 125, never hangs") {
-  // It asks for names (localhost: answered from /etc/hosts, at once) and
-  // reads no answer; the supervisor's sends then find the socket full.
+namespace {
+
+// A run whose filter process misbehaves as `what` once it is ready
+// (--test-filter-misbehave) must end with 125 and `message`, before its
+// command (which would take 20 s) could finish.
+void check_misbehaving_filter_ends_run(const std::string& what, const std::string& message) {
   test::Sandbox sb;
   test::HttpServer server;
   auto o = sb.jail({"/bin/sh", "-c", "sleep 20; echo ran-on"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-misbehave", "stop-reading"});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-misbehave", what});
   CAPTURE(o.err);
   CHECK(o.status == 125);
-  CHECK(o.err.find("the network filter process did not read its control socket") != std::string::npos);
+  CHECK(o.err.find(message) != std::string::npos);
   CHECK(o.out.find("ran-on") == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("a filter process that stops reading its control socket is killed: the run ends with 125, never hangs") {
+  // It asks for names (localhost: answered from /etc/hosts, at once) and
+  // reads no answer; the supervisor's sends then find the socket full.
+  check_misbehaving_filter_ends_run("stop-reading", "the network filter process did not read its control socket");
 }
 
 TEST_CASE("a filter process that asks for a socket in the jail of a run that publishes no port is killed: 125") {
   // Each such socket forks the supervisor into the jail's namespaces:
   // only published ports need one.
-  test::Sandbox sb;
-  test::HttpServer server;
-  auto o = sb.jail({"/bin/sh", "-c", "sleep 20; echo ran-on"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-misbehave", "jail-socket"});
-  CAPTURE(o.err);
-  CHECK(o.status == 125);
-  CHECK(o.err.find("asked for a socket in the jail, and this run publishes no port") != std::string::npos);
-  CHECK(o.out.find("ran-on") == std::string::npos);
+  check_misbehaving_filter_ends_run("jail-socket", "asked for a socket in the jail, and this run publishes no port");
 }

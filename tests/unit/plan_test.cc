@@ -506,17 +506,26 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
         "socket grant op.toml:2:12 /tmp/ssh-x/agent.1: it is under /tmp/ssh-x, which is denied (profile: secrets)");
 }
 
+namespace {
+
+// --publish 3000:JAIL_PORT
+pj::runtime::Request::Published published_on(int jail_port) {
+  pj::runtime::Request::Published p;
+  p.spec.host_port = 3000;
+  p.spec.jail_port = jail_port;
+  p.why = "--publish";
+  return p;
+}
+
+}  // namespace
+
 TEST_CASE("a published port cannot be the network filter's own listener inside the jail") {
   auto in = debian_input();
   in.forwards.push_back({pj::runtime::Loopback::v4, 11434});
   for (int port : {3128, 1080, 11434}) {
     CAPTURE(port);
     auto in2 = in;
-    pj::runtime::Request::Published p;
-    p.spec.host_port = 3000;
-    p.spec.jail_port = port;
-    p.why = "--publish";
-    in2.published.push_back(p);
+    in2.published.push_back(published_on(port));
     auto s = plan(in2, debian_host());
     REQUIRE_FALSE(s);
     CHECK(s.error().message().find("publish 127.0.0.1:3000:" + std::to_string(port) + " (--publish): jail port") == 0);
@@ -532,11 +541,7 @@ TEST_CASE("the plan reports every problem at once: the view's, Landlock's and ea
   in.landlock_use = LandlockUse::required;
   in.landlock_abi = 0;
   in.forwards = {{pj::runtime::Loopback::v4, kHttpProxyPort}};
-  pj::runtime::Request::Published p;
-  p.spec.host_port = 3000;
-  p.spec.jail_port = kSocksProxyPort;
-  p.why = "--publish";
-  in.published.push_back(p);
+  in.published.push_back(published_on(kSocksProxyPort));
   auto s = plan(in, debian_host());
   REQUIRE_FALSE(s);
   const std::string all = s.error().message();
