@@ -169,6 +169,20 @@ public:
 
   void shutdown() { proxy_->shutdown(); }
 
+#ifdef PJ_TEST_SWITCHES
+  // Test builds: what a compromised filter might do once ready, for the
+  // supervisor's side to survive. False: the supervisor is gone.
+  bool misbehave(filterlink::Settings::Misbehave m) {
+    using Misbehave = filterlink::Settings::Misbehave;
+    if (m == Misbehave::stop_reading)
+      for (std::uint64_t id = 1;; ++id)  // name questions, no answer read, until the supervisor ends it
+        if (!filterlink::send_message(sock_, filterlink::FromFilter(filterlink::NameQuestion{id, "localhost"})))
+          return false;
+    if (m == Misbehave::ask_jail_socket) (void)jail_socket(AF_INET);
+    return true;
+  }
+#endif
+
 private:
   // One run-time message; false at stop.
   util::Result<bool> handle(FromSupervisor m) {
@@ -187,7 +201,6 @@ private:
     return util::Error::invalid("a configuration message after the configuration's end");
   }
 
-public:
   // A socket of the jail's network namespace, made by the supervisor (the
   // filter cannot enter it): asked and waited for, other messages kept
   // for the loop. The fd, or -errno.
@@ -208,7 +221,6 @@ public:
     }
   }
 
-private:
   int sock_;
   std::unique_ptr<netproxy::Proxy> proxy_;
   std::deque<FromSupervisor> backlog_;
@@ -312,11 +324,7 @@ int network_filter_main() {
   if (auto st = filterlink::send_message(sock, filterlink::FromFilter(filterlink::Ready{ca_pem})); !st)
     return fail(sock, "say ready", st.error());
 #ifdef PJ_TEST_SWITCHES
-  if (misbehave == Misbehave::stop_reading)
-    for (std::uint64_t id = 1;; ++id)  // until the supervisor ends it
-      if (!filterlink::send_message(sock, filterlink::FromFilter(filterlink::NameQuestion{id, "localhost"})))
-        return 1;
-  if (misbehave == Misbehave::ask_jail_socket) (void)filter.jail_socket(AF_INET);
+  if (!filter.misbehave(misbehave)) return 1;
 #endif
   auto served = filter.serve();
   filter.shutdown();
