@@ -32,6 +32,11 @@ const char* type_name(Type t) {
     case Type::name_answer: return "name_answer";
     case Type::jail_socket: return "jail_socket";
     case Type::stop: return "stop";
+    case Type::run_ca: return "run_ca";
+    case Type::slot: return "slot";
+    case Type::token_endpoint: return "token_endpoint";
+    case Type::credential_host: return "credential_host";
+    case Type::watched: return "watched";
     case Type::ready: return "ready";
     case Type::name_question: return "name_question";
     case Type::decision: return "decision";
@@ -40,6 +45,8 @@ const char* type_name(Type t) {
     case Type::jail_socket_request: return "jail_socket_request";
     case Type::failure: return "failure";
     case Type::probe_result: return "probe_result";
+    case Type::added_binding: return "added_binding";
+    case Type::added_slot: return "added_slot";
   }
   return "unknown";
 }
@@ -210,8 +217,7 @@ util::Result<RuleMessage> take_rule(Fields& f) {
   return m;
 }
 
-void put(Writer& w, const BindingMessage& m) {
-  const auto& b = m.binding;
+void put(Writer& w, const netproxy::Binding& b) {
   w.bytes(b.name);
   w.bytes(b.placeholder);
   w.bytes(b.real);
@@ -219,14 +225,17 @@ void put(Writer& w, const BindingMessage& m) {
   for (const auto& h : b.hosts) {
     w.bytes(h.name);
     w.u64(h.port);
+    w.u8(static_cast<std::uint8_t>(h.wire));
   }
   w.u8(static_cast<std::uint8_t>(b.carriage));
   w.bytes(b.header);
 }
+void put(Writer& w, const BindingMessage& m) { put(w, m.binding); }
+void put(Writer& w, const AddedBinding& m) { put(w, m.binding); }
 
-util::Result<BindingMessage> take_binding(Fields& f) {
-  BindingMessage m;
-  auto& b = m.binding;
+// A binding's fields; the caller finishes.
+netproxy::Binding take_binding_fields(Fields& f) {
+  netproxy::Binding b;
   b.name = f.text("name", kMaxText, 1);
   b.placeholder = f.text("placeholder", kMaxSecret, 1);
   b.real = f.text("real", kMaxSecret, 1);
@@ -237,10 +246,115 @@ util::Result<BindingMessage> take_binding(Fields& f) {
     netproxy::BoundHost h;
     h.name = f.text("host", kMaxHostName, 1);
     h.port = f.port("port");
+    h.wire = f.choice("wire", netproxy::Wire::plain_http);
     b.hosts.push_back(std::move(h));
   }
   b.carriage = f.choice("carriage", netproxy::Carriage::token_exchange);
   b.header = f.text("header", kMaxText);
+  return b;
+}
+
+template <typename M>
+util::Result<M> take_binding_as(Fields& f) {
+  M m{take_binding_fields(f)};
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+void put(Writer& w, const RunCa& m) {
+  w.bytes(m.key_pem);
+  w.bytes(m.cert_pem);
+}
+
+util::Result<RunCa> take_run_ca(Fields& f) {
+  RunCa m;
+  m.key_pem = f.text("key_pem", kMaxPem, 1);
+  m.cert_pem = f.text("cert_pem", kMaxPem, 1);
+  f.check(m.key_pem.starts_with("-----BEGIN PRIVATE KEY-----"), "key_pem", "not a PKCS#8 PEM key");
+  f.check(m.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"), "cert_pem", "not a PEM certificate");
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+// An auth.json field a placeholder may stand in.
+bool is_secret_field(std::string_view s) { return s == "access" || s == "refresh" || s == "key" || s == "token"; }
+
+void put(Writer& w, const SlotMessage& m) {
+  w.bytes(m.placeholder);
+  w.bytes(m.entry);
+  w.bytes(m.field);
+  w.u8(static_cast<std::uint8_t>(m.origin));
+}
+
+util::Result<SlotMessage> take_slot(Fields& f) {
+  SlotMessage m;
+  m.placeholder = f.text("placeholder", kMaxSecret, 1);
+  m.entry = f.text("entry", kMaxText, 1);
+  m.field = f.text("field", kMaxText, 1);
+  f.check(is_secret_field(m.field), "field", "not a secret field of auth.json");
+  m.origin = f.choice("origin", Origin::login);
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+void put(Writer& w, const TokenEndpointMessage& m) {
+  w.bytes(m.id);
+  w.bytes(m.host);
+  w.u64(m.port);
+  w.bytes(m.path);
+}
+
+util::Result<TokenEndpointMessage> take_token_endpoint(Fields& f) {
+  TokenEndpointMessage m;
+  m.id = f.text("id", kMaxText, 1);
+  m.host = f.text("host", kMaxHostName, 1);
+  m.port = f.port("port");
+  m.path = f.text("path", kMaxText, 1);
+  f.check(m.path.starts_with('/'), "path", "not a path");
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+void put(Writer& w, const CredentialHostMessage& m) {
+  w.bytes(m.credential);
+  w.bytes(m.host);
+  w.bytes(m.source);
+}
+
+util::Result<CredentialHostMessage> take_credential_host(Fields& f) {
+  CredentialHostMessage m;
+  m.credential = f.text("credential", kMaxText, 1);
+  m.host = f.text("host", kMaxHostName + 16, 1);
+  m.source = f.text("source", kMaxText);
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+void put(Writer& w, const WatchedMessage& m) {
+  w.bytes(m.watched.placeholder);
+  w.bytes(m.watched.name);
+  w.bytes(m.watched.credential);
+}
+
+util::Result<WatchedMessage> take_watched(Fields& f) {
+  WatchedMessage m;
+  m.watched.placeholder = f.text("placeholder", kMaxSecret, 1);
+  m.watched.name = f.text("name", kMaxText, 1);
+  m.watched.credential = f.text("credential", kMaxText, 1);
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+void put(Writer& w, const AddedSlot& m) {
+  w.bytes(m.placeholder);
+  w.bytes(m.field);
+}
+
+util::Result<AddedSlot> take_added_slot(Fields& f) {
+  AddedSlot m;
+  m.placeholder = f.text("placeholder", kMaxSecret, 1);
+  m.field = f.text("field", kMaxText, 1);
+  f.check(is_secret_field(m.field), "field", "not a secret field of auth.json");
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -355,6 +469,7 @@ void put(Writer& w, const DecisionMessage& m) {
   w.u8(d.allowed);
   w.bytes(netproxy::bounded(d.reason));
   w.u8(d.rule_refusal);
+  w.bytes(netproxy::bounded(d.unbound_credential));
   w.u64(d.count);
   w.u64(d.bytes_up);
   w.u64(d.bytes_down);
@@ -382,6 +497,7 @@ util::Result<DecisionMessage> take_decision(Fields& f) {
   // the relay says so only of a valid one (netproxy/connection.cc).
   f.check(!d.rule_refusal || (d.port > 0 && net::normalise_host(d.host).has_value()), "rule_refusal",
           "for no valid host:port");
+  d.unbound_credential = f.text("unbound_credential", kMaxBoundedText);
   d.count = f.in_range("count", 1, UINT64_MAX);
   d.bytes_up = f.u64("bytes_up");
   d.bytes_down = f.u64("bytes_down");
@@ -399,11 +515,14 @@ void put_optional(Writer& w, const std::optional<std::string>& s) {
 void put(Writer& w, const TokenUpdate& m) {
   w.u8(static_cast<std::uint8_t>(m.kind));
   w.bytes(m.entry);
+  w.u8(m.ok);
   put_optional(w, m.access);
   put_optional(w, m.refresh);
   w.u8(m.expires_ms.has_value());
   if (m.expires_ms) w.i64(*m.expires_ms);
   w.bytes(m.account);
+  w.bytes(m.host);
+  w.bytes(m.path);
 }
 
 util::Result<TokenUpdate> take_token_update(Fields& f) {
@@ -411,13 +530,16 @@ util::Result<TokenUpdate> take_token_update(Fields& f) {
   m.kind = f.choice("kind", netproxy::ExchangeKind::login);
   m.entry = f.text("entry", kMaxText, 1);
   f.check(is_entry_name(m.entry), "entry", "not an auth.json key");
+  m.ok = f.flag("ok");
   m.access = f.optional_text("access", kMaxSecret);
   m.refresh = f.optional_text("refresh", kMaxSecret);
   f.check(header_safe(m.access.value_or("")) && header_safe(m.refresh.value_or("")), "token", "holds CR, LF or NUL");
-  f.check(m.access || m.refresh, "token", "none");
   if (f.flag("expires")) m.expires_ms = f.i64("expires_ms");
   f.check(m.expires_ms.value_or(0) >= 0, "expires_ms", "negative");
   m.account = f.text("account", kMaxText);
+  m.host = f.text("host", kMaxHostName, 1);
+  m.path = f.text("path", kMaxText, 1);
+  f.check(m.path.starts_with('/'), "path", "not a path");
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -502,6 +624,13 @@ constexpr Type type_of() {
   else if constexpr (std::is_same_v<M, BindingMessage>) return Type::binding;
   else if constexpr (std::is_same_v<M, MintingMessage>) return Type::minting;
   else if constexpr (std::is_same_v<M, UpstreamCa>) return Type::upstream_ca;
+  else if constexpr (std::is_same_v<M, RunCa>) return Type::run_ca;
+  else if constexpr (std::is_same_v<M, SlotMessage>) return Type::slot;
+  else if constexpr (std::is_same_v<M, TokenEndpointMessage>) return Type::token_endpoint;
+  else if constexpr (std::is_same_v<M, CredentialHostMessage>) return Type::credential_host;
+  else if constexpr (std::is_same_v<M, WatchedMessage>) return Type::watched;
+  else if constexpr (std::is_same_v<M, AddedBinding>) return Type::added_binding;
+  else if constexpr (std::is_same_v<M, AddedSlot>) return Type::added_slot;
   else if constexpr (std::is_same_v<M, ConfigDone>) return Type::config_done;
   else if constexpr (std::is_same_v<M, ListenerMessage>) return Type::listener;
   else if constexpr (std::is_same_v<M, NameAnswer>) return Type::name_answer;
@@ -608,8 +737,13 @@ util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std:
   switch (h->type) {
     case Type::settings: return lift<Settings, V>(take_settings(f));
     case Type::rule: return lift<RuleMessage, V>(take_rule(f));
-    case Type::binding: return lift<BindingMessage, V>(take_binding(f));
+    case Type::binding: return lift<BindingMessage, V>(take_binding_as<BindingMessage>(f));
     case Type::minting: return lift<MintingMessage, V>(take_minting(f));
+    case Type::run_ca: return lift<RunCa, V>(take_run_ca(f));
+    case Type::slot: return lift<SlotMessage, V>(take_slot(f));
+    case Type::token_endpoint: return lift<TokenEndpointMessage, V>(take_token_endpoint(f));
+    case Type::credential_host: return lift<CredentialHostMessage, V>(take_credential_host(f));
+    case Type::watched: return lift<WatchedMessage, V>(take_watched(f));
     case Type::upstream_ca: {
       if (auto st = f.finish(); !st) return st.take_error();
       return V(UpstreamCa{std::move(fds[0])});
@@ -655,6 +789,8 @@ util::Result<FromFilter> decode_from_filter(std::string_view bytes, std::vector<
     case Type::jail_socket_request: return lift<JailSocketRequest, V>(take_jail_socket_request(f));
     case Type::failure: return lift<Failure, V>(take_failure(f));
     case Type::probe_result: return lift<ProbeResult, V>(take_probe_result(f));
+    case Type::added_binding: return lift<AddedBinding, V>(take_binding_as<AddedBinding>(f));
+    case Type::added_slot: return lift<AddedSlot, V>(take_added_slot(f));
     default: break;
   }
   return util::Error::invalid(fmt::format("a message of type {}, unknown from the filter",

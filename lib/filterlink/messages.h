@@ -39,7 +39,7 @@
 namespace pj::filterlink {
 
 inline constexpr std::uint32_t kMagic = 0x4c464a50;  // "PJFL" in memory order
-inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint16_t kVersion = 2;
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr size_t kMaxRecord = 64 * 1024;  // header and payload
 // Field bounds. Jail-supplied text the filter records is already cut to
@@ -65,6 +65,11 @@ enum class Type : std::uint16_t {
   name_answer = 8,  // the addresses of a name the filter asked for
   jail_socket = 9,  // a socket of the jail's network namespace (an fd), or why not
   stop = 10,        // close every connection and exit
+  run_ca = 11,          // the run's CA key and certificate (credentials bound)
+  slot = 12,            // where a bound placeholder stands in auth.json
+  token_endpoint = 13,  // a test build's stand-in for a provider's token endpoint
+  credential_host = 14, // an operator's extra host for a credential ([credentials] bind)
+  watched = 15,         // a placeholder to look for on unbound loopback ports
   ready = 64,       // locked down; the run CA's certificate
   name_question = 65,
   decision = 66,       // one connection's decision
@@ -73,6 +78,8 @@ enum class Type : std::uint16_t {
   jail_socket_request = 69,
   failure = 70,        // the filter could not start: which step, errno
   probe_result = 71,   // test builds: what the filter could do after lock-down
+  added_binding = 72,  // a token exchange bound a new placeholder; then token_update
+  added_slot = 73,     // a token exchange put a placeholder in an auth.json field; then token_update
 };
 
 // --- supervisor to filter ---
@@ -116,6 +123,43 @@ struct MintingMessage {
 
 struct UpstreamCa {
   util::UniqueFd pem;  // a regular file opened by the supervisor, read once
+};
+
+// The run's CA, made by the supervisor (its certificate is in the jail's
+// trust bundle before the filter starts): the filter mints leaves with it.
+struct RunCa {
+  std::string key_pem;   // PKCS#8, unencrypted: a secret
+  std::string cert_pem;
+};
+
+// Where a placeholder the filter holds the real value of stands in Pi's
+// auth.json, and where its value came from: the token exchange's
+// "current refresh token" of an entry (credentials::Table::current_in).
+enum class Origin : std::uint8_t { host = 0, renewal = 1, login = 2 };
+struct SlotMessage {
+  std::string placeholder;
+  std::string entry;  // an auth.json key
+  std::string field;  // "access", "refresh", "key", "token"
+  Origin origin = Origin::host;
+};
+
+// A loopback stand-in for a provider's token endpoint (test builds).
+struct TokenEndpointMessage {
+  std::string id;  // the provider's auth.json key
+  std::string host;
+  std::uint16_t port = 0;
+  std::string path;
+};
+
+// [credentials] bind: one more host a credential is sent to.
+struct CredentialHostMessage {
+  std::string credential;  // a provider id or a variable name
+  std::string host;        // as the policy wrote it (parse_bind_target)
+  std::string source;      // "policy.toml:3:1"
+};
+
+struct WatchedMessage {
+  netproxy::Watched watched;
 };
 
 struct ConfigDone {};
@@ -162,12 +206,30 @@ struct DecisionMessage {
   netproxy::Decision decision;
 };
 
+// One token exchange's end: the bindings and slots it added (sent just
+// before, as added_binding and added_slot) are the supervisor's from now
+// on, and the tokens the response carried (real values) go to the host's
+// auth.json (a renewal) or wait for consent (a login). `ok`: the
+// response's status was 2xx; without it no token is applied.
 struct TokenUpdate {
   netproxy::ExchangeKind kind = netproxy::ExchangeKind::login;
   std::string entry;  // the auth.json key
+  bool ok = false;
   std::optional<std::string> access, refresh;
   std::optional<std::int64_t> expires_ms;
   std::string account;
+  std::string host, path;  // the token endpoint (a normalised host; the request's path)
+};
+
+struct AddedBinding {
+  netproxy::Binding binding;
+};
+
+// `placeholder` (an added binding's, or one the response echoed) now
+// stands in field `field` of the exchange's entry.
+struct AddedSlot {
+  std::string placeholder;
+  std::string field;
 };
 
 struct Usage {
@@ -195,10 +257,12 @@ struct ProbeResult {
   std::vector<Attempt> attempts;
 };
 
-using FromSupervisor = std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, ConfigDone,
-                                    ListenerMessage, NameAnswer, JailSocket, Stop>;
+using FromSupervisor =
+    std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, RunCa, SlotMessage,
+                 TokenEndpointMessage, CredentialHostMessage, WatchedMessage, ConfigDone, ListenerMessage, NameAnswer,
+                 JailSocket, Stop>;
 using FromFilter = std::variant<Ready, NameQuestion, DecisionMessage, TokenUpdate, Usage, JailSocketRequest, Failure,
-                                ProbeResult>;
+                                ProbeResult, AddedBinding, AddedSlot>;
 
 // One record: its bytes and the descriptors it carries (borrowed: sending
 // dups nothing and closes nothing).

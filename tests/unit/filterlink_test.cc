@@ -68,6 +68,7 @@ netproxy::Decision sample_decision() {
   d.allowed = false;
   d.reason = "no rule allows it";
   d.rule_refusal = false;  // a refusal an allow rule would lift has a valid host
+  d.unbound_credential = "LOCAL_KEY";
   d.count = 1;
   d.bytes_up = 10;
   d.bytes_down = 20;
@@ -91,6 +92,7 @@ TEST_CASE("a filter's decision comes back to the supervisor byte for byte, jail 
   CHECK_FALSE(got.allowed);
   CHECK(got.reason == d.reason);
   CHECK_FALSE(got.rule_refusal);
+  CHECK(got.unbound_credential == "LOCAL_KEY");  // the summary's bind line (version 1 dropped it)
   CHECK(got.count == 1);
   CHECK(got.bytes_up == 10);
   CHECK(got.bytes_down == 20);
@@ -142,12 +144,63 @@ TEST_CASE("every supervisor message comes back to the filter as it went") {
   CHECK(gb.carriage == netproxy::Carriage::token_exchange);
   CHECK(gb.header == "Authorization");
 
+  // A local model server's binding keeps its plain HTTP wire (version 1
+  // dropped it, and the filter then spoke TLS to the port).
+  netproxy::Binding local{"OLLAMA_API_KEY", "ph", "real", {{"127.0.0.1", 11434, netproxy::Wire::plain_http}}};
+  auto plain = decode_from_supervisor(bytes_of(FromSupervisor(BindingMessage{local})), no_fds());
+  REQUIRE(plain.ok());
+  CHECK(std::get<BindingMessage>(*plain).binding.hosts == local.hosts);
+
   NameAnswer a{42, {ip("192.0.2.1"), ip("2001:db8::1")}, ""};
   auto answer = decode_from_supervisor(bytes_of(FromSupervisor(std::move(a))), no_fds());
   REQUIRE(answer.ok());
   CHECK(std::get<NameAnswer>(*answer).id == 42);
   REQUIRE(std::get<NameAnswer>(*answer).addrs.size() == 2);
   CHECK(std::get<NameAnswer>(*answer).addrs[1] == ip("2001:db8::1"));
+}
+
+TEST_CASE("the credential configuration comes back to the filter as it went") {
+  auto back = [](FromSupervisor m) {
+    auto r = decode_from_supervisor(bytes_of(std::move(m)), no_fds());
+    REQUIRE(r.ok());
+    return std::move(*r);
+  };
+  auto ca = back(RunCa{"-----BEGIN PRIVATE KEY-----\nk\n", "-----BEGIN CERTIFICATE-----\nc\n"});
+  CHECK(std::get<RunCa>(ca).key_pem == "-----BEGIN PRIVATE KEY-----\nk\n");
+  auto slot = back(SlotMessage{"ph", "anthropic", "refresh", Origin::renewal});
+  CHECK(std::get<SlotMessage>(slot).entry == "anthropic");
+  CHECK(std::get<SlotMessage>(slot).origin == Origin::renewal);
+  auto endpoint = back(TokenEndpointMessage{"anthropic", "127.0.0.1", 8443, "/v1/oauth/token"});
+  CHECK(std::get<TokenEndpointMessage>(endpoint).port == 8443);
+  auto host = back(CredentialHostMessage{"anthropic", "llm.corp.example", "policy.toml:3:1"});
+  CHECK(std::get<CredentialHostMessage>(host).host == "llm.corp.example");
+  auto watched = back(WatchedMessage{{"ph", "auth.json ollama.key", "ollama"}});
+  CHECK(std::get<WatchedMessage>(watched).watched.credential == "ollama");
+
+  // What is not a key, a certificate, a secret field or a path is refused.
+  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(RunCa{"key", "-----BEGIN CERTIFICATE-----"})), no_fds()).ok());
+  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(SlotMessage{"ph", "anthropic", "type", Origin::host})),
+                                     no_fds())
+                  .ok());
+  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(TokenEndpointMessage{"x", "h", 1, "no-slash"})), no_fds()).ok());
+}
+
+TEST_CASE("a token exchange's additions come back to the supervisor as they went, and only from the filter") {
+  netproxy::Binding b{"token response anthropic.access_token", "sk-ant-oat01-PH", "sk-ant-oat01-real",
+                      {{"api.anthropic.com", 443}}};
+  auto added = decode_from_filter(bytes_of(FromFilter(AddedBinding{b})), no_fds());
+  REQUIRE(added.ok());
+  CHECK(std::get<AddedBinding>(*added).binding.real == b.real);
+  auto slot = decode_from_filter(bytes_of(FromFilter(AddedSlot{"sk-ant-oat01-PH", "access"})), no_fds());
+  REQUIRE(slot.ok());
+  CHECK(std::get<AddedSlot>(*slot).field == "access");
+  CHECK(decision_error(bytes_of(FromFilter(AddedSlot{"ph", "type"}))).find("field: not a secret field") !=
+        std::string::npos);
+  // The supervisor's messages are not the filter's, nor the other way.
+  CHECK_FALSE(decode_from_supervisor(bytes_of(FromFilter(AddedBinding{b})), no_fds()).ok());
+  CHECK_FALSE(decode_from_filter(bytes_of(FromSupervisor(RunCa{"-----BEGIN PRIVATE KEY-----", "-----BEGIN CERTIFICATE-----"})),
+                                 no_fds())
+                  .ok());
 }
 
 TEST_CASE("a listener travels with its descriptor, and its forward target") {
@@ -171,7 +224,11 @@ TEST_CASE("the supervisor refuses a record whose header is not the protocol's") 
   auto good = bytes_of(FromFilter(Usage{1, 2, 3}));
   CHECK(decision_error(good.substr(0, 5)).find("shorter than its header") != std::string::npos);
   CHECK(decision_error(record(68, good.substr(kHeaderSize), 0x12345678)).find("magic") != std::string::npos);
-  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, 2)).find("version 2") != std::string::npos);
+  // Another version, older or newer: the two sides are one executable.
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion - 1)).find("version 1, not 2") !=
+        std::string::npos);
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion + 1)).find("version 3, not 2") !=
+        std::string::npos);
   CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion, 25)).find("header says 25") !=
         std::string::npos);
   CHECK(decision_error(std::string(kMaxRecord + 1, 'x')).find("more than") != std::string::npos);
@@ -278,6 +335,8 @@ TEST_CASE("the supervisor refuses a token update it could not write safely to au
   t.entry = "anthropic";
   t.access = "sk-ant-oat-new";
   t.expires_ms = 1700000000000;
+  t.host = "platform.claude.com";
+  t.path = "/v1/oauth/token";
   auto good = decode_from_filter(bytes_of(FromFilter(t)), no_fds());
   REQUIRE(good.ok());
   CHECK(std::get<TokenUpdate>(*good).access == t.access);
@@ -290,8 +349,8 @@ TEST_CASE("the supervisor refuses a token update it could not write safely to au
   bad.access = "tok\r\nX-Injected: 1";
   CHECK(decision_error(bytes_of(FromFilter(bad))).find("holds CR, LF or NUL") != std::string::npos);
   bad = t;
-  bad.access.reset();
-  CHECK(decision_error(bytes_of(FromFilter(bad))).find("token: none") != std::string::npos);
+  bad.access = "";
+  CHECK(decision_error(bytes_of(FromFilter(bad))).find("access: empty") != std::string::npos);
   bad = t;
   bad.expires_ms = -1;
   CHECK(decision_error(bytes_of(FromFilter(bad))).find("expires_ms: negative") != std::string::npos);
@@ -339,7 +398,8 @@ TEST_CASE("a listener's target is required for a forward and refused for a proxy
 }
 
 TEST_CASE("every single-byte change of a record decodes or is refused, never read out of bounds") {
-  TokenUpdate t{netproxy::ExchangeKind::login, "openai-codex", "a", "r", 5, "user@example.com"};
+  TokenUpdate t{netproxy::ExchangeKind::login, "openai-codex", true, "a", "r", 5, "user@example.com",
+                "auth.openai.com", "/oauth/token"};
   for (const auto& good : {bytes_of(FromFilter(DecisionMessage{sample_decision()})), bytes_of(FromFilter(t)),
                            bytes_of(FromFilter(ProbeResult{{{"open /etc/passwd", EACCES}}}))}) {
     size_t refused = 0;
