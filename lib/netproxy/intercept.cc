@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <system_error>
 #include <utility>
 
 #include <fmt/format.h>
@@ -790,7 +791,7 @@ util::Status check_binding(Binding& b, const std::vector<Binding>& others) {
 
 }  // namespace
 
-util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept intercept) {
+util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept intercept, const CaPems* given) {
   std::vector<BoundHost> hosts;
   for (auto& b : intercept.bindings) {
     if (auto st = check_binding(b, intercept.bindings); !st) return st.take_error();
@@ -804,7 +805,7 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
   std::shared_ptr<Interceptor> me(new Interceptor());
   me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));
   intercept.bindings.clear();
-  auto ca = TlsAuthority::create(hosts, intercept.upstream_extra_ca_file);
+  auto ca = TlsAuthority::create(hosts, intercept.upstream_extra_ca_file, given);
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
   int p[2];
@@ -818,6 +819,8 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
 Interceptor::~Interceptor() { shutdown(); }
 
 const std::string& Interceptor::ca_pem() const { return ca_->ca_pem(); }
+
+util::Result<CaPems> Interceptor::export_ca() const { return ca_->export_ca(); }
 
 std::shared_ptr<const std::vector<Binding>> Interceptor::bindings() const {
   std::lock_guard<std::mutex> lock(bm_);
@@ -899,16 +902,24 @@ bool Interceptor::start(Handoff h) {
   w.upstream_fd = h.upstream.valid() ? h.upstream.get() : -1;
   w.since = Clock::now().time_since_epoch().count();
   ++active_;
-  w.thread = std::thread([this, &w, h = std::move(h)]() mutable {
-    {
-      InterceptConn c(*this, w, std::move(h));
-      c.run();
-      std::lock_guard<std::mutex> closing(m_);
-      w.client_fd = w.upstream_fd = -1;  // before c closes them: start() never shuts a reused fd
-    }
+  try {
+    w.thread = std::thread([this, &w, h = std::move(h)]() mutable {
+      {
+        InterceptConn c(*this, w, std::move(h));
+        c.run();
+        std::lock_guard<std::mutex> closing(m_);
+        w.client_fd = w.upstream_fd = -1;  // before c closes them: start() never shuts a reused fd
+      }
+      --active_;
+      w.done = true;
+    });
+  } catch (const std::system_error&) {
+    // No thread (memory, the process's limits): the connection is closed
+    // (its fds went with the lambda), as when no slot is free.
+    workers_.pop_back();
     --active_;
-    w.done = true;
-  });
+    return false;
+  }
   return true;
 }
 

@@ -74,7 +74,8 @@ struct ExchangeRequest {
 
 // A provider's OAuth token endpoint: the only request whose body is
 // rewritten, and whose response is rewritten before the jail sees it.
-// Implemented by the supervisor (new placeholders, host auth.json).
+// Implemented by lib/credentials (new placeholders; the host's auth.json
+// written by the supervisor, from a report when the filter runs apart).
 class TokenExchange {
 public:
   virtual ~TokenExchange() = default;
@@ -125,6 +126,14 @@ struct Watched {
   std::string placeholder;
   std::string name;        // "auth.json ollama.key", "OLLAMA_API_KEY": for the report
   std::string credential;  // what [credentials] bind names: "ollama", "OLLAMA_API_KEY"
+};
+
+// The run's CA when it is made elsewhere (the supervisor makes it; the
+// network filter process mints leaves with it): its key (PKCS#8 PEM, a
+// secret) and its certificate.
+struct CaPems {
+  std::string key_pem;
+  std::string cert_pem;
 };
 
 // Everything the filter needs to substitute credentials for one run.

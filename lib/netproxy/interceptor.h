@@ -43,7 +43,9 @@ public:
   // Makes the run's CA. Refuses a binding without a placeholder, without
   // hosts, or whose real value holds CR, LF or NUL (header injection), or
   // whose placeholder is inside another binding's.
-  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept);
+  // With `ca`: that CA (the filter process's, made by the supervisor)
+  // rather than a new one.
+  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept, const CaPems* ca = nullptr);
   ~Interceptor();
   Interceptor(const Interceptor&) = delete;
   Interceptor& operator=(const Interceptor&) = delete;
@@ -51,6 +53,15 @@ public:
   void set_limits(InterceptLimits l) { limits_ = l; }
   // The CA certificate the jail is to trust (PEM).
   const std::string& ca_pem() const;
+  // What the filter process needs to do this filter's work (network_filter.h):
+  // the CA's key and certificate, the bindings now, the refused minting
+  // endpoints, the operator's upstream CA file (a path, or empty).
+  util::Result<CaPems> export_ca() const;
+  // The bindings now (a snapshot: a token refresh adds bindings while
+  // workers read them).
+  std::shared_ptr<const std::vector<Binding>> bindings() const;
+  const std::vector<MintingEndpoint>& refused() const { return intercept_.refused; }
+  const std::string& upstream_extra_ca_file() const { return intercept_.upstream_extra_ca_file; }
   // Whether host:port (normalised) is bound to a credential.
   bool bound(const std::string& host, int port) const { return bound_wire(host, port).has_value(); }
   // How a connection to host:port (normalised) is served when a
@@ -92,9 +103,6 @@ private:
   Interceptor() = default;
   void serve(Handoff h);
   void record(Decision d);
-  // The bindings now (a snapshot: a token refresh adds bindings while
-  // workers read them).
-  std::shared_ptr<const std::vector<Binding>> bindings() const;
   // The TokenExchange's new bindings (checked as create() checks them;
   // one that fails the check is left out and recorded).
   void add_bindings(std::vector<Binding> more);

@@ -123,55 +123,96 @@ TlsAuthority::~TlsAuthority() {
 }
 
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vector<BoundHost>& hosts,
-                                                                 const std::string& extra_ca) {
+                                                                 const std::string& extra_ca, const CaPems* given) {
   std::unique_ptr<TlsAuthority> a(new TlsAuthority());
-  a->ca_key_ = EVP_EC_gen("P-256");
   a->leaf_key_ = EVP_EC_gen("P-256");
-  if (!a->ca_key_ || !a->leaf_key_) return Error::invalid("make the per-run CA key: " + openssl_error());
+  if (!a->leaf_key_) return Error::invalid("make the per-run leaf key: " + openssl_error());
+  if (given) {
+    if (auto st = a->adopt(*given); !st) return st.take_error();
+  } else if (auto st = a->make_ca(hosts); !st) {
+    return st.take_error();
+  }
+  if (auto st = a->make_contexts(extra_ca); !st) return st.take_error();
+  return a;
+}
+
+util::Status TlsAuthority::adopt(const CaPems& given) {
+  BIO* kb = BIO_new_mem_buf(given.key_pem.data(), static_cast<int>(given.key_pem.size()));
+  ca_key_ = kb ? PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr) : nullptr;
+  BIO_free(kb);
+  BIO* cb = BIO_new_mem_buf(given.cert_pem.data(), static_cast<int>(given.cert_pem.size()));
+  ca_ = cb ? PEM_read_bio_X509(cb, nullptr, nullptr, nullptr) : nullptr;
+  BIO_free(cb);
+  if (!ca_key_ || !ca_) return Error::invalid("read the per-run CA: " + openssl_error());
+  if (X509_check_private_key(ca_, ca_key_) != 1)
+    return Error::invalid("read the per-run CA: the key is not the certificate's");
+  ca_pem_ = given.cert_pem;
+  return {};
+}
+
+util::Result<CaPems> TlsAuthority::export_ca() const {
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (!bio || PEM_write_bio_PKCS8PrivateKey(bio, ca_key_, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    BIO_free(bio);
+    return Error::invalid("write the per-run CA key: " + openssl_error());
+  }
+  char* data = nullptr;
+  long len = BIO_get_mem_data(bio, &data);
+  CaPems out{std::string(data, static_cast<size_t>(len)), ca_pem_};
+  OPENSSL_cleanse(data, static_cast<size_t>(len));
+  BIO_free(bio);
+  return out;
+}
+
+util::Status TlsAuthority::make_ca(const std::vector<BoundHost>& hosts) {
+  ca_key_ = EVP_EC_gen("P-256");
+  if (!ca_key_) return Error::invalid("make the per-run CA key: " + openssl_error());
   unsigned char id[8];
   if (RAND_bytes(id, sizeof id) != 1) return Error::invalid("make the per-run CA: " + openssl_error());
   std::string cn = "pi-jail per-run CA ";
   for (unsigned char c : id) cn += fmt::format("{:02x}", c);
-  a->ca_ = new_cert(a->ca_key_, cn, kValidity);
-  if (!a->ca_ || X509_set_issuer_name(a->ca_, X509_get_subject_name(a->ca_)) != 1 ||
-      !add_ext(a->ca_, a->ca_, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
-      !add_ext(a->ca_, a->ca_, NID_key_usage, "critical,keyCertSign,cRLSign") ||
-      !add_ext(a->ca_, a->ca_, NID_subject_key_identifier, "hash") ||
-      !add_ext(a->ca_, a->ca_, NID_authority_key_identifier, "keyid:always") ||
-      (!hosts.empty() && !add_ext(a->ca_, a->ca_, NID_name_constraints, name_constraints(hosts))) ||
-      X509_sign(a->ca_, a->ca_key_, EVP_sha256()) == 0)
+  ca_ = new_cert(ca_key_, cn, kValidity);
+  if (!ca_ || X509_set_issuer_name(ca_, X509_get_subject_name(ca_)) != 1 ||
+      !add_ext(ca_, ca_, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
+      !add_ext(ca_, ca_, NID_key_usage, "critical,keyCertSign,cRLSign") ||
+      !add_ext(ca_, ca_, NID_subject_key_identifier, "hash") ||
+      !add_ext(ca_, ca_, NID_authority_key_identifier, "keyid:always") ||
+      (!hosts.empty() && !add_ext(ca_, ca_, NID_name_constraints, name_constraints(hosts))) ||
+      X509_sign(ca_, ca_key_, EVP_sha256()) == 0)
     return Error::invalid("make the per-run CA certificate: " + openssl_error());
   BIO* bio = BIO_new(BIO_s_mem());
-  if (!bio || PEM_write_bio_X509(bio, a->ca_) != 1) {
+  if (!bio || PEM_write_bio_X509(bio, ca_) != 1) {
     BIO_free(bio);
     return Error::invalid("write the per-run CA certificate: " + openssl_error());
   }
   char* data = nullptr;
   long len = BIO_get_mem_data(bio, &data);
-  a->ca_pem_.assign(data, static_cast<size_t>(len));
+  ca_pem_.assign(data, static_cast<size_t>(len));
   BIO_free(bio);
+  return {};
+}
 
-  a->server_ = SSL_CTX_new(TLS_server_method());
-  a->client_ = SSL_CTX_new(TLS_client_method());
-  if (!a->server_ || !a->client_) return Error::invalid("make the TLS contexts: " + openssl_error());
-  for (SSL_CTX* c : {a->server_, a->client_}) {
+util::Status TlsAuthority::make_contexts(const std::string& extra_ca) {
+  server_ = SSL_CTX_new(TLS_server_method());
+  client_ = SSL_CTX_new(TLS_client_method());
+  if (!server_ || !client_) return Error::invalid("make the TLS contexts: " + openssl_error());
+  for (SSL_CTX* c : {server_, client_}) {
     SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
     SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   }
-  SSL_CTX_set_alpn_select_cb(a->server_, alpn_select, nullptr);
-  SSL_CTX_set_tlsext_servername_callback(a->server_, sni_check);
-  SSL_CTX_set_session_cache_mode(a->server_, SSL_SESS_CACHE_OFF);
-  SSL_CTX_set_num_tickets(a->server_, 0);
-  if (SSL_CTX_set_default_verify_paths(a->client_) != 1)
-    return Error::invalid("load the system's trust store: " + openssl_error());
-  if (!extra_ca.empty() && SSL_CTX_load_verify_locations(a->client_, extra_ca.c_str(), nullptr) != 1)
+  SSL_CTX_set_alpn_select_cb(server_, alpn_select, nullptr);
+  SSL_CTX_set_tlsext_servername_callback(server_, sni_check);
+  SSL_CTX_set_session_cache_mode(server_, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_num_tickets(server_, 0);
+  if (SSL_CTX_set_default_verify_paths(client_) != 1) return Error::invalid("load the system's trust store: " + openssl_error());
+  if (!extra_ca.empty() && SSL_CTX_load_verify_locations(client_, extra_ca.c_str(), nullptr) != 1)
     return Error::invalid(fmt::format("load the upstream CA file {}: {}", extra_ca, openssl_error()));
-  SSL_CTX_set_verify(a->client_, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_verify(client_, SSL_VERIFY_PEER, nullptr);
   static const unsigned char kHttp11[] = "\x08http/1.1";
-  if (SSL_CTX_set_alpn_protos(a->client_, kHttp11, sizeof kHttp11 - 1) != 0)
+  if (SSL_CTX_set_alpn_protos(client_, kHttp11, sizeof kHttp11 - 1) != 0)
     return Error::invalid("set the upstream ALPN: " + openssl_error());
-  return a;
+  return {};
 }
 
 util::Result<X509*> TlsAuthority::leaf_for(const std::string& host) {

@@ -28,10 +28,14 @@ namespace pj::netproxy {
 
 class TlsAuthority {
 public:
-  // A new CA constrained to `hosts`; `upstream_extra_ca_file` (PEM, may
-  // be empty) is trusted for upstream servers beside the system store.
+  // A new CA constrained to `hosts`, or, with `given`, that CA (its key
+  // must be the certificate's); `upstream_extra_ca_file` (PEM, may be
+  // empty) is trusted for upstream servers beside the system store.
   static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<BoundHost>& hosts,
-                                                           const std::string& upstream_extra_ca_file);
+                                                           const std::string& upstream_extra_ca_file,
+                                                           const CaPems* given = nullptr);
+  // The CA's key and certificate, to hand to the filter process.
+  util::Result<CaPems> export_ca() const;
   ~TlsAuthority();
   TlsAuthority(const TlsAuthority&) = delete;
   TlsAuthority& operator=(const TlsAuthority&) = delete;
@@ -49,6 +53,9 @@ public:
 
 private:
   TlsAuthority() = default;
+  util::Status make_ca(const std::vector<BoundHost>& hosts);
+  util::Status adopt(const CaPems& given);
+  util::Status make_contexts(const std::string& upstream_extra_ca_file);
   util::Result<X509*> leaf_for(const std::string& host);
 
   EVP_PKEY* ca_key_ = nullptr;
