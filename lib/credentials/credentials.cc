@@ -311,6 +311,50 @@ std::vector<Table::Issued> Table::issued() const {
   return out;
 }
 
+bool Table::overlaps_placeholder(std::string_view s) const {
+  std::lock_guard lock(mu_);
+  auto overlap = [&](std::string_view ph) { return s.find(ph) != s.npos || ph.find(s) != ph.npos; };
+  for (const auto& b : bindings_)
+    if (overlap(b.placeholder)) return true;
+  for (const auto& w : withheld_)
+    if (overlap(w.first)) return true;
+  return false;
+}
+
+bool Table::holds_real(std::string_view real) const {
+  std::lock_guard lock(mu_);
+  for (const auto& b : bindings_)
+    if (b.real == real) return true;
+  for (const auto& w : withheld_)
+    if (w.second == real) return true;
+  return false;
+}
+
+bool Table::has_slot(std::string_view placeholder, const Slot& slot) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [ph, where] : slots_)
+    if (ph == placeholder && where.first == slot) return true;
+  return false;
+}
+
+Table::Mark Table::mark() const {
+  std::lock_guard lock(mu_);
+  return {bindings_.size(), slots_.size()};
+}
+
+std::vector<Binding> Table::bindings_since(const Mark& m) const {
+  std::lock_guard lock(mu_);
+  if (m.bindings >= bindings_.size()) return {};
+  return {bindings_.begin() + static_cast<std::ptrdiff_t>(m.bindings), bindings_.end()};
+}
+
+std::vector<std::pair<std::string, Slot>> Table::slots_since(const Mark& m) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, Slot>> out;
+  for (size_t i = m.slots; i < slots_.size(); ++i) out.emplace_back(slots_[i].first, slots_[i].second.first);
+  return out;
+}
+
 bool Table::is_placeholder(std::string_view s) const {
   std::lock_guard lock(mu_);
   for (const auto& b : bindings_)

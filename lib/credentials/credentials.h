@@ -146,8 +146,23 @@ public:
     Origin origin;
   };
   std::vector<Issued> issued() const;
+  // How far the table has grown, and what was added since (a token
+  // exchange's new bindings and slots, sent to the supervisor when the
+  // exchange runs in the filter process).
+  struct Mark {
+    size_t bindings = 0, slots = 0;
+  };
+  Mark mark() const;
+  std::vector<netproxy::Binding> bindings_since(const Mark& m) const;
+  std::vector<std::pair<std::string, Slot>> slots_since(const Mark& m) const;
   // Whether `s` is any placeholder of this run (bound, withheld, slotted).
   bool is_placeholder(std::string_view s) const;
+  // Whether `s` holds a placeholder of this run or is part of one.
+  bool overlaps_placeholder(std::string_view s) const;
+  // Whether `real` is the real value of a binding or a withheld secret.
+  bool holds_real(std::string_view real) const;
+  // Whether `placeholder` stands in `slot` already.
+  bool has_slot(std::string_view placeholder, const Slot& slot) const;
   // The newest placeholder standing in `slot` and where its value came
   // from, or nullopt: the "current" refresh placeholder a provider's
   // renewal must carry.

@@ -354,29 +354,166 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   const bool renewal = kind == netproxy::ExchangeKind::renewal;
+  const bool got = status >= 200 && status < 300;
+  if (report_) {
+    std::lock_guard lock(report_mu_);
+    const Table::Mark before = table_->mark();
+    auto rewritten = rewrite_token_response(*decoded, *p, *t, renewal ? Origin::renewal : Origin::login, settings_,
+                                            *table_, tokens, now_ms);
+    if (!rewritten) return rewritten.take_error();
+    Exchanged e{kind, std::string(host), std::string(path), t->id, got, tokens, table_->bindings_since(before), {}};
+    for (auto& [placeholder, slot] : table_->slots_since(before)) e.slots.emplace_back(placeholder, slot.field);
+    if (!report_(e)) return Error::invalid("the supervisor could not be told of the token exchange");
+    return rewritten;
+  }
   auto rewritten = rewrite_token_response(*decoded, *p, *t, renewal ? Origin::renewal : Origin::login, settings_,
                                           *table_, tokens, now_ms);
   if (!rewritten) return rewritten.take_error();
-  const bool got_tokens = status >= 200 && status < 300 && (tokens.access || tokens.refresh);
-  if (got_tokens && !renewal) {
+  if (got) settle(*t, kind, tokens, agent::LockTiming{}.wait);
+  return rewritten;
+}
+
+void OAuthExchange::settle(const TokenEndpoint& t, netproxy::ExchangeKind kind, const NewTokens& tokens,
+                           std::chrono::milliseconds lock_wait) {
+  if (!tokens.access && !tokens.refresh) return;
+  if (kind != netproxy::ExchangeKind::renewal) {
     // A login inside the jail: used for the rest of the run (the new
     // placeholders are bound), written to the host only with consent.
-    if (held_) held_->hold({t->id, tokens});
-    return rewritten;
+    if (held_) held_->hold({t.id, tokens});
+    return;
   }
-  if (got_tokens && !agent_dir_.empty()) {
-    const std::string id = t->id;
-    auto dir = util::open_dir_nofollow(agent_dir_);
-    util::Result<agent::WriteOutcome> written =
-        dir ? agent::update_locked(dir->get(), agent::kAuthFile.name,
-                                   [&](agent::Content now) { return apply_tokens(now, id, tokens); })
-            : util::Result<agent::WriteOutcome>(dir.take_error());
-    if (!written && warn_)
-      warn_(fmt::format("refreshed {} tokens could not be written to the host's auth.json now ({}); the write-back "
-                        "at the end tries again",
-                        id, written.error().message()));
+  if (agent_dir_.empty()) return;
+  const std::string id = t.id;
+  auto dir = util::open_dir_nofollow(agent_dir_);
+  util::Result<agent::WriteOutcome> written =
+      dir ? agent::update_locked(dir->get(), agent::kAuthFile.name,
+                                 [&](agent::Content now) { return apply_tokens(now, id, tokens); },
+                                 agent::LockTiming{.wait = lock_wait})
+          : util::Result<agent::WriteOutcome>(dir.take_error());
+  if (!written && warn_)
+    warn_(fmt::format("refreshed {} tokens could not be written to the host's auth.json now ({}); the write-back "
+                      "at the end tries again",
+                      id, written.error().message()));
+}
+
+OAuthExchange::Seed OAuthExchange::seed(const std::vector<Binding>& bound) const {
+  Seed out{{}, settings_.test_token_endpoints, settings_.extra_hosts};
+  for (const auto& i : table_->issued())
+    if (std::any_of(bound.begin(), bound.end(), [&](const Binding& b) { return b.placeholder == i.placeholder; }))
+      out.slots.push_back({i.placeholder, i.slot, i.origin});
+  return out;
+}
+
+namespace {
+
+// What make_placeholder() makes: long, and of letters, digits and a
+// JWT's or a provider prefix's punctuation only.
+bool placeholder_form(std::string_view s) {
+  return s.size() >= 32 && s.size() <= 16 * 1024 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                  c == '_' || c == '.';
+         });
+}
+
+// The response fields rewrite_token_response() binds.
+constexpr std::string_view kTokenKeys[] = {"access_token", "refresh_token", "id_token", "token", "key"};
+
+// What a run may take from a filter's reports: every token of a long
+// run's refreshes, and not the supervisor's memory.
+constexpr size_t kMaxAcceptedBytes = size_t{4} << 20;
+constexpr auto kRenewalGap = std::chrono::seconds(60);
+
+}  // namespace
+
+util::Status OAuthExchange::check_report(const Exchanged& e, const TokenEndpoint& t) const {
+  const Provider* p = provider_by_id(t.id);
+  if (!p) return Error::invalid("a token exchange at no provider's token endpoint");
+  std::vector<std::string> why;
+  const auto api_hosts = bound_hosts(p, p->ids.front(), false, settings_, why);
+  const auto refresh_hosts = bound_hosts(p, p->ids.front(), true, settings_, why);
+  auto within = [](const Binding& b, const std::vector<netproxy::BoundHost>& allowed) {
+    return !b.hosts.empty() && std::all_of(b.hosts.begin(), b.hosts.end(), [&](const netproxy::BoundHost& h) {
+      return std::find(allowed.begin(), allowed.end(), h) != allowed.end();
+    });
+  };
+  auto is_refresh = [](const Binding& b) { return b.carriage == netproxy::Carriage::token_exchange; };
+  for (size_t i = 0; i < e.bindings.size(); ++i) {
+    const Binding& b = e.bindings[i];
+    if (std::none_of(std::begin(kTokenKeys), std::end(kTokenKeys),
+                     [&](std::string_view k) { return b.name == "token response " + p->ids.front() + "." + std::string(k); }))
+      return Error::invalid(fmt::format("a new binding not named for a token response of {}", e.entry));
+    if (!placeholder_form(b.placeholder) || table_->overlaps_placeholder(b.placeholder))
+      return Error::invalid(fmt::format("{}: not a new placeholder", b.name));
+    if (b.real.empty() || table_->holds_real(b.real))
+      return Error::invalid(fmt::format("{}: a value the run holds already", b.name));
+    for (size_t j = 0; j < i; ++j)
+      if (e.bindings[j].placeholder.find(b.placeholder) != std::string::npos ||
+          b.placeholder.find(e.bindings[j].placeholder) != std::string::npos || e.bindings[j].real == b.real)
+        return Error::invalid(fmt::format("{}: given twice", b.name));
+    if (!within(b, is_refresh(b) ? refresh_hosts : api_hosts))
+      return Error::invalid(fmt::format("{}: bound to a host not of provider {} for its kind", b.name, e.entry));
   }
-  return rewritten;
+  std::vector<std::string> refresh_reals, access_reals;
+  for (const auto& slot : e.slots) {
+    const std::string& placeholder = slot.first;
+    const std::string& field = slot.second;
+    if (!is_secret_field(field)) return Error::invalid(fmt::format("a slot in field \"{}\"", util::printable(field)));
+    const bool refresh_field = field == "refresh";
+    auto it = std::find_if(e.bindings.begin(), e.bindings.end(),
+                           [&](const Binding& b) { return b.placeholder == placeholder; });
+    std::string real;
+    if (it != e.bindings.end()) {
+      if (is_refresh(*it) != refresh_field || it->name.ends_with(".id_token"))
+        return Error::invalid(fmt::format("{} in field \"{}\", not of its kind", it->name, field));
+      real = it->real;
+    } else {
+      // An echo: a placeholder already standing in this very slot.
+      auto known = table_->by_placeholder(placeholder);
+      if (!known || !table_->has_slot(placeholder, Slot{t.id, field}))
+        return Error::invalid(fmt::format("a slot of {}.{} for a credential not in it", e.entry, field));
+      real = known->real;
+    }
+    (refresh_field ? refresh_reals : access_reals).push_back(std::move(real));
+  }
+  auto slotted = [](const std::optional<std::string>& v, const std::vector<std::string>& reals) {
+    return !v || std::find(reals.begin(), reals.end(), *v) != reals.end();
+  };
+  if (!slotted(e.tokens.refresh, refresh_reals) || !slotted(e.tokens.access, access_reals))
+    return Error::invalid(fmt::format("a token of {} that the exchange did not slot", e.entry));
+  size_t bytes = 0;
+  for (const auto& b : e.bindings) bytes += b.real.size() + b.placeholder.size();
+  if (accepted_bytes_ + bytes > kMaxAcceptedBytes)
+    return Error::invalid(fmt::format("more than {} bytes of new credentials in one run", kMaxAcceptedBytes));
+  return {};
+}
+
+util::Status OAuthExchange::accept(const Exchanged& e) {
+  const TokenEndpoint* t = endpoint(e.host, e.path);
+  if (!t || t->id != e.entry) return Error::invalid("a token exchange at no provider's token endpoint");
+  if (auto st = check_report(e, *t); !st) return st;
+  // A renewal only where classify_exchange could have found one, and not
+  // over and over.
+  const auto now = std::chrono::steady_clock::now();
+  auto current = table_->current_in(Slot{t->id, "refresh"});
+  auto last = std::find_if(renewed_.begin(), renewed_.end(), [&](const auto& r) { return r.first == t->id; });
+  const bool renewal = e.kind == netproxy::ExchangeKind::renewal && current && current->second != Origin::login &&
+                       t->renewal != Renewal::none && (last == renewed_.end() || now - last->second >= kRenewalGap);
+  if (renewal && e.ok) {
+    if (last == renewed_.end()) renewed_.emplace_back(t->id, now);
+    else last->second = now;
+  }
+  for (const auto& b : e.bindings) {
+    accepted_bytes_ += b.real.size() + b.placeholder.size();
+    table_->add(b);
+  }
+  for (const auto& [placeholder, field] : e.slots)
+    table_->add_slot(placeholder, Slot{t->id, field}, renewal ? Origin::renewal : Origin::login);
+  // On the supervisor's loop: Pi's lock is waited for briefly; the
+  // write-back at the end tries again.
+  if (e.ok)
+    settle(*t, renewal ? netproxy::ExchangeKind::renewal : netproxy::ExchangeKind::login, e.tokens,
+           std::chrono::milliseconds(2000));
+  return {};
 }
 
 }  // namespace pj::credentials

@@ -94,6 +94,21 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
 // nullopt when it cannot be read as Pi's file (left alone).
 agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, const NewTokens& tokens);
 
+// What one token exchange did, when it ran in the network filter process:
+// the filter holds a copy of the bound part of the table (no withheld
+// secret, no host file), so the supervisor, which owns the table and
+// writes auth.json, is told after each exchange (filterlink TokenUpdate)
+// and takes it with OAuthExchange::accept().
+struct Exchanged {
+  netproxy::ExchangeKind kind = netproxy::ExchangeKind::login;
+  std::string host, path;  // the token endpoint
+  std::string entry;       // its auth.json key
+  bool ok = false;    // a 2xx response
+  NewTokens tokens;
+  std::vector<netproxy::Binding> bindings;                  // new placeholders, bound
+  std::vector<std::pair<std::string, std::string>> slots;  // placeholder, field (of `entry`)
+};
+
 class OAuthExchange final : public netproxy::TokenExchange {
 public:
   // `agent_dir`: the host's Pi agent dir, whose auth.json is updated;
@@ -113,6 +128,43 @@ public:
                                           netproxy::ExchangeKind kind) override;
   std::vector<netproxy::Binding> take_new_bindings() override { return table_->take_added(); }
 
+  // The filter process's side: each exchange is told to `report` (in
+  // order, one at a time) instead of writing auth.json or holding a
+  // login; `report` returns false when the supervisor could not be told,
+  // and the jail then gets 502.
+  void report_to(std::function<bool(const Exchanged&)> report) { report_ = std::move(report); }
+
+  // The supervisor's side: what the filter process says an exchange did,
+  // as untrusted input (a filter taken over holds the bound values, not
+  // the rest). Each new binding must be named for the response's field,
+  // have a placeholder of a placeholder's form that overlaps none of the
+  // run's, a real value the run has nowhere else, and the endpoint's
+  // provider's hosts for its kind (a refresh token: the token endpoints
+  // only). A slot takes a new binding of its kind, or a placeholder
+  // already in that very slot (an echo). Each token is the real value of
+  // one of those slots. A renewal is believed only for an entry whose
+  // current refresh token is the host's or a renewal of it, at most one a
+  // minute; otherwise it is taken as a login, whose tokens wait for
+  // consent. Then as response_body() would: the table updated, a
+  // renewal's tokens written to auth.json, a login's held. An error:
+  // nothing taken. What a run may add so is bounded.
+  util::Status accept(const Exchanged& e);
+
+  // What the filter process's copy of the exchange starts from: the slots
+  // of the `bound` placeholders (a withheld one's never), and the
+  // settings it needs (token endpoint stand-ins, the operator's hosts).
+  struct Seed {
+    struct SlotOf {
+      std::string placeholder;
+      Slot slot;
+      Origin origin;
+    };
+    std::vector<SlotOf> slots;
+    std::vector<TokenEndpoint> test_token_endpoints;
+    std::vector<policy::Layer::CredentialHost> extra_hosts;
+  };
+  Seed seed(const std::vector<netproxy::Binding>& bound) const;
+
 private:
   // The endpoint host+path is (settings' test stand-ins first), or nullptr.
   const TokenEndpoint* endpoint(std::string_view host, std::string_view path) const;
@@ -120,8 +172,20 @@ private:
   std::shared_ptr<Table> table_;
   Settings settings_;
   std::string agent_dir_;
+  // Write a renewal's tokens to the host (waiting at most `lock_wait` for
+  // Pi's lock), or hold a login's.
+  void settle(const TokenEndpoint& t, netproxy::ExchangeKind kind, const NewTokens& tokens,
+              std::chrono::milliseconds lock_wait);
+  util::Status check_report(const Exchanged& e, const TokenEndpoint& t) const;
+
   std::function<void(const std::string&)> warn_;
   std::shared_ptr<HeldLogins> held_;
+  std::function<bool(const Exchanged&)> report_;
+  std::mutex report_mu_;  // one reported exchange at a time: its messages stay together
+  // What accept() took so far (its bounds), and each entry's last
+  // believed renewal.
+  size_t accepted_bytes_ = 0;
+  std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>> renewed_;
 };
 
 // Write held login tokens into the host's auth.json in `agent_dir`

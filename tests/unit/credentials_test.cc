@@ -782,6 +782,160 @@ TEST_CASE("token exchange: a refresh_token grant without the current placeholder
   CHECK(rig.held->list().size() == 1);
 }
 
+namespace {
+
+// The exchange split as the filter process runs it: the supervisor's
+// exchange (its table, the host's file) and the filter's copy, seeded
+// with the bound credentials and their slots, reporting each exchange.
+struct SplitExchange {
+  ExchangeRig rig;
+  OAuthExchange supervisor{rig.table, pi_settings(), rig.dir, nullptr, rig.held};
+  std::shared_ptr<Table> filter_table = std::make_shared<Table>();
+  OAuthExchange filter{filter_table, pi_settings(), "", nullptr, nullptr};
+  std::vector<Exchanged> reports;
+  SplitExchange() {
+    // Another provider's key the filter also holds: its placeholder must
+    // never be slotted under anthropic.
+    rig.table->add({"OPENAI_API_KEY", "sk-PLACEHOLDERopenai0123456789abcdefghijk", "sk-REALopenai0123456789abcdef",
+                    {{"api.openai.com", 443}}});
+    const auto bound = rig.table->snapshot();
+    for (const auto& b : bound) filter_table->add(b);
+    (void)filter_table->take_added();
+    for (const auto& s : supervisor.seed(bound).slots) filter_table->add_slot(s.placeholder, s.slot, s.origin);
+    filter.report_to([this](const Exchanged& e) {
+      reports.push_back(e);
+      return true;
+    });
+  }
+  Exchanged renewal() {
+    rig.exchange(filter, R"({"grant_type":"refresh_token","refresh_token":")" + rig.refresh_ph + "\"}");
+    REQUIRE(reports.size() == 1);
+    return reports.back();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("token exchange in the filter process: the supervisor takes a renewal's report as in one process") {
+  SplitExchange x;
+  const Exchanged e = x.renewal();
+  // The filter wrote nothing: the supervisor does.
+  CHECK(x.rig.host_now() == x.rig.host_before);
+  CHECK(e.kind == pj::netproxy::ExchangeKind::renewal);
+  CHECK(e.bindings.size() == 2);
+  REQUIRE(x.supervisor.accept(e));
+  CHECK(x.rig.host_now().find("FROMSERVERaccess") != std::string::npos);
+  CHECK(x.rig.held->list().empty());
+  auto now = x.rig.table->current_in(Slot{"anthropic", "refresh"});
+  REQUIRE(now);
+  CHECK(now->second == Origin::renewal);
+  CHECK(now->first == x.filter_table->current_in(Slot{"anthropic", "refresh"})->first);
+  // The seed never carries a withheld secret's slot or value.
+  auto table = std::make_shared<Table>();
+  table->add_withheld("wh-PLACEHOLDER", "wh-REAL", Slot{"mystery", "key"});
+  OAuthExchange ex(table, pi_settings(), "", nullptr);
+  CHECK(ex.seed(table->snapshot()).slots.empty());
+}
+
+TEST_CASE("token exchange in the filter process: a forged report is refused whole, nothing taken") {
+  SplitExchange x;
+  const Exchanged good = x.renewal();
+  const size_t bindings_before = x.rig.table->size();
+  auto refused = [&](const Exchanged& e, std::string_view why) {
+    auto st = x.supervisor.accept(e);
+    REQUIRE_FALSE(st);
+    CAPTURE(st.error().message());
+    CHECK(st.error().message().find(why) != std::string::npos);
+    CHECK(x.rig.table->size() == bindings_before);
+    CHECK(x.rig.host_now() == x.rig.host_before);
+  };
+  auto index_of = [](const Exchanged& e, std::string_view key) {
+    for (size_t i = 0; i < e.bindings.size(); ++i)
+      if (e.bindings[i].name.ends_with(key)) return i;
+    FAIL("no binding for " << key);
+    return size_t{0};
+  };
+  const size_t access = index_of(good, ".access_token"), refresh = index_of(good, ".refresh_token");
+  const std::string openai_ph = "sk-PLACEHOLDERopenai0123456789abcdefghijk", openai_real = "sk-REALopenai0123456789abcdef";
+  Exchanged e = good;
+  e.bindings[access].hosts = {{"evil.example", 443}};
+  refused(e, "bound to a host not of provider anthropic");
+  // Another provider's real value under a new placeholder, slotted and
+  // written as anthropic's access token.
+  e = good;
+  e.bindings[access].real = openai_real;
+  e.tokens.access = openai_real;
+  refused(e, "a value the run holds already");
+  // Another provider's placeholder slotted here (an echo of a slot it is not in).
+  e = good;
+  e.slots.emplace_back(openai_ph, "access");
+  refused(e, "for a credential not in it");
+  // A refresh token slotted as an access token (it would go to API hosts).
+  e = good;
+  for (auto& [ph, field] : e.slots)
+    if (ph == good.bindings[refresh].placeholder) field = "access";
+  refused(e, "not of its kind");
+  // An access token given as the refresh token the host is to store.
+  e = good;
+  e.tokens.refresh = e.bindings[access].real;
+  refused(e, "that the exchange did not slot");
+  e = good;
+  e.tokens.access = "sk-ant-oat01-atokentheexchangeneverbound";
+  refused(e, "that the exchange did not slot");
+  // Placeholders that would corrupt the write-back: an existing one, a
+  // word that stands in the file ("oauth"), one inside another's.
+  e = good;
+  e.bindings[access].placeholder = x.rig.refresh_ph;
+  refused(e, "not a new placeholder");
+  e = good;
+  e.bindings[access].placeholder = "oauth";
+  refused(e, "not a new placeholder");
+  e = good;
+  e.bindings[access].placeholder = x.rig.refresh_ph.substr(0, x.rig.refresh_ph.size() - 1);
+  refused(e, "not a new placeholder");
+  e = good;
+  e.bindings[access].name = "token response openai.access_token";
+  refused(e, "not named for a token response of anthropic");
+  e = good;
+  e.entry = "openai-codex";
+  refused(e, "no provider's token endpoint");
+  e = good;
+  e.slots.emplace_back(e.bindings[access].placeholder, "type");
+  refused(e, "a slot in field");
+  // The report itself, untouched, is taken.
+  CHECK(x.supervisor.accept(good));
+}
+
+TEST_CASE("token exchange in the filter process: renewals are believed at most once a minute per entry") {
+  SplitExchange x;
+  REQUIRE(x.supervisor.accept(x.renewal()));
+  const std::string after_first = x.rig.host_now();
+  CHECK(after_first.find("FROMSERVERaccess") != std::string::npos);
+  // A second renewal at once (new tokens, the current placeholder): held.
+  Exchanged again = x.reports.back();
+  for (auto& b : again.bindings) {
+    b.placeholder = b.placeholder.substr(0, b.placeholder.size() - 8) + "ZZZZZZZZ";
+    b.real += "-2";
+  }
+  for (auto& [ph, field] : again.slots) ph = ph.substr(0, ph.size() - 8) + "ZZZZZZZZ";
+  again.tokens.access = *again.tokens.access + "-2";
+  again.tokens.refresh = *again.tokens.refresh + "-2";
+  REQUIRE(x.supervisor.accept(again));
+  CHECK(x.rig.host_now() == after_first);
+  REQUIRE(x.rig.held->list().size() == 1);
+}
+
+TEST_CASE("token exchange in the filter process: a renewal the supervisor cannot believe is held as a login") {
+  SplitExchange x;
+  // The filter says renewal, for an entry whose refresh token came from a
+  // login inside the jail: the host's file is not written.
+  x.rig.table->add_slot(x.rig.refresh_ph, Slot{"anthropic", "refresh"}, Origin::login);
+  REQUIRE(x.supervisor.accept(x.renewal()));
+  CHECK(x.rig.host_now() == x.rig.host_before);
+  REQUIRE(x.rig.held->list().size() == 1);
+  CHECK(x.rig.held->list()[0].id == "anthropic");
+}
+
 TEST_CASE("token exchange: Copilot's token GET renews only with the current GitHub-token placeholder in a header") {
   auto table = std::make_shared<Table>();
   std::vector<Provenance> prov;
