@@ -119,8 +119,9 @@ netproxy::Intercept RunCredentials::intercept(std::function<void(const std::stri
   netproxy::Intercept in;
   in.bindings = state_->table->take_added();
   in.refused = state_->minting;
-  in.exchange = std::make_shared<credentials::OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
-                                                             std::move(warn), state_->held);
+  state_->exchange = std::make_shared<credentials::OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
+                                                                  std::move(warn), state_->held);
+  in.exchange = state_->exchange;
   return in;
 }
 

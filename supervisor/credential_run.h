@@ -42,6 +42,9 @@ public:
   // host (a refresh token): a /login inside for a provider the run started
   // without is not rewritten (see pi-jail.toml(5) [credentials]).
   netproxy::Intercept intercept(std::function<void(const std::string&)> warn) const;
+  // The token exchange intercept() made (null before): what the filter
+  // process is sent, and what takes its reports.
+  std::shared_ptr<credentials::OAuthExchange> exchange() const { return state_->exchange; }
 
   // Every API key and access token placeholder of the run (bound or
   // withheld), with the name [credentials] bind knows it by, for the
@@ -71,6 +74,7 @@ private:
     std::shared_ptr<credentials::HeldLogins> held = std::make_shared<credentials::HeldLogins>();
     policy::LoginWriteBack logins = policy::LoginWriteBack::ask;
     std::vector<netproxy::MintingEndpoint> minting;  // refused by the filter
+    std::shared_ptr<credentials::OAuthExchange> exchange;  // made by intercept()
   };
   RunCredentials() = default;
   std::shared_ptr<State> state_ = std::make_shared<State>();

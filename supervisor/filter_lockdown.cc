@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -40,6 +41,9 @@ const std::vector<std::string> kAllowed = {
     "nanosleep", "gettimeofday", "getrandom", "getpid", "gettid", "sched_yield", "restart_syscall",
     // signals to itself (abort()), and ending
     "rt_sigprocmask", "rt_sigreturn", "rt_sigaction", "exit", "exit_group",
+    // threads of the credential filter, one per intercepted connection
+    // (clone only with CLONE_THREAD, below)
+    "set_robust_list", "rseq",
 #ifdef PJ_SANITIZED
     // Sanitizer builds only (tests): what the ASan/UBSan runtime calls on
     // exit and when it reports, as the jail's init allows it.
@@ -154,6 +158,15 @@ util::Status seccomp_allowlist() {
                                     second_arg_is(static_cast<scmp_datum_t>(cmd)));
         rc != 0)
       return fail("fcntl", rc);
+  // Threads, never processes: clone with exactly the flags glibc's
+  // pthread_create passes (the flags are its first argument on x86-64 and
+  // arm64). clone3 passes its flags in memory, which seccomp cannot read:
+  // ENOSYS, and glibc falls back to clone.
+  constexpr scmp_datum_t kThreadFlags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SYSVSEM | CLONE_SIGHAND |
+                                        CLONE_THREAD | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+  if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, first_arg_is(kThreadFlags)); rc != 0)
+    return fail("clone", rc);
+  if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0); rc != 0) return fail("clone3", rc);
   // Signals: only to itself (abort() raises SIGABRT with tgkill).
   if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
                                   first_arg_is(static_cast<scmp_datum_t>(::getpid())));

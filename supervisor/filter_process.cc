@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "filterlink/channel.h"
 #include "linuxjail/sys.h"
 #include "network_filter.h"
+#include "util/escape.h"
 #include "util/log.h"
 
 namespace pj::supervisor {
@@ -38,6 +40,9 @@ constexpr int kJailSocketsPerSecond = 256;
 // Messages taken from the filter per wake-up, so that a chatty filter
 // cannot keep the supervisor from the jail's own events.
 constexpr int kMessagesPerWake = 64;
+// What one token exchange may add before its update (a response's tokens,
+// and echoes of ones already bound).
+constexpr size_t kMaxAddedPerExchange = 16;
 
 // Between fork and exec only async-signal-safe calls (single system
 // calls): the descriptors the filter gets are moved high first so that
@@ -165,6 +170,7 @@ util::Status FilterProcess::configure(const RunOptions& opts) {
     if (auto st = config(filterlink::RuleMessage{Kind::allow, r.text(), r.source, r.private_ranges}); !st) return st;
   for (const auto& r : opts.rules.denies())
     if (auto st = config(filterlink::RuleMessage{Kind::deny, r.text(), r.source, r.private_ranges}); !st) return st;
+  if (auto st = send_credentials(opts); !st) return st;
   if (auto st = config(filterlink::ConfigDone{}); !st) return st;
   while (!ready_) {
     pollfd p{sock_.get(), POLLIN, 0};
@@ -176,6 +182,67 @@ util::Status FilterProcess::configure(const RunOptions& opts) {
     if (auto st = handle(std::move(*m)); !st) return st;
   }
   return {};
+}
+
+// The bound credentials and what the filter's token exchange starts
+// from: the run's CA (made here, its certificate already in the jail's
+// trust bundle), each binding, the refused minting endpoints, the
+// operator's upstream CA file (opened here: the filter opens no file), the
+// slots and settings of the exchange; and the placeholders to look for.
+util::Status FilterProcess::send_credentials(const RunOptions& opts) {
+  auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
+  if (opts.interceptor) {
+    auto ca = opts.interceptor->export_ca();
+    if (!ca) return ca.take_error();
+    ca_pem_ = ca->cert_pem;
+    if (auto st = config(filterlink::RunCa{std::move(ca->key_pem), std::move(ca->cert_pem)}); !st) return st;
+    const auto bound = opts.interceptor->bindings();
+    for (const auto& b : *bound)
+      if (auto st = config(filterlink::BindingMessage{b}); !st) return st;
+    for (const auto& m : opts.interceptor->refused())
+      if (auto st = config(filterlink::MintingMessage{m}); !st) return st;
+    if (const std::string& file = opts.interceptor->upstream_extra_ca_file(); !file.empty()) {
+      util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+      if (!fd.valid()) return util::Error::from_errno("open the upstream CA file " + file, errno);
+      if (auto st = config(filterlink::UpstreamCa{std::move(fd)}); !st) return st;
+    }
+    if (opts.exchange) {
+      exchange_ = opts.exchange;
+      auto seed = opts.exchange->seed(*bound);
+      for (const auto& s : seed.slots) {
+        auto origin = s.origin == credentials::Origin::host      ? filterlink::Origin::host
+                      : s.origin == credentials::Origin::renewal ? filterlink::Origin::renewal
+                                                                 : filterlink::Origin::login;
+        if (auto st = config(filterlink::SlotMessage{s.placeholder, s.slot.entry, s.slot.field, origin}); !st) return st;
+      }
+      for (const auto& t : seed.test_token_endpoints)
+        if (auto st = config(filterlink::TokenEndpointMessage{t.id, t.host, t.port, t.path}); !st) return st;
+      for (const auto& h : seed.extra_hosts)
+        if (auto st = config(filterlink::CredentialHostMessage{h.credential, h.host.text, h.host.src.str()}); !st)
+          return st;
+    }
+  }
+  for (const auto& w : opts.watched) {
+    watched_.push_back(w.credential);
+    if (auto st = config(filterlink::WatchedMessage{w}); !st) return st;
+  }
+  return {};
+}
+
+// A token exchange's end, with the bindings and slots it sent before:
+// taken by the run's exchange as untrusted (OAuthExchange::accept), or
+// the filter is ended.
+util::Status FilterProcess::take_token_update(const filterlink::TokenUpdate& u) {
+  credentials::Exchanged e;
+  e.kind = u.kind;
+  e.host = u.host;
+  e.path = u.path;
+  e.entry = u.entry;
+  e.ok = u.ok;
+  e.tokens = {u.access, u.refresh, u.expires_ms, util::printable(u.account)};
+  e.bindings = std::exchange(added_bindings_, {});
+  e.slots = std::exchange(added_slots_, {});
+  return exchange_->accept(e);
 }
 
 util::Status FilterProcess::add_listener(util::UniqueFd fd, netproxy::ListenerKind kind,
@@ -243,8 +310,8 @@ util::Status FilterProcess::handle(FromFilter m) {
   }
   if (std::holds_alternative<filterlink::Ready>(m)) {
     if (ready_) return refuse("said ready twice");
-    // Nothing is bound to a host in this process's filter: no CA is made.
-    if (!std::get<filterlink::Ready>(m).ca_pem.empty()) return refuse("sent a CA it was not asked to make");
+    // The CA it was given, or none when nothing is bound.
+    if (std::get<filterlink::Ready>(m).ca_pem != ca_pem_) return refuse("said it serves with a CA it was not given");
     ready_ = true;
     return {};
   }
@@ -266,6 +333,11 @@ util::Status FilterProcess::handle(FromFilter m) {
     return {};
   }
   if (auto* d = std::get_if<filterlink::DecisionMessage>(&m)) {
+    // The bind line the summary suggests names only a credential it was
+    // given to look for.
+    const std::string& unbound = d->decision.unbound_credential;
+    if (!unbound.empty() && std::find(watched_.begin(), watched_.end(), unbound) == watched_.end())
+      return refuse("reported a placeholder of a credential it was not given");
     // One connection, timed by this side's clock; the recorder bounds its
     // strings again and aggregates.
     d->decision.time = d->decision.last = std::chrono::system_clock::now();
@@ -278,8 +350,25 @@ util::Status FilterProcess::handle(FromFilter m) {
     return answer_jail_socket(*r);
   }
   if (std::holds_alternative<filterlink::Usage>(m)) return {};
-  // Token updates come only from a token exchange, which is never given
-  // to this filter; a probe result only from a test build's filter.
+  // A token exchange's report: only where one was given, each bounded.
+  if (exchange_) {
+    if (auto* b = std::get_if<filterlink::AddedBinding>(&m)) {
+      if (added_bindings_.size() >= kMaxAddedPerExchange) return refuse("added too many bindings in one exchange");
+      added_bindings_.push_back(std::move(b->binding));
+      return {};
+    }
+    if (auto* a = std::get_if<filterlink::AddedSlot>(&m)) {
+      if (added_slots_.size() >= kMaxAddedPerExchange) return refuse("added too many slots in one exchange");
+      added_slots_.emplace_back(std::move(a->placeholder), std::move(a->field));
+      return {};
+    }
+    if (auto* u = std::get_if<filterlink::TokenUpdate>(&m)) {
+      if (auto st = take_token_update(*u); !st) return refuse("sent a token update that was refused: " + st.error().message());
+      return {};
+    }
+  }
+  // A probe result comes only from a test build's filter, and only before
+  // it is ready.
   return refuse("sent a message it may not send");
 }
 
@@ -327,7 +416,10 @@ util::Status FilterProcess::on_ready() {
   if (auto st = read_messages(); !st) return st;
   pollfd p{pidfd_.get(), POLLIN, 0};
   if (::poll(&p, 1, 0) == 1) {
-    (void)read_messages();  // its last decisions
+    // Its last decisions and reports, all of them: a token exchange's
+    // report may be what the host's auth.json needs.
+    for (int i = 0; i < 64; ++i)
+      if (!read_messages()) break;
     return gone(util::Error::invalid("the network filter process ended"));
   }
   return {};
@@ -349,11 +441,13 @@ void FilterProcess::shutdown() {
     if (n <= 0) break;
     auto m = receive(sock_.get(), 0);
     if (!m) break;
-    if (auto* d = std::get_if<filterlink::DecisionMessage>(&*m)) {
-      d->decision.time = d->decision.last = std::chrono::system_clock::now();
-      d->decision.count = 1;
-      recorder_.add(std::move(d->decision));
-    }
+    // Decisions, and a token exchange's report: the provider may have
+    // rotated a token the host must get. Nothing else is answered now.
+    const bool take = std::holds_alternative<filterlink::DecisionMessage>(*m) ||
+                      std::holds_alternative<filterlink::AddedBinding>(*m) ||
+                      std::holds_alternative<filterlink::AddedSlot>(*m) ||
+                      std::holds_alternative<filterlink::TokenUpdate>(*m);
+    if (take && !handle(std::move(*m))) break;
   }
   recorder_.flush();
   kill_and_reap();

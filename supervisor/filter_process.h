@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "credentials/token_exchange.h"
 #include "filterlink/messages.h"
 #include "netproxy/decisions.h"
 #include "netproxy/proxy.h"
@@ -63,6 +64,8 @@ public:
 private:
   FilterProcess(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sock, const RunOptions& opts);
   util::Status configure(const RunOptions& opts);
+  util::Status send_credentials(const RunOptions& opts);
+  util::Status take_token_update(const filterlink::TokenUpdate& u);
   util::Status send(const filterlink::FromSupervisor& m, int guard_ms);
   util::Status handle(filterlink::FromFilter m);
   util::Status answer_jail_socket(const filterlink::JailSocketRequest& r);
@@ -77,6 +80,13 @@ private:
   netproxy::DecisionRecorder recorder_;
   netproxy::Resolver resolver_;
   netproxy::JailSockets jail_sockets_;
+  // Credentials: the CA the filter must say it serves with, and the
+  // exchange that takes its token updates (null: it may send none).
+  std::string ca_pem_;
+  std::shared_ptr<credentials::OAuthExchange> exchange_;
+  std::vector<netproxy::Binding> added_bindings_;  // since the last token update
+  std::vector<std::pair<std::string, std::string>> added_slots_;
+  std::vector<std::string> watched_;  // the credentials whose placeholders it looks for
   // Each socket in the jail forks this process into its namespaces: a
   // bounded number a second.
   std::chrono::steady_clock::time_point jail_socket_second_{};

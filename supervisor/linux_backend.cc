@@ -226,6 +226,7 @@ public:
     opts.publish = input_->published;
     opts.interceptor = interceptor_;
     if (creds_) opts.watched = creds_->watched();
+    if (creds_) opts.exchange = creds_->exchange();
     opts.refusals = refusals_;
     if (ssh_) opts.ssh_agent = ssh_->proxy();
     return true;

@@ -199,12 +199,11 @@ bool is_listening(int fd) {
 // The network filter, started while init builds the jail's filesystem
 // (init then waits for it with the listeners: start_proxy()).
 void Supervisor::prepare_proxy() {
-  // Credentials (bound ones, and placeholders to look for on unbound
-  // loopback ports) stay with the in-process filter until the filter
-  // process carries them.
-  bool in_process = opts_.interceptor || !opts_.watched.empty();
+  // Test builds: a filter that fails to start, in this process (as a slow
+  // one would).
+  bool in_process = false;
 #ifdef PJ_TEST_SWITCHES
-  in_process = in_process || opts_.test_fail_network_filter;
+  in_process = opts_.test_fail_network_filter;
 #endif
   if (in_process) {
     auto proxy = start_network_filter(opts_);

@@ -21,7 +21,9 @@
 #include <variant>
 
 #include <fmt/format.h>
+#include <openssl/crypto.h>
 
+#include "credentials/token_exchange.h"
 #include "filter_lockdown.h"
 #include "filterlink/channel.h"
 #include "netproxy/interceptor.h"
@@ -41,6 +43,11 @@ struct Config {
   netproxy::Rules rules;
   netproxy::Intercept intercept;
   util::UniqueFd upstream_ca;
+  std::optional<netproxy::CaPems> ca;
+  // The token exchange's copy of the bound part of the supervisor's table.
+  std::vector<filterlink::SlotMessage> slots;
+  credentials::Settings exchange;
+  std::vector<netproxy::Watched> watched;
 };
 
 // Whether fd 3 is what the supervisor gives: a SOCK_SEQPACKET socket.
@@ -87,6 +94,38 @@ util::Result<bool> take_config(Config& c, FromSupervisor m) {
   }
   if (auto* ca = std::get_if<filterlink::UpstreamCa>(&m)) {
     c.upstream_ca = std::move(ca->pem);
+    return true;
+  }
+  if (auto* ca = std::get_if<filterlink::RunCa>(&m)) {
+    if (c.ca) return util::Error::invalid("the run's CA sent twice");
+    c.ca = netproxy::CaPems{std::move(ca->key_pem), std::move(ca->cert_pem)};
+    return true;
+  }
+  if (auto* slot = std::get_if<filterlink::SlotMessage>(&m)) {
+    c.slots.push_back(std::move(*slot));
+    return true;
+  }
+  if (auto* t = std::get_if<filterlink::TokenEndpointMessage>(&m)) {
+    // A stand-in renews as the provider's endpoint of the same path does
+    // (RunCredentials::prepare, which the supervisor checked).
+    const credentials::Provider* p = credentials::provider_by_id(t->id);
+    if (!p) return util::Error::invalid("a token endpoint of no provider");
+    credentials::TokenEndpoint stand_in{t->host, t->path, t->id, t->port};
+    for (const auto& real : p->token_endpoints)
+      if (real.path == stand_in.path) {
+        stand_in.renewal = real.renewal;
+        stand_in.access_token_field = real.access_token_field;
+        stand_in.renewal_header = real.renewal_header;
+      }
+    c.exchange.test_token_endpoints.push_back(std::move(stand_in));
+    return true;
+  }
+  if (auto* h = std::get_if<filterlink::CredentialHostMessage>(&m)) {
+    c.exchange.extra_hosts.push_back({std::move(h->credential), policy::Entry{std::move(h->host), {}}});
+    return true;
+  }
+  if (auto* w = std::get_if<filterlink::WatchedMessage>(&m)) {
+    c.watched.push_back(std::move(w->watched));
     return true;
   }
   if (std::holds_alternative<filterlink::ConfigDone>(m)) return false;
@@ -265,16 +304,61 @@ std::string home_to_probe() {
 }
 #endif
 
+credentials::Origin origin_of(filterlink::Origin o) {
+  switch (o) {
+    case filterlink::Origin::host: return credentials::Origin::host;
+    case filterlink::Origin::renewal: return credentials::Origin::renewal;
+    case filterlink::Origin::login: return credentials::Origin::login;
+  }
+  return credentials::Origin::login;
+}
+
+// The token exchange of this filter: the supervisor's bound credentials
+// and their slots, copied into a table of its own (no withheld secret,
+// no host file), each exchange told to the supervisor, which writes
+// auth.json, before its response reaches the jail.
+std::shared_ptr<netproxy::TokenExchange> token_exchange(int sock, const Config& c) {
+  auto table = std::make_shared<credentials::Table>();
+  for (const auto& b : c.intercept.bindings) table->add(b);
+  (void)table->take_added();  // the Interceptor has these already
+  for (const auto& s : c.slots)
+    table->add_slot(s.placeholder, {s.entry, s.field}, origin_of(s.origin));
+  auto ex = std::make_shared<credentials::OAuthExchange>(table, c.exchange, "", nullptr, nullptr);
+  ex->report_to([sock](const credentials::Exchanged& e) {
+    using filterlink::FromFilter;
+    // What the supervisor's decoder would refuse (and end the run for) is
+    // this exchange's failure: the jail gets 502.
+    auto fits = [](const std::optional<std::string>& v) { return !v || v->size() <= filterlink::kMaxSecret; };
+    for (const auto& b : e.bindings)
+      if (!fits(b.real) || !fits(b.placeholder)) return false;
+    if (!fits(e.tokens.access) || !fits(e.tokens.refresh) || e.host.size() > filterlink::kMaxHostName ||
+        e.path.size() > filterlink::kMaxText)
+      return false;
+    for (const auto& b : e.bindings)
+      if (!filterlink::send_message(sock, FromFilter(filterlink::AddedBinding{b}))) return false;
+    for (const auto& [placeholder, field] : e.slots)
+      if (!filterlink::send_message(sock, FromFilter(filterlink::AddedSlot{placeholder, field}))) return false;
+    filterlink::TokenUpdate u{e.kind,           e.entry,          e.ok,   e.tokens.access, e.tokens.refresh,
+                              e.tokens.expires_ms, e.tokens.account, e.host, e.path};
+    return filterlink::send_message(sock, FromFilter(std::move(u))).ok();
+  });
+  return ex;
+}
+
 // Descriptors for every listener's connections (six each: two sockets,
 // two pipes), for as many listeners as a run has, and some to spare; and
 // memory for each one's buffers (a 64 KiB sniff buffer and its state, at
 // most) on top of the process's own.
-LockdownLimits lockdown_limits(const filterlink::Settings& s) {
+// With credentials bound, each intercepted connection has a thread: its
+// stack (the default's 8 MiB counts, mapped or not) and its TLS and
+// token-body buffers.
+LockdownLimits lockdown_limits(const filterlink::Settings& s, bool intercepting) {
   constexpr std::uint64_t kListeners = 8, kFdsPerConnection = 6, kSpare = 256;
-  constexpr std::uint64_t kBase = 64ULL << 20, kPerConnection = 128ULL << 10;
+  constexpr std::uint64_t kBase = 64ULL << 20, kPerConnection = 128ULL << 10, kPerIntercepted = 12ULL << 20;
   const std::uint64_t connections = std::min<std::uint64_t>(s.connections_per_listener * kListeners, 1ULL << 16);
+  const std::uint64_t intercepted = intercepting ? 2 * netproxy::kMaxIntercepted * kPerIntercepted : 0;
   return {std::min<std::uint64_t>(connections * kFdsPerConnection + kSpare, std::uint64_t{1} << 20),
-          kBase + connections * kPerConnection};
+          kBase + connections * kPerConnection + intercepted};
 }
 
 // Tell the supervisor why the filter could not start, and stderr.
@@ -299,20 +383,25 @@ int network_filter_main() {
   std::shared_ptr<netproxy::Interceptor> interceptor;
   std::string ca_pem;
   if (!config->intercept.empty()) {
+    if (!config->ca) return fail(sock, "start the credential filter", util::Error::invalid("bindings without the run's CA"));
     if (config->upstream_ca.valid())
       config->intercept.upstream_extra_ca_file = fmt::format("/proc/self/fd/{}", config->upstream_ca.get());
-    auto made = netproxy::Interceptor::create(std::move(config->intercept));
+    config->intercept.exchange = token_exchange(sock, *config);
+    auto made = netproxy::Interceptor::create(std::move(config->intercept), &*config->ca);
     if (!made) return fail(sock, "start the credential filter", made.error());
     interceptor = std::move(*made);
     ca_pem = interceptor->ca_pem();
   }
   config->upstream_ca.reset();
+  if (config->ca) OPENSSL_cleanse(config->ca->key_pem.data(), config->ca->key_pem.size());
+  config->ca.reset();
   auto proxy = netproxy::Proxy::start(std::move(config->rules), -1, limits_of(config->settings), interceptor);
   if (!proxy) return fail(sock, "start the relay", proxy.error());
+  (*proxy)->watch_placeholders(std::move(config->watched));
 #ifdef PJ_TEST_SWITCHES
   const std::string home = config->settings.test_probe_after_lockdown ? home_to_probe() : "";
 #endif
-  if (auto st = lock_down(lockdown_limits(config->settings)); !st) return fail(sock, "lock down", st.error());
+  if (auto st = lock_down(lockdown_limits(config->settings, interceptor != nullptr)); !st) return fail(sock, "lock down", st.error());
 #ifdef PJ_TEST_SWITCHES
   if (config->settings.test_probe_after_lockdown)
     if (auto st = filterlink::send_message(sock, filterlink::FromFilter(probe(home))); !st)

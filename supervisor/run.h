@@ -19,6 +19,10 @@
 #include "util/result.h"
 #include "util/unique_fd.h"
 
+namespace pj::credentials {
+class OAuthExchange;
+}
+
 namespace pj::supervisor {
 
 class JailNotes;      // jail_notes.h
@@ -47,6 +51,9 @@ struct RunOptions {
   // before its command starts (never inherited by the jail's init).
   std::vector<runtime::Request::Published> publish;
   std::shared_ptr<netproxy::Interceptor> interceptor;  // credentials bound to hosts (may be null)
+  // The run's token exchange, when its filter runs in a process of its
+  // own: what it sends that process, and what takes its reports (may be null).
+  std::shared_ptr<credentials::OAuthExchange> exchange;
   // The run's placeholders, looked for on host loopback ports no binding covers.
   std::vector<netproxy::Watched> watched;
   std::shared_ptr<JailNotes> refusals;  // the jail's list of refusals, kept up to date (may be null)

@@ -60,12 +60,22 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(echo)))
         self.end_headers()
         self.wfile.write(echo)
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(cert, key)
+# As a real server: each connection's handshake in its own thread (a
+# wrapped listening socket would make every client wait for the slowest
+# handshake), and a backlog for hundreds of connections at once.
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    def finish_request(self, request, client_address):
+        request.settimeout(30)
+        try:
+            request = ctx.wrap_socket(request, server_side=True)
+        except OSError:
+            return
+        self.RequestHandlerClass(request, client_address, self)
 srv = S(("127.0.0.1", 0), H)
-srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 with open(portfile + ".tmp", "w") as f: f.write(str(srv.server_address[1]))
 os.rename(portfile + ".tmp", portfile)
 srv.serve_forever()

@@ -4,6 +4,7 @@
 // allow, asks this side (the supervisor's part) for the names it needs,
 // and tells it every decision. Here the test plays the supervisor.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 
 #include <arpa/inet.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <csignal>
@@ -300,6 +302,82 @@ TEST_CASE("the filter process runs with seccomp, no_new_privs, no capabilities a
   CHECK(data != "unlimited");
   CHECK(!data.empty());
 #endif
+}
+
+namespace {
+
+// Whether `needle` is anywhere in the readable memory of `pid` (its
+// mappings up to 64 MiB each: the heap and what the allocator mapped),
+// or nullopt when its memory cannot be read.
+std::optional<bool> memory_holds(pid_t pid, const std::string& needle) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  int mem = ::open((dir + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
+  if (mem < 0) return std::nullopt;
+  std::istringstream maps(test::read_file(dir + "/maps"));
+  bool found = false, read_any = false;
+  for (std::string line; !found && std::getline(maps, line);) {
+    unsigned long start = 0, end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &start, &end, perms) != 3 || perms[0] != 'r') continue;
+    if (end - start > (64UL << 20)) continue;
+    std::string buf(end - start, '\0');
+    ssize_t n = ::pread(mem, buf.data(), buf.size(), static_cast<off_t>(start));
+    if (n <= 0) continue;
+    read_any = true;
+    buf.resize(static_cast<size_t>(n));
+    found = buf.find(needle) != std::string::npos;
+  }
+  ::close(mem);
+  if (!read_any) return std::nullopt;
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("a credential run's filter process holds the bound secret and nothing else of the host's") {
+  test::Sandbox sb;
+  test::HttpServer server;
+  std::string report = sb.outside + "/r.json";
+  const std::string real = "sk-ant-api03-BOUNDREAL" + test::unique_token() + test::unique_token();
+  const std::string ph = "sk-ant-api03-BOUNDPH" + test::unique_token() + test::unique_token();
+  // In the supervisor's environment (and memory), never passed to the
+  // jail nor bound: the filter, exec'd afresh, must not have it.
+  const std::string host_secret = "HOSTONLYSECRET" + test::unique_token() + test::unique_token();
+  test::Outcome o;
+  std::thread run([&] {
+    o = sb.jail({"/bin/sh", "-c", "touch started; while [ ! -e /tmp/go ]; do sleep 0.05; done"},
+                {"--allow-net", "127.0.0.1:" + server.port(), "--report", report, "--timeout", "30s"}, "",
+                {"PJ_TEST_BIND=TEST_KEY=" + ph + "=" + real + "@127.0.0.1:1\n", "PJ_HOST_ONLY=" + host_secret});
+  });
+  for (int i = 0; i < 400 && !test::exists(sb.ws + "/started"); ++i) ::usleep(50000);  // a guard, not a timing
+  pid_t filter = filter_of_run(report);
+  std::optional<bool> holds_real, holds_host, supervisor_holds_host;
+  if (filter > 0) {
+    holds_real = memory_holds(filter, real);
+    holds_host = memory_holds(filter, host_secret);
+    const std::string st = test::read_file("/proc/" + std::to_string(filter) + "/status");
+    supervisor_holds_host = memory_holds(std::stoi(status_field(st, "PPid")), host_secret);
+  }
+  for (pid_t p : test::host_processes_with(test::pi_jail()))
+    if (test::read_file("/proc/" + std::to_string(p) + "/cmdline").find(report) != std::string::npos)
+      ::kill(p, SIGTERM);
+  run.join();
+  CAPTURE(o.err);
+  REQUIRE(filter > 0);
+  if (::geteuid() == 0) {
+    // Root may read it (ptrace rights): the bound value is there (so the
+    // scan reads its memory), the host's secret is not, though the
+    // supervisor that started it holds it (a fork would have kept it).
+    REQUIRE(holds_real.has_value());
+    CHECK(*holds_real);
+    CHECK_FALSE(*holds_host);
+    REQUIRE(supervisor_holds_host.has_value());
+    CHECK(*supervisor_holds_host);
+  } else {
+    // Not dumpable: the user's other processes cannot read it at all.
+    CHECK_FALSE(holds_real.has_value());
+    CHECK_FALSE(holds_host.has_value());
+  }
 }
 
 TEST_CASE("a filter process that aborts mid-request ends the run with 125; the jail reaches nothing after it") {
