@@ -381,25 +381,34 @@ TEST_CASE("a credential run's filter process holds the bound secret and nothing 
 }
 
 TEST_CASE("a filter process that aborts mid-request ends the run with 125; the jail reaches nothing after it") {
-  test::Sandbox sb;
-  test::HttpServer server;
-  const std::string agent = sb.home + "/.pi/agent";
-  std::filesystem::create_directories(agent);
-  const std::string auth = "{\"note\": \"left as it was\"}\n";
-  test::write_file(agent + "/auth.json", auth);
-  const std::string url = "http://aborts.example.test:" + server.port() + "/";
-  auto o = sb.jail({"/bin/sh", "-c",
-                    "env -u NO_PROXY -u no_proxy curl -s -x http://127.0.0.1:3128 " + url +
-                        "; curl -s http://127.0.0.1:" + server.port() + "/; echo still-running"},
-                   {"--allow-net", "aborts.example.test:" + server.port(), "--allow-net",
-                    "127.0.0.1:" + server.port(), "--test-filter-misbehave", "abort"});
-  CAPTURE(o.err);
-  CAPTURE(o.out);
-  CHECK(o.status == 125);
-  CHECK(o.err.find("the network filter process was killed by signal 6 (ABRT)") != std::string::npos);
-  CHECK(o.err.find("the jail was stopped") != std::string::npos);
-  CHECK(server.hits() == 0);
-  CHECK(test::read_file(agent + "/auth.json") == auth);
+  // A plain run, and one with a credential bound (its filter holds the
+  // run's CA and the token exchange).
+  for (bool with_credential : {false, true}) {
+    CAPTURE(with_credential);
+    test::Sandbox sb;
+    test::HttpServer server;
+    const std::string agent = sb.home + "/.pi/agent";
+    std::filesystem::create_directories(agent);
+    const std::string auth = "{\"note\": \"left as it was\"}\n";
+    test::write_file(agent + "/auth.json", auth);
+    const std::string url = "http://aborts.example.test:" + server.port() + "/";
+    std::vector<std::string> env;
+    if (with_credential) env.push_back("PJ_TEST_BIND=TEST_KEY=sk-ant-api03-PH" + test::unique_token() +
+                                       "=sk-ant-api03-REAL" + test::unique_token() + "@127.0.0.1:1\n");
+    auto o = sb.jail({"/bin/sh", "-c",
+                      "env -u NO_PROXY -u no_proxy curl -s -x http://127.0.0.1:3128 " + url +
+                          "; curl -s http://127.0.0.1:" + server.port() + "/; echo still-running"},
+                     {"--allow-net", "aborts.example.test:" + server.port(), "--allow-net",
+                      "127.0.0.1:" + server.port(), "--test-filter-misbehave", "abort"},
+                     "", env);
+    CAPTURE(o.err);
+    CAPTURE(o.out);
+    CHECK(o.status == 125);
+    CHECK(o.err.find("the network filter process was killed by signal 6 (ABRT)") != std::string::npos);
+    CHECK(o.err.find("the jail was stopped") != std::string::npos);
+    CHECK(server.hits() == 0);
+    CHECK(test::read_file(agent + "/auth.json") == auth);
+  }
 }
 
 namespace {
