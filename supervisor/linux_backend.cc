@@ -337,7 +337,9 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
     // Credentials bound to hosts (every binding is known once auth.json is
     // staged): the run's CA exists before the jail is planned, so its
     // bundle is in the view from the start.
-    auto made = make_interceptor(inv, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
+    // The filter process serves it: this process only makes the CA.
+    auto made = make_interceptor(inv, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }),
+                                 /*serves=*/false);
     if (!made) return done(setup_failed(made.error().message()));
     interceptor = std::move(*made);
     if (interceptor) {

@@ -63,8 +63,11 @@ struct RunOptions {
 // The credential filter for this run, or null when nothing is bound:
 // from PJ_TEST_BIND/--test-upstream-ca (test builds), and `intercept` (the
 // supervisor's credential table; may be empty). Makes the run's CA.
+// `serves`: false where the filter process serves (the supervisor then
+// loads no trust store and makes no TLS context).
 util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv,
-                                                                      netproxy::Intercept intercept = {});
+                                                                      netproxy::Intercept intercept = {},
+                                                                      bool serves = true);
 
 // The file the jail trusts: the host's system CAs (the first of
 // runtime::kCaBundlePaths present) then the run's CA, written 0644 in

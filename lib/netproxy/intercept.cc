@@ -791,7 +791,8 @@ util::Status check_binding(Binding& b, const std::vector<Binding>& others) {
 
 }  // namespace
 
-util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept intercept, const CaPems* given) {
+util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept intercept, const CaPems* given,
+                                                               bool serves) {
   std::vector<BoundHost> hosts;
   for (auto& b : intercept.bindings) {
     if (auto st = check_binding(b, intercept.bindings); !st) return st.take_error();
@@ -805,7 +806,7 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
   std::shared_ptr<Interceptor> me(new Interceptor());
   me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));
   intercept.bindings.clear();
-  auto ca = TlsAuthority::create(hosts, intercept.upstream_extra_ca_file, given);
+  auto ca = TlsAuthority::create(hosts, intercept.upstream_extra_ca_file, given, serves);
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
   int p[2];
@@ -880,6 +881,7 @@ void Interceptor::join_done() {
 }
 
 bool Interceptor::start(Handoff h) {
+  if (!ca_->serves()) return false;
   std::lock_guard<std::mutex> lock(m_);
   join_done();
   if (stopping_) return false;

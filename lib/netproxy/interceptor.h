@@ -44,8 +44,10 @@ public:
   // hosts, or whose real value holds CR, LF or NUL (header injection), or
   // whose placeholder is inside another binding's.
   // With `ca`: that CA (the filter process's, made by the supervisor)
-  // rather than a new one.
-  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept, const CaPems* ca = nullptr);
+  // rather than a new one. Without `serves`: one that only holds what the
+  // filter process is sent (its CA, bindings): start() takes nothing.
+  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept, const CaPems* ca = nullptr,
+                                                           bool serves = true);
   ~Interceptor();
   Interceptor(const Interceptor&) = delete;
   Interceptor& operator=(const Interceptor&) = delete;

@@ -123,7 +123,8 @@ TlsAuthority::~TlsAuthority() {
 }
 
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vector<BoundHost>& hosts,
-                                                                 const std::string& extra_ca, const CaPems* given) {
+                                                                 const std::string& extra_ca, const CaPems* given,
+                                                                 bool serves) {
   std::unique_ptr<TlsAuthority> a(new TlsAuthority());
   a->leaf_key_ = EVP_EC_gen("P-256");
   if (!a->leaf_key_) return Error::invalid("make the per-run leaf key: " + openssl_error());
@@ -132,6 +133,7 @@ util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vect
   } else if (auto st = a->make_ca(hosts); !st) {
     return st.take_error();
   }
+  if (!serves) return a;
   if (auto st = a->make_contexts(extra_ca); !st) return st.take_error();
   return a;
 }
@@ -238,6 +240,7 @@ util::Result<X509*> TlsAuthority::leaf_for(const std::string& host) {
 }
 
 util::Result<SSL*> TlsAuthority::server_ssl(const std::string& host) {
+  if (!server_) return Error::invalid("this CA serves no TLS (it is handed to the filter process)");
   auto leaf = leaf_for(host);
   if (!leaf) return leaf.take_error();
   SSL* ssl = SSL_new(server_);
@@ -250,6 +253,7 @@ util::Result<SSL*> TlsAuthority::server_ssl(const std::string& host) {
 }
 
 util::Result<SSL*> TlsAuthority::client_ssl(const std::string& host) {
+  if (!client_) return Error::invalid("this CA serves no TLS (it is handed to the filter process)");
   SSL* ssl = SSL_new(client_);
   if (!ssl) return Error::invalid("set up TLS towards the server: " + openssl_error());
   bool ok;

@@ -31,9 +31,12 @@ public:
   // A new CA constrained to `hosts`, or, with `given`, that CA (its key
   // must be the certificate's); `upstream_extra_ca_file` (PEM, may be
   // empty) is trusted for upstream servers beside the system store.
+  // Without `serves`, only the CA: no TLS context, no trust store loaded
+  // (the supervisor, which hands the CA to the filter process).
   static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<BoundHost>& hosts,
                                                            const std::string& upstream_extra_ca_file,
-                                                           const CaPems* given = nullptr);
+                                                           const CaPems* given = nullptr, bool serves = true);
+  bool serves() const { return server_ != nullptr; }
   // The CA's key and certificate, to hand to the filter process.
   util::Result<CaPems> export_ca() const;
   ~TlsAuthority();

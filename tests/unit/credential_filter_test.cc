@@ -215,6 +215,31 @@ TEST_CASE("credential filter: bindings that could inject headers or hide in each
   CHECK((*made)->unbound_placeholder("GET http://api.example/ HTTP/1.1\r\nX: ph-a\r\n\r\n", "api.example", -1) == "A");
 }
 
+TEST_CASE("credential filter: the run's CA is handed over whole; the handing side serves nothing") {
+  Intercept in;
+  in.bindings = {{"A", "ph-a", "r", {{"api.example", 443}}}};
+  // The supervisor's: the CA only, no TLS context, no trust store.
+  auto holder = Interceptor::create(in, nullptr, /*serves=*/false);
+  REQUIRE(holder);
+  auto ca = (*holder)->export_ca();
+  REQUIRE(ca);
+  CHECK(ca->key_pem.starts_with("-----BEGIN PRIVATE KEY-----"));
+  CHECK(ca->cert_pem == (*holder)->ca_pem());
+  const bool took = (*holder)->start({});
+  CHECK_FALSE(took);
+  // The filter's: the same CA, serving.
+  auto filter = Interceptor::create(in, &*ca);
+  REQUIRE(filter);
+  CHECK((*filter)->ca_pem() == (*holder)->ca_pem());
+  // A key that is not the certificate's is refused.
+  auto other = Interceptor::create(in, nullptr, false);
+  REQUIRE(other);
+  CaPems mixed{(*other)->export_ca()->key_pem, ca->cert_pem};
+  auto refused = Interceptor::create(in, &mixed);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("the key is not the certificate's") != std::string::npos);
+}
+
 TEST_CASE("credential filter: plain HTTP is bound to host loopback ports only, and only plain bindings substitute "
           "there") {
   using pj::netproxy::Wire;
