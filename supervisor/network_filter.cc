@@ -284,6 +284,10 @@ filterlink::ProbeResult probe(const std::string& home) {
   char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
   char* const envp[] = {nullptr};
   attempt("execve /bin/true", ::execve("/bin/true", argv, envp) == 0);
+  // A process (clone without CLONE_THREAD); a thread is allowed.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  attempt("fork a process", child > 0);
   const pid_t supervisor = ::getppid();
   attempt("ptrace the supervisor", ::ptrace(PTRACE_ATTACH, supervisor, nullptr, nullptr) == 0);
   attempt("kill the supervisor (signal 0)", ::kill(supervisor, 0) == 0);

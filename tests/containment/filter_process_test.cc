@@ -229,16 +229,16 @@ std::string status_field(const std::string& status, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("the filter process of a run, once locked down, can open no file, exec, ptrace or signal the supervisor") {
+TEST_CASE("the filter process of a run, once locked down, can open no file, exec, fork, ptrace or signal the supervisor") {
   test::Sandbox sb;
   test::HttpServer server;
   auto o = sb.jail({"/bin/true"}, {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-probe"});
   CAPTURE(o.err);
   CHECK(o.status == 0);
   auto lines = probe_lines(o.err);
-  CHECK(lines.size() == 8);
+  CHECK(lines.size() == 9);
   for (const char* what : {"open /etc/passwd", "open the home directory", "open /", "execve /bin/true",
-                           "ptrace the supervisor", "kill the supervisor", "read the supervisor's memory",
+                           "fork a process", "ptrace the supervisor", "kill the supervisor", "read the supervisor's memory",
                            "inherit an environment"}) {
     CAPTURE(what);
     bool seen = false;
