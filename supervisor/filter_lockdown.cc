@@ -48,6 +48,8 @@ const std::vector<std::string> kAllowed = {
     // Sanitizer builds only (tests): what the ASan/UBSan runtime calls on
     // exit and when it reports, as the jail's init allows it.
     "sigaltstack", "pread64", "readlink", "lseek", "newfstatat", "fstat", "prlimit64", "getrlimit", "prctl",
+    // and in each new thread (a failure there is a fatal sanitizer error)
+    "sched_getaffinity",
 #endif
 };
 
