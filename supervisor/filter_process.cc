@@ -14,9 +14,11 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <openssl/crypto.h>
 
 #include "filterlink/channel.h"
 #include "linuxjail/sys.h"
+#include "netproxy/interceptor.h"
 #include "network_filter.h"
 #include "util/escape.h"
 #include "util/log.h"
@@ -40,6 +42,8 @@ constexpr int kJailSocketsPerSecond = 256;
 // Messages taken from the filter per wake-up, so that a chatty filter
 // cannot keep the supervisor from the jail's own events.
 constexpr int kMessagesPerWake = 64;
+// Wake-ups' worth of messages read from a filter that ended.
+constexpr int kLastWakes = 64;
 // What one token exchange may add before its update (a response's tokens,
 // and echoes of ones already bound).
 constexpr size_t kMaxAddedPerExchange = 16;
@@ -185,47 +189,63 @@ util::Status FilterProcess::configure(const RunOptions& opts) {
 }
 
 // The bound credentials and what the filter's token exchange starts
-// from: the run's CA (made here, its certificate already in the jail's
-// trust bundle), each binding, the refused minting endpoints, the
-// operator's upstream CA file (opened here: the filter opens no file), the
-// slots and settings of the exchange; and the placeholders to look for.
+// from, then the placeholders to look for.
 util::Status FilterProcess::send_credentials(const RunOptions& opts) {
-  auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
   if (opts.interceptor) {
-    auto ca = opts.interceptor->export_ca();
-    if (!ca) return ca.take_error();
-    ca_pem_ = ca->cert_pem;
-    if (auto st = config(filterlink::RunCa{std::move(ca->key_pem), std::move(ca->cert_pem)}); !st) return st;
-    const auto bound = opts.interceptor->bindings();
-    for (const auto& b : *bound)
-      if (auto st = config(filterlink::BindingMessage{b}); !st) return st;
-    for (const auto& m : opts.interceptor->refused())
-      if (auto st = config(filterlink::MintingMessage{m}); !st) return st;
-    if (const std::string& file = opts.interceptor->upstream_extra_ca_file(); !file.empty()) {
-      util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-      if (!fd.valid()) return util::Error::from_errno("open the upstream CA file " + file, errno);
-      if (auto st = config(filterlink::UpstreamCa{std::move(fd)}); !st) return st;
-    }
-    if (opts.exchange) {
-      exchange_ = opts.exchange;
-      auto seed = opts.exchange->seed(*bound);
-      for (const auto& s : seed.slots) {
-        auto origin = s.origin == credentials::Origin::host      ? filterlink::Origin::host
-                      : s.origin == credentials::Origin::renewal ? filterlink::Origin::renewal
-                                                                 : filterlink::Origin::login;
-        if (auto st = config(filterlink::SlotMessage{s.placeholder, s.slot.entry, s.slot.field, origin}); !st) return st;
-      }
-      for (const auto& t : seed.test_token_endpoints)
-        if (auto st = config(filterlink::TokenEndpointMessage{t.id, t.host, t.port, t.path}); !st) return st;
-      for (const auto& h : seed.extra_hosts)
-        if (auto st = config(filterlink::CredentialHostMessage{h.credential, h.host.text, h.host.src.str()}); !st)
-          return st;
-    }
+    if (auto st = send_bindings(*opts.interceptor); !st) return st;
+    if (opts.exchange)
+      if (auto st = send_exchange_seed(opts.exchange, *opts.interceptor->bindings()); !st) return st;
   }
   for (const auto& w : opts.watched) {
     watched_.push_back(w.credential);
-    if (auto st = config(filterlink::WatchedMessage{w}); !st) return st;
+    if (auto st = send(filterlink::WatchedMessage{w}, kReadyGuardMs); !st) return st;
   }
+  return {};
+}
+
+// The run's CA (made here: its certificate is already in the jail's trust
+// bundle), each binding, the refused minting endpoints, the operator's
+// upstream CA file (opened here: the filter opens no file).
+util::Status FilterProcess::send_bindings(const netproxy::Interceptor& in) {
+  auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
+  auto ca = in.export_ca();
+  if (!ca) return ca.take_error();
+  ca_pem_ = ca->cert_pem;
+  FromSupervisor ca_message(filterlink::RunCa{std::move(ca->key_pem), std::move(ca->cert_pem)});
+  auto sent = send(ca_message, kReadyGuardMs);
+  // This copy only: the Interceptor keeps the key for the run.
+  std::string& key = std::get<filterlink::RunCa>(ca_message).key_pem;
+  OPENSSL_cleanse(key.data(), key.size());
+  if (!sent) return sent;
+  for (const auto& b : *in.bindings())
+    if (auto st = config(filterlink::BindingMessage{b}); !st) return st;
+  for (const auto& m : in.refused())
+    if (auto st = config(filterlink::MintingMessage{m}); !st) return st;
+  if (const std::string& file = in.upstream_extra_ca_file(); !file.empty()) {
+    util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    if (!fd.valid()) return util::Error::from_errno("open the upstream CA file " + file, errno);
+    if (auto st = config(filterlink::UpstreamCa{std::move(fd)}); !st) return st;
+  }
+  return {};
+}
+
+// What the filter's copy of the token exchange starts from: the slots of
+// the bound placeholders, the token endpoint stand-ins, the operator's
+// hosts. The exchange then takes the filter's reports.
+util::Status FilterProcess::send_exchange_seed(const std::shared_ptr<credentials::OAuthExchange>& exchange,
+                                               const std::vector<netproxy::Binding>& bound) {
+  auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
+  exchange_ = exchange;
+  auto seed = exchange->seed(bound);
+  for (const auto& s : seed.slots)
+    if (auto st = config(filterlink::SlotMessage{s.placeholder, s.slot.entry, s.slot.field, s.origin});
+        !st)
+      return st;
+  for (const auto& t : seed.test_token_endpoints)
+    if (auto st = config(filterlink::TokenEndpointMessage{t.id, t.host, t.port, t.path}); !st) return st;
+  for (const auto& h : seed.extra_hosts)
+    if (auto st = config(filterlink::CredentialHostMessage{h.credential, h.host.text, h.host.src.str()}); !st)
+      return st;
   return {};
 }
 
@@ -233,7 +253,7 @@ util::Status FilterProcess::send_credentials(const RunOptions& opts) {
 // taken by the run's exchange as untrusted (OAuthExchange::accept), or
 // the filter is ended.
 util::Status FilterProcess::take_token_update(const filterlink::TokenUpdate& u) {
-  credentials::Exchanged e;
+  credentials::ExchangeReport e;
   e.kind = u.kind;
   e.host = u.host;
   e.path = u.path;
@@ -416,9 +436,10 @@ util::Status FilterProcess::on_ready() {
   if (auto st = read_messages(); !st) return st;
   pollfd p{pidfd_.get(), POLLIN, 0};
   if (::poll(&p, 1, 0) == 1) {
-    // Its last decisions and reports, all of them: a token exchange's
-    // report may be what the host's auth.json needs.
-    for (int i = 0; i < 64; ++i)
+    // Its last decisions and reports (bounded: a dying filter cannot hold
+    // the supervisor): a token exchange's report may be what the host's
+    // auth.json needs.
+    for (int i = 0; i < kLastWakes; ++i)
       if (!read_messages()) break;
     return gone(util::Error::invalid("the network filter process ended"));
   }

@@ -338,8 +338,8 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
     // staged): the run's CA exists before the jail is planned, so its
     // bundle is in the view from the start.
     // The filter process serves it: this process only makes the CA.
-    auto made = make_interceptor(inv, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }),
-                                 /*serves=*/false);
+    auto made = make_interceptor(inv, CaRole::hand_over,
+                                 creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
     if (!made) return done(setup_failed(made.error().message()));
     interceptor = std::move(*made);
     if (interceptor) {

@@ -199,8 +199,9 @@ bool is_listening(int fd) {
 // The network filter, started while init builds the jail's filesystem
 // (init then waits for it with the listeners: start_proxy()).
 void Supervisor::prepare_proxy() {
-  // Test builds: a filter that fails to start, in this process (as a slow
-  // one would).
+  // --test-fail-network-filter (test builds): start_network_filter() fails
+  // after a delay, as a filter that cannot start would. Every other run
+  // uses the filter process.
   bool in_process = false;
 #ifdef PJ_TEST_SWITCHES
   in_process = opts_.test_fail_network_filter;

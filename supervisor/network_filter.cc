@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -46,7 +47,7 @@ struct Config {
   std::optional<netproxy::CaPems> ca;
   // The token exchange's copy of the bound part of the supervisor's table.
   std::vector<filterlink::SlotMessage> slots;
-  credentials::Settings exchange;
+  credentials::Settings exchange_settings;
   std::vector<netproxy::Watched> watched;
 };
 
@@ -117,11 +118,11 @@ util::Result<bool> take_config(Config& c, FromSupervisor m) {
         stand_in.access_token_field = real.access_token_field;
         stand_in.renewal_header = real.renewal_header;
       }
-    c.exchange.test_token_endpoints.push_back(std::move(stand_in));
+    c.exchange_settings.test_token_endpoints.push_back(std::move(stand_in));
     return true;
   }
   if (auto* h = std::get_if<filterlink::CredentialHostMessage>(&m)) {
-    c.exchange.extra_hosts.push_back({std::move(h->credential), policy::Entry{std::move(h->host), {}}});
+    c.exchange_settings.extra_hosts.push_back({std::move(h->credential), policy::Entry{std::move(h->host), {}}});
     return true;
   }
   if (auto* w = std::get_if<filterlink::WatchedMessage>(&m)) {
@@ -308,15 +309,6 @@ std::string home_to_probe() {
 }
 #endif
 
-credentials::Origin origin_of(filterlink::Origin o) {
-  switch (o) {
-    case filterlink::Origin::host: return credentials::Origin::host;
-    case filterlink::Origin::renewal: return credentials::Origin::renewal;
-    case filterlink::Origin::login: return credentials::Origin::login;
-  }
-  return credentials::Origin::login;
-}
-
 // The token exchange of this filter: the supervisor's bound credentials
 // and their slots, copied into a table of its own (no withheld secret,
 // no host file), each exchange told to the supervisor, which writes
@@ -326,25 +318,26 @@ std::shared_ptr<netproxy::TokenExchange> token_exchange(int sock, const Config& 
   for (const auto& b : c.intercept.bindings) table->add(b);
   (void)table->take_added();  // the Interceptor has these already
   for (const auto& s : c.slots)
-    table->add_slot(s.placeholder, {s.entry, s.field}, origin_of(s.origin));
-  auto ex = std::make_shared<credentials::OAuthExchange>(table, c.exchange, "", nullptr, nullptr);
-  ex->report_to([sock](const credentials::Exchanged& e) {
+    table->add_slot(s.placeholder, {s.entry, s.field}, s.origin);
+  auto ex = std::make_shared<credentials::OAuthExchange>(table, c.exchange_settings, "", nullptr, nullptr);
+  ex->report_to([sock](const credentials::ExchangeReport& e) -> util::Status {
     using filterlink::FromFilter;
     // What the supervisor's decoder would refuse (and end the run for) is
     // this exchange's failure: the jail gets 502.
     auto fits = [](const std::optional<std::string>& v) { return !v || v->size() <= filterlink::kMaxSecret; };
+    bool small = fits(e.tokens.access) && fits(e.tokens.refresh) && e.host.size() <= filterlink::kMaxHostName &&
+                 e.path.size() <= filterlink::kMaxText;
+    for (const auto& b : e.bindings) small = small && fits(b.real) && fits(b.placeholder);
+    if (!small)
+      return util::Error::invalid(fmt::format("report {}'s token exchange: a value over {} bytes", e.entry,
+                                              filterlink::kMaxSecret));
+    auto told = [&](FromFilter m) { return filterlink::send_message(sock, m); };
     for (const auto& b : e.bindings)
-      if (!fits(b.real) || !fits(b.placeholder)) return false;
-    if (!fits(e.tokens.access) || !fits(e.tokens.refresh) || e.host.size() > filterlink::kMaxHostName ||
-        e.path.size() > filterlink::kMaxText)
-      return false;
-    for (const auto& b : e.bindings)
-      if (!filterlink::send_message(sock, FromFilter(filterlink::AddedBinding{b}))) return false;
+      if (auto st = told(filterlink::AddedBinding{b}); !st) return st;
     for (const auto& [placeholder, field] : e.slots)
-      if (!filterlink::send_message(sock, FromFilter(filterlink::AddedSlot{placeholder, field}))) return false;
-    filterlink::TokenUpdate u{e.kind,           e.entry,          e.ok,   e.tokens.access, e.tokens.refresh,
-                              e.tokens.expires_ms, e.tokens.account, e.host, e.path};
-    return filterlink::send_message(sock, FromFilter(std::move(u))).ok();
+      if (auto st = told(filterlink::AddedSlot{placeholder, field}); !st) return st;
+    return told(filterlink::TokenUpdate{e.kind, e.entry, e.ok, e.tokens.access, e.tokens.refresh, e.tokens.expires_ms,
+                                        e.tokens.account, e.host, e.path});
   });
   return ex;
 }
@@ -353,14 +346,21 @@ std::shared_ptr<netproxy::TokenExchange> token_exchange(int sock, const Config& 
 // two pipes), for as many listeners as a run has, and some to spare; and
 // memory for each one's buffers (a 64 KiB sniff buffer and its state, at
 // most) on top of the process's own.
-// With credentials bound, each intercepted connection has a thread: its
-// stack (the default's 8 MiB counts, mapped or not) and its TLS and
-// token-body buffers.
-LockdownLimits lockdown_limits(const filterlink::Settings& s, bool intercepting) {
+// With credentials bound, each intercepted connection has a worker
+// thread: glibc sizes its stack from RLIMIT_STACK (pthread_create(3);
+// 8 MiB unless the user changed it), which RLIMIT_DATA counts whether
+// touched or not (setrlimit(2)), and its TLS and token-body buffers. Up
+// to twice kMaxIntercepted workers exist at once: those closed to make
+// room end while new ones start (Interceptor::start).
+LockdownLimits lockdown_limits(const filterlink::Settings& s, std::uint64_t intercepting_workers) {
   constexpr std::uint64_t kListeners = 8, kFdsPerConnection = 6, kSpare = 256;
-  constexpr std::uint64_t kBase = 64ULL << 20, kPerConnection = 128ULL << 10, kPerIntercepted = 12ULL << 20;
+  constexpr std::uint64_t kBase = 64ULL << 20, kPerConnection = 128ULL << 10, kPerWorkerBuffers = 4ULL << 20;
   const std::uint64_t connections = std::min<std::uint64_t>(s.connections_per_listener * kListeners, 1ULL << 16);
-  const std::uint64_t intercepted = intercepting ? 2 * netproxy::kMaxIntercepted * kPerIntercepted : 0;
+  rlimit stack{};
+  const std::uint64_t stack_bytes =
+      ::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY ? stack.rlim_cur : 8ULL << 20;
+  const std::uint64_t intercepted = intercepting_workers * (std::min<std::uint64_t>(stack_bytes, 1ULL << 30) +
+                                                            kPerWorkerBuffers);
   return {std::min<std::uint64_t>(connections * kFdsPerConnection + kSpare, std::uint64_t{1} << 20),
           kBase + connections * kPerConnection + intercepted};
 }
@@ -391,12 +391,13 @@ int network_filter_main() {
     if (config->upstream_ca.valid())
       config->intercept.upstream_extra_ca_file = fmt::format("/proc/self/fd/{}", config->upstream_ca.get());
     config->intercept.exchange = token_exchange(sock, *config);
-    auto made = netproxy::Interceptor::create(std::move(config->intercept), &*config->ca);
+    auto made = netproxy::Interceptor::serving_with(std::move(config->intercept), *config->ca);
     if (!made) return fail(sock, "start the credential filter", made.error());
     interceptor = std::move(*made);
     ca_pem = interceptor->ca_pem();
   }
   config->upstream_ca.reset();
+  // This PEM copy only: the TLS authority holds the key for the run.
   if (config->ca) OPENSSL_cleanse(config->ca->key_pem.data(), config->ca->key_pem.size());
   config->ca.reset();
   auto proxy = netproxy::Proxy::start(std::move(config->rules), -1, limits_of(config->settings), interceptor);
@@ -405,7 +406,7 @@ int network_filter_main() {
 #ifdef PJ_TEST_SWITCHES
   const std::string home = config->settings.test_probe_after_lockdown ? home_to_probe() : "";
 #endif
-  if (auto st = lock_down(lockdown_limits(config->settings, interceptor != nullptr)); !st) return fail(sock, "lock down", st.error());
+  if (auto st = lock_down(lockdown_limits(config->settings, interceptor ? 2 * netproxy::kMaxIntercepted : 0)); !st) return fail(sock, "lock down", st.error());
 #ifdef PJ_TEST_SWITCHES
   if (config->settings.test_probe_after_lockdown)
     if (auto st = filterlink::send_message(sock, filterlink::FromFilter(probe(home))); !st)

@@ -178,8 +178,8 @@ util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
 }  // namespace
 #endif
 
-util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(
-    [[maybe_unused]] const cli::Invocation& inv, netproxy::Intercept intercept, bool serves) {
+util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor([[maybe_unused]] const cli::Invocation& inv,
+                                                                      CaRole role, netproxy::Intercept intercept) {
 #ifdef PJ_TEST_SWITCHES
   for (const auto& t : inv.test_bind) {
     auto b = parse_test_binding(t);
@@ -189,7 +189,8 @@ util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(
   if (inv.test_upstream_ca) intercept.upstream_extra_ca_file = *inv.test_upstream_ca;
 #endif
   if (intercept.empty()) return std::shared_ptr<netproxy::Interceptor>();
-  auto made = netproxy::Interceptor::create(std::move(intercept), nullptr, serves);
+  auto made = role == CaRole::serve ? netproxy::Interceptor::create(std::move(intercept))
+                                    : netproxy::Interceptor::to_hand_over(std::move(intercept));
   if (!made) return std::move(made.take_error()).context("the credential filter");
   return std::move(*made);
 }

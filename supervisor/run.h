@@ -63,11 +63,12 @@ struct RunOptions {
 // The credential filter for this run, or null when nothing is bound:
 // from PJ_TEST_BIND/--test-upstream-ca (test builds), and `intercept` (the
 // supervisor's credential table; may be empty). Makes the run's CA.
-// `serves`: false where the filter process serves (the supervisor then
-// loads no trust store and makes no TLS context).
-util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv,
-                                                                      netproxy::Intercept intercept = {},
-                                                                      bool serves = true);
+// Who serves the credential filter's TLS: this process, or the filter
+// process, to which this one hands the CA (it then loads no trust store
+// and makes no TLS context).
+enum class CaRole { serve, hand_over };
+util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv, CaRole role,
+                                                                      netproxy::Intercept intercept = {});
 
 // The file the jail trusts: the host's system CAs (the first of
 // runtime::kCaBundlePaths present) then the run's CA, written 0644 in

@@ -230,7 +230,7 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   std::shared_ptr<netproxy::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
   if (!explain) {
-    auto made = make_interceptor(inv);
+    auto made = make_interceptor(inv, CaRole::serve);
     if (!made) return done(setup_failed(made.error().message()));
     interceptor = std::move(*made);
     if (interceptor) {

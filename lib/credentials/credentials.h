@@ -111,11 +111,7 @@ struct Slot {
 
 // Where a placeholder's real value came from, which decides whether the
 // host's auth.json may take it without asking (consent.h).
-enum class Origin {
-  host,     // the host's own auth.json or environment at the start
-  renewal,  // the provider's own renewal of a host credential (Provider::renewal)
-  login,    // any other token exchange: a login made inside the jail
-};
+using Origin = netproxy::Origin;
 
 // The run's bindings, shared by the supervisor and the network filter's
 // token exchange (which adds new ones when tokens are refreshed). All

@@ -140,6 +140,17 @@ const Provider* token_endpoint_provider(std::string_view host, std::string_view 
   return nullptr;
 }
 
+namespace {
+
+// The response fields rewrite_token_response() binds, and the name of
+// such a binding (reports, and the supervisor's check of a filter's).
+constexpr std::string_view kTokenKeys[] = {"access_token", "refresh_token", "id_token", "token", "key"};
+std::string token_binding_name(const Provider& p, std::string_view key) {
+  return fmt::format("token response {}.{}", p.ids.front(), key);
+}
+
+}  // namespace
+
 util::Result<std::string> rewrite_token_response(std::string_view body, const Provider& p, const TokenEndpoint& t,
                                                  Origin origin, const Settings& s, Table& table, NewTokens& tokens,
                                                  int64_t now_ms) {
@@ -181,8 +192,7 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
                               : key == "key"          ? "key"
                                                       : "access";
     const bool refresh = field == "refresh";
-    if (!real || real->empty() ||
-        !(key == "access_token" || key == "refresh_token" || key == "id_token" || key == "token" || key == "key"))
+    if (!real || real->empty() || std::find(std::begin(kTokenKeys), std::end(kTokenKeys), key) == std::end(kTokenKeys))
       continue;
     if (refresh) tokens.refresh = *real;
     else if (key == "access_token" || key == "token" || key == "key") tokens.access = *real;
@@ -193,7 +203,7 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     std::vector<std::string> why;
     auto hosts = bound_hosts(&p, p.ids.front(), refresh, s, why);
     if (hosts.empty()) return Error::invalid(fmt::format("the token response's {} is bound to no host", key));
-    Binding b{fmt::format("token response {}.{}", p.ids.front(), key), make_placeholder(*real), *real, hosts};
+    Binding b{token_binding_name(p, key), make_placeholder(*real), *real, hosts};
     if (refresh) carry_as_refresh(b, &p);
     top[i].value = json::Value::string(b.placeholder);
     if (key != "id_token") table.add_slot(b.placeholder, Slot{t.id, field}, origin);
@@ -354,22 +364,23 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   const bool renewal = kind == netproxy::ExchangeKind::renewal;
-  const bool got = status >= 200 && status < 300;
-  if (report_) {
-    std::lock_guard lock(report_mu_);
-    const Table::Mark before = table_->mark();
-    auto rewritten = rewrite_token_response(*decoded, *p, *t, renewal ? Origin::renewal : Origin::login, settings_,
-                                            *table_, tokens, now_ms);
-    if (!rewritten) return rewritten.take_error();
-    Exchanged e{kind, std::string(host), std::string(path), t->id, got, tokens, table_->bindings_since(before), {}};
-    for (auto& [placeholder, slot] : table_->slots_since(before)) e.slots.emplace_back(placeholder, slot.field);
-    if (!report_(e)) return Error::invalid("the supervisor could not be told of the token exchange");
-    return rewritten;
-  }
+  const bool ok_status = status >= 200 && status < 300;
+  // One reported exchange at a time: its messages stay together, and the
+  // table's growth since `before` is this exchange's.
+  std::unique_lock<std::mutex> reporting;
+  if (report_) reporting = std::unique_lock<std::mutex>(report_mu_);
+  const Table::Mark before = table_->mark();
   auto rewritten = rewrite_token_response(*decoded, *p, *t, renewal ? Origin::renewal : Origin::login, settings_,
                                           *table_, tokens, now_ms);
   if (!rewritten) return rewritten.take_error();
-  if (got) settle(*t, kind, tokens, agent::LockTiming{}.wait);
+  if (!report_) {
+    if (ok_status) settle(*t, kind, tokens, agent::LockTiming{}.wait);
+    return rewritten;
+  }
+  ExchangeReport e{kind, std::string(host), std::string(path), t->id, ok_status, tokens,
+                   table_->bindings_since(before), {}};
+  for (auto& [placeholder, slot] : table_->slots_since(before)) e.slots.emplace_back(placeholder, slot.field);
+  if (auto st = report_(e); !st) return st.take_error();
   return rewritten;
 }
 
@@ -415,9 +426,6 @@ bool placeholder_form(std::string_view s) {
          });
 }
 
-// The response fields rewrite_token_response() binds.
-constexpr std::string_view kTokenKeys[] = {"access_token", "refresh_token", "id_token", "token", "key"};
-
 // What a run may take from a filter's reports: every token of a long
 // run's refreshes, and not the supervisor's memory.
 constexpr size_t kMaxAcceptedBytes = size_t{4} << 20;
@@ -425,35 +433,33 @@ constexpr auto kRenewalGap = std::chrono::seconds(60);
 
 }  // namespace
 
-util::Status OAuthExchange::check_report(const Exchanged& e, const TokenEndpoint& t) const {
-  const Provider* p = provider_by_id(t.id);
-  if (!p) return Error::invalid("a token exchange at no provider's token endpoint");
-  std::vector<std::string> why;
-  const auto api_hosts = bound_hosts(p, p->ids.front(), false, settings_, why);
-  const auto refresh_hosts = bound_hosts(p, p->ids.front(), true, settings_, why);
-  auto within = [](const Binding& b, const std::vector<netproxy::BoundHost>& allowed) {
-    return !b.hosts.empty() && std::all_of(b.hosts.begin(), b.hosts.end(), [&](const netproxy::BoundHost& h) {
-      return std::find(allowed.begin(), allowed.end(), h) != allowed.end();
-    });
-  };
-  auto is_refresh = [](const Binding& b) { return b.carriage == netproxy::Carriage::token_exchange; };
-  for (size_t i = 0; i < e.bindings.size(); ++i) {
-    const Binding& b = e.bindings[i];
-    if (std::none_of(std::begin(kTokenKeys), std::end(kTokenKeys),
-                     [&](std::string_view k) { return b.name == "token response " + p->ids.front() + "." + std::string(k); }))
-      return Error::invalid(fmt::format("a new binding not named for a token response of {}", e.entry));
-    if (!placeholder_form(b.placeholder) || table_->overlaps_placeholder(b.placeholder))
-      return Error::invalid(fmt::format("{}: not a new placeholder", b.name));
-    if (b.real.empty() || table_->holds_real(b.real))
-      return Error::invalid(fmt::format("{}: a value the run holds already", b.name));
-    for (size_t j = 0; j < i; ++j)
-      if (e.bindings[j].placeholder.find(b.placeholder) != std::string::npos ||
-          b.placeholder.find(e.bindings[j].placeholder) != std::string::npos || e.bindings[j].real == b.real)
-        return Error::invalid(fmt::format("{}: given twice", b.name));
-    if (!within(b, is_refresh(b) ? refresh_hosts : api_hosts))
-      return Error::invalid(fmt::format("{}: bound to a host not of provider {} for its kind", b.name, e.entry));
-  }
-  std::vector<std::string> refresh_reals, access_reals;
+util::Status OAuthExchange::check_new_binding(const ExchangeReport& e, size_t i, const Provider& p,
+                                              const std::vector<netproxy::BoundHost>& api_hosts,
+                                              const std::vector<netproxy::BoundHost>& refresh_hosts) const {
+  const Binding& b = e.bindings[i];
+  if (std::none_of(std::begin(kTokenKeys), std::end(kTokenKeys),
+                   [&](std::string_view k) { return b.name == token_binding_name(p, k); }))
+    return Error::invalid(fmt::format("a new binding not named for a token response of {}", e.entry));
+  if (!placeholder_form(b.placeholder) || table_->overlaps_placeholder(b.placeholder))
+    return Error::invalid(fmt::format("{}: not a new placeholder", b.name));
+  if (b.real.empty() || table_->holds_real(b.real))
+    return Error::invalid(fmt::format("{}: a value the run holds already", b.name));
+  for (size_t j = 0; j < i; ++j)
+    if (e.bindings[j].placeholder.find(b.placeholder) != std::string::npos ||
+        b.placeholder.find(e.bindings[j].placeholder) != std::string::npos || e.bindings[j].real == b.real)
+      return Error::invalid(fmt::format("{}: given twice", b.name));
+  const bool refresh = b.carriage == netproxy::Carriage::token_exchange;
+  const auto& allowed = refresh ? refresh_hosts : api_hosts;
+  const bool within = !b.hosts.empty() && std::all_of(b.hosts.begin(), b.hosts.end(), [&](const netproxy::BoundHost& h) {
+    return std::find(allowed.begin(), allowed.end(), h) != allowed.end();
+  });
+  if (!within) return Error::invalid(fmt::format("{}: bound to a host not of provider {} for its kind", b.name, e.entry));
+  return {};
+}
+
+util::Result<std::pair<std::vector<std::string>, std::vector<std::string>>> OAuthExchange::check_slots(
+    const ExchangeReport& e, const TokenEndpoint& t) const {
+  std::vector<std::string> refresh_reals, other_reals;
   for (const auto& slot : e.slots) {
     const std::string& placeholder = slot.first;
     const std::string& field = slot.second;
@@ -463,7 +469,7 @@ util::Status OAuthExchange::check_report(const Exchanged& e, const TokenEndpoint
                            [&](const Binding& b) { return b.placeholder == placeholder; });
     std::string real;
     if (it != e.bindings.end()) {
-      if (is_refresh(*it) != refresh_field || it->name.ends_with(".id_token"))
+      if ((it->carriage == netproxy::Carriage::token_exchange) != refresh_field || it->name.ends_with(".id_token"))
         return Error::invalid(fmt::format("{} in field \"{}\", not of its kind", it->name, field));
       real = it->real;
     } else {
@@ -473,23 +479,42 @@ util::Status OAuthExchange::check_report(const Exchanged& e, const TokenEndpoint
         return Error::invalid(fmt::format("a slot of {}.{} for a credential not in it", e.entry, field));
       real = known->real;
     }
-    (refresh_field ? refresh_reals : access_reals).push_back(std::move(real));
+    (refresh_field ? refresh_reals : other_reals).push_back(std::move(real));
   }
-  auto slotted = [](const std::optional<std::string>& v, const std::vector<std::string>& reals) {
-    return !v || std::find(reals.begin(), reals.end(), *v) != reals.end();
-  };
-  if (!slotted(e.tokens.refresh, refresh_reals) || !slotted(e.tokens.access, access_reals))
-    return Error::invalid(fmt::format("a token of {} that the exchange did not slot", e.entry));
+  return std::pair{std::move(refresh_reals), std::move(other_reals)};
+}
+
+util::Status OAuthExchange::check_report(const ExchangeReport& e, const TokenEndpoint& t) const {
+  const Provider* p = provider_by_id(t.id);
+  if (!p) return Error::invalid(fmt::format("token report for {}: endpoint id {} names no provider", e.entry, t.id));
+  std::vector<std::string> why;
+  const auto api_hosts = bound_hosts(p, p->ids.front(), false, settings_, why);
+  const auto refresh_hosts = bound_hosts(p, p->ids.front(), true, settings_, why);
   size_t bytes = 0;
-  for (const auto& b : e.bindings) bytes += b.real.size() + b.placeholder.size();
+  for (size_t i = 0; i < e.bindings.size(); ++i) {
+    if (auto st = check_new_binding(e, i, *p, api_hosts, refresh_hosts); !st) return st;
+    bytes += e.bindings[i].real.size() + e.bindings[i].placeholder.size();
+  }
+  auto reals = check_slots(e, t);
+  if (!reals) return reals.take_error();
+  auto slotted = [](const std::optional<std::string>& v, const std::vector<std::string>& in) {
+    return !v || std::find(in.begin(), in.end(), *v) != in.end();
+  };
+  if (!slotted(e.tokens.refresh, reals->first) || !slotted(e.tokens.access, reals->second))
+    return Error::invalid(fmt::format("a token of {} that the exchange did not slot", e.entry));
   if (accepted_bytes_ + bytes > kMaxAcceptedBytes)
     return Error::invalid(fmt::format("more than {} bytes of new credentials in one run", kMaxAcceptedBytes));
   return {};
 }
 
-util::Status OAuthExchange::accept(const Exchanged& e) {
+util::Status OAuthExchange::accept(const ExchangeReport& e) {
   const TokenEndpoint* t = endpoint(e.host, e.path);
-  if (!t || t->id != e.entry) return Error::invalid("a token exchange at no provider's token endpoint");
+  if (!t)
+    return Error::invalid(fmt::format("token report for {}{}: not a token endpoint of this run",
+                                      util::printable(e.host), util::printable(e.path)));
+  if (t->id != e.entry)
+    return Error::invalid(fmt::format("token report for {}{}: entry {} is not the endpoint's ({})",
+                                      util::printable(e.host), util::printable(e.path), e.entry, t->id));
   if (auto st = check_report(e, *t); !st) return st;
   // A renewal only where classify_exchange could have found one, and not
   // over and over.

@@ -99,7 +99,7 @@ agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, con
 // secret, no host file), so the supervisor, which owns the table and
 // writes auth.json, is told after each exchange (filterlink TokenUpdate)
 // and takes it with OAuthExchange::accept().
-struct Exchanged {
+struct ExchangeReport {
   netproxy::ExchangeKind kind = netproxy::ExchangeKind::login;
   std::string host, path;  // the token endpoint
   std::string entry;       // its auth.json key
@@ -130,9 +130,9 @@ public:
 
   // The filter process's side: each exchange is told to `report` (in
   // order, one at a time) instead of writing auth.json or holding a
-  // login; `report` returns false when the supervisor could not be told,
-  // and the jail then gets 502.
-  void report_to(std::function<bool(const Exchanged&)> report) { report_ = std::move(report); }
+  // login; when `report` fails (the supervisor could not be told), the
+  // jail gets 502.
+  void report_to(std::function<util::Status(const ExchangeReport&)> report) { report_ = std::move(report); }
 
   // The supervisor's side: what the filter process says an exchange did,
   // as untrusted input (a filter taken over holds the bound values, not
@@ -148,7 +148,7 @@ public:
   // consent. Then as response_body() would: the table updated, a
   // renewal's tokens written to auth.json, a login's held. An error:
   // nothing taken. What a run may add so is bounded.
-  util::Status accept(const Exchanged& e);
+  util::Status accept(const ExchangeReport& e);
 
   // What the filter process's copy of the exchange starts from: the slots
   // of the `bound` placeholders (a withheld one's never), and the
@@ -176,11 +176,17 @@ private:
   // Pi's lock), or hold a login's.
   void settle(const TokenEndpoint& t, netproxy::ExchangeKind kind, const NewTokens& tokens,
               std::chrono::milliseconds lock_wait);
-  util::Status check_report(const Exchanged& e, const TokenEndpoint& t) const;
+  util::Status check_report(const ExchangeReport& e, const TokenEndpoint& t) const;
+  util::Status check_new_binding(const ExchangeReport& e, size_t i, const Provider& p,
+                                 const std::vector<netproxy::BoundHost>& api_hosts,
+                                 const std::vector<netproxy::BoundHost>& refresh_hosts) const;
+  // The real values the report's slots put in refresh, and in the other fields.
+  util::Result<std::pair<std::vector<std::string>, std::vector<std::string>>> check_slots(
+      const ExchangeReport& e, const TokenEndpoint& t) const;
 
   std::function<void(const std::string&)> warn_;
   std::shared_ptr<HeldLogins> held_;
-  std::function<bool(const Exchanged&)> report_;
+  std::function<util::Status(const ExchangeReport&)> report_;
   std::mutex report_mu_;  // one reported exchange at a time: its messages stay together
   // What accept() took so far (its bounds), and each entry's last
   // believed renewal.

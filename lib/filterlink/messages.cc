@@ -292,7 +292,7 @@ util::Result<SlotMessage> take_slot(Fields& f) {
   m.entry = f.text("entry", kMaxText, 1);
   m.field = f.text("field", kMaxText, 1);
   f.check(is_secret_field(m.field), "field", "not a secret field of auth.json");
-  m.origin = f.choice("origin", Origin::login);
+  m.origin = f.choice("origin", netproxy::Origin::login);
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -324,7 +324,7 @@ void put(Writer& w, const CredentialHostMessage& m) {
 util::Result<CredentialHostMessage> take_credential_host(Fields& f) {
   CredentialHostMessage m;
   m.credential = f.text("credential", kMaxText, 1);
-  m.host = f.text("host", kMaxHostName + 16, 1);
+  m.host = f.text("host", kMaxHostName + 16, 1);  // "http://" and ":PORT" around a name (parse_bind_target)
   m.source = f.text("source", kMaxText);
   if (auto st = f.finish(); !st) return st.take_error();
   return m;

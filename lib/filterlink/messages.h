@@ -135,12 +135,11 @@ struct RunCa {
 // Where a placeholder the filter holds the real value of stands in Pi's
 // auth.json, and where its value came from: the token exchange's
 // "current refresh token" of an entry (credentials::Table::current_in).
-enum class Origin : std::uint8_t { host = 0, renewal = 1, login = 2 };
 struct SlotMessage {
   std::string placeholder;
   std::string entry;  // an auth.json key
   std::string field;  // "access", "refresh", "key", "token"
-  Origin origin = Origin::host;
+  netproxy::Origin origin = netproxy::Origin::host;
 };
 
 // A loopback stand-in for a provider's token endpoint (test builds).

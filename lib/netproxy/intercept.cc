@@ -791,8 +791,22 @@ util::Status check_binding(Binding& b, const std::vector<Binding>& others) {
 
 }  // namespace
 
-util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept intercept, const CaPems* given,
-                                                               bool serves) {
+util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept intercept) {
+  return make(std::move(intercept), TlsAuthority::create);
+}
+
+util::Result<std::shared_ptr<Interceptor>> Interceptor::serving_with(Intercept intercept, const CaPems& ca) {
+  return make(std::move(intercept), [&ca](const std::vector<BoundHost>&, const std::string& upstream) {
+    return TlsAuthority::serving_with(ca, upstream);
+  });
+}
+
+util::Result<std::shared_ptr<Interceptor>> Interceptor::to_hand_over(Intercept intercept) {
+  return make(std::move(intercept),
+              [](const std::vector<BoundHost>& hosts, const std::string&) { return TlsAuthority::to_hand_over(hosts); });
+}
+
+util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept, const MakeCa& make_ca) {
   std::vector<BoundHost> hosts;
   for (auto& b : intercept.bindings) {
     if (auto st = check_binding(b, intercept.bindings); !st) return st.take_error();
@@ -806,7 +820,7 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
   std::shared_ptr<Interceptor> me(new Interceptor());
   me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));
   intercept.bindings.clear();
-  auto ca = TlsAuthority::create(hosts, intercept.upstream_extra_ca_file, given, serves);
+  auto ca = make_ca(hosts, intercept.upstream_extra_ca_file);
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
   int p[2];

@@ -61,6 +61,14 @@ struct Binding {
   std::string header = {};
 };
 
+// Where a placeholder's real value came from, which decides whether the
+// host's auth.json may take it without asking (lib/credentials, consent).
+enum class Origin : std::uint8_t {
+  host,     // the host's own auth.json or environment at the start
+  renewal,  // the provider's own renewal of a host credential
+  login,    // any other token exchange: a login made inside the jail
+};
+
 // What one exchange at a token endpoint is: the provider's own renewal of
 // the credential the host already has, or anything else (a login made
 // inside the jail), whose tokens reach the host only with consent.

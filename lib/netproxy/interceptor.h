@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -43,11 +44,13 @@ public:
   // Makes the run's CA. Refuses a binding without a placeholder, without
   // hosts, or whose real value holds CR, LF or NUL (header injection), or
   // whose placeholder is inside another binding's.
-  // With `ca`: that CA (the filter process's, made by the supervisor)
-  // rather than a new one. Without `serves`: one that only holds what the
-  // filter process is sent (its CA, bindings): start() takes nothing.
-  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept, const CaPems* ca = nullptr,
-                                                           bool serves = true);
+  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept);
+  // The same checks, serving with the CA made elsewhere (the filter
+  // process's, made by the supervisor).
+  static util::Result<std::shared_ptr<Interceptor>> serving_with(Intercept intercept, const CaPems& ca);
+  // The same checks, holding only what the filter process is sent (a new
+  // CA, the bindings): no TLS context, and start() takes nothing.
+  static util::Result<std::shared_ptr<Interceptor>> to_hand_over(Intercept intercept);
   ~Interceptor();
   Interceptor(const Interceptor&) = delete;
   Interceptor& operator=(const Interceptor&) = delete;
@@ -103,6 +106,10 @@ public:
 
 private:
   Interceptor() = default;
+  // create() and its kin: the bindings checked, then `make_ca` for them.
+  using MakeCa = std::function<util::Result<std::unique_ptr<TlsAuthority>>(const std::vector<BoundHost>& hosts,
+                                                                             const std::string& upstream_extra_ca_file)>;
+  static util::Result<std::shared_ptr<Interceptor>> make(Intercept intercept, const MakeCa& make_ca);
   void serve(Handoff h);
   void record(Decision d);
   // The TokenExchange's new bindings (checked as create() checks them;

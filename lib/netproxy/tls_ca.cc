@@ -123,18 +123,24 @@ TlsAuthority::~TlsAuthority() {
 }
 
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vector<BoundHost>& hosts,
-                                                                 const std::string& extra_ca, const CaPems* given,
-                                                                 bool serves) {
+                                                                 const std::string& extra_ca) {
   std::unique_ptr<TlsAuthority> a(new TlsAuthority());
-  a->leaf_key_ = EVP_EC_gen("P-256");
-  if (!a->leaf_key_) return Error::invalid("make the per-run leaf key: " + openssl_error());
-  if (given) {
-    if (auto st = a->adopt(*given); !st) return st.take_error();
-  } else if (auto st = a->make_ca(hosts); !st) {
-    return st.take_error();
-  }
-  if (!serves) return a;
+  if (auto st = a->make_ca(hosts); !st) return st.take_error();
   if (auto st = a->make_contexts(extra_ca); !st) return st.take_error();
+  return a;
+}
+
+util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::serving_with(const CaPems& given,
+                                                                       const std::string& extra_ca) {
+  std::unique_ptr<TlsAuthority> a(new TlsAuthority());
+  if (auto st = a->adopt(given); !st) return st.take_error();
+  if (auto st = a->make_contexts(extra_ca); !st) return st.take_error();
+  return a;
+}
+
+util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::to_hand_over(const std::vector<BoundHost>& hosts) {
+  std::unique_ptr<TlsAuthority> a(new TlsAuthority());
+  if (auto st = a->make_ca(hosts); !st) return st.take_error();
   return a;
 }
 
@@ -195,6 +201,8 @@ util::Status TlsAuthority::make_ca(const std::vector<BoundHost>& hosts) {
 }
 
 util::Status TlsAuthority::make_contexts(const std::string& extra_ca) {
+  leaf_key_ = EVP_EC_gen("P-256");
+  if (!leaf_key_) return Error::invalid("make the per-run leaf key: " + openssl_error());
   server_ = SSL_CTX_new(TLS_server_method());
   client_ = SSL_CTX_new(TLS_client_method());
   if (!server_ || !client_) return Error::invalid("make the TLS contexts: " + openssl_error());

@@ -28,14 +28,18 @@ namespace pj::netproxy {
 
 class TlsAuthority {
 public:
-  // A new CA constrained to `hosts`, or, with `given`, that CA (its key
-  // must be the certificate's); `upstream_extra_ca_file` (PEM, may be
-  // empty) is trusted for upstream servers beside the system store.
-  // Without `serves`, only the CA: no TLS context, no trust store loaded
-  // (the supervisor, which hands the CA to the filter process).
+  // A new CA constrained to `hosts`, serving; `upstream_extra_ca_file`
+  // (PEM, may be empty) is trusted for upstream servers beside the system
+  // store.
   static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<BoundHost>& hosts,
-                                                           const std::string& upstream_extra_ca_file,
-                                                           const CaPems* given = nullptr, bool serves = true);
+                                                           const std::string& upstream_extra_ca_file);
+  // The CA made elsewhere (its key must be the certificate's), serving:
+  // the filter process's.
+  static util::Result<std::unique_ptr<TlsAuthority>> serving_with(const CaPems& given,
+                                                                 const std::string& upstream_extra_ca_file);
+  // A new CA that serves nothing (no TLS context, no trust store loaded):
+  // the supervisor's, which hands it to the filter process.
+  static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<BoundHost>& hosts);
   bool serves() const { return server_ != nullptr; }
   // The CA's key and certificate, to hand to the filter process.
   util::Result<CaPems> export_ca() const;

@@ -219,7 +219,7 @@ TEST_CASE("credential filter: the run's CA is handed over whole; the handing sid
   Intercept in;
   in.bindings = {{"A", "ph-a", "r", {{"api.example", 443}}}};
   // The supervisor's: the CA only, no TLS context, no trust store.
-  auto holder = Interceptor::create(in, nullptr, /*serves=*/false);
+  auto holder = Interceptor::to_hand_over(in);
   REQUIRE(holder);
   auto ca = (*holder)->export_ca();
   REQUIRE(ca);
@@ -228,14 +228,14 @@ TEST_CASE("credential filter: the run's CA is handed over whole; the handing sid
   const bool took = (*holder)->start({});
   CHECK_FALSE(took);
   // The filter's: the same CA, serving.
-  auto filter = Interceptor::create(in, &*ca);
+  auto filter = Interceptor::serving_with(in, *ca);
   REQUIRE(filter);
   CHECK((*filter)->ca_pem() == (*holder)->ca_pem());
   // A key that is not the certificate's is refused.
-  auto other = Interceptor::create(in, nullptr, false);
+  auto other = Interceptor::to_hand_over(in);
   REQUIRE(other);
   CaPems mixed{(*other)->export_ca()->key_pem, ca->cert_pem};
-  auto refused = Interceptor::create(in, &mixed);
+  auto refused = Interceptor::serving_with(in, mixed);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message().find("the key is not the certificate's") != std::string::npos);
 }

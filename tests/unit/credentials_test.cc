@@ -792,7 +792,7 @@ struct SplitExchange {
   OAuthExchange supervisor{rig.table, pi_settings(), rig.dir, nullptr, rig.held};
   std::shared_ptr<Table> filter_table = std::make_shared<Table>();
   OAuthExchange filter{filter_table, pi_settings(), "", nullptr, nullptr};
-  std::vector<Exchanged> reports;
+  std::vector<ExchangeReport> reports;
   SplitExchange() {
     // Another provider's key the filter also holds: its placeholder must
     // never be slotted under anthropic.
@@ -802,12 +802,12 @@ struct SplitExchange {
     for (const auto& b : bound) filter_table->add(b);
     (void)filter_table->take_added();
     for (const auto& s : supervisor.seed(bound).slots) filter_table->add_slot(s.placeholder, s.slot, s.origin);
-    filter.report_to([this](const Exchanged& e) {
+    filter.report_to([this](const ExchangeReport& e) {
       reports.push_back(e);
-      return true;
+      return pj::util::Status{};
     });
   }
-  Exchanged renewal() {
+  ExchangeReport renewal() {
     rig.exchange(filter, R"({"grant_type":"refresh_token","refresh_token":")" + rig.refresh_ph + "\"}");
     REQUIRE(reports.size() == 1);
     return reports.back();
@@ -818,7 +818,7 @@ struct SplitExchange {
 
 TEST_CASE("token exchange in the filter process: the supervisor takes a renewal's report as in one process") {
   SplitExchange x;
-  const Exchanged e = x.renewal();
+  const ExchangeReport e = x.renewal();
   // The filter wrote nothing: the supervisor does.
   CHECK(x.rig.host_now() == x.rig.host_before);
   CHECK(e.kind == pj::netproxy::ExchangeKind::renewal);
@@ -839,9 +839,9 @@ TEST_CASE("token exchange in the filter process: the supervisor takes a renewal'
 
 TEST_CASE("token exchange in the filter process: a forged report is refused whole, nothing taken") {
   SplitExchange x;
-  const Exchanged good = x.renewal();
+  const ExchangeReport good = x.renewal();
   const size_t bindings_before = x.rig.table->size();
-  auto refused = [&](const Exchanged& e, std::string_view why) {
+  auto refused = [&](const ExchangeReport& e, std::string_view why) {
     auto st = x.supervisor.accept(e);
     REQUIRE_FALSE(st);
     CAPTURE(st.error().message());
@@ -849,7 +849,7 @@ TEST_CASE("token exchange in the filter process: a forged report is refused whol
     CHECK(x.rig.table->size() == bindings_before);
     CHECK(x.rig.host_now() == x.rig.host_before);
   };
-  auto index_of = [](const Exchanged& e, std::string_view key) {
+  auto index_of = [](const ExchangeReport& e, std::string_view key) {
     for (size_t i = 0; i < e.bindings.size(); ++i)
       if (e.bindings[i].name.ends_with(key)) return i;
     FAIL("no binding for " << key);
@@ -857,7 +857,7 @@ TEST_CASE("token exchange in the filter process: a forged report is refused whol
   };
   const size_t access = index_of(good, ".access_token"), refresh = index_of(good, ".refresh_token");
   const std::string openai_ph = "sk-PLACEHOLDERopenai0123456789abcdefghijk", openai_real = "sk-REALopenai0123456789abcdef";
-  Exchanged e = good;
+  ExchangeReport e = good;
   e.bindings[access].hosts = {{"evil.example", 443}};
   refused(e, "bound to a host not of provider anthropic");
   // Another provider's real value under a new placeholder, slotted and
@@ -898,7 +898,7 @@ TEST_CASE("token exchange in the filter process: a forged report is refused whol
   refused(e, "not named for a token response of anthropic");
   e = good;
   e.entry = "openai-codex";
-  refused(e, "no provider's token endpoint");
+  refused(e, "entry openai-codex is not the endpoint's (anthropic)");
   e = good;
   e.slots.emplace_back(e.bindings[access].placeholder, "type");
   refused(e, "a slot in field");
@@ -912,7 +912,7 @@ TEST_CASE("token exchange in the filter process: renewals are believed at most o
   const std::string after_first = x.rig.host_now();
   CHECK(after_first.find("FROMSERVERaccess") != std::string::npos);
   // A second renewal at once (new tokens, the current placeholder): held.
-  Exchanged again = x.reports.back();
+  ExchangeReport again = x.reports.back();
   for (auto& b : again.bindings) {
     b.placeholder = b.placeholder.substr(0, b.placeholder.size() - 8) + "ZZZZZZZZ";
     b.real += "-2";

@@ -92,7 +92,7 @@ TEST_CASE("a filter's decision comes back to the supervisor byte for byte, jail 
   CHECK_FALSE(got.allowed);
   CHECK(got.reason == d.reason);
   CHECK_FALSE(got.rule_refusal);
-  CHECK(got.unbound_credential == "LOCAL_KEY");  // the summary's bind line (version 1 dropped it)
+  CHECK(got.unbound_credential == "LOCAL_KEY");  // the summary's bind line needs it
   CHECK(got.count == 1);
   CHECK(got.bytes_up == 10);
   CHECK(got.bytes_down == 20);
@@ -144,8 +144,8 @@ TEST_CASE("every supervisor message comes back to the filter as it went") {
   CHECK(gb.carriage == netproxy::Carriage::token_exchange);
   CHECK(gb.header == "Authorization");
 
-  // A local model server's binding keeps its plain HTTP wire (version 1
-  // dropped it, and the filter then spoke TLS to the port).
+  // A local model server's binding keeps its plain HTTP wire: it must not
+  // be spoken to as TLS.
   netproxy::Binding local{"OLLAMA_API_KEY", "ph", "real", {{"127.0.0.1", 11434, netproxy::Wire::plain_http}}};
   auto plain = decode_from_supervisor(bytes_of(FromSupervisor(BindingMessage{local})), no_fds());
   REQUIRE(plain.ok());
@@ -167,9 +167,9 @@ TEST_CASE("the credential configuration comes back to the filter as it went") {
   };
   auto ca = back(RunCa{"-----BEGIN PRIVATE KEY-----\nk\n", "-----BEGIN CERTIFICATE-----\nc\n"});
   CHECK(std::get<RunCa>(ca).key_pem == "-----BEGIN PRIVATE KEY-----\nk\n");
-  auto slot = back(SlotMessage{"ph", "anthropic", "refresh", Origin::renewal});
+  auto slot = back(SlotMessage{"ph", "anthropic", "refresh", netproxy::Origin::renewal});
   CHECK(std::get<SlotMessage>(slot).entry == "anthropic");
-  CHECK(std::get<SlotMessage>(slot).origin == Origin::renewal);
+  CHECK(std::get<SlotMessage>(slot).origin == netproxy::Origin::renewal);
   auto endpoint = back(TokenEndpointMessage{"anthropic", "127.0.0.1", 8443, "/v1/oauth/token"});
   CHECK(std::get<TokenEndpointMessage>(endpoint).port == 8443);
   auto host = back(CredentialHostMessage{"anthropic", "llm.corp.example", "policy.toml:3:1"});
@@ -179,7 +179,7 @@ TEST_CASE("the credential configuration comes back to the filter as it went") {
 
   // What is not a key, a certificate, a secret field or a path is refused.
   CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(RunCa{"key", "-----BEGIN CERTIFICATE-----"})), no_fds()).ok());
-  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(SlotMessage{"ph", "anthropic", "type", Origin::host})),
+  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(SlotMessage{"ph", "anthropic", "type", netproxy::Origin::host})),
                                      no_fds())
                   .ok());
   CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(TokenEndpointMessage{"x", "h", 1, "no-slash"})), no_fds()).ok());
