@@ -25,18 +25,11 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
     auto hostport = at == std::string::npos || slash == std::string::npos
                         ? std::nullopt
                         : net::parse_host_port(std::string_view(t).substr(at + 1, slash - at - 1));
-    if (!hostport || !credentials::provider_by_id(t.substr(0, at)))
-      return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
-    // A stand-in renews as the provider's endpoint of the same path does.
-    credentials::TokenEndpoint stand_in{hostport->host, t.substr(slash), t.substr(0, at),
-                                        static_cast<uint16_t>(hostport->port)};
-    for (const auto& real : credentials::provider_by_id(stand_in.id)->token_endpoints)
-      if (real.path == stand_in.path) {
-        stand_in.renewal = real.renewal;
-        stand_in.access_token_field = real.access_token_field;
-        stand_in.renewal_header = real.renewal_header;
-      }
-    st.settings.test_token_endpoints.push_back(std::move(stand_in));
+    auto stand_in = hostport ? credentials::stand_in_endpoint(t.substr(0, at), hostport->host,
+                                                               static_cast<uint16_t>(hostport->port), t.substr(slash))
+                             : std::nullopt;
+    if (!stand_in) return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
+    st.settings.test_token_endpoints.push_back(std::move(*stand_in));
   }
   if (p) {
     st.settings.extra_hosts = p->credential_hosts();

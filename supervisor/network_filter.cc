@@ -107,18 +107,9 @@ util::Result<bool> take_config(Config& c, FromSupervisor m) {
     return true;
   }
   if (auto* t = std::get_if<filterlink::TokenEndpointMessage>(&m)) {
-    // A stand-in renews as the provider's endpoint of the same path does
-    // (RunCredentials::prepare, which the supervisor checked).
-    const credentials::Provider* p = credentials::provider_by_id(t->id);
-    if (!p) return util::Error::invalid("a token endpoint of no provider");
-    credentials::TokenEndpoint stand_in{t->host, t->path, t->id, t->port};
-    for (const auto& real : p->token_endpoints)
-      if (real.path == stand_in.path) {
-        stand_in.renewal = real.renewal;
-        stand_in.access_token_field = real.access_token_field;
-        stand_in.renewal_header = real.renewal_header;
-      }
-    c.exchange_settings.test_token_endpoints.push_back(std::move(stand_in));
+    auto stand_in = credentials::stand_in_endpoint(t->id, std::move(t->host), t->port, std::move(t->path));
+    if (!stand_in) return util::Error::invalid("a token endpoint of no provider");
+    c.exchange_settings.test_token_endpoints.push_back(std::move(*stand_in));
     return true;
   }
   if (auto* h = std::get_if<filterlink::CredentialHostMessage>(&m)) {

@@ -311,23 +311,27 @@ std::vector<Table::Issued> Table::issued() const {
   return out;
 }
 
+std::optional<TokenEndpoint> stand_in_endpoint(std::string_view id, std::string host, uint16_t port, std::string path) {
+  const Provider* p = provider_by_id(id);
+  if (!p) return std::nullopt;
+  TokenEndpoint stand_in{std::move(host), std::move(path), std::string(id), port};
+  for (const auto& real : p->token_endpoints)
+    if (real.path == stand_in.path) {
+      stand_in.renewal = real.renewal;
+      stand_in.access_token_field = real.access_token_field;
+      stand_in.renewal_header = real.renewal_header;
+    }
+  return stand_in;
+}
+
 bool Table::overlaps_placeholder(std::string_view s) const {
   std::lock_guard lock(mu_);
-  auto overlap = [&](std::string_view ph) { return s.find(ph) != s.npos || ph.find(s) != ph.npos; };
-  for (const auto& b : bindings_)
-    if (overlap(b.placeholder)) return true;
-  for (const auto& w : withheld_)
-    if (overlap(w.first)) return true;
-  return false;
+  return any_secret([&](std::string_view ph, std::string_view) { return s.find(ph) != s.npos || ph.find(s) != ph.npos; });
 }
 
 bool Table::holds_real(std::string_view real) const {
   std::lock_guard lock(mu_);
-  for (const auto& b : bindings_)
-    if (b.real == real) return true;
-  for (const auto& w : withheld_)
-    if (w.second == real) return true;
-  return false;
+  return any_secret([&](std::string_view, std::string_view r) { return r == real; });
 }
 
 bool Table::has_slot(std::string_view placeholder, const Slot& slot) const {
@@ -357,11 +361,7 @@ std::vector<std::pair<std::string, Slot>> Table::slots_since(const Mark& m) cons
 
 bool Table::is_placeholder(std::string_view s) const {
   std::lock_guard lock(mu_);
-  for (const auto& b : bindings_)
-    if (b.placeholder == s) return true;
-  for (const auto& w : withheld_)
-    if (w.first == s) return true;
-  return false;
+  return any_secret([&](std::string_view ph, std::string_view) { return ph == s; });
 }
 
 std::optional<std::pair<std::string, Origin>> Table::current_in(const Slot& slot) const {
@@ -517,10 +517,6 @@ util::Result<std::string> synthesize_auth(std::string_view host_auth, const Sett
     }
   }
   return json::stringify(*doc);
-}
-
-bool is_secret_field(std::string_view field) {
-  return field == "key" || field == "access" || field == "refresh" || field == "token";
 }
 
 namespace {

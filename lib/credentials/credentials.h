@@ -82,6 +82,11 @@ const Provider* provider_of_env(std::string_view name);
 // The provider with auth.json key (Pi provider name) `id`, or nullptr.
 const Provider* provider_by_id(std::string_view id);
 
+// A loopback stand-in for provider `id`'s token endpoint at `path` (test
+// builds): it renews as the provider's endpoint of the same path does;
+// nullopt when `id` is no provider.
+std::optional<TokenEndpoint> stand_in_endpoint(std::string_view id, std::string host, uint16_t port, std::string path);
+
 // Credentials that are signed with (Bedrock SigV4) or mint tokens
 // (Vertex service accounts): a placeholder cannot stand in for them. In
 // this mode they are refused unless [credentials] pass_through names them.
@@ -166,6 +171,17 @@ public:
   size_t size() const;
 
 private:
+  // Whether `pred(placeholder, real)` holds for a binding or a withheld
+  // secret (under mu_).
+  template <typename Pred>
+  bool any_secret(Pred pred) const {
+    for (const auto& b : bindings_)
+      if (pred(b.placeholder, b.real)) return true;
+    for (const auto& [placeholder, real] : withheld_)
+      if (pred(placeholder, real)) return true;
+    return false;
+  }
+
   mutable std::mutex mu_;
   std::vector<netproxy::Binding> bindings_;
   std::vector<std::pair<std::string, std::string>> withheld_;  // placeholder, real
@@ -249,9 +265,7 @@ struct RevealedAuth {
 // is not JSON (the merge then refuses it).
 util::Result<RevealedAuth> reveal_auth(std::string_view jail_auth, std::string_view given_jail, const Table& table);
 
-// The secret fields of Pi's credential types ("key", "access", "refresh",
-// and Copilot's "token").
-bool is_secret_field(std::string_view field);
+using netproxy::is_secret_field;
 
 // The hosts a binding of provider `p` (or of an operator-named variable)
 // is sent to: its hosts, or its token endpoints' hosts for a refresh

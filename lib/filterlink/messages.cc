@@ -276,9 +276,6 @@ util::Result<RunCa> take_run_ca(Fields& f) {
   return m;
 }
 
-// An auth.json field a placeholder may stand in.
-bool is_secret_field(std::string_view s) { return s == "access" || s == "refresh" || s == "key" || s == "token"; }
-
 void put(Writer& w, const SlotMessage& m) {
   w.bytes(m.placeholder);
   w.bytes(m.entry);
@@ -291,7 +288,7 @@ util::Result<SlotMessage> take_slot(Fields& f) {
   m.placeholder = f.text("placeholder", kMaxSecret, 1);
   m.entry = f.text("entry", kMaxText, 1);
   m.field = f.text("field", kMaxText, 1);
-  f.check(is_secret_field(m.field), "field", "not a secret field of auth.json");
+  f.check(netproxy::is_secret_field(m.field), "field", "not a secret field of auth.json");
   m.origin = f.choice("origin", netproxy::Origin::login);
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
@@ -354,7 +351,7 @@ util::Result<AddedSlot> take_added_slot(Fields& f) {
   AddedSlot m;
   m.placeholder = f.text("placeholder", kMaxSecret, 1);
   m.field = f.text("field", kMaxText, 1);
-  f.check(is_secret_field(m.field), "field", "not a secret field of auth.json");
+  f.check(netproxy::is_secret_field(m.field), "field", "not a secret field of auth.json");
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }

@@ -61,6 +61,13 @@ struct Binding {
   std::string header = {};
 };
 
+// The secret fields of Pi's credential types in auth.json ("key",
+// "access", "refresh", and Copilot's "token"): where a placeholder may
+// stand (lib/credentials), and what the filter may say it put one in.
+inline bool is_secret_field(std::string_view field) {
+  return field == "key" || field == "access" || field == "refresh" || field == "token";
+}
+
 // Where a placeholder's real value came from, which decides whether the
 // host's auth.json may take it without asking (lib/credentials, consent).
 enum class Origin : std::uint8_t {
