@@ -1,8 +1,6 @@
 #include "linux_run.h"
 
 #include <fcntl.h>
-#include <link.h>
-#include <sys/mman.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/ioctl.h>
@@ -29,6 +27,7 @@
 #include "terminal.h"
 #include "util/log.h"
 #include "util/paths.h"
+#include "util/startup_pages.h"
 
 namespace pj::supervisor {
 
@@ -38,39 +37,6 @@ using linuxjail::SyncRecord;
 using Ending = RunOutcome::Ending;
 
 namespace {
-
-// Once the jail runs, most of the code that prepared it (pi-jail's, libc's)
-// is not run again: its pages leave the resident set (MADV_DONTNEED on the
-// mapped files' read-only, never-written segments: they come back from the
-// page cache if touched), so that relaying adds to a smaller set. Writable
-// segments, RELRO included (its pages hold relocations), and objects with
-// text relocations are left alone. A debugger's breakpoint in those pages
-// is lost with them.
-void drop_startup_pages() {
-  ::dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void*) {
-        if (std::string_view(info->dlpi_name).find("vdso") != std::string_view::npos) return 0;
-        // An object with text relocations had its read-only pages written
-        // by ld.so: left alone (pi-jail itself is linked with -z text).
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
-          const auto* dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-          for (; dyn->d_tag != DT_NULL; ++dyn)
-            if (dyn->d_tag == DT_TEXTREL || (dyn->d_tag == DT_FLAGS && (dyn->d_un.d_val & DF_TEXTREL))) return 0;
-        }
-        const long page = ::sysconf(_SC_PAGESIZE);
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-          if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W)) continue;
-          uintptr_t start = info->dlpi_addr + ph.p_vaddr, end = start + ph.p_memsz;
-          start = (start + static_cast<uintptr_t>(page) - 1) & ~static_cast<uintptr_t>(page - 1);
-          end &= ~static_cast<uintptr_t>(page - 1);
-          if (end > start) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
-        }
-        return 0;
-      },
-      nullptr);
-}
 
 sigset_t handled_set() {
   sigset_t set;
@@ -284,6 +250,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
       return abort_jail("serve a published port: " + st.error().message());
   }
   if (auto st = jail_.filter_ready(); !st) return abort_jail(st.error().message());
+  util::drop_startup_pages();  // again: serving the listeners was start-up too
 }
 
 void Supervisor::on_control() {
@@ -304,7 +271,7 @@ RunOutcome Supervisor::run() {
   // A thread: only now that the jail is cloned.
   if (opts_.ssh_agent)
     if (auto st = opts_.ssh_agent->start(); !st) abort_jail("start the SSH agent proxy: " + st.error().message());
-  drop_startup_pages();
+  util::drop_startup_pages();
   std::vector<pollfd> fds;
   while (true) {
     fds.clear();

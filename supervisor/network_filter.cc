@@ -29,6 +29,8 @@
 #include "filterlink/channel.h"
 #include "netproxy/interceptor.h"
 #include "netproxy/proxy.h"
+#include "netproxy/relay.h"
+#include "util/startup_pages.h"
 
 namespace pj::supervisor {
 
@@ -411,6 +413,7 @@ int network_filter_main() {
 #ifdef PJ_TEST_SWITCHES
   if (!filter.misbehave(misbehave)) return 1;
 #endif
+  util::drop_startup_pages();  // what configured the filter is not run again
   auto served = filter.serve();
   filter.shutdown();
   if (!served) {
