@@ -153,9 +153,9 @@ util::Status seccomp_allowlist() {
                                     first_arg_is(static_cast<scmp_datum_t>(family)));
         rc != 0)
       return fail("socket", rc);
-  // fcntl: descriptor flags only. F_SETOWN with F_SETSIG would have the
-  // kernel signal any process of the user for it.
-  for (int cmd : {F_GETFL, F_SETFL, F_GETFD, F_SETFD, F_DUPFD_CLOEXEC})
+  // fcntl: descriptor flags, and the size of the relay's own pipes. F_SETOWN
+  // with F_SETSIG would have the kernel signal any process of the user for it.
+  for (int cmd : {F_GETFL, F_SETFL, F_GETFD, F_SETFD, F_DUPFD_CLOEXEC, F_SETPIPE_SZ})
     if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
                                     second_arg_is(static_cast<scmp_datum_t>(cmd)));
         rc != 0)

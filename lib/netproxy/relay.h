@@ -20,6 +20,14 @@
 namespace pj::netproxy {
 
 inline constexpr size_t kPipeSize = 64 * 1024;
+// What a splice relay's pipe grows to once a read fills it (a bulk
+// transfer): one read and one write per turn instead of four each. Only
+// then: the kernel counts pipe pages against the user's budget
+// (/proc/sys/fs/pipe-user-pages-soft, 16384 pages by default), and past
+// it every new pipe of the user's gets 2 pages, so idle connections keep
+// the default size. Not granted (the budget spent): the flow stays at
+// kPipeSize.
+inline constexpr size_t kBulkPipeSize = 256 * 1024;
 
 // One direction of a relay: pending bytes first, then splice(2) through a
 // pipe (Linux) or a buffer copy (portable). At most `slice` bytes are read
@@ -29,6 +37,8 @@ struct Flow {
   int src = -1, dst = -1;
   std::string pending;
   util::UniqueFd pipe_r, pipe_w;
+  size_t pipe_size = kPipeSize;  // grows to kBulkPipeSize (relay_splice.cc)
+  bool pipe_grow_asked = false;
   size_t in_pipe = 0;
   bool src_eof = false;
   bool done = false;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 
@@ -35,7 +36,9 @@ Flow::Step Flow::move(size_t slice, size_t& read_now) {
       want_in = true;  // still readable: the next turn goes on
       return Step::wait;
     }
-    ssize_t n = ::splice(src, nullptr, pipe_w.get(), nullptr, kPipeSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    // No more than the slice has left: one read ends the turn.
+    size_t want = src_dead ? pipe_size : std::min(pipe_size, slice - read_now);
+    ssize_t n = ::splice(src, nullptr, pipe_w.get(), nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0) {
       if (errno == EAGAIN) want_in = true;
       else error = true;
@@ -44,6 +47,11 @@ Flow::Step Flow::move(size_t slice, size_t& read_now) {
     moved = true;
     if (n == 0) src_eof = true;
     else in_pipe += static_cast<size_t>(n), read_now += static_cast<size_t>(n);
+    if (static_cast<size_t>(n) == pipe_size && !pipe_grow_asked) {
+      pipe_grow_asked = true;  // once: refused, the flow stays at kPipeSize
+      if (int grown = ::fcntl(pipe_w.get(), F_SETPIPE_SZ, static_cast<int>(kBulkPipeSize)); grown > 0)
+        pipe_size = static_cast<size_t>(grown);
+    }
     return Step::more;
   }
   return Step::drained;
