@@ -414,8 +414,10 @@ void Proxy::Impl::relay(Conn& c) {
   // Level-triggered, and only what each flow waits for: a side whose
   // input is done is not watched for input any more (no spinning on EOF),
   // and a side that hung up is not watched at all.
-  if (!c.client_dead) watch(c.client.get(), c.id << 1, client_ev);
-  if (!c.upstream_dead) watch(c.upstream.get(), (c.id << 1) | 1, upstream_ev);
+  if (!c.client_dead && std::exchange(c.client_watch, client_ev) != client_ev)
+    watch(c.client.get(), c.id << 1, client_ev);
+  if (!c.upstream_dead && std::exchange(c.upstream_watch, upstream_ev) != upstream_ev)
+    watch(c.upstream.get(), (c.id << 1) | 1, upstream_ev);
 }
 
 // A relayed socket hung up (kHangup: reset, or shut both

@@ -61,6 +61,11 @@ struct Conn {
   std::string sniff_tail;  // the last bytes scanned: a placeholder may straddle two reads
   Flow up, down;
   bool client_dead = false, upstream_dead = false;  // hung up: never watched again
+  // What relay() last asked the poller to watch on each side: it asks
+  // again only for a change (one system call less each, every turn).
+  // kAskAgain until relaying starts; nothing else watches them after.
+  static constexpr std::uint32_t kAskAgain = ~std::uint32_t{0};
+  std::uint32_t client_watch = kAskAgain, upstream_watch = kAskAgain;
   Clock::time_point started = Clock::now();
   Clock::time_point last_active = started;
   std::chrono::system_clock::time_point wall = std::chrono::system_clock::now();
