@@ -549,7 +549,9 @@ std::string base64_at(std::string_view value, size_t align, bool url) {
   return out;
 }
 
-char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+// ASCII only, whatever the locale: the masker runs on every byte of a
+// substituted response.
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -657,11 +659,42 @@ Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair
   // The longest first: a real value that contains another is masked whole.
   std::sort(pairs_.begin(), pairs_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   pairs_.erase(std::unique(pairs_.begin(), pairs_.end()), pairs_.end());
+  auto folded = [](char c) { return static_cast<unsigned char>(lower(c)); };
+  auto pair_of = [&](char a, char b) { return static_cast<size_t>(folded(a)) << 8 | folded(b); };
+  if (!pairs_.empty() || !runs_.empty()) starts_alone_['%'] = starts_alone_['\\'] = true;
+  for (const auto& p : pairs_) {
+    starts_[folded(p.first[0])] = true;
+    if (p.first.size() == 1) starts_alone_[folded(p.first[0])] = true;
+    else starts_pair_[pair_of(p.first[0], p.first[1])] = true;
+  }
+  for (const auto& r : runs_)
+    for (size_t i = 0; i < r.first.size(); ++i) {
+      starts_[folded(r.first[i])] = true;
+      if (i + 1 < r.first.size()) starts_pair_[pair_of(r.first[i], r.first[i + 1])] = true;
+    }
+}
+
+// Whether a spelling of a real value, or a run of a secret, may start at
+// `at`: false only where every match would be Match::none (match_byte
+// takes a byte in either case, or an escape starting with '%' or '\').
+bool Masker::may_start(std::string_view data, size_t at) const {
+  auto c = static_cast<unsigned char>(lower(data[at]));
+  if (starts_alone_[c]) return true;
+  if (!starts_[c]) return false;
+  if (at + 1 == data.size()) return true;  // the next byte decides
+  char next = data[at + 1];
+  if (next == '%' || next == '\\') return true;
+  return starts_pair_[static_cast<size_t>(c) << 8 | static_cast<unsigned char>(lower(next))];
 }
 
 size_t Masker::scan(std::string_view data, End end, std::string& out, std::uint64_t& masked) const {
   size_t at = 0;
   while (at < data.size()) {
+    // Most bytes start nothing: they go out as one span.
+    size_t plain = at;
+    while (plain < data.size() && !may_start(data, plain)) ++plain;
+    out.append(data.substr(at, plain - at));
+    if ((at = plain) == data.size()) break;
     std::string_view rest = data.substr(at);
     bool waiting = false;
     const std::pair<std::string, std::string>* found = nullptr;

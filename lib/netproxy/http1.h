@@ -216,6 +216,13 @@ private:
   std::vector<std::pair<std::string, std::string>> pairs_;  // how a real value is written, what replaces it
   std::vector<std::pair<std::string, std::string>> runs_;   // a real value's secret part, its placeholder
   std::array<bool, 256> run_starts_{};                      // bytes that may start a run
+  // The fast path's tables, case-folded (may_start): bytes that may start
+  // a spelling alone (an escape's first byte, a one-byte value), bytes
+  // that may start one, and byte pairs that may (a value's first two, any
+  // two consecutive bytes of a secret part).
+  std::array<bool, 256> starts_alone_{}, starts_{};
+  std::vector<bool> starts_pair_ = std::vector<bool>(1 << 16);
+  bool may_start(std::string_view data, size_t at) const;
   std::string held_;
   std::uint64_t masked_ = 0;
 };
