@@ -19,7 +19,7 @@ namespace pj::supervisor::backend {
 // `explain --json` and in --report).
 extern const char* const kName;
 
-// The network filter process's main() (network_filter.h), where this
+// The network filter process's main() (filterproc/filter.h), where this
 // backend has one; elsewhere a sentence and exit status 2.
 int network_filter();
 

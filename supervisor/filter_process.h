@@ -1,4 +1,4 @@
-// The supervisor's side of the network filter process (network_filter.h):
+// The supervisor's side of the network filter process (filterproc/filter.h):
 // start it (this executable exec'd afresh, empty environment, only its
 // control socket and /dev/null), configure it, then answer what it asks
 // while the jail runs: names (resolved here, where NSS and /etc are),

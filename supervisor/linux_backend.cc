@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
-#include "network_filter.h"
+#include "filterproc/filter.h"
 #include "credential_run.h"
 #include "jail_home.h"
 #include "linux_limits.h"
@@ -33,7 +33,7 @@ namespace pj::supervisor::backend {
 
 const char* const kName = "linux";
 
-int network_filter() { return network_filter_main(); }
+int network_filter() { return filterproc::network_filter_main(); }
 
 runtime::HostReport probe_host(const cli::Invocation&) { return linuxjail::probe_host(); }
 

@@ -58,7 +58,7 @@ public:
   void set_limits(InterceptLimits l) { limits_ = l; }
   // The CA certificate the jail is to trust (PEM).
   const std::string& ca_pem() const;
-  // What the filter process needs to do this filter's work (network_filter.h):
+  // What the filter process needs to do this filter's work (filterproc/filter.h):
   // the CA's key and certificate, the bindings now, the refused minting
   // endpoints, the operator's upstream CA file (a path, or empty).
   util::Result<CaPems> export_ca() const;

@@ -1,4 +1,4 @@
-#include "network_filter.h"
+#include "filterproc/filter.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -25,14 +25,14 @@
 #include <openssl/crypto.h>
 
 #include "credentials/token_exchange.h"
-#include "filter_lockdown.h"
+#include "filterproc/lockdown.h"
 #include "filterlink/channel.h"
 #include "netproxy/interceptor.h"
 #include "netproxy/proxy.h"
 #include "netproxy/relay.h"
 #include "util/startup_pages.h"
 
-namespace pj::supervisor {
+namespace pj::filterproc {
 
 namespace {
 
@@ -428,4 +428,4 @@ int network_filter_main() {
   return 0;
 }
 
-}  // namespace pj::supervisor
+}  // namespace pj::filterproc

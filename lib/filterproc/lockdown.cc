@@ -1,4 +1,4 @@
-#include "filter_lockdown.h"
+#include "filterproc/lockdown.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include "linuxjail/landlock.h"
 #include "linuxjail/sys.h"
 
-namespace pj::supervisor {
+namespace pj::filterproc {
 
 namespace {
 
@@ -193,4 +193,4 @@ util::Status lock_down(const LockdownLimits& limits) {
   return seccomp_allowlist();
 }
 
-}  // namespace pj::supervisor
+}  // namespace pj::filterproc

@@ -10,7 +10,7 @@
 // reports them), and it writes nothing of the host's.
 #pragma once
 
-namespace pj::supervisor {
+namespace pj::filterproc {
 
 inline constexpr int kFilterControlFd = 3;
 inline constexpr const char* kNetworkFilterArg = "--network-filter";
@@ -22,4 +22,4 @@ inline constexpr const char* kNetworkFilterName = "pi-jail-filter";
 // on stderr).
 int network_filter_main();
 
-}  // namespace pj::supervisor
+}  // namespace pj::filterproc

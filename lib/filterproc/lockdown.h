@@ -19,7 +19,7 @@
 
 #include "util/result.h"
 
-namespace pj::supervisor {
+namespace pj::filterproc {
 
 struct LockdownLimits {
   std::uint64_t open_files = 4096;          // RLIMIT_NOFILE, soft and hard
@@ -35,4 +35,4 @@ util::Status lock_down(const LockdownLimits& limits);
 // it may make only with the arguments lock_down() checks. For tests.
 const std::vector<std::string>& filter_allowed_syscalls();
 
-}  // namespace pj::supervisor
+}  // namespace pj::filterproc
