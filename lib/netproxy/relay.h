@@ -20,25 +20,31 @@
 namespace pj::netproxy {
 
 inline constexpr size_t kPipeSize = 64 * 1024;
-// What a splice relay's pipe grows to once a read fills it (a bulk
-// transfer): one read and one write per turn instead of four each. Only
-// then: the kernel counts pipe pages against the user's budget
+// What a splice relay's pipe grows to once a turn needs a second read (a
+// bulk transfer): one read and one write per turn instead of four each.
+// Only then, and for at most kMaxBulkPipes flows of a process at once: the
+// kernel counts pipe pages against the user's budget
 // (/proc/sys/fs/pipe-user-pages-soft, 16384 pages by default), and past
-// it every new pipe of the user's gets 2 pages, so idle connections keep
-// the default size. Not granted (the budget spent): the flow stays at
-// kPipeSize.
+// it every new pipe of the user's gets 2 pages. Not granted (the budget
+// spent, or the cap reached): the flow stays at kPipeSize.
 inline constexpr size_t kBulkPipeSize = 256 * 1024;
+inline constexpr int kMaxBulkPipes = 32;  // 2048 pages
 
 // One direction of a relay: pending bytes first, then splice(2) through a
 // pipe (Linux) or a buffer copy (portable). At most `slice` bytes are read
 // per pump; the fds stay watched (level-triggered), so the rest follows on
 // the next turn of the loop, after the other connections' turns.
 struct Flow {
+  Flow() = default;
+  Flow(const Flow&) = delete;
+  Flow& operator=(const Flow&) = delete;
+  ~Flow();  // a bulk pipe goes back to the process's count (relay_splice.cc)
+
   int src = -1, dst = -1;
   std::string pending;
   util::UniqueFd pipe_r, pipe_w;
   size_t pipe_size = kPipeSize;  // grows to kBulkPipeSize (relay_splice.cc)
-  bool pipe_grow_asked = false;
+  bool pipe_grow_refused = false;  // by the kernel: not asked again
   size_t in_pipe = 0;
   bool src_eof = false;
   bool done = false;

@@ -4,10 +4,13 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 
 namespace pj::netproxy {
+
+Flow::~Flow() = default;
 
 bool Flow::prepare() { return true; }  // nothing to make
 
@@ -18,7 +21,7 @@ Flow::Step Flow::move(size_t slice, size_t& read_now) {
       return Step::wait;
     }
     char buf[kPipeSize];
-    ssize_t n = ::recv(src, buf, sizeof buf, 0);
+    ssize_t n = ::recv(src, buf, src_dead ? sizeof buf : std::min(sizeof buf, slice - read_now), 0);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) want_in = true;
       else error = true;

@@ -5,10 +5,37 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 
-
 namespace pj::netproxy {
+
+namespace {
+
+std::atomic<int> bulk_pipes{0};  // flows of this process holding a kBulkPipeSize pipe
+
+// A second read in one turn: the source holds more than a pipe. The pipe
+// grows if the process's count allows and the kernel grants it.
+void grow(Flow& f) {
+  if (f.pipe_size != kPipeSize || f.pipe_grow_refused) return;
+  if (bulk_pipes.fetch_add(1) >= kMaxBulkPipes) {
+    bulk_pipes.fetch_sub(1);
+    return;
+  }
+  int grown = ::fcntl(f.pipe_w.get(), F_SETPIPE_SZ, static_cast<int>(kBulkPipeSize));
+  if (grown > static_cast<int>(kPipeSize)) {
+    f.pipe_size = static_cast<size_t>(grown);
+    return;
+  }
+  bulk_pipes.fetch_sub(1);
+  f.pipe_grow_refused = true;
+}
+
+}  // namespace
+
+Flow::~Flow() {
+  if (pipe_size != kPipeSize) bulk_pipes.fetch_sub(1);
+}
 
 bool Flow::prepare() {
   int p[2];
@@ -45,13 +72,13 @@ Flow::Step Flow::move(size_t slice, size_t& read_now) {
       return Step::wait;
     }
     moved = true;
-    if (n == 0) src_eof = true;
-    else in_pipe += static_cast<size_t>(n), read_now += static_cast<size_t>(n);
-    if (static_cast<size_t>(n) == pipe_size && !pipe_grow_asked) {
-      pipe_grow_asked = true;  // once: refused, the flow stays at kPipeSize
-      if (int grown = ::fcntl(pipe_w.get(), F_SETPIPE_SZ, static_cast<int>(kBulkPipeSize)); grown > 0)
-        pipe_size = static_cast<size_t>(grown);
+    if (n == 0) {
+      src_eof = true;
+      return Step::more;
     }
+    if (read_now > 0) grow(*this);  // not the turn's first read: bulk
+    in_pipe += static_cast<size_t>(n);
+    read_now += static_cast<size_t>(n);
     return Step::more;
   }
   return Step::drained;
