@@ -43,9 +43,9 @@ pid_t filter_of(pid_t supervisor) {
 // every millisecond from construction to stop(): the largest sum seen
 // (KiB; shared pages, pi-jail's code and libc, count in both). Made once
 // the command runs: both processes have given back their start-up pages
-// by then (the supervisor before it serves init's listeners, the filter
-// once ready). Also the peaks of each (VmHWM) since exec, start-up
-// included, which are shown.
+// by then (the supervisor once init's listeners are served, which comes
+// before the command; the filter once ready). Also the peaks of each
+// (VmHWM) since exec, start-up included, which are shown.
 class Footprint {
 public:
   explicit Footprint(pid_t supervisor) : supervisor_(supervisor) {
@@ -84,7 +84,7 @@ private:
 // filter together while a command runs and traffic is relayed, in KiB.
 // Each process gives back its start-up code's pages once running
 // (util::drop_startup_pages()); their peaks since exec, the start-up
-// included, are higher (about 6.5 and 4.5 MiB) and shown, not bounded.
+// included, are higher, and shown, not bounded.
 [[maybe_unused]] constexpr long kTogetherBoundKiB = 8 * 1024;  // not checked under ASan
 
 // Let the command that waits for `go` in `ws` end, and check the largest
