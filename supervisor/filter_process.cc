@@ -17,7 +17,7 @@
 #include <openssl/crypto.h>
 
 #include "filterlink/channel.h"
-#include "filterproc/filter.h"
+#include "filterlink/process.h"
 #include "linuxjail/sys.h"
 #include "netproxy/interceptor.h"
 #include "util/escape.h"
@@ -68,12 +68,13 @@ constexpr size_t kMaxAddedPerExchange = 16;
   if (hi_exe < 0 || hi_sock < 0 || hi_null < 0) ::_exit(127);
   for (int fd = 0; fd <= 2; ++fd)
     if (::dup2(hi_null, fd) != fd) ::_exit(127);
-  if (::dup3(hi_sock, filterproc::kFilterControlFd, 0) != filterproc::kFilterControlFd) ::_exit(127);
-  if (::dup3(hi_exe, filterproc::kFilterControlFd + 1, O_CLOEXEC) != filterproc::kFilterControlFd + 1) ::_exit(127);
-  if (linuxjail::sys::close_range(filterproc::kFilterControlFd + 2, ~0U) != 0) ::_exit(127);
-  char* const argv[] = {const_cast<char*>(filterproc::kNetworkFilterName), const_cast<char*>(filterproc::kNetworkFilterArg), nullptr};
+  using filterlink::kFilterControlFd, filterlink::kNetworkFilterArg, filterlink::kNetworkFilterName;
+  if (::dup3(hi_sock, kFilterControlFd, 0) != kFilterControlFd) ::_exit(127);
+  if (::dup3(hi_exe, kFilterControlFd + 1, O_CLOEXEC) != kFilterControlFd + 1) ::_exit(127);
+  if (linuxjail::sys::close_range(kFilterControlFd + 2, ~0U) != 0) ::_exit(127);
+  char* const argv[] = {const_cast<char*>(kNetworkFilterName), const_cast<char*>(kNetworkFilterArg), nullptr};
   char* const envp[] = {nullptr};
-  ::syscall(SYS_execveat, filterproc::kFilterControlFd + 1, "", argv, envp, AT_EMPTY_PATH);
+  ::syscall(SYS_execveat, kFilterControlFd + 1, "", argv, envp, AT_EMPTY_PATH);
   ::_exit(127);
 }
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
-#include "filterproc/filter.h"
+#include "filterlink/process.h"
 #include "cli.h"
 #include "doctor.h"
 #include "git/audit.h"
@@ -166,10 +166,10 @@ int with_stdout_checked(int status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The network filter process (filterproc/filter.h) is this executable
+  // The network filter process (filterlink/process.h) is this executable
   // exec'd afresh by the supervisor: told apart before anything else, its
   // control socket (fd 3) kept.
-  if (argc == 2 && std::string_view(argv[1]) == filterproc::kNetworkFilterArg) return supervisor::backend::network_filter();
+  if (argc == 2 && std::string_view(argv[1]) == filterlink::kNetworkFilterArg) return supervisor::backend::network_filter();
   // What pi-jail inherited above fd 2 (a terminal opened as `3</dev/tty`,
   // what an IDE or a shell leaked) is used by nothing here, and the jail's
   // init is a clone of pi-jail: it would hold it for the whole run (the

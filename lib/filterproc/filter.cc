@@ -373,13 +373,13 @@ int fail(int sock, const std::string& step, const util::Error& e) {
 }  // namespace
 
 int network_filter_main() {
-  if (!is_control_socket(kFilterControlFd)) {
+  if (!is_control_socket(filterlink::kFilterControlFd)) {
     std::fprintf(stderr,
                  "pi-jail: --network-filter is started by pi-jail itself, with its control socket as fd 3; "
                  "run pi-jail COMMAND instead\n");
     return 2;
   }
-  const int sock = kFilterControlFd;
+  const int sock = filterlink::kFilterControlFd;
   auto config = receive_config(sock);
   if (!config) return fail(sock, "receive the configuration", config.error());
   std::shared_ptr<netproxy::Interceptor> interceptor;

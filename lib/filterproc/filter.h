@@ -10,11 +10,9 @@
 // reports them), and it writes nothing of the host's.
 #pragma once
 
-namespace pj::filterproc {
+#include "filterlink/process.h"
 
-inline constexpr int kFilterControlFd = 3;
-inline constexpr const char* kNetworkFilterArg = "--network-filter";
-inline constexpr const char* kNetworkFilterName = "pi-jail-filter";
+namespace pj::filterproc {
 
 // The filter's main(): 0 after `stop` or the supervisor's end, 2 when fd 3
 // is not a control socket (the command line is not for people), 125 when
