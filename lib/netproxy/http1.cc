@@ -652,10 +652,7 @@ Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair
     if (!r.first.empty()) pairs_.push_back(r);
   run_starts_['%'] = run_starts_['\\'] = !runs_.empty();
   for (const auto& r : runs_)
-    for (char c : r.first) {
-      run_starts_[static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)))] = true;
-      run_starts_[static_cast<unsigned char>(std::toupper(static_cast<unsigned char>(c)))] = true;
-    }
+    for (char c : r.first) run_starts_[static_cast<unsigned char>(lower(c))] = true;
   // The longest first: a real value that contains another is masked whole.
   std::sort(pairs_.begin(), pairs_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   pairs_.erase(std::unique(pairs_.begin(), pairs_.end()), pairs_.end());
@@ -709,7 +706,7 @@ size_t Masker::scan(std::string_view data, End end, std::string& out, std::uint6
     // is here; most bytes start none (run_starts_: a byte of a secret
     // part in either case, or an escape's first byte).
     for (const auto& r : runs_) {
-      if (found || !run_starts_[static_cast<unsigned char>(rest[0])]) break;
+      if (found || !run_starts_[static_cast<unsigned char>(lower(rest[0]))]) break;
       size_t len = 0;
       Match m = match_run(rest, r.first, kMinRun, len);
       if (m == Match::partial && end == End::final && len > 0) m = Match::full;  // it ends with the data

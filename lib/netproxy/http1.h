@@ -215,7 +215,7 @@ private:
   size_t scan(std::string_view data, End end, std::string& out, std::uint64_t& masked) const;
   std::vector<std::pair<std::string, std::string>> pairs_;  // how a real value is written, what replaces it
   std::vector<std::pair<std::string, std::string>> runs_;   // a real value's secret part, its placeholder
-  std::array<bool, 256> run_starts_{};                      // bytes that may start a run
+  std::array<bool, 256> run_starts_{};                      // bytes that may start a run, case-folded
   // The fast path's tables, case-folded (may_start): bytes that may start
   // a spelling alone (an escape's first byte, a one-byte value), bytes
   // that may start one, and byte pairs that may (a value's first two, any
