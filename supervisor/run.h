@@ -22,11 +22,13 @@
 namespace pj::credentials {
 class OAuthExchange;
 }
+namespace pj::sshagent {
+class AgentProxy;  // sshagent/proxy.h
+}
 
 namespace pj::supervisor {
 
 class JailNotes;      // jail_notes.h
-class SshAgentProxy;  // ssh_access.h
 
 // A published port's listener on the host's loopback (a port in use
 // stops the run: 125).
@@ -57,7 +59,7 @@ struct RunOptions {
   // The run's placeholders, looked for on host loopback ports no binding covers.
   std::vector<netproxy::Watched> watched;
   std::shared_ptr<JailNotes> refusals;  // the jail's list of refusals, kept up to date (may be null)
-  std::shared_ptr<SshAgentProxy> ssh_agent;  // --allow-ssh: started once the jail is cloned (may be null)
+  std::shared_ptr<sshagent::AgentProxy> ssh_agent;  // --allow-ssh: started once the jail is cloned (may be null)
 };
 
 // The credential filter for this run, or null when nothing is bound:

@@ -11,7 +11,7 @@
 #include "netproxy/http1.h"
 #include "policy/layer.h"
 #include "policy/policy.h"
-#include "ssh_access.h"
+#include "sshagent/jail_config.h"
 #include "sshagent/agent.h"
 #include "sshagent/hostkey.h"
 #include "sshagent/known_hosts.h"
@@ -182,13 +182,13 @@ TEST_CASE("known_hosts gives a host's plain and hashed keys, not revoked or anot
 
 TEST_CASE("a host missing from known_hosts stops the run, saying how to add it") {
   std::vector<std::string> blobs;
-  auto r = pj::supervisor::jail_known_hosts("", "/home/u/.ssh/known_hosts", {{"git.example", 2222, 2201, "--allow-ssh"}}, blobs);
+  auto r = pj::sshagent::jail_known_hosts("", "/home/u/.ssh/known_hosts", {{"git.example", 2222, 2201, "--allow-ssh"}}, blobs);
   REQUIRE_FALSE(r);
   CHECK(r.error().message().find("ssh-keyscan -p 2222 git.example >> /home/u/.ssh/known_hosts") != std::string::npos);
 }
 
 TEST_CASE("the jail's ssh config maps each allowed host and refuses the others with the option's name") {
-  auto text = pj::supervisor::ssh_config_text({{"git.example", 22, 2201, "--allow-ssh"}});
+  auto text = pj::sshagent::jail_config_text({{"git.example", 22, 2201, "--allow-ssh"}});
   CHECK(text.find("Host git.example\n  HostName 127.0.0.1\n  Port 2201\n  HostKeyAlias git.example\n") != std::string::npos);
   CHECK(text.find("StrictHostKeyChecking yes") != std::string::npos);
   CHECK(text.find("--allow-ssh %h") != std::string::npos);
