@@ -19,6 +19,7 @@
 #include "policy/layer.h"
 #include "policy/policy.h"
 #include "util/json_value.h"
+#include "temp_dir.h"
 
 using namespace pj::credentials;
 namespace json = pj::util::json;
@@ -358,9 +359,8 @@ TEST_CASE("token exchange: the host's auth.json gets the new real tokens and exp
 
   // Against a real directory, through the exchange.
   namespace fs = std::filesystem;
-  char tmpl[] = "/tmp/pj-cred-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl));
-  const std::string dir = tmpl;
+  pj::test::TempDir tmp;
+  const std::string dir = tmp.path;
   { std::ofstream(dir + "/auth.json") << R"({"anthropic":{"type":"oauth","refresh":"old","access":"old","expires":1}})"; }
   auto table = std::make_shared<Table>();
   std::vector<std::string> warnings;
@@ -376,7 +376,6 @@ TEST_CASE("token exchange: the host's auth.json gets the new real tokens and exp
   CHECK(host.str().find("sk-ant-ort01-HOSTNEWREFRESH0123456789abcdefghijklmno") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/auth.json.lock"));
   CHECK((fs::status(dir + "/auth.json").permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("[credentials]: operators bind and pass through; a project file can do neither (file:line)") {
@@ -684,15 +683,13 @@ namespace {
 // A run whose host auth.json has Anthropic OAuth tokens, with the
 // exchange writing the host's file in a temporary directory.
 struct ExchangeRig {
-  std::string dir;
+  pj::test::TempDir tmp;
+  std::string dir = tmp.path;
   std::shared_ptr<Table> table = std::make_shared<Table>();
   std::shared_ptr<HeldLogins> held = std::make_shared<HeldLogins>();
   std::string jail, refresh_ph;
   std::string host_before;
   ExchangeRig() {
-    char tmpl[] = "/tmp/pj-cred-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    dir = tmpl;
     host_before = R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
                   R"(","expires":1}})";
     std::ofstream(dir + "/auth.json") << host_before;
@@ -702,7 +699,6 @@ struct ExchangeRig {
     jail = *j;
     refresh_ph = *json::parse(jail)->find("anthropic")->find("refresh")->as_string();
   }
-  ~ExchangeRig() { std::filesystem::remove_all(dir); }
   std::string host_now() const {
     std::stringstream s;
     s << std::ifstream(dir + "/auth.json").rdbuf();
