@@ -5,8 +5,6 @@
 // refusals, keep-alive with a chunked body, the connection bound.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -25,37 +23,12 @@
 #include "netproxy/proxy.h"
 #include "netproxy/tls_ca.h"
 #include "netproxy/websocket.h"
+#include "loopback.h"
 
 using namespace pj;
 using namespace std::chrono_literals;
 
 namespace {
-
-util::UniqueFd listen_on(int& port) {
-  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  REQUIRE(fd.valid());
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(fd.get(), 128) == 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
-util::UniqueFd dial(int port) {
-  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  REQUIRE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  timeval tv{10, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
 
 std::string read_some(SSL* ssl) {
   char buf[16384];
@@ -114,7 +87,8 @@ public:
   explicit Upstream(std::vector<std::string> responses)
       : Upstream([responses](const std::string&, size_t i) { return responses[std::min(i, responses.size() - 1)]; }) {}
   explicit Upstream(Respond respond, GetBody get_body = GetBody::read)
-      : respond_(std::move(respond)), get_body_(get_body), fd_(listen_on(port)) {
+      : respond_(std::move(respond)), get_body_(get_body) {
+    port = server_.port;
     auto ca = netproxy::TlsAuthority::create({{"127.0.0.1", static_cast<uint16_t>(port)}}, "");
     REQUIRE(ca);
     ca_ = std::move(*ca);
@@ -123,23 +97,9 @@ public:
     REQUIRE(f);
     std::fputs(ca_->ca_pem().c_str(), f);
     std::fclose(f);
-    thread_ = std::thread([this] {
-      while (true) {
-        int c = ::accept(fd_.get(), nullptr, nullptr);
-        if (c < 0 || stop_) {
-          if (c >= 0) ::close(c);
-          return;
-        }
-        serve(c);
-      }
-    });
+    server_.start([this](int c) { serve(c); });
   }
-  ~Upstream() {
-    stop_ = true;
-    ::shutdown(fd_.get(), SHUT_RDWR);
-    thread_.join();
-    ::unlink(ca_file.c_str());
-  }
+  ~Upstream() { ::unlink(ca_file.c_str()); }
   std::string received() {
     std::lock_guard<std::mutex> l(m_);
     return received_;
@@ -192,12 +152,10 @@ private:
   }
   Respond respond_;
   GetBody get_body_ = GetBody::read;
-  util::UniqueFd fd_;
   std::unique_ptr<netproxy::TlsAuthority> ca_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
   std::mutex m_;
   std::string received_;
+  test::LoopbackServer server_;  // last: its thread stops before what serve() uses goes
 };
 
 class FakeExchange : public netproxy::TokenExchange {
@@ -248,7 +206,7 @@ struct Rig {
     auto p = netproxy::Proxy::start(rules, -1, limits, interceptor);
     REQUIRE(p);
     proxy = std::move(*p);
-    REQUIRE(proxy->add_listener(listen_on(http), netproxy::ListenerKind::http, std::nullopt).ok());
+    REQUIRE(proxy->add_listener(test::listen_loopback(http), netproxy::ListenerKind::http, std::nullopt).ok());
     loop = std::thread([this] {
       while (!stop) proxy->run_for(20ms);
     });
@@ -272,7 +230,7 @@ struct Rig {
   };
   std::unique_ptr<Client> connect(int upstream_port, const char* alpn = "\x08http/1.1", const char* sni = nullptr) {
     auto c = std::make_unique<Client>();
-    c->fd = dial(http);
+    c->fd = test::connect_loopback(http);
     std::string req = "CONNECT 127.0.0.1:" + std::to_string(upstream_port) + " HTTP/1.1\r\n\r\n";
     REQUIRE(::send(c->fd.get(), req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
     char buf[64];
@@ -413,7 +371,7 @@ TEST_CASE("credential filter loop: with kMaxIntercepted connections waiting, the
   const std::string req = "CONNECT 127.0.0.1:" + std::to_string(up.port) + " HTTP/1.1\r\n\r\n";
   // Each holds a worker and never sends a request (not even its TLS hello).
   for (size_t i = 0; i <= netproxy::kMaxIntercepted; ++i) {
-    held.push_back(dial(rig.http));
+    held.push_back(test::connect_loopback(rig.http));
     ::send(held.back().get(), req.data(), req.size(), MSG_NOSIGNAL);
     char buf[64];
     REQUIRE(::recv(held.back().get(), buf, ok.size(), MSG_WAITALL) == static_cast<ssize_t>(ok.size()));

@@ -4,8 +4,6 @@
 // runs) into proxy-portable-tests.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,38 +12,13 @@
 #include <string>
 #include <thread>
 
+#include "loopback.h"
 #include "netproxy/proxy.h"
 
 using namespace pj;
 using namespace std::chrono_literals;
 
 namespace {
-
-util::UniqueFd listen_loopback(int& port) {
-  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  REQUIRE(fd.valid());
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(fd.get(), 16) == 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
-util::UniqueFd connect_to(int port) {
-  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  REQUIRE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  timeval tv{10, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
 
 void send_all(int fd, const std::string& s) {
   size_t off = 0;
@@ -73,37 +46,23 @@ std::string recv_all(int fd) { return recv_n(fd, SIZE_MAX); }
 // An upstream that echoes each connection until EOF, then half-closes.
 class EchoServer {
 public:
-  EchoServer() : fd_(listen_loopback(port)) {
-    thread_ = std::thread([this] {
-      while (true) {
-        int c = ::accept(fd_.get(), nullptr, nullptr);
-        if (c < 0 || stop_) {
-          if (c >= 0) ::close(c);
-          return;
-        }
-        std::thread([c] {
-          char buf[65536];
-          ssize_t n;
-          while ((n = ::recv(c, buf, sizeof buf, 0)) > 0)
-            if (::send(c, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
-          ::shutdown(c, SHUT_WR);
-          ::close(c);
-        }).detach();
-      }
+  EchoServer() {
+    port = server_.port;
+    server_.start([](int c) {
+      std::thread([c] {
+        char buf[65536];
+        ssize_t n;
+        while ((n = ::recv(c, buf, sizeof buf, 0)) > 0)
+          if (::send(c, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+        ::shutdown(c, SHUT_WR);
+        ::close(c);
+      }).detach();
     });
-  }
-  ~EchoServer() {
-    stop_ = true;
-    ::shutdown(fd_.get(), SHUT_RDWR);
-    { util::UniqueFd wake(::socket(AF_INET, SOCK_STREAM, 0)); }  // accept returns on shutdown
-    thread_.join();
   }
   int port = 0;
 
 private:
-  util::UniqueFd fd_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  test::LoopbackServer server_;
 };
 
 // The proxy with an HTTP and a SOCKS listener, its loop on a thread.
@@ -115,8 +74,8 @@ public:
     auto p = netproxy::Proxy::start(std::move(rules), -1, limits);
     REQUIRE(p.ok());
     proxy_ = std::move(*p);
-    REQUIRE(proxy_->add_listener(listen_loopback(http), netproxy::ListenerKind::http, std::nullopt).ok());
-    REQUIRE(proxy_->add_listener(listen_loopback(socks), netproxy::ListenerKind::socks, std::nullopt).ok());
+    REQUIRE(proxy_->add_listener(test::listen_loopback(http), netproxy::ListenerKind::http, std::nullopt).ok());
+    REQUIRE(proxy_->add_listener(test::listen_loopback(socks), netproxy::ListenerKind::socks, std::nullopt).ok());
     if (setup) setup(*proxy_);
     thread_ = std::thread([this] {
       while (!stop_) {
@@ -148,7 +107,7 @@ TEST_CASE("proxy loop: CONNECT relays a megabyte both ways, half-close included"
   netproxy::Rules rules;
   REQUIRE(rules.allow("127.0.0.1:" + std::to_string(echo.port), "test"));
   Running proxy(rules);
-  auto c = connect_to(proxy.http);
+  auto c = test::connect_loopback(proxy.http);
   send_all(c.get(), "CONNECT 127.0.0.1:" + std::to_string(echo.port) + " HTTP/1.1\r\nHost: x\r\n\r\n");
   const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n";
   CHECK(recv_n(c.get(), ok.size()) == ok);
@@ -177,7 +136,7 @@ TEST_CASE("proxy loop: a host the rules do not name is refused with 403, and rec
   netproxy::Rules rules;
   REQUIRE(rules.allow("example.org", "test"));
   Running proxy(rules);
-  auto c = connect_to(proxy.http);
+  auto c = test::connect_loopback(proxy.http);
   send_all(c.get(), "CONNECT 127.0.0.1:" + std::to_string(echo.port) + " HTTP/1.1\r\n\r\n");
   std::string reply = recv_all(c.get());
   CHECK(reply.rfind("HTTP/1.1 403", 0) == 0);
@@ -198,7 +157,7 @@ TEST_CASE("proxy loop: SOCKS5 CONNECT by address relays; BIND is refused") {
     r += static_cast<char>(echo.port & 0xff);
     return r;
   };
-  auto c = connect_to(proxy.socks);
+  auto c = test::connect_loopback(proxy.socks);
   send_all(c.get(), std::string{'\x05', '\x01', '\x00'});
   CHECK(recv_n(c.get(), 2) == std::string{'\x05', '\x00'});
   send_all(c.get(), request('\x01'));
@@ -207,7 +166,7 @@ TEST_CASE("proxy loop: SOCKS5 CONNECT by address relays; BIND is refused") {
   CHECK(reply[1] == '\x00');
   send_all(c.get(), "ping");
   CHECK(recv_n(c.get(), 4) == "ping");
-  auto b = connect_to(proxy.socks);
+  auto b = test::connect_loopback(proxy.socks);
   send_all(b.get(), std::string{'\x05', '\x01', '\x00'});
   CHECK(recv_n(b.get(), 2) == std::string{'\x05', '\x00'});
   send_all(b.get(), request('\x02'));
@@ -221,7 +180,7 @@ TEST_CASE("proxy loop: a client that never finishes its request is cut off at th
   netproxy::ProxyLimits limits;
   limits.handshake = 300ms;
   Running proxy(rules, limits);
-  auto c = connect_to(proxy.http);
+  auto c = test::connect_loopback(proxy.http);
   send_all(c.get(), "CONNECT example.org:443 HTTP/1.1\r\n");  // no blank line: never complete
   auto start = std::chrono::steady_clock::now();
   std::string reply = recv_all(c.get());
@@ -237,35 +196,19 @@ namespace {
 // An upstream that accepts and then says nothing, holding each connection.
 class SilentServer {
 public:
-  SilentServer() : fd_(listen_loopback(port)) {
-    thread_ = std::thread([this] {
-      while (true) {
-        int c = ::accept(fd_.get(), nullptr, nullptr);
-        if (c < 0 || stop_) {
-          if (c >= 0) ::close(c);
-          return;
-        }
-        held_.emplace_back(c);
-      }
-    });
-  }
-  ~SilentServer() {
-    stop_ = true;
-    ::shutdown(fd_.get(), SHUT_RDWR);
-    { util::UniqueFd wake(::socket(AF_INET, SOCK_STREAM, 0)); }
-    thread_.join();
+  SilentServer() {
+    port = server_.port;
+    server_.start([this](int c) { held_.emplace_back(c); });
   }
   int port = 0;
 
 private:
-  util::UniqueFd fd_;
-  std::atomic<bool> stop_{false};
   std::vector<util::UniqueFd> held_;
-  std::thread thread_;
+  test::LoopbackServer server_;  // last: its thread adds to held_ until joined
 };
 
 util::UniqueFd tunnel(int proxy_port, int target_port) {
-  auto c = connect_to(proxy_port);
+  auto c = test::connect_loopback(proxy_port);
   send_all(c.get(), "CONNECT 127.0.0.1:" + std::to_string(target_port) + " HTTP/1.1\r\n\r\n");
   const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n";
   REQUIRE(recv_n(c.get(), ok.size()) == ok);
@@ -312,12 +255,12 @@ TEST_CASE("proxy loop: each listener has its own budget; a full one makes room f
   limits.connections_per_listener = 8;
   Running proxy(rules, limits);
   std::vector<util::UniqueFd> idle;
-  for (int i = 0; i < 20; ++i) idle.push_back(connect_to(proxy.http));  // no request: idle handshakes
+  for (int i = 0; i < 20; ++i) idle.push_back(test::connect_loopback(proxy.http));  // no request: idle handshakes
   std::this_thread::sleep_for(100ms);
   auto c = tunnel(proxy.http, echo.port);  // the HTTP port: an idle one gave way
   send_all(c.get(), "ping");
   CHECK(recv_n(c.get(), 4) == "ping");
-  auto s = connect_to(proxy.socks);  // the SOCKS port: untouched by the HTTP port's crowd
+  auto s = test::connect_loopback(proxy.socks);  // the SOCKS port: untouched by the HTTP port's crowd
   send_all(s.get(), std::string{'\x05', '\x01', '\x00'});
   CHECK(recv_n(s.get(), 2) == std::string{'\x05', '\x00'});
   const auto& d = proxy.stop();
@@ -346,7 +289,7 @@ TEST_CASE("proxy loop: a flood of refusals with huge names is aggregated and bou
   netproxy::Rules rules;
   Running proxy(rules);
   for (int i = 0; i < 600; ++i) {
-    auto c = connect_to(proxy.http);
+    auto c = test::connect_loopback(proxy.http);
     std::string host = std::to_string(i % 3) + std::string(16000, 'a');  // three distinct names
     send_all(c.get(), "CONNECT " + host + ":443 HTTP/1.1\r\n\r\n");
     std::string reply = recv_all(c.get());
@@ -394,10 +337,10 @@ TEST_CASE("proxy loop: a published port relays through the socket the jail-socke
       return ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     });
     netproxy::Rules::Forward target{*net::parse_ip("127.0.0.1"), echo.port, "127.0.0.1", "publish test"};
-    REQUIRE(p.add_listener(listen_loopback(publish_port), netproxy::ListenerKind::publish, target).ok());
+    REQUIRE(p.add_listener(test::listen_loopback(publish_port), netproxy::ListenerKind::publish, target).ok());
   };
   Running proxy(netproxy::Rules{}, {}, setup);  // no rule names the echo server
-  auto c = connect_to(publish_port);
+  auto c = test::connect_loopback(publish_port);
   send_all(c.get(), "ping");
   CHECK(recv_n(c.get(), 4) == "ping");
   c.reset();
@@ -415,10 +358,10 @@ TEST_CASE("proxy loop: a published port whose jail socket cannot be made is refu
   auto setup = [&](netproxy::Proxy& p) {
     p.set_jail_sockets([](int) { return -EPERM; });
     netproxy::Rules::Forward target{*net::parse_ip("127.0.0.1"), 9, "127.0.0.1", "publish test"};
-    REQUIRE(p.add_listener(listen_loopback(publish_port), netproxy::ListenerKind::publish, target).ok());
+    REQUIRE(p.add_listener(test::listen_loopback(publish_port), netproxy::ListenerKind::publish, target).ok());
   };
   Running proxy(netproxy::Rules{}, {}, setup);
-  auto c = connect_to(publish_port);
+  auto c = test::connect_loopback(publish_port);
   CHECK(recv_all(c.get()).empty());  // closed without a byte
   const auto& d = proxy.stop();
   REQUIRE(d.size() == 1);
