@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "text.h"
 
 using namespace pj::test;
 
@@ -59,12 +60,6 @@ echo "other=$(env -u NO_PROXY -u no_proxy curl -s -o /dev/null -w '%{http_code}'
 curl -s "http://127.0.0.1:$3/" >/dev/null; echo "other-direct=$?"
 printf '{"fleet-%s": {"type": "api_key", "key": "k-%s"}}\n' "$1" "$1" > "$5/auth.json"
 )SH";
-
-size_t count_of(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; ++at) ++n;
-  return n;
-}
 
 }  // namespace
 
@@ -138,7 +133,7 @@ TEST_CASE("fifty runs at once in one workspace and agent dir: each its own /tmp,
   // Every run's addition reached the host's auth.json under Pi's lock.
   const std::string auth = read_file(agent + "/auth.json");
   CAPTURE(auth);
-  for (int i = 0; i < kRuns; ++i) CHECK(count_of(auth, "\"fleet-" + std::to_string(i) + "\"") == 1);
+  for (int i = 0; i < kRuns; ++i) CHECK(count(auth, "\"fleet-" + std::to_string(i) + "\"") == 1);
   // Nothing left: no lock or temporary file in the agent dir, no run's staging.
   for (const auto& e : std::filesystem::directory_iterator(agent)) {
     const std::string name = e.path().filename().string();

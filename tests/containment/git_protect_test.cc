@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "text.h"
 
 using namespace pj::test;
 
@@ -31,12 +32,6 @@ Outcome git_in(const Sandbox& sb, const std::string& dir, std::vector<std::strin
 }
 
 bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
-
-size_t count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
 
 // An executable hook that appends `word` to `log`.
 void hook(const std::string& path, const std::string& log, const std::string& word) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "text.h"
 
 using namespace pj::test;
 
@@ -40,19 +41,6 @@ Outcome jail_with_hosts(const Sandbox& sb, const std::string& hosts, Net net, co
 }
 
 const std::string kCurl = "env -u NO_PROXY -u no_proxy curl -s --max-time 20 ";
-
-size_t count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; ++at) ++n;
-  return n;
-}
-
-std::string hex(const std::string& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) out += {digits[c >> 4], digits[c & 15]};
-  return out;
-}
 
 // A python3 client inside the jail: each argument is a request (hex) sent
 // raw to the HTTP proxy; prints the response's status line and body, one

@@ -13,19 +13,13 @@
 #include <thread>
 
 #include "harness.h"
+#include "text.h"
 
 using namespace pj::test;
 
 namespace {
 
-
 const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
-
-size_t count_of(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; ++at) ++n;
-  return n;
-}
 
 }  // namespace
 
@@ -68,9 +62,7 @@ TEST_CASE("refused destinations: 403 from the HTTP proxy, a SOCKS refusal, a log
   CHECK(o.out.find("direct=7") != std::string::npos);    // not forwarded: nothing listens inside
   CHECK(server.hits() == 0);
   std::string lines = read_file(log);
-  size_t refusals = 0;
-  for (size_t at = 0; (at = lines.find("\"allowed\": false", at)) != std::string::npos; ++at) ++refusals;
-  CHECK(refusals == 4);
+  CHECK(count(lines, "\"allowed\": false") == 4);
   CHECK(lines.find("\"reason\": \"no rule allows blocked.example:443\"") != std::string::npos);
   CHECK(lines.find("\"protocol\": \"socks5\"") != std::string::npos);
 }
@@ -118,8 +110,8 @@ TEST_CASE("an allowed name that resolves to a refused range is refused, even whe
   CHECK(exact.out.find(" 403") != std::string::npos);
   CHECK(server.hits() == 0);
   std::string lines = read_file(log);
-  CHECK(count_of(lines, "resolves to 127.0.0.1, loopback (127.0.0.0/8)") == 2);
-  CHECK(count_of(lines, "resolves to 10.0.0.7, private (10.0.0.0/8)") == 1);
+  CHECK(count(lines, "resolves to 127.0.0.1, loopback (127.0.0.0/8)") == 2);
+  CHECK(count(lines, "resolves to 10.0.0.7, private (10.0.0.0/8)") == 1);
 }
 
 TEST_CASE("if the network filter cannot start, the command never starts: 125, naming the step") {

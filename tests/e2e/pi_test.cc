@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "pi_world.h"
+#include "text.h"
 
 using namespace pj::test;
 
@@ -94,12 +95,11 @@ TEST_CASE("Pi's read tool cannot read secrets") {
   // Pi's own traffic: only its model endpoint, through the filter.
   std::string text = read_file(report);
   // Decisions are aggregated per destination: entries, each with a count.
-  size_t decisions = 0, connections = 0;
-  for (size_t at = 0; (at = text.find("\"protocol\": ", at)) != std::string::npos; ++at) ++decisions;
+  const size_t decisions = count(text, "\"protocol\": ");
+  size_t connections = 0;
   for (size_t at = 0; (at = text.find("\"count\": ", at)) != std::string::npos; ++at)
     connections += std::stoul(text.substr(at + 9));
-  size_t to_model = 0;
-  for (size_t at = 0; (at = text.find("\"port\": " + w.port + ",", at)) != std::string::npos; ++at) ++to_model;
+  const size_t to_model = count(text, "\"port\": " + w.port + ",");
   CHECK(connections >= 4);  // one per model request
   CHECK(decisions == to_model);
   CHECK(text.find("\"allowed\": false") == std::string::npos);
