@@ -6,12 +6,11 @@
 // with the TLS stand-in server.)
 #include <doctest/doctest.h>
 
-#include <signal.h>
-
 #include <filesystem>
 #include <cctype>
 
 #include "harness.h"
+#include "stand_in.h"
 
 using namespace pj::test;
 
@@ -163,29 +162,23 @@ TEST_CASE("a signed credential an operator passes is refused (125) unless passed
 
 namespace {
 
-// A stand-in for Anthropic's token endpoint and API on the host's loopback
-// (HTTPS, its own test CA): POST /v1/oauth/token answers, gzip-compressed,
-// new tokens when the body holds the expected real refresh token (else
-// 400); any other request is answered with the Authorization it carried.
-// Every request line, Authorization and body goes to the log.
-// POST /v1/oauth/token with grant_type authorization_code and any code
-// is a login: it answers new tokens too.
-const char* kTokenServer = R"PY(
-import sys, os, ssl, gzip, json, socketserver, http.server, threading
-cert, key, log, portfile, conf = sys.argv[1:6]
-lock = threading.Lock()
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def do_GET(self): self.any()
-    def do_POST(self): self.any()
+// A stand-in for Anthropic's token endpoint and API: POST
+// /v1/oauth/token answers, gzip-compressed, new tokens when the body holds
+// the expected real refresh token (else 400); any other request is
+// answered with the Authorization it carried. Every request line,
+// Authorization and body goes to the log. POST /v1/oauth/token with
+// grant_type authorization_code and any code is a login: it answers new
+// tokens too. Its argument: a JSON file of the tokens it expects and gives.
+const char* const kTokenHandler = R"PY(
+import gzip, json
+conf = args[0]
+class Handler(StandIn):
     def any(self):
         c = json.load(open(conf))
         n = int(self.headers.get("Content-Length") or 0)
         if self.command == "GET" and self.path.startswith("/ignore-body"): n = 0  # its body reads as a request
         body = self.rfile.read(n).decode() if n else ""
-        with lock, open(log, "a") as f:
-            f.write("%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Authorization"), body))
+        note("%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Authorization"), body))
         if self.path == "/v1/oauth/token":
             req = json.loads(body)
             # A login: any code the client chose buys new tokens.
@@ -207,64 +200,38 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(cert, key)
-srv = S(("127.0.0.1", 0), H)
-srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-with open(portfile + ".tmp", "w") as f: f.write(str(srv.server_address[1]))
-os.rename(portfile + ".tmp", portfile)
-srv.serve_forever()
 )PY";
 
-void sh_ok(const std::string& cmd) {
-  auto o = run({"/bin/sh", "-c", cmd});
-  CAPTURE(cmd);
-  CAPTURE(o.err);
-  REQUIRE(o.status == 0);
+// The file kTokenHandler reads: the real refresh token it accepts, the
+// tokens it answers with.
+std::string token_conf(const Sandbox& sb, const std::string& new_access, const std::string& new_refresh) {
+  const std::string conf = sb.base + "/conf.json";
+  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
+                       R"(","new_refresh":")" + new_refresh + "\"}");
+  return conf;
 }
 
 // A stand-in for Anthropic's token endpoint and API on 127.0.0.1 with a
-// test CA (kTokenServer), which the operator binds Anthropic's
+// test CA (kTokenHandler), which the operator binds Anthropic's
 // credentials to: a refresh with the host's refresh token (or a login
 // with any code) buys `new_access` and `new_refresh`. Stopped with the test.
 struct TokenStandIn {
-  std::string ca, log, port, url;
+  TestCerts certs;
+  StandInServer server;
+  std::string url;
   std::vector<std::string> opts;  // pi-jail's options that reach it
-  pid_t server = -1;
 
-  TokenStandIn(const Sandbox& sb, const std::string& new_access, const std::string& new_refresh) {
-    const std::string d = sb.base, cert = d + "/server.pem";
-    ca = d + "/test-ca.pem";
-    log = d + "/token.log";
-    sh_ok("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " +
-          ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
-          "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " +
-          cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage="
-          "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
-          ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
-    const std::string conf = d + "/conf.json", portfile = d + "/token.port";
-    write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
-                         R"(","new_refresh":")" + new_refresh + "\"}");
-    write_file(d + "/server.py", kTokenServer);
-    sh_ok("chmod a+r " + d + "/*");
-    server = spawn({"/usr/bin/python3", d + "/server.py", cert, cert + ".key", log, portfile, conf});
-    REQUIRE(eventually([&] { return exists(portfile); }));
-    port = trim(read_file(portfile));
+  TokenStandIn(const Sandbox& sb, const std::string& new_access, const std::string& new_refresh)
+      : certs(TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"})),
+        server(sb.base, "token", certs, kTokenHandler, {token_conf(sb, new_access, new_refresh)}) {
+    const std::string& port = server.port();
     url = "https://127.0.0.1:" + port;
     std::filesystem::create_directories(sb.home + "/.config/pi-jail");
     write_file(sb.home + "/.config/pi-jail/policy.toml",
                "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
-    opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca,
+    opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", certs.ca,
             "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
   }
-  ~TokenStandIn() {
-    ::kill(server, SIGKILL);
-    wait_status(server);
-  }
-  TokenStandIn(const TokenStandIn&) = delete;
-  TokenStandIn& operator=(const TokenStandIn&) = delete;
 };
 
 }  // namespace
@@ -276,7 +243,7 @@ TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new r
   const std::string new_access = "sk-ant-oat01-" + unique_token() + "NEWACCESSnewaccess0123456789abcdefghijklmn";
   const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "NEWREFRESHnewrefresh0123456789abcdefghijkl";
   TokenStandIn ts(sb, new_access, new_refresh);
-  const std::string &url = ts.url, &log = ts.log;
+  const std::string& url = ts.url;
   const std::vector<std::string>& opts = ts.opts;
   // What Pi does (anthropic.js refreshAnthropicToken): POST JSON with the
   // refresh token it holds, then use the new access token.
@@ -291,7 +258,7 @@ TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new r
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
-  const std::string seen = exists(log) ? read_file(log) : "";
+  const std::string seen = ts.server.log();
   CAPTURE(seen);
   CHECK(seen.find("\"refresh_token\":\"" + kRefresh + "\"") != std::string::npos);  // the real one went out
   CHECK(seen.find("auth=Bearer " + new_access) != std::string::npos);               // and the new access token
@@ -315,7 +282,7 @@ TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new r
                       opts);
   CAPTURE(next.err);
   CHECK(next.status == 0);
-  const std::string seen2 = read_file(log);
+  const std::string seen2 = ts.server.log();
   CHECK(seen2.find("GET /v1/next HTTP/1.1 auth=Bearer " + new_access) != std::string::npos);
   CHECK(next.out.find(new_access.substr(13)) == std::string::npos);
 }
@@ -337,7 +304,7 @@ TEST_CASE("a refresh token's placeholder goes out only in its token exchange's b
                        "/v1/oauth/token",
                    ts.opts);
   CAPTURE(o.err);
-  const std::string seen = exists(ts.log) ? read_file(ts.log) : "";
+  const std::string seen = ts.server.log();
   CAPTURE(seen);
   CHECK(o.out == "403\n403\n200\n");
   CHECK(seen.find("/v1/messages") == std::string::npos);
@@ -435,7 +402,7 @@ TEST_CASE("an authorization_code exchange through the filter is used in the run 
   const std::string new_access = "sk-ant-oat01-" + unique_token() + "LOGINACCESSlogin0123456789abcdefghijklmn";
   const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "LOGINREFRESHlogin0123456789abcdefghijkl";
   TokenStandIn ts(sb, new_access, new_refresh);
-  const std::string &url = ts.url, &log = ts.log;
+  const std::string& url = ts.url;
   const std::vector<std::string>& opts = ts.opts;
   // A login the jail starts itself, with a code it chose; then Pi would
   // store the tokens and use them.
@@ -452,7 +419,7 @@ TEST_CASE("an authorization_code exchange through the filter is used in the run 
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
-  const std::string seen = exists(log) ? read_file(log) : "";
+  const std::string seen = ts.server.log();
   CAPTURE(seen);
   CHECK(seen.find("auth=Bearer " + new_access) != std::string::npos);  // used for the rest of the run
   CHECK(o.out.find(new_access.substr(13)) == std::string::npos);
@@ -510,7 +477,7 @@ TEST_CASE("OAuth refresh through the filter: a body the server ignores on the sa
   const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "NEWREFRESHnewrefresh0123456789abcdefghijkl";
   write_file(sb.ws + "/smuggled", "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n");
   TokenStandIn ts(sb, new_access, new_refresh);
-  const std::string &url = ts.url, &log = ts.log;
+  const std::string& url = ts.url;
   const std::vector<std::string>& opts = ts.opts;
   // One curl, one connection: a GET whose body is a request of its own
   // (the server ignores it, then answers it), then the refresh.
@@ -523,7 +490,7 @@ TEST_CASE("OAuth refresh through the filter: a body the server ignores on the sa
                    opts);
   CAPTURE(o.err);
   CAPTURE(o.out);
-  const std::string seen = exists(log) ? read_file(log) : "";
+  const std::string seen = ts.server.log();
   CAPTURE(seen);
   CHECK(seen.find("GET /smuggled") != std::string::npos);  // the server did read the body as a request
   CHECK(o.out.find("SMUGGLED") == std::string::npos);

@@ -5,12 +5,12 @@
 // placeholder. The jail trusts the run's CA through the variables and the
 // bundle mounted over /etc/ssl/certs/ca-certificates.crt.
 #include <doctest/doctest.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include <string>
 
 #include "harness.h"
+#include "stand_in.h"
+#include "text.h"
 
 using namespace pj::test;
 
@@ -23,18 +23,11 @@ const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
 // /ws upgrades, then, once the client sends, echoes its Authorization in
 // a text message split in two frames around a ping, and closes. Every
 // request head goes to the log.
-const char* kServer = R"PY(
-import sys, os, ssl, gzip, socketserver, http.server, threading
-cert, key, log, portfile = sys.argv[1:5]
-lock = threading.Lock()
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def do_GET(self): self.any()
-    def do_POST(self): self.any()
+const char* const kEchoHandler = R"PY(
+import gzip
+class Handler(StandIn):
     def any(self):
-        with lock, open(log, "a") as f:
-            f.write(self.requestline + "\n" + str(self.headers) + "--\n")
+        note(self.requestline + "\n" + str(self.headers) + "--\n")
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         if self.path.startswith("/ws") and self.headers.get("Upgrade", "").lower() == "websocket":
@@ -60,79 +53,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(echo)))
         self.end_headers()
         self.wfile.write(echo)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(cert, key)
-# As a real server: each connection's handshake in its own thread (a
-# wrapped listening socket would make every client wait for the slowest
-# handshake), and a backlog for hundreds of connections at once.
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-    def finish_request(self, request, client_address):
-        request.settimeout(30)
-        try:
-            request = ctx.wrap_socket(request, server_side=True)
-        except OSError:
-            return
-        self.RequestHandlerClass(request, client_address, self)
-srv = S(("127.0.0.1", 0), H)
-with open(portfile + ".tmp", "w") as f: f.write(str(srv.server_address[1]))
-os.rename(portfile + ".tmp", portfile)
-srv.serve_forever()
 )PY";
-
-void sh(const std::string& cmd) {
-  auto o = run({"/bin/sh", "-c", cmd});
-  CAPTURE(cmd);
-  CAPTURE(o.err);
-  REQUIRE(o.status == 0);
-}
-
-// A test CA and a server certificate for IP 127.0.0.1 (`signed_by_ca`),
-// or a self-signed one no one trusts.
-struct Certs {
-  std::string dir, ca, cert, key;
-  Certs(const std::string& base, bool signed_by_ca) : dir(base) {
-    ca = dir + "/test-ca.pem";
-    cert = dir + (signed_by_ca ? "/server.pem" : "/untrusted.pem");
-    key = cert + ".key";
-    const std::string o = "openssl";
-    sh(o + " req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-test-ca -days 2 -keyout " + ca +
-       ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null");
-    if (signed_by_ca)
-      sh(o + " req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " + key + " -out " +
-         cert + ".csr 2>/dev/null && " + o + " x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
-         ".key -CAcreateserial -days 2 -out " + cert + " -extfile /dev/stdin <<EOF 2>/dev/null\n"
-         "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nEOF");
-    else
-      sh(o + " req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -days 2 -keyout " + key +
-         " -out " + cert + " -addext subjectAltName=IP:127.0.0.1 2>/dev/null");
-    sh("chmod a+r " + dir + "/*");
-  }
-};
-
-class TlsServer {
-public:
-  TlsServer(const std::string& dir, const Certs& certs, const std::string& name) {
-    script_ = dir + "/server.py";
-    write_file(script_, kServer);
-    log_ = dir + "/" + name + ".log";
-    std::string portfile = dir + "/" + name + ".port";
-    pid_ = spawn({"/usr/bin/python3", script_, certs.cert, certs.key, log_, portfile});
-    REQUIRE(eventually([&] { return exists(portfile); }));
-    port_ = trim(read_file(portfile));
-  }
-  ~TlsServer() {
-    ::kill(pid_, SIGKILL);
-    wait_status(pid_);
-  }
-  std::string port() const { return port_; }
-  std::string log() const { return exists(log_) ? read_file(log_) : ""; }
-
-private:
-  std::string script_, log_, port_;
-  pid_t pid_ = -1;
-};
 
 std::string unique_secret(const std::string& prefix) { return prefix + unique_token() + unique_token(); }
 
@@ -157,16 +78,6 @@ std::string bind_env(const std::vector<std::string>& lines) {
   std::string v = "PJ_TEST_BIND=";
   for (const auto& l : lines) v += l + "\n";
   return v;
-}
-
-std::string hex(const std::string& in) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : in) {
-    out += d[c >> 4];
-    out += d[c & 15];
-  }
-  return out;
 }
 
 }  // namespace
@@ -207,8 +118,8 @@ TEST_CASE("credentials: the jail's init shows no argument of pi-jail and its mem
 
 TEST_CASE("credentials: the jail's placeholder reaches the bound host as the real key; echoes come back as the placeholder") {
   Sandbox sb;
-  Certs certs(sb.base, true);
-  TlsServer server(sb.base, certs, "bound");
+  const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
+  StandInServer server(sb.base, "bound", certs, kEchoHandler);
   const std::string ph = unique_secret("sk-ant-api03-PH");
   const std::string real = unique_secret("sk-ant-api03-REAL");
   const std::string url = "https://127.0.0.1:" + server.port();
@@ -237,9 +148,7 @@ TEST_CASE("credentials: the jail's placeholder reaches the bound host as the rea
   CHECK(seen.find("x-api-key: " + ph) == std::string::npos);
   CHECK(seen.find("Accept-Encoding: identity") != std::string::npos);
   // Six requests reached it.
-  size_t n = 0;
-  for (size_t at = 0; (at = seen.find("--\n", at)) != std::string::npos; ++at) ++n;
-  CHECK(n == 6);
+  CHECK(count(seen, "--\n") == 6);
   // The echoes (body and the X-Echo field) came back as the placeholder.
   CHECK(o.out.find("seen x-api-key=" + ph) != std::string::npos);
   CHECK(o.out.find("authorization=Bearer " + ph) != std::string::npos);
@@ -262,8 +171,8 @@ TEST_CASE("credentials: the jail's placeholder reaches the bound host as the rea
 
 TEST_CASE("credentials: a placeholder sent where it is not bound is refused (403) and reported; never sent in clear") {
   Sandbox sb;
-  Certs certs(sb.base, true);
-  TlsServer server(sb.base, certs, "bound");
+  const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
+  StandInServer server(sb.base, "bound", certs, kEchoHandler);
   HttpServer plain("plain-served\n");
   const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
   const std::string ph2 = unique_secret("sk-OTHER-PH"), real2 = unique_secret("sk-OTHER-REAL");
@@ -302,13 +211,13 @@ TEST_CASE("credentials: a placeholder sent where it is not bound is refused (403
 
 TEST_CASE("credentials: a server the filter cannot verify is refused (502), however the jail's CA is set up") {
   Sandbox sb;
-  Certs certs(sb.base, false);  // self-signed: not the test CA
-  TlsServer server(sb.base, certs, "untrusted");
+  const auto certs = TestCerts::self_signed(sb.base, "untrusted.pem");  // not the test CA's
+  StandInServer server(sb.base, "untrusted", certs, kEchoHandler);
   const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
   const std::string report = sb.outside + "/r.json";
   // The jail trusts the untrusted cert itself too: that changes nothing upstream.
   std::string jail_ca = sb.ws + "/evil-ca.pem";
-  sh("cp " + certs.cert + " " + jail_ca);
+  sh_ok("cp " + certs.cert + " " + jail_ca);
   auto o = sb.jail({"/bin/sh", "-c",
                     "curl -s -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' https://127.0.0.1:" + server.port() +
                         "/; SSL_CERT_FILE=" + jail_ca + " curl -s -k -w '%{http_code}\\n' -H 'x-api-key: " + ph +
@@ -328,8 +237,8 @@ TEST_CASE("credentials: a server the filter cannot verify is refused (502), howe
 
 TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket's frames come back masked, reassembled") {
   Sandbox sb;
-  Certs certs(sb.base, true);
-  TlsServer server(sb.base, certs, "bound");
+  const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
+  StandInServer server(sb.base, "bound", certs, kEchoHandler);
   const std::string ph = unique_secret("sk-ant-oat01-PH"), real = unique_secret("sk-ant-oat01-REAL");
   // The client offers compression, which the filter strips: a compressed
   // frame could not be masked. It prints every byte it got, in hex.
@@ -369,8 +278,8 @@ TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket's fram
 
 TEST_CASE("credentials: 500 idle TLS connections to a bound host do not keep the next model call out") {
   Sandbox sb;
-  Certs certs(sb.base, true);
-  TlsServer server(sb.base, certs, "bound");
+  const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
+  StandInServer server(sb.base, "bound", certs, kEchoHandler);
   const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
   // Each connection counts once, whether it was made, refused or closed
   // later to make room; then a model call as Pi makes it.
@@ -394,8 +303,8 @@ TEST_CASE("credentials: 500 idle TLS connections to a bound host do not keep the
 
 TEST_CASE("credentials: an absolute-form, CONNECT or TAB-split request line never reaches the bound host with the key") {
   Sandbox sb;
-  Certs certs(sb.base, true);
-  TlsServer server(sb.base, certs, "bound");
+  const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
+  StandInServer server(sb.base, "bound", certs, kEchoHandler);
   const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
   const std::string url = "https://127.0.0.1:" + server.port();
   const std::string code = "curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' ";

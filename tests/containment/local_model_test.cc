@@ -3,12 +3,13 @@
 // [credentials] bind names it with http://, or does not. Plain HTTP is
 // substituted there and nowhere else.
 #include <doctest/doctest.h>
-#include <signal.h>
 
 #include <filesystem>
 #include <string>
 
 #include "harness.h"
+#include "stand_in.h"
+#include "text.h"
 
 using namespace pj::test;
 
@@ -16,63 +17,21 @@ namespace {
 
 // Answers every request with the Authorization it received, in the body
 // and in a field; every request head goes to the log.
-const char* kPlainServer = R"PY(
-import sys, os, socketserver, http.server, threading
-log, portfile = sys.argv[1:3]
-lock = threading.Lock()
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def do_GET(self):
-        with lock, open(log, "a") as f:
-            f.write(self.requestline + "\n" + str(self.headers) + "--\n")
+const char* const kPlainHandler = R"PY(
+class Handler(StandIn):
+    def any(self):
+        note(self.requestline + "\n" + str(self.headers) + "--\n")
         echo = ("seen authorization=%s\n" % self.headers.get("Authorization")).encode()
         self.send_response(200)
         self.send_header("X-Echo", self.headers.get("Authorization") or "")
         self.send_header("Content-Length", str(len(echo)))
         self.end_headers()
         self.wfile.write(echo)
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-srv = S(("127.0.0.1", 0), H)
-with open(portfile + ".tmp", "w") as f: f.write(str(srv.server_address[1]))
-os.rename(portfile + ".tmp", portfile)
-srv.serve_forever()
 )PY";
-
-class PlainServer {
-public:
-  explicit PlainServer(const std::string& dir) {
-    const std::string script = dir + "/plain_server.py", portfile = dir + "/plain.port";
-    log_ = dir + "/plain.log";
-    write_file(script, kPlainServer);
-    pid_ = spawn({"/usr/bin/python3", script, log_, portfile});
-    REQUIRE(eventually([&] { return exists(portfile); }));
-    port_ = trim(read_file(portfile));
-  }
-  ~PlainServer() {
-    ::kill(pid_, SIGKILL);
-    wait_status(pid_);
-  }
-  PlainServer(const PlainServer&) = delete;
-  PlainServer& operator=(const PlainServer&) = delete;
-  const std::string& port() const { return port_; }
-  std::string log() const { return exists(log_) ? read_file(log_) : ""; }
-
-private:
-  std::string log_, port_;
-  pid_t pid_ = -1;
-};
 
 void user_policy(const Sandbox& sb, const std::string& text) {
   std::filesystem::create_directories(sb.home + "/.config/pi-jail");
   write_file(sb.home + "/.config/pi-jail/policy.toml", text);
-}
-
-size_t count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
-  return n;
 }
 
 // Sandbox::jail without -q: the end-of-run summary is what is checked.
@@ -94,7 +53,7 @@ const std::string kReal = "localkey_REAL0123456789abcdefghijklmnopqrstu";
 TEST_CASE("a key bound to http://127.0.0.1:PORT reaches the host's local server as the real key, in clear, by every "
           "way the jail may take; echoes come back as the placeholder") {
   Sandbox sb;
-  PlainServer server(sb.base);
+  StandInServer server(sb.base, "plain", kPlainHandler);
   const std::string url = "http://127.0.0.1:" + server.port();
   // The bind alone opens the port: no --allow-net.
   user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"" + url + "\"] }\n");
@@ -180,7 +139,7 @@ TEST_CASE("a bind the jail could not use is an error before the run: a deny of i
 TEST_CASE("a placeholder sent to a host loopback port that no binding covers is reported at the end with the bind "
           "line that fixes it") {
   Sandbox sb;
-  PlainServer server(sb.base);
+  StandInServer server(sb.base, "plain", kPlainHandler);
   const std::string port = server.port();
   // A credential of the run (bound elsewhere), and the local port allowed but not bound.
   user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"api.example\"] }\n");
@@ -215,7 +174,7 @@ TEST_CASE("a placeholder sent to a host loopback port that no binding covers is 
 TEST_CASE("a key bound for TLS to a loopback port whose server speaks plain HTTP is refused with the bind that fixes "
           "it, never reset without a word") {
   Sandbox sb;
-  PlainServer server(sb.base);
+  StandInServer server(sb.base, "plain", kPlainHandler);
   const std::string hostport = "127.0.0.1:" + server.port();
   user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"" + hostport + "\"] }\n");
   auto o = jail_loud(sb, {"/bin/sh", "-c", "curl -sS -D - -H \"Authorization: Bearer $LOCAL_KEY\" http://" + hostport + "/v1"},

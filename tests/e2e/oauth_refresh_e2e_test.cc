@@ -6,10 +6,11 @@
 // answer to new placeholders and writes the new real tokens to the host's
 // auth.json; the next run starts from them.
 #include <doctest/doctest.h>
-#include <signal.h>
 
 #include "harness.h"
 #include "pi_world.h"
+#include "stand_in.h"
+#include "text.h"
 
 using namespace pj::test;
 
@@ -17,11 +18,11 @@ namespace {
 
 // The stand-in for platform.claude.com and api.anthropic.com: the token
 // endpoint answers (gzip, as Anthropic's does) only the real refresh
-// token; /v1/messages answers a minimal Messages stream.
+// token; /v1/messages answers a minimal Messages stream. Its argument: a
+// JSON file of the tokens it expects and gives.
 const char* const kStandIn = R"PY(
-import sys, os, ssl, gzip, json, socketserver, http.server, threading
-cert, key, log, portfile, conf = sys.argv[1:6]
-lock = threading.Lock()
+import gzip, json
+conf = args[0]
 SSE = "".join("event: %s\ndata: %s\n\n" % (e, json.dumps(d)) for e, d in [
     ("message_start", {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
         "model": "claude-haiku-4-5", "content": [], "stop_reason": None, "stop_sequence": None,
@@ -32,18 +33,13 @@ SSE = "".join("event: %s\ndata: %s\n\n" % (e, json.dumps(d)) for e, d in [
     ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
         "usage": {"output_tokens": 1}}),
     ("message_stop", {"type": "message_stop"})]).encode()
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def do_GET(self): self.any()
-    def do_POST(self): self.any()
+class Handler(StandIn):
     def any(self):
         c = json.load(open(conf))
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n).decode() if n else ""
-        with lock, open(log, "a") as f:
-            f.write("%s host=%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Host"),
-                    self.headers.get("Authorization"), body[:300].replace("\n", " ")))
+        note("%s host=%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Host"),
+             self.headers.get("Authorization"), body[:300].replace("\n", " ")))
         ctype = "application/json"
         if self.path.startswith("/v1/oauth/token"):
             if json.loads(body).get("refresh_token") != c["expect_refresh"]:
@@ -71,29 +67,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(cert, key)
-srv = S(("127.0.0.1", 0), H)
-srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-with open(portfile + ".tmp", "w") as f: f.write(str(srv.server_address[1]))
-os.rename(portfile + ".tmp", portfile)
-srv.serve_forever()
 )PY";
-
-void sh(const std::string& cmd) {
-  auto o = run({"/bin/sh", "-c", cmd});
-  CAPTURE(cmd);
-  CAPTURE(o.err);
-  REQUIRE(o.status == 0);
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; ++at) ++n;
-  return n;
-}
 
 }  // namespace
 
@@ -103,40 +77,31 @@ TEST_CASE("the real Pi refreshes an expired Anthropic OAuth token through the fi
     CAPTURE(label);
     PiWorld w("[]", prefix);
     write_file(w.agent + "/settings.json", R"({"retry": {"enabled": false}})");
-    const std::string d = w.sb.base, ca = d + "/test-ca.pem", cert = d + "/anthropic.pem";
-    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-e2e-ca -days 2 -keyout " +
-       ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
-       "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=platform.claude.com "
-       "-keyout " + cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=DNS:platform.claude.com,"
-       "DNS:api.anthropic.com\\nextendedKeyUsage=serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert +
-       ".csr -CA " + ca + " -CAkey " + ca + ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert +
-       ".ext 2>/dev/null && chmod a+r " + d + "/*");
+    const std::string d = w.sb.base;
+    const auto certs = TestCerts::signed_by_ca(d, "anthropic.pem", {"DNS:platform.claude.com", "DNS:api.anthropic.com"});
     const std::string access = "sk-ant-oat01-" + unique_token() + "E2EOLDaccess0123456789abcdefghijklmnopqrstu";
     const std::string refresh = "sk-ant-ort01-" + unique_token() + "E2EOLDrefresh0123456789abcdefghijklmnopqrst";
     const std::string new_access = "sk-ant-oat01-" + unique_token() + "E2ENEWaccess0123456789abcdefghijklmnopqrstu";
     const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "E2ENEWrefresh0123456789abcdefghijklmnopqrst";
-    const std::string conf = d + "/conf.json", log = d + "/anthropic.log", portfile = d + "/anthropic.port";
+    const std::string conf = d + "/conf.json";
     write_file(conf, R"({"expect_refresh":")" + refresh + R"(","new_access":")" + new_access +
                          R"(","new_refresh":")" + new_refresh + "\"}");
-    write_file(d + "/stand-in.py", kStandIn);
-    sh("chmod a+r " + d + "/*");
-    pid_t server = spawn({"/usr/bin/python3", d + "/stand-in.py", cert, cert + ".key", log, portfile, conf});
-    REQUIRE(eventually([&] { return exists(portfile); }));
-    const std::string port = trim(read_file(portfile));
+    StandInServer server(d, "anthropic", certs, kStandIn, {conf});
+    const std::string& port = server.port();
     // Expired long ago: Pi refreshes before its model call.
     write_file(w.agent + "/auth.json", R"({"anthropic":{"type":"oauth","refresh":")" + refresh + R"(","access":")" +
                                            access + R"(","expires":1767225600000}})");
     std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws};
     argv.insert(argv.end(), w.jail.begin(), w.jail.end());
     argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "platform.claude.com:443", "--allow-net",
-                             "api.anthropic.com:443", "--test-upstream-ca", ca, "--test-resolve",
+                             "api.anthropic.com:443", "--test-upstream-ca", certs.ca, "--test-resolve",
                              "platform.claude.com:443=127.0.0.1:" + port, "--test-resolve",
                              "api.anthropic.com:443=127.0.0.1:" + port, "--", "pi", "-p", "--no-session",
                              "--provider", "anthropic", "--model", "claude-haiku-4-5", "go"});
     auto first = run(argv, w.env());
     CAPTURE(first.out);
     CAPTURE(first.err);
-    std::string seen = exists(log) ? read_file(log) : "";
+    std::string seen = server.log();
     CAPTURE(seen);
     CHECK(first.status == 0);
     CHECK(first.out.find("stand-in-answer") != std::string::npos);
@@ -165,11 +130,9 @@ TEST_CASE("the real Pi refreshes an expired Anthropic OAuth token through the fi
     CAPTURE(next.out);
     CAPTURE(next.err);
     CHECK(next.status == 0);
-    seen = read_file(log);
+    seen = server.log();
     CHECK(count(seen, "/v1/oauth/token") == 1);
     CHECK(count(seen, "host=api.anthropic.com auth=Bearer " + new_access) == 2);
-    ::kill(server, SIGKILL);
-    wait_status(server);
   }
 }
 
@@ -179,40 +142,32 @@ TEST_CASE("the real Pi renews an expired GitHub Copilot token through the filter
     CAPTURE(label);
     PiWorld w("[]", prefix);
     write_file(w.agent + "/settings.json", R"({"retry": {"enabled": false}})");
-    const std::string d = w.sb.base, ca = d + "/test-ca.pem", cert = d + "/copilot.pem";
-    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-e2e-ca -days 2 -keyout " +
-       ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
-       "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=api.github.com "
-       "-keyout " + cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=DNS:api.github.com,"
-       "DNS:api.individual.githubcopilot.com\\nextendedKeyUsage=serverAuth\\n' > " + cert + ".ext && openssl x509 -req "
-       "-in " + cert + ".csr -CA " + ca + " -CAkey " + ca + ".key -CAcreateserial -days 2 -out " + cert + " -extfile " +
-       cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
+    const std::string d = w.sb.base;
+    const auto certs =
+        TestCerts::signed_by_ca(d, "copilot.pem", {"DNS:api.github.com", "DNS:api.individual.githubcopilot.com"});
     const std::string gh = "ghu_" + unique_token() + "E2EgithubTOKEN0123456789";
     const std::string old_copilot = "tid=" + unique_token() + ";exp=1;sku=e2e;8kp=1:OLD" + unique_token();
     const std::string new_copilot = "tid=" + unique_token() + ";exp=2;sku=e2e;8kp=1:NEW" + unique_token();
     const std::string model = "claude-fable-5";
-    const std::string conf = d + "/conf.json", log = d + "/copilot.log", portfile = d + "/copilot.port";
+    const std::string conf = d + "/conf.json";
     write_file(conf, R"({"expect_gh":")" + gh + R"(","new_copilot":")" + new_copilot + R"(","copilot_model":")" +
                          model + R"(","expect_refresh":"-"})");
-    write_file(d + "/stand-in.py", kStandIn);
-    sh("chmod a+r " + d + "/*");
-    pid_t server = spawn({"/usr/bin/python3", d + "/stand-in.py", cert, cert + ".key", log, portfile, conf});
-    REQUIRE(eventually([&] { return exists(portfile); }));
-    const std::string port = trim(read_file(portfile));
+    StandInServer server(d, "copilot", certs, kStandIn, {conf});
+    const std::string& port = server.port();
     // Expired long ago: Pi renews the Copilot token before its model call.
     write_file(w.agent + "/auth.json", R"({"github-copilot":{"type":"oauth","refresh":")" + gh + R"(","access":")" +
                                            old_copilot + R"(","expires":1767225600000}})");
     std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws};
     argv.insert(argv.end(), w.jail.begin(), w.jail.end());
     argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "api.github.com:443", "--allow-net",
-                             "api.individual.githubcopilot.com:443", "--test-upstream-ca", ca, "--test-resolve",
+                             "api.individual.githubcopilot.com:443", "--test-upstream-ca", certs.ca, "--test-resolve",
                              "api.github.com:443=127.0.0.1:" + port, "--test-resolve",
                              "api.individual.githubcopilot.com:443=127.0.0.1:" + port, "--", "pi", "-p",
                              "--no-session", "--provider", "github-copilot", "--model", model, "go"});
     auto first = run(argv, w.env());
     CAPTURE(first.out);
     CAPTURE(first.err);
-    const std::string seen = exists(log) ? read_file(log) : "";
+    const std::string seen = server.log();
     CAPTURE(seen);
     CHECK(first.status == 0);
     // The renewal carried the real GitHub token (the stand-in answers only it).
@@ -229,7 +184,5 @@ TEST_CASE("the real Pi renews an expired GitHub Copilot token through the filter
     CHECK(host.find(new_copilot) != std::string::npos);
     CHECK(host.find(gh) != std::string::npos);
     CHECK(first.err.find("a login made in the jail") == std::string::npos);
-    ::kill(server, SIGKILL);
-    wait_status(server);
   }
 }
