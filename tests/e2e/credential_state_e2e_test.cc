@@ -7,7 +7,6 @@
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -15,17 +14,11 @@
 
 #include "harness.h"
 #include "pi_world.h"
+#include "text.h"
 
 using namespace pj::test;
 
 namespace {
-
-void sh(const std::string& cmd) {
-  auto o = run({"/bin/sh", "-c", cmd});
-  CAPTURE(cmd);
-  CAPTURE(o.err);
-  REQUIRE(o.status == 0);
-}
 
 // The host PID of the process that is `inner` in its own PID namespace
 // and works in `cwd` (Pi sets its process title: its command line says
@@ -79,18 +72,9 @@ TEST_CASE("the real Pi holds only placeholders (environment, auth.json, /proc/<p
   const std::string real = "sk-ant-api03-" + unique_token() + "E2EREALkey0123456789abcdefghijklmnopqrstuvwx";
   const std::string access = "sk-ant-oat01-" + unique_token() + "E2EREALaccess0123456789abcdefghijklmnopqrst";
   const std::string refresh = "sk-ant-ort01-" + unique_token() + "E2EREALrefresh0123456789abcdefghijklmnopqr";
-  const std::string d = w.sb.base, ca = d + "/test-ca.pem", cert = d + "/model.pem";
-  sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-e2e-ca -days 2 -keyout " + ca +
-     ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null && "
-     "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " + cert + ".key -out " +
-     cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > " + cert +
-     ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca + ".key -CAcreateserial -days 2 -out " +
-     cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
-  const std::string log = d + "/tls-model.jsonl", portfile = d + "/tls-model.port";
-  pid_t server = spawn({"/usr/bin/env", "PJ_MODEL_TLS_CERT=" + cert, "PJ_MODEL_TLS_KEY=" + cert + ".key",
-                        "/usr/bin/python3", need_env("PJ_DATA_DIR") + "/model_server.py", d + "/script.json", log, portfile});
-  REQUIRE(eventually([&] { return exists(portfile) && !read_file(portfile).empty(); }));
-  const std::string port = trim(read_file(portfile));
+  const auto certs = TestCerts::signed_by_ca(w.sb.base, "model.pem", {"IP:127.0.0.1"});
+  TlsModelServer server(w, certs, "tls-model");
+  const std::string& port = server.port;
   // Pi's provider takes its key from ANTHROPIC_API_KEY; the operator binds
   // Anthropic's credentials to the stand-in.
   write_file(w.agent + "/models.json", R"({"providers": {"scripted": {"baseUrl": "https://127.0.0.1:)" + port +
@@ -98,8 +82,8 @@ TEST_CASE("the real Pi holds only placeholders (environment, auth.json, /proc/<p
                                            R"("models": [{"id": "m"}]}}})");
   write_file(w.agent + "/auth.json", R"({"anthropic":{"type":"oauth","refresh":")" + refresh + R"(","access":")" +
                                          access + R"(","expires":1767225600000}})");
-  sh("mkdir -p " + w.sb.home + "/.config/pi-jail && printf '[credentials]\\nbind = { anthropic = [\"127.0.0.1:" + port +
-     "\"] }\\n' > " + w.sb.home + "/.config/pi-jail/policy.toml && chmod -R a+rX " + w.sb.home + "/.config");
+  sh_ok("mkdir -p " + w.sb.home + "/.config/pi-jail && printf '[credentials]\\nbind = { anthropic = [\"127.0.0.1:" + port +
+        "\"] }\\n' > " + w.sb.home + "/.config/pi-jail/policy.toml && chmod -R a+rX " + w.sb.home + "/.config");
   // The bash tool (a sibling of nothing but Pi's child) shows what it can
   // see, then waits until the test has read Pi's memory from the host.
   w.script("[" + bash("env; cat ~/.pi/agent/auth.json; tr '\\\\0' '\\\\n' < /proc/$PPID/environ; echo $PPID > ready.tmp; mv ready.tmp ready; "
@@ -107,7 +91,7 @@ TEST_CASE("the real Pi holds only placeholders (environment, auth.json, /proc/<p
            "]");
   auto env = w.env();
   env.push_back("ANTHROPIC_API_KEY=" + real);
-  pid_t pi = spawn(w.pi_argv({"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca}), env);
+  pid_t pi = spawn(w.pi_argv({"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", certs.ca}), env);
   REQUIRE(eventually([&] { return exists(w.sb.ws + "/ready"); }));
   const pid_t node = find_process(std::atoi(read_file(w.sb.ws + "/ready").c_str()), w.sb.ws);
   REQUIRE(node > 0);
@@ -115,8 +99,7 @@ TEST_CASE("the real Pi holds only placeholders (environment, auth.json, /proc/<p
   const size_t read = dump_memory(node, memory);
   write_file(w.sb.ws + "/dumped", "");
   const int status = wait_status_guarded(pi);
-  ::kill(server, SIGTERM);
-  wait_status(server);
+  server.stop();
   CHECK(status == 0);
   CHECK(read > (size_t{1} << 20));  // Node's heap was read
   for (const auto& secret : {real, access, refresh}) {
@@ -124,7 +107,7 @@ TEST_CASE("the real Pi holds only placeholders (environment, auth.json, /proc/<p
     CHECK(memory.find(secret.substr(13)) == std::string::npos);
   }
   CHECK(memory.find("sk-ant-api03-") != std::string::npos);  // Pi holds the placeholder
-  const std::string seen = exists(log) ? read_file(log) : "";
+  const std::string seen = server.log();
   // The model calls carried the real key; what the tool saw (sent back to
   // the model in the next request) held placeholders only.
   CHECK(seen.find("\"auth\": \"Bearer " + real + "\"") != std::string::npos);
@@ -133,9 +116,6 @@ TEST_CASE("the real Pi holds only placeholders (environment, auth.json, /proc/<p
   CHECK(seen.find("\\\"access\\\": \\\"sk-ant-oat01-") != std::string::npos);
   CHECK(seen.find(access.substr(13)) == std::string::npos);
   CHECK(seen.find(refresh.substr(13)) == std::string::npos);
-  size_t with_real = 0;
-  for (size_t at = 0; (at = seen.find(real.substr(13), at)) != std::string::npos; ++at) ++with_real;
-  size_t calls = 0;
-  for (size_t at = 0; (at = seen.find("\"auth\": \"Bearer " + real, at)) != std::string::npos; ++at) ++calls;
-  CHECK(with_real == calls);  // only in the Authorization the server received
+  // Only in the Authorization the server received.
+  CHECK(count(seen, real.substr(13)) == count(seen, "\"auth\": \"Bearer " + real));
 }

@@ -5,7 +5,6 @@
 // Pi's openai-codex provider talks WebSocket: a key the server echoes in
 // its frames reaches Pi as the placeholder.
 #include <doctest/doctest.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,23 +13,11 @@
 
 #include "harness.h"
 #include "pi_world.h"
+#include "text.h"
 
 using namespace pj::test;
 
 namespace {
-
-void sh(const std::string& cmd) {
-  auto o = run({"/bin/sh", "-c", cmd});
-  CAPTURE(cmd);
-  CAPTURE(o.err);
-  REQUIRE(o.status == 0);
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; ++at) ++n;
-  return n;
-}
 
 // Whether `text` holds 16 or more consecutive characters of `secret`: the
 // filter masks any such run, so none may reach the jail.
@@ -56,18 +43,9 @@ TEST_CASE("Pi's model calls go out with the real key; Pi, its tools and its envi
   const std::string ph = "sk-e2e-PH" + unique_token() + unique_token();
   const std::string real = "sk-e2e-REAL" + unique_token() + unique_token();
   // A test CA and the model server's certificate for 127.0.0.1.
-  const std::string d = w.sb.base, ca = d + "/test-ca.pem", cert = d + "/model.pem";
-  sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-e2e-ca -days 2 -keyout " + ca +
-     ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null && "
-     "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout " + cert + ".key -out " +
-     cert + ".csr 2>/dev/null && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > " + cert +
-     ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca + ".key -CAcreateserial -days 2 -out " +
-     cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
-  const std::string log = d + "/tls-model.jsonl", portfile = d + "/tls-model.port";
-  pid_t server = spawn({"/usr/bin/env", "PJ_MODEL_TLS_CERT=" + cert, "PJ_MODEL_TLS_KEY=" + cert + ".key",
-                        "/usr/bin/python3", need_env("PJ_DATA_DIR") + "/model_server.py", d + "/script.json", log, portfile});
-  REQUIRE(eventually([&] { return exists(portfile) && !read_file(portfile).empty(); }));
-  const std::string port = trim(read_file(portfile));
+  const auto certs = TestCerts::signed_by_ca(w.sb.base, "model.pem", {"IP:127.0.0.1"});
+  TlsModelServer server(w, certs, "tls-model");
+  const std::string& port = server.port;
   // Pi's provider: HTTPS, the placeholder as its key.
   write_file(w.agent + "/models.json", R"({"providers": {"scripted": {"baseUrl": "https://127.0.0.1:)" + port +
                                            R"(/v1", "api": "openai-completions", "apiKey": ")" + ph +
@@ -76,18 +54,16 @@ TEST_CASE("Pi's model calls go out with the real key; Pi, its tools and its envi
   const std::string report = w.sb.outside + "/r.json";
   auto vars = w.env();
   vars.push_back("PJ_TEST_BIND=E2E_KEY=" + ph + "=" + real + "@127.0.0.1:" + port);
-  auto o = run(w.pi_argv({"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", ca, "--report", report}), vars);
-  ::kill(server, SIGTERM);
-  wait_status(server);
+  auto o = run(w.pi_argv({"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", certs.ca, "--report", report}), vars);
+  server.stop();
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
   CHECK(o.out.find("done") != std::string::npos);
-  const std::string seen = exists(log) ? read_file(log) : "";
+  const std::string seen = server.log();
   CAPTURE(seen);
   // Two model calls (the tool call, then the answer), each with the real key.
-  size_t calls = 0;
-  for (size_t at = 0; (at = seen.find("\"auth\": \"Bearer " + real + "\"", at)) != std::string::npos; ++at) ++calls;
+  const size_t calls = count(seen, "\"auth\": \"Bearer " + real + "\"");
   CHECK(calls == 2);
   CHECK(seen.find("Bearer " + ph) == std::string::npos);
   // What Pi's bash tool saw (its environment, the models.json it reads):
@@ -95,9 +71,7 @@ TEST_CASE("Pi's model calls go out with the real key; Pi, its tools and its envi
   CHECK(seen.find("NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt") != std::string::npos);
   CHECK(seen.find(ph) != std::string::npos);
   // The real key only in the Authorization fields the server received.
-  size_t anywhere = 0;
-  for (size_t at = 0; (at = seen.find(real, at)) != std::string::npos; ++at) ++anywhere;
-  CHECK(anywhere == calls);
+  CHECK(count(seen, real) == calls);
   CHECK(o.out.find(real) == std::string::npos);
   CHECK(o.err.find(real) == std::string::npos);
   CHECK(read_file(report).find(real) == std::string::npos);
@@ -112,19 +86,9 @@ TEST_CASE("the real Pi's openai-codex turn goes over a WebSocket through the fil
     // The stand-in for chatgpt.com (model_server.py's Codex WebSocket) echoes
     // the bearer token of the upgrade in its answer, split across two frames.
     w.script(R"([{"text": "codex-echo:$TOKEN:end"}])");
-    const std::string d = w.sb.base, ca = d + "/test-ca.pem", cert = d + "/chatgpt.pem";
-    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=pj-e2e-ca -days 2 -keyout " +
-       ca + ".key -out " + ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
-       "2>/dev/null && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=chatgpt.com -keyout " +
-       cert + ".key -out " + cert + ".csr 2>/dev/null && printf 'subjectAltName=DNS:chatgpt.com\\nextendedKeyUsage="
-       "serverAuth\\n' > " + cert + ".ext && openssl x509 -req -in " + cert + ".csr -CA " + ca + " -CAkey " + ca +
-       ".key -CAcreateserial -days 2 -out " + cert + " -extfile " + cert + ".ext 2>/dev/null && chmod a+r " + d + "/*");
-    const std::string log = d + "/codex.jsonl", portfile = d + "/codex.port";
-    pid_t server = spawn({"/usr/bin/env", "PJ_MODEL_TLS_CERT=" + cert, "PJ_MODEL_TLS_KEY=" + cert + ".key",
-                          "/usr/bin/python3", need_env("PJ_DATA_DIR") + "/model_server.py", d + "/script.json", log,
-                          portfile});
-    REQUIRE(eventually([&] { return exists(portfile) && !read_file(portfile).empty(); }));
-    const std::string port = trim(read_file(portfile));
+    const auto certs = TestCerts::signed_by_ca(w.sb.base, "chatgpt.pem", {"DNS:chatgpt.com"});
+    TlsModelServer server(w, certs, "codex");
+    const std::string& port = server.port;
     // A ChatGPT access token is a JWT whose claims name the account (Pi
     // reads it from them); its placeholder keeps header and claims.
     const std::string claims = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hh"
@@ -137,15 +101,14 @@ TEST_CASE("the real Pi's openai-codex turn goes over a WebSocket through the fil
     const std::string report = w.sb.outside + "/r.json";
     std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws};
     argv.insert(argv.end(), w.jail.begin(), w.jail.end());
-    argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "chatgpt.com:443", "--test-upstream-ca", ca,
+    argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "chatgpt.com:443", "--test-upstream-ca", certs.ca,
                              "--test-resolve", "chatgpt.com:443=127.0.0.1:" + port, "--report", report, "--", "pi",
                              "-p", "--provider", "openai-codex", "--model", "gpt-5.6-luna", "go"});
     auto o = run(argv, w.env());
-    ::kill(server, SIGTERM);
-    wait_status(server);
+    server.stop();
     CAPTURE(o.out);
     CAPTURE(o.err);
-    const std::string seen = exists(log) ? read_file(log) : "";
+    const std::string seen = server.log();
     CAPTURE(seen);
     CHECK(o.status == 0);
     // The turn went over a WebSocket (no SSE fallback), upgraded with the
@@ -180,7 +143,7 @@ void key_in_auth_json(const PiWorld& w, const std::string& real) {
   write_file(w.agent + "/models.json", R"({"providers": {"scripted": {"baseUrl": "http://127.0.0.1:)" + w.port +
                                            R"(/v1", "api": "openai-completions", "models": [{"id": "m"}]}}})");
   write_file(w.agent + "/auth.json", R"({"scripted": {"type": "api_key", "key": ")" + real + R"("}})");
-  sh("chmod 600 " + w.agent + "/auth.json");
+  sh_ok("chmod 600 " + w.agent + "/auth.json");
 }
 
 }  // namespace

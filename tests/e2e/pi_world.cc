@@ -141,6 +141,26 @@ std::string PiWorld::system_prompt(const std::string& model) const {
   return value == "null" ? "" : value;
 }
 
+TlsModelServer::TlsModelServer(const PiWorld& w, const TestCerts& certs, const std::string& name) {
+  const std::string portfile = w.sb.base + "/" + name + ".port";
+  log_ = w.sb.base + "/" + name + ".jsonl";
+  pid_ = spawn({"/usr/bin/env", "PJ_MODEL_TLS_CERT=" + certs.cert, "PJ_MODEL_TLS_KEY=" + certs.key, "/usr/bin/python3",
+                need_env("PJ_DATA_DIR") + "/model_server.py", w.sb.base + "/script.json", log_, portfile});
+  const bool up = eventually([&] { return exists(portfile) && !read_file(portfile).empty(); });
+  if (!up) stop();
+  REQUIRE(up);
+  port = trim(read_file(portfile));
+}
+
+void TlsModelServer::stop() {
+  if (pid_ < 0) return;
+  ::kill(pid_, SIGTERM);
+  wait_status(pid_);
+  pid_ = -1;
+}
+
+std::string TlsModelServer::log() const { return exists(log_) ? read_file(log_) : ""; }
+
 std::string json_str(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "stand_in.h"
 
 namespace pj::test {
 
@@ -70,6 +71,27 @@ private:
   std::string prefix_;
   std::string log_;
   pid_t server_ = -1;
+};
+
+// A second model_server.py, over HTTPS with `certs`' certificate, serving
+// the world's script (PiWorld::script): a model server whose CA only the
+// filter trusts. Its files are name.{port,jsonl} in the world's base;
+// stopped (SIGTERM) by stop() or with the object.
+class TlsModelServer {
+public:
+  TlsModelServer(const PiWorld& w, const TestCerts& certs, const std::string& name);
+  ~TlsModelServer() { stop(); }
+  TlsModelServer(const TlsModelServer&) = delete;
+  TlsModelServer& operator=(const TlsModelServer&) = delete;
+  void stop();
+  // The requests it logged so far; "" before the first.
+  std::string log() const;
+
+  std::string port;
+
+private:
+  std::string log_;
+  pid_t pid_ = -1;
 };
 
 // `s` as a JSON string literal.
