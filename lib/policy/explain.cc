@@ -1,5 +1,9 @@
 #include "policy/explain.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <variant>
+
 #include <fmt/format.h>
 
 #include "util/escape.h"
@@ -9,26 +13,89 @@ namespace pj::policy {
 
 namespace {
 
-const char* access_word(PathAccess a) { return a == PathAccess::read_write ? "read-write" : "read-only"; }
+// The model both renderers read: the explained policy as sections of
+// rows. A row is one entry with everything said about it in one place:
+// its text line (a kind, what it is, where it came from) and the fields of
+// its JSON object (the source among them where the JSON has one). The
+// renderers only lay rows out; neither knows what an entry is.
 
-// Every filesystem entry as (kind, path, source), in the order applied.
-struct FsRow {
-  const char* kind;
-  std::string path;
-  const Source* src;
+// One JSON value a row carries.
+struct Value {
+  std::variant<std::string, std::int64_t, bool, std::vector<std::string>, Source> v;
+  // Constructors rather than the variant's own, so that a string literal
+  // can never become a bool.
+  Value(std::string s) : v(std::move(s)) {}
+  Value(const char* s) : v(std::string(s)) {}
+  Value(int n) : v(std::int64_t{n}) {}
+  Value(std::int64_t n) : v(n) {}
+  Value(bool b) : v(b) {}
+  Value(std::vector<std::string> list) : v(std::move(list)) {}
+  Value(Source src) : v(std::move(src)) {}  // {file, line, column}
 };
 
-std::vector<FsRow> fs_rows(const Policy& p) {
-  std::vector<FsRow> rows;
-  for (const auto& s : p.system()) rows.push_back({"system", s.path, &s.src});
-  for (const auto& g : p.grants()) rows.push_back({access_word(g.access), g.path, &g.src});
-  for (const auto& r : p.read_only()) rows.push_back({"kept-read-only", r.path, &r.src});
-  for (const auto& r : p.private_dirs()) rows.push_back({"private-copy", r.path, &r.src});
-  for (const auto& r : p.write_back()) rows.push_back({"written-back", r.path, &r.src});
-  for (const auto& r : p.sockets()) rows.push_back({"socket", r.path, &r.src});
-  for (const auto& d : p.denies()) rows.push_back({"denied", d.path, &d.src});
-  return rows;
+struct Field {
+  const char* key;
+  Value value;
+};
+
+// How a row's text line reads.
+enum class Line {
+  columns,  // "  KIND WHAT SOURCE", in columns
+  named,    // "  KIND WHAT", the kind in a wider column (a layer and its authority)
+  message,  // "  WHAT" (a refused request, an error: the message names its source)
+};
+
+struct Row {
+  Line line;
+  std::string kind;            // one of our words, shown as it is
+  std::string what;            // may come from the project file: shown through util::printable
+  Source source;               // shown by Line::columns
+  std::vector<Field> fields;   // its JSON; none: a line of the text only
+};
+
+// How a section holds its rows in the JSON.
+enum class Shape {
+  list,    // an array of one object per row
+  values,  // an array of each row's one field's value
+  record,  // one object of all rows' fields; null when no row has any (a limit not set)
+  parts,   // an object of the parts, each under its key; in the text their rows follow one another
+};
+
+struct Section {
+  const char* key;                  // its member in the JSON
+  std::string heading = "";         // in the text; empty: not in the text (a part, or nothing to say)
+  Shape shape;
+  std::vector<Row> rows = {};
+  std::vector<Section> parts = {};  // Shape::parts
+  bool json_when_empty = true;      // false: no member at all when there are no rows
+};
+
+// The usual entry: the text ends with its source, and so does its JSON object.
+Row entry(std::string kind, std::string what, const Source& src, std::vector<Field> fields) {
+  fields.push_back({"source", src});
+  return {Line::columns, std::move(kind), std::move(what), src, std::move(fields)};
 }
+
+// An entry whose JSON has no source: the schema carries none there.
+Row unsourced(std::string kind, std::string what, const Source& src, std::vector<Field> fields) {
+  return {Line::columns, std::move(kind), std::move(what), src, std::move(fields)};
+}
+
+Row text_only(std::string kind, std::string what, const Source& src) {
+  return {Line::columns, std::move(kind), std::move(what), src, {}};
+}
+
+Row named(std::string kind, std::string what, std::vector<Field> fields) {
+  return {Line::named, std::move(kind), std::move(what), {}, std::move(fields)};
+}
+
+Row message(std::string what, std::vector<Field> fields) {
+  return {Line::message, "", std::move(what), {}, std::move(fields)};
+}
+
+const Source kDefault{"default", 0, 0};
+
+const char* access_word(PathAccess a) { return a == PathAccess::read_write ? "read-write" : "read-only"; }
 
 // Where the scratch budget applies: the Linux jail's one tmpfs. The
 // Seatbelt jail's TMPDIR is a directory on the host disk; the key means
@@ -42,266 +109,311 @@ std::string scratch_words(const ExplainInput& in, const MemorySize& size) {
   return s;
 }
 
+Section layers_section(const std::vector<LayerInfo>& layers) {
+  Section s{.key = "layers", .heading = "layers (in order; later operators add, the project only asks):",
+            .shape = Shape::list};
+  for (const auto& l : layers)
+    s.rows.push_back(named(authority_name(l.authority), l.name + (l.present ? "" : "  (absent)"),
+                           {{"authority", authority_name(l.authority)}, {"name", l.name}, {"present", l.present}}));
+  return s;
+}
+
+// Every filesystem entry, in the order applied.
+Section filesystem_section(const Policy& p, const std::string& workspace) {
+  Section s{.key = "filesystem",
+            .heading = fmt::format("filesystem (besides the workspace {} read-write and the built-in scratch mounts):",
+                                   util::printable(workspace)),
+            .shape = Shape::list};
+  auto add = [&](const char* kind, const std::string& path, const Source& src) {
+    s.rows.push_back(entry(kind, path, src, {{"kind", kind}, {"path", path}}));
+  };
+  for (const auto& r : p.system()) add("system", r.path, r.src);
+  for (const auto& g : p.grants()) add(access_word(g.access), g.path, g.src);
+  for (const auto& r : p.read_only()) add("kept-read-only", r.path, r.src);
+  for (const auto& r : p.private_dirs()) add("private-copy", r.path, r.src);
+  for (const auto& r : p.write_back()) add("written-back", r.path, r.src);
+  for (const auto& r : p.sockets()) add("socket", r.path, r.src);
+  for (const auto& r : p.denies()) add("denied", r.path, r.src);
+  return s;
+}
+
+Section net_rules(const char* kind, const std::vector<Policy::NetRule>& rules) {
+  Section s{.key = kind, .shape = Shape::list};
+  for (const auto& r : rules) {
+    if (r.private_ranges == PrivateRanges::allowed)
+      s.rows.push_back(entry(kind, r.pattern.str() + " (allow_private)", r.src,
+                             {{"pattern", r.pattern.str()}, {"allow_private", true}}));
+    else
+      s.rows.push_back(entry(kind, r.pattern.str(), r.src, {{"pattern", r.pattern.str()}}));
+  }
+  return s;
+}
+
+Section network_section(const Policy& p) {
+  Section allow = net_rules("allow", p.net_allow());
+  // The text says so first; in the JSON the empty lists say it.
+  if (p.net_allow().empty() && p.net_deny().empty()) allow.rows.push_back(message("(no rules)", {}));
+  Section publish{.key = "publish", .shape = Shape::list};
+  for (const auto& r : p.publish()) {
+    const auto& spec = r.spec;
+    std::string host = spec.host_addr == "::1" ? "[::1]" : spec.host_addr;
+    publish.rows.push_back(
+        entry("publish", fmt::format("host {}:{} -> jail 127.0.0.1:{}", host, spec.host_port, spec.jail_port), r.src,
+              {{"host_address", spec.host_addr}, {"host_port", spec.host_port}, {"jail_port", spec.jail_port}}));
+  }
+  Section ssh{.key = "ssh", .shape = Shape::list};
+  for (const auto& r : p.ssh_hosts())
+    ssh.rows.push_back(entry("ssh", r.pattern.str() + " (git/ssh; its keys from known_hosts)", r.src,
+                             {{"host", r.pattern.host}, {"port", r.pattern.port}}));
+  // Where the operators bind credentials (explain's only view of them in
+  // JSON; absent when there are none).
+  Section binds{.key = "credential_binds", .shape = Shape::list, .json_when_empty = false};
+  for (const auto& b : p.credential_hosts()) {
+    const bool plain = b.host.text.starts_with("http://");
+    std::string what = fmt::format("{} -> {}{}", b.credential, b.host.text,
+                                   plain ? " (plain HTTP, host loopback)" : " (TLS)");
+    binds.rows.push_back(entry("bind", std::move(what), b.host.src,
+                               {{"credential", b.credential},
+                                {"target", b.host.text},
+                                {"wire", plain ? "plain-http" : "tls"}}));
+  }
+  return {.key = "network",
+          .heading = "network (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
+                     "loopback rules with a port are forwarded):",
+          .shape = Shape::parts,
+          .parts = {std::move(allow), net_rules("deny", p.net_deny()), std::move(publish), std::move(ssh),
+                    std::move(binds)}};
+}
+
+Section env_section(const Policy& p) {
+  Section pass{.key = "pass", .shape = Shape::list};
+  for (const auto& e : p.env_pass()) pass.rows.push_back(entry("pass", e.name, e.src, {{"name", e.name}}));
+  Section set{.key = "set", .shape = Shape::list};
+  for (const auto& e : p.env_set())
+    set.rows.push_back(entry("set", e.name + "=" + e.value, e.src, {{"name", e.name}, {"value", e.value}}));
+  // A socket grant's variable: the JSON lists the socket under filesystem.
+  for (const auto& r : p.sockets())
+    if (!r.env.empty()) set.rows.push_back(text_only("set", r.env + "=" + r.path, r.src));
+  return {.key = "env", .heading = "environment:", .shape = Shape::parts, .parts = {std::move(pass), std::move(set)}};
+}
+
+Section hardening_section(const Policy& p) {
+  const bool ptrace = p.ptrace_allowed(), userns = p.nested_userns_allowed();
+  const bool write_back = p.credential_logins() == LoginWriteBack::write_back;
+  return {.key = "hardening",
+          .heading = "hardening:",
+          .shape = Shape::record,
+          .rows = {unsourced("landlock", choice_name(p.landlock()), p.landlock_src(),
+                             {{"landlock", choice_name(p.landlock())}}),
+                   unsourced("ptrace", ptrace ? "ALLOWED (unsafe_allow_ptrace)" : "denied", p.ptrace_src(),
+                             {{"ptrace", ptrace ? "allowed" : "denied"}}),
+                   unsourced("nested-userns", userns ? "ALLOWED (unsafe_nested_user_namespaces)" : "denied",
+                             p.nested_userns_src(), {{"nested_user_namespaces", userns ? "allowed" : "denied"}}),
+                   unsourced("logins",
+                             write_back ? "write-back (a login made inside replaces yours without asking)"
+                                        : "ask (a login made inside replaces yours only if you agree)",
+                             p.credential_logins_src(), {{"logins", choice_name(p.credential_logins())}})}};
+}
+
+Section home_section(const Policy& p, const std::string& jail_home) {
+  const bool persists = p.home_persists();
+  return {.key = "home",
+          .heading = "home ($HOME inside; never the real home):",
+          .shape = Shape::record,
+          .rows = {entry("persist",
+                         persists ? "kept between runs in " + jail_home : "no: the run's own, discarded at the end",
+                         p.home_persist_src(), {{"persist", persists}, {"path", persists ? jail_home : ""}})}};
+}
+
+Section scratch_section(const Policy& p, const ExplainInput& in) {
+  const bool enforced = scratch_enforced(in);
+  std::vector<std::string> places;
+  if (enforced) places = {"/tmp", "/var/tmp", "/dev/shm"};
+  return {.key = "scratch",
+          .heading = enforced ? "scratch (one tmpfs for /tmp, /var/tmp and /dev/shm together):" : "scratch:",
+          .shape = Shape::record,
+          .rows = {entry("size", scratch_words(in, p.scratch()), p.scratch_src(),
+                         {{"size", p.scratch().str()}, {"enforced", enforced}, {"places", std::move(places)}})}};
+}
+
+Section runtime_section(const Policy& p, const std::string& backend) {
+  const char* words = !p.compile_cache()   ? "off"
+                      : backend == "linux" ? "on (Node: read-only, made by a warm-up jail)"
+                                           : "on (no effect on macOS yet)";
+  return {.key = "runtime",
+          .heading = "runtime:",
+          .shape = Shape::record,
+          .rows = {entry("compile-cache", words, p.compile_cache_src(), {{"compile_cache", p.compile_cache()}})}};
+}
+
+// memory and cpus: enforced through a delegated cgroup; null in the JSON
+// when not set.
+Section cgroup_limit(const char* key, const std::string& value, const Source& src) {
+  return {.key = key,
+          .shape = Shape::record,
+          .rows = {entry(key, value + " (needs a delegated cgroup)", src, {{"value", value}})}};
+}
+
+Section no_limit(const char* key) {
+  return {.key = key, .shape = Shape::record, .rows = {text_only(key, "no limit", kDefault)}};
+}
+
+Section limits_section(const Policy& p, const std::string& backend) {
+  const auto& pids = p.pids();
+  std::string count = std::to_string(pids.value) + (backend == "linux" ? "" : " (not applied on macOS)");
+  Section processes{.key = "pids",
+                    .shape = Shape::record,
+                    .rows = {entry("processes", std::move(count), pids.src,
+                                   {{"value", static_cast<std::int64_t>(pids.value)}})}};
+  Section cgroup{.key = "cgroup", .shape = Shape::values};
+  for (const auto& c : p.cgroups()) cgroup.rows.push_back(unsourced("cgroup", c.path, c.src, {{"path", c.path}}));
+  return {.key = "limits",
+          .heading = "resource limits (the whole jail):",
+          .shape = Shape::parts,
+          .parts = {std::move(processes),
+                    p.memory() ? cgroup_limit("memory", p.memory()->size.str(), p.memory()->src) : no_limit("memory"),
+                    p.cpus() ? cgroup_limit("cpus", cpus_str(p.cpus()->value), p.cpus()->src) : no_limit("cpus"),
+                    std::move(cgroup)}};
+}
+
+// Without a resolution the text says nothing of refusals and errors; the
+// JSON's lists are empty.
+Section refused_section(const Resolved* resolved) {
+  Section s{.key = "refused", .heading = resolved ? "refused requests:" : "", .shape = Shape::list};
+  if (!resolved) return s;
+  if (resolved->refused.empty()) s.rows.push_back(message("(none)", {}));
+  for (const auto& r : resolved->refused) {
+    std::vector<Field> fields{
+        {"what", r.what}, {"reason", r.reason}, {"by", authority_name(r.by)}, {"source", r.request}};
+    if (r.limit) fields.push_back({"limit", *r.limit});
+    s.rows.push_back(message(r.str(), std::move(fields)));
+  }
+  return s;
+}
+
+Section errors_section(const Resolved* resolved) {
+  Section s{.key = "errors", .heading = "errors (nothing runs until they are fixed):", .shape = Shape::list};
+  if (resolved)
+    for (const auto& e : resolved->errors)
+      s.rows.push_back(message(e.str(), {{"message", e.message}, {"source", e.where}}));
+  if (s.rows.empty()) s.heading.clear();  // the text has no heading for no errors
+  return s;
+}
+
+std::vector<Section> explain_model(const ExplainInput& in) {
+  std::vector<Section> model;
+  model.push_back(layers_section(in.layers));
+  if (in.policy) {
+    const Policy& p = *in.policy;
+    model.push_back(filesystem_section(p, in.workspace));
+    model.push_back(network_section(p));
+    model.push_back(env_section(p));
+    model.push_back(hardening_section(p));
+    model.push_back(home_section(p, in.jail_home));
+    model.push_back(scratch_section(p, in));
+    model.push_back(runtime_section(p, in.backend));
+    model.push_back(limits_section(p, in.backend));
+  }
+  model.push_back(refused_section(in.resolved));
+  model.push_back(errors_section(in.resolved));
+  return model;
+}
+
+void text_rows(std::string& out, const Section& s) {
+  for (const Row& r : s.rows) {
+    switch (r.line) {
+      case Line::columns:
+        out += fmt::format("  {:15} {:45} {}\n", r.kind, util::printable(r.what), util::printable(r.source.str()));
+        break;
+      case Line::named: out += fmt::format("  {:22} {}\n", r.kind, util::printable(r.what)); break;
+      case Line::message: out += "  " + util::printable(r.what) + "\n"; break;
+    }
+  }
+  for (const Section& part : s.parts) text_rows(out, part);
+}
+
+struct JsonValue {
+  util::JsonWriter& j;
+  void operator()(const std::string& s) const { j.value(s); }
+  void operator()(std::int64_t n) const { j.value(n); }
+  void operator()(bool b) const { j.value(b); }
+  void operator()(const std::vector<std::string>& list) const {
+    j.begin_array();
+    for (const auto& item : list) j.value(item);
+    j.end_array();
+  }
+  void operator()(const Source& src) const {
+    j.begin_object().field("file", src.file).field("line", src.line).field("column", src.column).end_object();
+  }
+};
+
+void json_value(util::JsonWriter& j, const Value& value) { std::visit(JsonValue{j}, value.v); }
+
+void json_fields(util::JsonWriter& j, const Row& r) {
+  for (const Field& f : r.fields) {
+    j.key(f.key);
+    json_value(j, f.value);
+  }
+}
+
+void json_member(util::JsonWriter& j, const Section& s) {
+  if (!s.json_when_empty && s.rows.empty()) return;
+  j.key(s.key);
+  auto in_json = [](const Row& r) { return !r.fields.empty(); };
+  switch (s.shape) {
+    case Shape::list:
+      j.begin_array();
+      for (const Row& r : s.rows)
+        if (in_json(r)) {
+          j.begin_object();
+          json_fields(j, r);
+          j.end_object();
+        }
+      j.end_array();
+      break;
+    case Shape::values:
+      j.begin_array();
+      for (const Row& r : s.rows)
+        if (in_json(r)) json_value(j, r.fields.front().value);
+      j.end_array();
+      break;
+    case Shape::record:
+      if (std::none_of(s.rows.begin(), s.rows.end(), in_json)) {
+        j.null();
+        break;
+      }
+      j.begin_object();
+      for (const Row& r : s.rows) json_fields(j, r);
+      j.end_object();
+      break;
+    case Shape::parts:
+      j.begin_object();
+      for (const Section& part : s.parts) json_member(j, part);
+      j.end_object();
+      break;
+  }
+}
+
 }  // namespace
 
 std::string explain_text(const ExplainInput& in) {
   std::string out;
-  auto line = [&](std::string_view kind, std::string_view what, const Source& src) {
-    out += fmt::format("  {:15} {:45} {}\n", kind, util::printable(what), util::printable(src.str()));
-  };
-  out += "layers (in order; later operators add, the project only asks):\n";
-  for (const auto& l : in.layers)
-    out += fmt::format("  {:22} {}{}\n", authority_name(l.authority), util::printable(l.name),
-                       l.present ? "" : "  (absent)");
-  if (in.policy) {
-    const Policy& p = *in.policy;
-    out += fmt::format("\nfilesystem (besides the workspace {} read-write and the built-in scratch mounts):\n",
-                       util::printable(in.workspace));
-    for (const auto& r : fs_rows(p)) line(r.kind, r.path, *r.src);
-    out += "\nnetwork (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
-           "loopback rules with a port are forwarded):\n";
-    if (p.net_allow().empty() && p.net_deny().empty()) out += "  (no rules)\n";
-    for (const auto& r : p.net_allow())
-      line("allow", r.private_ranges == PrivateRanges::allowed ? r.pattern.str() + " (allow_private)" : r.pattern.str(), r.src);
-    for (const auto& r : p.net_deny()) line("deny", r.pattern.str(), r.src);
-    for (const auto& r : p.publish())
-      line("publish", fmt::format("host {}:{} -> jail 127.0.0.1:{}",
-                                  r.spec.host_addr == "::1" ? "[::1]" : r.spec.host_addr, r.spec.host_port,
-                                  r.spec.jail_port),
-           r.src);
-    for (const auto& r : p.ssh_hosts()) line("ssh", r.pattern.str() + " (git/ssh; its keys from known_hosts)", r.src);
-    for (const auto& b : p.credential_hosts())
-      line("bind", fmt::format("{} -> {}{}", b.credential, b.host.text,
-                               b.host.text.starts_with("http://") ? " (plain HTTP, host loopback)" : " (TLS)"),
-           b.host.src);
-    out += "\nenvironment:\n";
-    for (const auto& e : p.env_pass()) line("pass", e.name, e.src);
-    for (const auto& e : p.env_set()) line("set", e.name + "=" + e.value, e.src);
-    for (const auto& r : p.sockets())
-      if (!r.env.empty()) line("set", r.env + "=" + r.path, r.src);
-    out += "\nhardening:\n";
-    line("landlock", choice_name(p.landlock()), p.landlock_src());
-    line("ptrace", p.ptrace_allowed() ? "ALLOWED (unsafe_allow_ptrace)" : "denied", p.ptrace_src());
-    line("nested-userns", p.nested_userns_allowed() ? "ALLOWED (unsafe_nested_user_namespaces)" : "denied",
-         p.nested_userns_src());
-    line("logins",
-         p.credential_logins() == LoginWriteBack::write_back
-             ? "write-back (a login made inside replaces yours without asking)"
-             : "ask (a login made inside replaces yours only if you agree)",
-         p.credential_logins_src());
-    out += "\nhome ($HOME inside; never the real home):\n";
-    line("persist", p.home_persists() ? "kept between runs in " + in.jail_home : "no: the run's own, discarded at the end",
-         p.home_persist_src());
-    out += scratch_enforced(in) ? "\nscratch (one tmpfs for /tmp, /var/tmp and /dev/shm together):\n"
-                                : "\nscratch:\n";
-    line("size", scratch_words(in, p.scratch()), p.scratch_src());
-    out += "\nruntime:\n";
-    line("compile-cache",
-         !p.compile_cache()          ? "off"
-         : in.backend == "linux"     ? "on (Node: read-only, made by a warm-up jail)"
-                                     : "on (no effect on macOS yet)",
-         p.compile_cache_src());
-    out += "\nresource limits (the whole jail):\n";
-    const bool linux = in.backend == "linux";
-    line("processes", std::to_string(p.pids().value) + (linux ? "" : " (not applied on macOS)"), p.pids().src);
-    if (p.memory()) line("memory", p.memory()->size.str() + " (needs a delegated cgroup)", p.memory()->src);
-    else line("memory", "no limit", Source{"default", 0, 0});
-    if (p.cpus()) line("cpus", cpus_str(p.cpus()->value) + " (needs a delegated cgroup)", p.cpus()->src);
-    else line("cpus", "no limit", Source{"default", 0, 0});
-    for (const auto& c : p.cgroups()) line("cgroup", c.path, c.src);
-  }
-  if (in.resolved) {
-    out += "\nrefused requests:\n";
-    if (in.resolved->refused.empty()) out += "  (none)\n";
-    for (const auto& r : in.resolved->refused) out += "  " + util::printable(r.str()) + "\n";
-    if (!in.resolved->errors.empty()) {
-      out += "\nerrors (nothing runs until they are fixed):\n";
-      for (const auto& e : in.resolved->errors) out += "  " + util::printable(e.str()) + "\n";
-    }
+  for (const Section& s : explain_model(in)) {
+    if (s.heading.empty()) continue;
+    if (!out.empty()) out += '\n';
+    out += s.heading + '\n';
+    text_rows(out, s);
   }
   return out;
 }
 
 std::string explain_json(const ExplainInput& in) {
   util::JsonWriter j;
-  auto src = [&](const Source& s) {
-    j.key("source").begin_object();
-    j.field("file", s.file);
-    j.field("line", s.line);
-    j.field("column", s.column);
-    j.end_object();
-  };
   j.begin_object();
   j.field("schema", "pi-jail-explain/1");
   j.field("backend", in.backend);
-  j.field("workspace", in.workspace);
-  j.key("layers").begin_array();
-  for (const auto& l : in.layers) {
-    j.begin_object();
-    j.field("authority", authority_name(l.authority));
-    j.field("name", l.name);
-    j.field("present", l.present);
-    j.end_object();
-  }
-  j.end_array();
-  if (in.policy) {
-    const Policy& p = *in.policy;
-    j.key("filesystem").begin_array();
-    for (const auto& r : fs_rows(p)) {
-      j.begin_object();
-      j.field("kind", r.kind);
-      j.field("path", r.path);
-      src(*r.src);
-      j.end_object();
-    }
-    j.end_array();
-    auto rules = [&](const char* key, const std::vector<Policy::NetRule>& v) {
-      j.key(key).begin_array();
-      for (const auto& r : v) {
-        j.begin_object();
-        j.field("pattern", r.pattern.str());
-        if (r.private_ranges == PrivateRanges::allowed) j.field("allow_private", true);
-        src(r.src);
-        j.end_object();
-      }
-      j.end_array();
-    };
-    j.key("network").begin_object();
-    rules("allow", p.net_allow());
-    rules("deny", p.net_deny());
-    j.key("publish").begin_array();
-    for (const auto& r : p.publish()) {
-      j.begin_object();
-      j.field("host_address", r.spec.host_addr);
-      j.field("host_port", r.spec.host_port);
-      j.field("jail_port", r.spec.jail_port);
-      src(r.src);
-      j.end_object();
-    }
-    j.end_array();
-    j.key("ssh").begin_array();
-    for (const auto& r : p.ssh_hosts()) {
-      j.begin_object();
-      j.field("host", r.pattern.host);
-      j.field("port", r.pattern.port);
-      src(r.src);
-      j.end_object();
-    }
-    j.end_array();
-    // Where the operators bind credentials (explain's only view of them
-    // in JSON; absent when there are none).
-    if (!p.credential_hosts().empty()) {
-      j.key("credential_binds").begin_array();
-      for (const auto& b : p.credential_hosts()) {
-        const bool plain = b.host.text.starts_with("http://");
-        j.begin_object();
-        j.field("credential", b.credential);
-        j.field("target", b.host.text);
-        j.field("wire", plain ? "plain-http" : "tls");
-        src(b.host.src);
-        j.end_object();
-      }
-      j.end_array();
-    }
-    j.end_object();
-    j.key("env").begin_object();
-    j.key("pass").begin_array();
-    for (const auto& e : p.env_pass()) {
-      j.begin_object();
-      j.field("name", e.name);
-      src(e.src);
-      j.end_object();
-    }
-    j.end_array();
-    j.key("set").begin_array();
-    for (const auto& e : p.env_set()) {
-      j.begin_object();
-      j.field("name", e.name);
-      j.field("value", e.value);
-      src(e.src);
-      j.end_object();
-    }
-    j.end_array();
-    j.end_object();
-    j.key("hardening").begin_object();
-    j.field("landlock", choice_name(p.landlock()));
-    j.field("ptrace", p.ptrace_allowed() ? "allowed" : "denied");
-    j.field("nested_user_namespaces", p.nested_userns_allowed() ? "allowed" : "denied");
-    j.field("logins", choice_name(p.credential_logins()));
-    j.end_object();
-    j.key("home").begin_object();
-    j.field("persist", p.home_persists());
-    j.field("path", p.home_persists() ? in.jail_home : "");
-    src(p.home_persist_src());
-    j.end_object();
-    j.key("scratch").begin_object();
-    j.field("size", p.scratch().str());
-    j.field("enforced", scratch_enforced(in));
-    j.key("places").begin_array();
-    if (scratch_enforced(in))
-      for (const char* place : {"/tmp", "/var/tmp", "/dev/shm"}) j.value(place);
-    j.end_array();
-    src(p.scratch_src());
-    j.end_object();
-    j.key("runtime").begin_object();
-    j.field("compile_cache", p.compile_cache());
-    src(p.compile_cache_src());
-    j.end_object();
-    j.key("limits").begin_object();
-    j.key("pids").begin_object();
-    j.field("value", static_cast<std::int64_t>(p.pids().value));
-    src(p.pids().src);
-    j.end_object();
-    j.key("memory");
-    if (p.memory()) {
-      j.begin_object();
-      j.field("value", p.memory()->size.str());
-      src(p.memory()->src);
-      j.end_object();
-    } else {
-      j.null();
-    }
-    j.key("cpus");
-    if (p.cpus()) {
-      j.begin_object();
-      j.field("value", cpus_str(p.cpus()->value));
-      src(p.cpus()->src);
-      j.end_object();
-    } else {
-      j.null();
-    }
-    j.key("cgroup").begin_array();
-    for (const auto& c : p.cgroups()) j.value(c.path);
-    j.end_array();
-    j.end_object();
-  }
-  j.key("refused").begin_array();
-  if (in.resolved)
-    for (const auto& r : in.resolved->refused) {
-      j.begin_object();
-      j.field("what", r.what);
-      j.field("reason", r.reason);
-      j.field("by", authority_name(r.by));
-      src(r.request);
-      if (r.limit) {
-        j.key("limit").begin_object();
-        j.field("file", r.limit->file);
-        j.field("line", r.limit->line);
-        j.field("column", r.limit->column);
-        j.end_object();
-      }
-      j.end_object();
-    }
-  j.end_array();
-  j.key("errors").begin_array();
-  if (in.resolved)
-    for (const auto& e : in.resolved->errors) {
-      j.begin_object();
-      j.field("message", e.message);
-      src(e.where);
-      j.end_object();
-    }
-  j.end_array();
+  j.field("workspace", in.workspace);  // the text names it in the filesystem heading
+  for (const Section& s : explain_model(in)) json_member(j, s);
   j.end_object();
   return j.str();
 }
