@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "golden.h"
 #include "policy/explain.h"
 #include "policy/policy.h"
 #include "thirdparty/toml.h"
@@ -463,6 +464,73 @@ TEST_CASE("explain: golden text and JSON") {
     want << in.rdbuf();
     CHECK(text == want.str());
   }
+}
+
+// Every row explain has, so that a change to one rendering shows in the
+// golden files: each network kind, variables (a socket's too), every
+// limit, the unsafe switches, refusals with and without a limit, and the
+// errors of a policy that does not resolve; bytes from the files are
+// escaped in the text.
+TEST_CASE("explain: golden text and JSON with every section, and with errors") {
+  static FakeFs fs = host();
+  auto ctx = context(fs);
+  ctx.getenv = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "SSH_AUTH_SOCK") return "/tmp/ssh-x/agent.1";
+    return std::nullopt;
+  };
+  const std::string op = R"([filesystem]
+read = ["/opt/tools"]
+sockets = ["$SSH_AUTH_SOCK"]
+[network]
+allow = ["registry.npmjs.org", { host = "db.corp:5432", allow_private = true }]
+deny = ["*.evil.test"]
+publish = ["3000", "[::1]:4000:4001"]
+ssh = ["git.corp:2222"]
+[env]
+pass = ["LANG"]
+set = { FOO = "bar\u001b[31m" }
+[limits]
+network = ["*.npmjs.org"]
+memory = "1G"
+pids = 128
+cpus = 1.5
+cgroup = ["/sys/fs/cgroup/pj"]
+[hardening]
+landlock = "required"
+unsafe_allow_ptrace = true
+unsafe_nested_user_namespaces = true
+[home]
+persist = false
+[runtime]
+compile_cache = false
+[credentials]
+bind = { anthropic = ["llm.corp.example"], ollama = ["http://127.0.0.1:11434"] }
+logins = "write-back"
+)";
+  const std::string project = "[network]\nallow = [\"evil.example\"]\n[env]\npass = [\"SECRET\"]\n"
+                              "[limits]\nmemory = \"8G\"\n";
+  std::vector<LayerInfo> infos{{Authority::profile, "pi.toml", true},
+                               {Authority::system, "op.toml", true},
+                               {Authority::project, ".pi/jail.toml", true}};
+  Resolved r = resolve({layer(kProfile, "pi.toml", Authority::profile), layer(op, "op.toml", Authority::system),
+                        layer(project, ".pi/jail.toml", Authority::project)},
+                       ctx);
+  REQUIRE(r.policy);
+  ExplainInput ex{&*r.policy, &r, infos, "/home/u/proj"};
+  check_golden("explain_every_section.txt", explain_text(ex));
+  check_golden("explain_every_section.json", explain_json(ex));
+  ex.backend = "macos-seatbelt";
+  check_golden("explain_every_section_macos.txt", explain_text(ex));
+
+  auto bad = load_layer("[network]\nallow = [\"*.1.2.3\"]\n[limits]\nnetwork = [\"*.npmjs.org\"]\n", "op.toml",
+                        Authority::system);
+  Resolved failed = resolve({layer(kProfile, "pi.toml", Authority::profile), bad.layer,
+                             layer(project, ".pi/jail.toml", Authority::project)},
+                            ctx);
+  REQUIRE_FALSE(failed.policy);
+  ExplainInput errors{nullptr, &failed, infos, "/home/u/proj"};
+  check_golden("explain_errors.txt", explain_text(errors));
+  check_golden("explain_errors.json", explain_json(errors));
 }
 
 TEST_CASE("variables expand in one pass over the policy text, never over a substituted value") {
