@@ -35,4 +35,14 @@ std::string Error::message() const {
   return fmt::format("{}: {} ({})", what_, std::strerror(err_), errno_name(err_));
 }
 
+int Error::exit_status() const {
+  switch (exit_) {
+    case Exit::setup_failed: return 125;
+    case Exit::not_executable: return 126;
+    case Exit::not_found: return 127;
+    case Exit::signaled: return 128 + signal_;
+  }
+  return 125;  // not reached: every kind is above
+}
+
 }  // namespace pj::util

@@ -3,7 +3,8 @@
 // Fallible functions return [[nodiscard]] Result<T>. An Error names what
 // failed ("bind /home/u/.gitconfig -> /home/u/.gitconfig") and why (errno
 // and/or a reason); callers add context on the way up with .context().
-// No exceptions cross module boundaries.
+// It also says how pi-jail ends when it ends the run (Exit). No
+// exceptions cross module boundaries.
 #pragma once
 
 #include <cerrno>
@@ -13,6 +14,15 @@
 
 namespace pj::util {
 
+// How an error that ends the run ends pi-jail: the status it exits with,
+// the shells' convention for a command that did not run.
+enum class Exit {
+  setup_failed,    // 125: pi-jail could not set the run up (every error unless said otherwise)
+  not_executable,  // 126: the command was found but cannot be executed
+  not_found,       // 127: the command was not found
+  signaled,        // 128+N: pi-jail was stopped by signal N before the command ran
+};
+
 class Error {
 public:
   // An error from a failed system call: `what` names the operation and
@@ -20,12 +30,31 @@ public:
   static Error from_errno(std::string what, int err) { return Error(std::move(what), err); }
   // An error with no errno: `what` says what is wrong.
   static Error invalid(std::string what) { return Error(std::move(what), 0); }
+  // pi-jail was stopped by signal `sig` (SIGINT, SIGTERM) while `what`
+  // ran: it ends with 128+sig, as the shells report a killed command.
+  static Error stopped_by_signal(std::string what, int sig) {
+    Error e(std::move(what), 0);
+    e.exit_ = Exit::signaled;
+    e.signal_ = sig;
+    return e;
+  }
+  // The same error, ending the run as `kind` says: not_found and
+  // not_executable for the command to run (signaled: stopped_by_signal()).
+  Error with_exit(Exit kind) && {
+    exit_ = kind;
+    return std::move(*this);
+  }
 
   int err() const { return err_; }
   const std::string& what() const { return what_; }
+  Exit exit_kind() const { return exit_; }
+  // What pi-jail exits with when this error ends the run: 125, 126, 127
+  // or 128+N.
+  int exit_status() const;
   // The full message: "outer: inner: Reason (ENAME)".
   std::string message() const;
-  // Prefix more context ("set up mounts") to the message.
+  // Prefix more context ("set up mounts") to the message; the exit kind
+  // stays.
   Error context(std::string outer) && {
     what_ = std::move(outer) + ": " + what_;
     return std::move(*this);
@@ -35,6 +64,8 @@ private:
   Error(std::string what, int err) : what_(std::move(what)), err_(err) {}
   std::string what_;
   int err_;
+  Exit exit_ = Exit::setup_failed;
+  int signal_ = 0;  // Exit::signaled: the signal
 };
 
 template <typename T>
