@@ -95,16 +95,10 @@ supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Prep
 
 // Prepare, then plan and run one command; fills `content` as it goes.
 supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::Report::Content& content) {
-  supervisor::RunOutcome out;  // setup_failed, 125 until something runs
-  supervisor::PrepareFailure failure;
-  auto prepared = supervisor::prepare(inv, failure);
+  auto prepared = supervisor::prepare(inv);
   if (!prepared) {
     util::error("{}", prepared.error().message());
-    out.failure = prepared.error().message();
-    if (failure == supervisor::PrepareFailure::not_found) out.exit_code = 127;
-    if (failure == supervisor::PrepareFailure::not_executable) out.exit_code = 126;
-    if (out.exit_code != kSetupFailed) out.ending = supervisor::RunOutcome::Ending::not_executed;
-    return out;
+    return supervisor::ended_by(prepared.error());
   }
   content.workspace = prepared->request.workspace;
   content.interpreter = prepared->program.interpreter;
@@ -117,6 +111,7 @@ supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::R
   if (inv.mode != cli::Mode::explain) return plan_and_run(inv, *prepared, content);
   int status = kSetupFailed;
   if (!explain_policy(inv, *prepared, status)) {
+    supervisor::RunOutcome out;
     out.exit_code = status;
     return out;
   }

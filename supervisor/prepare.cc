@@ -201,8 +201,7 @@ std::string default_workspace(const std::string& cwd) {
   }
 }
 
-util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failure) {
-  failure = PrepareFailure::other;
+util::Result<Prepared> prepare(const cli::Invocation& inv) {
   Prepared prepared;
   runtime::Request& in = prepared.request;
   auto cwd = current_dir();
@@ -255,9 +254,8 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   // not there is reported where it always was, after the policy's own
   // problems and the jail home.
   std::optional<util::Error> program_error;
-  runtime::Missing missing = runtime::Missing::not_found;
   if (inv.mode == cli::Mode::run) {
-    auto program = runtime::discover(inv.command.front(), {path_env ? path_env : "", in.cwd, in.home}, missing);
+    auto program = runtime::discover(inv.command.front(), {path_env ? path_env : "", in.cwd, in.home});
     if (program) {
       // Unsandboxed runs show nothing: the program needs no grant there.
       if (inv.isolation == cli::Isolation::jail)
@@ -347,10 +345,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failu
   for (char** e = environ; *e; ++e) in.host_env.emplace_back(*e);
 
   if (inv.mode != cli::Mode::run) return prepared;
-  if (program_error) {
-    failure = missing == runtime::Missing::not_executable ? PrepareFailure::not_executable : PrepareFailure::not_found;
-    return std::move(*program_error);
-  }
+  if (program_error) return std::move(*program_error);  // 127 or 126, as discover() says
   in.exec_path = prepared.program.exec_path;
   in.path_first = prepared.program.path_first;
   in.argv = inv.command;

@@ -16,10 +16,6 @@
 
 namespace pj::supervisor {
 
-// Why preparing failed: the command could not be found (exit 127) or
-// anything else (exit 125).
-enum class PrepareFailure { not_found, not_executable, other };
-
 struct Prepared {
   runtime::Request request;  // what every backend plans from
   policy::LoadedPolicy policy;
@@ -46,9 +42,10 @@ struct Prepared {
 // filesystem (stat, realpath, PATH search, the policy files) and makes
 // what a jail needs that is missing: the profile's own directory (Pi's
 // agent dir), the jail home, and for a run the workspace's session
-// directories. On failure, `failure` says which exit status it maps to;
+// directories. An error's exit kind is the exit status it maps to: the
+// command not found (127) or not executable (126), anything else 125;
 // policy problems are all in the message.
-util::Result<Prepared> prepare(const cli::Invocation& inv, PrepareFailure& failure);
+util::Result<Prepared> prepare(const cli::Invocation& inv);
 
 // The default workspace: the nearest ancestor of `cwd` holding `.git`,
 // else `cwd` itself.

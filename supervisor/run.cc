@@ -73,6 +73,15 @@ RunOutcome request_refused(std::string why) {
   return out;
 }
 
+RunOutcome ended_by(const util::Error& e) {
+  RunOutcome out;
+  out.exit_code = e.exit_status();
+  out.failure = e.message();
+  if (e.exit_kind() == util::Exit::not_found || e.exit_kind() == util::Exit::not_executable)
+    out.ending = RunOutcome::Ending::not_executed;
+  return out;
+}
+
 RunOutcome command_ended(int status, bool timed_out) {
   RunOutcome out;
   out.command_status = out.exit_code = status;

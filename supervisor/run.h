@@ -144,6 +144,11 @@ RunOutcome setup_failed(std::string step, std::string_view fix = {});
 // backend, a view the planner refuses): its message as it is, which names
 // the input and the fix, and the outcome (setup_failed, 125).
 RunOutcome request_refused(std::string why);
+// The outcome of a run an error ended before the command ran, without a
+// word: the exit status its kind says (125, 126, 127, 128+N), the
+// report's "failure" its message; not_executed when the command was not
+// found or cannot be executed, setup_failed otherwise.
+RunOutcome ended_by(const util::Error& e);
 
 // With -v: one line of what the run used (and an OOM kill always).
 void summarise_resources(const ResourceUse& r);

@@ -92,32 +92,29 @@ std::pair<std::string, std::string> parse_shebang(std::string_view line) {
   return {interp, arg};
 }
 
-util::Result<Program> discover(const std::string& name, const Lookup& lk, Missing& missing) {
-  missing = Missing::not_found;
+util::Result<Program> discover(const std::string& name, const Lookup& lk) {
+  using util::Exit;
   std::string found;
   if (name.find('/') != std::string::npos) {
     auto norm = util::normalize_path(name, lk.cwd);
-    if (!norm) return norm.take_error();
+    if (!norm) return std::move(norm.take_error()).with_exit(Exit::not_found);
     struct stat st;
     if (::stat(norm->c_str(), &st) != 0) {
       // A path the caller may not search (EACCES) exists, as far as the
       // shell can tell, and cannot be executed: 126, as the shell says.
-      if (errno == EACCES) missing = Missing::not_executable;
-      return Error::from_errno(name, errno);
+      const int err = errno;
+      return Error::from_errno(name, err).with_exit(err == EACCES ? Exit::not_executable : Exit::not_found);
     }
-    if (!executable_file(*norm)) {
-      missing = Missing::not_executable;
-      return Error::invalid(fmt::format("{}: not an executable file", name));
-    }
+    if (!executable_file(*norm))
+      return Error::invalid(fmt::format("{}: not an executable file", name)).with_exit(Exit::not_executable);
     found = *norm;
   } else {
     bool unexecutable = false;
     auto hit = search_path(name, lk, unexecutable);
-    if (!hit && unexecutable) {
-      missing = Missing::not_executable;
-      return Error::invalid(fmt::format("{}: found on PATH but not executable (Permission denied)", name));
-    }
-    if (!hit) return Error::invalid(fmt::format("{}: command not found on PATH", name));
+    if (!hit && unexecutable)
+      return Error::invalid(fmt::format("{}: found on PATH but not executable (Permission denied)", name))
+          .with_exit(Exit::not_executable);
+    if (!hit) return Error::invalid(fmt::format("{}: command not found on PATH", name)).with_exit(Exit::not_found);
     found = *hit;
   }
 
@@ -138,7 +135,8 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk, Missin
       bool unexecutable = false;
       auto hit = search_path(arg, lk, unexecutable);
       if (!hit) {
-        return Error::invalid(fmt::format("{}: its interpreter \"{}\" ({}) is not on PATH", name, arg, first));
+        return Error::invalid(fmt::format("{}: its interpreter \"{}\" ({}) is not on PATH", name, arg, first))
+            .with_exit(Exit::not_found);
       }
       program = *hit;
     }
@@ -147,9 +145,10 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk, Missin
       // As the shells: an interpreter that is missing is 127, one that
       // exists but cannot be executed (EACCES) 126.
       struct stat st;
-      if (::stat(p.interpreter.c_str(), &st) == 0) missing = Missing::not_executable;
+      const bool exists = ::stat(p.interpreter.c_str(), &st) == 0;
       return Error::invalid(fmt::format("{}: its interpreter {} ({}) is not an executable file", name, p.interpreter,
-                                        first));
+                                        first))
+          .with_exit(exists ? Exit::not_executable : Exit::not_found);
     }
     p.needs.push_back({installation_of(p.interpreter, lk), why});
     if (interp.ends_with("/env") && !arg.empty()) p.path_first = std::string(util::parent_path(p.interpreter));

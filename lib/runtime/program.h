@@ -11,8 +11,6 @@
 
 namespace pj::runtime {
 
-enum class Missing { not_found, not_executable };
-
 struct Need {
   std::string path;  // resolved, absolute
   std::string why;   // "interpreter of pi (#!/usr/bin/env node)"
@@ -36,8 +34,9 @@ struct Lookup {
   std::string home;      // never granted as a whole
 };
 
-// `name` as typed. On failure `missing` says which exit status applies.
-util::Result<Program> discover(const std::string& name, const Lookup& lookup, Missing& missing);
+// `name` as typed. An error says which exit status applies, as the
+// shells have it: Exit::not_found (127) or Exit::not_executable (126).
+util::Result<Program> discover(const std::string& name, const Lookup& lookup);
 
 // Parse a #! line: the interpreter and its first argument ("" if none).
 // For "/usr/bin/env [-S] prog", returns ("/usr/bin/env", "prog").

@@ -60,8 +60,7 @@ TEST_CASE("#!/usr/bin/env node through a bin/node symlink: that Node's directory
   executable(d.path + "/tree/cli.js", "#!/usr/bin/env node\n");
   ::symlink((d.path + "/tree/node-linux-x64/bin/node").c_str(), (d.path + "/links/node").c_str());
   ::symlink((d.path + "/tree/cli.js").c_str(), (d.path + "/links/pi").c_str());
-  pj::runtime::Missing missing;
-  auto p = pj::runtime::discover("pi", {d.path + "/links:/usr/bin:/bin", d.path, "/nonexistent-home"}, missing);
+  auto p = pj::runtime::discover("pi", {d.path + "/links:/usr/bin:/bin", d.path, "/nonexistent-home"});
   REQUIRE(p.ok());
   CHECK(p->interpreter == d.path + "/tree/node-linux-x64/bin/node");
   CHECK(p->path_first == d.path + "/tree/node-linux-x64/bin");
@@ -81,7 +80,35 @@ TEST_CASE("#!/usr/bin/env node through a bin/node symlink: that Node's directory
 
   // A #! naming the interpreter directly changes nothing on PATH.
   executable(d.path + "/links/direct", "#!/bin/sh\n");
-  auto direct = pj::runtime::discover("direct", {d.path + "/links:/usr/bin:/bin", d.path, "/nonexistent-home"}, missing);
+  auto direct = pj::runtime::discover("direct", {d.path + "/links:/usr/bin:/bin", d.path, "/nonexistent-home"});
   REQUIRE(direct.ok());
   CHECK(direct->path_first.empty());
+}
+
+TEST_CASE("a command that cannot run says its exit status as the shells do: 127 not found, 126 not executable") {
+  ScratchDir d;
+  const pj::runtime::Lookup lookup{d.path + ":/usr/bin:/bin", d.path, "/nonexistent-home"};
+  auto status_of = [&](const std::string& name) {
+    auto p = pj::runtime::discover(name, lookup);
+    REQUIRE_FALSE(p.ok());
+    return p.error().exit_status();
+  };
+  CHECK(status_of("pj-no-such-command") == 127);
+  CHECK(status_of(d.path + "/absent") == 127);
+  std::ofstream(d.path + "/plain") << "text\n";
+  ::chmod((d.path + "/plain").c_str(), 0644);
+  CHECK(status_of(d.path + "/plain") == 126);
+  executable(d.path + "/gone-interpreter", "#!" + d.path + "/absent\n");
+  CHECK(status_of("gone-interpreter") == 127);
+  executable(d.path + "/plain-interpreter", "#!" + d.path + "/plain\n");
+  CHECK(status_of("plain-interpreter") == 126);
+
+  // Context on the way up keeps the status.
+  auto p = pj::runtime::discover("pj-no-such-command", lookup);
+  REQUIRE_FALSE(p.ok());
+  const pj::util::Error outer = std::move(p.take_error()).context("prepare the run");
+  CHECK(outer.exit_kind() == pj::util::Exit::not_found);
+  CHECK(outer.exit_status() == 127);
+  CHECK(pj::util::Error::invalid("x").exit_status() == 125);
+  CHECK(pj::util::Error::stopped_by_signal("x", 2).exit_status() == 130);
 }

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <utility>
@@ -459,4 +460,31 @@ TEST_CASE("every set-up failure is worded the same way: nothing was run, the ste
   err = stderr_of([] { pj::supervisor::say_setup_failed("start the network filter: EMFILE", "report a bug", true); });
   CHECK(err == "pi-jail: error: jail setup failed, the jail was stopped\n  step: start the network filter: EMFILE\n"
                "  fix: report a bug\n");
+}
+
+TEST_CASE("an error that ends a run before the command ran gives its exit status and ending, and says nothing") {
+  using pj::util::Error;
+  using pj::util::Exit;
+  RunOutcome out;
+  std::string err = stderr_of([&] {
+    out = pj::supervisor::ended_by(Error::invalid("pi: command not found on PATH").with_exit(Exit::not_found));
+  });
+  CHECK(err.empty());
+  CHECK(out.exit_code == 127);
+  CHECK(out.ending == RunOutcome::Ending::not_executed);
+  CHECK(out.command_status == -1);
+  CHECK(out.failure == "pi: command not found on PATH");
+
+  out = pj::supervisor::ended_by(Error::from_errno("/w/pi", EACCES).with_exit(Exit::not_executable));
+  CHECK(out.exit_code == 126);
+  CHECK(out.ending == RunOutcome::Ending::not_executed);
+  CHECK(out.failure == "/w/pi: Permission denied (EACCES)");
+
+  out = pj::supervisor::ended_by(Error::stopped_by_signal("stopped by signal 15 during the warm-up", SIGTERM));
+  CHECK(out.exit_code == 128 + SIGTERM);
+  CHECK(out.ending == RunOutcome::Ending::setup_failed);
+
+  out = pj::supervisor::ended_by(Error::invalid("refusing workspace /"));
+  CHECK(out.exit_code == 125);
+  CHECK(out.ending == RunOutcome::Ending::setup_failed);
 }
