@@ -38,9 +38,9 @@ public:
   virtual ~Jail() = default;
   // Hand the run's options what the plan made (the credential filter,
   // published ports) and make what must exist before the command starts
-  // (Linux: the resource limits). False: that failed, was said, and
-  // `failed` is the run's outcome.
-  virtual bool ready(RunOptions& opts, RunOutcome& failed) = 0;
+  // (Linux: the resource limits). An error is not said yet: the caller
+  // says it as the set-up step that failed.
+  virtual util::Status ready(RunOptions& opts) = 0;
   // Start the command in the jail (the network filter first), supervise
   // it to its end (signal delivery, terminal ownership, --timeout), reap
   // it, then say what only this backend knows (resources, write-back).
@@ -48,10 +48,10 @@ public:
 };
 
 // Plan the jail for `prepared`. In run mode: the jail, ready to run. In
-// explain mode: the jail's view printed, and no jail. No jail: `outcome`
-// is the run's (a set-up failure is said already). Fills `content` (the
-// backend's part of the report) as it goes.
-std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content,
-                           RunOutcome& outcome);
+// explain mode: the jail's view printed, and no jail (nullptr). An error
+// was said already (the step and its fix, on stderr); its exit kind is
+// the run's exit status. Fills `content` (the backend's part of the
+// report) as it goes.
+util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content);
 
 }  // namespace pj::supervisor::backend

@@ -215,12 +215,11 @@ public:
         spec_(std::move(spec)),
         holds_(std::move(holds)) {}
 
-  bool ready(RunOptions& opts, RunOutcome& failed) override {
+  util::Status ready(RunOptions& opts) override {
     auto limits = prepare_limits(request_);
     if (!limits) {
       holds_->release();
-      failed = setup_failed(limits.error().message());
-      return false;
+      return limits.take_error();
     }
     limits_.emplace(std::move(*limits));
     opts.publish = input_->published;
@@ -229,7 +228,7 @@ public:
     if (creds_) opts.exchange = creds_->exchange();
     opts.refusals = refusals_;
     if (ssh_) opts.ssh_agent = ssh_->proxy();
-    return true;
+    return {};
   }
 
   RunOutcome run(const RunOptions& opts) override {
@@ -282,18 +281,12 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content,
-                           RunOutcome& outcome) {
-  // Every early return below is the run's outcome: `outcome` is it.
-  auto done = [&outcome](RunOutcome o) {
-    outcome = std::move(o);
-    return std::unique_ptr<Jail>{};
-  };
+util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
   // Before anything can clone: the handled signals go to a signalfd.
   block_handled_signals();
   content.network_filter = "proxy: HTTP 127.0.0.1:3128, SOCKS5 127.0.0.1:1080, forwarded host-loopback ports";
   auto input = plan_input(inv, prepared);
-  if (!input) return done(request_refused(input.error().message()));
+  if (!input) return request_refused(input.error().message());
   // Model credentials: placeholders in the environment and Pi's
   // auth.json; the real values stay here (credential_run.h).
 #ifdef PJ_TEST_SWITCHES
@@ -303,7 +296,7 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
 #endif
   auto creds = RunCredentials::prepare(prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr,
                                        *input, token_endpoints);
-  if (!creds) return done(setup_failed(creds.error().message()));
+  if (!creds) return said_setup_failure(creds.error().message());
   content.write_credentials = [c = *creds](JsonWriter& j) { c.write_json(j); };
   // Planned under the placeholder registry's lock (placeholders.h); explain
   // makes nothing and takes no lock.
@@ -316,21 +309,21 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   if (inv.mode == cli::Mode::run) {
     // Before any lock is taken: a first run may warm the cache up (a jail of its own).
     if (int sig = attach_compile_cache(prepared, *input)) {
-      RunOutcome stopped = setup_failed(fmt::format("stopped by signal {} during the compile cache's warm-up", sig));
-      stopped.exit_code = 128 + sig;
-      return done(std::move(stopped));
+      const std::string step = fmt::format("stopped by signal {} during the compile cache's warm-up", sig);
+      say_setup_failed(step, {});
+      return util::Error::stopped_by_signal(step, sig);
     }
     const std::string state = state_dir();
     if (state.empty())
-      return done(setup_failed("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path",
-                               "set XDG_STATE_HOME or HOME to an absolute path"));
+      return said_setup_failure("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path",
+                                "set XDG_STATE_HOME or HOME to an absolute path");
     const std::string fix = "pi-jail keeps its placeholders' registry and the agent dir's staging there: make it "
                             "writable, or set XDG_STATE_HOME to a directory of your own";
     auto locked = Registry::lock(state);
-    if (!locked) return done(setup_failed(locked.error().message(), fix));
+    if (!locked) return said_setup_failure(locked.error().message(), fix);
     const SecretFile auth = creds->auth_file();
     auto staged = PrivateCopies::stage(state, *input, &auth);
-    if (!staged) return done(setup_failed(staged.error().message(), fix));
+    if (!staged) return said_setup_failure(staged.error().message(), fix);
     copies.emplace(std::move(*staged));
     copies->keep_new_dirs(prepared.keep_new_dirs);
     registry.emplace(std::move(*locked));
@@ -340,34 +333,34 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
     // The filter process serves it: this process only makes the CA.
     auto made = make_interceptor(inv, CaRole::hand_over,
                                  creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
-    if (!made) return done(setup_failed(made.error().message()));
+    if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
       auto bundle = CaBundleFile::write(state, interceptor->ca_pem());
-      if (!bundle) return done(setup_failed("write the jail's CA bundle: " + bundle.error().message()));
+      if (!bundle) return said_setup_failure("write the jail's CA bundle: " + bundle.error().message());
       ca_bundle.emplace(std::move(*bundle));
       input->ca_bundle = ca_bundle->path();
     }
     // What the jail is told of its refusals (jail_notes.h).
     if (input->network_filter || prepared.pi_guard) {
       auto notes = JailNotes::make(state, {.pi_downloads_tools = prepared.pi_downloads_tools});
-      if (!notes) return done(setup_failed("make the jail's notes at /run/pi-jail: " + notes.error().message(), fix));
+      if (!notes) return said_setup_failure("make the jail's notes at /run/pi-jail: " + notes.error().message(), fix);
       refusals = std::make_shared<JailNotes>(std::move(*notes));
       show_refusals(refusals->dir(), *input);
       if (prepared.pi_guard)
         if (auto ok = refusals->add_pi_guard(input->exec_path, *input); !ok)
-          return done(setup_failed("make the jail's pi guard: " + ok.error().message(), fix));
+          return said_setup_failure("make the jail's pi guard: " + ok.error().message(), fix);
     }
     // Git over SSH to the allowed hosts (ssh_access.h).
     if (!input->ssh.empty()) {
-      if (!refusals) return done(setup_failed("--allow-ssh: the jail has no network filter", "report a bug"));
+      if (!refusals) return said_setup_failure("--allow-ssh: the jail has no network filter", "report a bug");
       const char* agent = std::getenv("SSH_AUTH_SOCK");
       auto made_ssh = SshAccess::make(refusals->dir(), ssh_targets(prepared.policy.resolved.policy->ssh_hosts()),
                                       prepared.policy.ctx.home, agent ? agent : "");
       if (!made_ssh)
-        return done(setup_failed(made_ssh.error().message(),
-                                 "add each host's key to your known_hosts as said, or leave the host out of "
-                                 "--allow-ssh and [network] ssh"));
+        return said_setup_failure(made_ssh.error().message(),
+                                  "add each host's key to your known_hosts as said, or leave the host out of "
+                                  "--allow-ssh and [network] ssh");
       ssh = std::shared_ptr<SshAccess>(std::move(*made_ssh));
       ssh->show(*input);
       if (!agent || !*agent)
@@ -376,11 +369,11 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   }
   auto facts = view::probe_paths(linuxjail::paths_to_probe(*input));
   auto planned = linuxjail::plan(*input, facts);
-  if (!planned) return done(request_refused(planned.error().message()));
+  if (!planned) return request_refused(planned.error().message());
   auto spec = std::make_shared<linuxjail::JailSpec>(std::move(*planned));
   if (inv.mode == cli::Mode::explain) {
     print_view(*spec);
-    return done(RunOutcome{});
+    return std::unique_ptr<Jail>{};
   }
   if (!input->home_source.empty()) {
     std::vector<std::pair<std::string, MountNode>> dests;
@@ -395,7 +388,7 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   }
   auto holds = registry->hold(*spec);
   registry->unlock();
-  if (!holds) return done(setup_failed(holds.error().message()));
+  if (!holds) return said_setup_failure(holds.error().message());
   if (spec->cwd != input->cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", input->cwd, spec->cwd);
   if (util::verbosity() == util::Verbosity::verbose)
@@ -406,10 +399,10 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
     write_layers(j, *spec);
     write_policy(j, *spec, published);
   };
-  return std::make_unique<LinuxJail>(content, prepared.request, std::move(input), std::move(creds),
-                                     std::move(registry), std::move(copies), std::move(interceptor),
-                                     std::move(ca_bundle), std::move(refusals), std::move(ssh), std::move(spec),
-                                     std::move(holds));
+  return std::unique_ptr<Jail>(std::make_unique<LinuxJail>(
+      content, prepared.request, std::move(input), std::move(creds), std::move(registry), std::move(copies),
+      std::move(interceptor), std::move(ca_bundle), std::move(refusals), std::move(ssh), std::move(spec),
+      std::move(holds)));
 }
 
 }  // namespace pj::supervisor::backend

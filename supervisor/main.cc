@@ -78,14 +78,15 @@ bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prep
 // Explain mode ends after the plan, which printed the view.
 supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Prepared& prepared,
                                     supervisor::Report::Content& content) {
-  supervisor::RunOutcome out;  // setup_failed, 125 until something runs
-  auto jail = supervisor::backend::plan(inv, prepared, content, out);
-  if (!jail) return out;
+  auto planned = supervisor::backend::plan(inv, prepared, content);
+  if (!planned) return supervisor::ended_by(planned.error());  // said by plan()
+  if (!*planned) return {};  // explain: the view was printed
+  supervisor::backend::Jail& jail = **planned;
   auto opts = supervisor::run_options(inv, prepared.rules);
   if (!opts) return supervisor::setup_failed(opts.error().message());
-  if (!jail->ready(*opts, out)) return out;
+  if (auto st = jail.ready(*opts); !st) return supervisor::setup_failed(st.error().message());
   const auto repository = supervisor::git_audit::snapshot(prepared.request.workspace, prepared.git_watch);
-  auto result = jail->run(*opts);
+  auto result = jail.run(*opts);
   supervisor::summarise_refusals(result.decisions, {.pi_downloads_tools = prepared.pi_downloads_tools});
   if (!result.discarded.empty()) util::note("{}", result.discarded);
   content.repository_audit = supervisor::git_audit::audit(prepared.request.workspace, repository, prepared.git_watch);

@@ -60,17 +60,17 @@ void say_setup_failed(std::string_view step, std::string_view fix, bool jail_sto
 }
 
 RunOutcome setup_failed(std::string step, std::string_view fix) {
-  say_setup_failed(step, fix);
-  RunOutcome out;
-  out.failure = std::move(step);
-  return out;
+  return ended_by(said_setup_failure(std::move(step), fix));
 }
 
-RunOutcome request_refused(std::string why) {
+util::Error said_setup_failure(std::string step, std::string_view fix) {
+  say_setup_failed(step, fix);
+  return util::Error::invalid(std::move(step));
+}
+
+util::Error request_refused(std::string why) {
   util::error("{}", why);
-  RunOutcome out;
-  out.failure = std::move(why);
-  return out;
+  return util::Error::invalid(std::move(why));
 }
 
 RunOutcome ended_by(const util::Error& e) {

@@ -140,10 +140,14 @@ void say_setup_failed(std::string_view step, std::string_view fix, bool jail_sto
 // say_setup_failed(), and the run's outcome: setup_failed, 125, the
 // report's "failure" the step.
 RunOutcome setup_failed(std::string step, std::string_view fix = {});
+// say_setup_failed(), and the error that ends the run (125, its message
+// the step), said already: for a step whose caller returns it.
+util::Error said_setup_failure(std::string step, std::string_view fix = {});
 // The request cannot be served as asked (an option for the other
-// backend, a view the planner refuses): its message as it is, which names
-// the input and the fix, and the outcome (setup_failed, 125).
-RunOutcome request_refused(std::string why);
+// backend, a view the planner refuses): its message said as it is, which
+// names the input and the fix, and the error that ends the run (125),
+// said already.
+util::Error request_refused(std::string why);
 // The outcome of a run an error ended before the command ran, without a
 // word: the exit status its kind says (125, 126, 127, 128+N), the
 // report's "failure" its message; not_executed when the command was not

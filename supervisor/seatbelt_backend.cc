@@ -165,9 +165,9 @@ public:
         spec_(std::move(spec)),
         exec_(std::move(exec)) {}
 
-  bool ready(RunOptions& opts, RunOutcome&) override {
+  util::Status ready(RunOptions& opts) override {
     opts.interceptor = interceptor_;
-    return true;
+    return {};
   }
 
   RunOutcome run(const RunOptions& opts) override {
@@ -188,16 +188,12 @@ private:
 
 runtime::HostReport probe_host(const cli::Invocation& inv) { return seatbelt::probe_host(sandbox_exec(inv)); }
 
-std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content,
-                           RunOutcome& outcome) {
-  // Every early return below is the run's outcome: `outcome` is it.
-  auto done = [&outcome](RunOutcome o) {
-    outcome = std::move(o);
-    return std::unique_ptr<Jail>{};
-  };
+util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
   // A step of pi-jail's own set-up: the step, its errno and the fix.
-  auto step_failed_with = [](const util::Error& e, std::string_view fix) { return setup_failed(e.message(), fix); };
-  if (auto st = check_switches(inv, prepared); !st) return done(request_refused(st.error().message()));
+  auto step_failed_with = [](const util::Error& e, std::string_view fix) {
+    return said_setup_failure(e.message(), fix);
+  };
+  if (auto st = check_switches(inv, prepared); !st) return request_refused(st.error().message());
   const bool explain = inv.mode == cli::Mode::explain;
 
   seatbelt::PlanInput in;
@@ -210,16 +206,16 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
     in.http_port = in.socks_port = 65535;
   } else {
     auto dir = seatbelt::make_private_dir(tmp_parent());
-    if (!dir) return done(step_failed_with(dir.error(), "set TMPDIR to a directory you can write, or unset it to use /tmp"));
+    if (!dir) return step_failed_with(dir.error(), "set TMPDIR to a directory you can write, or unset it to use /tmp");
     tmp.emplace(*dir);
     in.tmpdir = *dir;
     auto opened = open_pty();
     if (!opened)
-      return done(step_failed_with(opened.error(), "close unused terminals, or run without a terminal (stdin and stdout redirected)"));
+      return step_failed_with(opened.error(), "close unused terminals, or run without a terminal (stdin and stdout redirected)");
     pty = std::move(*opened);
     if (pty) in.tty = pty->path;
     auto l = open_listeners();
-    if (!l) return done(step_failed_with(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up"));
+    if (!l) return step_failed_with(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up");
     listeners = std::move(*l);
     in.http_port = listeners.http_port;
     in.socks_port = listeners.socks_port;
@@ -231,11 +227,11 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
   std::optional<CaBundleFile> ca_bundle;
   if (!explain) {
     auto made = make_interceptor(inv, CaRole::serve);
-    if (!made) return done(setup_failed(made.error().message()));
+    if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
       auto bundle = CaBundleFile::write(state_dir(), interceptor->ca_pem());
-      if (!bundle) return done(setup_failed("write the jail's CA bundle: " + bundle.error().message()));
+      if (!bundle) return said_setup_failure("write the jail's CA bundle: " + bundle.error().message());
       ca_bundle.emplace(std::move(*bundle));
       in.request.ca_bundle = ca_bundle->path();
       in.request.grants.push_back({ca_bundle->path(), runtime::Access::read_only, "the run's CA bundle (credentials)"});
@@ -248,11 +244,11 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
     facts[in.tmpdir].resolved = in.tmpdir;
   }
   auto planned = seatbelt::plan(in, facts);
-  if (!planned) return done(request_refused(planned.error().message()));
+  if (!planned) return request_refused(planned.error().message());
   auto spec = std::make_shared<seatbelt::SeatbeltSpec>(std::move(*planned));
   if (explain) {
     print_view(*spec, true);
-    return done(RunOutcome{});
+    return std::unique_ptr<Jail>{};
   }
   if (spec->cwd != in.request.cwd)
     util::note("{} is not visible inside the jail; starting in the workspace {}", in.request.cwd, spec->cwd);
@@ -266,8 +262,9 @@ std::unique_ptr<Jail> plan(const cli::Invocation& inv, Prepared& prepared, Repor
       in.http_port, in.socks_port);
   content.write_jail = [spec, exec, has_pty = pty.has_value()](JsonWriter& j) { write_jail(j, *spec, exec, has_pty); };
 
-  return std::make_unique<SeatbeltJail>(std::move(tmp), std::move(pty), std::move(listeners), std::move(interceptor),
-                                        std::move(ca_bundle), std::move(spec), exec);
+  return std::unique_ptr<Jail>(std::make_unique<SeatbeltJail>(std::move(tmp), std::move(pty), std::move(listeners),
+                                                              std::move(interceptor), std::move(ca_bundle),
+                                                              std::move(spec), exec));
 }
 
 }  // namespace pj::supervisor::backend
