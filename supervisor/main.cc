@@ -37,9 +37,9 @@ int shell_init(const std::string& shell) {
   return 0;
 }
 
-// Print the policy for `explain`; `status` is explain's exit status.
-// Returns whether the backend's view is to follow (verbose text).
-bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prepared, int& status) {
+// Print the policy for `explain`; returns explain's exit status: 0, or
+// 125 when the policy or a credential it passes has a problem.
+int explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prepared) {
   policy::ExplainInput ex;
   const auto& lp = prepared.policy;
   ex.policy = lp.resolved.policy ? &*lp.resolved.policy : nullptr;
@@ -51,7 +51,7 @@ bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prep
   with_load_errors.errors.insert(with_load_errors.errors.begin(), lp.errors.begin(), lp.errors.end());
   ex.resolved = &with_load_errors;
   util::out("{}", inv.json ? policy::explain_json(ex) : policy::explain_text(ex));
-  status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
+  int status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
   if (ex.policy && !inv.json) {
     // Each credential the run would pass, how and where its real value
     // may go (credential_run.h); never a value.
@@ -68,7 +68,13 @@ bool explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prep
       if (creds->provenance().empty()) util::out("  (none)\n");
     }
   }
-  return ex.policy && !inv.json && util::verbosity() == util::Verbosity::verbose;
+  return status;
+}
+
+// Whether explain shows the backend's view after the policy: with -v,
+// as text, when the policy resolved.
+bool explain_shows_view(const cli::Invocation& inv, const supervisor::Prepared& prepared) {
+  return prepared.policy.resolved.policy && !inv.json && util::verbosity() == util::Verbosity::verbose;
 }
 
 // The pipeline's run, the same on every backend: plan the jail (the
@@ -110,8 +116,8 @@ supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::R
     supervisor::exec_unsandboxed(prepared->request.exec_path, prepared->request.argv);
   }
   if (inv.mode != cli::Mode::explain) return plan_and_run(inv, *prepared, content);
-  int status = kSetupFailed;
-  if (!explain_policy(inv, *prepared, status)) {
+  const int status = explain_policy(inv, *prepared);
+  if (!explain_shows_view(inv, *prepared)) {
     supervisor::RunOutcome out;
     out.exit_code = status;
     return out;
