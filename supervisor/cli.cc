@@ -200,17 +200,17 @@ std::string_view where_it_applies(Scope scope) {
 
 util::Status apply(Invocation& inv, std::string_view name, const std::optional<std::string>& value) {
   if (name == "--workspace") inv.workspace = *value;
-  else if (name == "--profile") inv.profile = *value;
-  else if (name == "--config") inv.config = *value;
-  else if (name == "--no-project-config") inv.no_project_config = true;
-  else if (name == "--allow-net") inv.allow_net.push_back(*value);
-  else if (name == "--publish") inv.publish.push_back(*value);
-  else if (name == "--allow-ssh") inv.allow_ssh.push_back(*value);
-  else if (name == "--allow-net-preset") inv.allow_net_presets.push_back(*value);
-  else if (name == "--ephemeral-home") inv.ephemeral_home = true;
-  else if (name == "--allow-read") inv.allow_read.push_back(*value);
-  else if (name == "--allow-write") inv.allow_write.push_back(*value);
-  else if (name == "--deny") inv.deny.push_back(*value);
+  else if (name == "--profile") inv.policy.profile = *value;
+  else if (name == "--config") inv.policy.config = *value;
+  else if (name == "--no-project-config") inv.policy.no_project_config = true;
+  else if (name == "--allow-net") inv.policy.allow_net.push_back(*value);
+  else if (name == "--publish") inv.policy.publish.push_back(*value);
+  else if (name == "--allow-ssh") inv.policy.allow_ssh.push_back(*value);
+  else if (name == "--allow-net-preset") inv.policy.allow_net_presets.push_back(*value);
+  else if (name == "--ephemeral-home") inv.policy.ephemeral_home = true;
+  else if (name == "--allow-read") inv.policy.allow_read.push_back(*value);
+  else if (name == "--allow-write") inv.policy.allow_write.push_back(*value);
+  else if (name == "--deny") inv.policy.deny.push_back(*value);
   else if (name == "--report") inv.report = *value;
   else if (name == "--net-log") inv.net_log = *value;
   else if (name == "--memory" || name == "--pids" || name == "--cpus") {
@@ -219,7 +219,7 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
               : name == "--pids" ? policy::parse_count(*value, why).has_value()
                                  : policy::parse_cpus(*value, why).has_value();
     if (!ok) return Error::invalid(fmt::format("{} {}: {}", name, *value, why));
-    (name == "--memory" ? inv.memory : name == "--pids" ? inv.pids : inv.cpus) = *value;
+    (name == "--memory" ? inv.policy.memory : name == "--pids" ? inv.policy.pids : inv.policy.cpus) = *value;
   } else if (name == "--timeout" || name == "--grace") {
     auto d = parse_duration(*value);
     if (!d) return std::move(d.take_error()).context(std::string(name));

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "policy/layers.h"
 #include "util/log.h"
 #include "util/result.h"
 
@@ -20,21 +21,10 @@ enum class Isolation { jail, unsandboxed };
 struct Invocation {
   Mode mode = Mode::run;
   std::optional<std::string> workspace;
-  std::vector<std::string> allow_read;
-  std::vector<std::string> allow_write;
-  std::vector<std::string> deny;
-  std::vector<std::string> allow_net;
-  std::vector<std::string> publish;  // --publish, checked by policy::parse_publish
-  std::vector<std::string> allow_ssh;  // --allow-ssh, checked by policy::parse_ssh_host
-  std::vector<std::string> allow_net_presets;  // --allow-net-preset NAME
-  bool ephemeral_home = false;  // --ephemeral-home: [home] persist = false
-  std::string profile = "pi";
-  std::optional<std::string> config;  // replaces the operator file locations
-  bool no_project_config = false;
+  // --profile, --config, the grants and --memory, --pids, --cpus (checked
+  // here too), as policy::load_policy() takes them.
+  policy::CommandLine policy;
   std::optional<std::chrono::milliseconds> timeout;
-  // --memory SIZE, --pids N, --cpus N: checked here, applied as the
-  // command line's [limits] (policy/layers.cc).
-  std::optional<std::string> memory, pids, cpus;
   std::chrono::milliseconds grace{5000};
   std::optional<std::string> report;  // --report FILE
   std::optional<std::string> net_log;  // --net-log FILE

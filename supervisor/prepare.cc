@@ -166,24 +166,6 @@ runtime::Preparing preparing(const cli::Invocation& inv) {
   return inv.isolation == cli::Isolation::jail ? runtime::Preparing::jailed_run : runtime::Preparing::unsandboxed_run;
 }
 
-// What the command line says of the policy (policy/layers.h).
-policy::CommandLine policy_command_line(const cli::Invocation& inv) {
-  return {.profile = inv.profile,
-          .config = inv.config,
-          .no_project_config = inv.no_project_config,
-          .allow_read = inv.allow_read,
-          .allow_write = inv.allow_write,
-          .deny = inv.deny,
-          .allow_net = inv.allow_net,
-          .publish = inv.publish,
-          .allow_net_presets = inv.allow_net_presets,
-          .allow_ssh = inv.allow_ssh,
-          .ephemeral_home = inv.ephemeral_home,
-          .memory = inv.memory,
-          .pids = inv.pids,
-          .cpus = inv.cpus};
-}
-
 }  // namespace
 
 std::string default_workspace(const std::string& cwd) {
@@ -241,7 +223,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv) {
   runtime::Preparation preparation{
       .preparing = preparing(inv), .home_real = home_real, .path_env = path_env ? path_env : ""};
   // What the profile adds beyond its policy text (pi/profile_adapter.h).
-  auto profile = pi::profile_adapter(inv.profile);
+  auto profile = pi::profile_adapter(inv.policy.profile);
   runtime::ProfileHints hints;
   if (auto placed = profile->place(places, preparation); !placed) return placed.take_error();
   std::string why_not;
@@ -269,7 +251,7 @@ util::Result<Prepared> prepare(const cli::Invocation& inv) {
   }
   if (auto shown = profile->needs(places, preparation, places.program); !shown) return shown.take_error();
 
-  prepared.policy = policy::load_policy(policy_command_line(inv), places);
+  prepared.policy = policy::load_policy(inv.policy, places);
   policy::LoadedPolicy& lp = prepared.policy;
   // What the program looks for in the view the policy makes; what it
   // does not show yet is more needs of the program: resolved again.

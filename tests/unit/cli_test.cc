@@ -22,9 +22,9 @@ TEST_CASE("the command and its own options are left alone") {
   REQUIRE(inv.ok());
   CHECK(inv->mode == Mode::run);
   CHECK(*inv->workspace == "/ws");
-  CHECK(inv->allow_read == std::vector<std::string>{"/opt"});
+  CHECK(inv->policy.allow_read == std::vector<std::string>{"/opt"});
   CHECK(inv->command == std::vector<std::string>{"pi", "-p", "--deny", "x"});
-  CHECK(inv->deny.empty());
+  CHECK(inv->policy.deny.empty());
 }
 
 TEST_CASE("-- ends pi-jail's options") {
@@ -71,9 +71,9 @@ TEST_CASE("bad command lines are errors, never defaults") {
 TEST_CASE("--memory, --pids and --cpus are kept as given (the policy applies them)") {
   auto inv = parse_args({"--memory", "512M", "--pids", "64", "--cpus", "1.5", "true"});
   REQUIRE(inv.ok());
-  CHECK(inv->memory == "512M");
-  CHECK(inv->pids == "64");
-  CHECK(inv->cpus == "1.5");
+  CHECK(inv->policy.memory == "512M");
+  CHECK(inv->policy.pids == "64");
+  CHECK(inv->policy.cpus == "1.5");
   auto explain = parse_args({"explain", "--pids", "64"});
   CHECK(explain.ok());
 }
