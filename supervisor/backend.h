@@ -24,7 +24,7 @@ extern const char* const kName;
 int network_filter();
 
 // What `doctor` checks on this host (test builds: with the stand-ins `inv` names).
-runtime::HostReport probe_host(const cli::Invocation& inv);
+runtime::HostReport probe_host(const cli::BackendSwitches& inv);
 
 // A planned jail, ready to run: what differs between the backends. The
 // common pipeline (main.cc) owns the rest: the run's options, the
@@ -52,6 +52,6 @@ public:
 // was said already (the step and its fix, on stderr); its exit kind is
 // the run's exit status. Fills `content` (the backend's part of the
 // report) as it goes.
-util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content);
+util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared& prepared, Report::Content& content);
 
 }  // namespace pj::supervisor::backend

@@ -212,7 +212,7 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   else if (name == "--allow-write") inv.policy.allow_write.push_back(*value);
   else if (name == "--deny") inv.policy.deny.push_back(*value);
   else if (name == "--report") inv.report = *value;
-  else if (name == "--net-log") inv.net_log = *value;
+  else if (name == "--net-log") inv.run.net_log = *value;
   else if (name == "--memory" || name == "--pids" || name == "--cpus") {
     std::string why;
     bool ok = name == "--memory" ? policy::parse_memory_size(*value, why).has_value()
@@ -223,20 +223,20 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   } else if (name == "--timeout" || name == "--grace") {
     auto d = parse_duration(*value);
     if (!d) return std::move(d.take_error()).context(std::string(name));
-    if (name == "--timeout") inv.timeout = *d;
-    else inv.grace = *d;
+    if (name == "--timeout") inv.run.timeout = *d;
+    else inv.run.grace = *d;
   }
 #ifdef PJ_TEST_SWITCHES
-  else if (name == "--test-landlock-read-only") inv.test_landlock_read_only.push_back(*value);
-  else if (name == "--unsafe-test-no-seccomp") inv.unsafe_test_no_seccomp = true;
-  else if (name == "--unsafe-test-no-landlock") inv.unsafe_test_no_landlock = true;
-  else if (name == "--unsafe-test-sandbox-exec") inv.unsafe_test_sandbox_exec = *value;
-  else if (name == "--test-fail-network-filter") inv.test_fail_network_filter = true;
-  else if (name == "--test-filter-probe") inv.test_filter_probe = true;
+  else if (name == "--test-landlock-read-only") inv.backend.test_landlock_read_only.push_back(*value);
+  else if (name == "--unsafe-test-no-seccomp") inv.backend.unsafe_test_no_seccomp = true;
+  else if (name == "--unsafe-test-no-landlock") inv.backend.unsafe_test_no_landlock = true;
+  else if (name == "--unsafe-test-sandbox-exec") inv.backend.unsafe_test_sandbox_exec = *value;
+  else if (name == "--test-fail-network-filter") inv.run.test_fail_network_filter = true;
+  else if (name == "--test-filter-probe") inv.run.test_filter_probe = true;
   else if (name == "--test-filter-misbehave") {
     if (*value != "abort" && *value != "stop-reading" && *value != "jail-socket")
       return Error::invalid("--test-filter-misbehave: abort, stop-reading or jail-socket");
-    inv.test_filter_misbehave = *value;
+    inv.run.test_filter_misbehave = *value;
   }
   else if (name == "--test-net-timeouts") {
     auto comma = value->find(',');
@@ -245,10 +245,10 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
     if (!hs) return std::move(hs.take_error()).context("--test-net-timeouts");
     auto idle = parse_duration(std::string_view(*value).substr(comma + 1));
     if (!idle) return std::move(idle.take_error()).context("--test-net-timeouts");
-    inv.test_net_timeouts = std::pair{*hs, *idle};
-  } else if (name == "--test-upstream-ca") inv.test_upstream_ca = *value;
+    inv.run.test_net_timeouts = std::pair{*hs, *idle};
+  } else if (name == "--test-upstream-ca") inv.interceptor.test_upstream_ca = *value;
   else if (name == "--test-token-endpoint") inv.test_token_endpoint.push_back(*value);
-  else if (name == "--test-resolve") inv.test_resolve.push_back(*value);
+  else if (name == "--test-resolve") inv.run.test_resolve.push_back(*value);
 #endif
   else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
   else if (name == "--verbose") inv.verbosity = util::Verbosity::verbose;
@@ -258,6 +258,21 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
 }
 
 }  // namespace
+
+PrepareInput Invocation::prepare_input() const {
+  return {.mode = mode, .isolation = isolation, .workspace = workspace, .policy = policy, .command = command};
+}
+
+BackendInput Invocation::backend_input() const {
+  BackendInput in;
+  in.mode = mode;
+  in.switches = backend;
+  in.interceptor = interceptor;
+#ifdef PJ_TEST_SWITCHES
+  in.test_token_endpoint = test_token_endpoint;
+#endif
+  return in;
+}
 
 util::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   size_t digits = 0;
@@ -280,13 +295,13 @@ util::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
 // word among them; the first other word (or whatever follows --) starts
 // the command, whose own options are left alone.
 #ifdef PJ_TEST_SWITCHES
-void take_test_bindings(Invocation& inv) {
+void take_test_bindings(InterceptorInput& in) {
   char* value = std::getenv("PJ_TEST_BIND");
   if (!value) return;
   std::string_view text(value);
   for (size_t at = 0; at < text.size();) {
     size_t end = std::min(text.find('\n', at), text.size());
-    if (end > at) inv.test_bind.emplace_back(text.substr(at, end - at));
+    if (end > at) in.test_bind.emplace_back(text.substr(at, end - at));
     at = end + 1;
   }
   std::fill(value, value + text.size(), '\0');

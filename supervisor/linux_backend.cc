@@ -35,7 +35,7 @@ const char* const kName = "linux";
 
 int network_filter() { return filterproc::network_filter_main(); }
 
-runtime::HostReport probe_host(const cli::Invocation&) { return linuxjail::probe_host(); }
+runtime::HostReport probe_host(const cli::BackendSwitches&) { return linuxjail::probe_host(); }
 
 namespace {
 
@@ -43,7 +43,8 @@ using util::JsonWriter;
 
 // The common request plus what only this backend reads: the policy's
 // hardening switches, the kernel's Landlock ABI and the test switches.
-util::Result<linuxjail::PlanInput> plan_input([[maybe_unused]] const cli::Invocation& inv, const Prepared& prepared) {
+util::Result<linuxjail::PlanInput> plan_input([[maybe_unused]] const cli::BackendSwitches& inv,
+                                              const Prepared& prepared) {
   linuxjail::PlanInput in;
   static_cast<runtime::Request&>(in) = prepared.request;
   if (const auto& pol = prepared.policy.resolved.policy) {
@@ -281,11 +282,11 @@ private:
 
 }  // namespace
 
-util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
+util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared& prepared, Report::Content& content) {
   // Before anything can clone: the handled signals go to a signalfd.
   block_handled_signals();
   content.network_filter = "proxy: HTTP 127.0.0.1:3128, SOCKS5 127.0.0.1:1080, forwarded host-loopback ports";
-  auto input = plan_input(inv, prepared);
+  auto input = plan_input(inv.switches, prepared);
   if (!input) return request_refused(input.error().message());
   // Model credentials: placeholders in the environment and Pi's
   // auth.json; the real values stay here (credential_run.h).
@@ -331,7 +332,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& p
     // staged): the run's CA exists before the jail is planned, so its
     // bundle is in the view from the start.
     // The filter process serves it: this process only makes the CA.
-    auto made = make_interceptor(inv, CaRole::hand_over,
+    auto made = make_interceptor(inv.interceptor, CaRole::hand_over,
                                  creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
     if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);

@@ -39,7 +39,7 @@ int shell_init(const std::string& shell) {
 
 // Print the policy for `explain`; returns explain's exit status: 0, or
 // 125 when the policy or a credential it passes has a problem.
-int explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prepared) {
+int explain_policy(bool json, const supervisor::Prepared& prepared) {
   policy::ExplainInput ex;
   const auto& lp = prepared.policy;
   ex.policy = lp.resolved.policy ? &*lp.resolved.policy : nullptr;
@@ -50,9 +50,9 @@ int explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prepa
   policy::Resolved with_load_errors = lp.resolved;
   with_load_errors.errors.insert(with_load_errors.errors.begin(), lp.errors.begin(), lp.errors.end());
   ex.resolved = &with_load_errors;
-  util::out("{}", inv.json ? policy::explain_json(ex) : policy::explain_text(ex));
+  util::out("{}", json ? policy::explain_json(ex) : policy::explain_text(ex));
   int status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
-  if (ex.policy && !inv.json) {
+  if (ex.policy && !json) {
     // Each credential the run would pass, how and where its real value
     // may go (credential_run.h); never a value.
     runtime::Request r = prepared.request;
@@ -73,8 +73,8 @@ int explain_policy(const cli::Invocation& inv, const supervisor::Prepared& prepa
 
 // Whether explain shows the backend's view after the policy: with -v,
 // as text, when the policy resolved.
-bool explain_shows_view(const cli::Invocation& inv, const supervisor::Prepared& prepared) {
-  return prepared.policy.resolved.policy && !inv.json && util::verbosity() == util::Verbosity::verbose;
+bool explain_shows_view(bool json, const supervisor::Prepared& prepared) {
+  return prepared.policy.resolved.policy && !json && util::verbosity() == util::Verbosity::verbose;
 }
 
 // The pipeline's run, the same on every backend: plan the jail (the
@@ -82,13 +82,13 @@ bool explain_shows_view(const cli::Invocation& inv, const supervisor::Prepared& 
 // backend: start, signals, terminal, reap), then the refusal summary,
 // what the jail left in scratch places, and the repository's audit.
 // Explain mode ends after the plan, which printed the view.
-supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Prepared& prepared,
-                                    supervisor::Report::Content& content) {
-  auto planned = supervisor::backend::plan(inv, prepared, content);
+supervisor::RunOutcome plan_and_run(const cli::BackendInput& plan_in, const cli::RunInput& run_in,
+                                    supervisor::Prepared& prepared, supervisor::Report::Content& content) {
+  auto planned = supervisor::backend::plan(plan_in, prepared, content);
   if (!planned) return supervisor::ended_by(planned.error());  // said by plan()
   if (!*planned) return {};  // explain: the view was printed
   supervisor::backend::Jail& jail = **planned;
-  auto opts = supervisor::run_options(inv, prepared.rules);
+  auto opts = supervisor::run_options(run_in, prepared.rules);
   if (!opts) return supervisor::setup_failed(opts.error().message());
   if (auto st = jail.ready(*opts); !st) return supervisor::setup_failed(st.error().message());
   const auto repository = supervisor::git_audit::snapshot(prepared.request.workspace, prepared.git_watch);
@@ -102,7 +102,7 @@ supervisor::RunOutcome plan_and_run(const cli::Invocation& inv, supervisor::Prep
 
 // Prepare, then plan and run one command; fills `content` as it goes.
 supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::Report::Content& content) {
-  auto prepared = supervisor::prepare(inv);
+  auto prepared = supervisor::prepare(inv.prepare_input());
   if (!prepared) {
     util::error("{}", prepared.error().message());
     return supervisor::ended_by(prepared.error());
@@ -115,15 +115,15 @@ supervisor::RunOutcome prepare_and_run(const cli::Invocation& inv, supervisor::R
     if (inv.report) util::warn("--report is not written for --unsandboxed runs: nothing is enforced to report");
     supervisor::exec_unsandboxed(prepared->request.exec_path, prepared->request.argv);
   }
-  if (inv.mode != cli::Mode::explain) return plan_and_run(inv, *prepared, content);
-  const int status = explain_policy(inv, *prepared);
-  if (!explain_shows_view(inv, *prepared)) {
+  if (inv.mode != cli::Mode::explain) return plan_and_run(inv.backend_input(), inv.run, *prepared, content);
+  const int status = explain_policy(inv.json, *prepared);
+  if (!explain_shows_view(inv.json, *prepared)) {
     supervisor::RunOutcome out;
     out.exit_code = status;
     return out;
   }
   util::out("\n");
-  auto view = plan_and_run(inv, *prepared, content);
+  auto view = plan_and_run(inv.backend_input(), inv.run, *prepared, content);
   if (view.failure.empty()) view.exit_code = status;  // the view was printed
   return view;
 }
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
     return kSetupFailed;
   }
 #ifdef PJ_TEST_SWITCHES
-  cli::take_test_bindings(*inv);
+  cli::take_test_bindings(inv->interceptor);
 #endif
   util::set_verbosity(inv->verbosity);
   switch (inv->mode) {
@@ -196,7 +196,8 @@ int main(int argc, char** argv) {
       util::out("pi-jail {} ({})\n", PI_JAIL_VERSION, supervisor::backend::kName);
       return with_stdout_checked(0);
     case cli::Mode::doctor:
-      return with_stdout_checked(supervisor::doctor(supervisor::backend::probe_host(*inv), inv->json, supervisor::jail_evidence()));
+      return with_stdout_checked(
+          supervisor::doctor(supervisor::backend::probe_host(inv->backend), inv->json, supervisor::jail_evidence()));
     case cli::Mode::shell_init: return with_stdout_checked(shell_init(inv->shell));
     case cli::Mode::explain: return with_stdout_checked(run(*inv));
     case cli::Mode::run:

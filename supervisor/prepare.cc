@@ -161,7 +161,7 @@ util::Status protect_repositories(runtime::Request& in, const policy::Policy& po
 }
 
 // What is being prepared, for the profile's adapter.
-runtime::Preparing preparing(const cli::Invocation& inv) {
+runtime::Preparing preparing(const cli::PrepareInput& inv) {
   if (inv.mode != cli::Mode::run) return runtime::Preparing::explain;
   return inv.isolation == cli::Isolation::jail ? runtime::Preparing::jailed_run : runtime::Preparing::unsandboxed_run;
 }
@@ -183,7 +183,7 @@ std::string default_workspace(const std::string& cwd) {
   }
 }
 
-util::Result<Prepared> prepare(const cli::Invocation& inv) {
+util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
   Prepared prepared;
   runtime::Request& in = prepared.request;
   auto cwd = current_dir();

@@ -45,7 +45,7 @@ struct Prepared {
 // directories. An error's exit kind is the exit status it maps to: the
 // command not found (127) or not executable (126), anything else 125;
 // policy problems are all in the message.
-util::Result<Prepared> prepare(const cli::Invocation& inv);
+util::Result<Prepared> prepare(const cli::PrepareInput& inv);
 
 // The default workspace: the nearest ancestor of `cwd` holding `.git`,
 // else `cwd` itself.

@@ -93,7 +93,7 @@ RunOutcome command_ended(int status, bool timed_out) {
   return out;
 }
 
-util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy::Rules& rules) {
+util::Result<RunOptions> run_options(const cli::RunInput& inv, const netproxy::Rules& rules) {
   RunOptions opts;
   opts.timeout = inv.timeout;
   opts.grace = inv.grace;
@@ -187,7 +187,7 @@ util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
 }  // namespace
 #endif
 
-util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor([[maybe_unused]] const cli::Invocation& inv,
+util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor([[maybe_unused]] const cli::InterceptorInput& inv,
                                                                       CaRole role, netproxy::Intercept intercept) {
 #ifdef PJ_TEST_SWITCHES
   for (const auto& t : inv.test_bind) {

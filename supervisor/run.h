@@ -69,7 +69,7 @@ struct RunOptions {
 // process, to which this one hands the CA (it then loads no trust store
 // and makes no TLS context).
 enum class CaRole { serve, hand_over };
-util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::Invocation& inv, CaRole role,
+util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::InterceptorInput& inv, CaRole role,
                                                                       netproxy::Intercept intercept = {});
 
 // The file the jail trusts: the host's system CAs (the first of
@@ -95,7 +95,7 @@ util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtim
 
 // The options of a run: --timeout, --grace, the policy's network rules,
 // and the network decision log opened (see open_net_log).
-util::Result<RunOptions> run_options(const cli::Invocation& inv, const netproxy::Rules& rules);
+util::Result<RunOptions> run_options(const cli::RunInput& inv, const netproxy::Rules& rules);
 
 // The run's resource limits and what it used (the report's "resources",
 // the -v summary). Unmeasured values stay empty.

@@ -30,7 +30,7 @@ namespace {
 
 using util::JsonWriter;
 
-std::string sandbox_exec([[maybe_unused]] const cli::Invocation& inv) {
+std::string sandbox_exec([[maybe_unused]] const cli::BackendSwitches& inv) {
 #ifdef PJ_TEST_SWITCHES
   if (inv.unsafe_test_sandbox_exec) return *inv.unsafe_test_sandbox_exec;
 #endif
@@ -39,18 +39,18 @@ std::string sandbox_exec([[maybe_unused]] const cli::Invocation& inv) {
 
 // Switches that only the Linux backend knows stop the run: silently
 // ignoring one would make a test or a script believe it had an effect.
-util::Status check_switches(const cli::Invocation& inv, const Prepared& prepared) {
+util::Status check_switches(const cli::BackendInput& inv, const Prepared& prepared) {
 #ifdef PJ_TEST_SWITCHES
   auto linux_only = [](std::string_view what) {
     return util::Error::invalid(fmt::format("{} is a Linux backend switch; this pi-jail runs Seatbelt jails", what));
   };
-  if (inv.unsafe_test_no_seccomp) return linux_only("--unsafe-test-no-seccomp");
-  if (inv.unsafe_test_no_landlock) return linux_only("--unsafe-test-no-landlock");
-  if (!inv.test_landlock_read_only.empty()) return linux_only("--test-landlock-read-only");
-  if (inv.unsafe_test_sandbox_exec)
+  if (inv.switches.unsafe_test_no_seccomp) return linux_only("--unsafe-test-no-seccomp");
+  if (inv.switches.unsafe_test_no_landlock) return linux_only("--unsafe-test-no-landlock");
+  if (!inv.switches.test_landlock_read_only.empty()) return linux_only("--test-landlock-read-only");
+  if (inv.switches.unsafe_test_sandbox_exec)
     util::emit("WARNING", fmt::format("--unsafe-test-sandbox-exec: the command runs under {}, a stand-in for "
                                       "sandbox-exec that enforces NOTHING (test build)",
-                                      *inv.unsafe_test_sandbox_exec));
+                                      *inv.switches.unsafe_test_sandbox_exec));
 #endif
   // Not built for Seatbelt yet: stop rather than run without what the
   // operator granted (or with a port nobody is relaying).
@@ -186,9 +186,9 @@ private:
 
 }  // namespace
 
-runtime::HostReport probe_host(const cli::Invocation& inv) { return seatbelt::probe_host(sandbox_exec(inv)); }
+runtime::HostReport probe_host(const cli::BackendSwitches& inv) { return seatbelt::probe_host(sandbox_exec(inv)); }
 
-util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& prepared, Report::Content& content) {
+util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared& prepared, Report::Content& content) {
   // A step of pi-jail's own set-up: the step, its errno and the fix.
   auto step_failed_with = [](const util::Error& e, std::string_view fix) {
     return said_setup_failure(e.message(), fix);
@@ -226,7 +226,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& p
   std::shared_ptr<netproxy::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
   if (!explain) {
-    auto made = make_interceptor(inv, CaRole::serve);
+    auto made = make_interceptor(inv.interceptor, CaRole::serve);
     if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
@@ -255,7 +255,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::Invocation& inv, Prepared& p
   if (util::verbosity() == util::Verbosity::verbose)
     for (const auto& p : spec->params)
       util::debug("-D {}={}  # {}", p.name, util::printable(p.value), util::printable(p.why));
-  const std::string exec = sandbox_exec(inv);
+  const std::string exec = sandbox_exec(inv.switches);
   content.network_filter = fmt::format(
       "proxy on the host's loopback: HTTP 127.0.0.1:{}, SOCKS5 127.0.0.1:{}; the host-loopback ports the policy "
       "names are reached directly",

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,30 @@ TEST_CASE("--memory, --pids and --cpus are kept as given (the policy applies the
   CHECK(inv->policy.cpus == "1.5");
   auto explain = parse_args({"explain", "--pids", "64"});
   CHECK(explain.ok());
+}
+
+TEST_CASE("each stage is given its part of the command line") {
+  auto inv = parse_args({"-w", "/ws", "-p", "own.toml", "--allow-net", "example.org", "--ephemeral-home", "--timeout",
+                         "90", "--grace", "2s", "--net-log", "net.jsonl", "--report", "r.json", "--unsandboxed", "env",
+                         "-i"});
+  REQUIRE(inv.ok());
+  const PrepareInput prepare = inv->prepare_input();
+  CHECK(prepare.mode == Mode::run);
+  CHECK(prepare.isolation == Isolation::unsandboxed);
+  CHECK(prepare.workspace == "/ws");
+  CHECK(prepare.policy.profile == "own.toml");
+  CHECK(prepare.policy.allow_net == std::vector<std::string>{"example.org"});
+  CHECK(prepare.policy.ephemeral_home);
+  CHECK(prepare.command == std::vector<std::string>{"env", "-i"});
+  CHECK(inv->run.timeout == std::chrono::seconds(90));
+  CHECK(inv->run.grace == std::chrono::seconds(2));
+  CHECK(inv->run.net_log == "net.jsonl");
+  CHECK(inv->report == "r.json");
+  auto explain = parse_args({"explain", "--profile", "own.toml"});
+  REQUIRE(explain.ok());
+  CHECK(explain->prepare_input().mode == Mode::explain);
+  CHECK(explain->prepare_input().policy.profile == "own.toml");
+  CHECK(explain->backend_input().mode == Mode::explain);
 }
 
 TEST_CASE("subcommands") {
@@ -178,6 +203,25 @@ TEST_CASE("test-only switches are accepted and listed in a test build") {
     auto inv = parse_args(with_value(sw));
     CHECK_MESSAGE(inv.ok(), (inv.ok() ? std::string() : inv.error().message()));
   }
+}
+
+TEST_CASE("test-only switches reach the stage that reads them") {
+  auto inv = parse_args({"--unsafe-test-no-seccomp", "--test-landlock-read-only", "/ws/ro", "--unsafe-test-sandbox-exec",
+                         "fake", "--test-token-endpoint", "p@h:1/t", "--test-upstream-ca", "ca.pem",
+                         "--test-net-timeouts", "1s,2s", "--test-resolve", "a:1=127.0.0.1:2", "--test-filter-misbehave",
+                         "abort", "true"});
+  REQUIRE(inv.ok());
+  const BackendInput backend = inv->backend_input();
+  CHECK(backend.mode == Mode::run);
+  CHECK(backend.switches.unsafe_test_no_seccomp);
+  CHECK_FALSE(backend.switches.unsafe_test_no_landlock);
+  CHECK(backend.switches.test_landlock_read_only == std::vector<std::string>{"/ws/ro"});
+  CHECK(backend.switches.unsafe_test_sandbox_exec == "fake");
+  CHECK(backend.test_token_endpoint == std::vector<std::string>{"p@h:1/t"});
+  CHECK(backend.interceptor.test_upstream_ca == "ca.pem");
+  CHECK(inv->run.test_net_timeouts == std::pair{std::chrono::milliseconds(1000), std::chrono::milliseconds(2000)});
+  CHECK(inv->run.test_resolve == std::vector<std::string>{"a:1=127.0.0.1:2"});
+  CHECK(inv->run.test_filter_misbehave == "abort");
 }
 #else
 TEST_CASE("test-only switches are neither accepted nor listed in a release build") {
