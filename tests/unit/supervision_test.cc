@@ -1,11 +1,12 @@
 // What a signal to pi-jail does (SignalPolicy), how a run's end becomes
-// an exit status (command_ended), and the --report JSON (render_report)
-// checked against man/pi-jail-report.schema.json.
+// an exit status (command_ended), the --report JSON (render_report)
+// checked against man/pi-jail-report.schema.json, and a run's options.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <utility>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "json_helpers.h"
+#include "temp_dir.h"
 #include "report.h"
 #include "run.h"
 #include "supervise.h"
@@ -487,4 +489,35 @@ TEST_CASE("an error that ends a run before the command ran gives its exit status
   out = pj::supervisor::ended_by(Error::invalid("refusing workspace /"));
   CHECK(out.exit_code == 125);
   CHECK(out.ending == RunOutcome::Ending::setup_failed);
+}
+
+TEST_CASE("a run's options are made from the command line's run part alone") {
+  using std::chrono::milliseconds;
+  pj::test::TempDir dir;
+  pj::cli::RunInput asked;
+  asked.timeout = seconds(90);
+  asked.grace = seconds(2);
+  asked.net_log = dir.path + "/net.jsonl";
+#ifdef PJ_TEST_SWITCHES
+  asked.test_net_timeouts = std::pair{milliseconds(100), milliseconds(200)};
+  asked.test_resolve = {"example.org:443=127.0.0.1:8443"};
+#endif
+  auto opts = pj::supervisor::run_options(asked, {});
+  REQUIRE(opts.ok());
+  CHECK(opts->timeout == seconds(90));
+  CHECK(opts->grace == seconds(2));
+  CHECK(opts->net_log.valid());
+  CHECK(::access(asked.net_log->c_str(), F_OK) == 0);
+#ifdef PJ_TEST_SWITCHES
+  CHECK(opts->proxy_limits.handshake == milliseconds(100));
+  CHECK(opts->proxy_limits.idle == milliseconds(200));
+  REQUIRE(opts->proxy_limits.test_resolve.size() == 1);
+  CHECK(opts->proxy_limits.test_resolve[0].first == "example.org:443");
+  CHECK(opts->proxy_limits.test_resolve[0].second.first.str() == "127.0.0.1");
+  CHECK(opts->proxy_limits.test_resolve[0].second.second == 8443);
+  asked.test_resolve = {"example.org:443"};
+  auto refused = pj::supervisor::run_options(asked, {});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message() == "--test-resolve example.org:443: HOST:PORT=IP:PORT2 expected");
+#endif
 }
