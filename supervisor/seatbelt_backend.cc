@@ -47,6 +47,8 @@ util::Status check_switches(const cli::BackendInput& inv, const Prepared& prepar
   if (inv.switches.unsafe_test_no_seccomp) return linux_only("--unsafe-test-no-seccomp");
   if (inv.switches.unsafe_test_no_landlock) return linux_only("--unsafe-test-no-landlock");
   if (!inv.switches.test_landlock_read_only.empty()) return linux_only("--test-landlock-read-only");
+  // The stand-in token endpoints reach the Linux filter process only.
+  if (!inv.test_token_endpoint.empty()) return linux_only("--test-token-endpoint");
   if (inv.switches.unsafe_test_sandbox_exec)
     util::emit("WARNING", fmt::format("--unsafe-test-sandbox-exec: the command runs under {}, a stand-in for "
                                       "sandbox-exec that enforces NOTHING (test build)",

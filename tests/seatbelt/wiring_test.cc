@@ -374,10 +374,14 @@ TEST_CASE("explain names the backend and shows the parameters; doctor says no Se
 
 TEST_CASE("Linux-only switches are refused, not ignored") {
   Wiring w;
-  auto o = w.jail({"/bin/true"}, {"--unsafe-test-no-seccomp"});
-  CHECK(o.status == 125);
-  CHECK(o.err.find("Linux backend switch") != std::string::npos);
-  CHECK_FALSE(exists(w.record));
+  for (std::vector<std::string> sw : {std::vector<std::string>{"--unsafe-test-no-seccomp"},
+                                      std::vector<std::string>{"--test-token-endpoint", "anthropic@127.0.0.1:1/t"}}) {
+    CAPTURE(sw[0]);
+    auto o = w.jail({"/bin/true"}, sw);
+    CHECK(o.status == 125);
+    CHECK(o.err.find("Linux backend switch") != std::string::npos);
+    CHECK_FALSE(exists(w.record));
+  }
 }
 
 TEST_CASE("if the network filter cannot start, sandbox-exec is never run: 125, naming the step") {

@@ -184,7 +184,8 @@ constexpr std::pair<const char*, const char*> kTestSwitches[] = {
     {"--unsafe-test-no-landlock", nullptr}, {"--unsafe-test-sandbox-exec", "x"},
     {"--test-fail-network-filter", nullptr}, {"--test-net-timeouts", "1s,1s"},
     {"--test-upstream-ca", "x"},          {"--test-token-endpoint", "p@h:1/t"},
-    {"--test-resolve", "a:1=127.0.0.1:2"},
+    {"--test-resolve", "a:1=127.0.0.1:2"},  {"--test-filter-probe", nullptr},
+    {"--test-filter-misbehave", "abort"},
 };
 #ifdef PJ_TEST_SWITCHES
 namespace {
