@@ -91,12 +91,12 @@ supervisor::RunOutcome plan_and_run(const cli::BackendInput& plan_in, const cli:
   auto opts = supervisor::run_options(run_in, prepared.rules);
   if (!opts) return supervisor::setup_failed(opts.error().message());
   if (auto st = jail.ready(*opts); !st) return supervisor::setup_failed(st.error().message());
-  const auto repository = supervisor::git_audit::snapshot(prepared.request.workspace, prepared.git_watch);
+  const auto repository = git::audit::snapshot(prepared.request.workspace, prepared.git_watch);
   auto result = jail.run(*opts);
   supervisor::summarise_refusals(result.decisions, {.pi_downloads_tools = prepared.pi_downloads_tools});
   if (!result.discarded.empty()) util::note("{}", result.discarded);
-  content.repository_audit = supervisor::git_audit::audit(prepared.request.workspace, repository, prepared.git_watch);
-  supervisor::git_audit::print(content.repository_audit, prepared.request.workspace);
+  content.repository_audit = git::audit::audit(prepared.request.workspace, repository, prepared.git_watch);
+  git::audit::print(content.repository_audit, prepared.request.workspace);
   return result;
 }
 

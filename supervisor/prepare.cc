@@ -107,14 +107,14 @@ std::vector<std::string> writable_places(const std::string& workspace, const pol
   return out;
 }
 
-git_audit::Watch::What watched_as(git_protect::Part part) {
+git::audit::Watch::What watched_as(git::protect::Part part) {
   switch (part) {
-    case git_protect::Part::hooks_dir: return git_audit::Watch::What::hooks_dir;
-    case git_protect::Part::config: return git_audit::Watch::What::config;
-    case git_protect::Part::commondir: return git_audit::Watch::What::commondir;
-    case git_protect::Part::program: return git_audit::Watch::What::program;
+    case git::protect::Part::hooks_dir: return git::audit::Watch::What::hooks_dir;
+    case git::protect::Part::config: return git::audit::Watch::What::config;
+    case git::protect::Part::commondir: return git::audit::Watch::What::commondir;
+    case git::protect::Part::program: return git::audit::Watch::What::program;
   }
-  return git_audit::Watch::What::program;
+  return git::audit::Watch::What::program;
 }
 
 std::optional<std::string> env_value(const char* name) {
@@ -129,26 +129,26 @@ std::optional<std::string> env_value(const char* name) {
 // writable place, too large) is an error: what git would run is unknown.
 util::Status protect_repositories(runtime::Request& in, const policy::Policy& pol,
                                   const std::optional<policy::Worktree>& worktree,
-                                  std::vector<git_audit::Watch>& watch) {
-  git_protect::Inputs gi;
+                                  std::vector<git::audit::Watch>& watch) {
+  git::protect::Inputs gi;
   gi.writable = writable_places(in.workspace, pol);
   gi.home = in.home;
-  gi.host_configs = git_protect::host_config_files(env_value, in.home);
+  gi.host_configs = git::protect::host_config_files(env_value, in.home);
   std::vector<std::string> cut;
-  gi.repositories = git_protect::find_repositories(gi.writable, cut);
+  gi.repositories = git::protect::find_repositories(gi.writable, cut);
   if (worktree) gi.repositories.push_back({worktree->common_dir, in.workspace});
   for (const auto& where : cut)
     util::warn("the search for repositories the jail can write stopped at {} (at most {} directories deep, {} "
                "entries in all): git dirs below it keep only the profile's protections",
-               util::printable(where), git_protect::ScanLimits{}.depth, git_protect::ScanLimits{}.entries);
-  auto plan = git_protect::plan(gi, git_protect::host_reader(gi.writable));
+               util::printable(where), git::protect::ScanLimits{}.depth, git::protect::ScanLimits{}.entries);
+  auto plan = git::protect::plan(gi, git::protect::host_reader(gi.writable));
   if (!plan.problems.empty())
     return Error::invalid(fmt::format("{}", fmt::join(plan.problems, "\n  ")));
   for (const auto& p : plan.protections) {
     // One mark per path (the profile's first): a second would make a
     // second placeholder claim on the same path.
     auto same = [&](const runtime::PathRule& r) { return r.path == p.path; };
-    const bool dir = p.part == git_protect::Part::hooks_dir;
+    const bool dir = p.part == git::protect::Part::hooks_dir;
     if (std::none_of(in.read_only.begin(), in.read_only.end(), same))
       in.read_only.push_back({p.path, "git: " + p.why, dir ? runtime::Node::directory : runtime::Node::file});
     for (const auto& root : gi.writable) {
@@ -227,7 +227,7 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
   runtime::ProfileHints hints;
   if (auto placed = profile->place(places, preparation); !placed) return placed.take_error();
   std::string why_not;
-  places.worktree = find_worktree(in.workspace, home_real, why_not);
+  places.worktree = git::find_worktree(in.workspace, home_real, why_not);
   if (!why_not.empty()) util::warn("{}", util::printable(why_not));
 
   // The program to run, found before the policy is resolved: what it
@@ -314,7 +314,7 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
   }
   // The host's git identity, without its secrets, at ~/.config/git/config.
   if (in.home != "/" && inv.isolation == cli::Isolation::jail && !state_dir().empty()) {
-    auto git = git_identity::prepare(state_dir(), in.home);
+    auto git = git::identity::prepare(state_dir(), in.home);
     if (git)
       in.shown_files.push_back({in.home + "/.config/git/config", *git,
                                 "your git identity and display settings, nothing else (pi-jail(1), GIT)"});

@@ -27,7 +27,7 @@ struct Prepared {
   runtime::KeepNew keep_new_dirs;
   // What the host's git runs or reads beyond the workspace's .git, kept
   // read-only in the jail: audited when the run ends.
-  std::vector<git_audit::Watch> git_watch;
+  std::vector<git::audit::Watch> git_watch;
   // Pi runs and fd or rg is out of its reach: Pi tries to download them
   // from github.com (the exit summary proposes no rule for that).
   bool pi_downloads_tools = false;

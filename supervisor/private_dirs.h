@@ -109,7 +109,7 @@ private:
     std::vector<std::string> hidden;
     // Top-level files that are the user's symlinks to regular files
     // elsewhere, read through at the start: by the link's name.
-    std::vector<std::pair<std::string, std::shared_ptr<const UserLink>>> links;
+    std::vector<std::pair<std::string, std::shared_ptr<const pi::UserLink>>> links;
   };
   // The secret file's write-back still waiting for consent: its content
   // as written back (held entries as given) and as the jail left it.
@@ -122,11 +122,11 @@ private:
   };
   PrivateCopies() = default;
   void discard();
-  // agent::write_back() into the host directory open at `host`, through
+  // pi::agent::write_back() into the host directory open at `host`, through
   // the user's link when the file is one (the link unchanged since the start).
-  static util::Result<agent::WriteOutcome> write_back_to(int host, const Copy& c, const agent::AgentFile& file,
-                                                         agent::Content given, agent::Content jail_left,
-                                                         agent::Notes& notes);
+  static util::Result<pi::agent::WriteOutcome> write_back_to(int host, const Copy& c, const pi::agent::AgentFile& file,
+                                                         pi::agent::Content given, pi::agent::Content jail_left,
+                                                         pi::agent::Notes& notes);
 
   std::string run_dir_;
   std::shared_ptr<const SecretFile> secret_;

@@ -155,7 +155,7 @@ std::string render_report(const Report::Content& c) {
   j.end_object();
   j.field("log_suppressed", c.decisions.log_suppressed);
   j.end_object();
-  git_audit::write_json(j, c.repository_audit);
+  git::audit::write_json(j, c.repository_audit);
   j.key("ssh_agent_refusals").begin_array();
   for (const auto& note : c.ssh_agent_refusals) j.value(note);
   j.end_array();

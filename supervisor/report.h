@@ -41,7 +41,7 @@ public:
     RunOutcome outcome;
     // What the jail left in the workspace's repository for the host's
     // git to run (the backend audits it after the run).
-    git_audit::Audit repository_audit;
+    git::audit::Audit repository_audit;
     // What the run's own copy of a private directory (Pi's agent dir) gave
     // back to the host: "applied: ...", "refused: ...", "kept: ..."
     // (private_dirs.h), names escaped, never a value.

@@ -31,7 +31,7 @@
 namespace pj::credentials {
 
 // Pi's auth.json as data (lib/pi).
-namespace agent = ::pj::supervisor::agent;
+namespace agent = ::pj::pi::agent;
 
 // The largest token response body, decoded.
 inline constexpr size_t kMaxTokenBody = size_t{1} << 20;

@@ -15,11 +15,11 @@
 #include "util/log.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor::git_audit {
+namespace pj::git::audit {
 
 namespace {
 
-using git_config::escape;
+using git::config::escape;
 using util::UniqueFd;
 
 // What an object is to git, which decides what a change to it means.
@@ -363,9 +363,9 @@ private:
       out_.add(it.rel, fmt::format("config, {}: {}", age, text.error().message()));
       return;
     }
-    auto parsed = git_config::parse(*text);
+    auto parsed = git::config::parse(*text);
     for (const auto& e : parsed.entries) {
-      auto why = git_config::command_reason(e);
+      auto why = git::config::command_reason(e);
       if (why.empty()) continue;
       std::string value = e.value ? fmt::format("\"{}\"", shown(*e.value)) : "(no value: true)";
       out_.add(it.rel, fmt::format("{} = {}: {}", escape(e.key()), value, why), e.line, escape(e.key()));
@@ -449,4 +449,4 @@ void write_json(util::JsonWriter& j, const Audit& a) {
   j.end_array();
 }
 
-}  // namespace pj::supervisor::git_audit
+}  // namespace pj::git::audit

@@ -13,7 +13,7 @@
 // is followed through a symlink, no FIFO is opened for more than a
 // non-blocking look, no file over a cap is read (each is a finding
 // instead), the walk and the list are bounded, and every string in a
-// Finding is already escaped (git_config::escape).
+// Finding is already escaped (git::config::escape).
 #pragma once
 
 #include <sys/types.h>
@@ -26,7 +26,7 @@
 
 #include "util/json.h"
 
-namespace pj::supervisor::git_audit {
+namespace pj::git::audit {
 
 // Bounds on one snapshot or audit.
 struct Limits {
@@ -102,4 +102,4 @@ void print(const Audit& a, std::string_view workspace);
 // The report's "repository_audit" array.
 void write_json(util::JsonWriter& j, const Audit& a);
 
-}  // namespace pj::supervisor::git_audit
+}  // namespace pj::git::audit

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-namespace pj::supervisor::git_config {
+namespace pj::git::config {
 
 namespace {
 
@@ -346,4 +346,4 @@ std::string escape(std::string_view text) {
   return out;
 }
 
-}  // namespace pj::supervisor::git_config
+}  // namespace pj::git::config

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pj::supervisor::git_config {
+namespace pj::git::config {
 
 // One `name = value` (or a bare `name`, git's boolean true).
 struct Entry {
@@ -44,4 +44,4 @@ std::string_view command_reason(const Entry& e);
 // A local stand-in for a shared helper in lib/util; same contract.
 std::string escape(std::string_view bytes);
 
-}  // namespace pj::supervisor::git_config
+}  // namespace pj::git::config

@@ -17,7 +17,7 @@
 #include "util/temp_file.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor::git_identity {
+namespace pj::git::identity {
 
 using util::Error;
 
@@ -92,7 +92,7 @@ std::optional<std::string> read_host_file(const std::string& path) {
 
 }  // namespace
 
-bool allowed(const git_config::Entry& e) {
+bool allowed(const git::config::Entry& e) {
   for (const auto& a : kAllowed)
     if (e.section == a.section && (a.name == "*" || e.name == a.name) && (a.subsection || !e.subsection))
       return true;
@@ -110,7 +110,7 @@ std::string synthesize(const std::vector<std::pair<std::string, std::string>>& f
     return sections.back().second;
   };
   for (const auto& [name, text] : files) {
-    auto parsed = git_config::parse(text);
+    auto parsed = git::config::parse(text);
     if (parsed.error_line != 0) {
       left_out.push_back(fmt::format("{}:{}: {} (git refuses the file; none of it is passed)", name,
                                      parsed.error_line, parsed.error));
@@ -118,7 +118,7 @@ std::string synthesize(const std::vector<std::pair<std::string, std::string>>& f
     }
     for (const auto& e : parsed.entries) {
       if (!allowed(e)) {
-        left_out.push_back(git_config::escape(e.key()));
+        left_out.push_back(git::config::escape(e.key()));
         continue;
       }
       std::string header = e.subsection ? fmt::format("[{} {}]", e.section, quoted(*e.subsection))
@@ -199,4 +199,4 @@ util::Result<std::string> publish(const std::string& dir_path, const std::string
 
 }  // namespace detail
 
-}  // namespace pj::supervisor::git_identity
+}  // namespace pj::git::identity

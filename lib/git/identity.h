@@ -24,10 +24,10 @@
 #include "git/config.h"
 #include "util/result.h"
 
-namespace pj::supervisor::git_identity {
+namespace pj::git::identity {
 
 // Whether `e` may be shown to the jail (the allowlist). Pure.
-bool allowed(const git_config::Entry& e);
+bool allowed(const git::config::Entry& e);
 
 // The config text for the jail from the host files' texts, in git's
 // reading order, and the keys left out (for -v). A file with a syntax
@@ -54,4 +54,4 @@ util::Result<std::string> publish(const std::string& dir_path, const std::string
 
 }  // namespace detail
 
-}  // namespace pj::supervisor::git_identity
+}  // namespace pj::git::identity

@@ -18,11 +18,11 @@
 #include "util/paths.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor::git_protect {
+namespace pj::git::protect {
 
 namespace {
 
-using git_config::escape;
+using git::config::escape;
 
 std::string dir_of(const std::string& path) { return std::string(util::parent_path(path)); }
 
@@ -58,18 +58,18 @@ std::vector<std::string> path_words(std::string_view cmd, size_t max) {
   return out;
 }
 
-bool is_include(const git_config::Entry& e) {
+bool is_include(const git::config::Entry& e) {
   return e.name == "path" && ((e.section == "include" && !e.subsection) || (e.section == "includeif" && e.subsection));
 }
 
-bool is_hooks_path(const git_config::Entry& e) {
+bool is_hooks_path(const git::config::Entry& e) {
   return e.section == "core" && !e.subsection && e.name == "hookspath";
 }
 
 // Keys whose value is a place git reaches rather than a command it runs
 // (a remote URL, a rewrite of one, allowed transports, the work tree):
 // a local remote there is written by `git push`, not run.
-bool names_a_place(const git_config::Entry& e) {
+bool names_a_place(const git::config::Entry& e) {
   return (e.section == "remote" && (e.name == "url" || e.name == "pushurl")) || e.section == "url" ||
          e.section == "protocol" || (e.section == "core" && e.name == "worktree");
 }
@@ -120,7 +120,7 @@ private:
   // matter here (the text is not kept: many repositories, small memory).
   struct Loaded {
     std::string path;
-    std::vector<git_config::Entry> entries;
+    std::vector<git::config::Entry> entries;
   };
 
   const Loaded* load(const std::string& path) {
@@ -138,8 +138,8 @@ private:
     if (r->text) {
       loaded.emplace();
       loaded->path = std::move(r->path);
-      for (auto& e : git_config::parse(*r->text).entries)
-        if (e.value && (is_include(e) || is_hooks_path(e) || !git_config::command_reason(e).empty()))
+      for (auto& e : git::config::parse(*r->text).entries)
+        if (e.value && (is_include(e) || is_hooks_path(e) || !git::config::command_reason(e).empty()))
           loaded->entries.push_back(std::move(e));
     }
     auto& slot = cache_.emplace(path, std::move(loaded)).first->second;
@@ -169,7 +169,7 @@ private:
       } else if (is_hooks_path(e)) {
         if (auto dir = expand(*e.value, run_dir(repo), in_.home))
           protect(*dir, Part::hooks_dir, fmt::format("hooks git runs (core.hooksPath, {}:{})", path, e.line));
-      } else if (!git_config::command_reason(e).empty() && !names_a_place(e)) {
+      } else if (!git::config::command_reason(e).empty() && !names_a_place(e)) {
         command(e, path, repo);
       }
     }
@@ -177,7 +177,7 @@ private:
 
   // A script a command names inside a writable place, never the place
   // itself (a command that cds into the workspace names no script).
-  void command(const git_config::Entry& e, const std::string& file, const Repository& repo) {
+  void command(const git::config::Entry& e, const std::string& file, const Repository& repo) {
     for (const auto& w : path_words(*e.value, limits_.words)) {
       auto p = expand(w, run_dir(repo), in_.home);
       if (!p) continue;
@@ -363,4 +363,4 @@ std::vector<Repository> find_repositories(const std::vector<std::string>& roots,
   return s.take();
 }
 
-}  // namespace pj::supervisor::git_protect
+}  // namespace pj::git::protect

@@ -7,7 +7,7 @@
 // directory its config names (core.hooksPath); every config file it
 // includes (include.path and includeIf.*.path, whatever the condition:
 // the jail could make an onbranch: condition hold); and the scripts that
-// command-running keys name (git_config::command_reason) when they lie
+// command-running keys name (git::config::command_reason) when they lie
 // in a writable place.
 //
 // plan() is pure: it reads config through the injected ReadConfig and
@@ -25,7 +25,7 @@
 
 #include "util/result.h"
 
-namespace pj::supervisor::git_protect {
+namespace pj::git::protect {
 
 // A repository the host's git may use.
 struct Repository {
@@ -110,4 +110,4 @@ struct ScanLimits {
 std::vector<Repository> find_repositories(const std::vector<std::string>& roots, std::vector<std::string>& cut,
                                           const ScanLimits& limits = {});
 
-}  // namespace pj::supervisor::git_protect
+}  // namespace pj::git::protect

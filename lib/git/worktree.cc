@@ -11,7 +11,7 @@
 #include "util/paths.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor {
+namespace pj::git {
 
 namespace {
 
@@ -104,4 +104,4 @@ std::optional<policy::Worktree> find_worktree(const std::string& workspace, cons
   return policy::Worktree{dot_git, *git_dir, *common};
 }
 
-}  // namespace pj::supervisor
+}  // namespace pj::git

@@ -8,7 +8,7 @@
 
 #include "policy/policy.h"
 
-namespace pj::supervisor {
+namespace pj::git {
 
 // `workspace` and `home` resolved. The worktree whose `.git` file is at
 // the top of `workspace`, when all of these hold (git's own checks, see
@@ -24,4 +24,4 @@ namespace pj::supervisor {
 std::optional<policy::Worktree> find_worktree(const std::string& workspace, const std::string& home,
                                               std::string& why_not);
 
-}  // namespace pj::supervisor
+}  // namespace pj::git

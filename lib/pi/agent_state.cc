@@ -15,7 +15,7 @@
 #include "util/escape.h"
 #include "util/json_value.h"
 
-namespace pj::supervisor::agent {
+namespace pj::pi::agent {
 
 namespace json = util::json;
 using Kind = Notes::Kind;
@@ -617,4 +617,4 @@ NewContent merge_settings(Content host_now, Content given, Content jail_left, No
   return std::move(out).result();
 }
 
-}  // namespace pj::supervisor::agent
+}  // namespace pj::pi::agent

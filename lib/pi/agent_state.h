@@ -24,7 +24,7 @@
 
 #include "util/result.h"
 
-namespace pj::supervisor::agent {
+namespace pj::pi::agent {
 
 // Every version of a file is refused past this size.
 inline constexpr size_t kMaxFileBytes = size_t{1} << 20;
@@ -164,4 +164,4 @@ struct LinkTarget {
                                                        const std::function<NewContent(Content host_now)>& update,
                                                        const LockTiming& timing = {});
 
-}  // namespace pj::supervisor::agent
+}  // namespace pj::pi::agent

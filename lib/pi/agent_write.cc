@@ -14,7 +14,7 @@
 #include "util/temp_file.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor::agent {
+namespace pj::pi::agent {
 
 using util::Error;
 using util::Result;
@@ -153,4 +153,4 @@ Result<WriteOutcome> write_back_through(int agent_dir_fd, const AgentFile& file,
       [&](Content host_now) { return file.merge(host_now, given, jail_left, notes, dir); }, timing);
 }
 
-}  // namespace pj::supervisor::agent
+}  // namespace pj::pi::agent

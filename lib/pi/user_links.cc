@@ -16,7 +16,7 @@
 #include "util/paths.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor {
+namespace pj::pi {
 
 using util::Error;
 
@@ -115,4 +115,4 @@ util::Result<UserLink> follow_user_link(int dir, const std::string& dir_path, co
   return link;
 }
 
-}  // namespace pj::supervisor
+}  // namespace pj::pi

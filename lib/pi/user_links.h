@@ -10,7 +10,7 @@
 #include "util/result.h"
 #include "util/unique_fd.h"
 
-namespace pj::supervisor {
+namespace pj::pi {
 
 // A top-level file that is the user's link to a regular file elsewhere:
 // the jail gets a copy of the target, and write-back replaces the target,
@@ -34,4 +34,4 @@ util::Result<std::string> resolve_outside(const std::string& path, const std::ve
 util::Result<UserLink> follow_user_link(int dir, const std::string& dir_path, const std::string& name,
                                         const std::vector<std::string>& writable);
 
-}  // namespace pj::supervisor
+}  // namespace pj::pi

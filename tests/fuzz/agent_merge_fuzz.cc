@@ -7,7 +7,7 @@
 #include "pi/agent_state.h"
 #include "util/json_value.h"
 
-using namespace pj::supervisor::agent;
+using namespace pj::pi::agent;
 
 namespace {
 

@@ -8,7 +8,6 @@
 #include "netproxy/http1.h"
 #include "credentials/token_exchange.h"
 
-using namespace pj::supervisor;
 using namespace pj::credentials;
 
 namespace {

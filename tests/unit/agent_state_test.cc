@@ -8,7 +8,7 @@
 #include "json_helpers.h"
 #include "util/json_value.h"
 
-using namespace pj::supervisor::agent;
+using namespace pj::pi::agent;
 namespace json = pj::util::json;
 using pj::test::parsed;
 using pj::test::pi_form;

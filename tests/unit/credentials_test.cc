@@ -666,13 +666,13 @@ TEST_CASE("auth.json write-back: a literal new token in the jail's auth.json is 
   CHECK(n->held[0].account == "x@y");
   // Only an entry the merge would take is a login to ask about: a planted
   // "!command" key is refused by the merge itself.
-  CHECK(pj::supervisor::agent::auth_entry_is_data(r->text, std::string_view(rig.host), "anthropic"));
-  CHECK_FALSE(pj::supervisor::agent::auth_entry_is_data(n->text, std::string_view(rig.host), "openai"));  // "email" is no api_key data
+  CHECK(pj::pi::agent::auth_entry_is_data(r->text, std::string_view(rig.host), "anthropic"));
+  CHECK_FALSE(pj::pi::agent::auth_entry_is_data(n->text, std::string_view(rig.host), "openai"));  // "email" is no api_key data
   std::string planted = rig.jail;
   planted.insert(planted.rfind('}'), R"(,"x":{"type":"api_key","key":"!touch MARK"})");
-  CHECK_FALSE(pj::supervisor::agent::auth_entry_is_data(planted, std::string_view(rig.host), "x"));
+  CHECK_FALSE(pj::pi::agent::auth_entry_is_data(planted, std::string_view(rig.host), "x"));
   // What may be written back meanwhile: the held entries as the host had them.
-  auto kept = pj::supervisor::agent::hold_entries(r->text, std::string_view(rig.host), {"anthropic"});
+  auto kept = pj::pi::agent::hold_entries(r->text, std::string_view(rig.host), {"anthropic"});
   REQUIRE(kept);
   CHECK(kept->find(kApiKey) != std::string::npos);
   CHECK(kept->find("JAILCHOSE") == std::string::npos);

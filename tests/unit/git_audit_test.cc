@@ -11,7 +11,7 @@
 #include "git/audit.h"
 #include "temp_dir.h"
 
-using namespace pj::supervisor::git_audit;
+using namespace pj::git::audit;
 namespace fs = std::filesystem;
 
 namespace {

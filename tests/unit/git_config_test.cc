@@ -4,7 +4,7 @@
 
 #include "git/config.h"
 
-using namespace pj::supervisor::git_config;
+using namespace pj::git::config;
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "git/identity.h"
 #include "temp_dir.h"
 
-using namespace pj::supervisor;
+using namespace pj;
 
 namespace {
 
@@ -53,10 +53,10 @@ const char* kHostConfig = R"([user]
 
 TEST_CASE("git identity: the allowlisted settings pass, credentials, rewrites, includes and commands never") {
   std::vector<std::string> left_out;
-  const std::string text = git_identity::synthesize({{"~/.gitconfig", kHostConfig}}, left_out);
+  const std::string text = git::identity::synthesize({{"~/.gitconfig", kHostConfig}}, left_out);
   CAPTURE(text);
   // It parses as git config, and holds what it should.
-  auto parsed = git_config::parse(text);
+  auto parsed = git::config::parse(text);
   REQUIRE(parsed.error_line == 0);
   std::vector<std::string> keys;
   for (const auto& e : parsed.entries) keys.push_back(e.key() + "=" + e.value.value_or(""));
@@ -89,10 +89,10 @@ TEST_CASE("git identity: the allowlisted settings pass, credentials, rewrites, i
 
 TEST_CASE("git identity: values are quoted so they cannot start a section; a broken file passes nothing") {
   std::vector<std::string> left_out;
-  const std::string text = git_identity::synthesize(
+  const std::string text = git::identity::synthesize(
       {{"a", "[user]\n\tname = \"Evil\\n[credential]\\n\\thelper = store\"\n"}, {"b", "[user\n\tname = x\n"}},
       left_out);
-  auto parsed = git_config::parse(text);
+  auto parsed = git::config::parse(text);
   REQUIRE(parsed.error_line == 0);
   int names = 0;
   for (const auto& e : parsed.entries) {
@@ -135,8 +135,8 @@ TEST_CASE("git identity: a copy another run publishes after this run looked for 
   const std::string text = "[user]\n\tname = \"A\"\n";
   std::string theirs;
   int bound = -1;  // open, as their jail's bind holds it (its inode cannot be reused meanwhile)
-  auto ours = git_identity::detail::publish(dir, text, [&] {
-    auto published = git_identity::detail::publish(dir, text);  // the concurrent run
+  auto ours = git::identity::detail::publish(dir, text, [&] {
+    auto published = git::identity::detail::publish(dir, text);  // the concurrent run
     REQUIRE(published);
     theirs = *published;
     bound = ::open(theirs.c_str(), O_RDONLY | O_CLOEXEC);
@@ -162,16 +162,16 @@ TEST_CASE("git identity: a file under the copy's name that holds other bytes is 
   StateDir state;
   const std::string dir = state.path + "/gitconfig";
   const std::string text = "[user]\n\tname = \"B\"\n";
-  auto first = git_identity::detail::publish(dir, text);
+  auto first = git::identity::detail::publish(dir, text);
   REQUIRE(first);
   const ino_t made = inode_of(*first);
-  auto again = git_identity::detail::publish(dir, text);
+  auto again = git::identity::detail::publish(dir, text);
   REQUIRE(again);
   CHECK(*again == *first);
   CHECK(inode_of(*again) == made);  // used as it is
 
   std::ofstream(*first, std::ios::trunc) << "[user]\n\tname = \"someone else\"\n";
-  auto fixed = git_identity::detail::publish(dir, text);
+  auto fixed = git::identity::detail::publish(dir, text);
   REQUIRE(fixed);
   CHECK(*fixed == *first);
   CHECK(contents(*fixed) == text);
@@ -181,13 +181,13 @@ TEST_CASE("git identity: a temporary file left by a run killed mid-write (its pi
   StateDir state;
   const std::string dir = state.path + "/gitconfig";
   const std::string text = "[user]\n\tname = \"C\"\n";
-  auto first = git_identity::detail::publish(dir, text);  // learns the copy's name
+  auto first = git::identity::detail::publish(dir, text);  // learns the copy's name
   REQUIRE(first);
   REQUIRE(::unlink(first->c_str()) == 0);
   // What a SIGKILL between the write and the rename leaves, under every
   // name a run of this pid could choose by its pid.
   std::ofstream(*first + "." + std::to_string(::getpid())) << "half";
-  auto next = git_identity::detail::publish(dir, text);
+  auto next = git::identity::detail::publish(dir, text);
   REQUIRE_MESSAGE(next, next.error().message());
   CHECK(contents(*next) == text);
 }

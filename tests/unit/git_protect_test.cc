@@ -14,22 +14,22 @@
 #include "git/protect.h"
 #include "temp_dir.h"
 
-using namespace pj::supervisor;
-using git_protect::Part;
+using namespace pj;
+using git::protect::Part;
 
 namespace {
 
 // Config files by path; any other path is absent.
-git_protect::ReadConfig files(std::map<std::string, std::string> texts) {
-  return [texts = std::move(texts)](const std::string& path) -> pj::util::Result<git_protect::ConfigText> {
+git::protect::ReadConfig files(std::map<std::string, std::string> texts) {
+  return [texts = std::move(texts)](const std::string& path) -> pj::util::Result<git::protect::ConfigText> {
     auto it = texts.find(path);
-    if (it == texts.end()) return git_protect::ConfigText{path, std::nullopt};
-    return git_protect::ConfigText{path, it->second};
+    if (it == texts.end()) return git::protect::ConfigText{path, std::nullopt};
+    return git::protect::ConfigText{path, it->second};
   };
 }
 
-git_protect::Inputs workspace_repo() {
-  git_protect::Inputs in;
+git::protect::Inputs workspace_repo() {
+  git::protect::Inputs in;
   in.writable = {"/w"};
   in.host_configs = {"/etc/gitconfig", "/h/.gitconfig"};
   in.repositories = {{"/w/.git", "/w"}};
@@ -37,13 +37,13 @@ git_protect::Inputs workspace_repo() {
   return in;
 }
 
-std::map<std::string, Part> protected_paths(const git_protect::Plan& p) {
+std::map<std::string, Part> protected_paths(const git::protect::Plan& p) {
   std::map<std::string, Part> out;
   for (const auto& x : p.protections) out.emplace(x.path, x.part);
   return out;
 }
 
-bool has(const git_protect::Plan& p, const std::string& path, Part part) {
+bool has(const git::protect::Plan& p, const std::string& path, Part part) {
   auto all = protected_paths(p);
   auto it = all.find(path);
   return it != all.end() && it->second == part;
@@ -57,7 +57,7 @@ void write(const std::string& path, const std::string& text) {
 }  // namespace
 
 TEST_CASE("git_protect: a repository's hooks, config, config.worktree and commondir, nothing else without config") {
-  auto p = git_protect::plan(workspace_repo(), files({}));
+  auto p = git::protect::plan(workspace_repo(), files({}));
   CHECK(p.problems.empty());
   CHECK(protected_paths(p) == std::map<std::string, Part>{{"/w/.git/hooks", Part::hooks_dir},
                                                            {"/w/.git/config", Part::config},
@@ -66,14 +66,14 @@ TEST_CASE("git_protect: a repository's hooks, config, config.worktree and common
 }
 
 TEST_CASE("git_protect: core.hooksPath relative to the work tree, and absolute, inside the workspace") {
-  auto p = git_protect::plan(workspace_repo(), files({{"/w/.git/config", "[core]\n\thooksPath = .githooks\n"}}));
+  auto p = git::protect::plan(workspace_repo(), files({{"/w/.git/config", "[core]\n\thooksPath = .githooks\n"}}));
   CHECK(has(p, "/w/.githooks", Part::hooks_dir));
 
-  p = git_protect::plan(workspace_repo(), files({{"/h/.gitconfig", "[core]\nhookspath = /w/tools/hooks\n"}}));
+  p = git::protect::plan(workspace_repo(), files({{"/h/.gitconfig", "[core]\nhookspath = /w/tools/hooks\n"}}));
   CHECK(has(p, "/w/tools/hooks", Part::hooks_dir));
 
   // Outside every writable place: the jail cannot change it, nothing to add.
-  p = git_protect::plan(workspace_repo(), files({{"/h/.gitconfig", "[core]\nhookspath = ~/hooks\n"}}));
+  p = git::protect::plan(workspace_repo(), files({{"/h/.gitconfig", "[core]\nhookspath = ~/hooks\n"}}));
   CHECK(protected_paths(p).size() == 4);
 }
 
@@ -81,7 +81,7 @@ TEST_CASE("git_protect: a global relative core.hooksPath is taken in each reposi
   auto in = workspace_repo();
   in.writable.push_back("/r");
   in.repositories.push_back({"/r/remote.git", ""});
-  auto p = git_protect::plan(in, files({{"/h/.gitconfig", "[core]\n\thooksPath = .hooks\n"}}));
+  auto p = git::protect::plan(in, files({{"/h/.gitconfig", "[core]\n\thooksPath = .hooks\n"}}));
   CHECK(has(p, "/w/.hooks", Part::hooks_dir));
   CHECK(has(p, "/r/remote.git/.hooks", Part::hooks_dir));
   CHECK(has(p, "/r/remote.git/hooks", Part::hooks_dir));
@@ -89,7 +89,7 @@ TEST_CASE("git_protect: a global relative core.hooksPath is taken in each reposi
 }
 
 TEST_CASE("git_protect: include.path into the work tree is protected and read: what it names is protected too") {
-  auto p = git_protect::plan(workspace_repo(),
+  auto p = git::protect::plan(workspace_repo(),
                              files({{"/w/.git/config", "[include]\n\tpath = ../.gitconfig-team\n"},
                                     {"/w/.gitconfig-team", "[core]\n\tfsmonitor = ./scripts/fsmon.sh\n"}}));
   CHECK(p.problems.empty());
@@ -98,12 +98,12 @@ TEST_CASE("git_protect: include.path into the work tree is protected and read: w
 }
 
 TEST_CASE("git_protect: an absent included file is protected so that the jail cannot create it") {
-  auto p = git_protect::plan(workspace_repo(), files({{"/h/.gitconfig", "[include]\npath = /w/local.gitconfig\n"}}));
+  auto p = git::protect::plan(workspace_repo(), files({{"/h/.gitconfig", "[include]\npath = /w/local.gitconfig\n"}}));
   CHECK(has(p, "/w/local.gitconfig", Part::config));
 }
 
 TEST_CASE("git_protect: includeIf is followed whatever its condition (onbranch: the jail can switch branch)") {
-  auto p = git_protect::plan(
+  auto p = git::protect::plan(
       workspace_repo(),
       files({{"/w/.git/config", "[includeIf \"onbranch:never-checked-out\"]\n\tpath = /w/cfg/branch.inc\n"},
              {"/w/cfg/branch.inc", "[core]\n\thooksPath = cfg/hooks\n"},
@@ -124,7 +124,7 @@ TEST_CASE("git_protect: command keys naming scripts in the workspace; commands a
       "[diff \"pdf\"]\n\ttextconv = /w/bin/pdf2txt\n[merge \"m\"]\n\tdriver = ./bin/merge %O %A %B\n"
       "[credential]\n\thelper = !/w/bin/cred\n[gpg]\n\tprogram = /w/bin/gpg\n"
       "[remote \"origin\"]\n\turl = /w/remote.git\n[sequence]\n\teditor = /usr/bin/vi\n";
-  auto p = git_protect::plan(workspace_repo(), files({{"/w/.git/config", cfg}}));
+  auto p = git::protect::plan(workspace_repo(), files({{"/w/.git/config", cfg}}));
   CHECK(has(p, "/w/tools/edit.sh", Part::program));
   CHECK(has(p, "/w/tools/x.sh", Part::program));
   CHECK(has(p, "/w/bin/smudge", Part::program));
@@ -140,15 +140,15 @@ TEST_CASE("git_protect: command keys naming scripts in the workspace; commands a
 }
 
 TEST_CASE("git_protect: a config file that cannot be read is a problem; an include loop ends") {
-  auto failing = [](const std::string& path) -> pj::util::Result<git_protect::ConfigText> {
+  auto failing = [](const std::string& path) -> pj::util::Result<git::protect::ConfigText> {
     if (path == "/w/.git/config") return pj::util::Error::invalid("/w/.git/config is a symlink");
-    return git_protect::ConfigText{path, std::nullopt};
+    return git::protect::ConfigText{path, std::nullopt};
   };
-  auto p = git_protect::plan(workspace_repo(), failing);
+  auto p = git::protect::plan(workspace_repo(), failing);
   REQUIRE(p.problems.size() == 1);
   CHECK(p.problems[0].find("git config /w/.git/config: /w/.git/config is a symlink") == 0);
 
-  p = git_protect::plan(workspace_repo(), files({{"/w/.git/config", "[include]\npath = /w/a\n"},
+  p = git::protect::plan(workspace_repo(), files({{"/w/.git/config", "[include]\npath = /w/a\n"},
                                                  {"/w/a", "[include]\npath = /w/.git/config\n"}}));
   CHECK(p.problems.empty());
   CHECK(has(p, "/w/a", Part::config));
@@ -160,18 +160,18 @@ TEST_CASE("git_protect: the host reader refuses a symlinked config in a writable
   write(t.path + "/home/real.inc", "[core]\n\tfsmonitor = " + t.path + "/w/fsmon\n");
   REQUIRE(::symlink((t.path + "/home/real.inc").c_str(), (t.path + "/w/linked.inc").c_str()) == 0);
   REQUIRE(::symlink((t.path + "/home/real.inc").c_str(), (t.path + "/home/.gitconfig").c_str()) == 0);
-  git_protect::Inputs in;
+  git::protect::Inputs in;
   in.writable = {t.path + "/w"};
   in.host_configs = {t.path + "/home/.gitconfig"};  // the operator's: followed
   in.repositories = {{t.path + "/w/.git", t.path + "/w"}};
   in.home = t.path + "/home";
-  auto p = git_protect::plan(in, git_protect::host_reader(in.writable));
+  auto p = git::protect::plan(in, git::protect::host_reader(in.writable));
   CHECK(p.problems.empty());
   CHECK(has(p, t.path + "/w/.githooks", Part::hooks_dir));
   CHECK(has(p, t.path + "/w/fsmon", Part::program));
 
   write(t.path + "/w/.git/config", "[include]\n\tpath = ../linked.inc\n");
-  p = git_protect::plan(in, git_protect::host_reader(in.writable));
+  p = git::protect::plan(in, git::protect::host_reader(in.writable));
   REQUIRE(p.problems.size() == 1);
   CHECK(p.problems[0].find("linked.inc") != std::string::npos);
 }
@@ -189,7 +189,7 @@ TEST_CASE("git_protect: repositories below the writable places: nested, bare, su
   REQUIRE(::symlink((t.path + "/elsewhere").c_str(), (w + "/link").c_str()) == 0);
 
   std::vector<std::string> cut;
-  auto repos = git_protect::find_repositories({w, g}, cut);
+  auto repos = git::protect::find_repositories({w, g}, cut);
   std::vector<std::string> dirs;
   for (const auto& r : repos) dirs.push_back(r.git_dir + " @" + r.work_tree);
   std::sort(dirs.begin(), dirs.end());
@@ -198,14 +198,14 @@ TEST_CASE("git_protect: repositories below the writable places: nested, bare, su
   CHECK(cut.empty());
 
   cut.clear();
-  git_protect::find_repositories({w}, cut, {1, 50000});
+  git::protect::find_repositories({w}, cut, {1, 50000});
   CHECK(cut == std::vector<std::string>{w + "/vendor"});
 }
 
 TEST_CASE("git_protect: the user's global include into the workspace is protected even where no repository is") {
   auto in = workspace_repo();
   in.repositories.clear();
-  auto p = git_protect::plan(in, files({{"/h/.gitconfig", "[includeIf \"gitdir:/w/\"]\n\tpath = /w/dot/git.inc\n"},
+  auto p = git::protect::plan(in, files({{"/h/.gitconfig", "[includeIf \"gitdir:/w/\"]\n\tpath = /w/dot/git.inc\n"},
                                         {"/w/dot/git.inc", "[core]\n\tfsmonitor = /w/dot/fsmon\n\thooksPath = rel\n"}}));
   CHECK(has(p, "/w/dot/git.inc", Part::config));
   CHECK(has(p, "/w/dot/fsmon", Part::program));
