@@ -60,7 +60,7 @@ options:
 // The test-only switches exist (and are listed) only in builds made with
 // -Dtest_switches=true.
 #ifdef PJ_TEST_SWITCHES
-    R"(
+                           R"(
 test builds only (-Dtest_switches=true; never in a release):
   --test-landlock-read-only DIR   make the Landlock rule for the mount at DIR read-only
                                   while the mount stays writable, to show Landlock alone holds
@@ -84,7 +84,7 @@ test builds only (-Dtest_switches=true; never in a release):
                                   once the rules allow HOST:PORT, connect to IP:PORT2 for it
 )"
 #endif
-    R"(
+                           R"(
 exit status: the command's; 128+N if it died of signal N; 124 if --timeout stopped it;
 125 if pi-jail failed before the command ran (or could not write its own output);
 126 command not executable; 127 command not found.
@@ -199,20 +199,34 @@ std::string_view where_it_applies(Scope scope) {
 }
 
 util::Status apply(Invocation& inv, std::string_view name, const std::optional<std::string>& value) {
-  if (name == "--workspace") inv.workspace = *value;
-  else if (name == "--profile") inv.policy.profile = *value;
-  else if (name == "--config") inv.policy.config = *value;
-  else if (name == "--no-project-config") inv.policy.no_project_config = true;
-  else if (name == "--allow-net") inv.policy.allow_net.push_back(*value);
-  else if (name == "--publish") inv.policy.publish.push_back(*value);
-  else if (name == "--allow-ssh") inv.policy.allow_ssh.push_back(*value);
-  else if (name == "--allow-net-preset") inv.policy.allow_net_presets.push_back(*value);
-  else if (name == "--ephemeral-home") inv.policy.ephemeral_home = true;
-  else if (name == "--allow-read") inv.policy.allow_read.push_back(*value);
-  else if (name == "--allow-write") inv.policy.allow_write.push_back(*value);
-  else if (name == "--deny") inv.policy.deny.push_back(*value);
-  else if (name == "--report") inv.report = *value;
-  else if (name == "--net-log") inv.run.net_log = *value;
+  if (name == "--workspace")
+    inv.workspace = *value;
+  else if (name == "--profile")
+    inv.policy.profile = *value;
+  else if (name == "--config")
+    inv.policy.config = *value;
+  else if (name == "--no-project-config")
+    inv.policy.no_project_config = true;
+  else if (name == "--allow-net")
+    inv.policy.allow_net.push_back(*value);
+  else if (name == "--publish")
+    inv.policy.publish.push_back(*value);
+  else if (name == "--allow-ssh")
+    inv.policy.allow_ssh.push_back(*value);
+  else if (name == "--allow-net-preset")
+    inv.policy.allow_net_presets.push_back(*value);
+  else if (name == "--ephemeral-home")
+    inv.policy.ephemeral_home = true;
+  else if (name == "--allow-read")
+    inv.policy.allow_read.push_back(*value);
+  else if (name == "--allow-write")
+    inv.policy.allow_write.push_back(*value);
+  else if (name == "--deny")
+    inv.policy.deny.push_back(*value);
+  else if (name == "--report")
+    inv.report = *value;
+  else if (name == "--net-log")
+    inv.run.net_log = *value;
   else if (name == "--memory" || name == "--pids" || name == "--cpus") {
     std::string why;
     bool ok = name == "--memory" ? policy::parse_memory_size(*value, why).has_value()
@@ -223,22 +237,29 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
   } else if (name == "--timeout" || name == "--grace") {
     auto d = parse_duration(*value);
     if (!d) return std::move(d.take_error()).context(std::string(name));
-    if (name == "--timeout") inv.run.timeout = *d;
-    else inv.run.grace = *d;
+    if (name == "--timeout")
+      inv.run.timeout = *d;
+    else
+      inv.run.grace = *d;
   }
 #ifdef PJ_TEST_SWITCHES
-  else if (name == "--test-landlock-read-only") inv.backend.test_landlock_read_only.push_back(*value);
-  else if (name == "--unsafe-test-no-seccomp") inv.backend.unsafe_test_no_seccomp = true;
-  else if (name == "--unsafe-test-no-landlock") inv.backend.unsafe_test_no_landlock = true;
-  else if (name == "--unsafe-test-sandbox-exec") inv.backend.unsafe_test_sandbox_exec = *value;
-  else if (name == "--test-fail-network-filter") inv.run.test_fail_network_filter = true;
-  else if (name == "--test-filter-probe") inv.run.test_filter_probe = true;
+  else if (name == "--test-landlock-read-only")
+    inv.backend.test_landlock_read_only.push_back(*value);
+  else if (name == "--unsafe-test-no-seccomp")
+    inv.backend.unsafe_test_no_seccomp = true;
+  else if (name == "--unsafe-test-no-landlock")
+    inv.backend.unsafe_test_no_landlock = true;
+  else if (name == "--unsafe-test-sandbox-exec")
+    inv.backend.unsafe_test_sandbox_exec = *value;
+  else if (name == "--test-fail-network-filter")
+    inv.run.test_fail_network_filter = true;
+  else if (name == "--test-filter-probe")
+    inv.run.test_filter_probe = true;
   else if (name == "--test-filter-misbehave") {
     if (*value != "abort" && *value != "stop-reading" && *value != "jail-socket")
       return Error::invalid("--test-filter-misbehave: abort, stop-reading or jail-socket");
     inv.run.test_filter_misbehave = *value;
-  }
-  else if (name == "--test-net-timeouts") {
+  } else if (name == "--test-net-timeouts") {
     auto comma = value->find(',');
     if (comma == std::string::npos) return Error::invalid("--test-net-timeouts: HANDSHAKE,IDLE (two durations)");
     auto hs = parse_duration(std::string_view(*value).substr(0, comma));
@@ -246,14 +267,21 @@ util::Status apply(Invocation& inv, std::string_view name, const std::optional<s
     auto idle = parse_duration(std::string_view(*value).substr(comma + 1));
     if (!idle) return std::move(idle.take_error()).context("--test-net-timeouts");
     inv.run.test_net_timeouts = std::pair{*hs, *idle};
-  } else if (name == "--test-upstream-ca") inv.interceptor.test_upstream_ca = *value;
-  else if (name == "--test-token-endpoint") inv.test_token_endpoint.push_back(*value);
-  else if (name == "--test-resolve") inv.run.test_resolve.push_back(*value);
+  } else if (name == "--test-upstream-ca")
+    inv.interceptor.test_upstream_ca = *value;
+  else if (name == "--test-token-endpoint")
+    inv.test_token_endpoint.push_back(*value);
+  else if (name == "--test-resolve")
+    inv.run.test_resolve.push_back(*value);
 #endif
-  else if (name == "--unsandboxed") inv.isolation = Isolation::unsandboxed;
-  else if (name == "--verbose") inv.verbosity = util::Verbosity::verbose;
-  else if (name == "--quiet") inv.verbosity = util::Verbosity::quiet;
-  else if (name == "--json") inv.json = true;
+  else if (name == "--unsandboxed")
+    inv.isolation = Isolation::unsandboxed;
+  else if (name == "--verbose")
+    inv.verbosity = util::Verbosity::verbose;
+  else if (name == "--quiet")
+    inv.verbosity = util::Verbosity::quiet;
+  else if (name == "--json")
+    inv.json = true;
   return {};
 }
 
@@ -282,11 +310,16 @@ util::Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
     return Error::invalid(fmt::format("'{}' is not a duration (a number with an optional unit ms, s, m, h)", text));
   long long n = *util::parse_number<long long>(text.substr(0, digits));
   long long ms;
-  if (unit == "ms") ms = n;
-  else if (unit.empty() || unit == "s") ms = n * 1000;
-  else if (unit == "m") ms = n * 60 * 1000;
-  else if (unit == "h") ms = n * 3600 * 1000;
-  else return Error::invalid(fmt::format("'{}': unknown unit '{}' (ms, s, m, h)", text, unit));
+  if (unit == "ms")
+    ms = n;
+  else if (unit.empty() || unit == "s")
+    ms = n * 1000;
+  else if (unit == "m")
+    ms = n * 60 * 1000;
+  else if (unit == "h")
+    ms = n * 3600 * 1000;
+  else
+    return Error::invalid(fmt::format("'{}': unknown unit '{}' (ms, s, m, h)", text, unit));
   if (ms <= 0) return Error::invalid(fmt::format("'{}': the duration must be positive", text));
   return std::chrono::milliseconds(ms);
 }
@@ -341,9 +374,12 @@ util::Result<Invocation> parse(int argc, char** argv) {
     } else if (!opt->takes_value && value) {
       return Error::invalid(fmt::format("option {} takes no value", name));
     }
-    if (opt->name == "--help") help = true;
-    else if (opt->name == "--version") version = true;
-    else if (auto st = apply(inv, opt->name, value); !st) return st.take_error();
+    if (opt->name == "--help")
+      help = true;
+    else if (opt->name == "--version")
+      version = true;
+    else if (auto st = apply(inv, opt->name, value); !st)
+      return st.take_error();
     given.push_back(opt);
   }
   for (; i < argc; ++i) inv.command.emplace_back(argv[i]);
@@ -355,9 +391,8 @@ util::Result<Invocation> parse(int argc, char** argv) {
     std::string shown(o->name);
     if (!o->short_name.empty()) shown = fmt::format("{} ({})", o->short_name, o->name);
     if (inv.mode == Mode::run && o->scope == Scope::json)
-      return Error::invalid(fmt::format(
-          "{} applies to {}; to pass it to the command, put it after the command's name", o->name,
-          where_it_applies(o->scope)));
+      return Error::invalid(fmt::format("{} applies to {}; to pass it to the command, put it after the command's name",
+                                        o->name, where_it_applies(o->scope)));
     return Error::invalid(fmt::format("{} applies to {}, not to {}{}", shown, where_it_applies(o->scope),
                                       mode_name(inv.mode),
                                       inv.mode == Mode::explain && o->name == "--unsandboxed"
@@ -380,7 +415,8 @@ util::Result<Invocation> parse(int argc, char** argv) {
     case Mode::explain:
     case Mode::help:
       if (!inv.command.empty())
-        return Error::invalid(fmt::format("unexpected argument '{}' after {}", inv.command.front(), mode_name(inv.mode)));
+        return Error::invalid(
+            fmt::format("unexpected argument '{}' after {}", inv.command.front(), mode_name(inv.mode)));
       break;
     case Mode::version: break;
   }

@@ -26,7 +26,7 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
                         ? std::nullopt
                         : net::parse_host_port(std::string_view(t).substr(at + 1, slash - at - 1));
     auto stand_in = hostport ? credentials::stand_in_endpoint(t.substr(0, at), hostport->host,
-                                                               static_cast<uint16_t>(hostport->port), t.substr(slash))
+                                                              static_cast<uint16_t>(hostport->port), t.substr(slash))
                              : std::nullopt;
     if (!stand_in) return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
     st.settings.test_token_endpoints.push_back(std::move(*stand_in));

@@ -73,7 +73,7 @@ private:
     std::string agent_dir;  // the private directory holding auth.json (Pi's agent dir), or empty
     std::shared_ptr<credentials::HeldLogins> held = std::make_shared<credentials::HeldLogins>();
     policy::LoginWriteBack logins = policy::LoginWriteBack::ask;
-    std::vector<netproxy::MintingEndpoint> minting;  // refused by the filter
+    std::vector<netproxy::MintingEndpoint> minting;        // refused by the filter
     std::shared_ptr<credentials::OAuthExchange> exchange;  // made by intercept()
   };
   RunCredentials() = default;

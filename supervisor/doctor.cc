@@ -63,21 +63,22 @@ int doctor(const runtime::HostReport& r, bool json, const JailEvidence& evidence
     return r.jail_possible ? 0 : 1;
   }
   if (inside)
-    util::out("{:8} inside a pi-jail jail: PI_JAIL=1 and no_new_privs are set; the checks below describe this jail, "
-              "not the host\n",
-              "info");
+    util::out(
+        "{:8} inside a pi-jail jail: PI_JAIL=1 and no_new_privs are set; the checks below describe this jail, "
+        "not the host\n",
+        "info");
   for (const auto& c : r.checks) {
     util::out("{:8} {}: {}\n", state_word(c.state), c.name, c.detail);
     // Inside a jail a missing feature is the jail's doing (its syscall
     // filter refuses what a nested jail needs), not the host's: the
     // host's fixes would mislead.
-    if (!inside && !c.fix.empty() && c.state == runtime::Check::State::missing)
-      util::out("         fix: {}\n", c.fix);
+    if (!inside && !c.fix.empty() && c.state == runtime::Check::State::missing) util::out("         fix: {}\n", c.fix);
   }
   if (inside && !r.jail_possible)
-    util::out("\nThis is already a pi-jail jail, and jails do not nest here (the jail's syscall filter refuses the new "
-              "namespaces a jail needs; a policy can allow them with unsafe_nested_user_namespaces). To check the "
-              "host, run `pi-jail doctor` outside the jail.\n");
+    util::out(
+        "\nThis is already a pi-jail jail, and jails do not nest here (the jail's syscall filter refuses the new "
+        "namespaces a jail needs; a policy can allow them with unsafe_nested_user_namespaces). To check the "
+        "host, run `pi-jail doctor` outside the jail.\n");
   else
     util::out("\n{}\n", r.jail_possible ? inside ? "This jail can build a nested pi-jail jail."
                                                  : "This host can build a pi-jail jail."

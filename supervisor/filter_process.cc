@@ -239,9 +239,7 @@ util::Status FilterProcess::send_exchange_seed(const std::shared_ptr<credentials
   exchange_ = exchange;
   auto seed = exchange->seed(bound);
   for (const auto& s : seed.slots)
-    if (auto st = config(filterlink::SlotMessage{s.placeholder, s.slot.entry, s.slot.field, s.origin});
-        !st)
-      return st;
+    if (auto st = config(filterlink::SlotMessage{s.placeholder, s.slot.entry, s.slot.field, s.origin}); !st) return st;
   for (const auto& t : seed.test_token_endpoints)
     if (auto st = config(filterlink::TokenEndpointMessage{t.id, t.host, t.port, t.path}); !st) return st;
   for (const auto& h : seed.extra_hosts)
@@ -270,8 +268,9 @@ util::Status FilterProcess::add_listener(util::UniqueFd fd, netproxy::ListenerKi
                                          std::optional<netproxy::Rules::Forward> target) {
   filterlink::ListenerMessage l;
   l.kind = kind_of(kind);
-  if (target) l.target = filterlink::ListenerMessage::Target{target->addr, static_cast<std::uint16_t>(target->port),
-                                                             target->host, target->source};
+  if (target)
+    l.target = filterlink::ListenerMessage::Target{target->addr, static_cast<std::uint16_t>(target->port), target->host,
+                                                   target->source};
   l.fd = std::move(fd);
   return send(FromSupervisor(std::move(l)), kSendGuardMs);
 }
@@ -384,7 +383,8 @@ util::Status FilterProcess::handle(FromFilter m) {
       return {};
     }
     if (auto* u = std::get_if<filterlink::TokenUpdate>(&m)) {
-      if (auto st = take_token_update(*u); !st) return refuse("sent a token update that was refused: " + st.error().message());
+      if (auto st = take_token_update(*u); !st)
+        return refuse("sent a token update that was refused: " + st.error().message());
       return {};
     }
   }
@@ -479,7 +479,8 @@ void FilterProcess::kill_and_reap() {
   if (reaped_ || !pidfd_.valid()) return;
   (void)linuxjail::sys::pidfd_send_signal(pidfd_.get(), SIGKILL);
   siginfo_t si{};
-  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) < 0 && errno == EINTR) {
+  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) < 0 &&
+         errno == EINTR) {
   }
   reaped_ = true;
 }

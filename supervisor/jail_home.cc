@@ -28,8 +28,8 @@ std::string jail_home_name(std::string_view workspace) {
   if (base.empty()) base = "root";
   std::string name;
   for (char c : base.substr(0, 32)) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     name += ok ? c : '_';
   }
   if (name[0] == '.') name[0] = '_';  // never a hidden or "." / ".." name
@@ -39,7 +39,7 @@ std::string jail_home_name(std::string_view workspace) {
 std::string data_dir() {
   const char* data = std::getenv("XDG_DATA_HOME");
   const char* home = std::getenv("HOME");
-  return data && *data == '/' ? std::string(data) + "/pi-jail"
+  return data && *data == '/'   ? std::string(data) + "/pi-jail"
          : home && *home == '/' ? std::string(home) + "/.local/share/pi-jail"
                                 : "";
 }
@@ -97,8 +97,8 @@ util::Result<std::string> prepare_jail_home(const std::string& data_dir_given, c
   }
   if (!recorded) return std::move(recorded.take_error()).context(fmt::format("the jail home {}; {}", path, fix));
   if (!*recorded || **recorded != text) {
-    return Error::invalid(fmt::format("the jail home {} belongs to another workspace (see {}/{}); {}", path, homes,
-                                      record, fix));
+    return Error::invalid(
+        fmt::format("the jail home {} belongs to another workspace (see {}/{}); {}", path, homes, record, fix));
   }
 
   if (::mkdirat(dir->get(), name.c_str(), 0700) != 0 && errno != EEXIST)

@@ -51,9 +51,8 @@ std::vector<const netproxy::Decision*> refused_destinations(const netproxy::Deci
 // One destination's line. Never the decision's reason: that is the host's
 // text (an operator file's path, a DNS error), which the jail is not told.
 std::string line_of(const netproxy::Decision& d, const SummaryHints& hints) {
-  std::string dest = d.host.empty()
-                         ? "(no destination: " + std::string(netproxy::protocol_name(d.protocol)) + ")"
-                         : fmt::format("{}:{}", util::printable(netproxy::bounded(d.host, 80)), d.port);
+  std::string dest = d.host.empty() ? "(no destination: " + std::string(netproxy::protocol_name(d.protocol)) + ")"
+                                    : fmt::format("{}:{}", util::printable(netproxy::bounded(d.host, 80)), d.port);
   const std::string flag = allow_flag(d, hints);
   return fmt::format("{}: refused{}\n", dest, flag.empty() ? "" : "; to allow: " + flag);
 }
@@ -69,9 +68,10 @@ std::string refusals_text(const netproxy::DecisionTable& table, const SummaryHin
   if (skipped) text += fmt::format("# ... {} older destinations not listed\n", skipped);
   for (size_t i = skipped; i < refused.size(); ++i) text += line_of(*refused[i], hints);
   if (table.unlisted.refused)
-    text += fmt::format("# ... and more refused connections past the filter's {} distinct entries (the exit summary "
-                        "counts them)\n",
-                        netproxy::kMaxEntries);
+    text += fmt::format(
+        "# ... and more refused connections past the filter's {} distinct entries (the exit summary "
+        "counts them)\n",
+        netproxy::kMaxEntries);
   if (refused.empty() && !table.unlisted.refused) text += "# (none yet)\n";
   return text;
 }
@@ -150,8 +150,13 @@ util::Result<JailNotes> JailNotes::make(const std::string& state_dir, SummaryHin
 }
 
 JailNotes::JailNotes(JailNotes&& o) noexcept
-    : dir_(std::exchange(o.dir_, {})), state_(std::move(o.state_)), name_(std::move(o.name_)), fd_(std::move(o.fd_)),
-      hints_(o.hints_), seen_entries_(o.seen_entries_), warned_(o.warned_) {}
+    : dir_(std::exchange(o.dir_, {})),
+      state_(std::move(o.state_)),
+      name_(std::move(o.name_)),
+      fd_(std::move(o.fd_)),
+      hints_(o.hints_),
+      seen_entries_(o.seen_entries_),
+      warned_(o.warned_) {}
 
 JailNotes::~JailNotes() {
   if (dir_.empty() || !fd_.valid() || !state_.valid()) return;

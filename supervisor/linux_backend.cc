@@ -76,13 +76,13 @@ util::Result<linuxjail::PlanInput> plan_input([[maybe_unused]] const cli::Backen
 void print_view(const linuxjail::JailSpec& spec) {
   util::out("# filesystem view (in mount order)\n");
   util::out("{:60} # {}\n", fmt::format("scratch tmpfs ({})", spec.scratch_fs),
-             "one size for /tmp, /var/tmp and /dev/shm together ([limits] scratch)");
+            "one size for /tmp, /var/tmp and /dev/shm together ([limits] scratch)");
   // Paths and reasons can come from the project file or a script's first line.
   for (const auto& op : spec.mounts)
     util::out("{:60} # {}\n", util::printable(linuxjail::describe(op)), util::printable(op.why));
   util::out("\n# layers\n");
   util::out("namespaces: user (uid {} gid {} mapped to themselves), mount, pid, net (lo only), ipc, uts, cgroup\n",
-             spec.uid, spec.gid);
+            spec.uid, spec.gid);
   util::out("capabilities: none; no_new_privs; securebits locked\n");
   size_t rows = 0;
   for (const auto& row : linuxjail::command_table())
@@ -90,13 +90,14 @@ void print_view(const linuxjail::JailSpec& spec) {
         !(row.gate == linuxjail::Gate::nested_userns &&
           spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed))
       ++rows;
-  util::out("seccomp: {} denied-call rules, non-native ABIs killed; debugging other processes {}; nested user "
-             "namespaces {}\n",
-             rows, spec.seccomp.debugging == linuxjail::Debugging::allowed ? "ALLOWED" : "denied",
-             spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed ? "ALLOWED (unsafe)" : "denied");
+  util::out(
+      "seccomp: {} denied-call rules, non-native ABIs killed; debugging other processes {}; nested user "
+      "namespaces {}\n",
+      rows, spec.seccomp.debugging == linuxjail::Debugging::allowed ? "ALLOWED" : "denied",
+      spec.seccomp.nested_userns == linuxjail::NestedUserns::unsafe_allowed ? "ALLOWED (unsafe)" : "denied");
   if (spec.landlock.handled_fs)
     util::out("landlock: ABI {}, {} rules; {}\n", spec.landlock.abi, spec.landlock.rules.size(),
-               linuxjail::describe_landlock(spec.landlock.abi));
+              linuxjail::describe_landlock(spec.landlock.abi));
   else
     util::out("landlock: not available on this kernel; the mount view is the only filesystem layer\n");
   util::out("\n# process\ncwd {}\n", util::printable(spec.cwd));
@@ -172,7 +173,6 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
   j.end_object();
 }
 
-
 // The logins the run held back (both paths: the token exchange and the
 // jail's auth.json), settled by one decision (consent.h); the notes.
 std::vector<std::string> settle_logins(PrivateCopies& copies, const RunCredentials& creds) {
@@ -199,10 +199,10 @@ std::vector<std::string> settle_logins(PrivateCopies& copies, const RunCredentia
 class LinuxJail final : public Jail {
 public:
   LinuxJail(Report::Content& content, const runtime::Request& request, util::Result<linuxjail::PlanInput> input,
-            util::Result<RunCredentials> creds, std::optional<Registry> registry,
-            std::optional<PrivateCopies> copies, std::shared_ptr<netproxy::Interceptor> interceptor,
-            std::optional<CaBundleFile> ca_bundle, std::shared_ptr<JailNotes> refusals,
-            std::shared_ptr<SshAccess> ssh, std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
+            util::Result<RunCredentials> creds, std::optional<Registry> registry, std::optional<PrivateCopies> copies,
+            std::shared_ptr<netproxy::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
+            std::shared_ptr<JailNotes> refusals, std::shared_ptr<SshAccess> ssh,
+            std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
       : content_(content),
         request_(request),
         input_(std::move(input)),
@@ -288,8 +288,8 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
   content.network_filter = "proxy: HTTP 127.0.0.1:3128, SOCKS5 127.0.0.1:1080, forwarded host-loopback ports";
   auto input = plan_input(inv.switches, prepared);
   if (!input) return request_refused(input.error().message());
-  // Model credentials: placeholders in the environment and Pi's
-  // auth.json; the real values stay here (credential_run.h).
+    // Model credentials: placeholders in the environment and Pi's
+    // auth.json; the real values stay here (credential_run.h).
 #ifdef PJ_TEST_SWITCHES
   const std::vector<std::string>& token_endpoints = inv.test_token_endpoint;
 #else
@@ -318,8 +318,9 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     if (state.empty())
       return said_setup_failure("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path",
                                 "set XDG_STATE_HOME or HOME to an absolute path");
-    const std::string fix = "pi-jail keeps its placeholders' registry and the agent dir's staging there: make it "
-                            "writable, or set XDG_STATE_HOME to a directory of your own";
+    const std::string fix =
+        "pi-jail keeps its placeholders' registry and the agent dir's staging there: make it "
+        "writable, or set XDG_STATE_HOME to a directory of your own";
     auto locked = Registry::lock(state);
     if (!locked) return said_setup_failure(locked.error().message(), fix);
     const SecretFile auth = creds->auth_file();
@@ -400,10 +401,10 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     write_layers(j, *spec);
     write_policy(j, *spec, published);
   };
-  return std::unique_ptr<Jail>(std::make_unique<LinuxJail>(
-      content, prepared.request, std::move(input), std::move(creds), std::move(registry), std::move(copies),
-      std::move(interceptor), std::move(ca_bundle), std::move(refusals), std::move(ssh), std::move(spec),
-      std::move(holds)));
+  return std::unique_ptr<Jail>(
+      std::make_unique<LinuxJail>(content, prepared.request, std::move(input), std::move(creds), std::move(registry),
+                                  std::move(copies), std::move(interceptor), std::move(ca_bundle), std::move(refusals),
+                                  std::move(ssh), std::move(spec), std::move(holds)));
 }
 
 }  // namespace pj::supervisor::backend

@@ -35,8 +35,9 @@ util::Result<JailLimits> prepare_limits(const runtime::Request& r) {
   cg::Wanted want;
   if (l.memory) {
     auto bytes = l.memory->bytes(ram);
-    if (!bytes) return Error::invalid(fmt::format("memory limit {} ({}): the host's RAM is unknown; give a size",
-                                                  l.memory->str(), l.memory_src));
+    if (!bytes)
+      return Error::invalid(
+          fmt::format("memory limit {} ({}): the host's RAM is unknown; give a size", l.memory->str(), l.memory_src));
     want.memory_bytes = *bytes;
   }
   want.millicpus = l.millicpus;
@@ -78,13 +79,15 @@ util::Result<JailLimits> prepare_limits(const runtime::Request& r) {
         dirs.push_back(d);
         break;
       }
-  if (has(&cg::Controllers::pids)) want.pids = l.pids;
+  if (has(&cg::Controllers::pids))
+    want.pids = l.pids;
   else if (root) {
     std::string why = "the host's root is exempt from RLIMIT_NPROC, and no pids cgroup is writable here";
     if (l.pids_src != "default")
-      return Error::invalid(fmt::format("the process limit {} ({}) cannot be enforced: {}; fix: give [limits] cgroup a "
-                                        "cgroup directory with the pids controller, or run as a user other than root",
-                                        l.pids, l.pids_src, why));
+      return Error::invalid(
+          fmt::format("the process limit {} ({}) cannot be enforced: {}; fix: give [limits] cgroup a "
+                      "cgroup directory with the pids controller, or run as a user other than root",
+                      l.pids, l.pids_src, why));
     util::warn("the default process limit ({}) is not enforced: {}", l.pids, why);
     pids_by = "not enforced (root, no pids cgroup)";
   }
@@ -93,8 +96,9 @@ util::Result<JailLimits> prepare_limits(const runtime::Request& r) {
     auto made = cg::RunCgroups::create(dirs, want, fmt::format("pi-jail-{}-{}", ::getpid(), now % 1000000000));
     if (!made) {
       std::string asked = l.memory ? fmt::format("--memory/[limits] memory {} ({})", l.memory->str(), l.memory_src)
-                          : l.millicpus ? fmt::format("--cpus/[limits] cpus {} ({})", policy::cpus_str(*l.millicpus), l.cpus_src)
-                                        : fmt::format("the process limit {} ({})", l.pids, l.pids_src);
+                          : l.millicpus
+                              ? fmt::format("--cpus/[limits] cpus {} ({})", policy::cpus_str(*l.millicpus), l.cpus_src)
+                              : fmt::format("the process limit {} ({})", l.pids, l.pids_src);
       return std::move(made.take_error()).context(fmt::format("cannot enforce {}", asked));
     }
     out.cgroups.emplace(std::move(*made));

@@ -80,7 +80,12 @@ class Supervisor {
 public:
   Supervisor(const linuxjail::JailSpec& spec, const RunOptions& opts, Jail jail, util::UniqueFd sfd,
              const std::function<void()>& once_ended)
-      : spec_(spec), opts_(opts), jail_(std::move(jail)), sfd_(std::move(sfd)), once_ended_(once_ended), control_(jail_),
+      : spec_(spec),
+        opts_(opts),
+        jail_(std::move(jail)),
+        sfd_(std::move(sfd)),
+        once_ended_(once_ended),
+        control_(jail_),
         core_(control_, opts, spec.terminal.streams == linuxjail::Streams::pty ? spec.terminal.pty_fds : 0U) {}
 
   RunOutcome run();
@@ -100,11 +105,11 @@ private:
   Jail jail_;
   util::UniqueFd sfd_;
   const std::function<void()>& once_ended_;
-  bool ended_ = false;      // init said kControlEnded
-  bool init_gone_ = false;  // its pidfd said it exited
+  bool ended_ = false;        // init said kControlEnded
+  bool init_gone_ = false;    // its pidfd said it exited
   bool filter_gone_ = false;  // the filter process ended or broke the protocol
   InitControl control_;
-  Supervision core_;  // signals, --timeout, --grace, the terminal
+  Supervision core_;                       // signals, --timeout, --grace, the terminal
   std::vector<util::UniqueFd> listeners_;  // as they arrive, in batches
   // The network filter: a process of its own (filter_), or, while
   // credentials are bound to hosts (their token exchange is not yet
@@ -151,8 +156,8 @@ void Supervisor::abort_jail(std::string why) {
 void Supervisor::on_listeners(std::vector<util::UniqueFd> fds) {
   for (auto& fd : fds) listeners_.push_back(std::move(fd));
   if (serving_ || listeners_.size() > spec_.listeners.size())
-    return abort_jail(fmt::format("the jail sent {} listeners, {} were planned", listeners_.size(),
-                                  spec_.listeners.size()));
+    return abort_jail(
+        fmt::format("the jail sent {} listeners, {} were planned", listeners_.size(), spec_.listeners.size()));
   if (listeners_.size() == spec_.listeners.size()) start_proxy(std::move(listeners_));
 }
 
@@ -234,8 +239,10 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   // Published ports: the host's loopback to the jail's own 127.0.0.1,
   // through sockets made in the jail's network namespace.
   auto jail_sockets = [pidfd = jail_.pidfd()](int family) { return linuxjail::jail_socket(pidfd, family); };
-  if (!filter_) proxy_->set_jail_sockets(jail_sockets);
-  else if (!opts_.publish.empty()) filter_->set_jail_sockets(jail_sockets);
+  if (!filter_)
+    proxy_->set_jail_sockets(jail_sockets);
+  else if (!opts_.publish.empty())
+    filter_->set_jail_sockets(jail_sockets);
   auto published = bind_published(opts_.publish);
   if (!published) {
     util::error("{}", published.error().message());
@@ -261,7 +268,8 @@ void Supervisor::on_control() {
   if (!*msg) return;
   if ((*msg)->tag == linuxjail::kControlListeners) on_listeners(std::move((*msg)->fds));
   if ((*msg)->tag == linuxjail::kControlScratch && (*msg)->fds.size() == 1) scratch_ = std::move((*msg)->fds.front());
-  if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1) core_.attach_pty(std::move((*msg)->fds.front()));
+  if ((*msg)->tag == linuxjail::kControlMaster && (*msg)->fds.size() == 1)
+    core_.attach_pty(std::move((*msg)->fds.front()));
   if ((*msg)->stop_signal) core_.on_command_stop((*msg)->stop_signal);
   if ((*msg)->ended) ended_ = true;
 }
@@ -277,7 +285,7 @@ RunOutcome Supervisor::run() {
     fds.clear();
     fds.push_back({jail_.pidfd(), POLLIN, 0});
     fds.push_back({sfd_.get(), POLLIN, 0});
-    fds.push_back({jail_.sync_fd(), POLLIN, 0});      // -1 once closed: poll skips it
+    fds.push_back({jail_.sync_fd(), POLLIN, 0});  // -1 once closed: poll skips it
     fds.push_back({jail_.control_fd(), POLLIN, 0});
     fds.push_back({proxy_ ? proxy_->fd() : -1, POLLIN, 0});
     const bool filter_up = filter_ && !filter_gone_;
@@ -292,8 +300,10 @@ RunOutcome Supervisor::run() {
     }
     if (fds[2].revents) {
       auto rec = jail_.read_sync();
-      if (!rec) util::error("{}", rec.error().message());
-      else if (*rec && !failure_) failure_ = **rec;
+      if (!rec)
+        util::error("{}", rec.error().message());
+      else if (*rec && !failure_)
+        failure_ = **rec;
     }
     if (fds[3].revents) on_control();
     if (fds[4].revents & POLLIN) proxy_->run_once();
@@ -343,7 +353,9 @@ RunOutcome Supervisor::run() {
   // their times and the largest RSS reach pi-jail with init (getrusage(2)).
   rusage after{};
   ::getrusage(RUSAGE_CHILDREN, &after);
-  auto ms = [](const timeval& t) { return static_cast<std::uint64_t>(t.tv_sec) * 1000 + static_cast<std::uint64_t>(t.tv_usec) / 1000; };
+  auto ms = [](const timeval& t) {
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000 + static_cast<std::uint64_t>(t.tv_usec) / 1000;
+  };
   out.resources.cpu_ms = ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
   out.resources.cpu_from = "getrusage";
   // ru_maxrss of RUSAGE_CHILDREN is the largest of every child pi-jail
@@ -354,7 +366,8 @@ RunOutcome Supervisor::run() {
   }
   struct statfs sf;
   if (scratch_.valid() && ::fstatfs(scratch_.get(), &sf) == 0)
-    out.resources.scratch_bytes = static_cast<std::uint64_t>(sf.f_blocks - sf.f_bfree) * static_cast<std::uint64_t>(sf.f_bsize);
+    out.resources.scratch_bytes =
+        static_cast<std::uint64_t>(sf.f_blocks - sf.f_bfree) * static_cast<std::uint64_t>(sf.f_bsize);
   if (!code) {
     util::error("{}", code.error().message());
     out.failure = code.error().message();

@@ -57,8 +57,9 @@ int explain_policy(bool json, const supervisor::Prepared& prepared) {
     // may go (credential_run.h); never a value.
     runtime::Request r = prepared.request;
     auto creds = supervisor::RunCredentials::prepare(ex.policy, r);
-    util::out("\ncredentials (placeholders inside the jail; the network filter sends the real value to the bound "
-              "hosts only):\n");
+    util::out(
+        "\ncredentials (placeholders inside the jail; the network filter sends the real value to the bound "
+        "hosts only):\n");
     if (!creds) {
       util::out("  {}\n", util::printable(creds.error().message()));
       status = kSetupFailed;
@@ -86,7 +87,7 @@ supervisor::RunOutcome plan_and_run(const cli::BackendInput& plan_in, const cli:
                                     supervisor::Prepared& prepared, supervisor::Report::Content& content) {
   auto planned = supervisor::backend::plan(plan_in, prepared, content);
   if (!planned) return supervisor::ended_by(planned.error());  // said by plan()
-  if (!*planned) return {};  // explain: the view was printed
+  if (!*planned) return {};                                    // explain: the view was printed
   supervisor::backend::Jail& jail = **planned;
   auto opts = supervisor::run_options(run_in, prepared.rules);
   if (!opts) return supervisor::setup_failed(opts.error().message());
@@ -171,7 +172,8 @@ int main(int argc, char** argv) {
   // The network filter process (filterlink/process.h) is this executable
   // exec'd afresh by the supervisor: told apart before anything else, its
   // control socket (fd 3) kept.
-  if (argc == 2 && std::string_view(argv[1]) == filterlink::kNetworkFilterArg) return supervisor::backend::network_filter();
+  if (argc == 2 && std::string_view(argv[1]) == filterlink::kNetworkFilterArg)
+    return supervisor::backend::network_filter();
   // What pi-jail inherited above fd 2 (a terminal opened as `3</dev/tty`,
   // what an IDE or a shell leaked) is used by nothing here, and the jail's
   // init is a clone of pi-jail: it would hold it for the whole run (the
@@ -202,9 +204,10 @@ int main(int argc, char** argv) {
     case cli::Mode::explain: return with_stdout_checked(run(*inv));
     case cli::Mode::run:
       if (inherited_fds_error) {
-        supervisor::say_setup_failed(fmt::format("close the file descriptors pi-jail inherited above 2 (close_range: {})",
-                                                 std::strerror(inherited_fds_error)),
-                                     "run pi-jail on Linux 5.9 or later");
+        supervisor::say_setup_failed(
+            fmt::format("close the file descriptors pi-jail inherited above 2 (close_range: {})",
+                        std::strerror(inherited_fds_error)),
+            "run pi-jail on Linux 5.9 or later");
         return kSetupFailed;
       }
       return run(*inv);

@@ -326,7 +326,7 @@ util::Result<Holds> Registry::hold(const linuxjail::JailSpec& spec) {
 
 void Holds::release() {
   if (dir_.empty()) return;
-  fds_.clear();  // our shared holds go first: we may be the last user
+  fds_.clear();                          // our shared holds go first: we may be the last user
   auto registry = Registry::lock(dir_);  // sweeps
   if (!registry) util::warn("placeholders are left for the next run to remove: {}", registry.error().message());
   dir_.clear();

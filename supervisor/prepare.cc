@@ -76,8 +76,8 @@ std::string home_dir() {
 std::string workspace_write_problem(const std::string& ws) {
   struct stat st;
   if (::stat(ws.c_str(), &st) != 0) return fmt::format("stat: {}", std::strerror(errno));
-  const std::string whose = fmt::format("it belongs to uid {} gid {}, mode {:04o}", st.st_uid, st.st_gid,
-                                        st.st_mode & 07777);
+  const std::string whose =
+      fmt::format("it belongs to uid {} gid {}, mode {:04o}", st.st_uid, st.st_gid, st.st_mode & 07777);
   if (::access(ws.c_str(), W_OK) != 0) {
     const int err = errno;
     if (err == EROFS) return "it is on a read-only filesystem";
@@ -138,12 +138,12 @@ util::Status protect_repositories(runtime::Request& in, const policy::Policy& po
   gi.repositories = git::protect::find_repositories(gi.writable, cut);
   if (worktree) gi.repositories.push_back({worktree->common_dir, in.workspace});
   for (const auto& where : cut)
-    util::warn("the search for repositories the jail can write stopped at {} (at most {} directories deep, {} "
-               "entries in all): git dirs below it keep only the profile's protections",
-               util::printable(where), git::protect::ScanLimits{}.depth, git::protect::ScanLimits{}.entries);
+    util::warn(
+        "the search for repositories the jail can write stopped at {} (at most {} directories deep, {} "
+        "entries in all): git dirs below it keep only the profile's protections",
+        util::printable(where), git::protect::ScanLimits{}.depth, git::protect::ScanLimits{}.entries);
   auto plan = git::protect::plan(gi, git::protect::host_reader(gi.writable));
-  if (!plan.problems.empty())
-    return Error::invalid(fmt::format("{}", fmt::join(plan.problems, "\n  ")));
+  if (!plan.problems.empty()) return Error::invalid(fmt::format("{}", fmt::join(plan.problems, "\n  ")));
   for (const auto& p : plan.protections) {
     // One mark per path (the profile's first): a second would make a
     // second placeholder claim on the same path.
@@ -201,12 +201,13 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
   if (!ws) return ws.take_error();
   in.workspace = *ws;
   if (in.workspace == "/" || util::path_within(home_real, in.workspace) || util::path_within(in.home, in.workspace))
-    return Error::invalid(fmt::format(
-        "refusing workspace {}: it contains your home directory, so secrets such as ~/.ssh would be "
-        "writable inside the jail; cd into a project or pass -w DIR",
-        in.workspace));
+    return Error::invalid(
+        fmt::format("refusing workspace {}: it contains your home directory, so secrets such as ~/.ssh would be "
+                    "writable inside the jail; cd into a project or pass -w DIR",
+                    in.workspace));
   if (auto why = runtime::system_dir_problem(in.workspace); !why.empty())
-    return Error::invalid(fmt::format("refusing workspace {}: {}; cd into a project or pass -w DIR", in.workspace, why));
+    return Error::invalid(
+        fmt::format("refusing workspace {}: {}; cd into a project or pass -w DIR", in.workspace, why));
 
   if (auto why = workspace_write_problem(in.workspace); !why.empty()) {
     const std::string msg = fmt::format(
@@ -241,7 +242,8 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
     if (program) {
       // Unsandboxed runs show nothing: the program needs no grant there.
       if (inv.isolation == cli::Isolation::jail)
-        for (const auto& need : program->needs) places.program.push_back({need.path, {need.why, 0, 0}, policy::Necessity::required});
+        for (const auto& need : program->needs)
+          places.program.push_back({need.path, {need.why, 0, 0}, policy::Necessity::required});
       prepared.program = std::move(*program);
     } else {
       program_error = program.take_error();
@@ -303,10 +305,12 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
       inv.isolation == cli::Isolation::jail) {
     const std::string data = data_dir();
     if (data.empty())
-      return Error::invalid("the jail home: neither $XDG_DATA_HOME nor $HOME is an absolute path; set one, or pass "
-                            "--ephemeral-home");
+      return Error::invalid(
+          "the jail home: neither $XDG_DATA_HOME nor $HOME is an absolute path; set one, or pass "
+          "--ephemeral-home");
     auto home_dir = prepare_jail_home(data, in.workspace);
-    if (home_dir) in.home_source = *home_dir;
+    if (home_dir)
+      in.home_source = *home_dir;
     else if (inv.mode == cli::Mode::explain)  // shown, not fatal: explain runs nothing
       util::warn("{}; a run would stop here (exit 125)", home_dir.error().message());
     else

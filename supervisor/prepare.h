@@ -19,7 +19,7 @@ namespace pj::supervisor {
 struct Prepared {
   runtime::Request request;  // what every backend plans from
   policy::LoadedPolicy policy;
-  netproxy::Rules rules;  // the network filter's, from the policy
+  netproxy::Rules rules;     // the network filter's, from the policy
   runtime::Program program;  // run mode: what is executed and what it needs
   // Which directories a run makes in a hidden part of a private directory
   // join the host's (the pi profile: session directories of this

@@ -35,8 +35,8 @@ using util::UniqueFd;
 namespace {
 
 constexpr size_t kCopyCap = pi::agent::kMaxFileBytes;  // larger files are shown read-only
-constexpr int kMaxDepth = 128;                     // removal walks no deeper (the jail can nest)
-constexpr size_t kMoveCap = size_t{1} << 30;       // a file copied to the host (carry_new_dirs)
+constexpr int kMaxDepth = 128;                         // removal walks no deeper (the jail can nest)
+constexpr size_t kMoveCap = size_t{1} << 30;           // a file copied to the host (carry_new_dirs)
 
 // The names in the directory open at `dir` (not "." or ".."); empty when
 // it cannot be read.
@@ -68,9 +68,7 @@ void remove_tree(int dir, const char* name, int depth = 0) {
   ::unlinkat(dir, name, AT_REMOVEDIR);
 }
 
-std::string random_id() {
-  return fmt::format("{}-{:016x}", ::getpid(), util::random_u64());
-}
+std::string random_id() { return fmt::format("{}-{:016x}", ::getpid(), util::random_u64()); }
 
 // Each run's staging is `<runs>/<id>`, owned through the lock file
 // `<runs>/<id>.lock`: made and locked before the directory, removed after
@@ -151,9 +149,10 @@ util::Status copy_in(int host, const std::string& from, int staging, const std::
 util::Status copy_secret(int host, const std::string& from, int staging, const SecretFile& secret,
                          const struct stat& st, auto& copy) {
   if (!S_ISREG(st.st_mode))
-    return Error::invalid(fmt::format("{} is not a regular file (a symlink?): the jail would reach the host's secrets "
-                                      "through it; replace it by the file itself",
-                                      secret.name));
+    return Error::invalid(
+        fmt::format("{} is not a regular file (a symlink?): the jail would reach the host's secrets "
+                    "through it; replace it by the file itself",
+                    secret.name));
   if (static_cast<size_t>(st.st_size) > kCopyCap)
     return Error::invalid(fmt::format("{} is larger than {} bytes: its secrets cannot be replaced by placeholders",
                                       secret.name, kCopyCap));
@@ -161,7 +160,7 @@ util::Status copy_secret(int host, const std::string& from, int staging, const S
   if (!text) return text.take_error();
   if (!*text) return {};  // gone meanwhile
   auto jail = (*text)->find_first_not_of(" \t\r\n") == std::string::npos ? util::Result<std::string>(**text)
-                                                                           : secret.to_jail(**text);
+                                                                         : secret.to_jail(**text);
   if (!jail) return std::move(jail.take_error()).context(fmt::format("make the jail's {}", secret.name));
   UniqueFd out(::openat(staging, secret.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!out.valid() || ::write(out.get(), jail->data(), jail->size()) != static_cast<ssize_t>(jail->size()))
@@ -215,7 +214,8 @@ util::Status copy_flat(int from, int to, const std::string& name, size_t& left_o
 std::string move_to_host(int from, int made, const std::string& parent, const std::string& name,
                          std::vector<std::string>& out, const std::string& shown) {
   auto host = util::open_dir_nofollow(parent);
-  if (!host && host.error().err() == ENOENT && ::mkdir(parent.c_str(), 0700) == 0) host = util::open_dir_nofollow(parent);
+  if (!host && host.error().err() == ENOENT && ::mkdir(parent.c_str(), 0700) == 0)
+    host = util::open_dir_nofollow(parent);
   if (!host) return fmt::format("{} cannot be opened", util::printable(parent));
   size_t left_out = 0;
   if (::renameat2(from, name.c_str(), host->get(), name.c_str(), RENAME_NOREPLACE) != 0) {
@@ -226,10 +226,10 @@ std::string move_to_host(int from, int made, const std::string& parent, const st
       return util::printable(copied.error().message());
   }
   const auto scrubbed = util::remove_special_files(parent + "/" + name);
-  out.push_back(fmt::format("applied: {}: kept (made in this run for a directory of this workspace){}{}", shown,
-                            scrubbed.removed ? fmt::format("; removed {} symlinks or special files", scrubbed.removed)
-                                             : "",
-                            left_out ? fmt::format("; {} files over {} bytes left out", left_out, kMoveCap) : ""));
+  out.push_back(
+      fmt::format("applied: {}: kept (made in this run for a directory of this workspace){}{}", shown,
+                  scrubbed.removed ? fmt::format("; removed {} symlinks or special files", scrubbed.removed) : "",
+                  left_out ? fmt::format("; {} files over {} bytes left out", left_out, kMoveCap) : ""));
   return "";
 }
 
@@ -256,9 +256,10 @@ std::vector<std::string> carry_new_dirs(const std::string& staging, const std::s
                                       : "nothing of it is kept";
       if (why.empty()) why = move_to_host(dir->get(), made.get(), parent, n, out, shown);
       if (why.empty()) continue;
-      out.push_back(fmt::format("refused: {}: made in this run, not kept: {} (start pi-jail in the directory it "
-                                "belongs to)",
-                                shown, why));
+      out.push_back(
+          fmt::format("refused: {}: made in this run, not kept: {} (start pi-jail in the directory it "
+                      "belongs to)",
+                      shown, why));
     }
   }
   return out;
@@ -337,7 +338,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
     const std::vector<std::string> writable = writable_paths(r);
     // The secret file's own inode: another name for it (a hard link, or the
     // user's link to it) would give the jail its real keys untransformed.
-    struct stat secret_st{};
+    struct stat secret_st {};
     const bool has_secret = secret && ::fstatat(host->get(), secret->name.c_str(), &secret_st, 0) == 0;
     for (const auto& name : names_in(host->get())) {
       struct stat st;
@@ -354,9 +355,10 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
         if (!link) {
           std::string why = util::printable(link.error().message());
           if (secret && name == secret->name)
-            return Error::invalid(fmt::format("stage {}: it is a symlink, and {}; point it at a regular file you "
-                                              "own outside the workspace, or replace it by the file itself",
-                                              path, why));
+            return Error::invalid(
+                fmt::format("stage {}: it is a symlink, and {}; point it at a regular file you "
+                            "own outside the workspace, or replace it by the file itself",
+                            path, why));
           // Said even with -q: Pi inside runs without the file.
           util::emit("WARNING", fmt::format("{} is not given to the jail (Pi there runs without it): it is a "
                                             "symlink, and {}; point it at a regular file you own outside the "
@@ -410,9 +412,11 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
   return pc;
 }
 
-util::Result<pi::agent::WriteOutcome> PrivateCopies::write_back_to(int host, const Copy& c, const pi::agent::AgentFile& file,
-                                                                pi::agent::Content given, pi::agent::Content jail_left,
-                                                                pi::agent::Notes& notes) {
+util::Result<pi::agent::WriteOutcome> PrivateCopies::write_back_to(int host, const Copy& c,
+                                                                   const pi::agent::AgentFile& file,
+                                                                   pi::agent::Content given,
+                                                                   pi::agent::Content jail_left,
+                                                                   pi::agent::Notes& notes) {
   auto link = std::find_if(c.links.begin(), c.links.end(), [&](const auto& l) { return l.first == file.name; });
   const pi::agent::HostDir dir = host_dir_facts(host);
   if (link == c.links.end()) return pi::agent::write_back(host, file, given, jail_left, notes, {}, dir);
@@ -422,8 +426,8 @@ util::Result<pi::agent::WriteOutcome> PrivateCopies::write_back_to(int host, con
   if (n <= 0 || std::string_view(text, static_cast<size_t>(n)) != l.text)
     return Error::invalid(fmt::format("the symlink was changed or removed during the run; {} is left as it is",
                                       util::printable(l.target)));
-  return pi::agent::write_back_through(host, file, pi::agent::LinkTarget{l.dir.get(), l.name}, given, jail_left, notes, {},
-                                   dir);
+  return pi::agent::write_back_through(host, file, pi::agent::LinkTarget{l.dir.get(), l.name}, given, jail_left, notes,
+                                       {}, dir);
 }
 
 std::vector<std::string> PrivateCopies::finish() {
@@ -433,17 +437,18 @@ std::vector<std::string> PrivateCopies::finish() {
       const auto scrubbed = util::remove_special_files(d);
       const size_t removed = scrubbed.removed, unchecked = scrubbed.unchecked;
       if (removed)
-        out.push_back(fmt::format("refused: {}: removed {} symlink{} or special file{} the run left there (only "
-                                  "files and directories are kept)",
-                                  util::printable(d), removed, removed == 1 ? "" : "s", removed == 1 ? "" : "s"));
+        out.push_back(
+            fmt::format("refused: {}: removed {} symlink{} or special file{} the run left there (only "
+                        "files and directories are kept)",
+                        util::printable(d), removed, removed == 1 ? "" : "s", removed == 1 ? "" : "s"));
       if (unchecked)
-        out.push_back(fmt::format("refused: {}: {} entr{} could not be checked or removed (unreadable, or past "
-                                  "128 levels or 200,000 entries); a symlink among them would be followed by Pi "
-                                  "later: look before you run Pi outside the jail",
-                                  util::printable(d), unchecked, unchecked == 1 ? "y" : "ies"));
+        out.push_back(
+            fmt::format("refused: {}: {} entr{} could not be checked or removed (unreadable, or past "
+                        "128 levels or 200,000 entries); a symlink among them would be followed by Pi "
+                        "later: look before you run Pi outside the jail",
+                        util::printable(d), unchecked, unchecked == 1 ? "y" : "ies"));
     }
-    for (auto& l : carry_new_dirs(c.staging, c.host_dir, c.hidden, c.data_dirs, keep_new_))
-      out.push_back(std::move(l));
+    for (auto& l : carry_new_dirs(c.staging, c.host_dir, c.hidden, c.data_dirs, keep_new_)) out.push_back(std::move(l));
     auto host = util::open_dir_nofollow(c.host_dir);
     auto staging = util::open_dir_nofollow(c.staging);
     if (!host || !staging) {
@@ -452,8 +457,8 @@ std::vector<std::string> PrivateCopies::finish() {
     }
     for (const auto& [name, given] : c.given) {
       const pi::agent::AgentFile* file = name == pi::agent::kAuthFile.name       ? &pi::agent::kAuthFile
-                                     : name == pi::agent::kSettingsFile.name ? &pi::agent::kSettingsFile
-                                                                         : nullptr;
+                                         : name == pi::agent::kSettingsFile.name ? &pi::agent::kSettingsFile
+                                                                                 : nullptr;
       if (!file) continue;  // the policy allows only these names
       auto left = util::read_untrusted_file(staging->get(), name, pi::agent::kMaxFileBytes, name);
       pi::agent::Notes notes;
@@ -463,7 +468,7 @@ std::vector<std::string> PrivateCopies::finish() {
         continue;
       }
       pi::agent::Content jail_left = *left ? pi::agent::Content(**left) : std::nullopt;
-      if (!given && !jail_left) continue;                  // never there
+      if (!given && !jail_left) continue;  // never there
       std::optional<std::string> revealed;
       if (secret_ && name == secret_->name && jail_left) {
         if (c.secret_given && *c.secret_given == *jail_left) continue;  // untouched
@@ -526,7 +531,8 @@ std::vector<std::string> PrivateCopies::settle_logins(Consent c) {
   if (!file) return out;
   pi::agent::Notes notes;
   // What was written back is now "given": only the held entries differ.
-  auto written = pi::agent::write_back(host->get(), *file, pi::agent::Content(held.written), pi::agent::Content(held.full), notes);
+  auto written =
+      pi::agent::write_back(host->get(), *file, pi::agent::Content(held.written), pi::agent::Content(held.full), notes);
   for (auto& l : notes.lines()) out.push_back(std::move(l));
   if (!written) out.push_back(fmt::format("{}: not written back: {}", held.name, written.error().message()));
   return out;

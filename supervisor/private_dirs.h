@@ -125,8 +125,8 @@ private:
   // pi::agent::write_back() into the host directory open at `host`, through
   // the user's link when the file is one (the link unchanged since the start).
   static util::Result<pi::agent::WriteOutcome> write_back_to(int host, const Copy& c, const pi::agent::AgentFile& file,
-                                                         pi::agent::Content given, pi::agent::Content jail_left,
-                                                         pi::agent::Notes& notes);
+                                                             pi::agent::Content given, pi::agent::Content jail_left,
+                                                             pi::agent::Notes& notes);
 
   std::string run_dir_;
   std::shared_ptr<const SecretFile> secret_;

@@ -41,13 +41,17 @@ const char* ending_word(RunOutcome::Ending e) {
 }
 
 void optional_number(JsonWriter& j, std::string_view k, const std::optional<std::uint64_t>& v) {
-  if (v) j.field(k, static_cast<std::int64_t>(*v));
-  else j.key(k).null();
+  if (v)
+    j.field(k, static_cast<std::int64_t>(*v));
+  else
+    j.key(k).null();
 }
 
 void optional_text(JsonWriter& j, std::string_view k, const std::string& v) {
-  if (!v.empty()) j.field(k, v);
-  else j.key(k).null();
+  if (!v.empty())
+    j.field(k, v);
+  else
+    j.key(k).null();
 }
 
 void write_resources(JsonWriter& j, const ResourceUse& r) {
@@ -96,18 +100,23 @@ std::string render_report(const Report::Content& c) {
   j.end_object();
   j.field("started", rfc3339(c.started));
   j.field("ended", rfc3339(c.ended));
-  j.field("duration_ms",
-          static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(c.ended - c.started).count()));
+  j.field("duration_ms", static_cast<std::int64_t>(
+                             std::chrono::duration_cast<std::chrono::milliseconds>(c.ended - c.started).count()));
   j.key("exit").begin_object();
   j.field("code", c.outcome.exit_code);
   j.field("ending", ending_word(c.outcome.ending));
-  if (c.outcome.command_status >= 0) j.field("command_status", c.outcome.command_status);
-  else j.key("command_status").null();
+  if (c.outcome.command_status >= 0)
+    j.field("command_status", c.outcome.command_status);
+  else
+    j.key("command_status").null();
   if (c.outcome.command_status > 128 && c.outcome.ending != RunOutcome::Ending::not_executed)
     j.field("signal", c.outcome.command_status - 128);
-  else j.key("signal").null();
-  if (!c.outcome.failure.empty()) j.field("failure", c.outcome.failure);
-  else j.key("failure").null();
+  else
+    j.key("signal").null();
+  if (!c.outcome.failure.empty())
+    j.field("failure", c.outcome.failure);
+  else
+    j.key("failure").null();
   j.end_object();
   if (c.write_jail) {
     c.write_jail(j);
@@ -195,9 +204,10 @@ util::Status Report::write(const Content& c) {
   }
   struct stat st;  // lstat: a symlink put in its place is a replacement, not followed
   if (::lstat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_)
-    return Error::invalid(fmt::format("{} was replaced during the run; the report went to the file opened at the "
-                                      "start (keep reports outside the workspace)",
-                                      path_));
+    return Error::invalid(
+        fmt::format("{} was replaced during the run; the report went to the file opened at the "
+                    "start (keep reports outside the workspace)",
+                    path_));
   return {};
 }
 

@@ -46,8 +46,10 @@ SignalResponse SignalPolicy::respond(int sig, bool on_pty) {
       r.deliver = SIGTSTP;
       return r;
     case SIGWINCH:
-      if (on_pty) r.sync_size = true;  // the kernel tells the PTY's foreground group
-      else r.deliver = SIGWINCH;
+      if (on_pty)
+        r.sync_size = true;  // the kernel tells the PTY's foreground group
+      else
+        r.deliver = SIGWINCH;
       return r;
     case SIGCHLD: return r;  // the backend's loop looks at the command's status
     default: r.deliver = sig; return r;
@@ -148,13 +150,14 @@ util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtim
     if (v6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
       int err = errno;
-      std::string fix = err == EADDRINUSE
-                            ? fmt::format("stop what listens on the host's port {}, or publish another host port "
-                                          "(--publish {}:{})",
-                                          p.spec.host_port, p.spec.host_port == 65535 ? 65534 : p.spec.host_port + 1,
-                                          p.spec.jail_port)
-                        : err == EACCES ? "ports below 1024 need privileges on the host: publish a higher host port"
-                                        : "publish on 127.0.0.1";
+      std::string fix =
+          err == EADDRINUSE
+              ? fmt::format(
+                    "stop what listens on the host's port {}, or publish another host port "
+                    "(--publish {}:{})",
+                    p.spec.host_port, p.spec.host_port == 65535 ? 65534 : p.spec.host_port + 1, p.spec.jail_port)
+          : err == EACCES ? "ports below 1024 need privileges on the host: publish a higher host port"
+                          : "publish on 127.0.0.1";
       return util::Error::invalid(fmt::format("{}: cannot listen on the host's port {}: {} ({})\n  fix: {}", where,
                                               p.spec.host_port, std::strerror(err), util::errno_name(err), fix));
     }
@@ -214,15 +217,16 @@ util::Result<CaBundleFile> CaBundleFile::write(const std::string& dir, const std
     }
   }
   if (system.empty())
-    return util::Error::invalid("no system CA bundle (/etc/ssl/certs/ca-certificates.crt, ...) to add the run's CA "
-                                "to; install ca-certificates");
+    return util::Error::invalid(
+        "no system CA bundle (/etc/ssl/certs/ca-certificates.crt, ...) to add the run's CA "
+        "to; install ca-certificates");
   if (!system.ends_with("\n")) system += "\n";
   auto d = util::make_private_dir(dir);
   if (!d) return std::move(d.take_error()).context("pi-jail's state directory");
   unsigned char rnd[8];
   if (::getentropy(rnd, sizeof rnd) != 0) return util::Error::from_errno("getentropy", errno);
-  std::string name = fmt::format("ca-bundle-{}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}.pem", ::getpid(), rnd[0],
-                                 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+  std::string name = fmt::format("ca-bundle-{}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}.pem", ::getpid(),
+                                 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
   util::UniqueFd fd(::openat(d->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   std::string path = dir + "/" + name;
   if (!fd.valid()) return util::Error::from_errno("create " + path, errno);
@@ -315,17 +319,19 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table, c
     if (d.allowed) continue;
     if (d.protocol == netproxy::Protocol::publish) {
       if (published.size() < kSummaryLines)
-        published.push_back(fmt::format("published port: {} connection{} from the host found nothing at the jail's "
-                                        "port {}: {}",
-                                        d.count, d.count == 1 ? "" : "s", d.port,
-                                        util::printable(netproxy::bounded(d.reason, 160))));
+        published.push_back(
+            fmt::format("published port: {} connection{} from the host found nothing at the jail's "
+                        "port {}: {}",
+                        d.count, d.count == 1 ? "" : "s", d.port, util::printable(netproxy::bounded(d.reason, 160))));
       continue;
     }
     refused += d.count;
     auto it = std::find_if(rows.begin(), rows.end(),
                            [&](const Row& r) { return r.d->host == d.host && r.d->port == d.port; });
-    if (it == rows.end()) rows.push_back({&d, d.count});
-    else it->count += d.count;
+    if (it == rows.end())
+      rows.push_back({&d, d.count});
+    else
+      it->count += d.count;
   }
   if (refused == 0) return published;
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.count > b.count; });
@@ -370,8 +376,9 @@ std::vector<std::string> refusal_summary(const netproxy::DecisionTable& table, c
     if (!fixes.empty()) keys += fmt::format("{}allow = [{}]", keys.empty() ? "" : " and ", toml);
     out.push_back(fmt::format("  to allow, if you trust them:{}", flags));
     out.push_back(fmt::format("  or for good, in ~/.config/pi-jail/policy.toml: [network] {}", keys));
-    out.push_back("  (a project's .pi/jail.toml may ask for them too, only within the operator's [limits]; "
-                  "see pi-jail.toml(5))");
+    out.push_back(
+        "  (a project's .pi/jail.toml may ask for them too, only within the operator's [limits]; "
+        "see pi-jail.toml(5))");
   }
   out.insert(out.end(), published.begin(), published.end());
   return out;
@@ -381,8 +388,9 @@ namespace {
 
 // `name` as a TOML key: bare when it can be, else a quoted string.
 std::string toml_key(std::string_view name) {
-  const bool bare = !name.empty() && name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                           "0123456789_-") == std::string_view::npos;
+  const bool bare = !name.empty() && name.find_first_not_of(
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                         "0123456789_-") == std::string_view::npos;
   return bare ? std::string(name) : util::json_escape(name);
 }
 
@@ -397,9 +405,10 @@ std::vector<std::string> unsubstituted_summary(const netproxy::DecisionTable& de
     const std::string authority = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     out.push_back(fmt::format("{}:{} got a placeholder, not the key ({}\u00d7): {}", authority, d.port, d.count,
                               util::printable(netproxy::bounded(d.reason, 160))));
-    out.push_back(fmt::format("  to send the real key there, in ~/.config/pi-jail/policy.toml: [credentials] bind = "
-                              "{{ {} = [\"http://{}:{}\"] }}",
-                              util::printable(toml_key(d.unbound_credential)), authority, d.port));
+    out.push_back(
+        fmt::format("  to send the real key there, in ~/.config/pi-jail/policy.toml: [credentials] bind = "
+                    "{{ {} = [\"http://{}:{}\"] }}",
+                    util::printable(toml_key(d.unbound_credential)), authority, d.port));
   }
   return out;
 }
@@ -415,17 +424,17 @@ std::string mib(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", static_c
 
 void summarise_resources(const ResourceUse& r) {
   if (r.oom_kills && *r.oom_kills > 0)
-    util::emit("WARNING", fmt::format("the jail reached its memory limit: the kernel killed {} process(es) in it",
-                                      *r.oom_kills));
+    util::emit("WARNING",
+               fmt::format("the jail reached its memory limit: the kernel killed {} process(es) in it", *r.oom_kills));
   if (util::verbosity() != util::Verbosity::verbose) return;
   std::vector<std::string> parts;
-  if (r.memory_peak_bytes) parts.push_back(fmt::format("peak memory {} ({})", mib(*r.memory_peak_bytes), r.memory_peak_from));
+  if (r.memory_peak_bytes)
+    parts.push_back(fmt::format("peak memory {} ({})", mib(*r.memory_peak_bytes), r.memory_peak_from));
   if (r.cpu_ms) parts.push_back(fmt::format("CPU {:.2f}s ({})", static_cast<double>(*r.cpu_ms) / 1000, r.cpu_from));
   if (r.processes_peak) parts.push_back(fmt::format("at most {} processes at once", *r.processes_peak));
   if (r.scratch_bytes) parts.push_back(fmt::format("{} left in scratch", mib(*r.scratch_bytes)));
   if (!parts.empty()) util::debug("resources used: {}", fmt::join(parts, ", "));
-  for (const auto& l : r.limits)
-    util::debug("limit {} {} ({}): {}", l.name, l.value, l.source, l.enforced_by);
+  for (const auto& l : r.limits) util::debug("limit {} {} ({}): {}", l.name, l.value, l.source, l.enforced_by);
 }
 
 void exec_unsandboxed(const std::string& path, const std::vector<std::string>& argv) {

@@ -28,7 +28,7 @@ class AgentProxy;  // sshagent/proxy.h
 
 namespace pj::supervisor {
 
-class JailNotes;      // jail_notes.h
+class JailNotes;  // jail_notes.h
 
 // A published port's listener on the host's loopback (a port in use
 // stops the run: 125).
@@ -44,11 +44,11 @@ struct RunOptions {
   netproxy::Rules rules;                             // the network filter's
   util::UniqueFd net_log;                            // JSON lines of decisions (may be unset)
 #ifdef PJ_TEST_SWITCHES
-  bool test_fail_network_filter = false;             // the filter fails to start
-  bool test_filter_probe = false;  // the filter process tries what its lock-down forbids
-  std::string test_filter_misbehave;  // what the filter process does wrong once ready (cli.h)
+  bool test_fail_network_filter = false;  // the filter fails to start
+  bool test_filter_probe = false;         // the filter process tries what its lock-down forbids
+  std::string test_filter_misbehave;      // what the filter process does wrong once ready (cli.h)
 #endif
-  netproxy::ProxyLimits proxy_limits;               // defaults; tests shorten the timeouts
+  netproxy::ProxyLimits proxy_limits;  // defaults; tests shorten the timeouts
   // Published ports: bound by the supervisor once the jail is built and
   // before its command starts (never inherited by the jail's init).
   std::vector<runtime::Request::Published> publish;
@@ -58,7 +58,7 @@ struct RunOptions {
   std::shared_ptr<credentials::OAuthExchange> exchange;
   // The run's placeholders, looked for on host loopback ports no binding covers.
   std::vector<netproxy::Watched> watched;
-  std::shared_ptr<JailNotes> refusals;  // the jail's list of refusals, kept up to date (may be null)
+  std::shared_ptr<JailNotes> refusals;              // the jail's list of refusals, kept up to date (may be null)
   std::shared_ptr<sshagent::AgentProxy> ssh_agent;  // --allow-ssh: started once the jail is cloned (may be null)
 };
 
@@ -110,7 +110,7 @@ struct ResourceUse {
   std::optional<std::uint64_t> memory_peak_bytes;
   std::string memory_peak_from;  // "cgroup", "largest process (getrusage)"
   std::optional<std::uint64_t> cpu_ms;
-  std::string cpu_from;          // "cgroup", "getrusage"
+  std::string cpu_from;                         // "cgroup", "getrusage"
   std::optional<std::uint64_t> processes_peak;  // cgroup pids.peak, when the kernel has it
   std::optional<std::uint64_t> scratch_bytes;   // left in scratch at the end
   std::optional<std::uint64_t> oom_kills;       // the memory cgroup's count
@@ -120,10 +120,10 @@ struct ResourceUse {
 struct RunOutcome {
   enum class Ending { exited, signaled, timed_out, setup_failed, not_executed };
   Ending ending = Ending::setup_failed;
-  int exit_code = 125;  // what pi-jail exits with
-  int command_status = -1;  // the command's code or 128+N, when it ran
-  std::string failure;  // the setup step and error, when it failed
-  int stopped_by = 0;   // the first termination signal pi-jail got (passed on), or 0
+  int exit_code = 125;                // what pi-jail exits with
+  int command_status = -1;            // the command's code or 128+N, when it ran
+  std::string failure;                // the setup step and error, when it failed
+  int stopped_by = 0;                 // the first termination signal pi-jail got (passed on), or 0
   netproxy::DecisionTable decisions;  // the network filter's, aggregated
   ResourceUse resources;
   std::string discarded;  // what the run left in scratch places (scratch_audit.h), or ""
@@ -159,7 +159,8 @@ void summarise_resources(const ResourceUse& r);
 
 // The signals pi-jail handles while a command runs (each backend adds
 // what it needs to learn that the command ended).
-inline constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP};
+inline constexpr int kHandledSignals[] = {SIGINT,  SIGTERM,  SIGHUP,  SIGQUIT, SIGUSR1,
+                                          SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP};
 
 // What a signal to pi-jail does, the same on every backend: the first
 // termination signal (INT, TERM, HUP, QUIT) is passed on and KILL follows

@@ -57,19 +57,21 @@ util::Status check_switches(const cli::BackendInput& inv, const Prepared& prepar
   // Not built for Seatbelt yet: stop rather than run without what the
   // operator granted (or with a port nobody is relaying).
   if (!prepared.request.sockets.empty())
-    return util::Error::invalid(fmt::format("socket grant {} ({}): socket grants are not supported on macOS yet; "
-                                            "remove [filesystem] sockets from the operator file for this host",
-                                            prepared.request.sockets.front().path, prepared.request.sockets.front().why));
+    return util::Error::invalid(
+        fmt::format("socket grant {} ({}): socket grants are not supported on macOS yet; "
+                    "remove [filesystem] sockets from the operator file for this host",
+                    prepared.request.sockets.front().path, prepared.request.sockets.front().why));
   if (!prepared.request.published.empty())
-    return util::Error::invalid(fmt::format("publish {} ({}): published ports are not supported on macOS yet; the "
-                                            "Seatbelt jail shares the host's network, so start the server on a "
-                                            "port the network policy allows instead",
-                                            prepared.request.published.front().spec.str(),
-                                            prepared.request.published.front().why));
+    return util::Error::invalid(
+        fmt::format("publish {} ({}): published ports are not supported on macOS yet; the "
+                    "Seatbelt jail shares the host's network, so start the server on a "
+                    "port the network policy allows instead",
+                    prepared.request.published.front().spec.str(), prepared.request.published.front().why));
   if (!prepared.request.ssh.empty())
-    return util::Error::invalid(fmt::format("ssh {}:{}: --allow-ssh (and [network] ssh) is not supported on macOS "
-                                            "yet; push from outside the jail on this host",
-                                            prepared.request.ssh.front().host, prepared.request.ssh.front().port));
+    return util::Error::invalid(
+        fmt::format("ssh {}:{}: --allow-ssh (and [network] ssh) is not supported on macOS "
+                    "yet; push from outside the jail on this host",
+                    prepared.request.ssh.front().host, prepared.request.ssh.front().port));
   if (const auto& pol = prepared.policy.resolved.policy; pol && pol->landlock() == policy::LandlockUse::required)
     util::note("the policy requires Landlock, a Linux layer; on macOS Seatbelt is the filesystem layer");
   // macOS has no per-jail memory, CPU or process accounting an unprivileged
@@ -77,9 +79,10 @@ util::Status check_switches(const cli::BackendInput& inv, const Prepared& prepar
   // processes): a limit asked for is refused, the default is not enforced.
   const auto& l = prepared.request.limits;
   auto cannot = [](std::string_view what, const std::string& src) {
-    return util::Error::invalid(fmt::format("the {} limit ({}) cannot be enforced by the macOS Seatbelt jail; fix: "
-                                            "remove it, or run on Linux",
-                                            what, src));
+    return util::Error::invalid(
+        fmt::format("the {} limit ({}) cannot be enforced by the macOS Seatbelt jail; fix: "
+                    "remove it, or run on Linux",
+                    what, src));
   };
   if (inv.mode == cli::Mode::run) {
     if (l.memory) return cannot("memory", l.memory_src);
@@ -113,20 +116,20 @@ private:
 
 void print_view(const seatbelt::SeatbeltSpec& spec, bool placeholders) {
   auto generated = std::string_view(spec.profile).substr(seatbelt::base_profile().size());
-  util::out("# Seatbelt profile: the base profile (profiles/seatbelt/pi-jail.sb), then these rules\n{}\n",
-             generated);
+  util::out("# Seatbelt profile: the base profile (profiles/seatbelt/pi-jail.sb), then these rules\n{}\n", generated);
   util::out("# parameters (every path and port the rules name; handed to sandbox-exec with -D)\n");
   for (const auto& p : spec.params) {
     bool port = placeholders && (p.name == "PROXY_HTTP" || p.name == "PROXY_SOCKS");
     util::out("{:12} = {:50} # {}\n", p.name,
-               port ? "localhost:(a free port, chosen at start)" : util::printable(p.value), util::printable(p.why));
+              port ? "localhost:(a free port, chosen at start)" : util::printable(p.value), util::printable(p.why));
   }
   if (placeholders) util::out("# TMPDIR (pi-jail.XXXXXX) and the network filter's ports are made when a run starts\n");
   util::out("\n# layers\n");
   util::out("sandbox: Seatbelt (sandbox-exec), deny by default; children inherit it and cannot leave it\n");
   util::out("processes: no PID namespace; the command's process group is killed when it ends\n");
-  util::out("network: TCP to the network filter's two ports on localhost, and the host-loopback ports the "
-             "policy names\n");
+  util::out(
+      "network: TCP to the network filter's two ports on localhost, and the host-loopback ports the "
+      "policy names\n");
   util::out("\n# process\ncwd {}\n", spec.cwd);
   for (const auto& e : spec.env) util::out("env {}\n", e.substr(0, e.find('=')));
 }
@@ -213,11 +216,13 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     in.tmpdir = *dir;
     auto opened = open_pty();
     if (!opened)
-      return step_failed_with(opened.error(), "close unused terminals, or run without a terminal (stdin and stdout redirected)");
+      return step_failed_with(opened.error(),
+                              "close unused terminals, or run without a terminal (stdin and stdout redirected)");
     pty = std::move(*opened);
     if (pty) in.tty = pty->path;
     auto l = open_listeners();
-    if (!l) return step_failed_with(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up");
+    if (!l)
+      return step_failed_with(l.error(), "the network filter needs 127.0.0.1: check that the loopback interface is up");
     listeners = std::move(*l);
     in.http_port = listeners.http_port;
     in.socks_port = listeners.socks_port;

@@ -27,12 +27,14 @@ constexpr size_t kMaxKnownHosts = 16 << 20;
 std::vector<sshagent::Target> ssh_targets(const std::vector<policy::Policy::SshHost>& hosts) {
   std::vector<sshagent::Target> out;
   for (const auto& h : hosts)
-    out.push_back({h.pattern.host, h.pattern.port, sshagent::kJailPortBase + static_cast<int>(out.size()), h.src.str()});
+    out.push_back(
+        {h.pattern.host, h.pattern.port, sshagent::kJailPortBase + static_cast<int>(out.size()), h.src.str()});
   return out;
 }
 
-util::Result<std::unique_ptr<SshAccess>> SshAccess::make(const std::string& notes_dir, std::vector<sshagent::Target> targets,
-                                                         const std::string& home, const std::string& agent) {
+util::Result<std::unique_ptr<SshAccess>> SshAccess::make(const std::string& notes_dir,
+                                                         std::vector<sshagent::Target> targets, const std::string& home,
+                                                         const std::string& agent) {
   const std::string kh_path = home + "/.ssh/known_hosts";
   auto text = util::read_untrusted_file(kh_path, kMaxKnownHosts);
   if (!text) return std::move(text.take_error()).context("--allow-ssh: read your known_hosts");
@@ -62,8 +64,10 @@ util::Result<std::unique_ptr<SshAccess>> SshAccess::make(const std::string& note
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   if (sock_path.size() >= sizeof sa.sun_path)
-    return util::Error::invalid(fmt::format("the SSH agent socket path {} is too long for a unix socket; set "
-                                            "XDG_STATE_HOME to a shorter directory", sock_path));
+    return util::Error::invalid(
+        fmt::format("the SSH agent socket path {} is too long for a unix socket; set "
+                    "XDG_STATE_HOME to a shorter directory",
+                    sock_path));
   std::memcpy(sa.sun_path, sock_path.data(), sock_path.size());
   util::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listener.valid()) return util::Error::from_errno("make the SSH agent socket", errno);
@@ -79,7 +83,8 @@ util::Result<std::unique_ptr<SshAccess>> SshAccess::make(const std::string& note
 
 SshAccess::~SshAccess() {
   if (dir_.empty()) return;
-  for (const char* name : {sshagent::kConfigName, sshagent::kKnownHostsName, sshagent::kAgentName}) ::unlink((dir_ + "/" + name).c_str());
+  for (const char* name : {sshagent::kConfigName, sshagent::kKnownHostsName, sshagent::kAgentName})
+    ::unlink((dir_ + "/" + name).c_str());
   ::rmdir(dir_.c_str());
 }
 

@@ -25,8 +25,9 @@ class SshAccess {
 public:
   // `notes_dir`: the host directory shown at /run/pi-jail; `home`: the
   // user's (for ~/.ssh/known_hosts); `agent`: $SSH_AUTH_SOCK outside.
-  static util::Result<std::unique_ptr<SshAccess>> make(const std::string& notes_dir, std::vector<sshagent::Target> targets,
-                                                       const std::string& home, const std::string& agent);
+  static util::Result<std::unique_ptr<SshAccess>> make(const std::string& notes_dir,
+                                                       std::vector<sshagent::Target> targets, const std::string& home,
+                                                       const std::string& agent);
   ~SshAccess();
   // The jail's environment and view: SSH_AUTH_SOCK, GIT_SSH_COMMAND, the
   // config over /etc/ssh/ssh_config.

@@ -39,8 +39,10 @@ void Supervision::on_signal(int sig, Clock::time_point now) {
   }
   if (r.forced) util::warn("second termination signal: killing {}", jail_.everything());
   if (r.start_grace && !stopped_by_) stopped_by_ = sig;
-  if (r.start_grace) begin_termination(r.deliver, now);
-  else if (r.deliver) jail_.signal(r.deliver);
+  if (r.start_grace)
+    begin_termination(r.deliver, now);
+  else if (r.deliver)
+    jail_.signal(r.deliver);
 }
 
 void Supervision::on_command_stop(int sig) {
@@ -66,7 +68,8 @@ void Supervision::tick(Clock::time_point now) {
 }
 
 int Supervision::poll_timeout(Clock::time_point now, int idle) const {
-  int wait_ms = relay_ && mode_ && mode_->waiting() ? (idle < 0 ? kForegroundPoll : std::min(idle, kForegroundPoll)) : idle;
+  int wait_ms =
+      relay_ && mode_ && mode_->waiting() ? (idle < 0 ? kForegroundPoll : std::min(idle, kForegroundPoll)) : idle;
   for (const auto& t : {deadline_, grace_end_}) {
     if (!t) continue;
     // +1: poll() may wake a little before the time asked (rounded down to ms).

@@ -230,7 +230,8 @@ bool stop_self(int sig) {
   sigemptyset(&cont);
   sigaddset(&cont, SIGCONT);
   ::sigprocmask(SIG_BLOCK, &cont, &prev);
-  struct sigaction dfl {}, old {};
+  struct sigaction dfl {
+  }, old{};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(sig, &dfl, &old);
@@ -252,9 +253,10 @@ bool stop_self(int sig) {
 
 bool follow_command_stop(std::optional<TerminalMode>& mode, PtyRelay* relay, int sig) {
   if (!mode) {
-    util::note("the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
-               "resumes the command, SIGTERM ends it",
-               ::getpid());
+    util::note(
+        "the command stopped itself; with no terminal pi-jail keeps running: SIGCONT to pi-jail (pid {}) "
+        "resumes the command, SIGTERM ends it",
+        ::getpid());
     return false;
   }
   if (relay) {

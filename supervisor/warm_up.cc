@@ -119,8 +119,7 @@ cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& 
   w.gid = session.gid;
   w.system = session.system;
   w.denies = session.denies;
-  for (const auto& need : prepared.program.needs)
-    w.grants.push_back({need.path, runtime::Access::read_only, need.why});
+  for (const auto& need : prepared.program.needs) w.grants.push_back({need.path, runtime::Access::read_only, need.why});
   w.env_set = {{"NODE_COMPILE_CACHE", dir}, {"PI_OFFLINE", "1"}, {"PI_SKIP_VERSION_CHECK", "1"}, {"PI_TELEMETRY", "0"}};
   // The interpreter the session's #! line finds (on the caller's PATH for
   // #!/usr/bin/env node), run directly: the warm-up has no PATH of the caller's.
@@ -158,23 +157,25 @@ cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& 
   const RunOutcome& ended = *version;
   if (ended.ending == Ending::exited && ended.exit_code == 0) {
     std::string modules_tail;
-    auto modules = run_warm_up_jail({prepared.program.interpreter, "--input-type=module", "-e", kImportModules, "--",
-                                     session.exec_path},
-                                    modules_tail);
+    auto modules = run_warm_up_jail(
+        {prepared.program.interpreter, "--input-type=module", "-e", kImportModules, "--", session.exec_path},
+        modules_tail);
     if (modules && modules->stopped_by) {
       *interrupted = modules->stopped_by;
       return {Warmed::not_now, "the warm-up was interrupted"};
     }
-    if (!modules) util::debug("compile cache: the program's other modules: {}", modules.error().message());
+    if (!modules)
+      util::debug("compile cache: the program's other modules: {}", modules.error().message());
     else if (modules->ending != Ending::exited || modules->exit_code != 0)
-      util::debug("compile cache: importing the program's other modules ended with status {}{}; kept what "
-                  "`--version` made",
-                  modules->exit_code, util::printable("; its stderr: " + modules_tail));
+      util::debug(
+          "compile cache: importing the program's other modules ended with status {}{}; kept what "
+          "`--version` made",
+          modules->exit_code, util::printable("; its stderr: " + modules_tail));
     return {Warmed::made, ""};
   }
-  std::string why = fmt::format("`{} --version` in the warm-up jail ended with status {}{}{}", session.exec_path,
-                                ended.exit_code, ended.failure.empty() ? "" : ": " + ended.failure,
-                                util::printable("; its stderr: " + tail));
+  std::string why =
+      fmt::format("`{} --version` in the warm-up jail ended with status {}{}{}", session.exec_path, ended.exit_code,
+                  ended.failure.empty() ? "" : ": " + ended.failure, util::printable("; its stderr: " + tail));
   if (ended.stopped_by) {
     // The user's Ctrl-C (or a TERM) reached the warm-up's supervisor,
     // which passed it on: it is meant for the whole run.
@@ -205,8 +206,7 @@ int attach_compile_cache(const Prepared& prepared, linuxjail::PlanInput& in) {
   auto dir = cc::ensure(root, *key, [&](const std::string& d) { return warm_up(prepared, in, d, &interrupted); });
   if (interrupted) return interrupted;
   if (!dir) {
-    util::warn("compile cache not used: {}; the program starts without it",
-               util::printable(dir.error().message()));
+    util::warn("compile cache not used: {}; the program starts without it", util::printable(dir.error().message()));
     return 0;
   }
   if (auto why = cc::writable_in_jail(in, {*dir}); !why.empty()) {

@@ -25,7 +25,8 @@ const std::vector<Provider>& providers() {
       {{"anthropic"},
        {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN"},
        {"api.anthropic.com"},
-       {{"platform.claude.com", "/v1/oauth/token", "anthropic"}, {"console.anthropic.com", "/v1/oauth/token", "anthropic"}},
+       {{"platform.claude.com", "/v1/oauth/token", "anthropic"},
+        {"console.anthropic.com", "/v1/oauth/token", "anthropic"}},
        // An OAuth token with scope org:create_api_key (Pi asks for it)
        // mints a real API key at /api/oauth/claude_cli/create_api_key.
        {"/api/oauth/"}},
@@ -43,7 +44,10 @@ const std::vector<Provider>& providers() {
        {{"auth.openai.com", "/oauth/token", "openai-codex"},
         {"auth.openai.com", "/api/accounts/oauth/token", "openai-chatgpt"}}},
       {{"azure", "azure-openai-responses"}, {"AZURE_OPENAI_*"}, {}, {}},
-      {{"google", "google-vertex"}, {"GEMINI_API_KEY", "GOOGLE_CLOUD_API_KEY"}, {"generativelanguage.googleapis.com"}, {}},
+      {{"google", "google-vertex"},
+       {"GEMINI_API_KEY", "GOOGLE_CLOUD_API_KEY"},
+       {"generativelanguage.googleapis.com"},
+       {}},
       {{"mistral"}, {"MISTRAL_API_KEY"}, {"api.mistral.ai"}, {}},
       {{"groq"}, {"GROQ_API_KEY"}, {"api.groq.com"}, {}},
       {{"cerebras"}, {"CEREBRAS_API_KEY"}, {"api.cerebras.ai"}, {}},
@@ -64,7 +68,10 @@ const std::vector<Provider>& providers() {
       {{"moonshotai", "moonshotai-cn"}, {"MOONSHOT_API_KEY"}, {"api.moonshot.ai", "api.moonshot.cn"}, {}},
       {{"kimi-coding"}, {"KIMI_API_KEY"}, {"api.kimi.com"}, {{"auth.kimi.com", "/api/oauth/token", "kimi-coding"}}},
       {{"zai", "zai-coding-cn"}, {"ZAI_API_KEY", "ZAI_CODING_CN_API_KEY"}, {"api.z.ai", "open.bigmodel.cn"}, {}},
-      {{"minimax", "minimax-cn"}, {"MINIMAX_API_KEY", "MINIMAX_CN_API_KEY"}, {"api.minimax.io", "api.minimaxi.com"}, {}},
+      {{"minimax", "minimax-cn"},
+       {"MINIMAX_API_KEY", "MINIMAX_CN_API_KEY"},
+       {"api.minimax.io", "api.minimaxi.com"},
+       {}},
       {{"xiaomi", "xiaomi-token-plan-cn", "xiaomi-token-plan-ams", "xiaomi-token-plan-sgp"},
        {"XIAOMI_*"},
        {"api.xiaomimimo.com", "token-plan-ams.xiaomimimo.com", "token-plan-cn.xiaomimimo.com",
@@ -174,10 +181,10 @@ util::Result<std::vector<netproxy::MintingEndpoint>> minting_refusals(const std:
     if (std::find(known.begin(), known.end(), a.text) == known.end())
       errors += fmt::format("{}{}: credentials.allow_minting \"{}\" is not a minting endpoint pi-jail refuses",
                             errors.empty() ? "" : "\n", a.src.str(), util::printable(a.text));
-  if (!errors.empty())
-    return util::Error::invalid(fmt::format("{}\n  known: {}", errors, fmt::join(known, ", ")));
+  if (!errors.empty()) return util::Error::invalid(fmt::format("{}\n  known: {}", errors, fmt::join(known, ", ")));
   std::erase_if(refused, [&](const netproxy::MintingEndpoint& m) {
-    return std::any_of(allowed.begin(), allowed.end(), [&](const policy::Entry& a) { return a.text == m.host + m.path_prefix; });
+    return std::any_of(allowed.begin(), allowed.end(),
+                       [&](const policy::Entry& a) { return a.text == m.host + m.path_prefix; });
   });
   return refused;
 }
@@ -326,7 +333,8 @@ std::optional<TokenEndpoint> stand_in_endpoint(std::string_view id, std::string 
 
 bool Table::overlaps_placeholder(std::string_view s) const {
   std::lock_guard lock(mu_);
-  return any_secret([&](std::string_view ph, std::string_view) { return s.find(ph) != s.npos || ph.find(s) != ph.npos; });
+  return any_secret(
+      [&](std::string_view ph, std::string_view) { return s.find(ph) != s.npos || ph.find(s) != ph.npos; });
 }
 
 bool Table::holds_real(std::string_view real) const {
@@ -386,8 +394,7 @@ std::vector<BoundHost> bound_hosts(const Provider* p, std::string_view name, boo
       for (const auto& t : p->token_endpoints) add_host(hosts, {t.host, t.port});
       for (const auto& t : s.test_token_endpoints)
         if (std::find(p->ids.begin(), p->ids.end(), t.id) != p->ids.end()) add_host(hosts, {t.host, t.port});
-    }
-    else
+    } else
       for (const auto& h : p->hosts) add_host(hosts, {h, 443});
     if (!hosts.empty()) why.push_back("the profile's provider table");
   }
@@ -405,7 +412,8 @@ std::vector<BoundHost> bound_hosts(const Provider* p, std::string_view name, boo
 Plan plan_env(const std::vector<std::string>& host_env, const Settings& s, Table& table) {
   Plan plan;
   auto through = [&](std::string_view name) {
-    return std::any_of(s.pass_through.begin(), s.pass_through.end(), [&](const policy::Entry& e) { return e.text == name; });
+    return std::any_of(s.pass_through.begin(), s.pass_through.end(),
+                       [&](const policy::Entry& e) { return e.text == name; });
   };
   auto operator_bound = [&](std::string_view name) {
     return std::any_of(s.extra_hosts.begin(), s.extra_hosts.end(),
@@ -417,11 +425,11 @@ Plan plan_env(const std::vector<std::string>& host_env, const Settings& s, Table
     const std::string name = kv.substr(0, eq);
     const std::string_view value = std::string_view(kv).substr(eq + 1);
     const Provider* p = provider_of_env(name);
-    const bool signed_cred = std::find(std::begin(kSignedCredentials), std::end(kSignedCredentials), name) !=
-                             std::end(kSignedCredentials);
+    const bool signed_cred =
+        std::find(std::begin(kSignedCredentials), std::end(kSignedCredentials), name) != std::end(kSignedCredentials);
     const bool custom = operator_bound(name) && !p;
-    if (!p && !signed_cred && !custom) continue;            // not a credential
-    if (!custom && !passed(s.env_pass, name)) continue;      // not passed anyway
+    if (!p && !signed_cred && !custom) continue;         // not a credential
+    if (!custom && !passed(s.env_pass, name)) continue;  // not passed anyway
     if (value.empty()) continue;
     if (through(name)) {
       plan.provenance.push_back({name, "pass-through", "", {}, "[credentials] pass_through: the real value"});
@@ -645,8 +653,8 @@ std::vector<std::string> explain_lines(const std::vector<Provenance>& provenance
   std::vector<std::string> out;
   for (const auto& p : provenance) {
     if (p.treatment == "placeholder")
-      out.push_back(fmt::format("{}: placeholder {}<random> -> {} ({})", p.name, p.prefix, fmt::join(p.hosts, ", "),
-                                p.why));
+      out.push_back(
+          fmt::format("{}: placeholder {}<random> -> {} ({})", p.name, p.prefix, fmt::join(p.hosts, ", "), p.why));
     else
       out.push_back(fmt::format("{}: {} ({})", p.name, p.treatment, p.why));
   }

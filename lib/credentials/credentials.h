@@ -91,7 +91,7 @@ std::optional<TokenEndpoint> stand_in_endpoint(std::string_view id, std::string 
 // (Vertex service accounts): a placeholder cannot stand in for them. In
 // this mode they are refused unless [credentials] pass_through names them.
 inline constexpr std::string_view kSignedCredentials[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                                         "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS"};
+                                                          "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS"};
 
 // The part of `real` a placeholder keeps: a known provider prefix
 // ("sk-ant-api03-", "sk-ant-oat01-", "sk-", "gsk_", "xai-", ...), else a
@@ -184,7 +184,7 @@ private:
 
   mutable std::mutex mu_;
   std::vector<netproxy::Binding> bindings_;
-  std::vector<std::pair<std::string, std::string>> withheld_;  // placeholder, real
+  std::vector<std::pair<std::string, std::string>> withheld_;           // placeholder, real
   std::vector<std::pair<std::string, std::pair<Slot, Origin>>> slots_;  // placeholder, where
   size_t taken_ = 0;
 };
@@ -202,20 +202,20 @@ struct Settings {
 
 // How one credential reaches the jail, for explain and the report.
 struct Provenance {
-  std::string name;         // "ANTHROPIC_API_KEY", "auth.json anthropic.refresh"
-  std::string treatment;    // "placeholder", "pass-through", "withheld"
-  std::string prefix;       // the placeholder's kept prefix (never the secret)
+  std::string name;                // "ANTHROPIC_API_KEY", "auth.json anthropic.refresh"
+  std::string treatment;           // "placeholder", "pass-through", "withheld"
+  std::string prefix;              // the placeholder's kept prefix (never the secret)
   std::vector<std::string> hosts;  // "api.anthropic.com:443"
-  std::string why;          // "profile provider table", "policy.toml:3:1", ...
+  std::string why;                 // "profile provider table", "policy.toml:3:1", ...
 };
 
 struct Plan {
   // Names and values replacing the caller's in the jail's environment
   // (placeholders, or nothing for a withheld one: `withheld` lists them).
   std::vector<std::pair<std::string, std::string>> env;
-  std::vector<std::string> withheld;   // passed by the policy, but bound to no host: not passed
+  std::vector<std::string> withheld;  // passed by the policy, but bound to no host: not passed
   std::vector<Provenance> provenance;
-  std::vector<std::string> errors;     // the run must not start (125): each with its fix
+  std::vector<std::string> errors;  // the run must not start (125): each with its fix
 };
 
 // Decide for the caller's environment `host_env` ("NAME=value"): each
@@ -270,8 +270,8 @@ using netproxy::is_secret_field;
 // The hosts a binding of provider `p` (or of an operator-named variable)
 // is sent to: its hosts, or its token endpoints' hosts for a refresh
 // token, plus the operator's `extra_hosts` for one of `p->ids` or `name`.
-std::vector<netproxy::BoundHost> bound_hosts(const Provider* p, std::string_view name, bool refresh,
-                                             const Settings& s, std::vector<std::string>& why);
+std::vector<netproxy::BoundHost> bound_hosts(const Provider* p, std::string_view name, bool refresh, const Settings& s,
+                                             std::vector<std::string>& why);
 
 // One line per binding for explain: name, treatment, prefix, hosts, why.
 std::vector<std::string> explain_lines(const std::vector<Provenance>& provenance);

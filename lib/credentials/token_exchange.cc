@@ -194,8 +194,10 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     const bool refresh = field == "refresh";
     if (!real || real->empty() || std::find(std::begin(kTokenKeys), std::end(kTokenKeys), key) == std::end(kTokenKeys))
       continue;
-    if (refresh) tokens.refresh = *real;
-    else if (key == "access_token" || key == "token" || key == "key") tokens.access = *real;
+    if (refresh)
+      tokens.refresh = *real;
+    else if (key == "access_token" || key == "token" || key == "key")
+      tokens.access = *real;
     if (auto known_ph = table.placeholder_of(*real)) {  // masked above
       table.add_slot(*known_ph, Slot{t.id, field}, origin);
       continue;
@@ -236,8 +238,10 @@ agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, con
   if (!entry) return std::nullopt;  // not Pi's shape: left for the host's Pi to judge
   auto set = [&](std::string_view field, json::Value v) {
     auto f = std::find_if(entry->begin(), entry->end(), [&](const json::Member& m) { return m.key == field; });
-    if (f == entry->end()) entry->push_back({std::string(field), std::move(v)});
-    else f->value = std::move(v);
+    if (f == entry->end())
+      entry->push_back({std::string(field), std::move(v)});
+    else
+      f->value = std::move(v);
   };
   if (tokens.refresh) set("refresh", json::Value::string(*tokens.refresh));
   if (tokens.access) set("access", json::Value::string(*tokens.access));
@@ -293,7 +297,7 @@ netproxy::ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_vie
   switch (t.renewal) {
     case Renewal::refresh_grant:
       return grant_type_of(body) == "refresh_token" && body.find(ph) != std::string_view::npos ? ExchangeKind::renewal
-                                                                                                  : ExchangeKind::login;
+                                                                                               : ExchangeKind::login;
     case Renewal::header_token:
       return std::find(header_placeholders.begin(), header_placeholders.end(), ph) != header_placeholders.end()
                  ? ExchangeKind::renewal
@@ -332,8 +336,8 @@ util::Result<netproxy::ExchangeRequest> OAuthExchange::request_body(
   if (!t) return Error::invalid("not a token endpoint");
   if (body.size() > kMaxTokenBody) return Error::invalid("the token request body is too large");
   std::string out(body);
-  const bool is_json = body.find_first_not_of(" \t\r\n") != std::string_view::npos &&
-                       body[body.find_first_not_of(" \t\r\n")] == '{';
+  const bool is_json =
+      body.find_first_not_of(" \t\r\n") != std::string_view::npos && body[body.find_first_not_of(" \t\r\n")] == '{';
   for (const auto& b : table_->snapshot()) {
     if (out.find(b.placeholder) == std::string::npos) continue;
     if (!bound_to(b, host))
@@ -360,9 +364,9 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
   auto decoded = decode_body(content_encoding, body);
   if (!decoded) return decoded.take_error();
   NewTokens tokens;
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const bool renewal = kind == netproxy::ExchangeKind::renewal;
   const bool ok_status = status >= 200 && status < 300;
   // One reported exchange at a time: its messages stay together, and the
@@ -377,8 +381,8 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
     if (ok_status) settle(*t, kind, tokens, agent::LockTiming{}.wait);
     return rewritten;
   }
-  ExchangeReport e{kind, std::string(host), std::string(path), t->id, ok_status, tokens,
-                   table_->bindings_since(before), {}};
+  ExchangeReport e{kind, std::string(host), std::string(path), t->id, ok_status, tokens, table_->bindings_since(before),
+                   {}};
   for (auto& [placeholder, slot] : table_->slots_since(before)) e.slots.emplace_back(placeholder, slot.field);
   if (auto st = report_(e); !st) return st.take_error();
   return rewritten;
@@ -397,14 +401,15 @@ void OAuthExchange::settle(const TokenEndpoint& t, netproxy::ExchangeKind kind, 
   const std::string id = t.id;
   auto dir = util::open_dir_nofollow(agent_dir_);
   util::Result<agent::WriteOutcome> written =
-      dir ? agent::update_locked(dir->get(), agent::kAuthFile.name,
-                                 [&](agent::Content now) { return apply_tokens(now, id, tokens); },
-                                 agent::LockTiming{.wait = lock_wait})
+      dir ? agent::update_locked(
+                dir->get(), agent::kAuthFile.name, [&](agent::Content now) { return apply_tokens(now, id, tokens); },
+                agent::LockTiming{.wait = lock_wait})
           : util::Result<agent::WriteOutcome>(dir.take_error());
   if (!written && warn_)
-    warn_(fmt::format("refreshed {} tokens could not be written to the host's auth.json now ({}); the write-back "
-                      "at the end tries again",
-                      id, written.error().message()));
+    warn_(
+        fmt::format("refreshed {} tokens could not be written to the host's auth.json now ({}); the write-back "
+                    "at the end tries again",
+                    id, written.error().message()));
 }
 
 OAuthExchange::Seed OAuthExchange::seed(const std::vector<Binding>& bound) const {
@@ -421,8 +426,8 @@ namespace {
 // JWT's or a provider prefix's punctuation only.
 bool placeholder_form(std::string_view s) {
   return s.size() >= 32 && s.size() <= 16 * 1024 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-                  c == '_' || c == '.';
+           return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                  c == '.';
          });
 }
 
@@ -450,10 +455,12 @@ util::Status OAuthExchange::check_new_binding(const ExchangeReport& e, size_t i,
       return Error::invalid(fmt::format("{}: given twice", b.name));
   const bool refresh = b.carriage == netproxy::Carriage::token_exchange;
   const auto& allowed = refresh ? refresh_hosts : api_hosts;
-  const bool within = !b.hosts.empty() && std::all_of(b.hosts.begin(), b.hosts.end(), [&](const netproxy::BoundHost& h) {
-    return std::find(allowed.begin(), allowed.end(), h) != allowed.end();
-  });
-  if (!within) return Error::invalid(fmt::format("{}: bound to a host not of provider {} for its kind", b.name, e.entry));
+  const bool within =
+      !b.hosts.empty() && std::all_of(b.hosts.begin(), b.hosts.end(), [&](const netproxy::BoundHost& h) {
+        return std::find(allowed.begin(), allowed.end(), h) != allowed.end();
+      });
+  if (!within)
+    return Error::invalid(fmt::format("{}: bound to a host not of provider {} for its kind", b.name, e.entry));
   return {};
 }
 
@@ -524,8 +531,10 @@ util::Status OAuthExchange::accept(const ExchangeReport& e) {
   const bool renewal = e.kind == netproxy::ExchangeKind::renewal && current && current->second != Origin::login &&
                        t->renewal != Renewal::none && (last == renewed_.end() || now - last->second >= kRenewalGap);
   if (renewal && e.ok) {
-    if (last == renewed_.end()) renewed_.emplace_back(t->id, now);
-    else last->second = now;
+    if (last == renewed_.end())
+      renewed_.emplace_back(t->id, now);
+    else
+      last->second = now;
   }
   for (const auto& b : e.bindings) {
     accepted_bytes_ += b.real.size() + b.placeholder.size();
@@ -558,9 +567,10 @@ std::vector<std::string> apply_held(const std::string& agent_dir, const std::vec
       out.push_back(fmt::format("applied: auth.json: provider \"{}\": the login made in the jail (with your consent)",
                                 util::printable(l.id)));
     else
-      out.push_back(fmt::format("refused: auth.json: provider \"{}\": the login made in the jail could not be "
-                                "written ({})",
-                                util::printable(l.id), written.error().message()));
+      out.push_back(
+          fmt::format("refused: auth.json: provider \"{}\": the login made in the jail could not be "
+                      "written ({})",
+                      util::printable(l.id), written.error().message()));
   }
   return out;
 }

@@ -103,9 +103,9 @@ struct ExchangeReport {
   netproxy::ExchangeKind kind = netproxy::ExchangeKind::login;
   std::string host, path;  // the token endpoint
   std::string entry;       // its auth.json key
-  bool ok = false;    // a 2xx response
+  bool ok = false;         // a 2xx response
   NewTokens tokens;
-  std::vector<netproxy::Binding> bindings;                  // new placeholders, bound
+  std::vector<netproxy::Binding> bindings;                 // new placeholders, bound
   std::vector<std::pair<std::string, std::string>> slots;  // placeholder, field (of `entry`)
 };
 
@@ -181,8 +181,8 @@ private:
                                  const std::vector<netproxy::BoundHost>& api_hosts,
                                  const std::vector<netproxy::BoundHost>& refresh_hosts) const;
   // The real values the report's slots put in refresh, and in the other fields.
-  util::Result<std::pair<std::vector<std::string>, std::vector<std::string>>> check_slots(
-      const ExchangeReport& e, const TokenEndpoint& t) const;
+  util::Result<std::pair<std::vector<std::string>, std::vector<std::string>>> check_slots(const ExchangeReport& e,
+                                                                                          const TokenEndpoint& t) const;
 
   std::function<void(const std::string&)> warn_;
   std::shared_ptr<HeldLogins> held_;

@@ -131,8 +131,10 @@ private:
 
 void put_address(Writer& w, const IpAddress& a) {
   w.u8(a.v6 ? 6 : 4);
-  if (a.v6) w.raw({reinterpret_cast<const char*>(&a.v6addr), 16});
-  else w.raw({reinterpret_cast<const char*>(&a.v4addr), 4});
+  if (a.v6)
+    w.raw({reinterpret_cast<const char*>(&a.v6addr), 16});
+  else
+    w.raw({reinterpret_cast<const char*>(&a.v4addr), 4});
 }
 
 std::int64_t epoch_ms(std::chrono::system_clock::time_point t) {
@@ -157,7 +159,9 @@ bool is_entry_name(std::string_view s) {
 }
 
 // A value that may go into a request header: no CR, LF or NUL.
-bool header_safe(std::string_view s) { return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos; }
+bool header_safe(std::string_view s) {
+  return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
 
 // --- each message's fields, in order ---
 
@@ -434,8 +438,7 @@ void put(Writer& w, const Ready& m) { w.bytes(m.ca_pem); }
 util::Result<Ready> take_ready(Fields& f) {
   Ready m;
   m.ca_pem = f.text("ca_pem", kMaxPem);
-  f.check(m.ca_pem.empty() || m.ca_pem.starts_with("-----BEGIN CERTIFICATE-----\n"), "ca_pem",
-          "not a PEM certificate");
+  f.check(m.ca_pem.empty() || m.ca_pem.starts_with("-----BEGIN CERTIFICATE-----\n"), "ca_pem", "not a PEM certificate");
   f.check(m.ca_pem.find('\0') == std::string::npos, "ca_pem", "holds NUL");
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
@@ -616,30 +619,54 @@ void put(Writer&, const UpstreamCa&) {}
 
 template <typename M>
 constexpr Type type_of() {
-  if constexpr (std::is_same_v<M, Settings>) return Type::settings;
-  else if constexpr (std::is_same_v<M, RuleMessage>) return Type::rule;
-  else if constexpr (std::is_same_v<M, BindingMessage>) return Type::binding;
-  else if constexpr (std::is_same_v<M, MintingMessage>) return Type::minting;
-  else if constexpr (std::is_same_v<M, UpstreamCa>) return Type::upstream_ca;
-  else if constexpr (std::is_same_v<M, RunCa>) return Type::run_ca;
-  else if constexpr (std::is_same_v<M, SlotMessage>) return Type::slot;
-  else if constexpr (std::is_same_v<M, TokenEndpointMessage>) return Type::token_endpoint;
-  else if constexpr (std::is_same_v<M, CredentialHostMessage>) return Type::credential_host;
-  else if constexpr (std::is_same_v<M, WatchedMessage>) return Type::watched;
-  else if constexpr (std::is_same_v<M, AddedBinding>) return Type::added_binding;
-  else if constexpr (std::is_same_v<M, AddedSlot>) return Type::added_slot;
-  else if constexpr (std::is_same_v<M, ConfigDone>) return Type::config_done;
-  else if constexpr (std::is_same_v<M, ListenerMessage>) return Type::listener;
-  else if constexpr (std::is_same_v<M, NameAnswer>) return Type::name_answer;
-  else if constexpr (std::is_same_v<M, JailSocket>) return Type::jail_socket;
-  else if constexpr (std::is_same_v<M, Stop>) return Type::stop;
-  else if constexpr (std::is_same_v<M, Ready>) return Type::ready;
-  else if constexpr (std::is_same_v<M, NameQuestion>) return Type::name_question;
-  else if constexpr (std::is_same_v<M, DecisionMessage>) return Type::decision;
-  else if constexpr (std::is_same_v<M, TokenUpdate>) return Type::token_update;
-  else if constexpr (std::is_same_v<M, Usage>) return Type::usage;
-  else if constexpr (std::is_same_v<M, JailSocketRequest>) return Type::jail_socket_request;
-  else if constexpr (std::is_same_v<M, Failure>) return Type::failure;
+  if constexpr (std::is_same_v<M, Settings>)
+    return Type::settings;
+  else if constexpr (std::is_same_v<M, RuleMessage>)
+    return Type::rule;
+  else if constexpr (std::is_same_v<M, BindingMessage>)
+    return Type::binding;
+  else if constexpr (std::is_same_v<M, MintingMessage>)
+    return Type::minting;
+  else if constexpr (std::is_same_v<M, UpstreamCa>)
+    return Type::upstream_ca;
+  else if constexpr (std::is_same_v<M, RunCa>)
+    return Type::run_ca;
+  else if constexpr (std::is_same_v<M, SlotMessage>)
+    return Type::slot;
+  else if constexpr (std::is_same_v<M, TokenEndpointMessage>)
+    return Type::token_endpoint;
+  else if constexpr (std::is_same_v<M, CredentialHostMessage>)
+    return Type::credential_host;
+  else if constexpr (std::is_same_v<M, WatchedMessage>)
+    return Type::watched;
+  else if constexpr (std::is_same_v<M, AddedBinding>)
+    return Type::added_binding;
+  else if constexpr (std::is_same_v<M, AddedSlot>)
+    return Type::added_slot;
+  else if constexpr (std::is_same_v<M, ConfigDone>)
+    return Type::config_done;
+  else if constexpr (std::is_same_v<M, ListenerMessage>)
+    return Type::listener;
+  else if constexpr (std::is_same_v<M, NameAnswer>)
+    return Type::name_answer;
+  else if constexpr (std::is_same_v<M, JailSocket>)
+    return Type::jail_socket;
+  else if constexpr (std::is_same_v<M, Stop>)
+    return Type::stop;
+  else if constexpr (std::is_same_v<M, Ready>)
+    return Type::ready;
+  else if constexpr (std::is_same_v<M, NameQuestion>)
+    return Type::name_question;
+  else if constexpr (std::is_same_v<M, DecisionMessage>)
+    return Type::decision;
+  else if constexpr (std::is_same_v<M, TokenUpdate>)
+    return Type::token_update;
+  else if constexpr (std::is_same_v<M, Usage>)
+    return Type::usage;
+  else if constexpr (std::is_same_v<M, JailSocketRequest>)
+    return Type::jail_socket_request;
+  else if constexpr (std::is_same_v<M, Failure>)
+    return Type::failure;
   else {
     static_assert(std::is_same_v<M, ProbeResult>);
     return Type::probe_result;
@@ -676,8 +703,8 @@ util::Result<Record> encode_any(const Variant& v) {
         w.u32(static_cast<std::uint32_t>(payload.str().size()));
         w.raw(payload.str());
         if (w.str().size() > kMaxRecord)
-          return util::Error::invalid(fmt::format("{} message: {} bytes, more than {}", type_name(type_of<M>()),
-                                                  w.str().size(), kMaxRecord));
+          return util::Error::invalid(
+              fmt::format("{} message: {} bytes, more than {}", type_name(type_of<M>()), w.str().size(), kMaxRecord));
         rec.bytes = std::move(w.str());
         return rec;
       },
@@ -690,7 +717,8 @@ struct Header {
 };
 
 util::Result<Header> take_header(std::string_view bytes) {
-  if (bytes.size() > kMaxRecord) return util::Error::invalid(fmt::format("a message of more than {} bytes", kMaxRecord));
+  if (bytes.size() > kMaxRecord)
+    return util::Error::invalid(fmt::format("a message of more than {} bytes", kMaxRecord));
   wire::Reader r(bytes);
   auto magic = r.u32();
   auto version = r.u16();
@@ -767,8 +795,8 @@ util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std:
       return V(Stop{});
     default: break;
   }
-  return util::Error::invalid(fmt::format("a message of type {}, unknown from the supervisor",
-                                          static_cast<unsigned>(h->type)));
+  return util::Error::invalid(
+      fmt::format("a message of type {}, unknown from the supervisor", static_cast<unsigned>(h->type)));
 }
 
 util::Result<FromFilter> decode_from_filter(std::string_view bytes, std::vector<util::UniqueFd> fds) {
@@ -790,8 +818,8 @@ util::Result<FromFilter> decode_from_filter(std::string_view bytes, std::vector<
     case Type::added_slot: return lift<AddedSlot, V>(take_added_slot(f));
     default: break;
   }
-  return util::Error::invalid(fmt::format("a message of type {}, unknown from the filter",
-                                          static_cast<unsigned>(h->type)));
+  return util::Error::invalid(
+      fmt::format("a message of type {}, unknown from the filter", static_cast<unsigned>(h->type)));
 }
 
 }  // namespace pj::filterlink

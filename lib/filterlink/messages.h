@@ -55,26 +55,26 @@ inline constexpr size_t kMaxListItems = 64;      // hosts of a binding, probe re
 // Numbered once for good: a later version adds types, never renumbers.
 // Supervisor to filter below 64, filter to supervisor from 64.
 enum class Type : std::uint16_t {
-  settings = 1,     // limits and test switches; first
-  rule = 2,         // one allow or deny rule
-  binding = 3,      // one credential bound to hosts
-  minting = 4,      // one refused minting endpoint
-  upstream_ca = 5,  // the operator's extra upstream trust anchors (an fd)
-  config_done = 6,  // the filter may load, lock down and answer ready
-  listener = 7,     // a listening socket to serve (an fd)
-  name_answer = 8,  // the addresses of a name the filter asked for
-  jail_socket = 9,  // a socket of the jail's network namespace (an fd), or why not
-  stop = 10,        // close every connection and exit
-  run_ca = 11,          // the run's CA key and certificate (credentials bound)
-  slot = 12,            // where a bound placeholder stands in auth.json
-  token_endpoint = 13,  // a test build's stand-in for a provider's token endpoint
-  credential_host = 14, // an operator's extra host for a credential ([credentials] bind)
-  watched = 15,         // a placeholder to look for on unbound loopback ports
-  ready = 64,       // locked down; the run CA's certificate
+  settings = 1,          // limits and test switches; first
+  rule = 2,              // one allow or deny rule
+  binding = 3,           // one credential bound to hosts
+  minting = 4,           // one refused minting endpoint
+  upstream_ca = 5,       // the operator's extra upstream trust anchors (an fd)
+  config_done = 6,       // the filter may load, lock down and answer ready
+  listener = 7,          // a listening socket to serve (an fd)
+  name_answer = 8,       // the addresses of a name the filter asked for
+  jail_socket = 9,       // a socket of the jail's network namespace (an fd), or why not
+  stop = 10,             // close every connection and exit
+  run_ca = 11,           // the run's CA key and certificate (credentials bound)
+  slot = 12,             // where a bound placeholder stands in auth.json
+  token_endpoint = 13,   // a test build's stand-in for a provider's token endpoint
+  credential_host = 14,  // an operator's extra host for a credential ([credentials] bind)
+  watched = 15,          // a placeholder to look for on unbound loopback ports
+  ready = 64,            // locked down; the run CA's certificate
   name_question = 65,
-  decision = 66,       // one connection's decision
-  token_update = 67,   // tokens a token exchange got: the supervisor writes auth.json
-  usage = 68,          // figures for the report
+  decision = 66,      // one connection's decision
+  token_update = 67,  // tokens a token exchange got: the supervisor writes auth.json
+  usage = 68,         // figures for the report
   jail_socket_request = 69,
   failure = 70,        // the filter could not start: which step, errno
   probe_result = 71,   // test builds: what the filter could do after lock-down
@@ -128,7 +128,7 @@ struct UpstreamCa {
 // The run's CA, made by the supervisor (its certificate is in the jail's
 // trust bundle before the filter starts): the filter mints leaves with it.
 struct RunCa {
-  std::string key_pem;   // PKCS#8, unencrypted: a secret
+  std::string key_pem;  // PKCS#8, unencrypted: a secret
   std::string cert_pem;
 };
 
@@ -184,8 +184,8 @@ struct NameAnswer {
 
 struct JailSocket {
   std::uint64_t id = 0;
-  int err = 0;         // errno when no socket could be made
-  util::UniqueFd fd;   // valid exactly when err is 0
+  int err = 0;        // errno when no socket could be made
+  util::UniqueFd fd;  // valid exactly when err is 0
 };
 
 struct Stop {};
@@ -256,10 +256,9 @@ struct ProbeResult {
   std::vector<Attempt> attempts;
 };
 
-using FromSupervisor =
-    std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, RunCa, SlotMessage,
-                 TokenEndpointMessage, CredentialHostMessage, WatchedMessage, ConfigDone, ListenerMessage, NameAnswer,
-                 JailSocket, Stop>;
+using FromSupervisor = std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, RunCa,
+                                    SlotMessage, TokenEndpointMessage, CredentialHostMessage, WatchedMessage,
+                                    ConfigDone, ListenerMessage, NameAnswer, JailSocket, Stop>;
 using FromFilter = std::variant<Ready, NameQuestion, DecisionMessage, TokenUpdate, Usage, JailSocketRequest, Failure,
                                 ProbeResult, AddedBinding, AddedSlot>;
 

@@ -221,7 +221,8 @@ private:
   util::Result<bool> handle(FromSupervisor m) {
     if (auto* l = std::get_if<filterlink::ListenerMessage>(&m)) {
       std::optional<netproxy::Rules::Forward> target;
-      if (l->target) target = netproxy::Rules::Forward{l->target->addr, l->target->port, l->target->host, l->target->source};
+      if (l->target)
+        target = netproxy::Rules::Forward{l->target->addr, l->target->port, l->target->host, l->target->source};
       if (auto st = proxy_->add_listener(std::move(l->fd), kind_of(l->kind), std::move(target)); !st)
         return st.take_error();
       return true;
@@ -315,8 +316,7 @@ std::shared_ptr<netproxy::TokenExchange> token_exchange(int sock, const Config& 
   auto table = std::make_shared<credentials::Table>();
   for (const auto& b : c.intercept.bindings) table->add(b);
   (void)table->take_added();  // the Interceptor has these already
-  for (const auto& s : c.slots)
-    table->add_slot(s.placeholder, {s.entry, s.field}, s.origin);
+  for (const auto& s : c.slots) table->add_slot(s.placeholder, {s.entry, s.field}, s.origin);
   auto ex = std::make_shared<credentials::OAuthExchange>(table, c.exchange_settings, "", nullptr, nullptr);
   ex->report_to([sock](const credentials::ExchangeReport& e) -> util::Status {
     using filterlink::FromFilter;
@@ -327,8 +327,8 @@ std::shared_ptr<netproxy::TokenExchange> token_exchange(int sock, const Config& 
                  e.path.size() <= filterlink::kMaxText;
     for (const auto& b : e.bindings) small = small && fits(b.real) && fits(b.placeholder);
     if (!small)
-      return util::Error::invalid(fmt::format("report {}'s token exchange: a value over {} bytes", e.entry,
-                                              filterlink::kMaxSecret));
+      return util::Error::invalid(
+          fmt::format("report {}'s token exchange: a value over {} bytes", e.entry, filterlink::kMaxSecret));
     auto told = [&](FromFilter m) { return filterlink::send_message(sock, m); };
     for (const auto& b : e.bindings)
       if (auto st = told(filterlink::AddedBinding{b}); !st) return st;
@@ -357,8 +357,8 @@ LockdownLimits lockdown_limits(const filterlink::Settings& s, std::uint64_t inte
   rlimit stack{};
   const std::uint64_t stack_bytes =
       ::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY ? stack.rlim_cur : 8ULL << 20;
-  const std::uint64_t intercepted = intercepting_workers * (std::min<std::uint64_t>(stack_bytes, 1ULL << 30) +
-                                                            kPerWorkerBuffers);
+  const std::uint64_t intercepted =
+      intercepting_workers * (std::min<std::uint64_t>(stack_bytes, 1ULL << 30) + kPerWorkerBuffers);
   return {std::min<std::uint64_t>(connections * kFdsPerConnection + kSpare, std::uint64_t{1} << 20),
           kBase + connections * kPerConnection + intercepted};
 }
@@ -385,7 +385,8 @@ int network_filter_main() {
   std::shared_ptr<netproxy::Interceptor> interceptor;
   std::string ca_pem;
   if (!config->intercept.empty()) {
-    if (!config->ca) return fail(sock, "start the credential filter", util::Error::invalid("bindings without the run's CA"));
+    if (!config->ca)
+      return fail(sock, "start the credential filter", util::Error::invalid("bindings without the run's CA"));
     if (config->upstream_ca.valid())
       config->intercept.upstream_extra_ca_file = fmt::format("/proc/self/fd/{}", config->upstream_ca.get());
     config->intercept.exchange = token_exchange(sock, *config);
@@ -404,7 +405,8 @@ int network_filter_main() {
 #ifdef PJ_TEST_SWITCHES
   const std::string home = config->settings.test_probe_after_lockdown ? home_to_probe() : "";
 #endif
-  if (auto st = lock_down(lockdown_limits(config->settings, interceptor ? 2 * netproxy::kMaxIntercepted : 0)); !st) return fail(sock, "lock down", st.error());
+  if (auto st = lock_down(lockdown_limits(config->settings, interceptor ? 2 * netproxy::kMaxIntercepted : 0)); !st)
+    return fail(sock, "lock down", st.error());
 #ifdef PJ_TEST_SWITCHES
   if (config->settings.test_probe_after_lockdown)
     if (auto st = filterlink::send_message(sock, filterlink::FromFilter(probe(home))); !st)

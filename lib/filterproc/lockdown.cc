@@ -30,24 +30,76 @@ namespace {
 // processes (fork, ptrace, kill, process_vm_*), namespaces, mounts.
 const std::vector<std::string> kAllowed = {
     // the relay: readiness, bytes, pipes between sockets
-    "epoll_wait", "epoll_pwait", "epoll_pwait2", "epoll_ctl", "poll", "ppoll", "read", "write", "readv", "writev",
-    "splice", "pipe2", "close", "eventfd2", "timerfd_create", "timerfd_settime", "timerfd_gettime",
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "epoll_ctl",
+    "poll",
+    "ppoll",
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "splice",
+    "pipe2",
+    "close",
+    "eventfd2",
+    "timerfd_create",
+    "timerfd_settime",
+    "timerfd_gettime",
     // sockets: accept from the jail's listeners, connect out (socket() is
     // checked below), the control socket's records
-    "accept4", "accept", "connect", "shutdown", "setsockopt", "getsockopt", "getsockname", "getpeername",
-    "recvfrom", "sendto", "recvmsg", "sendmsg",
+    "accept4",
+    "accept",
+    "connect",
+    "shutdown",
+    "setsockopt",
+    "getsockopt",
+    "getsockname",
+    "getpeername",
+    "recvfrom",
+    "sendto",
+    "recvmsg",
+    "sendmsg",
     // memory, time, randomness, its own identity
-    "mmap", "munmap", "mremap", "mprotect", "madvise", "brk", "futex", "clock_gettime", "clock_nanosleep",
-    "nanosleep", "gettimeofday", "getrandom", "getpid", "gettid", "sched_yield", "restart_syscall",
+    "mmap",
+    "munmap",
+    "mremap",
+    "mprotect",
+    "madvise",
+    "brk",
+    "futex",
+    "clock_gettime",
+    "clock_nanosleep",
+    "nanosleep",
+    "gettimeofday",
+    "getrandom",
+    "getpid",
+    "gettid",
+    "sched_yield",
+    "restart_syscall",
     // signals to itself (abort()), and ending
-    "rt_sigprocmask", "rt_sigreturn", "rt_sigaction", "exit", "exit_group",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "rt_sigaction",
+    "exit",
+    "exit_group",
     // threads of the credential filter, one per intercepted connection
     // (clone only with CLONE_THREAD, below)
-    "set_robust_list", "rseq",
+    "set_robust_list",
+    "rseq",
 #ifdef PJ_SANITIZED
     // Sanitizer builds only (tests): what the ASan/UBSan runtime calls on
     // exit and when it reports, as the jail's init allows it.
-    "sigaltstack", "pread64", "readlink", "lseek", "newfstatat", "fstat", "prlimit64", "getrlimit", "prctl",
+    "sigaltstack",
+    "pread64",
+    "readlink",
+    "lseek",
+    "newfstatat",
+    "fstat",
+    "prlimit64",
+    "getrlimit",
+    "prctl",
     // and in each new thread (a failure there is a fatal sanitizer error)
     "sched_getaffinity",
 #endif
@@ -156,8 +208,8 @@ util::Status seccomp_allowlist() {
   // fcntl: descriptor flags, and the size of the relay's own pipes. F_SETOWN
   // with F_SETSIG would have the kernel signal any process of the user for it.
   for (int cmd : {F_GETFL, F_SETFL, F_GETFD, F_SETFD, F_DUPFD_CLOEXEC, F_SETPIPE_SZ})
-    if (int rc = ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
-                                    second_arg_is(static_cast<scmp_datum_t>(cmd)));
+    if (int rc =
+            ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1, second_arg_is(static_cast<scmp_datum_t>(cmd)));
         rc != 0)
       return fail("fcntl", rc);
   // Threads, never processes: clone with exactly the flags glibc's

@@ -38,13 +38,13 @@ struct Item {
   std::string rel;  // as shown and compared: workspace-relative, or absolute elsewhere
   Kind kind;
   Stamp stamp;
-  int fd = -1;      // the directory `at` is beneath (not owned)
+  int fd = -1;  // the directory `at` is beneath (not owned)
   std::string at;
 };
 
 Stamp stamp_of(const struct stat& st) {
-  return Stamp{st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-               st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+  return Stamp{st.st_mode,        st.st_dev,          st.st_ino,         st.st_size,
+               st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
 }
 
 bool is_dir(const Stamp& s) { return S_ISDIR(s.mode); }
@@ -153,7 +153,8 @@ private:
   }
 
   void add(const UniqueFd& dir, const std::string& rel, std::string_view name, Kind kind) {
-    if (auto st = lstat_at(dir.get(), name)) items_.push_back({join(rel, name), kind, stamp_of(*st), ws_, join(rel, name)});
+    if (auto st = lstat_at(dir.get(), name))
+      items_.push_back({join(rel, name), kind, stamp_of(*st), ws_, join(rel, name)});
   }
 
   // A git dir: the workspace's .git or a submodule's .git/modules/<name>.
@@ -171,8 +172,10 @@ private:
     if (auto st = lstat_at(dir->get(), "modules")) {
       if (!S_ISDIR(st->st_mode))
         items_.push_back({join(rel, "modules"), Kind::dir_expected, stamp_of(*st), ws_, join(rel, "modules")});
-      else if (depth < limits_.module_depth) modules(join(rel, "modules"), depth + 1);
-      else if (too_deep_.empty()) too_deep_ = join(rel, "modules");
+      else if (depth < limits_.module_depth)
+        modules(join(rel, "modules"), depth + 1);
+      else if (too_deep_.empty())
+        too_deep_ = join(rel, "modules");
     }
   }
 
@@ -218,9 +221,12 @@ private:
       auto inner = util::open_dir_beneath(ws_, sub);
       if (!inner) continue;
       bool git = lstat_at(inner->get(), "HEAD") || lstat_at(inner->get(), "config") || lstat_at(inner->get(), "hooks");
-      if (git) git_dir(sub, depth);
-      else if (depth < limits_.module_depth) modules(sub, depth + 1);
-      else if (too_deep_.empty()) too_deep_ = sub;
+      if (git)
+        git_dir(sub, depth);
+      else if (depth < limits_.module_depth)
+        modules(sub, depth + 1);
+      else if (too_deep_.empty())
+        too_deep_ = sub;
     }
   }
 
@@ -268,23 +274,23 @@ public:
           out_.add(it.rel, fmt::format("a symlink to \"{}\" (not followed): git would use the repository it points to",
                                        link_target(it)));
         else if (S_ISREG(mode))
-          out_.add(it.rel, fmt::format("a file (not followed): git would use the repository it names: {}",
-                                       pointer(it)));
+          out_.add(it.rel,
+                   fmt::format("a file (not followed): git would use the repository it names: {}", pointer(it)));
         else
           out_.add(it.rel, fmt::format("{} where the repository belongs (not opened)", type_word(mode)));
         return;
       case Kind::hooks_dir:
       case Kind::dir_expected:
         if (S_ISLNK(mode))
-          out_.add(it.rel, fmt::format("a symlink to \"{}\" where git expects a directory (not followed)",
-                                       link_target(it)));
+          out_.add(it.rel,
+                   fmt::format("a symlink to \"{}\" where git expects a directory (not followed)", link_target(it)));
         else if (!S_ISDIR(mode))
           out_.add(it.rel, fmt::format("{} where git expects a directory (not opened)", type_word(mode)));
         return;
       case Kind::hook:
         if (S_ISREG(mode))
-          out_.add(it.rel, fmt::format("a hook, {}: git runs it{}", age,
-                                       (mode & 0111) ? "" : " once it is made executable"));
+          out_.add(it.rel,
+                   fmt::format("a hook, {}: git runs it{}", age, (mode & 0111) ? "" : " once it is made executable"));
         else if (S_ISLNK(mode))
           out_.add(it.rel, fmt::format("a hook, {}: a symlink to \"{}\" (not followed)", age, link_target(it)));
         else
@@ -409,12 +415,12 @@ Audit audit(std::string_view workspace, const Snapshot& before, const std::vecto
     auditor.examine(it, prior);
   }
   if (!w.cut_at().empty())
-    out.add(w.cut_at(), fmt::format("more than {} directory entries in all: the rest was not examined",
-                                    limits.entries));
+    out.add(w.cut_at(),
+            fmt::format("more than {} directory entries in all: the rest was not examined", limits.entries));
   // Not compared with the snapshot: what lies that deep was never examined.
   if (!w.too_deep().empty())
-    out.add(w.too_deep(), fmt::format("submodule git dirs nested deeper than {} levels: not examined",
-                                      limits.module_depth));
+    out.add(w.too_deep(),
+            fmt::format("submodule git dirs nested deeper than {} levels: not examined", limits.module_depth));
   return out.take();
 }
 

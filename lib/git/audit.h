@@ -30,11 +30,11 @@ namespace pj::git::audit {
 
 // Bounds on one snapshot or audit.
 struct Limits {
-  size_t findings = 40;             // listed; the rest are counted
-  size_t entries = 20000;           // directory entries looked at, in all
-  size_t files_read = 64;           // config and pointer files read
-  size_t file_bytes = 256 * 1024;   // one config file, at most
-  int module_depth = 6;             // .git/modules/a/modules/b/...
+  size_t findings = 40;            // listed; the rest are counted
+  size_t entries = 20000;          // directory entries looked at, in all
+  size_t files_read = 64;          // config and pointer files read
+  size_t file_bytes = 256 * 1024;  // one config file, at most
+  int module_depth = 6;            // .git/modules/a/modules/b/...
 };
 
 // What an audited object was at snapshot time: enough to tell a change

@@ -318,9 +318,12 @@ std::string escape(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x80) {
-      if (c == '\\') out += "\\\\";
-      else if (c < 0x20 || c == 0x7f) hex(c);
-      else out += static_cast<char>(c);
+      if (c == '\\')
+        out += "\\\\";
+      else if (c < 0x20 || c == 0x7f)
+        hex(c);
+      else
+        out += static_cast<char>(c);
       ++i;
       continue;
     }

@@ -14,10 +14,10 @@ namespace pj::git::config {
 
 // One `name = value` (or a bare `name`, git's boolean true).
 struct Entry {
-  int line = 0;             // where the name starts, from 1
-  std::string section;      // lowercased
+  int line = 0;                           // where the name starts, from 1
+  std::string section;                    // lowercased
   std::optional<std::string> subsection;  // [a "b"]: as written; [a.b]: lowercased
-  std::string name;         // lowercased
+  std::string name;                       // lowercased
   std::optional<std::string> value;       // unquoted and unescaped; none for a bare name
   // section[.subsection].name, as git spells the key.
   std::string key() const;

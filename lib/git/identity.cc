@@ -33,36 +33,60 @@ struct Allowed {
 // anything on the host, carries a secret or switches transports. (The
 // editor and pager run inside the jail, as the jail's own processes.)
 constexpr Allowed kAllowed[] = {
-    {"user", "name", false},          {"user", "email", false},
-    {"author", "name", false},        {"author", "email", false},
-    {"committer", "name", false},     {"committer", "email", false},
-    {"init", "defaultbranch", false}, {"core", "editor", false},
-    {"core", "pager", false},         {"core", "autocrlf", false},
-    {"core", "eol", false},           {"core", "quotepath", false},
-    {"core", "whitespace", false},    {"core", "abbrev", false},
-    {"color", "*", true},             {"advice", "*", false},
-    {"pull", "rebase", false},        {"pull", "ff", false},
-    {"push", "default", false},       {"push", "autosetupremote", false},
-    {"merge", "conflictstyle", false}, {"merge", "ff", false},
-    {"rebase", "autosquash", false},  {"rebase", "autostash", false},
-    {"rebase", "updaterefs", false},  {"diff", "algorithm", false},
-    {"diff", "colormoved", false},    {"diff", "renames", false},
-    {"fetch", "prune", false},        {"rerere", "enabled", false},
-    {"commit", "verbose", false},     {"log", "date", false},
-    {"branch", "sort", false},        {"tag", "sort", false},
-    {"column", "ui", false},          {"help", "autocorrect", false},
-    {"status", "short", false},       {"status", "branch", false},
+    {"user", "name", false},
+    {"user", "email", false},
+    {"author", "name", false},
+    {"author", "email", false},
+    {"committer", "name", false},
+    {"committer", "email", false},
+    {"init", "defaultbranch", false},
+    {"core", "editor", false},
+    {"core", "pager", false},
+    {"core", "autocrlf", false},
+    {"core", "eol", false},
+    {"core", "quotepath", false},
+    {"core", "whitespace", false},
+    {"core", "abbrev", false},
+    {"color", "*", true},
+    {"advice", "*", false},
+    {"pull", "rebase", false},
+    {"pull", "ff", false},
+    {"push", "default", false},
+    {"push", "autosetupremote", false},
+    {"merge", "conflictstyle", false},
+    {"merge", "ff", false},
+    {"rebase", "autosquash", false},
+    {"rebase", "autostash", false},
+    {"rebase", "updaterefs", false},
+    {"diff", "algorithm", false},
+    {"diff", "colormoved", false},
+    {"diff", "renames", false},
+    {"fetch", "prune", false},
+    {"rerere", "enabled", false},
+    {"commit", "verbose", false},
+    {"log", "date", false},
+    {"branch", "sort", false},
+    {"tag", "sort", false},
+    {"column", "ui", false},
+    {"help", "autocorrect", false},
+    {"status", "short", false},
+    {"status", "branch", false},
 };
 
 // git-config(1): inside double quotes, \" \\ \n \t are the escapes.
 std::string quoted(std::string_view v) {
   std::string out = "\"";
   for (char c : v) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\0' || c == '\r') continue;  // not representable; never meaningful here
-    else out += c;
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\0' || c == '\r')
+      continue;  // not representable; never meaningful here
+    else
+      out += c;
   }
   return out + "\"";
 }
@@ -94,8 +118,7 @@ std::optional<std::string> read_host_file(const std::string& path) {
 
 bool allowed(const git::config::Entry& e) {
   for (const auto& a : kAllowed)
-    if (e.section == a.section && (a.name == "*" || e.name == a.name) && (a.subsection || !e.subsection))
-      return true;
+    if (e.section == a.section && (a.name == "*" || e.name == a.name) && (a.subsection || !e.subsection)) return true;
   return false;
 }
 
@@ -112,8 +135,8 @@ std::string synthesize(const std::vector<std::pair<std::string, std::string>>& f
   for (const auto& [name, text] : files) {
     auto parsed = git::config::parse(text);
     if (parsed.error_line != 0) {
-      left_out.push_back(fmt::format("{}:{}: {} (git refuses the file; none of it is passed)", name,
-                                     parsed.error_line, parsed.error));
+      left_out.push_back(
+          fmt::format("{}:{}: {} (git refuses the file; none of it is passed)", name, parsed.error_line, parsed.error));
       continue;
     }
     for (const auto& e : parsed.entries) {
@@ -121,8 +144,8 @@ std::string synthesize(const std::vector<std::pair<std::string, std::string>>& f
         left_out.push_back(git::config::escape(e.key()));
         continue;
       }
-      std::string header = e.subsection ? fmt::format("[{} {}]", e.section, quoted(*e.subsection))
-                                        : fmt::format("[{}]", e.section);
+      std::string header =
+          e.subsection ? fmt::format("[{} {}]", e.section, quoted(*e.subsection)) : fmt::format("[{}]", e.section);
       // A bare name is git's boolean true.
       lines_of(header).push_back(fmt::format("\t{} = {}", e.name, quoted(e.value.value_or("true"))));
     }
@@ -140,7 +163,8 @@ std::string synthesize(const std::vector<std::pair<std::string, std::string>>& f
       "[core]\n"
       // git appends ssh's arguments, [user@]host second to last: named in
       // the fix (the jail's own text, shown to the jail only).
-      "\tsshCommand = \"f() { h=; p=; for a; do h=$p; p=$a; done; h=${h#*@}; echo \\\"pi-jail: ssh cannot connect from inside "
+      "\tsshCommand = \"f() { h=; p=; for a; do h=$p; p=$a; done; h=${h#*@}; echo \\\"pi-jail: ssh cannot connect from "
+      "inside "
       "the jail to $h: no SSH host is allowed (no DNS; the network filter passes HTTP(S) and SOCKS5 only). Allow it: "
       "pi-jail --allow-ssh $h (its key taken from your known_hosts); or use an https:// remote (git remote set-url "
       "origin https://...) with its host allowed (pi-jail --allow-net-preset github)\\\" >&2; exit 255; }; f\"\n";

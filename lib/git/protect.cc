@@ -33,10 +33,14 @@ std::string dir_of(const std::string& path) { return std::string(util::parent_pa
 std::optional<std::string> expand(std::string_view value, const std::string& base, const std::string& home) {
   if (value.empty() || value.starts_with("%(prefix)/")) return std::nullopt;
   std::string joined;
-  if (value.starts_with("~/")) joined = home + "/" + std::string(value.substr(2));
-  else if (value.starts_with('~')) return std::nullopt;
-  else if (value.front() != '/' && base.empty()) return std::nullopt;  // no repository to be relative to
-  else joined = std::string(value);
+  if (value.starts_with("~/"))
+    joined = home + "/" + std::string(value.substr(2));
+  else if (value.starts_with('~'))
+    return std::nullopt;
+  else if (value.front() != '/' && base.empty())
+    return std::nullopt;  // no repository to be relative to
+  else
+    joined = std::string(value);
   auto norm = util::normalize_path(joined, base);
   if (!norm) return std::nullopt;
   return *norm;
@@ -197,9 +201,7 @@ private:
 
 }  // namespace
 
-Plan plan(const Inputs& in, const ReadConfig& read, const Limits& limits) {
-  return Planner(in, read, limits).run();
-}
+Plan plan(const Inputs& in, const ReadConfig& read, const Limits& limits) { return Planner(in, read, limits).run(); }
 
 ReadConfig host_reader(std::vector<std::string> writable, size_t cap) {
   return [writable = std::move(writable), cap](const std::string& path) -> util::Result<ConfigText> {

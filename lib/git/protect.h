@@ -61,14 +61,14 @@ struct Inputs {
   std::vector<std::string> writable;      // the places the jail can write, resolved
   std::vector<std::string> host_configs;  // system and global config files, absolute
   std::vector<Repository> repositories;
-  std::string home;                       // for "~/" in config paths
+  std::string home;  // for "~/" in config paths
 };
 
 // Bounds on one plan.
 struct Limits {
-  size_t files = 1024;         // config files read, in all (each repository's own count)
-  int include_depth = 10;      // git's own limit (config.c MAX_INCLUDE_DEPTH)
-  size_t words = 32;           // words of one command looked at
+  size_t files = 1024;     // config files read, in all (each repository's own count)
+  int include_depth = 10;  // git's own limit (config.c MAX_INCLUDE_DEPTH)
+  size_t words = 32;       // words of one command looked at
 };
 
 struct Plan {
@@ -96,8 +96,8 @@ std::vector<std::string> host_config_files(const std::function<std::optional<std
 
 // Bounds on the search for repositories below the writable places.
 struct ScanLimits {
-  int depth = 6;            // directories below each writable place
-  size_t entries = 50000;   // directory entries looked at, in all
+  int depth = 6;           // directories below each writable place
+  size_t entries = 50000;  // directory entries looked at, in all
 };
 
 // Every repository at or below each of `roots` (resolved directories the

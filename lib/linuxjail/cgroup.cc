@@ -165,8 +165,7 @@ namespace {
 
 util::Result<Dir> probe_with(const std::string& path, const std::vector<Mount>& mounts) {
   struct statfs sf;
-  if (::statfs(path.c_str(), &sf) != 0)
-    return Error::from_errno(fmt::format("[limits] cgroup {}", path), errno);
+  if (::statfs(path.c_str(), &sf) != 0) return Error::from_errno(fmt::format("[limits] cgroup {}", path), errno);
   Dir d{path, 0, {}};
   if (sf.f_type == CGROUP2_SUPER_MAGIC) {
     d.version = 2;
@@ -268,12 +267,11 @@ util::Result<RunCgroups> RunCgroups::create(const std::vector<Dir>& dirs, const 
     if (!n.wanted) continue;
     const Dir* d = pick(n.member);
     if (!d)
-      return Error::invalid(fmt::format("no cgroup with the {} controller is delegated to pi-jail ({}); fix: {}", n.what,
-                                        dirs.empty() ? "[limits] cgroup is not set" : "none of [limits] cgroup has it",
-                                        kDelegateFix));
-    auto it = std::find_if(out.made_.begin(), out.made_.end(), [&](const Made& m) {
-      return m.path == d->path + "/" + name;
-    });
+      return Error::invalid(
+          fmt::format("no cgroup with the {} controller is delegated to pi-jail ({}); fix: {}", n.what,
+                      dirs.empty() ? "[limits] cgroup is not set" : "none of [limits] cgroup has it", kDelegateFix));
+    auto it =
+        std::find_if(out.made_.begin(), out.made_.end(), [&](const Made& m) { return m.path == d->path + "/" + name; });
     if (it == out.made_.end()) {
       sweep(d->path);
       out.made_.push_back({d->path + "/" + name, d->version, {}, {}});
@@ -303,7 +301,8 @@ util::Result<RunCgroups> RunCgroups::create(const std::vector<Dir>& dirs, const 
     }
     if (st && m.used.cpu) {
       const std::uint64_t period = 100000, quota = *wanted.millicpus * period / 1000;
-      if (m.version == 2) st = put("cpu.max", fmt::format("{} {}", quota, period));
+      if (m.version == 2)
+        st = put("cpu.max", fmt::format("{} {}", quota, period));
       else {
         st = put("cpu.cfs_period_us", std::to_string(period));
         if (st) st = put("cpu.cfs_quota_us", std::to_string(quota));

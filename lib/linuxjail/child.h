@@ -67,33 +67,33 @@ struct ChildPlan {
   char* const* envp;
   const char* cwd;
   const char* hostname;
-  const char* uid_map;   // "uid uid 1\n"
+  const char* uid_map;  // "uid uid 1\n"
   const char* gid_map;
-  cap_t empty_caps;      // allocated before clone; cap_set_proc does not allocate
-  int sync_fd;           // the child's end of the sync socket
-  int parent_sync_fd;    // the supervisor's end, closed first thing
-  int control_fd;        // init -> supervisor: the PTY master, "stopped" notes
+  cap_t empty_caps;    // allocated before clone; cap_set_proc does not allocate
+  int sync_fd;         // the child's end of the sync socket
+  int parent_sync_fd;  // the supervisor's end, closed first thing
+  int control_fd;      // init -> supervisor: the PTY master, "stopped" notes
   int parent_control_fd;
   bool pty;
   unsigned pty_fds;
   termios pty_mode;
   winsize pty_size;
-  int grace_ms;          // TERM -> KILL when the command has exited
+  int grace_ms;  // TERM -> KILL when the command has exited
   sock_fprog command_filter;
   bool command_filter_enforced;
   sock_fprog init_filter;
-  std::uint64_t landlock_fs;      // handled fs rights; 0: no Landlock
+  std::uint64_t landlock_fs;  // handled fs rights; 0: no Landlock
   std::uint64_t landlock_scoped;
   const ChildLandlockRule* landlock_rules;
   size_t landlock_rule_count;
   const ChildListener* listeners;  // created by init, sent on control_fd
   size_t listener_count;
-  std::uint64_t nproc;             // RLIMIT_NPROC inside the user namespace; 0: none
-  const int* cgroup_tasks_fds;     // tasks of each cgroup v1 run cgroup (init writes "0", then closes them)
+  std::uint64_t nproc;          // RLIMIT_NPROC inside the user namespace; 0: none
+  const int* cgroup_tasks_fds;  // tasks of each cgroup v1 run cgroup (init writes "0", then closes them)
   size_t cgroup_tasks_count;
-  const int* cgroup_procs_fds;     // cgroup.procs of each v2 run cgroup (the supervisor writes them; init closes them)
+  const int* cgroup_procs_fds;  // cgroup.procs of each v2 run cgroup (the supervisor writes them; init closes them)
   size_t cgroup_procs_count;
-  OwnAreas own;                    // blanked by init before the command starts
+  OwnAreas own;  // blanked by init before the command starts
 };
 
 // Owns the strings and arrays a ChildPlan points into.

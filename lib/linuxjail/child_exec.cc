@@ -50,8 +50,8 @@ namespace pj::linuxjail::in_child {
   rlimit no_core{0, 0};
   if (::setrlimit(RLIMIT_CORE, &no_core) != 0) fail(Stage::resource_limits, errno);
   constexpr unsigned kSecbits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                                SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+                                SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+                                SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
   if (::cap_set_secbits(kSecbits) != 0) fail(Stage::securebits, errno);
   // The kernel's capabilities are numbered 0..CAP_LAST_CAP without a gap,
   // and PR_CAPBSET_DROP fails with EINVAL exactly past the last
@@ -69,8 +69,7 @@ namespace pj::linuxjail::in_child {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(Stage::no_new_privs, errno);
   landlock_enforce(ruleset);  // built by init (child_landlock.cc)
   // Last: from here on the table in syscall_table.cc rules every call.
-  if (p.command_filter_enforced &&
-      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.command_filter) != 0)
+  if (p.command_filter_enforced && ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &p.command_filter) != 0)
     fail(Stage::seccomp, errno);
   sigset_t none;
   sigemptyset(&none);

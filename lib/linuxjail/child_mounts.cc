@@ -175,7 +175,7 @@ struct Builder {
   int root;     // O_PATH fd of the new root
   int ruleset;  // the command's Landlock ruleset, or -1
   ParentDir parent;
-  int dir_mask = -1;  // O_PATH fd of the first directory mask, which the others clone
+  int dir_mask = -1;    // O_PATH fd of the first directory mask, which the others clone
   int file_masks = -1;  // the staged tmpfs the file masks' files are made in (kMaskStage)
   unsigned file_mask_count = 0;
 };
@@ -251,8 +251,7 @@ void set_attrs(int tree, unsigned attrs, unsigned flags, Stage stage, int op) {
 }
 
 void do_bind(Builder& b, const ChildMount& m, int op) {
-  int tree = ::open_tree(AT_FDCWD, m.source,
-                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+  int tree = ::open_tree(AT_FDCWD, m.source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
   if (tree < 0) fail(Stage::mount_source, errno, op);
   struct stat st;
   if (::fstat(tree, &st) != 0) fail(Stage::mount_source, errno, op);

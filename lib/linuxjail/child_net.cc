@@ -26,7 +26,8 @@ namespace {
 int open_listener(const ChildListener& l, size_t i) {
   const bool v6 = l.addr.ss_family == AF_INET6;
   int s = ::socket(l.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0 && v6 && errno == EAFNOSUPPORT) s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 && v6 && errno == EAFNOSUPPORT)
+    s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   else if (s >= 0) {
     int one = 1;
     ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);

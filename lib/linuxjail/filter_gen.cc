@@ -57,10 +57,10 @@ int main(int argc, char** argv) {
   std::string list;
   for (std::size_t variant = 0; variant < lj::kFilterVariants; ++variant) {
     const lj::SeccompOptions opts = lj::variant_options(variant);
-    const std::string what = fmt::format(
-        "command filter, variant {} (debugging {}, nested user namespaces {})", variant,
-        opts.debugging == lj::Debugging::allowed ? "allowed" : "denied",
-        opts.nested_userns == lj::NestedUserns::unsafe_allowed ? "unsafe_allowed" : "denied");
+    const std::string what =
+        fmt::format("command filter, variant {} (debugging {}, nested user namespaces {})", variant,
+                    opts.debugging == lj::Debugging::allowed ? "allowed" : "denied",
+                    opts.nested_userns == lj::NestedUserns::unsafe_allowed ? "unsafe_allowed" : "denied");
     if (lj::filter_variant(opts) != variant) {
       std::fprintf(stderr, "pj-filter-gen: %s: filter_variant() and variant_options() disagree\n", what.c_str());
       return 1;

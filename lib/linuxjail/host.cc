@@ -53,7 +53,8 @@ int try_namespaces(std::string& step) {
     auto put = [&](const char* path, unsigned id) -> bool {
       int n = 0;
       char digits[16];
-      do digits[n++] = static_cast<char>('0' + id % 10); while ((id /= 10) != 0);
+      do digits[n++] = static_cast<char>('0' + id % 10);
+      while ((id /= 10) != 0);
       int len = 0;
       for (int r = 0; r < 2; ++r) {
         for (int i = n - 1; i >= 0; --i) map[len++] = digits[i];
@@ -119,10 +120,11 @@ std::string namespace_fix(int err) {
   std::string clone_ok = read_sysctl("/proc/sys/kernel/unprivileged_userns_clone");
   std::string max_ns = read_sysctl("/proc/sys/user/max_user_namespaces");
   if (err == ENOSPC || err == EUSERS || max_ns == "0")
-    return fmt::format("the user namespace limit is reached (user.max_user_namespaces = {}); raise it: "
-                       "sudo sysctl -w user.max_user_namespaces=15000 (inside a container, ask its "
-                       "runtime to allow nested user namespaces)",
-                       max_ns.empty() ? "?" : max_ns);
+    return fmt::format(
+        "the user namespace limit is reached (user.max_user_namespaces = {}); raise it: "
+        "sudo sysctl -w user.max_user_namespaces=15000 (inside a container, ask its "
+        "runtime to allow nested user namespaces)",
+        max_ns.empty() ? "?" : max_ns);
   if (err == EPERM && clone_ok == "0")
     return "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); enable them: "
            "sudo sysctl -w kernel.unprivileged_userns_clone=1";
@@ -158,10 +160,11 @@ void add_limit_checks(HostReport& r) {
     r.checks.push_back({"limit: processes (--pids, default 4096)", State::ok,
                         "RLIMIT_NPROC in the jail's user namespace (counts the jail's tasks only)", ""});
   else
-    r.checks.push_back({"limit: processes (--pids, default 4096)", own_pids ? State::ok : State::info,
-                        own_pids ? fmt::format("a pids cgroup in {} (root is exempt from RLIMIT_NPROC)", own_pids->path)
-                                 : "no writable pids cgroup: root is exempt from RLIMIT_NPROC, so the default is not enforced",
-                        own_pids ? "" : "give [limits] cgroup a cgroup directory with the pids controller"});
+    r.checks.push_back(
+        {"limit: processes (--pids, default 4096)", own_pids ? State::ok : State::info,
+         own_pids ? fmt::format("a pids cgroup in {} (root is exempt from RLIMIT_NPROC)", own_pids->path)
+                  : "no writable pids cgroup: root is exempt from RLIMIT_NPROC, so the default is not enforced",
+         own_pids ? "" : "give [limits] cgroup a cgroup directory with the pids controller"});
   r.checks.push_back(
       {"limit: memory and CPU (--memory, --cpus)", State::info,
        listed.empty() ? "only through [limits] cgroup: none of this process's own cgroups is writable with a controller"
@@ -190,8 +193,7 @@ HostReport probe_host() {
   std::string max_ns = read_sysctl("/proc/sys/user/max_user_namespaces");
   need("user.max_user_namespaces", max_ns != "0", max_ns.empty() ? "unknown" : max_ns, namespace_fix(ENOSPC));
   std::string clone_ok = read_sysctl("/proc/sys/kernel/unprivileged_userns_clone");
-  if (!clone_ok.empty())
-    need("kernel.unprivileged_userns_clone", clone_ok != "0", clone_ok, namespace_fix(EPERM));
+  if (!clone_ok.empty()) need("kernel.unprivileged_userns_clone", clone_ok != "0", clone_ok, namespace_fix(EPERM));
   std::string aa = read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
   if (!aa.empty())
     r.checks.push_back({"kernel.apparmor_restrict_unprivileged_userns", aa == "0" ? State::ok : State::info, aa,

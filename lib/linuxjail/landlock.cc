@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace pj::linuxjail {
 
 std::uint64_t landlock_handled_fs(int abi) {
@@ -14,9 +13,7 @@ std::uint64_t landlock_handled_fs(int abi) {
   return h;
 }
 
-std::uint64_t landlock_scopes(int abi) {
-  return abi >= 6 ? (ll::kScopeAbstractUnix | ll::kScopeSignal) : 0;
-}
+std::uint64_t landlock_scopes(int abi) { return abi >= 6 ? (ll::kScopeAbstractUnix | ll::kScopeSignal) : 0; }
 
 std::vector<LandlockRule> landlock_rules(const std::vector<MountOp>& mounts,
                                          const std::vector<std::string>& read_only_overrides) {

@@ -46,8 +46,10 @@ util::Status require_single_thread() {
     if (e->d_name[0] != '.') ++n;
   ::closedir(d);
   if (n != 1)
-    return Error::invalid(fmt::format("pi-jail has {} threads; the jail must be cloned from a "
-                                      "single-threaded process (this is a bug in pi-jail)", n));
+    return Error::invalid(
+        fmt::format("pi-jail has {} threads; the jail must be cloned from a "
+                    "single-threaded process (this is a bug in pi-jail)",
+                    n));
   return {};
 }
 
@@ -81,10 +83,12 @@ util::Result<OwnAreas> own_areas() {
 
 }  // namespace
 
-ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter,
-                                   Fds fds, const cgroup::JoinFiles& cgroups)
-    : command_filter_(std::move(command_filter)), init_filter_(std::move(init_filter)),
-      cgroup_tasks_fds_(cgroups.tasks), cgroup_procs_fds_(cgroups.procs) {
+ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filter, BpfProgram init_filter, Fds fds,
+                                   const cgroup::JoinFiles& cgroups)
+    : command_filter_(std::move(command_filter)),
+      init_filter_(std::move(init_filter)),
+      cgroup_tasks_fds_(cgroups.tasks),
+      cgroup_procs_fds_(cgroups.procs) {
   // The child's flat record: `source` and `options` mean what the kind says
   // (child.h); the plan's typed fields are read here, once.
   static const std::string kNone;
@@ -109,8 +113,8 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
   for (const auto& op : spec.mounts) sources_.push_back(source_of(op));
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const MountOp& op = spec.mounts[i];
-    mounts_.push_back(ChildMount{op.kind, op.dest.c_str(), sources_[i].c_str(), options_of(op).c_str(),
-                                 attrs_for(op), op.node, op.optional, op.dev, op.ino});
+    mounts_.push_back(ChildMount{op.kind, op.dest.c_str(), sources_[i].c_str(), options_of(op).c_str(), attrs_for(op),
+                                 op.node, op.optional, op.dev, op.ino});
   }
   for (const auto& a : spec.argv) argv_.push_back(const_cast<char*>(a.c_str()));
   argv_.push_back(nullptr);
@@ -153,18 +157,41 @@ ChildPlanStorage::ChildPlanStorage(const JailSpec& spec, BpfProgram command_filt
     listeners_.push_back(cl);
   }
   cap_max_bits();  // libcap reads the kernel's cap count lazily: do it here
-  plan_ = ChildPlan{mounts_.data(), mounts_.size(), spec.scratch_fs.c_str(), spec.exec_path.c_str(), argv_.data(), envp_.data(),
-                    spec.cwd.c_str(), spec.hostname.c_str(), uid_map_.c_str(), gid_map_.c_str(),
-                    cap_init(), fds.sync, fds.parent_sync, fds.control, fds.parent_control,
-                    spec.terminal.streams == Streams::pty, spec.terminal.pty_fds, spec.terminal.mode,
-                    spec.terminal.size, kGraceMs,
+  plan_ = ChildPlan{mounts_.data(),
+                    mounts_.size(),
+                    spec.scratch_fs.c_str(),
+                    spec.exec_path.c_str(),
+                    argv_.data(),
+                    envp_.data(),
+                    spec.cwd.c_str(),
+                    spec.hostname.c_str(),
+                    uid_map_.c_str(),
+                    gid_map_.c_str(),
+                    cap_init(),
+                    fds.sync,
+                    fds.parent_sync,
+                    fds.control,
+                    fds.parent_control,
+                    spec.terminal.streams == Streams::pty,
+                    spec.terminal.pty_fds,
+                    spec.terminal.mode,
+                    spec.terminal.size,
+                    kGraceMs,
                     sock_fprog{static_cast<unsigned short>(command_filter_.size()), command_filter_.data()},
                     spec.seccomp.use == FilterUse::enforced,
                     sock_fprog{static_cast<unsigned short>(init_filter_.size()), init_filter_.data()},
-                    spec.landlock.handled_fs, spec.landlock.scoped, landlock_.data(), landlock_.size(),
-                    listeners_.data(), listeners_.size(), spec.nproc,
-                    cgroup_tasks_fds_.data(), cgroup_tasks_fds_.size(),
-                    cgroup_procs_fds_.data(), cgroup_procs_fds_.size(), OwnAreas{}};
+                    spec.landlock.handled_fs,
+                    spec.landlock.scoped,
+                    landlock_.data(),
+                    landlock_.size(),
+                    listeners_.data(),
+                    listeners_.size(),
+                    spec.nproc,
+                    cgroup_tasks_fds_.data(),
+                    cgroup_tasks_fds_.size(),
+                    cgroup_procs_fds_.data(),
+                    cgroup_procs_fds_.size(),
+                    OwnAreas{}};
 }
 
 ChildPlanStorage::~ChildPlanStorage() { cap_free(plan_.empty_caps); }
@@ -184,15 +211,14 @@ util::Result<Jail> Jail::launch(const JailSpec& spec, const cgroup::JoinFiles& c
     return Error::from_errno("create the control socket", errno);
   UniqueFd control_ours(cv[0]), control_theirs(cv[1]);
   ChildPlanStorage storage(spec, std::move(*command_filter), std::move(*init_filter),
-                           {theirs.get(), ours.get(), control_theirs.get(), control_ours.get()},
-                           cgroups);
+                           {theirs.get(), ours.get(), control_theirs.get(), control_ours.get()}, cgroups);
   if (!storage.plan().empty_caps) return Error::from_errno("allocate an empty capability set", errno);
   auto own = own_areas();
   if (!own) return own.take_error();
   storage.set_own_areas(*own);
 
-  constexpr unsigned long kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-                                        CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+  constexpr unsigned long kNamespaces =
+      CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
   int pidfd = -1;
   long pid = sys::clone_process(kNamespaces | CLONE_PIDFD | SIGCHLD, &pidfd);
   if (pid < 0) return Error::from_errno("create the jail's namespaces (clone)", errno);

@@ -14,17 +14,15 @@ namespace pj::linuxjail {
 
 namespace {
 
-using util::Error;
-using util::path_within;
 using ::pj::view::fact;
 using ::pj::view::usable;
+using util::Error;
+using util::path_within;
 
 // The scratch directory of an ephemeral $HOME (the places' are in view.cc).
 constexpr std::string_view kEphemeralHome = "home";
 
-Node node_of(const PathFact& f) {
-  return f.kind == PathFact::Kind::directory ? Node::directory : Node::file;
-}
+Node node_of(const PathFact& f) { return f.kind == PathFact::Kind::directory ? Node::directory : Node::file; }
 
 MountOp bind_op(std::string dest, const PathFact& f, Access access, std::string why) {
   MountOp op;
@@ -91,8 +89,7 @@ std::vector<MountOp> structure_ops(const Facts& facts) {
     op.devices = Devices::allowed;
     ops.push_back(std::move(op));
   }
-  for (const auto& e : view::dev_links())
-    ops.push_back(symlink_op(e.path, e.target, e.why));
+  for (const auto& e : view::dev_links()) ops.push_back(symlink_op(e.path, e.target, e.why));
   return ops;
 }
 
@@ -223,9 +220,8 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   // Seals: tmpfs mounts that hold mountpoints are made read-only once
   // everything below them is in place; /proc's writable knobs too.
   auto seal_tmpfs = [&](std::string_view dest, std::string_view why) {
-    bool still_tmpfs = std::any_of(ops.begin(), ops.end(), [&](const MountOp& o) {
-      return o.dest == dest && o.kind == MountKind::tmpfs;
-    });
+    bool still_tmpfs = std::any_of(ops.begin(), ops.end(),
+                                   [&](const MountOp& o) { return o.dest == dest && o.kind == MountKind::tmpfs; });
     if (still_tmpfs) ops.push_back(simple_op(MountKind::seal, dest, why));
   };
   seal_tmpfs("/dev", "no new device entries");
@@ -242,14 +238,16 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     std::set<int> forward_ports;
     for (const auto& f : in.forwards) forward_ports.insert(f.port);
     if (forward_ports.size() > kMaxForwardPorts)
-      problems.push_back(fmt::format("too many host-loopback forwards: {} ports, at most {} (each is a listener on "
-                                     "127.0.0.1 and ::1 inside the jail); allow fewer loopback ports",
-                                     forward_ports.size(), kMaxForwardPorts));
+      problems.push_back(
+          fmt::format("too many host-loopback forwards: {} ports, at most {} (each is a listener on "
+                      "127.0.0.1 and ::1 inside the jail); allow fewer loopback ports",
+                      forward_ports.size(), kMaxForwardPorts));
     for (const auto& [addr, port] : in.forwards) {
       if ((port == kHttpProxyPort || port == kSocksProxyPort) && addr == runtime::Loopback::v4) {
-        problems.push_back(fmt::format("cannot forward host-loopback port {}: the jail's proxy listens on {}:{} (a "
-                                       "loopback rule's port is forwarded on 127.0.0.1 and ::1 inside)",
-                                       port, runtime::loopback_address(addr), port));
+        problems.push_back(
+            fmt::format("cannot forward host-loopback port {}: the jail's proxy listens on {}:{} (a "
+                        "loopback rule's port is forwarded on 127.0.0.1 and ::1 inside)",
+                        port, runtime::loopback_address(addr), port));
         continue;
       }
       spec.listeners.push_back({ListenSpec::Kind::forward, addr, port});
@@ -257,9 +255,10 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     for (const auto& ssh : in.ssh) {
       for (const auto& l : spec.listeners)
         if (l.port == ssh.jail_port && l.address == runtime::Loopback::v4)
-          problems.push_back(fmt::format("ssh {}:{}: the jail's port {} for it is taken by a forward of a "
-                                         "host-loopback service; allow that loopback port on another number",
-                                         ssh.host, ssh.port, ssh.jail_port));
+          problems.push_back(
+              fmt::format("ssh {}:{}: the jail's port {} for it is taken by a forward of a "
+                          "host-loopback service; allow that loopback port on another number",
+                          ssh.host, ssh.port, ssh.jail_port));
       spec.listeners.push_back({ListenSpec::Kind::ssh, runtime::Loopback::v4, ssh.jail_port, ssh.host, ssh.port});
     }
     // A published port reaches the jail's own server; the filter's
@@ -268,11 +267,11 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
     for (const auto& p : in.published)
       for (const auto& l : spec.listeners)
         if (l.port == p.spec.jail_port)
-          problems.push_back(fmt::format("publish {} ({}): jail port {} is the network filter's {} inside the jail, "
-                                         "not a server of the jail's; publish another port",
-                                         p.spec.str(), p.why, p.spec.jail_port,
-                                         l.kind == ListenSpec::Kind::forward ? "forward of a host-loopback service"
-                                                                             : "proxy"));
+          problems.push_back(
+              fmt::format("publish {} ({}): jail port {} is the network filter's {} inside the jail, "
+                          "not a server of the jail's; publish another port",
+                          p.spec.str(), p.why, p.spec.jail_port,
+                          l.kind == ListenSpec::Kind::forward ? "forward of a host-loopback service" : "proxy"));
   }
   // Every problem of the view and the listeners at once: a user fixes
   // them in one go, not one run each.
@@ -303,8 +302,8 @@ util::Result<JailSpec> plan(const PlanInput& in, const Facts& facts) {
   for (const auto& ro : in.landlock_read_only) {
     for (const auto& r : spec.landlock.rules) {
       if (r.path != ro && util::path_within(ro, r.path) && (r.access & ll::kWriteFile))
-        return Error::invalid(fmt::format("--test-landlock-read-only {}: {} is writable for Landlock and covers it",
-                                          ro, r.path));
+        return Error::invalid(
+            fmt::format("--test-landlock-read-only {}: {} is writable for Landlock and covers it", ro, r.path));
     }
     bool is_mount = std::any_of(spec.landlock.rules.begin(), spec.landlock.rules.end(),
                                 [&](const LandlockRule& r) { return r.path == ro; });

@@ -20,16 +20,16 @@ using runtime::Access;
 // What happens at one path of the new root, in order. What each kind
 // needs is in MountOp's field of that kind's name.
 enum class MountKind {
-  bind,        // the host object `bind_source` (already resolved) at `dest`
-  tmpfs,       // a fresh tmpfs at `dest` (`fs_options`: size, mode)
-  scratch,     // directory `scratch_dir` of the jail's one scratch tmpfs
-               // (JailSpec::scratch_fs), mode `scratch_mode`, bound at `dest`
-  proc,        // a new procfs for the jail's PID namespace
-  devpts,      // a new devpts instance (`fs_options`: newinstance, ...)
-  mask,        // an empty read-only directory or file over `dest`
-               // (a file placeholder holds `mask_content`)
-  symlink,     // `dest` -> `link_target`, created in the tmpfs root
-  seal,        // make the mount at `dest` read-only (after everything else)
+  bind,     // the host object `bind_source` (already resolved) at `dest`
+  tmpfs,    // a fresh tmpfs at `dest` (`fs_options`: size, mode)
+  scratch,  // directory `scratch_dir` of the jail's one scratch tmpfs
+            // (JailSpec::scratch_fs), mode `scratch_mode`, bound at `dest`
+  proc,     // a new procfs for the jail's PID namespace
+  devpts,   // a new devpts instance (`fs_options`: newinstance, ...)
+  mask,     // an empty read-only directory or file over `dest`
+            // (a file placeholder holds `mask_content`)
+  symlink,  // `dest` -> `link_target`, created in the tmpfs root
+  seal,     // make the mount at `dest` read-only (after everything else)
 };
 
 // Device nodes on a mount: denied everywhere except the few /dev binds.
@@ -39,7 +39,7 @@ using runtime::Node;  // which kind of object the destination is
 
 struct MountOp {
   MountKind kind = MountKind::bind;
-  std::string dest;      // absolute path inside the jail
+  std::string dest;  // absolute path inside the jail
   // Each set for its kind only (see MountKind):
   std::string bind_source;   // bind: the host path, resolved
   std::string link_target;   // symlink
@@ -50,16 +50,16 @@ struct MountOp {
   Access access = Access::read_only;
   Devices devices = Devices::denied;
   Node node = Node::directory;
-  dev_t dev = 0;         // bind: the inode the planner saw, verified at mount time
+  dev_t dev = 0;  // bind: the inode the planner saw, verified at mount time
   ino_t ino = 0;
-  bool optional = false; // seal of a path the kernel may not have (/proc/bus)
+  bool optional = false;     // seal of a path the kernel may not have (/proc/bus)
   bool placeholder = false;  // mask over a path that did not exist: made on the host (placeholders.h)
   bool held = false;         // a protected object inside a writable mount: held while the jail runs
   // The jail home bound at $HOME: below it the jail sees its own files,
   // not the host's at the same paths, so nothing there is masked,
   // protected or pinned from the host.
   bool jail_home = false;
-  std::string why;       // where this entry comes from, for messages and explain
+  std::string why;  // where this entry comes from, for messages and explain
 };
 
 // One Landlock rule: `access` beneath the jail path `path`.
@@ -88,8 +88,8 @@ enum class Streams {
 
 struct TerminalSpec {
   Streams streams = Streams::inherit;
-  unsigned pty_fds = 0;      // bit i: fd i gets the PTY (the others pass through)
-  termios mode{};            // the outer terminal's settings, for the inner one
+  unsigned pty_fds = 0;  // bit i: fd i gets the PTY (the others pass through)
+  termios mode{};        // the outer terminal's settings, for the inner one
   winsize size{};
 };
 
@@ -106,7 +106,7 @@ struct ListenSpec {
 };
 
 struct JailSpec {
-  std::vector<MountOp> mounts;       // parents before children; seals last
+  std::vector<MountOp> mounts;  // parents before children; seals last
   // The tmpfs options ("size=...,mode=...") of the one scratch file system
   // every MountKind::scratch op takes a directory of: its size is the
   // budget /tmp, /var/tmp and /dev/shm share. Never attached whole.
@@ -117,12 +117,12 @@ struct JailSpec {
   // uid is the host's root (kernel/fork.c exempts INIT_USER): a pids
   // cgroup enforces it there.
   std::uint64_t nproc = 0;
-  std::string exec_path;             // absolute host path of the program
-  std::vector<std::string> argv;     // argv[0] as the user typed it
-  std::vector<std::string> env;      // "NAME=value", already filtered
-  std::string cwd;                   // where the command starts
+  std::string exec_path;          // absolute host path of the program
+  std::vector<std::string> argv;  // argv[0] as the user typed it
+  std::vector<std::string> env;   // "NAME=value", already filtered
+  std::string cwd;                // where the command starts
   std::string hostname = "pi-jail";
-  uid_t uid = 0;                     // mapped to itself
+  uid_t uid = 0;  // mapped to itself
   gid_t gid = 0;
   SeccompOptions seccomp;
   LandlockSpec landlock;

@@ -56,8 +56,7 @@ std::string_view stage_fix(Stage s, int err) {
                "container runtime may forbid it: run `pi-jail doctor`";
       if (err == ENOSYS) return "the kernel is too old: pi-jail needs Linux 5.12 or newer";
       return "run `pi-jail doctor` to see what this host lacks";
-    case Stage::mount_source:
-      return "the path disappeared or is not accessible; check it exists and is readable";
+    case Stage::mount_source: return "the path disappeared or is not accessible; check it exists and is readable";
     case Stage::source_changed:
       return "the path was replaced while the jail was being built (possible symlink race); run again";
     case Stage::mountpoint:
@@ -66,10 +65,10 @@ std::string_view stage_fix(Stage s, int err) {
     case Stage::mount_verify:
       return "something else was mounted at the destination; run again and report a bug if it persists";
     case Stage::pivot_root:
-    case Stage::detach_old_root:
-      return "the host's mount layout is unusual (is / on a ramfs?); run `pi-jail doctor`";
+    case Stage::detach_old_root: return "the host's mount layout is unusual (is / on a ramfs?); run `pi-jail doctor`";
     case Stage::exec:
-      if (err == ENOENT) return "the program (or its interpreter) is not visible inside the jail: grant its directory with --allow-read";
+      if (err == ENOENT)
+        return "the program (or its interpreter) is not visible inside the jail: grant its directory with --allow-read";
       return "check that the program is executable and its interpreter is visible inside the jail";
     case Stage::parent_died: return "pi-jail was killed during setup";
     case Stage::join_cgroup:

@@ -38,15 +38,15 @@ enum class Stage : std::uint32_t {
   close_fds,        // only 0, 1, 2 reach the command
   resource_limits,  // RLIMIT_CORE 0
   securebits,
-  capabilities,     // empty bounding, ambient, inheritable, permitted, effective
+  capabilities,  // empty bounding, ambient, inheritable, permitted, effective
   no_new_privs,
-  landlock,         // build and apply the Landlock ruleset
-  seccomp,          // load the command's syscall filter
-  init_seccomp,     // load init's own filter
+  landlock,      // build and apply the Landlock ruleset
+  seccomp,       // load the command's syscall filter
+  init_seccomp,  // load init's own filter
   signal_mask,
-  exec,             // execve of the command itself
-  join_cgroup,      // move into the run's cgroups (the supervisor made them)
-  process_limit,    // RLIMIT_NPROC inside the jail's user namespace
+  exec,           // execve of the command itself
+  join_cgroup,    // move into the run's cgroups (the supervisor made them)
+  process_limit,  // RLIMIT_NPROC inside the jail's user namespace
 };
 
 struct SyncRecord {

@@ -40,8 +40,7 @@ struct SeccompOptions {
 // changes the program must be added to both.
 inline constexpr std::size_t kFilterVariants = 4;
 constexpr std::size_t filter_variant(const SeccompOptions& o) {
-  return (o.debugging == Debugging::allowed ? 1U : 0U) |
-         (o.nested_userns == NestedUserns::unsafe_allowed ? 2U : 0U);
+  return (o.debugging == Debugging::allowed ? 1U : 0U) | (o.nested_userns == NestedUserns::unsafe_allowed ? 2U : 0U);
 }
 constexpr SeccompOptions variant_options(std::size_t variant) {
   SeccompOptions o;

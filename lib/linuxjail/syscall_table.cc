@@ -25,7 +25,7 @@ constexpr ArgTest socket_family{Kind::not_one_of, 0, 0, kSocketFamilies};
 // uname); READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE and the rest are refused.
 constexpr ArgTest harmless_persona{Kind::bits_outside, 0, static_cast<std::uint64_t>(PER_LINUX32) | UNAME26, {}};
 
-constexpr unsigned kTiocsti = 0x5412;   // asm-generic/ioctls.h
+constexpr unsigned kTiocsti = 0x5412;  // asm-generic/ioctls.h
 constexpr unsigned kTioclinux = 0x541C;
 constexpr unsigned kNewListener = 1U << 3;  // SECCOMP_FILTER_FLAG_NEW_LISTENER
 
@@ -100,7 +100,8 @@ constexpr SyscallRow kCommandTable[] = {
     {"modify_ldt", EPERM, always, Gate::none, "16-bit segment emulation"},
     {"move_pages", EPERM, always, Gate::none, "NUMA page moves across processes"},
     {"migrate_pages", EPERM, always, Gate::none, "NUMA page moves across processes"},
-    {"personality", EPERM, harmless_persona, Gate::none, "persona bits that weaken the process (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, ...)"},
+    {"personality", EPERM, harmless_persona, Gate::none,
+     "persona bits that weaken the process (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, ...)"},
     // Debugging other processes.
     {"ptrace", EPERM, always, Gate::debugging, "debugging other processes (operator switch)"},
     {"process_vm_readv", EPERM, always, Gate::debugging, "reading other processes' memory (operator switch)"},
@@ -120,15 +121,46 @@ constexpr SyscallRow kCommandTable[] = {
 };
 
 constexpr std::string_view kInitAllowlist[] = {
-    "rt_sigtimedwait", "rt_sigprocmask", "rt_sigreturn", "wait4", "waitid", "kill",
-    "clock_gettime", "clock_nanosleep", "nanosleep", "restart_syscall", "close", "close_range",
-    "exit", "exit_group", "getpid", "write",
+    "rt_sigtimedwait",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "wait4",
+    "waitid",
+    "kill",
+    "clock_gettime",
+    "clock_nanosleep",
+    "nanosleep",
+    "restart_syscall",
+    "close",
+    "close_range",
+    "exit",
+    "exit_group",
+    "getpid",
+    "write",
 #ifdef PJ_SANITIZED
     // Sanitizer builds only (tests): what the ASan/UBSan runtime calls on
     // _exit and when it reports.
-    "sigaltstack", "mmap", "munmap", "mprotect", "madvise", "gettid", "tgkill", "sched_yield",
-    "futex", "writev", "openat", "read", "pread64", "readlink", "lseek", "newfstatat", "fstat",
-    "prlimit64", "getrlimit", "prctl", "rt_sigaction",
+    "sigaltstack",
+    "mmap",
+    "munmap",
+    "mprotect",
+    "madvise",
+    "gettid",
+    "tgkill",
+    "sched_yield",
+    "futex",
+    "writev",
+    "openat",
+    "read",
+    "pread64",
+    "readlink",
+    "lseek",
+    "newfstatat",
+    "fstat",
+    "prlimit64",
+    "getrlimit",
+    "prctl",
+    "rt_sigaction",
 #endif
 };
 

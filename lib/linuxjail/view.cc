@@ -16,7 +16,7 @@ constexpr TmpfsEntry kPrivateTmpfs[] = {
 };
 
 constexpr Entry kDevices[] = {
-    {"/dev/null", "device"}, {"/dev/zero", "device"},    {"/dev/full", "device"},
+    {"/dev/null", "device"},   {"/dev/zero", "device"},    {"/dev/full", "device"},
     {"/dev/random", "device"}, {"/dev/urandom", "device"}, {"/dev/tty", "device"},
 };
 
@@ -34,7 +34,6 @@ constexpr Entry kProcReadOnly[] = {
     {"/proc/irq", "no IRQ affinity changes"},
     {"/proc/bus", "no bus device access"},
 };
-
 
 }  // namespace
 

@@ -98,13 +98,18 @@ AddressClass classify6(const in6_addr& x) {
   if (IN6_IS_ADDR_UNSPECIFIED(&x)) return {Range::unspecified, "unspecified (::)"};
   if (IN6_IS_ADDR_LOOPBACK(&x)) return {Range::loopback, "loopback (::1)"};
   AddressClass worst;
-  if (in6(x, "fc00::", 7)) worst = {Range::private_use, "unique local (fc00::/7)"};
-  else if (in6(x, "fec0::", 10)) worst = {Range::private_use, "site-local (fec0::/10)"};
-  else if (in6(x, "fe80::", 10)) worst = {Range::special, "link-local (fe80::/10)"};
-  else if (in6(x, "ff00::", 8)) worst = {Range::special, "multicast (ff00::/8)"};
+  if (in6(x, "fc00::", 7))
+    worst = {Range::private_use, "unique local (fc00::/7)"};
+  else if (in6(x, "fec0::", 10))
+    worst = {Range::private_use, "site-local (fec0::/10)"};
+  else if (in6(x, "fe80::", 10))
+    worst = {Range::special, "link-local (fe80::/10)"};
+  else if (in6(x, "ff00::", 8))
+    worst = {Range::special, "multicast (ff00::/8)"};
   else if (in6(x, "64:ff9b:1::", 48))
     worst = {Range::private_use, "local-use NAT64 (64:ff9b:1::/48), a translator of the local network"};
-  else if (in6(x, "::", 96)) worst = {Range::special, "IPv4-compatible (::/96), deprecated"};
+  else if (in6(x, "::", 96))
+    worst = {Range::special, "IPv4-compatible (::/96), deprecated"};
   const bool candidates = in6(x, "64:ff9b:1::", 48);
   for (const auto& e : embedded4(x)) {
     AddressClass c = classify4(e.v4);
@@ -131,8 +136,10 @@ bool is_loopback_host(std::string_view host) {
 
 std::string IpAddress::str() const {
   char buf[INET6_ADDRSTRLEN];
-  if (v6) ::inet_ntop(AF_INET6, &v6addr, buf, sizeof buf);
-  else ::inet_ntop(AF_INET, &v4addr, buf, sizeof buf);
+  if (v6)
+    ::inet_ntop(AF_INET6, &v6addr, buf, sizeof buf);
+  else
+    ::inet_ntop(AF_INET, &v4addr, buf, sizeof buf);
   return buf;
 }
 

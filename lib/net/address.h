@@ -86,9 +86,9 @@ bool is_loopback_host(std::string_view host);
 // "*.domain", an IP literal in any notation parse_ip() takes ("[::1]" in
 // brackets), each with an optional ":port".
 struct NetPattern {
-  std::string host;        // normalise_host(): lower case, no trailing dot, literals canonical
-  bool wildcard = false;   // matches names below `host` (not `host` itself)
-  int port = 0;            // 0: the default ports (80 and 443)
+  std::string host;       // normalise_host(): lower case, no trailing dot, literals canonical
+  bool wildcard = false;  // matches names below `host` (not `host` itself)
+  int port = 0;           // 0: the default ports (80 and 443)
   // "*.example.com:443", "[::1]:8080", "127.0.0.1": parses back to itself.
   std::string str() const;
   bool operator==(const NetPattern&) const = default;

@@ -32,9 +32,9 @@ std::string Proxy::Impl::checked_host(const Conn& c) const {
 void Proxy::Impl::hand_off(Conn& c, Wire wire) {
   if (!interceptor->has_room()) {
     c.rule_refusal = false;
-    return refuse(c, 503, SocksReply::general_failure,
-                  fmt::format("too many connections to hosts bound to a credential at once ({}); try again",
-                              kMaxIntercepted));
+    return refuse(
+        c, 503, SocksReply::general_failure,
+        fmt::format("too many connections to hosts bound to a credential at once ({}); try again", kMaxIntercepted));
   }
   // Plain HTTP has no handshake to come first: what the jail sent
   // already (an absolute-form request, its rewritten head) is its first request.
@@ -47,8 +47,10 @@ void Proxy::Impl::hand_off(Conn& c, Wire wire) {
   h.wire = wire;
   if (wire == Wire::plain_http) h.prefill = std::exchange(c.upstream_head, {}) + std::exchange(c.inbuf, {});
   // An absolute-form request gets no reply of the proxy's own.
-  if (c.protocol == Protocol::http_connect) h.reply = "HTTP/1.1 200 Connection established\r\n\r\n";
-  else if (c.kind == ListenerKind::socks) h.reply = socks_reply(SocksReply::succeeded);
+  if (c.protocol == Protocol::http_connect)
+    h.reply = "HTTP/1.1 200 Connection established\r\n\r\n";
+  else if (c.kind == ListenerKind::socks)
+    h.reply = socks_reply(SocksReply::succeeded);
   h.protocol = c.protocol;
   h.host = checked_host(c);
   h.port = c.target.port;
@@ -105,10 +107,11 @@ void Proxy::Impl::refuse(Conn& c, int http_status, SocksReply socks, const std::
   // A rule's refusal names the host and the fix in the status line too:
   // some clients show nothing else.
   if (c.kind == ListenerKind::http)
-    c.to_client = http_response(http_status,
-                                c.rule_refusal && http_status == 403 ? refusal_reason_phrase(c.target.host, c.target.port)
-                                                                     : reason_phrase(http_status),
-                                "pi-jail: " + bounded(told.empty() ? reason : told) + "\n");
+    c.to_client =
+        http_response(http_status,
+                      c.rule_refusal && http_status == 403 ? refusal_reason_phrase(c.target.host, c.target.port)
+                                                           : reason_phrase(http_status),
+                      "pi-jail: " + bounded(told.empty() ? reason : told) + "\n");
   else if (c.kind == ListenerKind::socks)
     c.to_client = socks_reply(socks);
   c.state = State::closing;
@@ -163,9 +166,9 @@ void Proxy::Impl::on_client_handshake(Conn& c) {
       std::string host = checked_host(c);
       const auto wire = interceptor->bound_wire(host, c.target.port);
       const bool plain_bound = wire == Wire::plain_http;
-      if (auto name = interceptor->unbound_placeholder(std::string_view(c.inbuf).substr(0, r.consumed), host,
-                                                        r.tunnel || plain_bound ? c.target.port : -1,
-                                                        wire.value_or(Wire::tls)))
+      if (auto name =
+              interceptor->unbound_placeholder(std::string_view(c.inbuf).substr(0, r.consumed), host,
+                                               r.tunnel || plain_bound ? c.target.port : -1, wire.value_or(Wire::tls)))
         return refuse(c, 403, SocksReply::not_allowed,
                       fmt::format("a placeholder of {} in a {} request to {}:{}: refused", *name,
                                   r.tunnel ? "CONNECT" : "plain-http", bounded(host), c.target.port));
@@ -210,7 +213,7 @@ void Proxy::Impl::decide(Conn& c) {
     c.rule_refusal = !c.verdict.denied;  // an allow rule would not outweigh a deny
     return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
   }
-  watch(c.client.get(), c.id << 1, 0);  // nothing more from the client until connected
+  watch(c.client.get(), c.id << 1, 0);                // nothing more from the client until connected
   for (const auto& [name, to] : limits.test_resolve)  // test builds only
     if (name == fmt::format("{}:{}", host, c.target.port)) {
       c.addrs = {to.first};
@@ -234,15 +237,18 @@ void Proxy::Impl::on_resolved(Resolver::Answer& r) {
   Conn& c = *it->second;
   c.resolving.clear();
   if (!r.error.empty() || r.addrs.empty())
-    return refuse(c, 502, SocksReply::host_unreachable,
-                  fmt::format("cannot resolve {}: {}", bounded(c.target.host), r.error.empty() ? "no address" : r.error),
-                  "cannot resolve the host");
+    return refuse(
+        c, 502, SocksReply::host_unreachable,
+        fmt::format("cannot resolve {}: {}", bounded(c.target.host), r.error.empty() ? "no address" : r.error),
+        "cannot resolve the host");
   // Every address is checked; only checked ones are connected to.
   Verdict refusal;
   for (const auto& a : r.addrs) {
     Verdict v = rules.check_address(c.verdict, c.target.host, a);
-    if (v.allowed) c.addrs.push_back(a);
-    else if (refusal.reason.empty()) refusal = v;
+    if (v.allowed)
+      c.addrs.push_back(a);
+    else if (refusal.reason.empty())
+      refusal = v;
   }
   if (c.addrs.empty()) return refuse(c, 403, SocksReply::not_allowed, refusal.reason, refusal.told);
   try_connect(c);
@@ -253,8 +259,8 @@ void Proxy::Impl::try_connect(Conn& c) {
     const net::IpAddress& a = c.addrs[c.next_addr++];
     // Final check of the exact address (literal requests come here too).
     // A published port is the operator's own choice, inside the jail.
-    Verdict v = c.kind == ListenerKind::publish || c.test_port ? c.verdict
-                                                               : rules.check_address(c.verdict, c.target.host, a);
+    Verdict v =
+        c.kind == ListenerKind::publish || c.test_port ? c.verdict : rules.check_address(c.verdict, c.target.host, a);
     const int port = c.test_port ? c.test_port : c.target.port;
     if (!v.allowed) {
       if (c.next_addr == c.addrs.size()) return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
@@ -278,8 +284,8 @@ void Proxy::Impl::try_connect(Conn& c) {
     if (c.kind == ListenerKind::publish) {
       int fd = jail_sockets ? jail_sockets(ss.ss_family) : -ENOSYS;
       if (fd < 0) {  // e.g. no IPv6 in the jail: the next address, else refused below
-        c.jail_socket_error = fmt::format("cannot make a socket in the jail's network namespace: {}",
-                                          std::strerror(-fd));
+        c.jail_socket_error =
+            fmt::format("cannot make a socket in the jail's network namespace: {}", std::strerror(-fd));
         continue;
       }
       c.upstream.reset(fd);
@@ -309,9 +315,9 @@ void Proxy::Impl::on_connected(Conn& c) {
     poller.forget(c.upstream.get());
     c.upstream.reset();
     if (c.next_addr < c.addrs.size()) return try_connect(c);
-    return refuse(c, 502, err == ECONNREFUSED ? SocksReply::connection_refused : SocksReply::host_unreachable,
-                  fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port,
-                              std::strerror(err)));
+    return refuse(
+        c, 502, err == ECONNREFUSED ? SocksReply::connection_refused : SocksReply::host_unreachable,
+        fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port, std::strerror(err)));
   }
   if (interceptor) {
     // Absolute-form plain HTTP is served by the credential filter only
@@ -387,9 +393,10 @@ void Proxy::Impl::scan_for_placeholders(Conn& c, std::string_view bytes) {
     d.port = c.target.port;
     d.address = c.address;
     d.allowed = true;
-    d.reason = fmt::format("a placeholder of {} went to this host loopback port unsubstituted: no [credentials] "
-                           "bind covers it",
-                           w.name);
+    d.reason = fmt::format(
+        "a placeholder of {} went to this host loopback port unsubstituted: no [credentials] "
+        "bind covers it",
+        w.name);
     d.unbound_credential = w.credential;
     recorder.add(std::move(d));
     c.sniff_left = 0;  // once per connection
@@ -455,12 +462,16 @@ void Proxy::Impl::on_conn_event(std::uint64_t tag, std::uint32_t events) {
       if (events & kHangup) close_conn(c.id);  // the client gave up: so does its look-up
       break;
     case State::connecting:
-      if (tag & 1) on_connected(c);
-      else if (events & kHangup) close_conn(c.id);
+      if (tag & 1)
+        on_connected(c);
+      else if (events & kHangup)
+        close_conn(c.id);
       break;
     case State::relaying:
-      if (events & kHangup) on_hangup(c, (tag & 1) != 0);
-      else relay(c);
+      if (events & kHangup)
+        on_hangup(c, (tag & 1) != 0);
+      else
+        relay(c);
       break;
     case State::closing: flush_and_close(c); break;
   }

@@ -35,7 +35,8 @@ std::string Decision::json() const {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
   std::string line = "{";
   line += fmt::format("\"time_ms\": {}, \"protocol\": {}, \"host\": {}, \"port\": {}, \"address\": {}, ", ms,
-                      util::json_escape(protocol_name(protocol)), util::json_escape(host), port, util::json_escape(address));
+                      util::json_escape(protocol_name(protocol)), util::json_escape(host), port,
+                      util::json_escape(address));
   line += fmt::format("\"allowed\": {}, \"reason\": {}, \"bytes_up\": {}, \"bytes_down\": {}, \"duration_ms\": {}}}",
                       allowed, util::json_escape(reason), bytes_up, bytes_down, duration_ms);
   return line;
@@ -95,12 +96,12 @@ void DecisionRecorder::log(const Decision& d, std::chrono::steady_clock::time_po
 
 void DecisionRecorder::flush() {
   if (pending_suppressed_ == 0 || log_fd_ < 0) return;
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
-  write_line(fmt::format("{{\"time_ms\": {}, \"suppressed\": {}, \"reason\": \"the log's rate limit left out {} "
-                         "decisions; the report and the summary count them\"}}\n",
-                         ms, pending_suppressed_, pending_suppressed_));
+  write_line(
+      fmt::format("{{\"time_ms\": {}, \"suppressed\": {}, \"reason\": \"the log's rate limit left out {} "
+                  "decisions; the report and the summary count them\"}}\n",
+                  ms, pending_suppressed_, pending_suppressed_));
   pending_suppressed_ = 0;
 }
 

@@ -40,11 +40,11 @@ struct Decision {
   std::chrono::system_clock::time_point time;  // the first connection
   std::chrono::system_clock::time_point last;  // the last one
   Protocol protocol = Protocol::http;
-  std::string host;      // bounded()
+  std::string host;  // bounded()
   int port = 0;
-  std::string address;   // the address connected to (the first), when one was
+  std::string address;  // the address connected to (the first), when one was
   bool allowed = false;
-  std::string reason;    // bounded()
+  std::string reason;  // bounded()
   // Refused at the rule check for a valid name or address: an allow rule
   // for exactly host:port would let it through (the summary's fix).
   bool rule_refusal = false;
@@ -71,8 +71,8 @@ struct DecisionTable {
 };
 
 struct LogLimits {
-  double burst = 100;       // lines written at once
-  double per_second = 20;   // and then, on average
+  double burst = 100;      // lines written at once
+  double per_second = 20;  // and then, on average
 };
 
 class DecisionRecorder {

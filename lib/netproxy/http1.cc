@@ -15,12 +15,14 @@ namespace pj::netproxy::http1 {
 namespace {
 
 bool iequal(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower((unsigned char)x) == std::tolower((unsigned char)y); });
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower((unsigned char)x) == std::tolower((unsigned char)y);
+         });
 }
 
 bool is_tchar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  return std::isalnum(static_cast<unsigned char>(c)) ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
 // RFC 9110 section 5.5: a field value holds no control byte but HTAB
@@ -66,7 +68,8 @@ std::optional<std::string_view> Head::get(std::string_view name) const {
 }
 
 size_t Head::count(std::string_view name) const {
-  return static_cast<size_t>(std::count_if(fields.begin(), fields.end(), [&](const Field& f) { return iequal(f.name, name); }));
+  return static_cast<size_t>(
+      std::count_if(fields.begin(), fields.end(), [&](const Field& f) { return iequal(f.name, name); }));
 }
 
 void Head::erase(std::string_view name) {
@@ -216,8 +219,9 @@ TargetForm target_form(const RequestLine& line) {
   size_t colon = t.find(':');
   if (colon != std::string_view::npos && colon > 0 && t.substr(colon).starts_with("://") &&
       std::isalpha(static_cast<unsigned char>(t[0])) &&
-      std::all_of(t.begin(), t.begin() + static_cast<long>(colon),
-                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.'; }))
+      std::all_of(t.begin(), t.begin() + static_cast<long>(colon), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+      }))
     return TargetForm::absolute;
   return TargetForm::invalid;
 }
@@ -225,16 +229,13 @@ TargetForm target_form(const RequestLine& line) {
 OriginTarget intercepted_target(const RequestLine& line, std::string_view host, uint16_t port) {
   auto refuse = [](int status, std::string why) { return OriginTarget{{}, status, std::move(why)}; };
   switch (target_form(line)) {
-    case TargetForm::origin:
-      return {line.target, 0, {}};
+    case TargetForm::origin: return {line.target, 0, {}};
     case TargetForm::authority:
       return refuse(403, "CONNECT inside a connection to a host bound to a credential is refused");
     case TargetForm::asterisk:
       return refuse(403, "the asterisk form (OPTIONS *) is refused on a connection to a host bound to a credential");
-    case TargetForm::invalid:
-      return refuse(400, "malformed request target (neither origin form nor absolute form)");
-    case TargetForm::absolute:
-      break;
+    case TargetForm::invalid: return refuse(400, "malformed request target (neither origin form nor absolute form)");
+    case TargetForm::absolute: break;
   }
   std::string_view t = line.target;
   size_t scheme_end = t.find("://");
@@ -253,8 +254,8 @@ OriginTarget intercepted_target(const RequestLine& line, std::string_view host, 
     named = net::normalise_host(name).value_or("");
   }
   if (!a || named.empty() || named != host || a->port != port)
-    return refuse(403, "an absolute-form target may only name the host this connection is to (" +
-                           std::string(host) + ":" + std::to_string(port) + ")");
+    return refuse(403, "an absolute-form target may only name the host this connection is to (" + std::string(host) +
+                           ":" + std::to_string(port) + ")");
   std::string_view path = path_at == std::string_view::npos ? std::string_view() : rest.substr(path_at);
   path = path.substr(0, path.find('#'));  // a fragment is never sent (RFC 9110 section 4.2.5)
   return {(path.starts_with("/") ? "" : "/") + std::string(path), 0, {}};
@@ -338,9 +339,11 @@ Progress ChunkDecoder::feed(std::string_view in, std::string& out, size_t& used)
         line_.append(in.substr(used, take));
         used += take;
         if (line_.size() > 1024 && s_ != S::trailer) return error_ = "chunk size line too long", Progress::bad;
-        if (s_ == S::trailer && (trailer_bytes_ += take) > kMaxHead) return error_ = "trailers too large", Progress::bad;
+        if (s_ == S::trailer && (trailer_bytes_ += take) > kMaxHead)
+          return error_ = "trailers too large", Progress::bad;
         if (nl == std::string_view::npos) return Progress::need_more;
-        if (line_.size() < 2 || line_[line_.size() - 2] != '\r') return error_ = "a bare LF in chunk framing", Progress::bad;
+        if (line_.size() < 2 || line_[line_.size() - 2] != '\r')
+          return error_ = "a bare LF in chunk framing", Progress::bad;
         std::string line = line_.substr(0, line_.size() - 2);
         line_.clear();
         if (s_ == S::data_crlf) {
@@ -351,7 +354,8 @@ Progress ChunkDecoder::feed(std::string_view in, std::string& out, size_t& used)
         } else {
           std::string_view hex = std::string_view(line).substr(0, line.find(';'));
           hex = trim(hex);
-          if (hex.empty() || hex.size() > 15 || !std::all_of(hex.begin(), hex.end(), [](char c) { return std::isxdigit((unsigned char)c); }))
+          if (hex.empty() || hex.size() > 15 ||
+              !std::all_of(hex.begin(), hex.end(), [](char c) { return std::isxdigit((unsigned char)c); }))
             return error_ = "malformed chunk size", Progress::bad;
           left_ = *util::parse_number<std::uint64_t>(hex, 16);
           s_ = left_ ? S::data : S::trailer;
@@ -380,7 +384,8 @@ std::string chunk(std::string_view payload) {
 bool bound_to(const Binding& b, std::string_view host, uint16_t port, Wire wire) {
   return std::any_of(b.hosts.begin(), b.hosts.end(), [&](const BoundHost& h) {
     if (h.port != port || h.wire != wire) return false;
-    return iequal(h.name, host) || (wire == Wire::plain_http && net::is_loopback_host(h.name) && net::is_loopback_host(host));
+    return iequal(h.name, host) ||
+           (wire == Wire::plain_http && net::is_loopback_host(h.name) && net::is_loopback_host(host));
   });
 }
 
@@ -429,7 +434,8 @@ bool path_under(std::string_view target, std::string_view prefix) {
   auto t = lenient_segments(target), p = lenient_segments(prefix);
   if (p.empty()) return true;
   if (t.size() < p.size()) return false;
-  return std::equal(p.begin(), p.end(), t.begin(), [](const auto& want, const auto& got) { return want == "*" || want == got; });
+  return std::equal(p.begin(), p.end(), t.begin(),
+                    [](const auto& want, const auto& got) { return want == "*" || want == got; });
 }
 
 std::string base64_encode(std::string_view in) {
@@ -470,8 +476,8 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
       if (!bound_to(*b, host, port, wire)) {
         s.refused_why = fmt::format("a placeholder of {} was sent to {}{}:{}, which it is not bound to", b->name,
                                     wire == Wire::plain_http ? "http://" : "", host, port);
-      } else if (b->carriage == Carriage::token_exchange &&
-                 !(kind == RequestKind::token_exchange && field && !b->header.empty() && iequal(field->name, b->header))) {
+      } else if (b->carriage == Carriage::token_exchange && !(kind == RequestKind::token_exchange && field &&
+                                                              !b->header.empty() && iequal(field->name, b->header))) {
         s.refused_why = fmt::format("a placeholder of {} (a refresh token) may go only in its token exchange's body{}",
                                     b->name, b->header.empty() ? "" : " or " + b->header + " field");
       } else {
@@ -569,10 +575,14 @@ Match match_byte(std::string_view s, char want, size_t& len) {
   if (lower(s[0]) == lower(want)) return len = 1, Match::full;
   std::string_view shape;
   size_t hex_at = 0;
-  if (s[0] == '%') shape = "%hh", hex_at = 1;
-  else if (s[0] == '\\' && s.size() > 1 && s[1] == want && want == '/') return len = 2, Match::full;
-  else if (s[0] == '\\') shape = "\\u00hh", hex_at = 4;
-  else return Match::none;
+  if (s[0] == '%')
+    shape = "%hh", hex_at = 1;
+  else if (s[0] == '\\' && s.size() > 1 && s[1] == want && want == '/')
+    return len = 2, Match::full;
+  else if (s[0] == '\\')
+    shape = "\\u00hh", hex_at = 4;
+  else
+    return Match::none;
   for (size_t i = 1; i < shape.size(); ++i) {
     if (i >= s.size()) return Match::partial;
     if (shape[i] == 'h' ? hex_value(s[i]) < 0 : s[i] != shape[i]) return Match::none;
@@ -635,7 +645,8 @@ std::string_view secret_part(std::string_view real, std::string_view placeholder
 
 }  // namespace
 
-Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair<std::string, std::string>>& renderings) {
+Masker::Masker(const std::vector<Binding>& bindings,
+               const std::vector<std::pair<std::string, std::string>>& renderings) {
   constexpr size_t kMinEncoded = 8;  // shorter encodings would match ordinary text
   for (const auto& b : bindings) {
     if (b.real.empty()) continue;
@@ -661,8 +672,10 @@ Masker::Masker(const std::vector<Binding>& bindings, const std::vector<std::pair
   if (!pairs_.empty() || !runs_.empty()) starts_alone_['%'] = starts_alone_['\\'] = true;
   for (const auto& p : pairs_) {
     starts_[folded(p.first[0])] = true;
-    if (p.first.size() == 1) starts_alone_[folded(p.first[0])] = true;
-    else starts_pair_[pair_of(p.first[0], p.first[1])] = true;
+    if (p.first.size() == 1)
+      starts_alone_[folded(p.first[0])] = true;
+    else
+      starts_pair_[pair_of(p.first[0], p.first[1])] = true;
   }
   for (const auto& r : runs_)
     for (size_t i = 0; i < r.first.size(); ++i) {
@@ -789,7 +802,7 @@ bool looks_compressed(std::string_view b) {
   auto at = [&](size_t i) { return static_cast<unsigned char>(b[i]); };
   if (b.size() >= 2 && at(0) == 0x1f && at(1) == 0x8b) return true;  // gzip (RFC 1952)
   if (b.size() >= 2 && at(0) == 0x78 && (at(1) == 0x01 || at(1) == 0x5e || at(1) == 0x9c || at(1) == 0xda))
-    return true;  // zlib (RFC 1950)
+    return true;                                                                             // zlib (RFC 1950)
   return b.size() >= 4 && at(0) == 0x28 && at(1) == 0xb5 && at(2) == 0x2f && at(3) == 0xfd;  // zstd (RFC 8878)
 }
 

@@ -136,9 +136,9 @@ std::string chunk(std::string_view payload);
 // What to do with a request to `host`:`port` (an intercepted, bound host).
 struct Substitution {
   bool refused = false;
-  std::string refused_binding;  // a binding whose placeholder was seen but is not bound here
-  std::string refused_why;      // when refused: the reason, naming the binding (never a value)
-  std::vector<std::string> used;  // bindings substituted (names), in order, once each
+  std::string refused_binding;                 // a binding whose placeholder was seen but is not bound here
+  std::string refused_why;                     // when refused: the reason, naming the binding (never a value)
+  std::vector<std::string> used;               // bindings substituted (names), in order, once each
   std::vector<std::string> used_placeholders;  // their placeholders (the jail's own), once each
   // Renderings of real values sent (a Basic credential's base64) and the
   // jail's own: masked in the response like the values themselves.

@@ -60,8 +60,10 @@ struct Tls {
   bool wait_for(int err, std::chrono::milliseconds t) {
     short ev = err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
     int r = wait_fd(fd, ev, stop, t);
-    if (r == 0) error = "timed out";
-    else if (r < 0) error = "stopped";
+    if (r == 0)
+      error = "timed out";
+    else if (r < 0)
+      error = "stopped";
     return r > 0;
   }
   bool handshake(std::chrono::milliseconds t) {
@@ -211,7 +213,9 @@ struct InterceptConn {
     return d;
   }
   // A request refused by the credential rules (never holds a secret: names only).
-  void credential_refusal(std::string reason) { owner.record(decision(Protocol::credential, false, std::move(reason))); }
+  void credential_refusal(std::string reason) {
+    owner.record(decision(Protocol::credential, false, std::move(reason)));
+  }
 
   // Answer the jail and end the connection.
   void answer(int status, const std::string& told, std::string_view reason = {}) {
@@ -393,8 +397,9 @@ struct InterceptConn {
     SSL_set_connect_state(server.ssl);
     if (server.handshake(hs)) return true;
     long v = SSL_get_verify_result(server.ssl);
-    why = v != X509_V_OK ? fmt::format("the server's certificate was not verified: {}", X509_verify_cert_error_string(v))
-                         : "TLS with the server failed: " + server.error;
+    why = v != X509_V_OK
+              ? fmt::format("the server's certificate was not verified: {}", X509_verify_cert_error_string(v))
+              : "TLS with the server failed: " + server.error;
     return false;
   }
 
@@ -513,9 +518,8 @@ struct InterceptConn {
       req.start = method + " " + path + " " + version;
       TokenExchange* ex = owner.intercept_.exchange.get();
       bool exchange = ex && ex->is_token_endpoint(h.host, path);
-      http1::Substitution sub =
-          http1::substitute(req, bindings, h.host, port,
-                            exchange ? http1::RequestKind::token_exchange : http1::RequestKind::api, h.wire);
+      http1::Substitution sub = http1::substitute(
+          req, bindings, h.host, port, exchange ? http1::RequestKind::token_exchange : http1::RequestKind::api, h.wire);
       if (sub.refused) {
         credential_refusal(sub.refused_why);
         return answer(403, "refused: " + sub.refused_why);
@@ -527,8 +531,9 @@ struct InterceptConn {
           credential_refusal(why);
           // The reason phrase too: a client may show only the status line.
           return answer(403,
-                        "refused: " + why + " (only an operator can allow it: [credentials] allow_minting, "
-                        "pi-jail.toml(5))",
+                        "refused: " + why +
+                            " (only an operator can allow it: [credentials] allow_minting, "
+                            "pi-jail.toml(5))",
                         "Forbidden by pi-jail: credential-minting endpoint");
         }
       http1::BodyFraming rf = http1::request_framing(req);
@@ -585,7 +590,8 @@ struct InterceptConn {
       } else {
         if (!to_server(req.serialise())) return answer_desync();
         bool chunked = rf.framing == http1::Framing::chunked;
-        if (!read_body(jail, rf, 0, [&](std::string_view b) { return to_server(chunked ? http1::chunk(b) : std::string(b)); }))
+        if (!read_body(jail, rf, 0,
+                       [&](std::string_view b) { return to_server(chunked ? http1::chunk(b) : std::string(b)); }))
           return answer_desync();
         if (chunked && !to_server(http1::chunk(""))) return answer_desync();
       }
@@ -673,7 +679,8 @@ struct InterceptConn {
         if (!ce.empty() && ce != "identity") {
           // The server ignored Accept-Encoding: identity. A compressed body
           // cannot be scanned for an echoed key: fail closed.
-          std::string why = fmt::format("the server sent a {}-encoded body, which cannot be checked for echoed credentials", ce.substr(0, 32));
+          std::string why = fmt::format(
+              "the server sent a {}-encoded body, which cannot be checked for echoed credentials", ce.substr(0, 32));
           credential_refusal(why);
           return answer(502, "refused: " + why);
         }
@@ -681,8 +688,10 @@ struct InterceptConn {
         resp.erase("Content-Length");
         resp.erase("Transfer-Encoding");
         bool chunked = version == "HTTP/1.1";
-        if (chunked) resp.set("Transfer-Encoding", "chunked");
-        else close_after = true, resp.set("Connection", "close");
+        if (chunked)
+          resp.set("Transfer-Encoding", "chunked");
+        else
+          close_after = true, resp.set("Connection", "close");
         auto out = [&](std::string_view b) { return b.empty() || to_jail(chunked ? http1::chunk(b) : std::string(b)); };
         // The head waits for the body's first bytes: a compressed body under
         // an identity label (or none) is refused before anything is sent.
@@ -717,7 +726,8 @@ struct InterceptConn {
       decided = true;
       if (http1::looks_compressed(bytes)) {
         refused = true;
-        const std::string why = "the server sent a compressed body labelled identity, which cannot be checked for echoed credentials";
+        const std::string why =
+            "the server sent a compressed body labelled identity, which cannot be checked for echoed credentials";
         c.credential_refusal(why);
         c.answer(502, "refused: " + why);
         return false;
@@ -783,8 +793,8 @@ util::Status check_binding(Binding& b, const std::vector<Binding>& others) {
     h.name = *n;
     // In clear only where the bytes never leave the machine.
     if (h.wire == Wire::plain_http && !net::is_loopback_host(h.name))
-      return Error::invalid(fmt::format("credential {}: plain HTTP to '{}', which is not a host loopback address",
-                                        b.name, h.name));
+      return Error::invalid(
+          fmt::format("credential {}: plain HTTP to '{}', which is not a host loopback address", b.name, h.name));
   }
   return {};
 }
@@ -802,8 +812,9 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::serving_with(Intercept i
 }
 
 util::Result<std::shared_ptr<Interceptor>> Interceptor::to_hand_over(Intercept intercept) {
-  return make(std::move(intercept),
-              [](const std::vector<BoundHost>& hosts, const std::string&) { return TlsAuthority::to_hand_over(hosts); });
+  return make(std::move(intercept), [](const std::vector<BoundHost>& hosts, const std::string&) {
+    return TlsAuthority::to_hand_over(hosts);
+  });
 }
 
 util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept, const MakeCa& make_ca) {
@@ -824,7 +835,8 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
   int p[2];
-  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return Error::from_errno("make the credential filter's stop pipe", errno);
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+    return Error::from_errno("make the credential filter's stop pipe", errno);
   me->stop_r_.reset(p[0]);
   me->stop_w_.reset(p[1]);
   me->intercept_ = std::move(intercept);
@@ -957,8 +969,10 @@ Interceptor::Worker* Interceptor::reapable() {
 
 void Interceptor::record(Decision d) {
   std::lock_guard<std::mutex> lock(m_);
-  if (decisions_.size() < 4 * kMaxEntries) decisions_.push_back(std::move(d));
-  else ++overflow_;  // the loop drains the queue every tick; a flood between two ticks is counted
+  if (decisions_.size() < 4 * kMaxEntries)
+    decisions_.push_back(std::move(d));
+  else
+    ++overflow_;  // the loop drains the queue every tick; a flood between two ticks is counted
 }
 
 std::vector<Decision> Interceptor::take_decisions() {
@@ -968,9 +982,10 @@ std::vector<Decision> Interceptor::take_decisions() {
     Decision d;
     d.time = d.last = std::chrono::system_clock::now();
     d.protocol = Protocol::credential;
-    d.reason = fmt::format("{} decisions of the credential filter were not recorded (more than {} between two "
-                           "turns of the loop)",
-                           std::exchange(overflow_, 0), 4 * kMaxEntries);
+    d.reason = fmt::format(
+        "{} decisions of the credential filter were not recorded (more than {} between two "
+        "turns of the loop)",
+        std::exchange(overflow_, 0), 4 * kMaxEntries);
     out.push_back(std::move(d));
   }
   return out;

@@ -108,7 +108,7 @@ private:
   Interceptor() = default;
   // create() and its kin: the bindings checked, then `make_ca` for them.
   using MakeCa = std::function<util::Result<std::unique_ptr<TlsAuthority>>(const std::vector<BoundHost>& hosts,
-                                                                             const std::string& upstream_extra_ca_file)>;
+                                                                           const std::string& upstream_extra_ca_file)>;
   static util::Result<std::shared_ptr<Interceptor>> make(Intercept intercept, const MakeCa& make_ca);
   void serve(Handoff h);
   void record(Decision d);
@@ -141,8 +141,8 @@ private:
   };
   // The worker to close for a new connection (under m_), or null.
   Worker* reapable();
-  void join_done();  // under m_: join and forget the workers that ended
-  std::list<Worker> workers_;  // under m_
+  void join_done();                  // under m_: join and forget the workers that ended
+  std::list<Worker> workers_;        // under m_
   std::vector<Decision> decisions_;  // under m_
   bool stopping_ = false;            // under m_
   std::uint64_t overflow_ = 0;       // under m_: decisions past the queue's bound

@@ -22,8 +22,7 @@ struct Poller::State {
   UniqueFd timer{::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)};
 };
 
-Poller::Poller(std::chrono::milliseconds tick, std::uint64_t tick_tag)
-    : s_(std::make_unique<State>()) {
+Poller::Poller(std::chrono::milliseconds tick, std::uint64_t tick_tag) : s_(std::make_unique<State>()) {
   s_->tick = tick;
   s_->tick_tag = tick_tag;
 }
@@ -56,12 +55,12 @@ void Poller::forget(int fd) { ::epoll_ctl(s_->ep_.get(), EPOLL_CTL_DEL, fd, null
 
 size_t Poller::wait(Event* out, size_t max, std::chrono::milliseconds max_wait) {
   epoll_event evs[64];
-  int n = ::epoll_wait(s_->ep_.get(), evs, static_cast<int>(std::min<size_t>(max, 64)),
-                       static_cast<int>(max_wait.count()));
+  int n =
+      ::epoll_wait(s_->ep_.get(), evs, static_cast<int>(std::min<size_t>(max, 64)), static_cast<int>(max_wait.count()));
   for (int i = 0; i < n; ++i) {
     std::uint32_t e = evs[i].events;
-    out[i] = {evs[i].data.u64, ((e & EPOLLIN) ? kIn : 0U) | ((e & EPOLLOUT) ? kOut : 0U) |
-                                   ((e & (EPOLLHUP | EPOLLERR)) ? kHangup : 0U)};
+    out[i] = {evs[i].data.u64,
+              ((e & EPOLLIN) ? kIn : 0U) | ((e & EPOLLOUT) ? kOut : 0U) | ((e & (EPOLLHUP | EPOLLERR)) ? kHangup : 0U)};
     if (out[i].tag == s_->tick_tag) {  // taken: the timer fires again a tick later
       std::uint64_t expirations;
       ssize_t r = ::read(s_->timer.get(), &expirations, sizeof expirations);

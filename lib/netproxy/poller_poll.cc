@@ -21,8 +21,7 @@ struct Poller::State {
   size_t start_ = 0;
 };
 
-Poller::Poller(std::chrono::milliseconds tick, std::uint64_t tick_tag)
-    : s_(std::make_unique<State>()) {
+Poller::Poller(std::chrono::milliseconds tick, std::uint64_t tick_tag) : s_(std::make_unique<State>()) {
   s_->tick = tick;
   s_->tick_tag = tick_tag;
 }
@@ -40,8 +39,8 @@ void Poller::forget(int fd) { s_->fds_.erase(fd); }
 
 namespace {
 
-size_t wait_fds(std::map<int, std::pair<std::uint64_t, std::uint32_t>>& fds_, size_t& start_, Event* out,
-                size_t max, int timeout_ms) {
+size_t wait_fds(std::map<int, std::pair<std::uint64_t, std::uint32_t>>& fds_, size_t& start_, Event* out, size_t max,
+                int timeout_ms) {
   std::vector<pollfd> p;
   for (const auto& [fd, w] : fds_)
     p.push_back({fd, static_cast<short>(((w.second & kIn) ? POLLIN : 0) | ((w.second & kOut) ? POLLOUT : 0)), 0});

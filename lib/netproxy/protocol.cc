@@ -17,8 +17,7 @@ namespace {
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
   return true;
 }
 
@@ -51,7 +50,6 @@ std::optional<Target> parse_authority(std::string_view a, int default_port) {
   t.port = *number;
   return t;
 }
-
 
 HttpRequest parse_http_request(std::string_view buf) {
   http1::RequestParse p = http1::parse_request(buf, kMaxHttpHead);
@@ -165,8 +163,10 @@ SocksRequest parse_socks_request(std::string_view buf) {
   r.command = static_cast<uint8_t>(buf[1]);
   uint8_t atyp = static_cast<uint8_t>(buf[3]);
   size_t addr_len;
-  if (atyp == 1) addr_len = 4;
-  else if (atyp == 4) addr_len = 16;
+  if (atyp == 1)
+    addr_len = 4;
+  else if (atyp == 4)
+    addr_len = 16;
   else if (atyp == 3) {
     if (buf.size() < 5) return r;
     addr_len = 1 + static_cast<uint8_t>(buf[4]);
@@ -177,8 +177,10 @@ SocksRequest parse_socks_request(std::string_view buf) {
   if (buf.size() < 4 + addr_len + 2) return r;
   const unsigned char* p = reinterpret_cast<const unsigned char*>(buf.data()) + 4;
   char text[INET6_ADDRSTRLEN];
-  if (atyp == 1) r.target.host = ::inet_ntop(AF_INET, p, text, sizeof text);
-  else if (atyp == 4) r.target.host = std::string("[") + ::inet_ntop(AF_INET6, p, text, sizeof text) + "]";
+  if (atyp == 1)
+    r.target.host = ::inet_ntop(AF_INET, p, text, sizeof text);
+  else if (atyp == 4)
+    r.target.host = std::string("[") + ::inet_ntop(AF_INET6, p, text, sizeof text) + "]";
   else {
     r.target.host.assign(reinterpret_cast<const char*>(p) + 1, addr_len - 1);
     if (r.target.host.find('\0') != std::string::npos) return fail(SocksReply::general_failure);

@@ -22,12 +22,12 @@ struct Target {
 
 struct HttpRequest {
   Progress progress = Progress::need_more;
-  int status = 0;           // when bad: the status to answer (400, 405, 431, ...)
-  std::string error;        // when bad
-  bool tunnel = false;      // CONNECT
+  int status = 0;       // when bad: the status to answer (400, 405, 431, ...)
+  std::string error;    // when bad
+  bool tunnel = false;  // CONNECT
   Target target;
-  std::string upstream;     // absolute-form: the request head to send upstream (Host from `target`)
-  size_t consumed = 0;      // bytes of the buffer that were the head
+  std::string upstream;  // absolute-form: the request head to send upstream (Host from `target`)
+  size_t consumed = 0;   // bytes of the buffer that were the head
 };
 
 // Parse the head at the start of `buf` (http1::parse_request reads it).

@@ -85,15 +85,16 @@ void Proxy::Impl::make_room(size_t listener) {
   auto rank = [](const Conn& c) { return c.state == State::relaying ? 1 : 0; };
   for (auto& [id, c] : conns) {
     if (c->listener != listener) continue;
-    if (!victim || rank(*c) < rank(*victim) ||
-        (rank(*c) == rank(*victim) && c->last_active < victim->last_active))
+    if (!victim || rank(*c) < rank(*victim) || (rank(*c) == rank(*victim) && c->last_active < victim->last_active))
       victim = c.get();
   }
   if (!victim) return;
   std::string why = fmt::format("closed to make room: this listener's {} connections were all in use",
                                 limits.connections_per_listener);
-  if (victim->state == State::relaying) record(*victim, true, victim->verdict.reason + "; " + why);
-  else record(*victim, false, why);
+  if (victim->state == State::relaying)
+    record(*victim, true, victim->verdict.reason + "; " + why);
+  else
+    record(*victim, false, why);
   close_conn(victim->id);
 }
 
@@ -171,8 +172,10 @@ void Proxy::Impl::sweep() {
   for (auto id : late) {
     auto it = conns.find(id);
     if (it == conns.end()) continue;
-    if (it->second->state == State::closing) close_conn(id);
-    else refuse(*it->second, 504, SocksReply::general_failure, "handshake timed out");
+    if (it->second->state == State::closing)
+      close_conn(id);
+    else
+      refuse(*it->second, 504, SocksReply::general_failure, "handshake timed out");
   }
   for (auto id : idle) {
     auto it = conns.find(id);

@@ -53,7 +53,7 @@ struct Conn {
   int test_port = 0;  // --test-resolve: the stand-in's port (its address is in addrs)
   std::string address;
   std::string jail_socket_error;  // publish: why the last socket could not be made
-  std::string to_client;  // a reply to flush before closing or relaying
+  std::string to_client;          // a reply to flush before closing or relaying
   // A host loopback port no binding covers: the jail's first
   // kSniffBytes are read here and scanned for the run's placeholders
   // before they are relayed (Proxy::watch_placeholders).

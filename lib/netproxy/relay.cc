@@ -14,8 +14,10 @@ void Flow::pump(size_t slice) {
     if (!pending.empty()) {
       ssize_t n = ::send(dst, pending.data(), pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) want_out = true;
-        else error = true;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+          want_out = true;
+        else
+          error = true;
         return;
       }
       pending.erase(0, static_cast<size_t>(n));

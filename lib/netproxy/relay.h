@@ -43,7 +43,7 @@ struct Flow {
   int src = -1, dst = -1;
   std::string pending;
   util::UniqueFd pipe_r, pipe_w;
-  size_t pipe_size = kPipeSize;  // grows to kBulkPipeSize (relay_splice.cc)
+  size_t pipe_size = kPipeSize;    // grows to kBulkPipeSize (relay_splice.cc)
   bool pipe_grow_refused = false;  // by the kernel: not asked again
   size_t in_pipe = 0;
   bool src_eof = false;

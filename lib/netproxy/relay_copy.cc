@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 
-
 namespace pj::netproxy {
 
 Flow::~Flow() = default;
@@ -23,13 +22,17 @@ Flow::Step Flow::move(size_t slice, size_t& read_now) {
     char buf[kPipeSize];
     ssize_t n = ::recv(src, buf, src_dead ? sizeof buf : std::min(sizeof buf, slice - read_now), 0);
     if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) want_in = true;
-      else error = true;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        want_in = true;
+      else
+        error = true;
       return Step::wait;
     }
     moved = true;
-    if (n == 0) src_eof = true;
-    else pending.assign(buf, static_cast<size_t>(n)), read_now += static_cast<size_t>(n);
+    if (n == 0)
+      src_eof = true;
+    else
+      pending.assign(buf, static_cast<size_t>(n)), read_now += static_cast<size_t>(n);
     return Step::more;
   }
   return Step::drained;

@@ -49,8 +49,10 @@ Flow::Step Flow::move(size_t slice, size_t& read_now) {
   if (in_pipe > 0) {
     ssize_t n = ::splice(pipe_r.get(), nullptr, dst, nullptr, in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0) {
-      if (errno == EAGAIN) want_out = true;
-      else error = true;
+      if (errno == EAGAIN)
+        want_out = true;
+      else
+        error = true;
       return Step::wait;
     }
     in_pipe -= static_cast<size_t>(n);
@@ -67,8 +69,10 @@ Flow::Step Flow::move(size_t slice, size_t& read_now) {
     size_t want = src_dead ? pipe_size : std::min(pipe_size, slice - read_now);
     ssize_t n = ::splice(src, nullptr, pipe_w.get(), nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0) {
-      if (errno == EAGAIN) want_in = true;
-      else error = true;
+      if (errno == EAGAIN)
+        want_in = true;
+      else
+        error = true;
       return Step::wait;
     }
     moved = true;

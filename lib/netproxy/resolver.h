@@ -88,10 +88,10 @@ private:
   size_t idle_ = 0;                // workers waiting for a name; under m_
   size_t max_threads_;
   std::map<std::string, std::vector<std::uint64_t>> waiters_;  // loop thread only
-  std::vector<std::thread> threads_;  // started by the loop thread only
-  Ask ask_;                                    // loop thread only
-  std::uint64_t next_question_ = 1;            // loop thread only
-  std::map<std::uint64_t, std::string> asked_;  // question id -> name; loop thread only
+  std::vector<std::thread> threads_;                           // started by the loop thread only
+  Ask ask_;                                                    // loop thread only
+  std::uint64_t next_question_ = 1;                            // loop thread only
+  std::map<std::uint64_t, std::string> asked_;                 // question id -> name; loop thread only
 };
 
 }  // namespace pj::netproxy

@@ -12,15 +12,15 @@ namespace pj::netproxy {
 
 // The address vocabulary (net/address.h) the rules are written in.
 using net::AddressClass;
-using net::IpAddress;
-using net::NetPattern;
-using net::PrivateRanges;
-using net::Range;
 using net::classify;
+using net::IpAddress;
 using net::is_loopback_literal;
+using net::NetPattern;
 using net::normalise_host;
 using net::parse_ip;
 using net::parse_net_pattern;
+using net::PrivateRanges;
+using net::Range;
 
 std::string Rule::text() const { return NetPattern{host, wildcard, port}.str(); }
 
@@ -42,7 +42,9 @@ void Rules::allow(const NetPattern& pattern, std::string source, PrivateRanges p
   allow_.back().private_ranges = private_ranges;
 }
 
-void Rules::deny(const NetPattern& pattern, std::string source) { deny_.push_back(rule_of(pattern, std::move(source))); }
+void Rules::deny(const NetPattern& pattern, std::string source) {
+  deny_.push_back(rule_of(pattern, std::move(source)));
+}
 
 util::Status Rules::allow(std::string_view pattern, std::string source, PrivateRanges private_ranges) {
   auto p = parse_net_pattern(pattern);
@@ -124,7 +126,8 @@ Verdict Rules::check(std::string_view raw_host, int port) const {
   if (deny && (!allow || specificity(*deny) >= specificity(*allow)))
     return {false, Reach::public_only, "denied by " + with_source(*deny), "denied by the rule " + deny->text(),
             !deny->wildcard};
-  if (allow) return {true, reach_of(*allow), "allowed by " + with_source(*allow), "allowed by the rule " + allow->text()};
+  if (allow)
+    return {true, reach_of(*allow), "allowed by " + with_source(*allow), "allowed by the rule " + allow->text()};
   std::string why = fmt::format("no rule allows {}:{}", *host, port);
   return {false, Reach::public_only, why, why};
 }
@@ -138,8 +141,7 @@ Verdict Rules::check_address(const Verdict& host_verdict, std::string_view host,
   AddressClass c = classify(addr);
   if (c.range == Range::global) return host_verdict;
   if (c.range == Range::unspecified || c.range > widest(host_verdict.reach))
-    return {false, Reach::public_only,
-            fmt::format("{} resolves to {}, {}: {}", host, a, c.why, what_reaches(c.range)),
+    return {false, Reach::public_only, fmt::format("{} resolves to {}, {}: {}", host, a, c.why, what_reaches(c.range)),
             fmt::format("{}: an address it stands for is in a range the rule does not reach; {}", host,
                         what_reaches(c.range))};
   return host_verdict;

@@ -28,29 +28,28 @@
 
 namespace pj::netproxy {
 
-
 // How far the rule that allowed a host lets its addresses reach.
 enum class Reach {
-  public_only,    // a name or wildcard
-  private_ranges, // a name or wildcard with allow_private
-  named_address,  // an IP literal: that address, whatever its range (not loopback)
-  loopback,       // `localhost`, or a loopback literal
+  public_only,     // a name or wildcard
+  private_ranges,  // a name or wildcard with allow_private
+  named_address,   // an IP literal: that address, whatever its range (not loopback)
+  loopback,        // `localhost`, or a loopback literal
 };
 
 struct Rule {
-  std::string host;   // normalised name, domain of "*.domain", or canonical literal
+  std::string host;  // normalised name, domain of "*.domain", or canonical literal
   bool wildcard = false;
-  int port = 0;       // 0: ports 80 and 443
+  int port = 0;  // 0: ports 80 and 443
   net::PrivateRanges private_ranges = net::PrivateRanges::refused;
-  std::string source; // where it came from (file:line:column, flag)
+  std::string source;        // where it came from (file:line:column, flag)
   std::string text() const;  // "*.example.com:443", "[::1]:8080"
 };
 
 struct Verdict {
   bool allowed = false;
   Reach reach = Reach::public_only;  // when allowed
-  std::string reason;  // the rule (with its source) or why refused: for the host's log
-  std::string told;    // the same for the jail: the rule's text, never a file path or an address looked up
+  std::string reason;                // the rule (with its source) or why refused: for the host's log
+  std::string told;  // the same for the jail: the rule's text, never a file path or an address looked up
   // Refused by an exact deny rule, which no allow rule outweighs (an
   // exact allow does outweigh a wildcard deny: not set for that).
   bool denied = false;
@@ -59,11 +58,13 @@ struct Verdict {
 class Rules {
 public:
   Rules() = default;
-  void allow(const net::NetPattern& pattern, std::string source, net::PrivateRanges private_ranges = net::PrivateRanges::refused);
+  void allow(const net::NetPattern& pattern, std::string source,
+             net::PrivateRanges private_ranges = net::PrivateRanges::refused);
   void deny(const net::NetPattern& pattern, std::string source);
   // The same for a pattern as written: an error (never a rule dropped)
   // when parse_net_pattern() refuses it.
-  util::Status allow(std::string_view pattern, std::string source, net::PrivateRanges private_ranges = net::PrivateRanges::refused);
+  util::Status allow(std::string_view pattern, std::string source,
+                     net::PrivateRanges private_ranges = net::PrivateRanges::refused);
   util::Status deny(std::string_view pattern, std::string source);
   const std::vector<Rule>& allows() const { return allow_; }
   const std::vector<Rule>& denies() const { return deny_; }
@@ -84,9 +85,9 @@ public:
   // port is forwarded on both 127.0.0.1 and ::1 inside (so nothing in the
   // jail can bind the other one), rules for the same port merged.
   struct Forward {
-    net::IpAddress addr;     // where it listens inside the jail
+    net::IpAddress addr;  // where it listens inside the jail
     int port;
-    std::string host;   // the rule's host, checked (and connected to) as that rule
+    std::string host;  // the rule's host, checked (and connected to) as that rule
     std::string source;
   };
   std::vector<Forward> forwards() const;

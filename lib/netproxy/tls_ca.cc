@@ -62,8 +62,10 @@ X509* new_cert(EVP_PKEY* key, const std::string& cn, long not_after) {
   X509_NAME* name = X509_get_subject_name(x);
   bool ok = X509_set_version(x, 2) == 1 && random_serial(x) && X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
             X509_gmtime_adj(X509_getm_notAfter(x), not_after) && X509_set_pubkey(x, key) == 1 &&
-            X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>("pi-jail"), -1, -1, 0) == 1 &&
-            X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0) == 1;
+            X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>("pi-jail"), -1,
+                                       -1, 0) == 1 &&
+            X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()),
+                                       -1, -1, 0) == 1;
   if (!ok) {
     X509_free(x);
     return nullptr;
@@ -82,9 +84,11 @@ std::string name_constraints(const std::vector<BoundHost>& hosts) {
   std::vector<std::string> seen;
   for (const auto& h : hosts) {
     std::string item;
-    if (auto ip = net::parse_ip(h.name)) item = ip->v6 ? "permitted;IP:" + ip->str() + "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
-                                                  : "permitted;IP:" + ip->str() + "/255.255.255.255";
-    else item = "permitted;DNS:" + h.name;
+    if (auto ip = net::parse_ip(h.name))
+      item = ip->v6 ? "permitted;IP:" + ip->str() + "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+                    : "permitted;IP:" + ip->str() + "/255.255.255.255";
+    else
+      item = "permitted;DNS:" + h.name;
     if (std::find(seen.begin(), seen.end(), item) != seen.end()) continue;
     seen.push_back(item);
     out += "," + item;
@@ -92,7 +96,8 @@ std::string name_constraints(const std::vector<BoundHost>& hosts) {
   return out;
 }
 
-int alpn_select(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned inlen, void*) {
+int alpn_select(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned inlen,
+                void*) {
   static const unsigned char kHttp11[] = "\x08http/1.1";
   unsigned char* sel = nullptr;
   if (SSL_select_next_proto(&sel, outlen, kHttp11, sizeof kHttp11 - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
@@ -215,7 +220,8 @@ util::Status TlsAuthority::make_contexts(const std::string& extra_ca) {
   SSL_CTX_set_tlsext_servername_callback(server_, sni_check);
   SSL_CTX_set_session_cache_mode(server_, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(server_, 0);
-  if (SSL_CTX_set_default_verify_paths(client_) != 1) return Error::invalid("load the system's trust store: " + openssl_error());
+  if (SSL_CTX_set_default_verify_paths(client_) != 1)
+    return Error::invalid("load the system's trust store: " + openssl_error());
   if (!extra_ca.empty() && SSL_CTX_load_verify_locations(client_, extra_ca.c_str(), nullptr) != 1)
     return Error::invalid(fmt::format("load the upstream CA file {}: {}", extra_ca, openssl_error()));
   SSL_CTX_set_verify(client_, SSL_VERIFY_PEER, nullptr);
@@ -265,8 +271,10 @@ util::Result<SSL*> TlsAuthority::client_ssl(const std::string& host) {
   SSL* ssl = SSL_new(client_);
   if (!ssl) return Error::invalid("set up TLS towards the server: " + openssl_error());
   bool ok;
-  if (auto ip = net::parse_ip(host)) ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip->str().c_str()) == 1;
-  else ok = SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1;
+  if (auto ip = net::parse_ip(host))
+    ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip->str().c_str()) == 1;
+  else
+    ok = SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1;
   if (!ok) {
     SSL_free(ssl);
     return Error::invalid("set the server name to verify: " + openssl_error());

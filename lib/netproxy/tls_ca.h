@@ -32,11 +32,11 @@ public:
   // (PEM, may be empty) is trusted for upstream servers beside the system
   // store.
   static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<BoundHost>& hosts,
-                                                           const std::string& upstream_extra_ca_file);
+                                                            const std::string& upstream_extra_ca_file);
   // The CA made elsewhere (its key must be the certificate's), serving:
   // the filter process's.
   static util::Result<std::unique_ptr<TlsAuthority>> serving_with(const CaPems& given,
-                                                                 const std::string& upstream_extra_ca_file);
+                                                                  const std::string& upstream_extra_ca_file);
   // A new CA that serves nothing (no TLS context, no trust store loaded):
   // the supervisor's, which hands it to the filter process.
   static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<BoundHost>& hosts);

@@ -28,7 +28,8 @@ public:
   // this bounds what one connection holds.
   static constexpr std::uint64_t kMaxMessage = std::uint64_t{16} << 20;
 
-  ServerFrames(const std::vector<Binding>& bindings, const std::vector<std::pair<std::string, std::string>>& renderings);
+  ServerFrames(const std::vector<Binding>& bindings,
+               const std::vector<std::pair<std::string, std::string>>& renderings);
 
   // The frames for the jail that `in` (any split of the server's stream)
   // completes: each control frame masked on its own, each data message

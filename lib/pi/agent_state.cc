@@ -128,8 +128,7 @@ bool same(const json::Value* a, const json::Value* b) {
 // member kept as it is, in its place.
 class Output {
 public:
-  explicit Output(const json::Object& host)
-      : host_(host), out_(host), index_(host), removed_(host.size(), false) {}
+  explicit Output(const json::Object& host) : host_(host), out_(host), index_(host), removed_(host.size(), false) {}
 
   void set(std::string_view key, const json::Value& value) {
     if (const json::Member* m = index_.find_member(key))
@@ -177,14 +176,10 @@ struct Field {
   bool required;
 };
 constexpr std::array kOAuthDataFields{
-    Field{"access", FieldType::string, true},
-    Field{"refresh", FieldType::string, true},
-    Field{"expires", FieldType::finite_number, true},
-    Field{"accountId", FieldType::string, false},
-    Field{"clientId", FieldType::string, false},
-    Field{"scope", FieldType::string, false},
-    Field{"scopes", FieldType::string_array, false},
-    Field{"availableModelIds", FieldType::string_array, false},
+    Field{"access", FieldType::string, true},         Field{"refresh", FieldType::string, true},
+    Field{"expires", FieldType::finite_number, true}, Field{"accountId", FieldType::string, false},
+    Field{"clientId", FieldType::string, false},      Field{"scope", FieldType::string, false},
+    Field{"scopes", FieldType::string_array, false},  Field{"availableModelIds", FieldType::string_array, false},
 };
 // An API-key credential: only the key is data. `env` holds provider
 // configuration such as Cloudflare account and gateway ids (pi-ai
@@ -283,8 +278,8 @@ NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes&
       continue;
     }
     out.set(m.key, m.value);
-    notes.add(Kind::applied, fmt::format("{}: {} ({})", provider, before ? "updated" : "added",
-                                         *m.value.find("type")->as_string()));
+    notes.add(Kind::applied,
+              fmt::format("{}: {} ({})", provider, before ? "updated" : "added", *m.value.find("type")->as_string()));
   }
   for (const json::Member& m : *v->given.as_object())
     if (!jail_index.find(m.key))
@@ -293,7 +288,8 @@ NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes&
   return std::move(out).result();
 }
 
-std::optional<std::string> hold_entries(std::string_view jail_left, Content given, const std::vector<std::string>& held) {
+std::optional<std::string> hold_entries(std::string_view jail_left, Content given,
+                                        const std::vector<std::string>& held) {
   std::string_view given_text = given ? *given : std::string_view();
   if (given_text.starts_with("\xEF\xBB\xBF")) given_text.remove_prefix(3);  // as load() reads it
   if (given_text.find_first_not_of(" \t\r\n") == std::string_view::npos) given_text = "{}";
@@ -404,7 +400,10 @@ const SubField kTerminal[] = {
 const SubField kMarkdown[] = {
     {"codeBlockIndent",
      [](const json::Value& v, const json::Value* g) { return text(v, g) && v.as_string()->size() <= 16; }},
-    {"mermaid", [](const json::Value& v, const json::Value*) { return one_of(v, {"off", "final", "streaming"}); }},
+    {"mermaid",
+     [](const json::Value& v, const json::Value*) {
+       return one_of(v, {"off", "final", "streaming"});
+     }},
 };
 // images.*: autoResize only. blockImages stays as given: turning it off
 // sends images to the model, a privacy choice a jail must not make.
@@ -456,7 +455,9 @@ const Setting kDataSettings[] = {
     {"enabledModels", text_list},  // model patterns cycled with Ctrl+P
     {"thinkingBudgets", [](const json::Value& v, const json::Value* g) { return object_with(v, g, kThinkingBudgets); }},
     {"transport",
-     [](const json::Value& v, const json::Value*) { return one_of(v, {"auto", "sse", "websocket", "websocket-cached"}); }},
+     [](const json::Value& v, const json::Value*) {
+       return one_of(v, {"auto", "sse", "websocket", "websocket-cached"});
+     }},
     {"websockets", boolean},  // legacy spelling of transport
     {"steeringMode", queue_mode},
     {"followUpMode", queue_mode},
@@ -466,23 +467,34 @@ const Setting kDataSettings[] = {
     {"theme", text},  // which theme, checked in merge_settings against the host's (theme_is_data)
     {"showCacheMissNotices", boolean},
     {"quietStartup", [](const json::Value& v, const json::Value*) { return v.as_bool() || one_of(v, {"header"}); }},
-    {"doubleEscapeAction", [](const json::Value& v, const json::Value*) { return one_of(v, {"fork", "tree", "none"}); }},
+    {"doubleEscapeAction",
+     [](const json::Value& v, const json::Value*) {
+       return one_of(v, {"fork", "tree", "none"});
+     }},
     {"treeFilterMode",
      [](const json::Value& v, const json::Value*) {
        return one_of(v, {"default", "no-tools", "user-only", "labeled-only", "all"});
      }},
     {"editorPaddingX", number},
-    {"outputPad", [](const json::Value& v, const json::Value*) {
+    {"outputPad",
+     [](const json::Value& v, const json::Value*) {
        const json::Number* n = v.as_number();
        return n && (*n == json::Number::from_int(0) || *n == json::Number::from_int(1));
      }},
     {"autocompleteMaxVisible", number},
     {"showHardwareCursor", boolean},
-    {"tuiMode", [](const json::Value& v, const json::Value*) { return one_of(v, {"regular", "fullscreen"}); }},
+    {"tuiMode",
+     [](const json::Value& v, const json::Value*) {
+       return one_of(v, {"regular", "fullscreen"});
+     }},
     {"fullscreenExitOutput",
-     [](const json::Value& v, const json::Value*) { return one_of(v, {"transcript", "resume-hint"}); }},
+     [](const json::Value& v, const json::Value*) {
+       return one_of(v, {"transcript", "resume-hint"});
+     }},
     {"fullscreenScrollbar",
-     [](const json::Value& v, const json::Value*) { return one_of(v, {"auto", "always", "hidden"}); }},
+     [](const json::Value& v, const json::Value*) {
+       return one_of(v, {"auto", "always", "hidden"});
+     }},
     {"fullscreenCopyOnSelect", boolean},
     {"fullscreenWheelScrollLines",
      [](const json::Value& v, const json::Value* g) { return number(v, g) || one_of(v, {"auto"}); }},

@@ -85,7 +85,8 @@ NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes&
 // what may be written back while a login made in the jail waits for the
 // user's consent (consent.h). nullopt when either is not a JSON object
 // (the merge then refuses the file anyway).
-std::optional<std::string> hold_entries(std::string_view jail_left, Content given, const std::vector<std::string>& held);
+std::optional<std::string> hold_entries(std::string_view jail_left, Content given,
+                                        const std::vector<std::string>& held);
 
 // Whether merge_auth() would take the provider entry `name` of
 // `jail_left` as data (given: the host's file at the start). One that it
@@ -137,8 +138,8 @@ enum class WriteOutcome { written, nothing_to_write };
 // released, the temporary file removed, the host file untouched, and the
 // error says which step failed. Blocks for at most about `timing.wait`.
 [[nodiscard]] util::Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content given,
-                                                    Content jail_left, Notes& notes,
-                                                    const LockTiming& timing = {}, const HostDir& dir = {});
+                                                    Content jail_left, Notes& notes, const LockTiming& timing = {},
+                                                    const HostDir& dir = {});
 
 // Where a file of the agent dir keeps its content when it is the user's
 // symlink to a regular file elsewhere (a dotfiles repository): the
@@ -153,9 +154,9 @@ struct LinkTarget {
 // false), and the target is read and replaced in its own directory. The
 // link itself is never touched.
 [[nodiscard]] util::Result<WriteOutcome> write_back_through(int agent_dir_fd, const AgentFile& file,
-                                                            const LinkTarget& target, Content given,
-                                                            Content jail_left, Notes& notes,
-                                                            const LockTiming& timing = {}, const HostDir& dir = {});
+                                                            const LinkTarget& target, Content given, Content jail_left,
+                                                            Notes& notes, const LockTiming& timing = {},
+                                                            const HostDir& dir = {});
 
 // Under Pi's lock on `name` in `agent_dir_fd`, as write_back(): read the
 // host file, let `update` compute its new content from it, and replace it

@@ -29,9 +29,8 @@ std::chrono::system_clock::time_point mtime_of(const struct stat& st) {
 #else
   const struct timespec& ts = st.st_mtim;
 #endif
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::seconds(ts.tv_sec) +
-                                                                      std::chrono::nanoseconds(ts.tv_nsec)));
+  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
 }
 
 // Pi's lock on one file of the agent dir, as proper-lockfile 4.1.2 makes
@@ -135,14 +134,15 @@ Result<WriteOutcome> update_at(int lock_dir, std::string_view name_view, const L
 }  // namespace
 
 Result<WriteOutcome> update_locked(int agent_dir_fd, std::string_view name,
-                                   const std::function<NewContent(Content host_now)>& update, const LockTiming& timing) {
+                                   const std::function<NewContent(Content host_now)>& update,
+                                   const LockTiming& timing) {
   return update_at(agent_dir_fd, name, LinkTarget{agent_dir_fd, name}, update, timing);
 }
 
-Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content given, Content jail_left,
-                                Notes& notes, const LockTiming& timing, const HostDir& dir) {
-  return write_back_through(agent_dir_fd, file, LinkTarget{agent_dir_fd, file.name}, given, jail_left, notes,
-                            timing, dir);
+Result<WriteOutcome> write_back(int agent_dir_fd, const AgentFile& file, Content given, Content jail_left, Notes& notes,
+                                const LockTiming& timing, const HostDir& dir) {
+  return write_back_through(agent_dir_fd, file, LinkTarget{agent_dir_fd, file.name}, given, jail_left, notes, timing,
+                            dir);
 }
 
 Result<WriteOutcome> write_back_through(int agent_dir_fd, const AgentFile& file, const LinkTarget& target,

@@ -158,8 +158,8 @@ std::vector<std::string> show_pi_search_tools(std::string_view path_env, const p
         auto real = real_path(path);
         if (!real) continue;
         if (*real != path) {
-          why_not = fmt::format("{} is a link to {}, and the jail shows files, not links: put {} on PATH", path,
-                                *real, *real);
+          why_not = fmt::format("{} is a link to {}, and the jail shows files, not links: put {} on PATH", path, *real,
+                                *real);
           continue;
         }
         shown.push_back({path, {fmt::format("Pi's {} (found on PATH)", name), 0, 0}, policy::Necessity::optional});
@@ -211,11 +211,11 @@ util::Status check_foreign_session(const std::vector<std::string>& argv, const s
           "workspace's sessions, so Pi would start a new conversation that is not kept. Run pi-jail in that "
           "directory: pi-jail -w {} -- pi --session ...",
           util::printable(*file), util::printable(recorded), util::printable(workspace), util::printable(recorded)));
-    util::note("the session {} was recorded in {}, outside this jail's workspace {}: the jail does not show that "
-               "directory, so Pi will say it does not exist (its TUI offers to continue or fork the session here). "
-               "To work there, run pi-jail in it: pi-jail -w {} -- pi --session ...",
-               util::printable(*file), util::printable(recorded), util::printable(workspace),
-               util::printable(recorded));
+    util::note(
+        "the session {} was recorded in {}, outside this jail's workspace {}: the jail does not show that "
+        "directory, so Pi will say it does not exist (its TUI offers to continue or fork the session here). "
+        "To work there, run pi-jail in it: pi-jail -w {} -- pi --session ...",
+        util::printable(*file), util::printable(recorded), util::printable(workspace), util::printable(recorded));
   }
   return {};
 }
@@ -291,10 +291,11 @@ public:
       if (auto ok = check_foreign_session(p.argv, workspace_, cwd_, agent_dir_, granted); !ok) return ok.take_error();
     hints.downloads_tools = !tools_not_found_.empty();
     if (!tools_not_found_.empty() && pi_tui(p.argv))
-      util::note("Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
-                 "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
-                 "them on PATH",
-                 util::printable(fmt::format("{}", fmt::join(tools_not_found_, "; "))));
+      util::note(
+          "Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses that "
+          "(Pi then warns at start): {}. Install them (Debian/Ubuntu: apt install fd-find ripgrep) or put "
+          "them on PATH",
+          util::printable(fmt::format("{}", fmt::join(tools_not_found_, "; "))));
     return {};
   }
 

@@ -87,7 +87,8 @@ std::string foreign_session(int dir, const std::string& workspace) {
 
 std::string session_dir_name(std::string_view cwd) {
   std::string spelled(cwd.starts_with('/') || cwd.starts_with('\\') ? cwd.substr(1) : cwd);
-  std::replace_if(spelled.begin(), spelled.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '-');
+  std::replace_if(
+      spelled.begin(), spelled.end(), [](char c) { return c == '/' || c == '\\' || c == ':'; }, '-');
   return std::string(kWrap) + spelled + std::string(kWrap);
 }
 
@@ -173,9 +174,10 @@ WorkspaceSessions workspace_sessions(int sessions, const std::string& workspace,
     struct stat st;
     const bool present = sessions >= 0 && ::fstatat(sessions, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (present && !S_ISDIR(st.st_mode)) {
-      out.refused.push_back(fmt::format("sessions/{} is not a directory (a link?), so Pi's sessions there are not "
-                                        "shown; remove it",
-                                        util::printable(name)));
+      out.refused.push_back(
+          fmt::format("sessions/{} is not a directory (a link?), so Pi's sessions there are not "
+                      "shown; remove it",
+                      util::printable(name)));
       continue;
     }
     if (present) {

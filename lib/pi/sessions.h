@@ -51,12 +51,12 @@ std::vector<std::string> directories_spelled(const std::string& root, std::strin
 
 // A session directory of this workspace as the jail sees it.
 struct SessionDir {
-  std::string name;                // under sessions/
-  bool exists = false;             // on the host now (else: to be made for this run)
+  std::string name;     // under sessions/
+  bool exists = false;  // on the host now (else: to be made for this run)
 };
 
 struct WorkspaceSessions {
-  std::vector<SessionDir> shown;   // present and writable in the jail
+  std::vector<SessionDir> shown;     // present and writable in the jail
   std::vector<std::string> refused;  // sentences: names not shown, and why
 };
 

@@ -63,9 +63,10 @@ util::Result<std::string> resolve_outside(const std::string& path, const std::ve
     const std::string next = resolved + "/" + c;
     for (const auto& w : writable)
       if (util::path_within(next, w))
-        return Error::invalid(fmt::format("it leads through {}, which the jail can write (a run could change it "
-                                          "for the next)",
-                                          util::printable(next)));
+        return Error::invalid(
+            fmt::format("it leads through {}, which the jail can write (a run could change it "
+                        "for the next)",
+                        util::printable(next)));
     struct stat st;
     if (::lstat(next.c_str(), &st) != 0)
       return Error::from_errno(fmt::format("it leads to {}, which cannot be reached", util::printable(next)), errno);
@@ -76,7 +77,8 @@ util::Result<std::string> resolve_outside(const std::string& path, const std::ve
     if (++links > 40) return Error::from_errno(fmt::format("it leads through too many links at {}", next), ELOOP);
     char text[PATH_MAX];
     const ssize_t n = ::readlink(next.c_str(), text, sizeof text - 1);
-    if (n <= 0) return Error::from_errno(fmt::format("read the link {}", util::printable(next)), n < 0 ? errno : ENOENT);
+    if (n <= 0)
+      return Error::from_errno(fmt::format("read the link {}", util::printable(next)), n < 0 ? errno : ENOENT);
     const std::string_view target(text, static_cast<size_t>(n));
     if (target.starts_with('/')) resolved.clear();
     push_front(target);
@@ -107,7 +109,8 @@ util::Result<UserLink> follow_user_link(int dir, const std::string& dir_path, co
   struct stat st;
   if (::fstatat(link.dir.get(), link.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
     return Error::from_errno(fmt::format("stat {}", shown), errno);
-  if (!S_ISREG(st.st_mode)) return Error::invalid(fmt::format("it leads to {}, which is {}", shown, kind_of(st.st_mode)));
+  if (!S_ISREG(st.st_mode))
+    return Error::invalid(fmt::format("it leads to {}, which is {}", shown, kind_of(st.st_mode)));
   if (st.st_uid != ::geteuid())
     return Error::invalid(fmt::format("it leads to {}, which belongs to uid {}, not to you", shown, st.st_uid));
   if (static_cast<size_t>(st.st_size) > kCopyCap)

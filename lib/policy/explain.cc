@@ -47,10 +47,10 @@ enum class Line {
 
 struct Row {
   Line line;
-  std::string kind;            // one of our words, shown as it is
-  std::string what;            // may come from the project file: shown through util::printable
-  Source source;               // shown by Line::columns
-  std::vector<Field> fields;   // its JSON; none: a line of the text only
+  std::string kind;           // one of our words, shown as it is
+  std::string what;           // may come from the project file: shown through util::printable
+  Source source;              // shown by Line::columns
+  std::vector<Field> fields;  // its JSON; none: a line of the text only
 };
 
 // How a section holds its rows in the JSON.
@@ -62,8 +62,8 @@ enum class Shape {
 };
 
 struct Section {
-  const char* key;                  // its member in the JSON
-  std::string heading = "";         // in the text; empty: not in the text (a part, or nothing to say)
+  const char* key;           // its member in the JSON
+  std::string heading = "";  // in the text; empty: not in the text (a part, or nothing to say)
   Shape shape;
   std::vector<Row> rows = {};
   std::vector<Section> parts = {};  // Shape::parts
@@ -110,7 +110,8 @@ std::string scratch_words(const ExplainInput& in, const MemorySize& size) {
 }
 
 Section layers_section(const std::vector<LayerInfo>& layers) {
-  Section s{.key = "layers", .heading = "layers (in order; later operators add, the project only asks):",
+  Section s{.key = "layers",
+            .heading = "layers (in order; later operators add, the project only asks):",
             .shape = Shape::list};
   for (const auto& l : layers)
     s.rows.push_back(named(authority_name(l.authority), l.name + (l.present ? "" : "  (absent)"),
@@ -170,16 +171,16 @@ Section network_section(const Policy& p) {
   Section binds{.key = "credential_binds", .shape = Shape::list, .json_when_empty = false};
   for (const auto& b : p.credential_hosts()) {
     const bool plain = b.host.text.starts_with("http://");
-    std::string what = fmt::format("{} -> {}{}", b.credential, b.host.text,
-                                   plain ? " (plain HTTP, host loopback)" : " (TLS)");
-    binds.rows.push_back(entry("bind", std::move(what), b.host.src,
-                               {{"credential", b.credential},
-                                {"target", b.host.text},
-                                {"wire", plain ? "plain-http" : "tls"}}));
+    std::string what =
+        fmt::format("{} -> {}{}", b.credential, b.host.text, plain ? " (plain HTTP, host loopback)" : " (TLS)");
+    binds.rows.push_back(
+        entry("bind", std::move(what), b.host.src,
+              {{"credential", b.credential}, {"target", b.host.text}, {"wire", plain ? "plain-http" : "tls"}}));
   }
   return {.key = "network",
-          .heading = "network (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
-                     "loopback rules with a port are forwarded):",
+          .heading =
+              "network (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
+              "loopback rules with a port are forwarded):",
           .shape = Shape::parts,
           .parts = {std::move(allow), net_rules("deny", p.net_deny()), std::move(publish), std::move(ssh),
                     std::move(binds)}};
@@ -261,10 +262,10 @@ Section no_limit(const char* key) {
 Section limits_section(const Policy& p, const std::string& backend) {
   const auto& pids = p.pids();
   std::string count = std::to_string(pids.value) + (backend == "linux" ? "" : " (not applied on macOS)");
-  Section processes{.key = "pids",
-                    .shape = Shape::record,
-                    .rows = {entry("processes", std::move(count), pids.src,
-                                   {{"value", static_cast<std::int64_t>(pids.value)}})}};
+  Section processes{
+      .key = "pids",
+      .shape = Shape::record,
+      .rows = {entry("processes", std::move(count), pids.src, {{"value", static_cast<std::int64_t>(pids.value)}})}};
   Section cgroup{.key = "cgroup", .shape = Shape::values};
   for (const auto& c : p.cgroups()) cgroup.rows.push_back(unsourced("cgroup", c.path, c.src, {{"path", c.path}}));
   return {.key = "limits",

@@ -60,9 +60,12 @@ public:
     }
     for (const toml::node& item : *arr) {
       if (auto s = item.value<std::string>(); s && item.is_string()) {
-        if (s->empty()) error(item, fmt::format("{}: empty string", where));
-        else if (s->find('\0') != std::string::npos) error(item, fmt::format("{}: NUL byte in string", where));
-        else out.push_back({*s, at(item)});
+        if (s->empty())
+          error(item, fmt::format("{}: empty string", where));
+        else if (s->find('\0') != std::string::npos)
+          error(item, fmt::format("{}: NUL byte in string", where));
+        else
+          out.push_back({*s, at(item)});
       } else {
         error(item, fmt::format("{} must contain only strings", where));
       }
@@ -116,8 +119,10 @@ public:
   std::optional<CountSetting> count(const toml::node& n, std::string_view where, Counted what) {
     const bool cpus = what == Counted::cpus;
     std::string text;
-    if (n.is_integer()) text = std::to_string(*n.value<std::int64_t>());
-    else if (cpus && n.is_floating_point()) text = fmt::format("{}", *n.value<double>());
+    if (n.is_integer())
+      text = std::to_string(*n.value<std::int64_t>());
+    else if (cpus && n.is_floating_point())
+      text = fmt::format("{}", *n.value<double>());
     else {
       error(n, fmt::format("{} must be {}", where, cpus ? "a number (2, 1.5)" : "a whole number (512)"));
       return std::nullopt;
@@ -142,10 +147,14 @@ public:
       if (!t) {
         auto s = item.value<std::string>();
         if (!item.is_string() || !s)
-          error(item, fmt::format("{} must contain strings or {{ host = \"...\", allow_private = true }} tables", where));
-        else if (s->empty()) error(item, fmt::format("{}: empty string", where));
-        else if (s->find('\0') != std::string::npos) error(item, fmt::format("{}: NUL byte in string", where));
-        else out.push_back({*s, at(item)});
+          error(item,
+                fmt::format("{} must contain strings or {{ host = \"...\", allow_private = true }} tables", where));
+        else if (s->empty())
+          error(item, fmt::format("{}: empty string", where));
+        else if (s->find('\0') != std::string::npos)
+          error(item, fmt::format("{}: NUL byte in string", where));
+        else
+          out.push_back({*s, at(item)});
         continue;
       }
       std::optional<Entry> host;
@@ -155,7 +164,8 @@ public:
           auto s = v.value<std::string>();
           if (!v.is_string() || !s || s->empty() || s->find('\0') != std::string::npos)
             error(v, fmt::format("{}: host must be a non-empty string", where));
-          else host = Entry{*s, at(v)};
+          else
+            host = Entry{*s, at(v)};
         } else if (k.str() == "allow_private") {
           private_flag = flag(v, fmt::format("{}: allow_private", where));
         } else {
@@ -175,8 +185,10 @@ public:
   void network_patterns(std::vector<Entry>& entries) {
     for (auto& e : entries) {
       auto p = parse_net_pattern(e.text);
-      if (!p) out_.errors.push_back({e.src, fmt::format("bad network pattern \"{}\": {}", e.text, p.error().what())});
-      else e.text = p->str();
+      if (!p)
+        out_.errors.push_back({e.src, fmt::format("bad network pattern \"{}\": {}", e.text, p.error().what())});
+      else
+        e.text = p->str();
     }
   }
 
@@ -192,23 +204,32 @@ public:
       }
       if (name == "filesystem") {
         auto list = strings(v, where);
-        auto& dst = key == "system" ? l.system : key == "read" ? l.read : key == "write" ? l.write
-                  : key == "deny" ? l.deny : key == "private" ? l.private_dirs : key == "write_back" ? l.write_back
-                  : key == "sockets" ? l.sockets : l.read_only;
+        auto& dst = key == "system"       ? l.system
+                    : key == "read"       ? l.read
+                    : key == "write"      ? l.write
+                    : key == "deny"       ? l.deny
+                    : key == "private"    ? l.private_dirs
+                    : key == "write_back" ? l.write_back
+                    : key == "sockets"    ? l.sockets
+                                          : l.read_only;
         dst.insert(dst.end(), list.begin(), list.end());
       } else if (name == "network" && key == "publish") {
         for (auto& e : strings(v, where)) {
           std::string why;
           auto p = parse_publish(e.text, why);
-          if (!p) out_.errors.push_back({e.src, fmt::format("bad publish \"{}\": {}", e.text, why)});
-          else l.publish.push_back({p->str(), e.src});
+          if (!p)
+            out_.errors.push_back({e.src, fmt::format("bad publish \"{}\": {}", e.text, why)});
+          else
+            l.publish.push_back({p->str(), e.src});
         }
       } else if (name == "network" && key == "ssh") {
         for (auto& e : strings(v, where)) {
           std::string why;
           auto host = parse_ssh_host(e.text, why);
-          if (!host) out_.errors.push_back({e.src, fmt::format("bad ssh host \"{}\": {}", e.text, why)});
-          else l.ssh.push_back({*host, e.src});
+          if (!host)
+            out_.errors.push_back({e.src, fmt::format("bad ssh host \"{}\": {}", e.text, why)});
+          else
+            l.ssh.push_back({*host, e.src});
         }
       } else if (name == "network" && key == "presets") {
         for (const auto& e : strings(v, where)) add_preset(e);
@@ -216,8 +237,10 @@ public:
         l.home_persist = flag(v, where);
       } else if (name == "network") {
         std::vector<Entry> list, private_ranges;
-        if (key == "allow") net_allow_entries(v, where, list, private_ranges);
-        else list = strings(v, where);
+        if (key == "allow")
+          net_allow_entries(v, where, list, private_ranges);
+        else
+          list = strings(v, where);
         network_patterns(list);
         network_patterns(private_ranges);
         auto& dst = key == "allow" ? l.net_allow : l.net_deny;
@@ -249,7 +272,8 @@ public:
           continue;
         }
         if (key == "pids" || key == "cpus") {
-          (key == "pids" ? l.limits->pids : l.limits->cpus) = count(v, where, key == "cpus" ? Counted::cpus : Counted::processes);
+          (key == "pids" ? l.limits->pids : l.limits->cpus) =
+              count(v, where, key == "cpus" ? Counted::cpus : Counted::processes);
           continue;
         }
         if (key == "cgroup") {
@@ -260,16 +284,23 @@ public:
         if (key == "network") network_patterns(list);
         if (key == "env")
           for (auto& e : list) check_env_name(e, true);
-        (key == "read" ? l.limits->read : key == "write" ? l.limits->write
-         : key == "network" ? l.limits->network : l.limits->env) = std::move(list);
+        (key == "read"      ? l.limits->read
+         : key == "write"   ? l.limits->write
+         : key == "network" ? l.limits->network
+                            : l.limits->env) = std::move(list);
       } else if (name == "hardening") {
-        if (key == "landlock") l.landlock = one_of(v, where, {std::pair{choice_name(LandlockUse::if_available), LandlockUse::if_available},
-                                                         {choice_name(LandlockUse::required), LandlockUse::required}});
-        else if (key == "unsafe_allow_ptrace") l.unsafe_allow_ptrace = flag(v, where);
-        else l.unsafe_nested_user_namespaces = flag(v, where);
+        if (key == "landlock")
+          l.landlock = one_of(v, where,
+                              {std::pair{choice_name(LandlockUse::if_available), LandlockUse::if_available},
+                               {choice_name(LandlockUse::required), LandlockUse::required}});
+        else if (key == "unsafe_allow_ptrace")
+          l.unsafe_allow_ptrace = flag(v, where);
+        else
+          l.unsafe_nested_user_namespaces = flag(v, where);
       } else if (name == "policy") {
-        l.on_excess = one_of(v, where, {std::pair{choice_name(OnExcess::warn), OnExcess::warn},
-                                         {choice_name(OnExcess::error), OnExcess::error}});
+        l.on_excess = one_of(
+            v, where,
+            {std::pair{choice_name(OnExcess::warn), OnExcess::warn}, {choice_name(OnExcess::error), OnExcess::error}});
       } else if (name == "runtime") {
         l.compile_cache = flag(v, where);
       } else if (name == "credentials") {
@@ -297,8 +328,9 @@ public:
   void credentials(const std::string& key, const toml::node& v, const std::string& where) {
     Layer& l = out_.layer;
     if (key == "logins") {
-      l.cred_logins = one_of(v, where, {std::pair{choice_name(LoginWriteBack::ask), LoginWriteBack::ask},
-                                        {choice_name(LoginWriteBack::write_back), LoginWriteBack::write_back}});
+      l.cred_logins = one_of(v, where,
+                             {std::pair{choice_name(LoginWriteBack::ask), LoginWriteBack::ask},
+                              {choice_name(LoginWriteBack::write_back), LoginWriteBack::write_back}});
       return;
     }
     if (key == "pass_through") {
@@ -313,8 +345,10 @@ public:
         size_t slash = e.text.find('/');
         if (slash == 0 || slash == std::string::npos)
           error_at(e.src, fmt::format("credentials.allow_minting: \"{}\" is not HOST/PATH "
-                                      "(e.g. \"api.openai.com/v1/organization/admin_api_keys\")", e.text));
-        else l.cred_allow_minting.push_back(std::move(e));
+                                      "(e.g. \"api.openai.com/v1/organization/admin_api_keys\")",
+                                      e.text));
+        else
+          l.cred_allow_minting.push_back(std::move(e));
       }
       return;
     }
@@ -324,15 +358,17 @@ public:
       std::string cred(name.str());
       if (cred.empty() || cred.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") !=
                               std::string::npos) {
-        error(name, fmt::format("credentials.bind: \"{}\" is neither a provider nor an environment variable name",
-                                cred));
+        error(name,
+              fmt::format("credentials.bind: \"{}\" is neither a provider nor an environment variable name", cred));
         continue;
       }
       for (auto& e : strings(hosts, fmt::format("credentials.bind.{}", cred))) {
         std::string why;
         auto target = parse_bind_target(e.text, why);
-        if (!target) error_at(e.src, fmt::format("credentials.bind.{}: \"{}\": {}", cred, e.text, why));
-        else l.cred_bind.push_back({cred, Entry{*target, e.src}});
+        if (!target)
+          error_at(e.src, fmt::format("credentials.bind.{}: \"{}\": {}", cred, e.text, why));
+        else
+          l.cred_bind.push_back({cred, Entry{*target, e.src}});
       }
     }
   }
@@ -353,11 +389,15 @@ public:
     for (auto&& [k, v] : root) {
       std::string key(k.str());
       if (!kSchema.count(key)) {
-        error(k, fmt::format("unknown table [{}] (known: filesystem, network, home, env, limits, hardening, policy, runtime, credentials)", key));
+        error(k, fmt::format("unknown table [{}] (known: filesystem, network, home, env, limits, hardening, policy, "
+                             "runtime, credentials)",
+                             key));
         continue;
       }
-      if (const toml::table* t = v.as_table()) table(key, *t);
-      else error(v, fmt::format("\"{}\" must be a table ([{}])", key, key));
+      if (const toml::table* t = v.as_table())
+        table(key, *t);
+      else
+        error(v, fmt::format("\"{}\" must be a table ([{}])", key, key));
     }
     // toml++ walks keys in sorted order; report in file order.
     std::stable_sort(out_.errors.begin(), out_.errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
@@ -386,8 +426,10 @@ std::optional<std::string> parse_bind_target(std::string_view text, std::string&
            });
   };
   const bool plain = scheme_is("http://");
-  if (plain) text.remove_prefix(7);
-  else if (scheme_is("https://")) text.remove_prefix(8);
+  if (plain)
+    text.remove_prefix(7);
+  else if (scheme_is("https://"))
+    text.remove_prefix(8);
   else if (text.find("://") != std::string_view::npos) {
     error = "a bind target is HOST[:PORT], https://HOST[:PORT] or http://127.0.0.1:PORT";
     return std::nullopt;
@@ -408,9 +450,10 @@ std::optional<std::string> parse_bind_target(std::string_view text, std::string&
   }
   if (!plain) return p->str();
   if (!net::is_loopback_host(p->host)) {
-    error = "plain HTTP is allowed only to a host loopback port (http://127.0.0.1:PORT, http://[::1]:PORT, "
-            "http://localhost:PORT): anywhere else the key would cross a network in clear; bind the host without "
-            "http:// for TLS";
+    error =
+        "plain HTTP is allowed only to a host loopback port (http://127.0.0.1:PORT, http://[::1]:PORT, "
+        "http://localhost:PORT): anywhere else the key would cross a network in clear; bind the host without "
+        "http:// for TLS";
     return std::nullopt;
   }
   if (p->port == 0) {
@@ -539,10 +582,14 @@ std::optional<MemorySize> parse_memory_size(std::string_view text, std::string& 
   int shift = 0;
   if (!suffix.empty()) {
     switch (suffix[0]) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      case 't': case 'T': shift = 40; break;
+      case 'k':
+      case 'K': shift = 10; break;
+      case 'm':
+      case 'M': shift = 20; break;
+      case 'g':
+      case 'G': shift = 30; break;
+      case 't':
+      case 'T': shift = 40; break;
       default: return error = usage, std::nullopt;
     }
   }
@@ -566,7 +613,8 @@ std::optional<std::uint64_t> parse_cpus(std::string_view text, std::string& erro
   size_t dot = text.find('.');
   std::string_view whole = text.substr(0, dot), frac = dot == std::string_view::npos ? "" : text.substr(dot + 1);
   if (whole.empty() || whole.size() > 4 || whole.find_first_not_of("0123456789") != std::string_view::npos ||
-      (dot != std::string_view::npos && (frac.empty() || frac.find_first_not_of("0123456789") != std::string_view::npos)))
+      (dot != std::string_view::npos &&
+       (frac.empty() || frac.find_first_not_of("0123456789") != std::string_view::npos)))
     return error = usage, std::nullopt;
   std::uint64_t milli = *util::parse_number<std::uint64_t>(whole) * 1000;
   for (size_t i = 0; i < frac.size(); ++i) {
@@ -618,17 +666,21 @@ std::optional<PublishSpec> parse_publish(std::string_view text, std::string& err
     if (!rest.starts_with(":")) return error = "a port must follow the address", std::nullopt;
     rest.remove_prefix(1);
   } else if (size_t colon = rest.find(':');
-             colon != std::string_view::npos && rest.substr(0, colon).find_first_not_of("0123456789") != std::string_view::npos) {
+             colon != std::string_view::npos &&
+             rest.substr(0, colon).find_first_not_of("0123456789") != std::string_view::npos) {
     addr = rest.substr(0, colon);
     rest.remove_prefix(colon + 1);
   }
   if (!addr.empty()) {
-    if (addr == "127.0.0.1" || addr == "localhost") p.host_addr = "127.0.0.1";
-    else if (addr == "::1") p.host_addr = "::1";
+    if (addr == "127.0.0.1" || addr == "localhost")
+      p.host_addr = "127.0.0.1";
+    else if (addr == "::1")
+      p.host_addr = "::1";
     else
-      return error = fmt::format("{} is not the host's loopback: a port published there could be reached from other "
-                                 "machines; publish on 127.0.0.1 or [::1] (e.g. 127.0.0.1:3000)",
-                                 addr),
+      return error = fmt::format(
+                 "{} is not the host's loopback: a port published there could be reached from other "
+                 "machines; publish on 127.0.0.1 or [::1] (e.g. 127.0.0.1:3000)",
+                 addr),
              std::nullopt;
   }
   std::string_view host_port = rest, jail_port = rest;

@@ -61,7 +61,7 @@ struct Flag {
 // The choices a layer makes by name, read into these at load time (an
 // unknown name is an error at its file:line there, never later).
 enum class LandlockUse { if_available, required };  // [hardening] landlock
-enum class OnExcess { warn, error };                 // [policy] on_excess
+enum class OnExcess { warn, error };                // [policy] on_excess
 // [credentials] logins: whether a login made inside the jail reaches the
 // host's auth.json without asking (operators only; supervisor/consent.h).
 enum class LoginWriteBack { ask, write_back };
@@ -139,11 +139,11 @@ struct Layer {
   Authority authority = Authority::project;
   std::string name;
   // [filesystem]
-  std::vector<Entry> system;     // read-only when present; symlinks kept as symlinks
-  std::vector<Entry> read;       // read-only grants
-  std::vector<Entry> write;      // read-write grants
-  std::vector<Entry> deny;       // masked, even under a grant
-  std::vector<Entry> read_only;  // read-only even under a writable grant
+  std::vector<Entry> system;        // read-only when present; symlinks kept as symlinks
+  std::vector<Entry> read;          // read-only grants
+  std::vector<Entry> write;         // read-write grants
+  std::vector<Entry> deny;          // masked, even under a grant
+  std::vector<Entry> read_only;     // read-only even under a writable grant
   std::vector<Entry> private_dirs;  // "private": the run's own copy (operators only)
   std::vector<Entry> write_back;    // files of a private dir merged back at the end (operators only)
   std::vector<Entry> sockets;       // unix sockets bound inside ("$SSH_AUTH_SOCK"; operators only)
@@ -162,7 +162,7 @@ struct Layer {
   // [home]
   std::optional<Flag> home_persist;  // the workspace's jail home kept between runs
   // [env]
-  std::vector<Entry> env_pass;   // names or NAME_* globs
+  std::vector<Entry> env_pass;  // names or NAME_* globs
   std::vector<Setting> env_set;
   // [credentials] (operators only; see credentials/credentials.h)
   struct CredentialHost {
@@ -170,9 +170,9 @@ struct Layer {
     Entry host;              // parse_bind_target(): "name", "name:port" or "http://LOOPBACK:port"
     bool operator==(const CredentialHost&) const = default;
   };
-  std::vector<CredentialHost> cred_bind;   // bind = { anthropic = ["llm.corp.example"] }
-  std::vector<Entry> cred_pass_through;    // pass_through = ["AWS_ACCESS_KEY_ID"]: the real value, reported
-  std::vector<Entry> cred_allow_minting;   // allow_minting = ["api.openai.com/v1/organization/admin_api_keys"]
+  std::vector<CredentialHost> cred_bind;  // bind = { anthropic = ["llm.corp.example"] }
+  std::vector<Entry> cred_pass_through;   // pass_through = ["AWS_ACCESS_KEY_ID"]: the real value, reported
+  std::vector<Entry> cred_allow_minting;  // allow_minting = ["api.openai.com/v1/organization/admin_api_keys"]
   std::optional<Choice<LoginWriteBack>> cred_logins;  // logins = "ask" | "write-back"
   // [limits]
   std::optional<Limits> limits;

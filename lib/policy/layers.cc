@@ -62,8 +62,10 @@ void load_profile(LoadedPolicy& lp, const std::string& name) {
   std::string known;
   for (const auto& p : embedded_profiles()) {
     if (p.name == name) {
-      if (auto built = prebuilt_profile(name)) add(lp, Loaded{std::move(*built), {}}, true);
-      else add(lp, load_layer(p.text, built_in_profile_name(name), Authority::profile), true);
+      if (auto built = prebuilt_profile(name))
+        add(lp, Loaded{std::move(*built), {}}, true);
+      else
+        add(lp, load_layer(p.text, built_in_profile_name(name), Authority::profile), true);
       return;
     }
     known += (known.empty() ? "" : ", ") + std::string(p.name);

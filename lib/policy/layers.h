@@ -31,10 +31,10 @@ struct CommandLine {
   std::optional<std::string> config;  // replaces the operator file locations
   bool no_project_config = false;
   std::vector<std::string> allow_read, allow_write, deny, allow_net;
-  std::vector<std::string> publish;            // --publish, checked by parse_publish
-  std::vector<std::string> allow_net_presets;  // --allow-net-preset NAME
-  std::vector<std::string> allow_ssh;          // --allow-ssh HOST[:PORT], checked by parse_ssh_host
-  bool ephemeral_home = false;                 // --ephemeral-home: [home] persist = false
+  std::vector<std::string> publish;               // --publish, checked by parse_publish
+  std::vector<std::string> allow_net_presets;     // --allow-net-preset NAME
+  std::vector<std::string> allow_ssh;             // --allow-ssh HOST[:PORT], checked by parse_ssh_host
+  bool ephemeral_home = false;                    // --ephemeral-home: [home] persist = false
   std::optional<std::string> memory, pids, cpus;  // --memory, --pids, --cpus: [limits]
 };
 

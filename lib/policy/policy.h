@@ -27,12 +27,12 @@ inline constexpr std::uint64_t kDefaultPids = 4096;
 class Policy {
 public:
   struct PathGrant {
-    std::string path;       // absolute, normalised, symlinks resolved
+    std::string path;  // absolute, normalised, symlinks resolved
     PathAccess access;
     Source src;
     Authority by = Authority::profile;  // who granted it (git_worktree: derived by pi-jail)
   };
-  struct PathRule {         // a system path, a mask or a read-only path
+  struct PathRule {  // a system path, a mask or a read-only path
     std::string path;
     Source src;
     bool directory = false;  // written with a trailing "/": a directory even when absent
@@ -60,7 +60,7 @@ public:
     Source src;
   };
   struct EnvPass {
-    std::string name;       // a name, or a NAME* prefix
+    std::string name;  // a name, or a NAME* prefix
     Source src;
   };
 
@@ -154,8 +154,8 @@ private:
 // A request that was not applied, and why.
 struct Refusal {
   Source request;
-  std::string what;    // "write ~/x", "network evil.example", "unsafe_allow_ptrace"
-  std::string reason;  // "outside the write limit", ...
+  std::string what;             // "write ~/x", "network evil.example", "unsafe_allow_ptrace"
+  std::string reason;           // "outside the write limit", ...
   std::optional<Source> limit;  // the limit it exceeds, when there is one
   Authority by = Authority::project;
   std::string str() const;
@@ -227,9 +227,9 @@ struct Context {
 };
 
 struct Resolved {
-  std::optional<Policy> policy;      // absent when errors is not empty
-  std::vector<Refusal> refused;      // project requests (and operator excesses) not applied
-  std::vector<Diagnostic> errors;    // problems that stop the run (exit 125)
+  std::optional<Policy> policy;    // absent when errors is not empty
+  std::vector<Refusal> refused;    // project requests (and operator excesses) not applied
+  std::vector<Diagnostic> errors;  // problems that stop the run (exit 125)
   OnExcess on_excess = OnExcess::warn;
 };
 

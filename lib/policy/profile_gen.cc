@@ -28,8 +28,10 @@ using namespace pj::policy;
 std::string lit(const std::string& s) {
   std::string out = "std::string(\"";
   for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '?') out += static_cast<char>(c);
-    else out += fmt::format("\\{:03o}", c);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '?')
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\{:03o}", c);
   }
   return out + fmt::format("\", {})", s.size());
 }
@@ -115,14 +117,22 @@ std::string emit_layer(const Layer& l, size_t index, std::ostringstream& tables)
   out << "  l.name = file;\n";
   // Every list of entries, then every other field.
   static constexpr std::pair<const char*, std::vector<Entry> Layer::*> kLists[] = {
-      {"system", &Layer::system},         {"read", &Layer::read},
-      {"write", &Layer::write},           {"deny", &Layer::deny},
-      {"read_only", &Layer::read_only},   {"private_dirs", &Layer::private_dirs},
-      {"write_back", &Layer::write_back}, {"sockets", &Layer::sockets},
-      {"net_allow", &Layer::net_allow},   {"net_deny", &Layer::net_deny},
-      {"net_allow_private", &Layer::net_allow_private}, {"publish", &Layer::publish},
-      {"net_presets", &Layer::net_presets}, {"env_pass", &Layer::env_pass},
-      {"cred_pass_through", &Layer::cred_pass_through}, {"cred_allow_minting", &Layer::cred_allow_minting},
+      {"system", &Layer::system},
+      {"read", &Layer::read},
+      {"write", &Layer::write},
+      {"deny", &Layer::deny},
+      {"read_only", &Layer::read_only},
+      {"private_dirs", &Layer::private_dirs},
+      {"write_back", &Layer::write_back},
+      {"sockets", &Layer::sockets},
+      {"net_allow", &Layer::net_allow},
+      {"net_deny", &Layer::net_deny},
+      {"net_allow_private", &Layer::net_allow_private},
+      {"publish", &Layer::publish},
+      {"net_presets", &Layer::net_presets},
+      {"env_pass", &Layer::env_pass},
+      {"cred_pass_through", &Layer::cred_pass_through},
+      {"cred_allow_minting", &Layer::cred_allow_minting},
   };
   for (const auto& [field, member] : kLists)
     out << "  l." << field << " = " << table(tables, fmt::format("k{}_{}", index, field), l.*member, l.name) << ";\n";
@@ -156,7 +166,8 @@ int main(int argc, char** argv) {
       for (const auto& e : loaded.errors) std::fprintf(stderr, "pj-profile-gen: %s\n", e.str().c_str());
       return 1;
     }
-    functions << "Layer layer_" << names.size() << "() {\n" << emit_layer(loaded.layer, names.size(), tables) << "}\n\n";
+    functions << "Layer layer_" << names.size() << "() {\n"
+              << emit_layer(loaded.layer, names.size(), tables) << "}\n\n";
     names.push_back(name);
   }
   std::ostringstream out;
@@ -170,9 +181,11 @@ int main(int argc, char** argv) {
          "  for (std::size_t i = 0; i < n; ++i)\n"
          "    out.push_back({std::string(t[i].text, t[i].size), {file, t[i].line, t[i].column}});\n"
          "  return out;\n}\n\n"
-      << tables.str() << "\n" << functions.str();
+      << tables.str() << "\n"
+      << functions.str();
   out << "}  // namespace\n\nstd::optional<Layer> prebuilt_profile(std::string_view name) {\n";
-  for (size_t i = 0; i < names.size(); ++i) out << "  if (name == \"" << names[i] << "\") return layer_" << i << "();\n";
+  for (size_t i = 0; i < names.size(); ++i)
+    out << "  if (name == \"" << names[i] << "\") return layer_" << i << "();\n";
   out << "  return std::nullopt;\n}\n\n}  // namespace pj::policy\n";
   FILE* f = std::fopen(argv[1], "w");
   if (!f) {

@@ -72,7 +72,7 @@ struct Resolver {
   struct Bounds {
     Bound read{Bounded::paths}, write{Bounded::paths}, network{Bounded::hosts}, env{Bounded::env_names};
   };
-  Bounds system_bounds;   // bound user, command line and project
+  Bounds system_bounds;                       // bound user, command line and project
   std::optional<SizeSetting> system_scratch;  // bounds the user's
   // The system file's resource limits bound every later layer; what is in
   // force (pol.memory_ ...) bounds the project.
@@ -136,8 +136,10 @@ struct Resolver {
     std::string t = std::move(*substituted);
     std::string base = "/";
     if (t.front() != '/') {
-      if (a == Authority::project) base = ctx.workspace;
-      else if (a == Authority::command_line) base = ctx.cwd;
+      if (a == Authority::project)
+        base = ctx.workspace;
+      else if (a == Authority::command_line)
+        base = ctx.cwd;
       else {
         why = "operator paths must be absolute (or start with ~ or ${workspace})";
         return std::nullopt;
@@ -244,9 +246,13 @@ struct Resolver {
   void resource_limits(const Layer& l) {
     if (!l.limits) return;
     const Limits& lim = *l.limits;
-    auto size_ok = [&](const SizeSetting& x, const SizeSetting& b) { return size_within(x.size, b.size, ctx.ram_bytes); };
+    auto size_ok = [&](const SizeSetting& x, const SizeSetting& b) {
+      return size_within(x.size, b.size, ctx.ram_bytes);
+    };
     auto size_str = [](const SizeSetting& x) { return x.size.str(); };
-    auto count_ok = [](const CountSetting& x, const CountSetting& b) { return std::optional<bool>(x.value <= b.value); };
+    auto count_ok = [](const CountSetting& x, const CountSetting& b) {
+      return std::optional<bool>(x.value <= b.value);
+    };
     auto pids_str = [](const CountSetting& x) { return std::to_string(x.value); };
     auto cpus_fmt = [](const CountSetting& x) { return cpus_str(x.value); };
     std::optional<SizeSetting> memory = pol.memory_;
@@ -269,8 +275,10 @@ struct Resolver {
     if (lim.cgroup) {
       pol.cgroups_.clear();
       for (const auto& e : *lim.cgroup) {
-        if (!e.text.starts_with("/")) error(e.src, fmt::format("limits.cgroup \"{}\": must be an absolute path", e.text));
-        else pol.cgroups_.push_back({e.text, e.src});
+        if (!e.text.starts_with("/"))
+          error(e.src, fmt::format("limits.cgroup \"{}\": must be an absolute path", e.text));
+        else
+          pol.cgroups_.push_back({e.text, e.src});
       }
     }
   }
@@ -326,8 +334,10 @@ struct Resolver {
     std::string why;
     auto p = expand(e, l.authority, why);
     if (!p) {
-      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", verb, e.text), why);
-      else error(e.src, fmt::format("{} \"{}\": {}", verb, e.text, why));
+      if (l.authority == Authority::project)
+        refuse(e.src, fmt::format("{} {}", verb, e.text), why);
+      else
+        error(e.src, fmt::format("{} \"{}\": {}", verb, e.text, why));
       return;
     }
     auto real = ctx.realpath(*p);
@@ -343,14 +353,18 @@ struct Resolver {
     if (*real == "/") {
       // The whole host: every user's files, /proc, the host's sockets.
       const std::string whole = *p == "/" ? std::string("this grant covers / (the whole host)")
-                                        : fmt::format("{} resolves to / (the whole host)", *p);
-      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", verb, e.text), whole);
-      else error(e.src, fmt::format("{} \"{}\": {}; name the directories the command needs instead", verb, e.text, whole));
+                                          : fmt::format("{} resolves to / (the whole host)", *p);
+      if (l.authority == Authority::project)
+        refuse(e.src, fmt::format("{} {}", verb, e.text), whole);
+      else
+        error(e.src, fmt::format("{} \"{}\": {}; name the directories the command needs instead", verb, e.text, whole));
       return;
     }
     if (auto why_not = jail_builds_its_own(*real); !why_not.empty()) {
-      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", verb, e.text), why_not);
-      else error(e.src, fmt::format("{} \"{}\": {}", verb, e.text, why_not));
+      if (l.authority == Authority::project)
+        refuse(e.src, fmt::format("{} {}", verb, e.text), why_not);
+      else
+        error(e.src, fmt::format("{} \"{}\": {}", verb, e.text, why_not));
       return;
     }
     std::string shown = *real == *p ? *p : fmt::format("{} (resolves to {})", *p, *real);
@@ -391,8 +405,10 @@ struct Resolver {
     std::string why;
     auto p = expand(e, l.authority, why);
     if (!p) {
-      if (l.authority == Authority::project) refuse(e.src, fmt::format("{} {}", what, e.text), why);
-      else error(e.src, fmt::format("{} \"{}\": {}", what, e.text, why));
+      if (l.authority == Authority::project)
+        refuse(e.src, fmt::format("{} {}", what, e.text), why);
+      else
+        error(e.src, fmt::format("{} \"{}\": {}", what, e.text, why));
       return;
     }
     auto real = resolve_links ? ctx.realpath(*p) : std::nullopt;
@@ -407,8 +423,10 @@ struct Resolver {
     for (const auto& e : l.system) {
       std::string why;
       auto p = expand(e, l.authority, why);
-      if (!p) error(e.src, fmt::format("system \"{}\": {}", e.text, why));
-      else pol.system_.push_back({*p, e.src});
+      if (!p)
+        error(e.src, fmt::format("system \"{}\": {}", e.text, why));
+      else
+        pol.system_.push_back({*p, e.src});
     }
     for (const auto& e : l.deny) path_rule(e, l, pol.denies_, "deny", true);
     for (const auto& e : l.read_only) path_rule(e, l, pol.read_only_, "read_only", false);
@@ -421,7 +439,8 @@ struct Resolver {
     for (const auto& e : l.ssh) {
       if (b && b->network.set && !covered(e, b->network))
         refuse(e.src, fmt::format("ssh {}", e.text), "outside the system operator's network limit");
-      else ssh_host(e);
+      else
+        ssh_host(e);
     }
     pol.cred_hosts_.insert(pol.cred_hosts_.end(), l.cred_bind.begin(), l.cred_bind.end());
     for (const auto& bind : l.cred_bind) plain_binding_allow(bind, b);
@@ -435,13 +454,15 @@ struct Resolver {
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
-      else net_rule(pol.net_allow_, e, allows_private(l, e) ? PrivateRanges::allowed : PrivateRanges::refused);
+      else
+        net_rule(pol.net_allow_, e, allows_private(l, e) ? PrivateRanges::allowed : PrivateRanges::refused);
     }
     for (const auto& e : l.net_deny) net_rule(pol.net_deny_, e);
     for (const auto& e : l.env_pass) {
       if (b && b->env.set && !covered(e, b->env))
         refuse(e.src, fmt::format("env {}", e.text), "outside the system operator's env limit");
-      else pol.env_pass_.push_back({e.text, e.src});
+      else
+        pol.env_pass_.push_back({e.text, e.src});
     }
     for (const auto& s : l.env_set) pol.env_set_.push_back(s);
     if (l.landlock) {
@@ -476,8 +497,8 @@ struct Resolver {
       if (!bind.host.text.starts_with("http://")) continue;
       auto p = parse_net_pattern(bind.host.text.substr(7));
       if (!p) continue;  // the loader checked it
-      const std::string what = fmt::format("credentials.bind.{} \"{}\" cannot be honoured", bind.credential,
-                                           bind.host.text);
+      const std::string what =
+          fmt::format("credentials.bind.{} \"{}\" cannot be honoured", bind.credential, bind.host.text);
       for (const auto& d : pol.net_deny_)
         if (net_covers(d.pattern, *p))
           error(bind.host.src, fmt::format("{}: the deny rule \"{}\" ({}) keeps the jail from reaching it", what,
@@ -487,7 +508,8 @@ struct Resolver {
         auto o = parse_net_pattern(other.host.text);
         if (o && o->port == p->port && net::is_loopback_host(o->host))
           error(bind.host.src, fmt::format("{}: {} binds port {} for TLS ({}); write http:// there too, or use "
-                                           "another port", what, other.credential, p->port, other.host.src.str()));
+                                           "another port",
+                                           what, other.credential, p->port, other.host.src.str()));
       }
     }
   }
@@ -524,7 +546,8 @@ struct Resolver {
                b.network.entries.empty() ? std::nullopt : std::optional<Source>(b.network.entries.front().src));
       else if (deny)
         refuse(e.src, fmt::format("network {}", e.text), "an operator's deny covers it", deny->src);
-      else net_rule(pol.net_allow_, e);
+      else
+        net_rule(pol.net_allow_, e);
     }
     for (const auto& e : l.net_deny) {
       // A project narrows: its deny wins over the operators' allows it
@@ -534,13 +557,16 @@ struct Resolver {
       net_rule(pol.net_deny_, e);
     }
     for (const auto& e : l.env_pass) {
-      if (!covered(e, b.env)) refuse(e.src, fmt::format("env {}", e.text), "outside the env limit");
-      else pol.env_pass_.push_back({e.text, e.src});
+      if (!covered(e, b.env))
+        refuse(e.src, fmt::format("env {}", e.text), "outside the env limit");
+      else
+        pol.env_pass_.push_back({e.text, e.src});
     }
     for (const auto& s : l.env_set) {
       if (!covered(Entry{s.name, s.src}, b.env))
         refuse(s.src, fmt::format("env.set {}", s.name), "outside the env limit");
-      else pol.env_set_.push_back(s);
+      else
+        pol.env_set_.push_back(s);
     }
     if (l.limits) {
       // A project may lower the resource limits (resource_limits); it
@@ -589,8 +615,7 @@ struct Resolver {
       }
     }
     if (l.on_excess) refuse(l.on_excess->src, "[policy] on_excess", "set by operators, not by projects");
-    if (l.compile_cache)
-      refuse(l.compile_cache->src, "[runtime] compile_cache", "set by operators, not by projects");
+    if (l.compile_cache) refuse(l.compile_cache->src, "[runtime] compile_cache", "set by operators, not by projects");
     if (l.home_persist) refuse(l.home_persist->src, "[home] persist", "set by operators, not by projects");
   }
 
@@ -603,7 +628,8 @@ struct Resolver {
     if (e.text.starts_with("$") && !e.text.starts_with("${")) {
       size_t end = e.text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", 1);
       env = e.text.substr(1, end == std::string::npos ? std::string::npos : end - 1);
-      if (env.empty()) return error(e.src, fmt::format("sockets \"{}\": $ must be followed by a variable name", e.text));
+      if (env.empty())
+        return error(e.src, fmt::format("sockets \"{}\": $ must be followed by a variable name", e.text));
       auto value = ctx.getenv ? ctx.getenv(env) : std::nullopt;
       if (!value || value->empty())
         return refuse(e.src, "sockets " + e.text, fmt::format("${} is not set in pi-jail's environment", env));
@@ -612,7 +638,7 @@ struct Resolver {
     }
     std::string why;
     auto p = x.text.front() == '/' || x.text.front() == '~' || x.text.starts_with("${") ? expand(x, l.authority, why)
-                                                                                          : std::nullopt;
+                                                                                        : std::nullopt;
     if (!p) {
       if (why.empty()) why = "a socket path must be absolute";
       return error(e.src, fmt::format("sockets \"{}\" ({}): {}", e.text, x.text, why));
@@ -634,8 +660,8 @@ struct Resolver {
     if (!p) return error(e.src, fmt::format("publish \"{}\": {}", e.text, why));
     for (const auto& other : pol.publish_)
       if (other.spec.host_port == p->host_port && other.spec.host_addr == p->host_addr)
-        return error(e.src, fmt::format("publish \"{}\": host port {} is already published by {}", e.text,
-                                        p->host_port, other.src.str()));
+        return error(e.src, fmt::format("publish \"{}\": host port {} is already published by {}", e.text, p->host_port,
+                                        other.src.str()));
     pol.publish_.push_back({*p, e.src});
   }
 
@@ -664,8 +690,7 @@ struct Resolver {
     std::string real_dir = ctx.realpath(dir).value_or(dir);
     bool in_private = std::any_of(pol.private_dirs_.begin(), pol.private_dirs_.end(),
                                   [&](const Policy::PathRule& d) { return d.path == real_dir; });
-    if (!in_private)
-      return error(e.src, fmt::format("write_back \"{}\": not directly in a private directory", e.text));
+    if (!in_private) return error(e.src, fmt::format("write_back \"{}\": not directly in a private directory", e.text));
     pol.write_back_.push_back({real_dir + "/" + name, e.src, false});
   }
 
@@ -684,8 +709,9 @@ struct Resolver {
       if (path_within(w.common_dir, d.path)) return refuse(src, what, "it is denied", d.src);
     if (system_bounds.write.set && !covering(w.common_dir, system_bounds.write))
       return refuse(src, what, "it is outside the operators' write limit",
-                    system_bounds.write.entries.empty() ? std::nullopt
-                                                        : std::optional<Source>(system_bounds.write.entries.front().src));
+                    system_bounds.write.entries.empty()
+                        ? std::nullopt
+                        : std::optional<Source>(system_bounds.write.entries.front().src));
     pol.grants_.push_back({w.common_dir, PathAccess::read_write, src, Authority::git_worktree});
     // Other worktrees' git dirs are kept read-only (their commondir would
     // send the host's git in that worktree to a repository the jail
@@ -699,9 +725,9 @@ struct Resolver {
     keep(w.common_dir + "/worktrees", true);         // the other worktrees' pointers and config
     keep(w.common_dir + "/modules", true);           // submodules' own config and hooks
     keep(w.git_dir + "/commondir", false);
-    keep(w.git_dir + "/gitdir", false);              // the back-link git checks
+    keep(w.git_dir + "/gitdir", false);  // the back-link git checks
     keep(w.git_dir + "/config.worktree", false);
-    keep(w.dot_git, false);                          // the pointer itself
+    keep(w.dot_git, false);  // the pointer itself
   }
 
   // A directory the caller places (Context::placed, PlacedDir): what the
@@ -723,10 +749,9 @@ struct Resolver {
         if (!by && path_within(r.path, dir)) by = &r.src;
     if (!by || covering(dir, system_bounds.write)) return;
     const Bound& wb = system_bounds.write;
-    error(*by, fmt::format("{} {} ({}) is outside the system operator's write limit{}; {}", placed.what, dir,
-                           placed.chosen_by,
-                           wb.entries.empty() ? "" : fmt::format(" (limit: {})", wb.entries.front().src.str()),
-                           placed.fix));
+    error(*by, fmt::format(
+                   "{} {} ({}) is outside the system operator's write limit{}; {}", placed.what, dir, placed.chosen_by,
+                   wb.entries.empty() ? "" : fmt::format(" (limit: {})", wb.entries.front().src.str()), placed.fix));
   }
 
   // What the program needs (Context::program): derived by pi-jail, so it
@@ -812,7 +837,7 @@ struct Resolver {
         }
         case Authority::command_line: operator_layer(l); break;
         case Authority::project: project_layer(l); break;
-        case Authority::git_worktree:  // not a layer: see worktree_grant()
+        case Authority::git_worktree:    // not a layer: see worktree_grant()
         case Authority::program: break;  // not a layer: see program_grant()
       }
     }

@@ -126,8 +126,7 @@ bool is_node_program(const Program& p) {
   if (p.interpreter.empty()) return false;
   const std::string name = base_name(p.interpreter);
   return name == "node" || name == "nodejs" ||
-         (name.starts_with("node") && name.size() > 4 &&
-          name.find_first_not_of("0123456789.", 4) == std::string::npos);
+         (name.starts_with("node") && name.size() > 4 && name.find_first_not_of("0123456789.", 4) == std::string::npos);
 }
 
 std::string package_json_of(const std::string& script) {
@@ -197,8 +196,8 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
   struct stat hst;
   if (::fstat(home_fd->get(), &hst) != 0) return Error::from_errno(fmt::format("stat {}", home_real), errno);
   if ((hst.st_uid != ::geteuid() && hst.st_uid != 0) || ((hst.st_mode & 022) && !(hst.st_mode & S_ISVTX)))
-    return Error::invalid(fmt::format("{} (uid {}, mode {:04o}) can be changed by others", home_real, hst.st_uid,
-                                      hst.st_mode & 07777));
+    return Error::invalid(
+        fmt::format("{} (uid {}, mode {:04o}) can be changed by others", home_real, hst.st_uid, hst.st_mode & 07777));
   const std::string tool_shown = (home_real == "/" ? "" : home_real) + "/pi-jail";
   auto tool = own_dir_at(home_fd->get(), "pi-jail", tool_shown, true);
   if (!tool) return tool.take_error();

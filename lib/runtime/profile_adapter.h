@@ -25,8 +25,8 @@ enum class Preparing { explain, jailed_run, unsandboxed_run };
 // What an adapter is told of the run being prepared.
 struct Preparation {
   Preparing preparing = Preparing::explain;
-  std::string home_real = {};  // $HOME resolved (guards compare resolved paths)
-  std::string path_env = {};   // the caller's $PATH
+  std::string home_real = {};          // $HOME resolved (guards compare resolved paths)
+  std::string path_env = {};           // the caller's $PATH
   std::vector<std::string> argv = {};  // run: the command as given
   // Run: the program found (runtime::discover()); nullptr when it was not.
   const Program* program = nullptr;

@@ -36,8 +36,8 @@ std::string real(const std::string& p) {
 // shell says "Permission denied", 126).
 std::optional<std::string> search_path(const std::string& name, const Lookup& lk, bool& unexecutable) {
   unexecutable = false;
-  std::string_view dirs = lk.path_env.empty() ? std::string_view("/usr/local/bin:/usr/bin:/bin")
-                                             : std::string_view(lk.path_env);
+  std::string_view dirs =
+      lk.path_env.empty() ? std::string_view("/usr/local/bin:/usr/bin:/bin") : std::string_view(lk.path_env);
   while (true) {
     size_t colon = dirs.find(':');
     std::string dir(dirs.substr(0, colon));
@@ -146,8 +146,8 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk) {
       // exists but cannot be executed (EACCES) 126.
       struct stat st;
       const bool exists = ::stat(p.interpreter.c_str(), &st) == 0;
-      return Error::invalid(fmt::format("{}: its interpreter {} ({}) is not an executable file", name, p.interpreter,
-                                        first))
+      return Error::invalid(
+                 fmt::format("{}: its interpreter {} ({}) is not an executable file", name, p.interpreter, first))
           .with_exit(exists ? Exit::not_executable : Exit::not_found);
     }
     p.needs.push_back({installation_of(p.interpreter, lk), why});

@@ -17,21 +17,21 @@ struct Need {
 };
 
 struct Program {
-  std::string exec_path;     // the resolved file that will be executed
-  std::string interpreter;   // resolved #! interpreter, or empty
+  std::string exec_path;    // the resolved file that will be executed
+  std::string interpreter;  // resolved #! interpreter, or empty
   // For `#!/usr/bin/env NAME`: the directory of the NAME found, resolved
   // (its installation is among `needs`). It comes first on PATH inside, so
   // the script's own `env NAME` and its children's find the same program
   // even when the caller reached it through a symlink the jail cannot see
   // (a bin/node link to a Node other than /usr/bin/node).
   std::string path_first;
-  std::vector<Need> needs;   // read-only paths running it needs
+  std::vector<Need> needs;  // read-only paths running it needs
 };
 
 struct Lookup {
   std::string path_env;  // the caller's PATH
   std::string cwd;
-  std::string home;      // never granted as a whole
+  std::string home;  // never granted as a whole
 };
 
 // `name` as typed. An error says which exit status applies, as the

@@ -48,8 +48,8 @@ std::string symlink_at_protected_path(const PathRule& r) {
          "), which needs the real file or directory there: replace the link with what it points to, or remove it";
 }
 
-std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
-                                  const std::optional<ProxyEndpoints>& proxy, std::string_view ca_bundle) {
+std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir, const std::optional<ProxyEndpoints>& proxy,
+                                  std::string_view ca_bundle) {
   std::map<std::string, std::string> env;
   for (const auto& kv : r.host_env) {
     auto eq = kv.find('=');
@@ -71,9 +71,9 @@ std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
     const std::string http = "http://" + proxy->host + ":" + std::to_string(proxy->http_port);
     const std::string socks = "socks5h://" + proxy->host + ":" + std::to_string(proxy->socks_port);
     const std::string no_proxy = "localhost,127.0.0.1,::1";
-    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy",
-                             "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
-                             "GLOBAL_AGENT_HTTP_PROXY", "GLOBAL_AGENT_HTTPS_PROXY"})
+    for (const char* name :
+         {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy", "npm_config_https_proxy",
+          "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY", "GLOBAL_AGENT_HTTP_PROXY", "GLOBAL_AGENT_HTTPS_PROXY"})
       env[name] = http;
     env["ALL_PROXY"] = env["all_proxy"] = socks;
     env["NO_PROXY"] = env["no_proxy"] = env["npm_config_noproxy"] = env["GLOBAL_AGENT_NO_PROXY"] = no_proxy;

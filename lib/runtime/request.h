@@ -27,7 +27,7 @@ enum class Node { directory, file };
 struct PathGrant {
   std::string path;  // absolute, normalised
   Access access;
-  std::string why;   // "--allow-read", "workspace", ...
+  std::string why;  // "--allow-read", "workspace", ...
 };
 
 // A path with a meaning given by the list it is in (system, mask,
@@ -47,7 +47,7 @@ struct PrivateView {
   std::string path;     // the host directory, resolved
   std::string staging;  // what the jail sees and writes at `path`
   std::string why;
-  std::vector<std::string> shown;  // absolute host paths directly in `path`
+  std::vector<std::string> shown;                          // absolute host paths directly in `path`
   std::vector<std::pair<std::string, std::string>> links;  // path -> link target
 };
 
@@ -57,10 +57,10 @@ struct Limits {
   std::string memory_src;
   std::uint64_t pids = policy::kDefaultPids;
   std::string pids_src = "default";
-  std::optional<std::uint64_t> millicpus;    // nullopt: none
+  std::optional<std::uint64_t> millicpus;  // nullopt: none
   std::string cpus_src;
-  std::vector<std::string> cgroups;          // delegated by operators
-  std::string scratch_src = "default";       // of Request::scratch
+  std::vector<std::string> cgroups;     // delegated by operators
+  std::string scratch_src = "default";  // of Request::scratch
 };
 
 // The loopback address of one family: where the jail's own listeners
@@ -86,10 +86,10 @@ struct Request {
   std::string home_source;
   uid_t uid = 0;
   gid_t gid = 0;
-  std::vector<PathRule> system;     // read-only when present; symlinks kept
-  std::vector<PathGrant> grants;    // beyond the workspace
-  std::vector<PathRule> denies;     // masked
-  std::vector<PathRule> read_only;  // read-only even under a writable grant
+  std::vector<PathRule> system;        // read-only when present; symlinks kept
+  std::vector<PathGrant> grants;       // beyond the workspace
+  std::vector<PathRule> denies;        // masked
+  std::vector<PathRule> read_only;     // read-only even under a writable grant
   std::vector<PathRule> private_dirs;  // the run's own copy (policy.h)
   std::vector<PathRule> write_back;    // merged back from a private dir
   // Host unix sockets bound at the same path inside (operator grants);
@@ -152,8 +152,8 @@ struct Request {
 // The distribution bundle paths the run's bundle is mounted over, and the
 // variables that name it (Node, OpenSSL, Python requests, curl, git, Deno).
 inline constexpr std::string_view kCaBundlePaths[] = {"/etc/ssl/certs/ca-certificates.crt",
-                                                       "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
-inline constexpr std::string_view kCaBundleVariables[] = {"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                                      "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"};
+inline constexpr std::string_view kCaBundleVariables[] = {"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE",  "REQUESTS_CA_BUNDLE",
                                                           "CURL_CA_BUNDLE",      "GIT_SSL_CAINFO", "DENO_CERT"};
 
 // The resolved policy's lists into `r` (system, grants, masks, read-only
@@ -177,7 +177,7 @@ struct ProxyEndpoints {
 // TMPDIR, PI_JAIL=1 and, with a network filter, every client library's
 // proxy variables, and with `ca_bundle` (the bundle's path as the jail
 // sees it) kCaBundleVariables). Sorted by name.
-std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir,
-                                  const std::optional<ProxyEndpoints>& proxy, std::string_view ca_bundle = {});
+std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir, const std::optional<ProxyEndpoints>& proxy,
+                                  std::string_view ca_bundle = {});
 
 }  // namespace pj::runtime

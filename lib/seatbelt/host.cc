@@ -63,8 +63,7 @@ Check check_profile_accepted(const std::string& sandbox_exec) {
   spec.cwd = "/";
   const std::string name = "the base profile";
   auto started = Sandboxed::start(spec, LaunchOptions{sandbox_exec, -1});
-  if (!started)
-    return {name, Check::State::missing, started.error().message(), "reinstall pi-jail, or report a bug"};
+  if (!started) return {name, Check::State::missing, started.error().message(), "reinstall pi-jail, or report a bug"};
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
     auto status = started->poll_exit();

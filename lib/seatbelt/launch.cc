@@ -35,7 +35,7 @@ constexpr char kFailed = 'F', kRunning = 'R', kStopped = 'S';
 // Between fork and exec: async-signal-safe calls only; a failure is the
 // errno written to `report` (close-on-exec: EOF means exec happened).
 [[noreturn]] void run_command(char* const* argv, char* const* envp, const char* cwd, int tty, unsigned tty_fds,
-                          int report) {
+                              int report) {
   auto fail = [&](int err) {
     ssize_t w = ::write(report, &err, sizeof err);
     (void)w;
@@ -84,8 +84,7 @@ void send(int fd, char kind, int value) {
 // would end it early (a command that moved into its process group gets
 // them from pi-jail by pid as well). macOS has no PID namespace and no
 // init: this is it. Async-signal-safe calls only.
-[[noreturn]] void keeper(char* const* argv, char* const* envp, const char* cwd, int tty, unsigned tty_fds,
-                         int report) {
+[[noreturn]] void keeper(char* const* argv, char* const* envp, const char* cwd, int tty, unsigned tty_fds, int report) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

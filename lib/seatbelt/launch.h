@@ -26,8 +26,8 @@ inline constexpr const char* kSandboxExec = "/usr/bin/sandbox-exec";
 
 struct LaunchOptions {
   std::string sandbox_exec = kSandboxExec;  // tests substitute a stand-in
-  int tty = -1;  // the PTY's terminal side (the controlling terminal), or -1
-  unsigned tty_fds = 7;  // which of fds 0-2 (bit N: fd N) become `tty`; the rest are inherited
+  int tty = -1;                             // the PTY's terminal side (the controlling terminal), or -1
+  unsigned tty_fds = 7;                     // which of fds 0-2 (bit N: fd N) become `tty`; the rest are inherited
 };
 
 // A running sandboxed command; owns the process (killed with its group,
@@ -38,7 +38,10 @@ class Sandboxed {
 public:
   static util::Result<Sandboxed> start(const SeatbeltSpec& spec, const LaunchOptions& opts);
   Sandboxed(Sandboxed&& o) noexcept
-      : pid_(o.pid_), command_(o.command_), records_(std::move(o.records_)), status_(o.status_),
+      : pid_(o.pid_),
+        command_(o.command_),
+        records_(std::move(o.records_)),
+        status_(o.status_),
         stop_signal_(o.stop_signal_) {
     o.pid_ = -1;
   }

@@ -66,7 +66,7 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
 // private directories (read-only: the run's own copy is Linux only) and
 // the program, each where it really is. A missing one is a problem.
 struct OwnPlaces {
-  std::vector<view::Place> places;  // `backend`: the index here
+  std::vector<view::Place> places;              // `backend`: the index here
   size_t private_begin = 0, program_begin = 0;  // TMPDIR, private dirs, program
 };
 
@@ -77,9 +77,9 @@ OwnPlaces own_places(const PlanInput& in, const Facts& facts, std::vector<std::s
   auto add = [&](const std::string& path, Access access, const std::string& why) {
     const PathFact& f = fact(facts, path);
     if (!present(f)) {
-      problems.push_back(fmt::format("{} {}: {}", why, path,
-                                     f.kind == PathFact::Kind::absent ? "no such file or directory"
-                                                                      : "not a file or directory"));
+      problems.push_back(
+          fmt::format("{} {}: {}", why, path,
+                      f.kind == PathFact::Kind::absent ? "no such file or directory" : "not a file or directory"));
       return;
     }
     view::Place p;
@@ -166,7 +166,8 @@ void write_file_rules(Writer& w, const std::vector<Root>& roots, const std::vect
       ancestors.insert(p);
   if (!ancestors.empty()) {
     std::vector<std::string> lits;
-    for (const auto& a : ancestors) lits.push_back(w.ref("literal", w.param("PARENT", a, "a parent of a readable path")));
+    for (const auto& a : ancestors)
+      lits.push_back(w.ref("literal", w.param("PARENT", a, "a parent of a readable path")));
     w.line("(allow file-read-metadata\n  " + join(lits, "\n  ") + ")");
   }
 
@@ -298,8 +299,8 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
   for (int port : {in.http_port, in.socks_port})
     if (port < 1 || port > 65535) problems.push_back(fmt::format("network filter port {} is out of range", port));
   for (const auto& [addr, port] : r.forwards)
-    if (port < 1 || port > 65535) problems.push_back(
-          fmt::format("forward {}:{}: port out of range", runtime::loopback_address(addr), port));
+    if (port < 1 || port > 65535)
+      problems.push_back(fmt::format("forward {}:{}: port out of range", runtime::loopback_address(addr), port));
   if (!problems.empty()) return Error::invalid(join(problems, "; "));
 
   Writer w;
@@ -325,7 +326,8 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
 
   spec.exec_path = r.exec_path;
   spec.argv = r.argv;
-  spec.env = runtime::jail_env(r, in.tmpdir, runtime::ProxyEndpoints{"127.0.0.1", in.http_port, in.socks_port}, r.ca_bundle);
+  spec.env =
+      runtime::jail_env(r, in.tmpdir, runtime::ProxyEndpoints{"127.0.0.1", in.http_port, in.socks_port}, r.ca_bundle);
   const PathFact& cwd = fact(facts, r.cwd);
   bool cwd_readable = std::any_of(roots.begin(), roots.end(), [&](const Root& root) {
     return root.directory && util::path_within(cwd.resolved, root.path);

@@ -12,16 +12,17 @@ using util::Error;
 
 const std::vector<std::string_view>& known_operations() {
   static const std::vector<std::string_view> ops = {
-      "default", "process-fork", "process-exec", "signal", "process-info*", "sysctl-read", "mach-host*",
-      "user-preference-read", "mach-lookup", "file-read*", "file-read-data", "file-read-metadata", "file-write*",
-      "file-write-data", "file-ioctl", "pseudo-tty", "network-outbound"};
+      "default",     "process-fork",         "process-exec", "signal",     "process-info*",   "sysctl-read",
+      "mach-host*",  "user-preference-read", "mach-lookup",  "file-read*", "file-read-data",  "file-read-metadata",
+      "file-write*", "file-write-data",      "file-ioctl",   "pseudo-tty", "network-outbound"};
   return ops;
 }
 
 const std::vector<std::string_view>& known_filters() {
-  static const std::vector<std::string_view> filters = {
-      "subpath", "literal", "regex", "require-all", "require-any", "require-not", "target", "sysctl-name",
-      "sysctl-name-prefix", "global-name", "extension", "remote"};
+  static const std::vector<std::string_view> filters = {"subpath",     "literal",     "regex",
+                                                        "require-all", "require-any", "require-not",
+                                                        "target",      "sysctl-name", "sysctl-name-prefix",
+                                                        "global-name", "extension",   "remote"};
   return filters;
 }
 
@@ -121,9 +122,10 @@ private:
     size_t start = i_;
     while (i_ < t_.size() && symbol_char(t_[i_])) ++i_;
     e.text = std::string(t_.substr(start, i_ - start));
-    e.kind = std::all_of(e.text.begin(), e.text.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })
-                 ? Expr::Kind::number
-                 : Expr::Kind::symbol;
+    e.kind =
+        std::all_of(e.text.begin(), e.text.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })
+            ? Expr::Kind::number
+            : Expr::Kind::symbol;
     return e;
   }
 
@@ -167,7 +169,8 @@ struct Checker {
         if (auto st = filter(e.items[i]); !st) return st;
       return {};
     }
-    if (n != (f == "remote" ? 2U : 1U)) return fail(e, fmt::format("({} ...) takes {} argument(s)", f, f == "remote" ? 2 : 1));
+    if (n != (f == "remote" ? 2U : 1U))
+      return fail(e, fmt::format("({} ...) takes {} argument(s)", f, f == "remote" ? 2 : 1));
     const Expr& arg = e.items.back();
     if (f == "subpath" || f == "literal") return path_arg(arg);
     if (f == "regex") return arg.kind == Expr::Kind::regex ? util::Status{} : fail(e, "regex takes #\"...\"");

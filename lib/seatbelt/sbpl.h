@@ -15,7 +15,7 @@ namespace pj::seatbelt {
 struct Expr {
   enum class Kind { list, symbol, string, regex, number };
   Kind kind = Kind::symbol;
-  std::string text;        // symbol name, string or regex contents (unescaped), number
+  std::string text;         // symbol name, string or regex contents (unescaped), number
   std::vector<Expr> items;  // list elements
   int line = 0;
 };

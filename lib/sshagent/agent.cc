@@ -23,10 +23,15 @@ std::string_view message_name(std::uint8_t type) {
   switch (type) {
     case 1: return "list identities (protocol 1)";
     case 3: return "sign (protocol 1)";
-    case 7: case 17: case 25: return "add a key";
-    case 8: case 18: return "remove a key";
-    case 9: case 19: return "remove all keys";
-    case 20: case 26: return "add a smartcard key";
+    case 7:
+    case 17:
+    case 25: return "add a key";
+    case 8:
+    case 18: return "remove a key";
+    case 9:
+    case 19: return "remove all keys";
+    case 20:
+    case 26: return "add a smartcard key";
     case 21: return "remove a smartcard key";
     case 22: return "lock the agent";
     case 23: return "unlock the agent";
@@ -80,8 +85,7 @@ Judgement Session::judge(std::string_view body) {
     case kRequestIdentities:
       if (!rest.empty()) return refused("a malformed identity listing");
       return {Action::forward, {}};
-    case kSignRequest:
-      return sign(rest);
+    case kSignRequest: return sign(rest);
     case kExtension: {
       WireReader r(rest);
       std::string_view name = r.string();
@@ -112,10 +116,10 @@ Judgement Session::bind(std::string_view rest) {
   if (binds_ >= kMaxBinds) return refuse(fmt::format("more than {} session binds on one connection", kMaxBinds));
   if (!allowed_host_key(host_key)) {
     std::string type = key_type(host_key);
-    return refuse(fmt::format("a session bind to a host key ({}) of no allowed host", type.empty() ? "unknown type" : type));
+    return refuse(
+        fmt::format("a session bind to a host key ({}) of no allowed host", type.empty() ? "unknown type" : type));
   }
-  if (!verify_signature(host_key, sid, signature))
-    return refuse("a session bind whose host signature does not verify");
+  if (!verify_signature(host_key, sid, signature)) return refuse("a session bind whose host signature does not verify");
   ++binds_;
   bound_.assign(sid);
   bound_host_key_.assign(host_key);

@@ -54,9 +54,9 @@ FrameLength frame_length(std::string_view buffered);
 
 // What the proxy does with one message from the jail.
 enum class Action {
-  forward,              // pass it to the user's agent, its answer back
-  forward_then_success, // pass it on (the agent may keep the bind too), answer success whatever it says
-  refuse,               // answer SSH_AGENT_FAILURE; `refusal` says why
+  forward,               // pass it to the user's agent, its answer back
+  forward_then_success,  // pass it on (the agent may keep the bind too), answer success whatever it says
+  refuse,                // answer SSH_AGENT_FAILURE; `refusal` says why
 };
 struct Judgement {
   Action action = Action::refuse;

@@ -20,9 +20,10 @@ std::string jail_config_text(const std::vector<Target>& targets) {
       "# network filter, checked against their keys from the user's known_hosts; logins are signed by\n"
       "# pi-jail's agent proxy ($SSH_AUTH_SOCK), for those hosts only.\n";
   for (const auto& t : targets)
-    out += fmt::format("Host {}\n  HostName 127.0.0.1\n  Port {}\n  HostKeyAlias {}\n  CheckHostIP no\n"
-                       "  ProxyCommand none\n",
-                       t.host, t.jail_port, known_name(t));
+    out += fmt::format(
+        "Host {}\n  HostName 127.0.0.1\n  Port {}\n  HostKeyAlias {}\n  CheckHostIP no\n"
+        "  ProxyCommand none\n",
+        t.host, t.jail_port, known_name(t));
   out += fmt::format(
       "Host *\n  StrictHostKeyChecking yes\n  UserKnownHostsFile {}\n  GlobalKnownHostsFile /dev/null\n"
       "  UpdateHostKeys no\n  ForwardAgent no\n  IdentityAgent {}\n"
@@ -40,9 +41,10 @@ util::Result<std::string> jail_known_hosts(std::string_view text, const std::str
     auto keys = find_host_keys(text, t.host, t.port);
     if (keys.empty()) {
       const std::string port = t.port == 22 ? "" : fmt::format("-p {} ", t.port);
-      missing += fmt::format("\n  {} ({}): no key in {}; add it outside the jail, after checking its fingerprint "
-                             "with the host's owner: ssh-keyscan {}{} >> {} (or connect once: ssh {}{})",
-                             known_name(t), t.why, path, port, t.host, path, port, t.host);
+      missing += fmt::format(
+          "\n  {} ({}): no key in {}; add it outside the jail, after checking its fingerprint "
+          "with the host's owner: ssh-keyscan {}{} >> {} (or connect once: ssh {}{})",
+          known_name(t), t.why, path, port, t.host, path, port, t.host);
       continue;
     }
     out += known_hosts_text(known_name(t), keys);

@@ -25,10 +25,14 @@ std::string lower(std::string_view s) {
 bool glob(std::string_view pat, std::string_view s) {
   size_t p = 0, i = 0, star = std::string_view::npos, back = 0;
   while (i < s.size()) {
-    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[i])) ++p, ++i;
-    else if (p < pat.size() && pat[p] == '*') star = p++, back = i;
-    else if (star != std::string_view::npos) p = star + 1, i = ++back;
-    else return false;
+    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[i]))
+      ++p, ++i;
+    else if (p < pat.size() && pat[p] == '*')
+      star = p++, back = i;
+    else if (star != std::string_view::npos)
+      p = star + 1, i = ++back;
+    else
+      return false;
   }
   while (p < pat.size() && pat[p] == '*') ++p;
   return p == pat.size();
@@ -44,11 +48,12 @@ bool hashed_match(std::string_view pattern, std::string_view name) {
   if (!salt || !hash || salt->size() != 20 || hash->size() != 20) return false;
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (!HMAC(EVP_sha1(), salt->data(), static_cast<int>(salt->size()), reinterpret_cast<const unsigned char*>(name.data()),
-            name.size(), mac, &len) ||
+  if (!HMAC(EVP_sha1(), salt->data(), static_cast<int>(salt->size()),
+            reinterpret_cast<const unsigned char*>(name.data()), name.size(), mac, &len) ||
       len != 20)
     return false;
-  return std::equal(hash->begin(), hash->end(), mac, [](char a, unsigned char b) { return static_cast<unsigned char>(a) == b; });
+  return std::equal(hash->begin(), hash->end(), mac,
+                    [](char a, unsigned char b) { return static_cast<unsigned char>(a) == b; });
 }
 
 // Whether a line's host field names `name`: a hashed entry is one name; a

@@ -110,7 +110,8 @@ AgentProxy::~AgentProxy() { (void)stop(); }
 
 util::Status AgentProxy::start() {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return util::Error::from_errno("the SSH agent proxy's wake-up pipe", errno);
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+    return util::Error::from_errno("the SSH agent proxy's wake-up pipe", errno);
   wake_read_.reset(p[0]);
   wake_write_.reset(p[1]);
   thread_ = std::thread([this] { serve(); });
@@ -125,15 +126,18 @@ std::vector<std::string> AgentProxy::stop() {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;
   for (const auto& [why, count] : refusals_)
-    out.push_back(fmt::format("ssh agent: refused {}{}", util::printable(why), count > 1 ? fmt::format(" ({}x)", count) : ""));
+    out.push_back(
+        fmt::format("ssh agent: refused {}{}", util::printable(why), count > 1 ? fmt::format(" ({}x)", count) : ""));
   refusals_.clear();
   return out;
 }
 
 void AgentProxy::refused(const std::string& why) {
   std::lock_guard lock(mu_);
-  if (refusals_.size() >= kMaxReasons && !refusals_.count(why)) ++refusals_["(more requests of other kinds)"];
-  else ++refusals_[why];
+  if (refusals_.size() >= kMaxReasons && !refusals_.count(why))
+    ++refusals_["(more requests of other kinds)"];
+  else
+    ++refusals_[why];
 }
 
 void AgentProxy::serve() {

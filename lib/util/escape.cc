@@ -56,8 +56,10 @@ std::string printable(std::string_view bytes) {
       continue;
     }
     std::string escaped = control_escape(c->code);
-    if (escaped.empty()) out.append(bytes.substr(at, c->length));
-    else out += escaped;
+    if (escaped.empty())
+      out.append(bytes.substr(at, c->length));
+    else
+      out += escaped;
     at += c->length;
   }
   return out;

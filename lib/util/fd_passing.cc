@@ -50,8 +50,10 @@ ssize_t receive_fds(int sock, void* data, size_t size, int* fds, size_t* count, 
     for (size_t i = 0; i < in_header; ++i) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
-      if (*count < kMaxPassedFds) fds[(*count)++] = fd;
-      else ::close(fd);
+      if (*count < kMaxPassedFds)
+        fds[(*count)++] = fd;
+      else
+        ::close(fd);
     }
   }
   if (msg.msg_flags & MSG_CTRUNC) {

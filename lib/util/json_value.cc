@@ -339,8 +339,7 @@ private:
   static std::optional<size_t> duplicate(const Object& members) {
     std::vector<size_t> order(members.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return members[a].key < members[b].key; });
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return members[a].key < members[b].key; });
     for (size_t i = 1; i < order.size(); ++i)
       if (members[order[i]].key == members[order[i - 1]].key) return order[i];
     return std::nullopt;

@@ -10,7 +10,7 @@ namespace pj::util {
 namespace {
 Verbosity g_verbosity = Verbosity::normal;
 int g_stdout_errno = 0;  // the first failed write to stdout
-}
+}  // namespace
 
 void set_verbosity(Verbosity v) { g_verbosity = v; }
 Verbosity verbosity() { return g_verbosity; }
@@ -33,8 +33,8 @@ std::string printable_lines(std::string_view text) {
 
 void emit(std::string_view level, std::string_view text) {
   std::string shown = printable_lines(text);
-  std::string line = level.empty() ? fmt::format("pi-jail: {}\n", shown)
-                                   : fmt::format("pi-jail: {}: {}\n", level, shown);
+  std::string line =
+      level.empty() ? fmt::format("pi-jail: {}\n", shown) : fmt::format("pi-jail: {}: {}\n", level, shown);
   // Nothing is left to tell a failure on stderr to: it is not checked.
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);

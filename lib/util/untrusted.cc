@@ -55,9 +55,10 @@ const char* kind_words(mode_t mode) {
 
 // "PATH is a FIFO", with the fix.
 Error not_regular_output(const std::string& path, mode_t mode) {
-  return Error::invalid(fmt::format("{} is {}; only a regular file is written to: give the path of one, or of none "
-                                    "to have it created",
-                                    path, kind_words(mode)));
+  return Error::invalid(
+      fmt::format("{} is {}; only a regular file is written to: give the path of one, or of none "
+                  "to have it created",
+                  path, kind_words(mode)));
 }
 
 // The error for an open(2) of `path` that failed with `err`: when
@@ -271,8 +272,9 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
   if (::fstat(fd.get(), &st) != 0) return Error::from_errno(fmt::format("stat {}", shown), errno);
   if (!S_ISREG(st.st_mode))
     return Error::invalid(fmt::format("read {}: not a regular file ({})", shown,
-                                      S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
-                                                                                            : "a device or socket"));
+                                      S_ISFIFO(st.st_mode)  ? "a FIFO"
+                                      : S_ISDIR(st.st_mode) ? "a directory"
+                                                            : "a device or socket"));
   if (static_cast<size_t>(st.st_size) > cap)
     return Error::invalid(fmt::format("read {}: {} bytes, more than the {} expected", shown, st.st_size, cap));
   // Sized by the file, not by the cap: a 4 MiB cap must not cost 4 MiB
@@ -335,8 +337,7 @@ bool records_true_types(int dirfd) {
     case 0xF2F52010:  // f2fs
     case 0x794C7630:  // overlayfs
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -371,8 +372,10 @@ SpecialFiles remove_special_files(const std::string& dir) {
         }
         type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
       }
-      if (type == DT_DIR) subdirs.emplace_back(n);
-      else if (type != DT_REG) odd.emplace_back(n);
+      if (type == DT_DIR)
+        subdirs.emplace_back(n);
+      else if (type != DT_REG)
+        odd.emplace_back(n);
       return true;
     });
     if (!whole || seen == kMaxEntries) ++out.unchecked;
@@ -394,12 +397,16 @@ SpecialFiles remove_special_files(const std::string& dir) {
       UniqueFd sub(::openat(fd, s.c_str(), kFlags));
       if (!sub.valid() && errno == EACCES && restore_owner_rights(fd, s.c_str()))
         sub = UniqueFd(::openat(fd, s.c_str(), kFlags));
-      if (sub.valid()) self(self, sub.get(), depth + 1);
-      else ++out.unchecked;
+      if (sub.valid())
+        self(self, sub.get(), depth + 1);
+      else
+        ++out.unchecked;
     }
   };
-  if (auto top = open_dir_nofollow(dir)) walk(walk, top->get(), 0);
-  else ++out.unchecked;
+  if (auto top = open_dir_nofollow(dir))
+    walk(walk, top->get(), 0);
+  else
+    ++out.unchecked;
   return out;
 }
 

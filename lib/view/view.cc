@@ -131,14 +131,14 @@ void add_grants(const runtime::Request& r, const Facts& facts, View& v) {
   for (const auto& g : grants) {
     const PathFact& f = fact(facts, g.path);
     if (!usable(f)) {
-      v.problems.push_back(fmt::format("{} {}: {}", g.why, g.path,
-                                       f.kind == PathFact::Kind::absent ? "no such file or directory"
-                                                                        : "not a file or directory"));
+      v.problems.push_back(
+          fmt::format("{} {}: {}", g.why, g.path,
+                      f.kind == PathFact::Kind::absent ? "no such file or directory" : "not a file or directory"));
       continue;
     }
     if (f.is_symlink || f.resolved != g.path) {
-      v.problems.push_back(fmt::format("{} {}: it now resolves to {}; it changed after it was checked", g.why, g.path,
-                                       f.resolved));
+      v.problems.push_back(
+          fmt::format("{} {}: it now resolves to {}; it changed after it was checked", g.why, g.path, f.resolved));
       continue;
     }
     v.places.push_back(host_place(Role::grant, f.resolved, f, g.access, g.why));
@@ -162,11 +162,11 @@ void add_sockets(const runtime::Request& r, const Facts& facts, View& v) {
                                            : "not a unix socket"));
       continue;
     }
-    auto masked = std::find_if(r.denies.begin(), r.denies.end(),
-                               [&](const PathRule& d) { return path_within(s.path, d.path); });
+    auto masked =
+        std::find_if(r.denies.begin(), r.denies.end(), [&](const PathRule& d) { return path_within(s.path, d.path); });
     if (masked != r.denies.end()) {
-      v.problems.push_back(fmt::format("{} {}: it is under {}, which is denied ({})", s.why, s.path, masked->path,
-                                       masked->why));
+      v.problems.push_back(
+          fmt::format("{} {}: it is under {}, which is denied ({})", s.why, s.path, masked->path, masked->why));
       continue;
     }
     Place p = host_place(Role::socket, s.path, f, Access::read_only, s.why);
@@ -199,7 +199,8 @@ void add_shown_files(const runtime::Request& r, const Facts& facts, View& v) {
 Place placeholder_place(const std::string& path, Node node, const std::string& why) {
   Place cover = mask_place(Role::placeholder, path, Node::directory, why);
   const std::string_view name = std::string_view(path).substr(path.rfind('/') + 1);
-  if (node == Node::file && (name == "config" || name == "config.worktree" || name == "commondir" || name == "gitdir")) {
+  if (node == Node::file &&
+      (name == "config" || name == "config.worktree" || name == "commondir" || name == "gitdir")) {
     cover.node = Node::file;
     if (name == "commondir") cover.content = ".\n";
   }
@@ -236,9 +237,10 @@ void protect(const Facts& facts, const PathRule& r, View& v) {
       if (p == r.path) {
         v.problems.push_back(runtime::symlink_at_protected_path(r));
       } else {
-        v.problems.push_back(fmt::format("{} is a symlink, and {} below it must stay read-only ({}): replace the "
-                                         "link with what it points to, or remove it",
-                                         p, r.path, r.why));
+        v.problems.push_back(
+            fmt::format("{} is a symlink, and {} below it must stay read-only ({}): replace the "
+                        "link with what it points to, or remove it",
+                        p, r.path, r.why));
       }
       return;
     }
@@ -259,7 +261,7 @@ void protect(const Facts& facts, const PathRule& r, View& v) {
 void add_masks(const runtime::Request& r, const Facts& facts, View& v) {
   for (const auto& d : r.denies) {
     const PathFact& f = fact(facts, d.path);
-    if (!usable(f)) continue;  // nothing there to hide
+    if (!usable(f)) continue;                                         // nothing there to hide
     if (!v.shows_host(f.resolved) || v.in_own(f.resolved)) continue;  // not in the view anyway
     v.places.push_back(mask_place(Role::mask, f.resolved, node_of(f), d.why));
   }
@@ -277,14 +279,15 @@ void add_ca_bundle(const runtime::Request& r, const Facts& facts, View& v) {
   for (auto p : runtime::kCaBundlePaths) {
     const PathFact& f = fact(facts, p);
     if (f.kind != PathFact::Kind::file || !v.shows_host(f.resolved)) continue;
-    v.places.push_back(
-        host_place(Role::ca_bundle, f.resolved, src, Access::read_only, "the system's CAs and the run's CA (credentials)"));
+    v.places.push_back(host_place(Role::ca_bundle, f.resolved, src, Access::read_only,
+                                  "the system's CAs and the run's CA (credentials)"));
     if (v.ca_bundle_inside.empty()) v.ca_bundle_inside = std::string(p);
   }
   if (v.ca_bundle_inside.empty())
-    v.problems.push_back("no CA bundle to cover in the jail's view (/etc/ssl/certs/ca-certificates.crt, "
-                         "/etc/pki/tls/certs/ca-bundle.crt or /etc/ssl/cert.pem): the jail could not trust the "
-                         "credential filter; install ca-certificates");
+    v.problems.push_back(
+        "no CA bundle to cover in the jail's view (/etc/ssl/certs/ca-certificates.crt, "
+        "/etc/pki/tls/certs/ca-bundle.crt or /etc/ssl/cert.pem): the jail could not trust the "
+        "credential filter; install ca-certificates");
 }
 
 // A read-only place or a mask inside a writable one is a mountpoint (or,

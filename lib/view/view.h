@@ -34,34 +34,34 @@ enum class Shows {
 
 // Where a place comes from (what the backend translates it as).
 enum class Role {
-  structure,     // the backend's own (index `backend` in its table)
-  system,        // a system path ([paths] system)
-  home,          // $HOME: the jail home (own), or the run's (fresh)
-  private_root,  // a private directory: the run's copy at the host's path
-  private_shown, // a host entry shown read-only in a private directory's copy
-  grant,         // the workspace or a path grant
-  socket,        // a host unix socket, at its own path
-  shown_file,    // a file pi-jail wrote, shown read-only at `path`
-  mark,          // a read-only mark over the same object
-  mask,          // a masked path
-  placeholder,   // an absent protected path's first missing component
-  ca_bundle,     // the run's CA bundle over a distribution bundle path
-  pin,           // a directory holding a protected path: not renamed or removed
+  structure,      // the backend's own (index `backend` in its table)
+  system,         // a system path ([paths] system)
+  home,           // $HOME: the jail home (own), or the run's (fresh)
+  private_root,   // a private directory: the run's copy at the host's path
+  private_shown,  // a host entry shown read-only in a private directory's copy
+  grant,          // the workspace or a path grant
+  socket,         // a host unix socket, at its own path
+  shown_file,     // a file pi-jail wrote, shown read-only at `path`
+  mark,           // a read-only mark over the same object
+  mask,           // a masked path
+  placeholder,    // an absent protected path's first missing component
+  ca_bundle,      // the run's CA bundle over a distribution bundle path
+  pin,            // a directory holding a protected path: not renamed or removed
 };
 
 struct Place {
   Role role = Role::grant;
   Shows shows = Shows::host;
-  std::string path;    // in the jail
+  std::string path;  // in the jail
   // host: the object shown at `path`; a system link: what it resolves to;
   // a placeholder: the fact of the absent path it covers (its real path).
   PathFact source;
   Access access = Access::read_only;
   Node node = Node::directory;
-  std::string content;  // link: its target; a placeholder file: its content
-  bool held = false;       // mark: inside a writable place, held while the jail runs
-  std::size_t backend = 0; // structure: the backend's own index for it
-  std::string why;     // where it comes from, for messages and explain
+  std::string content;      // link: its target; a placeholder file: its content
+  bool held = false;        // mark: inside a writable place, held while the jail runs
+  std::size_t backend = 0;  // structure: the backend's own index for it
+  std::string why;          // where it comes from, for messages and explain
 };
 
 class View {

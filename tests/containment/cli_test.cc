@@ -60,8 +60,14 @@ TEST_CASE("explain --unsandboxed is refused with a sentence, before anything run
 TEST_CASE("a write error on stdout is reported (125), never an abort") {
   Sandbox sb;
   const std::vector<std::vector<std::string>> cases = {
-      {"-w", sb.ws, "explain"}, {"-w", sb.ws, "explain", "--json"}, {"doctor"}, {"doctor", "--json"},
-      {"help"}, {"--help"}, {"--version"}, {"shell-init", "fish"},
+      {"-w", sb.ws, "explain"},
+      {"-w", sb.ws, "explain", "--json"},
+      {"doctor"},
+      {"doctor", "--json"},
+      {"help"},
+      {"--help"},
+      {"--version"},
+      {"shell-init", "fish"},
   };
   for (const auto& args : cases) {
     CAPTURE(args.back());
@@ -86,7 +92,8 @@ TEST_CASE("a command that exists but cannot be executed exits 126, one not found
   auto by_path = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "--", bin + "/" + name}, {"HOME=" + sb.home});
   CHECK(by_path.status == 126);
   CHECK(by_path.err == "pi-jail: error: " + bin + "/" + name + ": not an executable file\n");
-  auto missing = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "--", name + "-missing"}, {"HOME=" + sb.home, path});
+  auto missing =
+      run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "--", name + "-missing"}, {"HOME=" + sb.home, path});
   CHECK(missing.status == 127);
   CHECK(missing.err == "pi-jail: error: " + name + "-missing: command not found on PATH\n");
 }
@@ -128,7 +135,8 @@ TEST_CASE("a workspace the caller cannot write ends before anything runs, naming
   ::chmod(ws.c_str(), 0755);
 }
 
-TEST_CASE("a grant of /, of the host's /proc, /dev or /etc, and a missing --allow-write path end with 125 and the fix") {
+TEST_CASE(
+    "a grant of /, of the host's /proc, /dev or /etc, and a missing --allow-write path end with 125 and the fix") {
   Sandbox sb;
   struct Case {
     std::vector<std::string> extra;

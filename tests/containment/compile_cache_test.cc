@@ -42,24 +42,30 @@ Install make_install(const Sandbox& sb, const std::string& name = "inst", Module
              "if [ \"$script\" = --input-type=module ] && [ \"$1\" = -e ] && [ \"$3\" = -- ]; then\n" +
                  std::string(modules == Modules::fail ? "  exit 7\n" : "") +
                  "  echo \"modules of $4\" > \"$c/v1/modules\"\n"
-                 "  if ls " + sb.ws + " >/dev/null 2>&1; then echo ws-visible; else echo ws-hidden; fi >> \"$c/v1/modules\"\n"
+                 "  if ls " +
+                 sb.ws +
+                 " >/dev/null 2>&1; then echo ws-visible; else echo ws-hidden; fi >> \"$c/v1/modules\"\n"
                  "  exit 0\n"
                  "fi\n"
-             "if [ \"$1\" = --version ]; then\n"
-             "  mkdir -p \"$c/v1\" || exit 3\n"
-             "  echo \"warmed $$-$(date +%s%N)\" > \"$c/v1/entry\"\n"
-             "  env | sort > \"$c/v1/env\"\n"
-             "  if ls " + sb.ws + " >/dev/null 2>&1; then echo ws-visible; else echo ws-hidden; fi > \"$c/v1/ws\"\n"
-             "  if ls " + sb.home + "/.ssh >/dev/null 2>&1; then echo home-visible; else echo home-hidden; fi >> \"$c/v1/ws\"\n"
-             "  echo 1.0.0\n"
-             "  exit 0\n"
-             "fi\n"
-             "echo \"cache=$c\"\n"
-             "[ -n \"$c\" ] && cat \"$c/v1/entry\"\n"
-             "[ -n \"$c\" ] && (echo poison > \"$c/v1/entry\") 2>/dev/null && echo wrote-entry\n"
-             "[ -n \"$c\" ] && mkdir \"$c/v2\" 2>/dev/null && echo wrote-dir\n"
-             "[ -n \"$c\" ] && (echo poison > \"$c/../evil\") 2>/dev/null && echo wrote-beside\n"
-             "exit 0\n");
+                 "if [ \"$1\" = --version ]; then\n"
+                 "  mkdir -p \"$c/v1\" || exit 3\n"
+                 "  echo \"warmed $$-$(date +%s%N)\" > \"$c/v1/entry\"\n"
+                 "  env | sort > \"$c/v1/env\"\n"
+                 "  if ls " +
+                 sb.ws +
+                 " >/dev/null 2>&1; then echo ws-visible; else echo ws-hidden; fi > \"$c/v1/ws\"\n"
+                 "  if ls " +
+                 sb.home +
+                 "/.ssh >/dev/null 2>&1; then echo home-visible; else echo home-hidden; fi >> \"$c/v1/ws\"\n"
+                 "  echo 1.0.0\n"
+                 "  exit 0\n"
+                 "fi\n"
+                 "echo \"cache=$c\"\n"
+                 "[ -n \"$c\" ] && cat \"$c/v1/entry\"\n"
+                 "[ -n \"$c\" ] && (echo poison > \"$c/v1/entry\") 2>/dev/null && echo wrote-entry\n"
+                 "[ -n \"$c\" ] && mkdir \"$c/v2\" 2>/dev/null && echo wrote-dir\n"
+                 "[ -n \"$c\" ] && (echo poison > \"$c/../evil\") 2>/dev/null && echo wrote-beside\n"
+                 "exit 0\n");
   ::chmod(in.node.c_str(), 0755);
   write_file(in.script, "#!" + in.node + "\n");
   ::chmod(in.script.c_str(), 0755);
@@ -213,9 +219,9 @@ TEST_CASE("compile cache: off by [runtime] compile_cache = false, and never for 
   REQUIRE(off.status == 0);
   CHECK(given(off) == "");
   CHECK_FALSE(exists(cache_home(sb) + "/pi-jail"));
-  auto explained = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "explain", "-w", sb.ws, "--config",
-                        sb.outside + "/policy.toml"},
-                       {"HOME=" + sb.home});
+  auto explained =
+      run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "explain", "-w", sb.ws, "--config", sb.outside + "/policy.toml"},
+          {"HOME=" + sb.home});
   CHECK(explained.out.find("compile-cache   off") != std::string::npos);
 
   // An installation inside the workspace: the jail could rewrite the
@@ -252,7 +258,8 @@ TEST_CASE("compile cache: a program whose warm-up fails runs without a cache, an
   CHECK(second.err.find("no such option") == std::string::npos);
 }
 
-TEST_CASE("compile cache: Ctrl-C during the warm-up stops the whole run; nothing runs, and the next run warms up again") {
+TEST_CASE(
+    "compile cache: Ctrl-C during the warm-up stops the whole run; nothing runs, and the next run warms up again") {
   Sandbox sb;
   Install in = make_install(sb);
   // A warm-up that says it started, then takes its time; the session

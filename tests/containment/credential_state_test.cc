@@ -51,11 +51,10 @@ Outcome jail_sh(const Sandbox& sb, const std::string& script, const std::vector<
 
 void host_auth(const Sandbox& sb) {
   std::filesystem::create_directories(sb.home + "/.pi/agent");
-  write_file(sb.home + "/.pi/agent/auth.json",
-             R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
-                 R"(","expires":1767225600000}})");
-  std::filesystem::permissions(sb.home + "/.pi/agent/auth.json", std::filesystem::perms::owner_read |
-                                                                     std::filesystem::perms::owner_write);
+  write_file(sb.home + "/.pi/agent/auth.json", R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh +
+                                                   R"(","access":")" + kAccess + R"(","expires":1767225600000}})");
+  std::filesystem::permissions(sb.home + "/.pi/agent/auth.json",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 bool holds_secret(const std::string& text) {
@@ -73,7 +72,8 @@ TEST_CASE("inside the jail only placeholders: env, /proc/self/environ, Pi's auth
   auto o = jail_sh(sb,
                    "env; tr '\\0' '\\n' < /proc/self/environ; cat $HOME/.pi/agent/auth.json; "
                    // The needle split by "": the command line (in the report) must not hold it either.
-                   "grep -rl " + kKey.substr(13, 12) + "\"\"" + kKey.substr(25, 12) +
+                   "grep -rl " +
+                       kKey.substr(13, 12) + "\"\"" + kKey.substr(25, 12) +
                        " $HOME /tmp /proc/self/environ . 2>/dev/null; echo done",
                    {"--report", report});
   CAPTURE(o.err);
@@ -108,8 +108,9 @@ TEST_CASE("what the jail leaves in auth.json goes back with the real values, nev
   Sandbox sb;
   host_auth(sb);
   // Pi rewrites the file (here: a later expiry) with the placeholders it holds.
-  auto o = jail_sh(sb, "f=$HOME/.pi/agent/auth.json; grep -o 'sk-ant-o[ar]t01-[A-Za-z0-9]*' $f; "
-                       "sed 's/1767225600000/1767229200000/' $f > $f.new && mv $f.new $f && echo rewritten");
+  auto o = jail_sh(sb,
+                   "f=$HOME/.pi/agent/auth.json; grep -o 'sk-ant-o[ar]t01-[A-Za-z0-9]*' $f; "
+                   "sed 's/1767225600000/1767229200000/' $f > $f.new && mv $f.new $f && echo rewritten");
   CAPTURE(o.err);
   REQUIRE(o.status == 0);
   CHECK(o.out.find("rewritten") != std::string::npos);
@@ -206,8 +207,8 @@ class Handler(StandIn):
 // tokens it answers with.
 std::string token_conf(const Sandbox& sb, const std::string& new_access, const std::string& new_refresh) {
   const std::string conf = sb.base + "/conf.json";
-  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access +
-                       R"(","new_refresh":")" + new_refresh + "\"}");
+  write_file(conf, R"({"expect_refresh":")" + kRefresh + R"(","new_access":")" + new_access + R"(","new_refresh":")" +
+                       new_refresh + "\"}");
   return conf;
 }
 
@@ -229,15 +230,16 @@ struct TokenStandIn {
     std::filesystem::create_directories(sb.home + "/.config/pi-jail");
     write_file(sb.home + "/.config/pi-jail/policy.toml",
                "[credentials]\nbind = { anthropic = [\"127.0.0.1:" + port + "\"] }\n");
-    opts = {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", certs.ca,
-            "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
+    opts = {"--allow-net", "127.0.0.1:" + port,     "--test-upstream-ca",
+            certs.ca,      "--test-token-endpoint", "anthropic@127.0.0.1:" + port + "/v1/oauth/token"};
   }
 };
 
 }  // namespace
 
-TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new real tokens, the jail new placeholders; "
-          "the next run starts from them") {
+TEST_CASE(
+    "OAuth refresh through the filter: the host's auth.json gets the new real tokens, the jail new placeholders; "
+    "the next run starts from them") {
   Sandbox sb;
   host_auth(sb);
   const std::string new_access = "sk-ant-oat01-" + unique_token() + "NEWACCESSnewaccess0123456789abcdefghijklmn";
@@ -250,10 +252,12 @@ TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new r
   auto o = jail_sh(sb,
                    "f=$HOME/.pi/agent/auth.json; r=$(grep -o 'sk-ant-ort01-[A-Za-z0-9]*' $f); "
                    "resp=$(env -u NO_PROXY -u no_proxy curl -sS -H 'content-type: application/json' --data "
-                   "\"{\\\"grant_type\\\":\\\"refresh_token\\\",\\\"refresh_token\\\":\\\"$r\\\"}\" " + url +
+                   "\"{\\\"grant_type\\\":\\\"refresh_token\\\",\\\"refresh_token\\\":\\\"$r\\\"}\" " +
+                       url +
                        "/v1/oauth/token); echo \"resp=$resp\"; "
-                   "a=$(echo \"$resp\" | grep -o 'sk-ant-oat01-[A-Za-z0-9]*'); "
-                   "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " + url + "/v1/messages",
+                       "a=$(echo \"$resp\" | grep -o 'sk-ant-oat01-[A-Za-z0-9]*'); "
+                       "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " +
+                       url + "/v1/messages",
                    opts);
   CAPTURE(o.err);
   CAPTURE(o.out);
@@ -278,7 +282,8 @@ TEST_CASE("OAuth refresh through the filter: the host's auth.json gets the new r
   // reaches the server as the new real one.
   auto next = jail_sh(sb,
                       "a=$(grep -o 'sk-ant-oat01-[A-Za-z0-9]*' $HOME/.pi/agent/auth.json); "
-                      "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " + url + "/v1/next",
+                      "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " +
+                          url + "/v1/next",
                       opts);
   CAPTURE(next.err);
   CHECK(next.status == 0);
@@ -323,15 +328,16 @@ std::string host_auth_with_withheld(const Sandbox& sb) {
   const std::string text = R"({"anthropic":{"type":"api_key","key":")" + kKey +
                            R"("},"mycorp":{"type":"api_key","key":")" + kMycorp + "\"}}";
   write_file(sb.home + "/.pi/agent/auth.json", text);
-  std::filesystem::permissions(sb.home + "/.pi/agent/auth.json", std::filesystem::perms::owner_read |
-                                                                     std::filesystem::perms::owner_write);
+  std::filesystem::permissions(sb.home + "/.pi/agent/auth.json",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   return text;
 }
 
 }  // namespace
 
-TEST_CASE("a withheld credential's placeholder moved under another provider leaves the host's auth.json "
-          "byte-identical, and is reported") {
+TEST_CASE(
+    "a withheld credential's placeholder moved under another provider leaves the host's auth.json "
+    "byte-identical, and is reported") {
   Sandbox sb;
   const std::string before = host_auth_with_withheld(sb);
   const std::string report = sb.outside + "/report.json";
@@ -353,24 +359,28 @@ TEST_CASE("a withheld credential's placeholder moved under another provider leav
   CHECK(text.find("refused: auth.json") != std::string::npos);
   CHECK(text.find(kMycorp.substr(7)) == std::string::npos);
   // A new provider entry holding it: refused the same way.
-  auto added = jail_sh(sb,
-                       "f=$HOME/.pi/agent/auth.json; m=$(grep -o 'mycorp-[A-Za-z0-9]*' $f); "
-                       "printf '{\"openai\":{\"type\":\"api_key\",\"key\":\"%s\"},\"mycorp\":{\"type\":\"api_key\",\"key\":\"%s\"}}' "
-                       "\"$m\" \"$m\" > $f.new && mv $f.new $f && echo moved");
+  auto added = jail_sh(
+      sb,
+      "f=$HOME/.pi/agent/auth.json; m=$(grep -o 'mycorp-[A-Za-z0-9]*' $f); "
+      "printf '{\"openai\":{\"type\":\"api_key\",\"key\":\"%s\"},\"mycorp\":{\"type\":\"api_key\",\"key\":\"%s\"}}' "
+      "\"$m\" \"$m\" > $f.new && mv $f.new $f && echo moved");
   CAPTURE(added.err);
   CHECK(added.out.find("moved") != std::string::npos);
   CHECK(read_file(sb.home + "/.pi/agent/auth.json") == before);
   CHECK(added.err.find("refused: auth.json") != std::string::npos);
 }
 
-TEST_CASE("a literal token written into the jail's auth.json is not written back without consent; an operator's "
-          "logins = \"write-back\" lets it through") {
+TEST_CASE(
+    "a literal token written into the jail's auth.json is not written back without consent; an operator's "
+    "logins = \"write-back\" lets it through") {
   Sandbox sb;
   const std::string before = host_auth_with_withheld(sb);
   const std::string report = sb.outside + "/report.json";
   const std::string literal = "sk-ant-api03-" + unique_token() + "JAILCHOSEjailchose0123456789";
-  const std::string script = "f=$HOME/.pi/agent/auth.json; a=$(grep -o 'sk-ant-api03-[A-Za-z0-9]*' $f); "
-                             "sed \"s/$a/" + literal + "/\" $f > $f.new && mv $f.new $f && echo wrote";
+  const std::string script =
+      "f=$HOME/.pi/agent/auth.json; a=$(grep -o 'sk-ant-api03-[A-Za-z0-9]*' $f); "
+      "sed \"s/$a/" +
+      literal + "/\" $f > $f.new && mv $f.new $f && echo wrote";
   auto o = jail_sh(sb, script, {"--report", report});
   CAPTURE(o.err);
   REQUIRE(o.status == 0);
@@ -394,8 +404,9 @@ TEST_CASE("a literal token written into the jail's auth.json is not written back
   CHECK(after.find(kMycorp) != std::string::npos);  // the rest kept
 }
 
-TEST_CASE("an authorization_code exchange through the filter is used in the run but leaves the host's auth.json "
-          "unchanged without consent") {
+TEST_CASE(
+    "an authorization_code exchange through the filter is used in the run but leaves the host's auth.json "
+    "unchanged without consent") {
   Sandbox sb;
   host_auth(sb);
   const std::string before = read_file(sb.home + "/.pi/agent/auth.json");
@@ -408,13 +419,16 @@ TEST_CASE("an authorization_code exchange through the filter is used in the run 
   // store the tokens and use them.
   auto o = jail_sh(sb,
                    "resp=$(env -u NO_PROXY -u no_proxy curl -sS -H 'content-type: application/json' --data "
-                   "'{\"grant_type\":\"authorization_code\",\"code\":\"jail-chosen\",\"client_id\":\"c\"}' " + url +
+                   "'{\"grant_type\":\"authorization_code\",\"code\":\"jail-chosen\",\"client_id\":\"c\"}' " +
+                       url +
                        "/v1/oauth/token); echo \"resp=$resp\"; "
-                   "a=$(echo \"$resp\" | grep -o 'sk-ant-oat01-[A-Za-z0-9]*'); "
-                   "r=$(echo \"$resp\" | grep -o 'sk-ant-ort01-[A-Za-z0-9]*'); "
-                   "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " + url + "/v1/messages; "
-                   "f=$HOME/.pi/agent/auth.json; printf '{\"anthropic\":{\"type\":\"oauth\",\"refresh\":\"%s\","
-                   "\"access\":\"%s\",\"expires\":1767229200000}}' \"$r\" \"$a\" > $f.new && mv $f.new $f",
+                       "a=$(echo \"$resp\" | grep -o 'sk-ant-oat01-[A-Za-z0-9]*'); "
+                       "r=$(echo \"$resp\" | grep -o 'sk-ant-ort01-[A-Za-z0-9]*'); "
+                       "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " +
+                       url +
+                       "/v1/messages; "
+                       "f=$HOME/.pi/agent/auth.json; printf '{\"anthropic\":{\"type\":\"oauth\",\"refresh\":\"%s\","
+                       "\"access\":\"%s\",\"expires\":1767229200000}}' \"$r\" \"$a\" > $f.new && mv $f.new $f",
                    opts);
   CAPTURE(o.err);
   CAPTURE(o.out);
@@ -429,13 +443,14 @@ TEST_CASE("an authorization_code exchange through the filter is used in the run 
         std::string::npos);
 }
 
-TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login back; \"n\", or keys typed before "
-          "the question, leave the host's auth.json as it was") {
+TEST_CASE(
+    "on a terminal pi-jail asks at the end: \"y\" writes the jail's login back; \"n\", or keys typed before "
+    "the question, leave the host's auth.json as it was") {
   Sandbox sb;
   const std::string before = host_auth_with_withheld(sb);
   const std::string auth = sb.home + "/.pi/agent/auth.json";
-  Tmux t("env PS1='outer$ ' HOME=" + sb.home + " XDG_CONFIG_HOME=" + sb.home + "/.config bash --norc --noprofile",
-         120, 30);
+  Tmux t("env PS1='outer$ ' HOME=" + sb.home + " XDG_CONFIG_HOME=" + sb.home + "/.config bash --norc --noprofile", 120,
+         30);
   REQUIRE(t.wait_for("outer$"));
   // The jail writes a literal key, then runs on for a moment: keys typed
   // meanwhile must not answer the question that comes after. Each round
@@ -446,7 +461,8 @@ TEST_CASE("on a terminal pi-jail asks at the end: \"y\" writes the jail's login 
     const int mark = round++ * 7;
     t.type("clear; cd " + sb.ws + " && " + pi_jail() + " -q -w " + sb.ws +
            " -- /bin/sh -c 'f=$HOME/.pi/agent/auth.json; a=$(grep -o \"sk-ant-api03-[A-Za-z0-9]*\" $f); "
-           "sed \"s/$a/" + literal + "/\" $f > $f.new && mv $f.new $f && echo wrote-$((" + std::to_string(round - 1) +
+           "sed \"s/$a/" +
+           literal + "/\" $f > $f.new && mv $f.new $f && echo wrote-$((" + std::to_string(round - 1) +
            "*7)) && sleep 1'");
     REQUIRE(t.wait_for("wrote-" + std::to_string(mark)));
   };
@@ -483,10 +499,12 @@ TEST_CASE("OAuth refresh through the filter: a body the server ignores on the sa
   // (the server ignores it, then answers it), then the refresh.
   auto o = jail_sh(sb,
                    "f=$HOME/.pi/agent/auth.json; r=$(grep -o 'sk-ant-ort01-[A-Za-z0-9]*' $f); "
-                   "env -u NO_PROXY -u no_proxy curl -sS -X GET --data-binary @smuggled " + url + "/ignore-body "
-                   "--next -H 'content-type: application/json' --data "
-                   "\"{\\\"grant_type\\\":\\\"refresh_token\\\",\\\"refresh_token\\\":\\\"$r\\\"}\" " + url +
-                       "/v1/oauth/token",
+                   "env -u NO_PROXY -u no_proxy curl -sS -X GET --data-binary @smuggled " +
+                       url +
+                       "/ignore-body "
+                       "--next -H 'content-type: application/json' --data "
+                       "\"{\\\"grant_type\\\":\\\"refresh_token\\\",\\\"refresh_token\\\":\\\"$r\\\"}\" " +
+                       url + "/v1/oauth/token",
                    opts);
   CAPTURE(o.err);
   CAPTURE(o.out);

@@ -116,7 +116,8 @@ TEST_CASE("credentials: the jail's init shows no argument of pi-jail and its mem
   CHECK(o.out.find("mem found\n") != std::string::npos);
 }
 
-TEST_CASE("credentials: the jail's placeholder reaches the bound host as the real key; echoes come back as the placeholder") {
+TEST_CASE(
+    "credentials: the jail's placeholder reaches the bound host as the real key; echoes come back as the placeholder") {
   Sandbox sb;
   const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
   StandInServer server(sb.base, "bound", certs, kEchoHandler);
@@ -129,8 +130,8 @@ TEST_CASE("credentials: the jail's placeholder reaches the bound host as the rea
   auto o = sb.jail({"/bin/sh", "-c",
                     "curl -sS -H 'x-api-key: " + ph + "' " + url + "/a && " + kNoProxyEnv +
                         "curl -sS -x http://127.0.0.1:3128 -H 'Authorization: Bearer " + ph + "' " + url + "/b && " +
-                        kNoProxyEnv + "curl -sS --socks5-hostname 127.0.0.1:1080 -D - -H 'x-api-key: " + ph + "' " + url +
-                        "/c && curl -sS -u 'user:" + ph + "' " + url + "/d && " +
+                        kNoProxyEnv + "curl -sS --socks5-hostname 127.0.0.1:1080 -D - -H 'x-api-key: " + ph + "' " +
+                        url + "/c && curl -sS -u 'user:" + ph + "' " + url + "/d && " +
                         "env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS -H 'x-api-key: " + ph + "' " + url + "/e && " +
                         "curl -sS -H 'x-api-key: " + ph + "' --data-binary 'prompt mentions " + ph + "' " + url + "/f"},
                    {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca, "--report", report,
@@ -178,20 +179,22 @@ TEST_CASE("credentials: a placeholder sent where it is not bound is refused (403
   const std::string ph2 = unique_secret("sk-OTHER-PH"), real2 = unique_secret("sk-OTHER-REAL");
   const std::string url = "https://127.0.0.1:" + server.port();
   const std::string report = sb.outside + "/r.json";
-  auto o = sb.jail({"/bin/sh", "-c",
-                    // OTHER's placeholder to the host only TEST_KEY is bound to.
-                    "curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: " + ph2 + "' " + url + "/x; " +
-                        // In the URL.
-                        "curl -s -o /dev/null -w '%{http_code}\\n' '" + url + "/y?k=" + ph2 + "'; " +
-                        // A placeholder in a plain-http request, even to an allowed host.
-                        kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 -H 'x-api-key: " +
-                        ph + "' http://127.0.0.1:" + plain.port() + "/; " +
-                        // And the bound one still works on the same run.
-                        "curl -sS -H 'x-api-key: " + ph + "' " + url + "/ok"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--allow-net", "127.0.0.1:" + plain.port(),
-                    "--test-upstream-ca", certs.ca, "--report", report},
-                   "", {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(),
-                                  "OTHER_KEY=" + ph2 + "=" + real2 + "@127.0.0.1:1"})});
+  auto o = sb.jail(
+      {"/bin/sh", "-c",
+       // OTHER's placeholder to the host only TEST_KEY is bound to.
+       "curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: " + ph2 + "' " + url + "/x; " +
+           // In the URL.
+           "curl -s -o /dev/null -w '%{http_code}\\n' '" + url + "/y?k=" + ph2 + "'; " +
+           // A placeholder in a plain-http request, even to an allowed host.
+           kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 -H 'x-api-key: " + ph +
+           "' http://127.0.0.1:" + plain.port() + "/; " +
+           // And the bound one still works on the same run.
+           "curl -sS -H 'x-api-key: " + ph + "' " + url + "/ok"},
+      {"--allow-net", "127.0.0.1:" + server.port(), "--allow-net", "127.0.0.1:" + plain.port(), "--test-upstream-ca",
+       certs.ca, "--report", report},
+      "",
+      {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port(),
+                 "OTHER_KEY=" + ph2 + "=" + real2 + "@127.0.0.1:1"})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.out.find("403\n403\n403\n") == 0);
@@ -244,8 +247,12 @@ TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket's fram
   // frame could not be masked. It prints every byte it got, in hex.
   const std::string js =
       "const https=require('https');"
-      "const req=https.request({host:'127.0.0.1',port:" + server.port() + ",path:'/ws',headers:{Connection:'Upgrade',"
-      "Upgrade:'websocket','Sec-WebSocket-Extensions':'permessage-deflate',Authorization:'Bearer " + ph + "'}});"
+      "const req=https.request({host:'127.0.0.1',port:" +
+      server.port() +
+      ",path:'/ws',headers:{Connection:'Upgrade',"
+      "Upgrade:'websocket','Sec-WebSocket-Extensions':'permessage-deflate',Authorization:'Bearer " +
+      ph +
+      "'}});"
       "req.on('upgrade',(res,sock)=>{console.log('status '+res.statusCode);let got=Buffer.alloc(0);"
       "sock.on('data',d=>{got=Buffer.concat([got,d]);});"
       "sock.on('close',()=>{console.log('got '+got.toString('hex'));process.exit(0);});sock.write('ping');});"
@@ -253,7 +260,8 @@ TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket's fram
       "req.on('error',e=>{console.log('error '+e.message);process.exit(1);});req.end();";
   auto o = sb.jail({"/bin/sh", "-c",
                     "curl -s -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' https://127.0.0.1:" + server.port() +
-                        "/gzip; node -e \"$0\"", js},
+                        "/gzip; node -e \"$0\"",
+                    js},
                    {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca}, "",
                    {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
@@ -285,14 +293,17 @@ TEST_CASE("credentials: 500 idle TLS connections to a bound host do not keep the
   // later to make room; then a model call as Pi makes it.
   const std::string js =
       "const tls=require('tls');let n=0;const all=[];"
-      "const go=()=>{require('child_process').exec(\"curl -sS -w ' %{http_code}' -H 'x-api-key: " + ph +
-      "' https://127.0.0.1:" + server.port() + "/model\",(e,out,err)=>{console.log('call '+out+err);process.exit(0);});};"
+      "const go=()=>{require('child_process').exec(\"curl -sS -w ' %{http_code}' -H 'x-api-key: " +
+      ph + "' https://127.0.0.1:" + server.port() +
+      "/model\",(e,out,err)=>{console.log('call '+out+err);process.exit(0);});};"
       "for(let i=0;i<500;i++){let counted=false;const once=()=>{if(counted)return;counted=true;if(++n==500)go();};"
-      "const s=tls.connect({host:'127.0.0.1',port:" + server.port() + "});s.on('secureConnect',once);"
+      "const s=tls.connect({host:'127.0.0.1',port:" +
+      server.port() +
+      "});s.on('secureConnect',once);"
       "s.on('error',once);s.on('close',once);all.push(s);}";
   auto o = sb.jail({"/bin/sh", "-c", "node -e \"$0\"", js},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca},
-                   "", {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
+                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca}, "",
+                   {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()})});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
@@ -301,7 +312,8 @@ TEST_CASE("credentials: 500 idle TLS connections to a bound host do not keep the
   CHECK(server.log().find("x-api-key: " + real) != std::string::npos);
 }
 
-TEST_CASE("credentials: an absolute-form, CONNECT or TAB-split request line never reaches the bound host with the key") {
+TEST_CASE(
+    "credentials: an absolute-form, CONNECT or TAB-split request line never reaches the bound host with the key") {
   Sandbox sb;
   const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
   StandInServer server(sb.base, "bound", certs, kEchoHandler);

@@ -21,9 +21,9 @@ TEST_CASE("a file written in the workspace appears on the host") {
 TEST_CASE("writes outside the workspace fail") {
   Sandbox sb;
   // $HOME/x is written in the jail home, not here (home_test.cc).
-  for (const std::string& path : {sb.home + "/.ssh/authorized_keys", std::string("/etc/x"),
-                                 std::string("/usr/x"), std::string("/x"), sb.outside + "/x",
-                                 std::string("/proc/sys/kernel/hostname"), std::string("/dev/x")}) {
+  for (const std::string& path :
+       {sb.home + "/.ssh/authorized_keys", std::string("/etc/x"), std::string("/usr/x"), std::string("/x"),
+        sb.outside + "/x", std::string("/proc/sys/kernel/hostname"), std::string("/dev/x")}) {
     CAPTURE(path);
     auto o = sb.probe({"write", path});
     CHECK(o.status == 1);
@@ -83,8 +83,8 @@ TEST_CASE("/tmp, /var/tmp and /dev/shm are one tmpfs of at most half the RAM, ea
   CAPTURE(o.err);
   auto places = scratch_places(o.out);
   REQUIRE(places.size() == 3);
-  const unsigned long long half_ram =
-      static_cast<unsigned long long>(::sysconf(_SC_PHYS_PAGES)) * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE)) / 2;
+  const unsigned long long half_ram = static_cast<unsigned long long>(::sysconf(_SC_PHYS_PAGES)) *
+                                      static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE)) / 2;
   for (const auto& entry : places) {
     const auto& [path, p] = entry;
     CAPTURE(entry.first);
@@ -121,8 +121,8 @@ TEST_CASE("[limits] scratch is one budget: 6 MiB fits in each place alone, not i
     CAPTURE(alone.err);
     CHECK(alone.out == "ok\n");
   }
-  for (const auto& pair : {std::pair{"/tmp", "/dev/shm"}, std::pair{"/tmp", "/var/tmp"},
-                           std::pair{"/var/tmp", "/dev/shm"}}) {
+  for (const auto& pair :
+       {std::pair{"/tmp", "/dev/shm"}, std::pair{"/tmp", "/var/tmp"}, std::pair{"/var/tmp", "/dev/shm"}}) {
     const auto& [first, second] = pair;
     CAPTURE(pair.first);
     CAPTURE(pair.second);
@@ -135,8 +135,8 @@ TEST_CASE("[limits] scratch is one budget: 6 MiB fits in each place alone, not i
 
 TEST_CASE("secrets in $HOME, /root and /etc/shadow cannot be read") {
   Sandbox sb;
-  for (const std::string& path : {sb.home + "/.ssh/id_ed25519", sb.home + "/.aws/credentials",
-                                 sb.outside + "/secret", std::string("/etc/shadow"), std::string("/etc/gshadow")}) {
+  for (const std::string& path : {sb.home + "/.ssh/id_ed25519", sb.home + "/.aws/credentials", sb.outside + "/secret",
+                                  std::string("/etc/shadow"), std::string("/etc/gshadow")}) {
     CAPTURE(path);
     auto o = sb.probe({"read", path});
     CHECK(o.status == 1);
@@ -176,9 +176,10 @@ TEST_CASE("directory masks: empty and read-only each, one superblock for all of 
   // .envrc and .vscode: placeholders (absent); secrets: a --deny over a
   // directory with something in it.
   auto o = sb.jail({"/bin/sh", "-c",
-                    "cd " + sb.ws + "; for d in .envrc .vscode secrets; do ls -A $d | wc -l; "
-                    "mkdir $d/new 2>/dev/null && echo wrote-$d; (: > $d/f) 2>/dev/null && echo wrote-$d; done; "
-                    "stat -c %d .envrc .vscode secrets | sort -u | wc -l"},
+                    "cd " + sb.ws +
+                        "; for d in .envrc .vscode secrets; do ls -A $d | wc -l; "
+                        "mkdir $d/new 2>/dev/null && echo wrote-$d; (: > $d/f) 2>/dev/null && echo wrote-$d; done; "
+                        "stat -c %d .envrc .vscode secrets | sort -u | wc -l"},
                    {"--deny", sb.ws + "/secrets"});
   CAPTURE(o.err);
   REQUIRE(o.status == 0);
@@ -231,8 +232,10 @@ TEST_CASE("in a git worktree, commits work and the main repository's hooks and c
   REQUIRE(git({"-C", main_repo, "worktree", "add", "-q", wt}).status == 0);
   auto o = run({"/usr/bin/env", "-C", wt, pi_jail(), "-q", "-w", wt, "--", "/bin/sh", "-c",
                 "echo x > f && git add f && git -c user.name=t -c user.email=t@e commit -qm jailed && echo committed; "
-                "echo evil > " + main_repo + "/.git/hooks/pre-commit; echo hooks=$?; "
-                "git config core.fsmonitor 'touch pwned'; echo config=$?"},
+                "echo evil > " +
+                    main_repo +
+                    "/.git/hooks/pre-commit; echo hooks=$?; "
+                    "git config core.fsmonitor 'touch pwned'; echo config=$?"},
                {"HOME=" + sb.home});
   CAPTURE(o.err);
   CHECK(o.out.find("committed") != std::string::npos);

@@ -128,8 +128,9 @@ TEST_CASE("the filter process relays what its rules allow and tells the supervis
   FilterProcess f;
   f.configure("127.0.0.1:" + server.port());
   int proxy = f.http_listener();
-  auto reply = through_proxy(proxy, "GET http://127.0.0.1:" + server.port() + "/ HTTP/1.1\r\nHost: 127.0.0.1:" +
-                                   server.port() + "\r\nConnection: close\r\n\r\n");
+  auto reply =
+      through_proxy(proxy, "GET http://127.0.0.1:" + server.port() + "/ HTTP/1.1\r\nHost: 127.0.0.1:" + server.port() +
+                               "\r\nConnection: close\r\n\r\n");
   CHECK(reply.find("served by the host") != std::string::npos);
   auto m = f.next();
   REQUIRE(std::holds_alternative<DecisionMessage>(m));
@@ -229,7 +230,9 @@ std::string status_field(const std::string& status, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("the filter process of a run, once locked down, can open no file, exec, fork, ptrace or signal the supervisor; it can grow its relay pipes") {
+TEST_CASE(
+    "the filter process of a run, once locked down, can open no file, exec, fork, ptrace or signal the supervisor; it "
+    "can grow its relay pipes") {
   test::Sandbox sb;
   test::HttpServer server;
   auto o = sb.jail({"/bin/true"}, {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-probe"});
@@ -237,9 +240,9 @@ TEST_CASE("the filter process of a run, once locked down, can open no file, exec
   CHECK(o.status == 0);
   auto lines = probe_lines(o.err);
   CHECK(lines.size() == 10);
-  for (const char* what : {"open /etc/passwd", "open the home directory", "open /", "execve /bin/true",
-                           "fork a process", "ptrace the supervisor", "kill the supervisor", "read the supervisor's memory",
-                           "inherit an environment"}) {
+  for (const char* what :
+       {"open /etc/passwd", "open the home directory", "open /", "execve /bin/true", "fork a process",
+        "ptrace the supervisor", "kill the supervisor", "read the supervisor's memory", "inherit an environment"}) {
     CAPTURE(what);
     bool seen = false;
     for (const auto& l : lines)
@@ -397,8 +400,9 @@ TEST_CASE("a filter process that aborts mid-request ends the run with 125; the j
     test::write_file(agent + "/auth.json", auth);
     const std::string url = "http://aborts.example.test:" + server.port() + "/";
     std::vector<std::string> env;
-    if (with_credential) env.push_back("PJ_TEST_BIND=TEST_KEY=sk-ant-api03-PH" + test::unique_token() +
-                                       "=sk-ant-api03-REAL" + test::unique_token() + "@127.0.0.1:1\n");
+    if (with_credential)
+      env.push_back("PJ_TEST_BIND=TEST_KEY=sk-ant-api03-PH" + test::unique_token() + "=sk-ant-api03-REAL" +
+                    test::unique_token() + "@127.0.0.1:1\n");
     auto o = sb.jail({"/bin/sh", "-c",
                       "env -u NO_PROXY -u no_proxy curl -s -x http://127.0.0.1:3128 " + url +
                           "; curl -s http://127.0.0.1:" + server.port() + "/; echo still-running"},

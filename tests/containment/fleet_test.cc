@@ -63,7 +63,8 @@ printf '{"fleet-%s": {"type": "api_key", "key": "k-%s"}}\n' "$1" "$1" > "$5/auth
 
 }  // namespace
 
-TEST_CASE("fifty runs at once in one workspace and agent dir: each its own /tmp, filter and report; all write-backs land") {
+TEST_CASE(
+    "fifty runs at once in one workspace and agent dir: each its own /tmp, filter and report; all write-backs land") {
   Sandbox sb;
   const std::string agent = sb.home + "/.pi/agent";
   std::filesystem::create_directories(agent);
@@ -82,12 +83,27 @@ TEST_CASE("fifty runs at once in one workspace and agent dir: each its own /tmp,
   std::vector<std::thread> threads;
   for (int i = 0; i < kRuns; ++i)
     threads.emplace_back([&, i] {
-      outcomes[static_cast<size_t>(i)] =
-          run({pi_jail(), "-q", "-w", sb.ws, "--report", sb.outside + "/report-" + std::to_string(i) + ".json",
-               "--allow-net", "127.0.0.1:" + port(i), "--", "/bin/sh", "-c", kScript, "fleet", std::to_string(i),
-               port(i), port(i + 1), sb.ws, agent, std::filesystem::path(sb.base).filename().string(),
-               std::to_string(kRuns)},
-              {"HOME=" + sb.home}, std::chrono::seconds(300));
+      outcomes[static_cast<size_t>(i)] = run({pi_jail(),
+                                              "-q",
+                                              "-w",
+                                              sb.ws,
+                                              "--report",
+                                              sb.outside + "/report-" + std::to_string(i) + ".json",
+                                              "--allow-net",
+                                              "127.0.0.1:" + port(i),
+                                              "--",
+                                              "/bin/sh",
+                                              "-c",
+                                              kScript,
+                                              "fleet",
+                                              std::to_string(i),
+                                              port(i),
+                                              port(i + 1),
+                                              sb.ws,
+                                              agent,
+                                              std::filesystem::path(sb.base).filename().string(),
+                                              std::to_string(kRuns)},
+                                             {"HOME=" + sb.home}, std::chrono::seconds(300));
       // A run that ended before its marker (a setup failure) counts for
       // the barrier: the others go on, and its own error is what the
       // checks below show (not the others killed by the harness's timeout).
@@ -128,7 +144,8 @@ TEST_CASE("fifty runs at once in one workspace and agent dir: each its own /tmp,
     auto v = validate_report(report);
     CHECK_MESSAGE(v.status == 0, v.out << v.err);
   }
-  for (int i = 0; i < kRuns; ++i) CHECK(servers[static_cast<size_t>(i)]->hits() == 2);  // forward + proxy, from run i only
+  for (int i = 0; i < kRuns; ++i)
+    CHECK(servers[static_cast<size_t>(i)]->hits() == 2);  // forward + proxy, from run i only
 
   // Every run's addition reached the host's auth.json under Pi's lock.
   const std::string auth = read_file(agent + "/auth.json");
@@ -152,13 +169,12 @@ TEST_CASE("fifty runs SIGKILLed at once: their jails die with them and the next 
   const std::string sleep = "/bin/sleep 1000." + std::to_string(::getpid());  // this test's own
   std::vector<pid_t> pids;
   for (int i = 0; i < kRuns; ++i)
-    pids.push_back(spawn({pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c",
-                          ": > \"$0/started/$1\"; exec " + sleep, sb.ws, std::to_string(i)},
+    pids.push_back(spawn({pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c", ": > \"$0/started/$1\"; exec " + sleep,
+                          sb.ws, std::to_string(i)},
                          {"HOME=" + sb.home}));
   // Every jail is running its command (a guard, not a timing assertion).
-  const bool all_started = eventually([&] {
-    return std::distance(std::filesystem::directory_iterator(sb.ws + "/started"), {}) == kRuns;
-  });
+  const bool all_started =
+      eventually([&] { return std::distance(std::filesystem::directory_iterator(sb.ws + "/started"), {}) == kRuns; });
   const bool all_sleeping = eventually([&] { return host_processes_with(sleep).size() == kRuns; });
   for (pid_t p : pids) ::kill(p, SIGKILL);
   for (pid_t p : pids) CHECK(wait_status(p) == 128 + SIGKILL);

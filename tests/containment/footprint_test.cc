@@ -65,10 +65,9 @@ public:
     if (sampler_.joinable()) {
       done_ = true;
       sampler_.join();
-      MESSAGE("peaks since exec (start-up included): supervisor " << status_kib(supervisor_, "VmHWM")
-                                                                  << " KiB, filter " << status_kib(filter_, "VmHWM")
-                                                                  << " KiB; together while running " << largest_.load()
-                                                                  << " KiB");
+      MESSAGE("peaks since exec (start-up included): supervisor "
+              << status_kib(supervisor_, "VmHWM") << " KiB, filter " << status_kib(filter_, "VmHWM")
+              << " KiB; together while running " << largest_.load() << " KiB");
     }
     return largest_;
   }
@@ -127,12 +126,13 @@ TEST_CASE("the supervisor and the network filter together stay within 8 MiB resi
   const std::string via_proxy = "env -u NO_PROXY -u no_proxy " + get;
   // Once the test watches: forwarded, through the HTTP proxy, and
   // tunnelled (CONNECT); then the command waits for the test.
-  pid_t pid = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-net",
-                     "127.0.0.1:" + server.port(), "--", "/bin/sh", "-c",
-                     "touch running; while [ ! -e watched ]; do sleep 0.01; done; " + get + url + " > sizes; " + via_proxy + "-x http://127.0.0.1:3128 " + url + " >> sizes; " +
-                         via_proxy + "-p -x http://127.0.0.1:3128 " + url +
-                         " >> sizes; touch relayed; while [ ! -e go ]; do sleep 0.05; done"},
-                    {"HOME=" + sb.home});
+  pid_t pid =
+      spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-net", "127.0.0.1:" + server.port(),
+             "--", "/bin/sh", "-c",
+             "touch running; while [ ! -e watched ]; do sleep 0.01; done; " + get + url + " > sizes; " + via_proxy +
+                 "-x http://127.0.0.1:3128 " + url + " >> sizes; " + via_proxy + "-p -x http://127.0.0.1:3128 " + url +
+                 " >> sizes; touch relayed; while [ ! -e go ]; do sleep 0.05; done"},
+            {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return exists(sb.ws + "/running"); }));
   Footprint footprint(pid);
   write_file(sb.ws + "/watched", "");
@@ -154,8 +154,8 @@ TEST_CASE("the supervisor and the network filter together stay within 8 MiB resi
                      "127.0.0.1:" + server.port(), "--", "/bin/sh", "-c",
                      "touch running; while [ ! -e watched ]; do sleep 0.01; done; i=0; while [ $i -lt " +
                          std::to_string(kConnections) +
-                         " ]; do env -u NO_PROXY -u no_proxy curl -sS -o /dev/null -p -x http://127.0.0.1:3128 " +
-                         url + " 2>/dev/null & i=$((i + 1)); done; while [ ! -e go ]; do sleep 0.05; done"},
+                         " ]; do env -u NO_PROXY -u no_proxy curl -sS -o /dev/null -p -x http://127.0.0.1:3128 " + url +
+                         " 2>/dev/null & i=$((i + 1)); done; while [ ! -e go ]; do sleep 0.05; done"},
                     {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return exists(sb.ws + "/running"); }));
   Footprint footprint(pid);

@@ -11,12 +11,11 @@ using namespace pj::test;
 
 namespace {
 
-
 // pi-jail -q --report REPORT -w ws -- /bin/sh -c SCRIPT, under a guard
 // of 120 s (status 124 when the supervisor hangs).
 Outcome jail_sh(const Sandbox& sb, const std::string& report, const std::string& script) {
-  return run({"/usr/bin/timeout", "120", "/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--report",
-              report, "--", "/bin/sh", "-c", script},
+  return run({"/usr/bin/timeout", "120", "/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--report", report,
+              "--", "/bin/sh", "-c", script},
              {"HOME=" + sb.home});
 }
 

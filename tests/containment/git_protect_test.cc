@@ -46,8 +46,9 @@ std::string plant(const std::string& path, const std::string& log) {
 
 }  // namespace
 
-TEST_CASE("with core.hooksPath = .githooks the jail can neither rewrite nor add a hook; the host's commit runs the "
-          "original") {
+TEST_CASE(
+    "with core.hooksPath = .githooks the jail can neither rewrite nor add a hook; the host's commit runs the "
+    "original") {
   Sandbox sb;
   const std::string log = sb.outside + "/hooks.log";
   REQUIRE(git_in(sb, sb.ws, {"init", "-q"}).status == 0);
@@ -76,9 +77,9 @@ TEST_CASE("a config the repository includes from its worktree is read-only, and 
   REQUIRE(::mkdir((sb.ws + "/team-hooks").c_str(), 0755) == 0);
   hook(sb.ws + "/team-hooks/pre-commit", log, "original");
 
-  auto o = jail_sh(sb, "printf '[core]\\n\\tfsmonitor = touch " + sb.outside +
-                           "/pwned\\n' >> team.gitconfig; " + plant("team-hooks/pre-commit", log) + "; " +
-                           plant("team-hooks/post-commit", log) + "; echo done");
+  auto o = jail_sh(sb, "printf '[core]\\n\\tfsmonitor = touch " + sb.outside + "/pwned\\n' >> team.gitconfig; " +
+                           plant("team-hooks/pre-commit", log) + "; " + plant("team-hooks/post-commit", log) +
+                           "; echo done");
   CAPTURE(o.err);
   REQUIRE(o.status == 0);
   CHECK(has(o.out, "done"));
@@ -131,8 +132,9 @@ TEST_CASE("a bare remote granted with --allow-write: its hooks are read-only, an
   REQUIRE(git_in(sb, sb.ws, {"remote", "add", "origin", remote}).status == 0);
 
   auto o = jail_sh(sb,
-                   plant(remote + "/hooks/post-receive", log) + "; git push -q origin HEAD:refs/heads/main && "
-                                                                "echo pushed",
+                   plant(remote + "/hooks/post-receive", log) +
+                       "; git push -q origin HEAD:refs/heads/main && "
+                       "echo pushed",
                    {"--allow-write", remote});
   CAPTURE(o.err);
   REQUIRE(o.status == 0);

@@ -93,9 +93,10 @@ TEST_CASE("an operator's socket grant reaches ssh-agent inside, with SSH_AUTH_SO
   CHECK(granted.out.find("pj-grant-key (ED25519)") != std::string::npos);
 
   // No grant: the variable is not passed, and the path does not exist inside.
-  auto bare = jail_with(sb, {}, {"/bin/sh", "-c", "echo \"sock=$SSH_AUTH_SOCK\"; SSH_AUTH_SOCK=" + agent.sock +
-                                                      " ssh-add -l; echo rc=$?"},
-                        {"SSH_AUTH_SOCK=" + agent.sock});
+  auto bare = jail_with(
+      sb, {},
+      {"/bin/sh", "-c", "echo \"sock=$SSH_AUTH_SOCK\"; SSH_AUTH_SOCK=" + agent.sock + " ssh-add -l; echo rc=$?"},
+      {"SSH_AUTH_SOCK=" + agent.sock});
   CHECK(bare.out.find("sock=\n") == 0);
   CHECK(bare.out.find("pj-grant-key") == std::string::npos);
   CHECK(bare.out.find("rc=2") != std::string::npos);  // ssh-add: cannot connect to the agent
@@ -107,8 +108,9 @@ TEST_CASE("a project file asking for a socket is refused and reported; the agent
   std::filesystem::create_directories(sb.ws + "/.pi");
   write_file(sb.ws + "/.pi/jail.toml", "[filesystem]\nsockets = [\"$SSH_AUTH_SOCK\", \"" + agent.sock + "\"]\n");
   std::string report = sb.outside + "/r.json";
-  std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--report", report, "--",
-                                "/bin/sh", "-c", "SSH_AUTH_SOCK=" + agent.sock + " ssh-add -l; echo rc=$?"};
+  std::vector<std::string> argv{
+      "/usr/bin/env", "-C",   sb.ws, pi_jail(), "-w", sb.ws,
+      "--report",     report, "--",  "/bin/sh", "-c", "SSH_AUTH_SOCK=" + agent.sock + " ssh-add -l; echo rc=$?"};
   auto o = run(argv, {"HOME=" + sb.home, "SSH_AUTH_SOCK=" + agent.sock});
   CAPTURE(o.err);
   CHECK(o.status == 0);

@@ -46,7 +46,9 @@ TEST_CASE("denied system calls fail with the table's errno inside a real jail") 
       {"io_uring_setup", {"1", "0"}, "ENOSYS"},
       {"setns", {"-1", "0"}, "EPERM"},
       {"chroot", {"0"}, "EPERM"},
-      {"keyctl", {num(KEYCTL_GET_KEYRING_ID), num(static_cast<unsigned long long>(KEY_SPEC_SESSION_KEYRING)), "0"}, "EPERM"},
+      {"keyctl",
+       {num(KEYCTL_GET_KEYRING_ID), num(static_cast<unsigned long long>(KEY_SPEC_SESSION_KEYRING)), "0"},
+       "EPERM"},
       {"add_key", {"0", "0", "0", "0", "0"}, "EPERM"},
       {"bpf", {"0", "0", "0"}, "EPERM"},
       {"perf_event_open", {"0", "0", "0", "0", "0"}, "EPERM"},
@@ -82,8 +84,8 @@ TEST_CASE("an operator's hardening switches load the filter that lifts their row
   Sandbox sb;
   struct Variant {
     const char* hardening;
-    const char* ptrace;   // ptrace(PTRACE_TRACEME)
-    const char* userns;   // unshare(CLONE_NEWUSER)
+    const char* ptrace;  // ptrace(PTRACE_TRACEME)
+    const char* userns;  // unshare(CLONE_NEWUSER)
   } variants[] = {
       {"", "EPERM", "EPERM"},
       {"unsafe_allow_ptrace = true\n", "ok", "EPERM"},
@@ -168,7 +170,8 @@ script -qec 'tty' /dev/null
   auto o = sb.jail({"/bin/bash", "-c", script});
   CAPTURE(o.err);
   CHECK(o.status == 0);
-  for (const char* line : {"1\n", "c-ok\nc-ok\n", "py 285\n", "node-child\n", "worker 42\n", "npm-ok\n", "/dev/pts/0"}) {
+  for (const char* line :
+       {"1\n", "c-ok\nc-ok\n", "py 285\n", "node-child\n", "worker 42\n", "npm-ok\n", "/dev/pts/0"}) {
     CAPTURE(line);
     CHECK(o.out.find(line) != std::string::npos);
   }

@@ -54,8 +54,8 @@ const std::string& probe_dir() {
 std::string data_dir() { return env_or_die("PJ_DATA_DIR"); }
 
 Outcome validate_report(const std::string& report) {
-  return run({"/usr/bin/python3", data_dir() + "/validate_json.py", data_dir() + "/pi-jail-report.schema.json",
-              report});
+  return run(
+      {"/usr/bin/python3", data_dir() + "/validate_json.py", data_dir() + "/pi-jail-report.schema.json", report});
 }
 
 std::string probe_suid() {
@@ -153,8 +153,8 @@ void HttpServer::serve() {
       std::lock_guard lock(m_);
       heads_ += req.substr(0, req.find("\r\n\r\n")) + "\n--\n";
     }
-    std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
-                       "\r\nConnection: close\r\n\r\n" + body_;
+    std::string resp =
+        "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
     ssize_t w = ::write(c, resp.data(), resp.size());
     (void)w;
     ::close(c);
@@ -312,11 +312,11 @@ std::vector<std::string> Tmux::tmux(std::vector<std::string> args) {
 }
 
 Tmux::Tmux(const std::string& command, int width, int height) : socket_("pj-" + unique_token()) {
-  auto o = run(tmux({"new-session", "-d", "-s", "t", "-x", std::to_string(width), "-y", std::to_string(height),
-                     command}),
-               // SHELL: without it tmux runs commands with the account's login
-               // shell, which for nobody is nologin.
-               {"TMUX=", "TERM=xterm-256color", "SHELL=/bin/sh"});
+  auto o =
+      run(tmux({"new-session", "-d", "-s", "t", "-x", std::to_string(width), "-y", std::to_string(height), command}),
+          // SHELL: without it tmux runs commands with the account's login
+          // shell, which for nobody is nologin.
+          {"TMUX=", "TERM=xterm-256color", "SHELL=/bin/sh"});
   if (o.status != 0) throw std::runtime_error("tmux new-session failed: " + o.err);
 }
 
@@ -398,8 +398,7 @@ Sandbox::Sandbox() {
   ws = base + "/ws";
   home = base + "/home";
   outside = base + "/outside";
-  for (const auto& d : {ws, home, home + "/.ssh", home + "/.aws", outside})
-    std::filesystem::create_directories(d);
+  for (const auto& d : {ws, home, home + "/.ssh", home + "/.aws", outside}) std::filesystem::create_directories(d);
   write_file(home + "/.ssh/id_ed25519", "CANARY-SSH-KEY\n");
   write_file(home + "/.aws/credentials", "CANARY-AWS\n");
   write_file(outside + "/secret", "CANARY-OUTSIDE\n");
@@ -412,8 +411,8 @@ Sandbox::~Sandbox() {
 
 Outcome Sandbox::jail(const std::vector<std::string>& args, const std::vector<std::string>& extra,
                       const std::string& cwd, const std::vector<std::string>& env) const {
-  std::vector<std::string> argv{"/usr/bin/env", "-C", cwd.empty() ? ws : cwd, pi_jail(), "-q", "-w", ws,
-                                "--allow-read", probe_dir()};
+  std::vector<std::string> argv{"/usr/bin/env", "-C", cwd.empty() ? ws : cwd, pi_jail(),  "-q",
+                                "-w",           ws,   "--allow-read",         probe_dir()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.push_back("--");
   argv.insert(argv.end(), args.begin(), args.end());

@@ -114,8 +114,8 @@ Outcome git_in(const Sandbox& sb, const std::vector<std::string>& args, const st
   argv.push_back("--");
   argv.push_back("/usr/bin/git");
   argv.insert(argv.end(), args.begin(), args.end());
-  return run(argv, {"HOME=" + sb.home, "XDG_DATA_HOME=", "XDG_CONFIG_HOME=", "XDG_STATE_HOME=",
-                    "GIT_CONFIG_NOSYSTEM=1"});
+  return run(argv,
+             {"HOME=" + sb.home, "XDG_DATA_HOME=", "XDG_CONFIG_HOME=", "XDG_STATE_HOME=", "GIT_CONFIG_NOSYSTEM=1"});
 }
 
 }  // namespace

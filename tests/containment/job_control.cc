@@ -24,7 +24,7 @@ struct Outer {
   Tmux t;
   std::string before = "../stty-before-" + unique_token();
   std::string prompts_file;
-  std::string bytes_file;  // what the pane received, for a failure's message
+  std::string bytes_file;       // what the pane received, for a failure's message
   size_t prompts_at_start = 0;  // prompts the shell had given when the job was typed
   explicit Outer(const Launcher& l, int width = 100, int height = 30)
       : t("env PS1='outer$ ' " + l.env + " bash --norc --noprofile", width, height),
@@ -45,10 +45,14 @@ struct Outer {
     if (bytes.size() > 1500) bytes.erase(0, bytes.size() - 1500);
     std::string shown;
     for (unsigned char c : bytes) {
-      if (c == '\n') shown += "\\n\n";
-      else if (c == '\r') shown += "\\r";
-      else if (c < 0x20 || c >= 0x7f) shown += fmt_byte(c);
-      else shown += static_cast<char>(c);
+      if (c == '\n')
+        shown += "\\n\n";
+      else if (c == '\r')
+        shown += "\\r";
+      else if (c < 0x20 || c >= 0x7f)
+        shown += fmt_byte(c);
+      else
+        shown += static_cast<char>(c);
     }
     return t.screen() + "\n--- the pane's last bytes:\n" + shown + "\n--- prompts (status, jobs):\n" +
            read_file(prompts_file);
@@ -282,7 +286,8 @@ void pipe_has_no_staircase(const Launcher& l) {
   std::istringstream again(o.t.screen());
   bool both = false;
   std::string prev;
-  for (std::string line; std::getline(again, line); prev = line) both = both || (prev == "other-1" && line == "other-2");
+  for (std::string line; std::getline(again, line); prev = line)
+    both = both || (prev == "other-1" && line == "other-2");
   CHECK_MESSAGE(both, o.seen());
 }
 

@@ -64,8 +64,8 @@ TEST_CASE("a fork bomb inside stops at the process limit; the host sees at most 
   Sandbox sb;
   const std::string flag = sb.ws + "/bomb.out", done = sb.ws + "/done", report = sb.outside + "/report.json";
   const int limit = 64;
-  pid_t pid = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", probe_dir(),
-                     "--pids", std::to_string(limit), "--report", report, "--", probe(), "forkbomb", flag, done},
+  pid_t pid = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", probe_dir(), "--pids",
+                     std::to_string(limit), "--report", report, "--", probe(), "forkbomb", flag, done},
                     {"HOME=" + sb.home});
   const bool held = eventually([&] { return exists(flag); });
   // While the bomb holds: every process it made on the host carries the

@@ -50,22 +50,23 @@ const std::string kReal = "localkey_REAL0123456789abcdefghijklmnopqrstu";
 
 }  // namespace
 
-TEST_CASE("a key bound to http://127.0.0.1:PORT reaches the host's local server as the real key, in clear, by every "
-          "way the jail may take; echoes come back as the placeholder") {
+TEST_CASE(
+    "a key bound to http://127.0.0.1:PORT reaches the host's local server as the real key, in clear, by every "
+    "way the jail may take; echoes come back as the placeholder") {
   Sandbox sb;
   StandInServer server(sb.base, "plain", kPlainHandler);
   const std::string url = "http://127.0.0.1:" + server.port();
   // The bind alone opens the port: no --allow-net.
   user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"" + url + "\"] }\n");
   const std::string no_proxy = "env -u NO_PROXY -u no_proxy ";
-  auto o = sb.jail({"/bin/sh", "-c",
-                    "echo \"key=$LOCAL_KEY\"; curl -sS -D - -H \"Authorization: Bearer $LOCAL_KEY\" " + url + "/direct && " +
-                        no_proxy + "curl -sS -x http://127.0.0.1:3128 -H \"Authorization: Bearer $LOCAL_KEY\" " + url +
-                        "/absolute && " + no_proxy + "curl -sS -p -x http://127.0.0.1:3128 -H \"Authorization: Bearer " +
-                        "$LOCAL_KEY\" " + url + "/connect && " + no_proxy +
-                        "curl -sS --socks5-hostname 127.0.0.1:1080 -H \"Authorization: Bearer $LOCAL_KEY\" " + url +
-                        "/socks"},
-                   {}, "", {"LOCAL_KEY=" + kReal});
+  auto o = sb.jail(
+      {"/bin/sh", "-c",
+       "echo \"key=$LOCAL_KEY\"; curl -sS -D - -H \"Authorization: Bearer $LOCAL_KEY\" " + url + "/direct && " +
+           no_proxy + "curl -sS -x http://127.0.0.1:3128 -H \"Authorization: Bearer $LOCAL_KEY\" " + url +
+           "/absolute && " + no_proxy + "curl -sS -p -x http://127.0.0.1:3128 -H \"Authorization: Bearer " +
+           "$LOCAL_KEY\" " + url + "/connect && " + no_proxy +
+           "curl -sS --socks5-hostname 127.0.0.1:1080 -H \"Authorization: Bearer $LOCAL_KEY\" " + url + "/socks"},
+      {}, "", {"LOCAL_KEY=" + kReal});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
@@ -84,8 +85,8 @@ TEST_CASE("a key bound to http://127.0.0.1:PORT reaches the host's local server 
   // explain shows the binding, the port it opens (traced to the bind) and
   // the credential's placeholder going there, in text and JSON; never the key.
   const std::string policy = sb.home + "/.config/pi-jail/policy.toml";
-  auto text = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "explain"},
-                  {"HOME=" + sb.home, "LOCAL_KEY=" + kReal});
+  auto text =
+      run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "explain"}, {"HOME=" + sb.home, "LOCAL_KEY=" + kReal});
   CAPTURE(text.out);
   CHECK(text.status == 0);
   CHECK(text.out.find("LOCAL_KEY -> " + url + " (plain HTTP, host loopback)") != std::string::npos);
@@ -101,8 +102,9 @@ TEST_CASE("a key bound to http://127.0.0.1:PORT reaches the host's local server 
   CHECK((text.out + json.out).find(kReal) == std::string::npos);
 }
 
-TEST_CASE("plain HTTP is never bound to a host off the loopback: the bind line is refused at its position and "
-          "nothing runs") {
+TEST_CASE(
+    "plain HTTP is never bound to a host off the loopback: the bind line is refused at its position and "
+    "nothing runs") {
   Sandbox sb;
   const std::string flag = sb.ws + "/ran";
   for (const std::string target : {"http://10.1.2.3:8080", "http://llm.corp.example:80", "http://127.0.0.1"}) {
@@ -118,17 +120,20 @@ TEST_CASE("plain HTTP is never bound to a host off the loopback: the bind line i
   }
 }
 
-TEST_CASE("a bind the jail could not use is an error before the run: a deny of its port, or TLS wanted on the "
-          "same port") {
+TEST_CASE(
+    "a bind the jail could not use is an error before the run: a deny of its port, or TLS wanted on the "
+    "same port") {
   Sandbox sb;
   const std::string flag = sb.ws + "/ran";
-  user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"http://127.0.0.1:11434\"] }\n"
-                  "[network]\ndeny = [\"127.0.0.1:11434\"]\n");
+  user_policy(sb,
+              "[credentials]\nbind = { LOCAL_KEY = [\"http://127.0.0.1:11434\"] }\n"
+              "[network]\ndeny = [\"127.0.0.1:11434\"]\n");
   auto denied = sb.jail({"/usr/bin/touch", flag}, {}, "", {"LOCAL_KEY=" + kReal});
   CAPTURE(denied.err);
   CHECK(denied.status == 125);
   CHECK(denied.err.find("cannot be honoured: the deny rule \"127.0.0.1:11434\"") != std::string::npos);
-  user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"http://127.0.0.1:11434\"], OTHER_KEY = [\"localhost:11434\"] }\n");
+  user_policy(
+      sb, "[credentials]\nbind = { LOCAL_KEY = [\"http://127.0.0.1:11434\"], OTHER_KEY = [\"localhost:11434\"] }\n");
   auto both = sb.jail({"/usr/bin/touch", flag}, {}, "", {"LOCAL_KEY=" + kReal});
   CAPTURE(both.err);
   CHECK(both.status == 125);
@@ -136,15 +141,17 @@ TEST_CASE("a bind the jail could not use is an error before the run: a deny of i
   CHECK_FALSE(exists(flag));
 }
 
-TEST_CASE("a placeholder sent to a host loopback port that no binding covers is reported at the end with the bind "
-          "line that fixes it") {
+TEST_CASE(
+    "a placeholder sent to a host loopback port that no binding covers is reported at the end with the bind "
+    "line that fixes it") {
   Sandbox sb;
   StandInServer server(sb.base, "plain", kPlainHandler);
   const std::string port = server.port();
   // A credential of the run (bound elsewhere), and the local port allowed but not bound.
   user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"api.example\"] }\n");
-  auto o = jail_loud(sb, {"/bin/sh", "-c", "curl -sS -H \"Authorization: Bearer $LOCAL_KEY\" http://127.0.0.1:" + port + "/v1"},
-                     {"--allow-net", "127.0.0.1:" + port}, {"LOCAL_KEY=" + kReal});
+  auto o = jail_loud(
+      sb, {"/bin/sh", "-c", "curl -sS -H \"Authorization: Bearer $LOCAL_KEY\" http://127.0.0.1:" + port + "/v1"},
+      {"--allow-net", "127.0.0.1:" + port}, {"LOCAL_KEY=" + kReal});
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
@@ -158,8 +165,9 @@ TEST_CASE("a placeholder sent to a host loopback port that no binding covers is 
   CHECK(o.err.find("[credentials] bind = { LOCAL_KEY = [\"http://127.0.0.1:" + port + "\"] }") != std::string::npos);
   // The README's troubleshooting quotes the same lines (for Ollama's port).
   const std::string readme = read_file(data_dir() + "/README.md");
-  CHECK(readme.find("| `127.0.0.1:11434 got a placeholder, not the key (2\u00d7): a placeholder of auth.json ollama.key "
-                    "went to this host loopback port unsubstituted: no [credentials] bind covers it`") != std::string::npos);
+  CHECK(readme.find(
+            "| `127.0.0.1:11434 got a placeholder, not the key (2\u00d7): a placeholder of auth.json ollama.key "
+            "went to this host loopback port unsubstituted: no [credentials] bind covers it`") != std::string::npos);
   CHECK(readme.find("`  to send the real key there, in ~/.config/pi-jail/policy.toml: [credentials] bind = { ollama = "
                     "[\"http://127.0.0.1:11434\"] }`") != std::string::npos);
 
@@ -171,18 +179,22 @@ TEST_CASE("a placeholder sent to a host loopback port that no binding covers is 
   CHECK(clean.err.find("got a placeholder") == std::string::npos);
 }
 
-TEST_CASE("a key bound for TLS to a loopback port whose server speaks plain HTTP is refused with the bind that fixes "
-          "it, never reset without a word") {
+TEST_CASE(
+    "a key bound for TLS to a loopback port whose server speaks plain HTTP is refused with the bind that fixes "
+    "it, never reset without a word") {
   Sandbox sb;
   StandInServer server(sb.base, "plain", kPlainHandler);
   const std::string hostport = "127.0.0.1:" + server.port();
   user_policy(sb, "[credentials]\nbind = { LOCAL_KEY = [\"" + hostport + "\"] }\n");
-  auto o = jail_loud(sb, {"/bin/sh", "-c", "curl -sS -D - -H \"Authorization: Bearer $LOCAL_KEY\" http://" + hostport + "/v1"},
-                     {"--allow-net", hostport}, {"LOCAL_KEY=" + kReal});
+  auto o = jail_loud(
+      sb, {"/bin/sh", "-c", "curl -sS -D - -H \"Authorization: Bearer $LOCAL_KEY\" http://" + hostport + "/v1"},
+      {"--allow-net", hostport}, {"LOCAL_KEY=" + kReal});
   CAPTURE(o.err);
   CAPTURE(o.out);
-  const std::string why = hostport + " is bound for TLS, but the jail spoke plain HTTP to it; for a server without TLS "
-                          "bind http://" + hostport;
+  const std::string why = hostport +
+                          " is bound for TLS, but the jail spoke plain HTTP to it; for a server without TLS "
+                          "bind http://" +
+                          hostport;
   CHECK(o.out.find("HTTP/1.1 502 ") == 0);
   CHECK(o.out.find("pi-jail: refused: " + why) != std::string::npos);
   CHECK(o.err.find(why) != std::string::npos);

@@ -24,7 +24,6 @@ using namespace pj::test;
 
 namespace {
 
-
 // Python helpers the attack scripts share; they run inside the jail.
 const std::string kPyPrelude = R"(
 import os, socket, subprocess, sys, time
@@ -159,9 +158,9 @@ wait_for("go")
   // which the release build checks, as root and as nobody.
   MESSAGE("peak RSS under ASan (not checked): " << rss << " KiB");
 #endif
-  CHECK(file_size(log) < 2 * 1024 * 1024);   // 100 lines, then 20 a second, each under 1 KiB
-  CHECK(file_size(report) < 1024 * 1024);    // 512 entries of bounded strings
-  CHECK(err.size() < 16 * 1024);             // a few lines, whatever the names
+  CHECK(file_size(log) < 2 * 1024 * 1024);  // 100 lines, then 20 a second, each under 1 KiB
+  CHECK(file_size(report) < 1024 * 1024);   // 512 entries of bounded strings
+  CHECK(err.size() < 16 * 1024);            // a few lines, whatever the names
   CHECK(err.find("refused 10000 connections") != std::string::npos);
   auto v = validate_report(report);
   CAPTURE(v.out);
@@ -223,8 +222,9 @@ for batch in range(100):
         reset(s)
 result("connect=" + curl("-p", "-x", "http://127.0.0.1:3128", URL))
 )");
-  std::string cmd = "mount --bind \"$0\" /etc/hosts && cd \"$2\" && exec \"$1\" -q -w \"$2\" --allow-net "
-                    "slow.pjtest.example:9 --allow-net \"localhost:$3\" -- /usr/bin/python3 attack.py";
+  std::string cmd =
+      "mount --bind \"$0\" /etc/hosts && cd \"$2\" && exec \"$1\" -q -w \"$2\" --allow-net "
+      "slow.pjtest.example:9 --allow-net \"localhost:$3\" -- /usr/bin/python3 attack.py";
   std::vector<std::string> argv{"/usr/bin/unshare"};
   if (::getuid() != 0) argv.push_back("-Ur");
   argv.insert(argv.end(), {"-m", "/bin/sh", "-c", cmd, hosts, pi_jail(), sb.ws, server.port()});

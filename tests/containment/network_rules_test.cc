@@ -21,7 +21,6 @@ using namespace pj::test;
 
 namespace {
 
-
 enum class Net { host, own };
 
 // pi-jail ARGS with `hosts` as /etc/hosts, bound in a mount namespace of
@@ -34,8 +33,8 @@ Outcome jail_with_hosts(const Sandbox& sb, const std::string& hosts, Net net, co
   if (::getuid() != 0) argv.push_back("-Ur");
   argv.push_back("-m");
   if (net == Net::own) argv.push_back("-n");
-  argv.insert(argv.end(), {"/bin/sh", "-c", "mount --bind \"$0\" /etc/hosts && exec \"$@\"", file, pi_jail(), "-q",
-                           "-w", sb.ws});
+  argv.insert(argv.end(),
+              {"/bin/sh", "-c", "mount --bind \"$0\" /etc/hosts && exec \"$@\"", file, pi_jail(), "-q", "-w", sb.ws});
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv, {"HOME=" + sb.home});
 }
@@ -75,10 +74,9 @@ TEST_CASE("a null-routed exact name (0.0.0.0 pi.dev) cannot reach the host's loo
       {"--net-log", log, "--allow-net", "pi.dev:" + server.port(), "--allow-net",
        "loopback.pjtest.example:" + server.port(), "--", "/bin/sh", "-c",
        kCurl + "-w ' %{http_code}\\n' -x http://127.0.0.1:3128 " + url + "; " +  //
-           kCurl + "-p -x http://127.0.0.1:3128 " + url + "; echo connect=$?; " +
-           kCurl + "--socks5-hostname 127.0.0.1:1080 " + url + "; echo socks=$?; " +
-           kCurl + "-w ' %{http_code}\\n' -x http://127.0.0.1:3128 http://loopback.pjtest.example:" + server.port() +
-           "/"});
+           kCurl + "-p -x http://127.0.0.1:3128 " + url + "; echo connect=$?; " + kCurl +
+           "--socks5-hostname 127.0.0.1:1080 " + url + "; echo socks=$?; " + kCurl +
+           "-w ' %{http_code}\\n' -x http://127.0.0.1:3128 http://loopback.pjtest.example:" + server.port() + "/"});
   CAPTURE(o.out);
   CAPTURE(o.err);
   CHECK(o.status == 0);
@@ -105,14 +103,16 @@ TEST_CASE("every IPv4-in-IPv6 form of a private or loopback address is refused, 
       {"nat64", "64:ff9b::a00:7", "64:ff9b::a00:7, private (10.0.0.0/8) in NAT64 (64:ff9b::/96)"},
       {"nat64local", "64:ff9b:1::a00:7", "64:ff9b:1::a00:7, local-use NAT64 (64:ff9b:1::/48)"},
       {"sixtofour", "2002:a00:7::1", "2002:a00:7::1, private (10.0.0.0/8) in 6to4 (2002::/16)"},
-      {"teredo", "2001:0:808:808::f5ff:fff8", "2001:0:808:808::f5ff:fff8, private (10.0.0.0/8) in Teredo client (2001::/32)"},
+      {"teredo", "2001:0:808:808::f5ff:fff8",
+       "2001:0:808:808::f5ff:fff8, private (10.0.0.0/8) in Teredo client (2001::/32)"},
       {"siitlo", "::ffff:0:127.0.0.1", "::ffff:0:7f00:1, loopback (127.0.0.0/8) in SIIT (::ffff:0:0:0/96)"},
-      {"nat64locallo", "64:ff9b:1::7f00:1", "64:ff9b:1::7f00:1, loopback (127.0.0.0/8) in local-use NAT64 (64:ff9b:1::/48)"},
+      {"nat64locallo", "64:ff9b:1::7f00:1",
+       "64:ff9b:1::7f00:1, loopback (127.0.0.0/8) in local-use NAT64 (64:ff9b:1::/48)"},
       {"unspec", "::", "resolves to ::, unspecified (::)"},
   };
   std::string hosts = "127.0.0.1 localhost\n";
   std::string script;
-  std::vector<std::string> args{"--net-log", sb.outside + "/net.jsonl", "--config", sb.outside + "/policy.toml",
+  std::vector<std::string> args{"--net-log",   sb.outside + "/net.jsonl", "--config", sb.outside + "/policy.toml",
                                 "--allow-net", "*.w.pjtest.example:8080"};
   for (const auto& f : forms) {
     std::string exact = std::string(f.name) + ".pjtest.example", wild = std::string(f.name) + ".w.pjtest.example";
@@ -130,8 +130,8 @@ TEST_CASE("every IPv4-in-IPv6 form of a private or loopback address is refused, 
              "[network]\nallow = [{ host = \"corp.pjtest.example:8080\", allow_private = true },\n"
              "  { host = \"corplo.pjtest.example:8080\", allow_private = true }]\n");
   for (const char* name : {"corp.pjtest.example", "corplo.pjtest.example"})
-    script += "echo " + std::string(name) + " $(" + kCurl + "-o /dev/null -w '%{http_code}' -x http://127.0.0.1:3128 http://" +
-              name + ":8080/); ";
+    script += "echo " + std::string(name) + " $(" + kCurl +
+              "-o /dev/null -w '%{http_code}' -x http://127.0.0.1:3128 http://" + name + ":8080/); ";
   args.insert(args.end(), {"--", "/bin/sh", "-c", script});
   auto o = jail_with_hosts(sb, hosts, Net::own, args);
   CAPTURE(o.err);
@@ -141,7 +141,7 @@ TEST_CASE("every IPv4-in-IPv6 form of a private or loopback address is refused, 
     CHECK(o.out.find(std::string(f.name) + ".pjtest.example 403\n") != std::string::npos);
     CHECK(o.out.find(std::string(f.name) + ".w.pjtest.example 403\n") != std::string::npos);
   }
-  CHECK(o.out.find("corp.pjtest.example 502\n") != std::string::npos);   // allowed: tried, unreachable
+  CHECK(o.out.find("corp.pjtest.example 502\n") != std::string::npos);  // allowed: tried, unreachable
   CHECK(o.out.find("corplo.pjtest.example 403\n") != std::string::npos);
   std::string lines = read_file(sb.outside + "/net.jsonl");
   for (const auto& f : forms) {
@@ -152,8 +152,9 @@ TEST_CASE("every IPv4-in-IPv6 form of a private or loopback address is refused, 
   CHECK(lines.find("resolves to ::ffff:0:7f00:2, loopback (127.0.0.0/8) in SIIT") != std::string::npos);
 }
 
-TEST_CASE("proxy requests: control bytes refused with 400, Host from the target, query kept, reason phrases, "
-          "refusals name the rule and no file path") {
+TEST_CASE(
+    "proxy requests: control bytes refused with 400, Host from the target, query kept, reason phrases, "
+    "refusals name the rule and no file path") {
   Sandbox sb;
   HttpServer server;
   std::string p = server.port(), hp = "127.0.0.1:" + p;
@@ -175,7 +176,8 @@ TEST_CASE("proxy requests: control bytes refused with 400, Host from the target,
   CAPTURE(o.err);
   CHECK(o.status == 0);
   std::vector<std::string> got;
-  for (size_t a = 0, b; (b = o.out.find('\n', a)) != std::string::npos; a = b + 1) got.push_back(o.out.substr(a, b - a));
+  for (size_t a = 0, b; (b = o.out.find('\n', a)) != std::string::npos; a = b + 1)
+    got.push_back(o.out.substr(a, b - a));
   REQUIRE(got.size() == reqs.size());
   for (int i : {0, 1, 2, 3}) {
     CAPTURE(i);
@@ -185,8 +187,9 @@ TEST_CASE("proxy requests: control bytes refused with 400, Host from the target,
   CHECK(got[5] == "HTTP/1.1 200 OK | served");
   CHECK(got[6] == "HTTP/1.1 200 OK | served");  // 127.0.0.1. is the literal, checked as such
   CHECK(got[7] == "HTTP/1.1 403 Forbidden | pi-jail: denied by the rule blocked.pjtest.example");
-  CHECK(got[8] == "HTTP/1.1 403 pi-jail refused nope.pjtest.example:80 (allow: --allow-net nope.pjtest.example:80) | "
-                  "pi-jail: no rule allows nope.pjtest.example:80");
+  CHECK(got[8] ==
+        "HTTP/1.1 403 pi-jail refused nope.pjtest.example:80 (allow: --allow-net nope.pjtest.example:80) | "
+        "pi-jail: no rule allows nope.pjtest.example:80");
   CHECK(o.out.find(config) == std::string::npos);
   CHECK(server.hits() == 3);
   std::string heads = server.heads();

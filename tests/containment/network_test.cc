@@ -49,13 +49,14 @@ TEST_CASE("refused destinations: 403 from the HTTP proxy, a SOCKS refusal, a log
   HttpServer server("must-not-be-served\n");
   std::string url = "http://127.0.0.1:" + server.port() + "/";
   std::string log = sb.outside + "/net.jsonl";
-  auto o = sb.jail({"/bin/sh", "-c",
-                    kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 " + url + "; " +
-                        kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 http://blocked.example/; " +
-                        kNoProxyEnv + "curl -s -p -x http://127.0.0.1:3128 https://blocked.example/; echo connect=$?; " +
-                        kNoProxyEnv + "curl -s --socks5-hostname 127.0.0.1:1080 " + url + "; echo socks=$?; " +
-                        "curl -s " + url + "; echo direct=$?"},
-                   {"--net-log", log});
+  auto o = sb.jail(
+      {"/bin/sh", "-c",
+       kNoProxyEnv + "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 " + url + "; " + kNoProxyEnv +
+           "curl -s -o /dev/null -w '%{http_code}\\n' -x http://127.0.0.1:3128 http://blocked.example/; " +
+           kNoProxyEnv + "curl -s -p -x http://127.0.0.1:3128 https://blocked.example/; echo connect=$?; " +
+           kNoProxyEnv + "curl -s --socks5-hostname 127.0.0.1:1080 " + url + "; echo socks=$?; " + "curl -s " + url +
+           "; echo direct=$?"},
+      {"--net-log", log});
   CHECK(o.out.find("403\n403\n") == 0);
   CHECK(o.out.find("connect=56") != std::string::npos);  // CONNECT tunnel failed, response 403
   CHECK(o.out.find("socks=97") != std::string::npos);    // SOCKS5 request refused
@@ -91,8 +92,9 @@ TEST_CASE("an allowed name that resolves to a refused range is refused, even whe
   // Resolution happens in the supervisor, outside the jail: give it our
   // own /etc/hosts in a mount namespace of this test.
   auto in_ns = [&](const std::string& rule, const std::string& url) {
-    std::string cmd = "mount --bind \"$0\" /etc/hosts && exec \"$1\" -q -w \"$2\" --net-log \"$4\" --allow-net \"$3\" -- " +
-                      kNoProxyEnv + "curl -s -w ' %{http_code}' -x http://127.0.0.1:3128 " + url;
+    std::string cmd =
+        "mount --bind \"$0\" /etc/hosts && exec \"$1\" -q -w \"$2\" --net-log \"$4\" --allow-net \"$3\" -- " +
+        kNoProxyEnv + "curl -s -w ' %{http_code}' -x http://127.0.0.1:3128 " + url;
     std::vector<std::string> argv{"/usr/bin/unshare"};
     if (::getuid() != 0) argv.push_back("-Ur");
     argv.insert(argv.end(), {"-m", "/bin/sh", "-c", cmd, hosts, pi_jail(), sb.ws, rule, log});

@@ -20,7 +20,8 @@ void project_file(const Sandbox& sb, const std::string& text) {
 
 TEST_CASE("a refused project request is not applied, and is reported") {
   Sandbox sb;
-  project_file(sb, "[filesystem]\nwrite = [\"~/.ssh\", \"" + sb.outside + "\"]\n[hardening]\nunsafe_allow_ptrace = true\n");
+  project_file(sb,
+               "[filesystem]\nwrite = [\"~/.ssh\", \"" + sb.outside + "\"]\n[hardening]\nunsafe_allow_ptrace = true\n");
   auto w = sb.probe({"write", sb.home + "/.ssh/authorized_keys"});
   CHECK(trim(w.out) != "ok");
   CHECK_FALSE(read_file(sb.home + "/.ssh/id_ed25519").empty());
@@ -77,8 +78,8 @@ TEST_CASE("the system operator's read limit bounds the program: outside it the r
   CHECK(o.status == 125);
   CHECK(o.err.find("nothing was run") != std::string::npos);
   CHECK(o.err.find("runtime: " + prog + " itself: the program needs " + prog +
-                   " read-only, and it cannot be granted: " + prog +
-                   " is outside the system operator's read limit") != std::string::npos);
+                   " read-only, and it cannot be granted: " + prog + " is outside the system operator's read limit") !=
+        std::string::npos);
   CHECK(o.err.find("(limit: " + config + ":2:9)") != std::string::npos);
   CHECK_FALSE(exists(flag));
 
@@ -97,20 +98,21 @@ TEST_CASE("Pi's agent dir set outside the system operator's write limit stops th
   const std::string config = sb.base + "/operator.toml";
   write_file(config, "[limits]\nwrite = [\"${workspace}\"]\n");
   const std::vector<std::string> env{"HOME=" + sb.home, "PI_CODING_AGENT_DIR=" + agent};
-  auto o = run({pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write", flag},
-               env);
+  auto o =
+      run({pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write", flag}, env);
   CHECK(o.status == 125);
   CHECK(o.err.find("nothing was run") != std::string::npos);
-  CHECK(o.err.find("Pi's agent dir " + agent + " ($PI_CODING_AGENT_DIR, else ~/.pi/agent) is outside the system "
-                   "operator's write limit (limit: " + config + ":2:10)") != std::string::npos);
+  CHECK(o.err.find("Pi's agent dir " + agent +
+                   " ($PI_CODING_AGENT_DIR, else ~/.pi/agent) is outside the system "
+                   "operator's write limit (limit: " +
+                   config + ":2:10)") != std::string::npos);
   CHECK_FALSE(exists(flag));
 
   // Within the limit it runs, and Pi's sessions are written there.
   write_file(config, "[limits]\nwrite = [\"${workspace}\", \"" + sb.outside + "\"]\n");
   const std::string session = agent + "/sessions/" + pi_session_dir(sb.ws) + "/s";
-  auto ok = run({pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write",
-                 session},
-                env);
+  auto ok = run(
+      {pi_jail(), "-w", sb.ws, "--config", config, "--allow-read", probe_dir(), "--", probe(), "write", session}, env);
   CAPTURE(ok.err);
   CHECK(ok.status == 0);
   CHECK(trim(ok.out) == "ok");
@@ -140,7 +142,8 @@ TEST_CASE("broken policy files stop the run with every problem and its position"
   CHECK(broken.status == 125);
   CHECK(broken.err.find(".pi/jail.toml:1:12:") != std::string::npos);
   CHECK_FALSE(exists(flag));
-  auto ignored = run({pi_jail(), "-w", sb.ws, "--no-project-config", "--", "/usr/bin/touch", flag}, {"HOME=" + sb.home});
+  auto ignored =
+      run({pi_jail(), "-w", sb.ws, "--no-project-config", "--", "/usr/bin/touch", flag}, {"HOME=" + sb.home});
   CHECK(ignored.status == 0);
 
   std::filesystem::remove(sb.ws + "/.pi/jail.toml");

@@ -78,8 +78,10 @@ int do_fill(int argc, char** argv) {
     for (long long done = 0; err == 0 && done < want;) {
       size_t chunk = static_cast<size_t>(std::min<long long>(sizeof block, want - done));
       ssize_t n = ::write(fd, block, chunk);
-      if (n <= 0) err = n < 0 ? errno : EIO;
-      else done += n;
+      if (n <= 0)
+        err = n < 0 ? errno : EIO;
+      else
+        done += n;
     }
     if (fd >= 0) ::close(fd);
     failures += result(err == 0, err);
@@ -145,11 +147,14 @@ int do_connect(const char* host, const char* port) {
 // "1b0d0a" -> "\x1b\r\n".
 std::string from_hex(const char* hex) {
   std::string out;
-  for (size_t i = 0; hex[i] && hex[i + 1]; i += 2) out += static_cast<char>(std::stoi(std::string(hex + i, 2), nullptr, 16));
+  for (size_t i = 0; hex[i] && hex[i + 1]; i += 2)
+    out += static_cast<char>(std::stoi(std::string(hex + i, 2), nullptr, 16));
   return out;
 }
 
-bool send_all(int s, const std::string& bytes) { return ::write(s, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()); }
+bool send_all(int s, const std::string& bytes) {
+  return ::write(s, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+}
 
 // A raw SOCKS5 CONNECT to the network filter (127.0.0.1:1080) for the
 // domain name NAME_HEX (any bytes, in hex) and PORT; prints "reply N",
@@ -194,8 +199,10 @@ int do_forkbomb(const char* flag, const char* done) {
   while (err == 0) {
     pid_t p = ::fork();
     if (p == 0) ::_exit(0);
-    if (p < 0) err = errno;
-    else ::waitpid(p, nullptr, 0);
+    if (p < 0)
+      err = errno;
+    else
+      ::waitpid(p, nullptr, 0);
   }
   rlimit more{RLIM_INFINITY, RLIM_INFINITY};
   int raise_err = ::setrlimit(RLIMIT_NPROC, &more) == 0 ? 0 : errno;
@@ -271,7 +278,10 @@ int do_find_in(const std::string& pid, const std::string& hex) {
   for (size_t i = 0; i + 1 < hex.size(); i += 2) needle += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   for (const char* what : {"cmdline", "environ"}) {
     std::string err, text = proc_file(pid, what, err);
-    std::printf("%s %s\n", what, !err.empty() ? err.c_str() : text.find(needle) != std::string::npos ? "found" : "absent");
+    std::printf("%s %s\n", what,
+                !err.empty()                             ? err.c_str()
+                : text.find(needle) != std::string::npos ? "found"
+                                                         : "absent");
   }
   bool found = false;
   std::string err = search_memory(pid, needle, found);
@@ -283,7 +293,10 @@ int do_find_in(const std::string& pid, const std::string& hex) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: pj-probe write|read|fill|statfs|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|socks5|env|cwd|find-in ...\n");
+    std::fprintf(stderr,
+                 "usage: pj-probe "
+                 "write|read|fill|statfs|mount-tmpfs|umount|remount-rw|status|fds|pids|kill|connect|socks5|env|cwd|"
+                 "find-in ...\n");
     return 2;
   }
   std::string cmd = argv[1];

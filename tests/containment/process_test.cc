@@ -46,8 +46,7 @@ TEST_CASE("no capabilities, no_new_privs") {
     CAPTURE(line);
     CHECK(o.out.find(line) != std::string::npos);
   }
-  CHECK(o.out.find("uid " + std::to_string(::getuid()) + " euid " + std::to_string(::geteuid())) !=
-        std::string::npos);
+  CHECK(o.out.find("uid " + std::to_string(::getuid()) + " euid " + std::to_string(::geteuid())) != std::string::npos);
 }
 
 TEST_CASE("a setuid-root binary gains nothing") {
@@ -72,8 +71,19 @@ TEST_CASE("only fds 0, 1 and 2 reach the command") {
 
 TEST_CASE("the environment is an allowlist") {
   Sandbox sb;
-  std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, "AWS_SECRET_ACCESS_KEY=leak", "GITHUB_TOKEN=leak",
-                                "LC_TIME=C", pi_jail(), "-q", "-w", sb.ws, "--allow-read", probe_dir(), "--",
+  std::vector<std::string> argv{"/usr/bin/env",
+                                "-C",
+                                sb.ws,
+                                "AWS_SECRET_ACCESS_KEY=leak",
+                                "GITHUB_TOKEN=leak",
+                                "LC_TIME=C",
+                                pi_jail(),
+                                "-q",
+                                "-w",
+                                sb.ws,
+                                "--allow-read",
+                                probe_dir(),
+                                "--",
                                 "/usr/bin/env"};
   auto o = run(argv, {"HOME=" + sb.home});
   CHECK(o.status == 0);
@@ -128,8 +138,8 @@ TEST_CASE("a program outside the view is shown alone, never its neighbours") {
 TEST_CASE("nothing survives the command: setsid and background jobs are ended") {
   Sandbox sb;
   std::string marker = "1000." + unique_token();
-  auto o = sb.jail({"/bin/sh", "-c", "setsid sh -c 'sleep " + marker + " &' ; nohup sleep " + marker +
-                                         " >/dev/null 2>&1 & exit 0"});
+  auto o = sb.jail(
+      {"/bin/sh", "-c", "setsid sh -c 'sleep " + marker + " &' ; nohup sleep " + marker + " >/dev/null 2>&1 & exit 0"});
   CHECK(o.status == 0);
   CHECK(host_processes_with("sleep " + marker).empty());
 }
@@ -137,9 +147,9 @@ TEST_CASE("nothing survives the command: setsid and background jobs are ended") 
 TEST_CASE("SIGKILL of the supervisor leaves nothing of the jail") {
   Sandbox sb;
   std::string marker = "1000." + unique_token();
-  pid_t pid = spawn({pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c",
-                     "setsid sleep " + marker + " & sleep " + marker},
-                    {"HOME=" + sb.home});
+  pid_t pid =
+      spawn({pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c", "setsid sleep " + marker + " & sleep " + marker},
+            {"HOME=" + sb.home});
   bool started = false;
   for (int i = 0; i < 200 && !started; ++i) {
     started = host_processes_with("sleep " + marker).size() >= 2;
@@ -160,18 +170,21 @@ TEST_CASE("fail closed: no user namespaces means nothing runs (exit 125); --unsa
   Sandbox sb;
   std::string flag = sb.ws + "/ran";
   // Inside a user namespace of our own, forbid further user namespaces.
-  auto o = run({"/usr/bin/unshare", "-Ur", "/bin/sh", "-c",
-                "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" -w \"$1\" -- /bin/sh -c 'touch \"$1\"' sh \"$2\"",
-                pi_jail(), sb.ws, flag},
-               {"HOME=" + sb.home});
+  auto o = run(
+      {"/usr/bin/unshare", "-Ur", "/bin/sh", "-c",
+       "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" -w \"$1\" -- /bin/sh -c 'touch \"$1\"' sh \"$2\"",
+       pi_jail(), sb.ws, flag},
+      {"HOME=" + sb.home});
   CHECK(o.status == 125);
   CHECK(o.err.find("nothing was run") != std::string::npos);
-  CHECK(o.err.find("pi-jail: error: jail setup failed, nothing was run\n  step: ") != std::string::npos);  // the one wording
+  CHECK(o.err.find("pi-jail: error: jail setup failed, nothing was run\n  step: ") !=
+        std::string::npos);  // the one wording
   CHECK(o.err.find("max_user_namespaces") != std::string::npos);
   CHECK_FALSE(exists(flag));
 
   auto u = run({"/usr/bin/unshare", "-Ur", "/bin/sh", "-c",
-                "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" --unsandboxed -w \"$1\" -- /bin/sh -c 'touch \"$1\"' sh \"$2\"",
+                "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" --unsandboxed -w \"$1\" -- /bin/sh -c "
+                "'touch \"$1\"' sh \"$2\"",
                 pi_jail(), sb.ws, flag},
                {"HOME=" + sb.home});
   CHECK(u.status == 0);
@@ -205,8 +218,8 @@ TEST_CASE("a command that stops itself with no terminal stops neither pi-jail no
   std::string report = sb.base + "/report.json";
   // The command handles TERM, so only SIGCONT after the TERM lets it run
   // its handler (exit 3); otherwise the KILL after the 30 s grace ends it.
-  auto o = run({pi_jail(), "-q", "-w", sb.ws, "--timeout", "2s", "--grace", "30s", "--report", report, "--",
-                "/bin/sh", "-c", "trap 'exit 3' TERM; kill -STOP $$; echo after"},
+  auto o = run({pi_jail(), "-q", "-w", sb.ws, "--timeout", "2s", "--grace", "30s", "--report", report, "--", "/bin/sh",
+                "-c", "trap 'exit 3' TERM; kill -STOP $$; echo after"},
                {"HOME=" + sb.home});
   CHECK(o.status == 124);
   CHECK(o.out.empty());

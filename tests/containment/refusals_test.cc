@@ -13,7 +13,8 @@ const std::string kNoProxyEnv = "env -u NO_PROXY -u no_proxy ";
 
 // Waits (a guard, not a timing) until the list names `what`, then prints it.
 std::string show_list_once_it_names(const std::string& what) {
-  return "for i in $(seq 50); do grep -q '" + what + "' \"$PI_JAIL_REFUSALS\" && break; sleep 0.1; done; "
+  return "for i in $(seq 50); do grep -q '" + what +
+         "' \"$PI_JAIL_REFUSALS\" && break; sleep 0.1; done; "
          "cat \"$PI_JAIL_REFUSALS\"; ";
 }
 
@@ -38,19 +39,18 @@ TEST_CASE("a refused request's status line names the host and the option that al
 
 TEST_CASE("the jail reads the run's refusals so far, each with its fix, from a file it cannot change") {
   Sandbox sb;
-  auto o = sb.jail(
-      {"/bin/sh", "-c",
-       "echo path=$PI_JAIL_REFUSALS; cat \"$PI_JAIL_REFUSALS\"; echo ---; " + kNoProxyEnv +
-           "curl -s -o /dev/null -x http://127.0.0.1:3128 http://blocked.example/; " + kNoProxyEnv +
-           "curl -s -o /dev/null -p -x http://127.0.0.1:3128 https://registry.npmjs.org/; " +
-           show_list_once_it_names("registry.npmjs.org") + "echo ---; " +
-           "echo planted > \"$PI_JAIL_REFUSALS\" 2>/dev/null; echo write=$?; "
-           "echo planted > /run/pi-jail/other 2>/dev/null; echo create=$?; "
-           "mv /run/pi-jail/refusals /run/pi-jail/gone 2>/dev/null; echo rename=$?; "
-           "rm -f /run/pi-jail/refusals 2>/dev/null; echo remove=$?; "
-           "chmod 777 /run/pi-jail 2>/dev/null; echo chmod=$?; "
-           "umount /run/pi-jail 2>/dev/null; echo umount=$?; "
-           "grep -c blocked.example \"$PI_JAIL_REFUSALS\""});
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "echo path=$PI_JAIL_REFUSALS; cat \"$PI_JAIL_REFUSALS\"; echo ---; " + kNoProxyEnv +
+                        "curl -s -o /dev/null -x http://127.0.0.1:3128 http://blocked.example/; " + kNoProxyEnv +
+                        "curl -s -o /dev/null -p -x http://127.0.0.1:3128 https://registry.npmjs.org/; " +
+                        show_list_once_it_names("registry.npmjs.org") + "echo ---; " +
+                        "echo planted > \"$PI_JAIL_REFUSALS\" 2>/dev/null; echo write=$?; "
+                        "echo planted > /run/pi-jail/other 2>/dev/null; echo create=$?; "
+                        "mv /run/pi-jail/refusals /run/pi-jail/gone 2>/dev/null; echo rename=$?; "
+                        "rm -f /run/pi-jail/refusals 2>/dev/null; echo remove=$?; "
+                        "chmod 777 /run/pi-jail 2>/dev/null; echo chmod=$?; "
+                        "umount /run/pi-jail 2>/dev/null; echo umount=$?; "
+                        "grep -c blocked.example \"$PI_JAIL_REFUSALS\""});
   CAPTURE(o.out);
   CAPTURE(o.err);
   CHECK(o.out.starts_with("path=/run/pi-jail/refusals\n# pi-jail: the network requests this run refused so far"));
@@ -85,8 +85,8 @@ TEST_CASE("a host an operator denied is listed without an allow option, which wo
 TEST_CASE("the refusals directory is the run's own and is gone when the run ends") {
   Sandbox sb;
   const std::string state = sb.outside + "/state";
-  auto o = sb.jail({"/bin/sh", "-c", "test -r \"$PI_JAIL_REFUSALS\" && echo readable"}, {}, "",
-                   {"XDG_STATE_HOME=" + state});
+  auto o =
+      sb.jail({"/bin/sh", "-c", "test -r \"$PI_JAIL_REFUSALS\" && echo readable"}, {}, "", {"XDG_STATE_HOME=" + state});
   CAPTURE(o.err);
   CHECK(o.out == "readable\n");
   CHECK(o.status == 0);
@@ -103,7 +103,8 @@ TEST_CASE("git push to a bare repository outside the view: git's message is the 
   REQUIRE(run({"/usr/bin/git", "init", "-q", "--bare", bare}).status == 0);
   auto o = sb.jail({"/bin/sh", "-c",
                     "git init -q . && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x && "
-                    "git push -q " + bare + " HEAD:main"});
+                    "git push -q " +
+                        bare + " HEAD:main"});
   CHECK(o.status != 0);
   const std::string said = "fatal: '" + bare + "' does not appear to be a git repository";
   CAPTURE(o.err);

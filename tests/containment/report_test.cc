@@ -11,11 +11,7 @@
 
 using namespace pj::test;
 
-namespace {
-
-
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("the report validates against the documented schema, for every way a run ends") {
   Sandbox sb;
@@ -80,7 +76,15 @@ TEST_CASE("a host name the jail sends reaches the terminal escaped and the repor
   std::string report = sb.outside + "/r.json";
   std::string log = sb.outside + "/net.jsonl";
   // "ev\x1b[2J\r\nil" + 0x9b (8-bit CSI) + 0xff + a cut-short "\xe2\x82" + ".example"
-  std::string hex = "6576" "1b5b324a" "0d0a" "696c" "9b" "ff" "e282" "2e6578616d706c65";
+  std::string hex =
+      "6576"
+      "1b5b324a"
+      "0d0a"
+      "696c"
+      "9b"
+      "ff"
+      "e282"
+      "2e6578616d706c65";
   // Not Sandbox::jail: that passes -q, which hides the end-of-run warning.
   auto o = run({pi_jail(), "-w", sb.ws, "--allow-read", probe_dir(), "--report", report, "--net-log", log, "--",
                 probe(), "socks5", hex, "443"},

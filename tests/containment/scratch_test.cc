@@ -21,8 +21,10 @@ TEST_CASE("writes to the jail's /tmp, /var/tmp and /dev/shm are named in one lin
   Sandbox sb;
   // The workspace lies under /tmp (a mount inside the jail's /tmp): what
   // is written there is kept and not counted.
-  auto o = jail_sh(sb, "echo hi > /tmp/note.txt; mkdir -p /var/tmp/wt/x && head -c 5000 /dev/zero > /var/tmp/wt/x/big;"
-                      "echo s > /dev/shm/s; echo kept > " + sb.ws + "/kept; ln -s /etc /tmp/link");
+  auto o = jail_sh(sb,
+                   "echo hi > /tmp/note.txt; mkdir -p /var/tmp/wt/x && head -c 5000 /dev/zero > /var/tmp/wt/x/big;"
+                   "echo s > /dev/shm/s; echo kept > " +
+                       sb.ws + "/kept; ln -s /etc /tmp/link");
   CAPTURE(o.err);
   CHECK(o.status == 0);
   CHECK(read_file(sb.ws + "/kept") == "kept\n");

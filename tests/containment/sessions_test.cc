@@ -49,13 +49,22 @@ TEST_CASE("a jail on one workspace can neither list, read, append to nor add ano
   const std::string before = read_file(theirs + "/b.jsonl");
   const std::string mine = sessions + "/" + pi_session_dir(sb.ws);
 
-  auto o = sh(sb,
-                    "ls -a " + sessions + "; echo ==; cat " + sessions + "/*/*.jsonl; echo ==; "
-                    "cat " + theirs + "/b.jsonl && echo READ-B; "
-                    "echo planted >> " + theirs + "/b.jsonl && echo APPENDED-B; "
-                    "mkdir -p " + theirs + " && echo planted > " + theirs + "/new.jsonl && echo ADDED-B; "
-                    "mkdir -p " + sessions + "/" + pi_session_dir(sb.outside + "/project-c") + " && echo MADE-C; "
-                    "echo mine > " + mine + "/a.jsonl && echo WROTE-A");
+  auto o = sh(sb, "ls -a " + sessions + "; echo ==; cat " + sessions +
+                      "/*/*.jsonl; echo ==; "
+                      "cat " +
+                      theirs +
+                      "/b.jsonl && echo READ-B; "
+                      "echo planted >> " +
+                      theirs +
+                      "/b.jsonl && echo APPENDED-B; "
+                      "mkdir -p " +
+                      theirs + " && echo planted > " + theirs +
+                      "/new.jsonl && echo ADDED-B; "
+                      "mkdir -p " +
+                      sessions + "/" + pi_session_dir(sb.outside + "/project-c") +
+                      " && echo MADE-C; "
+                      "echo mine > " +
+                      mine + "/a.jsonl && echo WROTE-A");
   CAPTURE(o.out);
   CAPTURE(o.err);
   CHECK(o.status == 0);
@@ -89,20 +98,24 @@ TEST_CASE("a jail started in a subdirectory sees its own sessions, the workspace
     fs::create_directories(sessions + "/" + pi_session_dir(dir));
     write_file(sessions + "/" + pi_session_dir(dir) + "/" + name, header(dir));
   }
-  auto o = sh(sb, "ls " + sessions + "; echo ==; ls " + sessions + "/*/; "
-                 "echo here > " + sessions + "/" + pi_session_dir(sub) + "/sub.jsonl && echo WROTE-SUB",
+  auto o = sh(sb,
+              "ls " + sessions + "; echo ==; ls " + sessions +
+                  "/*/; "
+                  "echo here > " +
+                  sessions + "/" + pi_session_dir(sub) + "/sub.jsonl && echo WROTE-SUB",
               sub);
   CAPTURE(o.err);
   CHECK(o.status == 0);
-  CHECK(o.out.find(pi_session_dir(sub)) != std::string::npos);     // made for this run
+  CHECK(o.out.find(pi_session_dir(sub)) != std::string::npos);  // made for this run
   CHECK(o.out.find(pi_session_dir(sb.ws)) != std::string::npos);
-  CHECK(o.out.find("docs.jsonl") != std::string::npos);          // a subdirectory of the workspace
+  CHECK(o.out.find("docs.jsonl") != std::string::npos);  // a subdirectory of the workspace
   CHECK(o.out.find(pi_session_dir(other)) == std::string::npos);
   CHECK(o.out.find("b.jsonl") == std::string::npos);
   CHECK(read_file(sessions + "/" + pi_session_dir(sub) + "/sub.jsonl") == "here\n");
 }
 
-TEST_CASE("a session directory another project shares by name is shown only when all its sessions are this workspace's") {
+TEST_CASE(
+    "a session directory another project shares by name is shown only when all its sessions are this workspace's") {
   Sandbox sb;
   const std::string agent = sb.home + "/.pi/agent", sessions = agent + "/sessions";
   // base/ws and base-ws have the same name under sessions/.
@@ -121,7 +134,7 @@ TEST_CASE("a session directory another project shares by name is shown only when
 
   write_file(shared + "/twin.jsonl", header(twin) + "twin-secret\n");
   auto no = sh(sb, "cat " + shared + "/twin.jsonl; ls " + shared + " | grep -c jsonl; echo x >> " + shared +
-                      "/twin.jsonl; true");
+                       "/twin.jsonl; true");
   CAPTURE(no.err);
   CHECK(no.status == 0);
   CHECK(no.out.find("twin-secret") == std::string::npos);
@@ -136,8 +149,8 @@ TEST_CASE("a planted link in place of the workspace's session directory stops no
   const std::string sessions = sb.home + "/.pi/agent/sessions";
   fs::create_directories(sessions);
   fs::create_directory_symlink(sb.home + "/.ssh", sessions + "/" + pi_session_dir(sb.ws));
-  auto o = sh(sb, "ls " + sessions + "/" + pi_session_dir(sb.ws) + "/; echo x > " + sessions + "/" + pi_session_dir(sb.ws) +
-                     "/planted && echo WROTE");
+  auto o = sh(sb, "ls " + sessions + "/" + pi_session_dir(sb.ws) + "/; echo x > " + sessions + "/" +
+                      pi_session_dir(sb.ws) + "/planted && echo WROTE");
   CAPTURE(o.err);
   CHECK(o.out.find("id_") == std::string::npos);  // the canary key in home/.ssh
   CHECK_FALSE(exists(sb.home + "/.ssh/planted"));

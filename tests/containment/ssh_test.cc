@@ -50,13 +50,17 @@ struct Sshd {
     std::filesystem::create_directories(dir);
     REQUIRE(run({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", dir + "/host_key"}).status == 0);
     write_file(dir + "/authorized_keys", read_file(user_pub));
-    write_file(dir + "/sshd_config", "Port " + std::to_string(port) +
-                                         "\nListenAddress 127.0.0.1\nHostKey " + dir + "/host_key\n"
-                                         "AuthorizedKeysFile " + dir + "/authorized_keys\nPidFile " + dir + "/pid\n"
+    write_file(dir + "/sshd_config", "Port " + std::to_string(port) + "\nListenAddress 127.0.0.1\nHostKey " + dir +
+                                         "/host_key\n"
+                                         "AuthorizedKeysFile " +
+                                         dir + "/authorized_keys\nPidFile " + dir +
+                                         "/pid\n"
                                          "StrictModes no\nPasswordAuthentication no\n"
                                          // Without PAM, sshd takes nobody's "*" password for a locked
                                          // account; as root PAM would need a login session.
-                                         "UsePAM " + std::string(::getuid() == 0 ? "no" : "yes") + "\n"
+                                         "UsePAM " +
+                                         std::string(::getuid() == 0 ? "no" : "yes") +
+                                         "\n"
                                          "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
                                          "LogLevel VERBOSE\n");
     if (::getuid() == 0) ::mkdir("/run/sshd", 0755);
@@ -89,8 +93,16 @@ struct Agent {
 // pi-jail -w ws --allow-ssh git.test (routed to `sshd`) [extra...] -- sh -c script
 Outcome jail_ssh(const Sandbox& sb, const Agent& agent, const Sshd& sshd, const std::string& script,
                  const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--allow-ssh", "git.test",
-                                "--test-resolve", "git.test:22=127.0.0.1:" + std::to_string(sshd.port)};
+  std::vector<std::string> argv{"/usr/bin/env",
+                                "-C",
+                                sb.ws,
+                                pi_jail(),
+                                "-w",
+                                sb.ws,
+                                "--allow-ssh",
+                                "git.test",
+                                "--test-resolve",
+                                "git.test:22=127.0.0.1:" + std::to_string(sshd.port)};
   argv.insert(argv.end(), extra.begin(), extra.end());
   for (std::string a : {"--", "/bin/sh", "-c"}) argv.push_back(a);
   argv.push_back(script);
@@ -158,9 +170,10 @@ TEST_CASE("git clone and push over SSH reach an allowed host, checked by its key
     return;
   }
   auto o = jail_ssh(sb, agent, sshd,
-                    "git clone -q " + url + " clone && cd clone && echo from-jail > pushed && git add pushed && "
-                    "git -c user.name=j -c user.email=j@j commit -q -m from-jail && git push -q origin main && "
-                    "echo pushed; ssh-add -l");
+                    "git clone -q " + url +
+                        " clone && cd clone && echo from-jail > pushed && git add pushed && "
+                        "git -c user.name=j -c user.email=j@j commit -q -m from-jail && git push -q origin main && "
+                        "echo pushed; ssh-add -l");
   CAPTURE(o.err);
   CHECK(o.status == 0);
   CHECK(o.out.find("pushed\n") != std::string::npos);
@@ -183,7 +196,8 @@ TEST_CASE("the agent proxy refuses to sign for an unallowed sshd and for an unbo
   const std::string report = sb.outside + "/r.json";
   auto o = jail_ssh(sb, agent, allowed,
                     "ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-                    "-p " + port + " " + user_name() + "@127.0.0.1 true; echo other-rc=$?; python3 client.py",
+                    "-p " +
+                        port + " " + user_name() + "@127.0.0.1 true; echo other-rc=$?; python3 client.py",
                     {"--allow-net", "127.0.0.1:" + port, "--report", report});
   CAPTURE(o.err);
   CHECK(o.out.find("other-rc=255") != std::string::npos);
@@ -191,7 +205,8 @@ TEST_CASE("the agent proxy refuses to sign for an unallowed sshd and for an unbo
   CHECK(o.out.find("identities 12 1\n") != std::string::npos);
   CHECK(o.out.find("unbound sign 5\n") != std::string::npos);
   CHECK(o.out.find("add key 5\n") != std::string::npos);
-  CHECK(o.err.find("ssh agent: refused a session bind to a host key (ssh-ed25519) of no allowed host") != std::string::npos);
+  CHECK(o.err.find("ssh agent: refused a session bind to a host key (ssh-ed25519) of no allowed host") !=
+        std::string::npos);
   CHECK(o.err.find("ssh agent: refused a sign request on a connection not bound") != std::string::npos);
   CHECK(o.err.find("ssh agent: refused add a key") != std::string::npos);
   CHECK(read_file(report).find("\"ssh_agent_refusals\": [") != std::string::npos);

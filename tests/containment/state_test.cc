@@ -130,8 +130,9 @@ TEST_CASE("git add -A inside picks up no placeholder, and the host's git status 
   write_file(sb.ws + "/file", "x\n");
   REQUIRE(git({"-C", sb.ws, "add", "file"}, sb.home).status == 0);
   REQUIRE(git({"-C", sb.ws, "commit", "-qm", "one"}, sb.home).status == 0);
-  auto o = sh(sb, "git add -A && git status --porcelain && git -c user.name=t -c user.email=t@e commit -qm two "
-                  "2>&1; echo done");
+  auto o = sh(sb,
+              "git add -A && git status --porcelain && git -c user.name=t -c user.email=t@e commit -qm two "
+              "2>&1; echo done");
   CAPTURE(o.err);
   CHECK(trim(o.out).find("nothing to commit") != std::string::npos);
   CHECK(trim(git({"-C", sb.ws, "status", "--porcelain"}, sb.home).out).empty());
@@ -149,7 +150,8 @@ TEST_CASE("two jails on one workspace: when the first ends, the second still can
   auto second = base;
   second.push_back(
       "sleep 3; echo evil > .envrc && echo planted-envrc; echo x > .git/hooks/post-checkout && echo planted-hook; "
-      "mkdir -p .pi && echo x > .pi/jail.toml && echo planted-pi; echo ../x > .git/commondir && echo planted-commondir; "
+      "mkdir -p .pi && echo x > .pi/jail.toml && echo planted-pi; echo ../x > .git/commondir && echo "
+      "planted-commondir; "
       "true");
   auto b = run(second, {"HOME=" + sb.home});
   CHECK(wait_status(a) == 0);
@@ -187,16 +189,18 @@ TEST_CASE("the agent dir is read-only for later runs: nothing planted there surv
   std::filesystem::create_directories(agent + "/extensions");
   write_file(agent + "/auth.json", R"({"p": {"type": "api_key", "key": "literal"}})");
   write_file(agent + "/AGENTS.md", "be nice\n");
-  auto o = sh(sb, "cd " + agent +
-                      " && echo '{\"x\":{\"type\":\"api_key\",\"key\":\"!touch MARK; echo k\"}}' > auth.json && "
-                      "echo auth-inside; mkdir -p npm/node_modules/p/extensions tools git/h/p/extensions && "
-                      "echo code > npm/node_modules/p/extensions/e.ts && echo code > tools/rg && "
-                      "echo code > git/h/p/extensions/e.ts && echo code > bin && echo planted-new; "
-                      "echo evil > extensions/evil.ts && echo planted-ext; echo evil >> AGENTS.md && echo agents-inside; "
-                      "echo s > " + mine + "/s.jsonl && echo session");
+  auto o =
+      sh(sb, "cd " + agent +
+                 " && echo '{\"x\":{\"type\":\"api_key\",\"key\":\"!touch MARK; echo k\"}}' > auth.json && "
+                 "echo auth-inside; mkdir -p npm/node_modules/p/extensions tools git/h/p/extensions && "
+                 "echo code > npm/node_modules/p/extensions/e.ts && echo code > tools/rg && "
+                 "echo code > git/h/p/extensions/e.ts && echo code > bin && echo planted-new; "
+                 "echo evil > extensions/evil.ts && echo planted-ext; echo evil >> AGENTS.md && echo agents-inside; "
+                 "echo s > " +
+                 mine + "/s.jsonl && echo session");
   CAPTURE(o.err);
-  CHECK(o.out.find("planted-ext") == std::string::npos);   // shown read-only
-  CHECK(o.out.find("session") != std::string::npos);        // sessions are written in place
+  CHECK(o.out.find("planted-ext") == std::string::npos);  // shown read-only
+  CHECK(o.out.find("session") != std::string::npos);      // sessions are written in place
   for (const char* p : {"npm", "tools", "git", "bin", "extensions/evil.ts"}) {
     CAPTURE(p);
     CHECK_FALSE(exists(agent + "/" + p));
@@ -206,7 +210,8 @@ TEST_CASE("the agent dir is read-only for later runs: nothing planted there surv
   CHECK(read_file(agent + "/auth.json").find("literal") != std::string::npos);
   CHECK(exists(agent + "/" + mine + "/s.jsonl"));
   // A link planted among the sessions, for the host's own Pi to append through, is removed.
-  auto link = sh(sb, "ln -s " + sb.home + "/.bashrc " + agent + "/" + mine + "/planted.jsonl && mkfifo " + agent + "/" + mine + "/fifo && echo planted");
+  auto link = sh(sb, "ln -s " + sb.home + "/.bashrc " + agent + "/" + mine + "/planted.jsonl && mkfifo " + agent + "/" +
+                         mine + "/fifo && echo planted");
   CHECK(trim(link.out) == "planted");
   CHECK(link.err.find("removed 2 symlinks or special files") != std::string::npos);
   CHECK_FALSE(exists(agent + "/" + mine + "/planted.jsonl"));
@@ -224,8 +229,10 @@ TEST_CASE("links planted in session directories the jail made read-only or unrea
   std::string agent = sb.home + "/.pi/agent";
   const std::string mine = agent + "/sessions/" + pi_session_dir(sb.ws);
   std::filesystem::create_directories(mine);
-  auto o = sh(sb, "cd " + mine + " && mkdir ro blind && mkdir blind/x && echo s > ro/s.jsonl && "
-                      "ln -s " + sb.home + "/.bashrc ro/planted.jsonl && ln -s " + sb.home +
+  auto o = sh(sb, "cd " + mine +
+                      " && mkdir ro blind && mkdir blind/x && echo s > ro/s.jsonl && "
+                      "ln -s " +
+                      sb.home + "/.bashrc ro/planted.jsonl && ln -s " + sb.home +
                       "/.bashrc blind/x/planted.jsonl && chmod 0555 ro && chmod 0111 blind && echo planted");
   CAPTURE(o.err);
   CHECK(trim(o.out) == "planted");
@@ -249,8 +256,9 @@ TEST_CASE("Pi's agent dir behind a symlink is protected where it really is") {
   std::filesystem::create_directories(real + "/extensions");
   std::filesystem::create_directories(sb.home + "/.pi");
   ::symlink(real.c_str(), (sb.home + "/.pi/agent").c_str());
-  auto o = sh(sb, "cd ~/.pi/agent && echo e > extensions/e.ts && echo ext; echo x > AGENTS.md; echo x > settings.json; "
-                  "ls");
+  auto o = sh(sb,
+              "cd ~/.pi/agent && echo e > extensions/e.ts && echo ext; echo x > AGENTS.md; echo x > settings.json; "
+              "ls");
   CAPTURE(o.err);
   CHECK(o.status == 0);
   CHECK(o.out.find("ext\n") == std::string::npos);
@@ -261,8 +269,8 @@ TEST_CASE("guards compare resolved paths: $HOME as a symlink, an agent dir that 
   Sandbox sb;
   std::string link = sb.base + "/home-link";
   ::symlink(sb.home.c_str(), link.c_str());
-  auto home_ws = run({"/usr/bin/env", "-C", sb.home, pi_jail(), "--", "/bin/sh", "-c", "cat .ssh/id_ed25519"},
-                     {"HOME=" + link});
+  auto home_ws =
+      run({"/usr/bin/env", "-C", sb.home, pi_jail(), "--", "/bin/sh", "-c", "cat .ssh/id_ed25519"}, {"HOME=" + link});
   CHECK(home_ws.status == 125);
   CHECK(home_ws.out.find("CANARY") == std::string::npos);
   CHECK(home_ws.err.find("contains your home directory") != std::string::npos);
@@ -347,11 +355,13 @@ TEST_CASE("in a worktree, the other worktrees' pointers and the submodules' git 
   REQUIRE(git({"-C", main_repo, "worktree", "add", "-q", sb.ws + "/w1"}, sb.home).status == 0);
   REQUIRE(git({"-C", main_repo, "worktree", "add", "-q", sb.outside + "/w2"}, sb.home).status == 0);
   std::string common = main_repo + "/.git";
-  auto o = run({"/usr/bin/env", "-C", sb.ws + "/w1", pi_jail(), "-q", "-w", sb.ws + "/w1", "--", "/bin/sh", "-c",
-                "echo /elsewhere > " + common + "/worktrees/w2/commondir && echo other; mkdir -p " + common +
-                    "/modules/x/hooks && echo modules; echo x > " + common + "/config.worktree && echo cw; "
-                    "echo y > f && git add f && git -c user.name=t -c user.email=t@e commit -qm jailed && echo committed"},
-               {"HOME=" + sb.home});
+  auto o =
+      run({"/usr/bin/env", "-C", sb.ws + "/w1", pi_jail(), "-q", "-w", sb.ws + "/w1", "--", "/bin/sh", "-c",
+           "echo /elsewhere > " + common + "/worktrees/w2/commondir && echo other; mkdir -p " + common +
+               "/modules/x/hooks && echo modules; echo x > " + common +
+               "/config.worktree && echo cw; "
+               "echo y > f && git add f && git -c user.name=t -c user.email=t@e commit -qm jailed && echo committed"},
+          {"HOME=" + sb.home});
   CAPTURE(o.err);
   CHECK(o.out.find("committed") != std::string::npos);
   CHECK(o.out.find("other") == std::string::npos);
@@ -383,8 +393,9 @@ TEST_CASE("a worktree whose repository sits in a directory everyone may write is
 
 TEST_CASE("the run's copy of the agent dir is removed even when the jail made parts of it unreadable") {
   Sandbox sb;
-  auto o = sh(sb, "A=$HOME/.pi/agent; mkdir -p $A/h/i && head -c 100000 /dev/zero > $A/h/i/blob && chmod 0 $A/h/i $A/h "
-                  "&& echo made");
+  auto o = sh(sb,
+              "A=$HOME/.pi/agent; mkdir -p $A/h/i && head -c 100000 /dev/zero > $A/h/i/blob && chmod 0 $A/h/i $A/h "
+              "&& echo made");
   CHECK(trim(o.out) == "made");
   std::string runs = sb.home + "/.local/state/pi-jail/runs";
   CHECK(entries(runs).empty());
@@ -427,7 +438,8 @@ TEST_CASE("placeholders are marked; a marked one whose record was lost (a power 
   pid_t p = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", sb.base, "--", "/bin/sh",
                    "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"},
                   {"HOME=" + sb.home});
-  for (int i = 0; i < 400 && !exists(sb.ws + "/.envrc"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  for (int i = 0; i < 400 && !exists(sb.ws + "/.envrc"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
   REQUIRE(exists(sb.ws + "/.envrc"));
   for (int i = 0; i < 400 && mark_of(sb.ws + "/.git/commondir") == "(none)"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -458,8 +470,9 @@ TEST_CASE("placeholders are marked; a marked one whose record was lost (a power 
   CHECK(exists(sb.ws + "/.husky/pre-commit"));
 }
 
-TEST_CASE("a jail on an enclosing workspace that keeps its working directory in an inner run's placeholder gets "
-          "nothing outside its workspace when that run ends") {
+TEST_CASE(
+    "a jail on an enclosing workspace that keeps its working directory in an inner run's placeholder gets "
+    "nothing outside its workspace when that run ends") {
   // A workspace inside another one: the jail on the outer workspace sees
   // the inner run's placeholders as plain directories of its own
   // workspace. Whatever pi-jail does with a placeholder when its run ends
@@ -475,11 +488,11 @@ TEST_CASE("a jail on an enclosing workspace that keeps its working directory in 
                     "-c", wait_for(go_inner)},
                    {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return exists(inner + "/.vscode"); }));
-  pid_t out = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", sb.base, "--", "/bin/sh",
-                     "-c",
-                     "cd inner/.vscode && touch " + sb.ws + "/ready && " + wait_for(go_outer) +
-                         "; echo evil > planted; mkdir -p ../../escaped; echo evil > ../planted-above"},
-                    {"HOME=" + sb.home});
+  pid_t out =
+      spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-read", sb.base, "--", "/bin/sh", "-c",
+             "cd inner/.vscode && touch " + sb.ws + "/ready && " + wait_for(go_outer) +
+                 "; echo evil > planted; mkdir -p ../../escaped; echo evil > ../planted-above"},
+            {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
   write_file(go_inner, "");
   CHECK(wait_status(in) == 0);
@@ -516,8 +529,9 @@ TEST_CASE("agent-dir files that are the user's symlinks to dotfiles are read thr
   write_file(dot + "/AGENTS.md", "from the dotfiles\n");
   for (const char* f : {"settings.json", "auth.json", "AGENTS.md"})
     std::filesystem::create_symlink(dot + "/" + f, agent + "/" + f);
-  auto o = sh(sb, "cd " + agent + " && cat AGENTS.md && grep -c p auth.json && grep -c sk-real auth.json; "
-                  "sed 's/1.0.0/9.9.9/' settings.json > s && cat s > settings.json && echo written");
+  auto o = sh(sb, "cd " + agent +
+                      " && cat AGENTS.md && grep -c p auth.json && grep -c sk-real auth.json; "
+                      "sed 's/1.0.0/9.9.9/' settings.json > s && cat s > settings.json && echo written");
   CAPTURE(o.out);
   CAPTURE(o.err);
   REQUIRE(o.status == 0);
@@ -569,7 +583,8 @@ TEST_CASE("agent-dir symlinks to a FIFO, another user's file or the workspace ar
   CHECK(o.out.find("SYSTEM.md") == std::string::npos);
   CHECK(o.out.find("dot") == std::string::npos);
   CHECK(o.err.find("SYSTEM.md is not given to the jail (Pi there runs without it): it is a symlink, and it leads "
-                   "through " + sb.ws + ", which the jail can write") != std::string::npos);
+                   "through " +
+                   sb.ws + ", which the jail can write") != std::string::npos);
   CHECK(o.err.find("models.json is not given to the jail") != std::string::npos);
   CHECK(o.err.find("which is a FIFO") != std::string::npos);
   CHECK(o.err.find("not to you") != std::string::npos);

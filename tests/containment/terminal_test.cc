@@ -25,9 +25,7 @@ using namespace pj::test;
 
 namespace {
 
-std::string outer_shell(const Sandbox& sb) {
-  return "env PS1='outer$ ' HOME=" + sb.home + " bash --norc --noprofile";
-}
+std::string outer_shell(const Sandbox& sb) { return "env PS1='outer$ ' HOME=" + sb.home + " bash --norc --noprofile"; }
 
 // The same scenario bare and under pi-jail: what bash shows for the bare
 // program is what the jailed one must show.
@@ -43,8 +41,8 @@ TEST_CASE("Ctrl-Z stops cat and python3 as it does without pi-jail: Stopped, lis
   for (const auto& l : bare_and_jailed(sb)) {
     const std::string warm = "warm-up-" + unique_token();
     job_control::ctrl_z_then_fg(l, {"cat", warm, warm, "after-fg-line", "after-fg-line", true});
-    job_control::ctrl_z_then_fg(
-        l, {"/usr/bin/python3 -c 'print(\"ready-\" + str(6*7)); print(\"got:\" + input())'", "", "ready-42", "answer", "got:answer"});
+    job_control::ctrl_z_then_fg(l, {"/usr/bin/python3 -c 'print(\"ready-\" + str(6*7)); print(\"got:\" + input())'", "",
+                                    "ready-42", "answer", "got:answer"});
   }
 }
 
@@ -92,8 +90,7 @@ TEST_CASE("a shell in the jail gets a real terminal: size, resize, Ctrl-C, job c
   Sandbox sb;
   Tmux t(outer_shell(sb), 100, 30);
   REQUIRE(t.wait_for("outer$"));
-  t.type("cd " + sb.ws + " && stty -a > " + sb.ws + "/../before && " + pi_jail() +
-         " -q -- bash --norc --noprofile");
+  t.type("cd " + sb.ws + " && stty -a > " + sb.ws + "/../before && " + pi_jail() + " -q -- bash --norc --noprofile");
   t.type("echo in-jail-$PI_JAIL; stty size; tty");
   REQUIRE(t.wait_for("in-jail-1"));
   CHECK(t.wait_for("30 100"));
@@ -136,7 +133,8 @@ TEST_CASE("a shell in the jail gets a real terminal: size, resize, Ctrl-C, job c
   t.resize(100, 30);
   t.type("exit");
   REQUIRE(eventually([&] { return host_processes_with(pi_jail() + " -q -- bash").empty(); }));
-  t.type("stty -a > " + sb.ws + "/../after; cmp " + sb.ws + "/../before " + sb.ws + "/../after && echo STTY-SAME-$((6*7))");
+  t.type("stty -a > " + sb.ws + "/../after; cmp " + sb.ws + "/../before " + sb.ws +
+         "/../after && echo STTY-SAME-$((6*7))");
   CHECK_MESSAGE(t.wait_for("STTY-SAME-42"), t.screen());
 }
 
@@ -286,10 +284,12 @@ TEST_CASE("with only stderr on the terminal the jail gets its own PTY there, nev
   t.type("cd " + sb.ws + " && stty -a > ../before && stat -L -c %d $(tty) > ../outer-dev");
   // Inside: what fd 2 is, then try to turn echo off and read a typed line
   // from it (--foreground: head stays in the terminal's foreground group).
-  std::string script = "stat -L -c %d /proc/self/fd/2 > inner-dev; readlink /proc/self/fd/2 > inner-name; "
-                       "stty -echo <&2 2>/dev/null; touch ready; timeout --foreground 3 head -n 1 <&2 > got; "
-                       "echo inner-done";
-  t.type(pi_jail() + " -q -w " + sb.ws + " -- /bin/sh -c '" + script + "' </dev/null >../out.txt; echo jail-exited-$((6*7))");
+  std::string script =
+      "stat -L -c %d /proc/self/fd/2 > inner-dev; readlink /proc/self/fd/2 > inner-name; "
+      "stty -echo <&2 2>/dev/null; touch ready; timeout --foreground 3 head -n 1 <&2 > got; "
+      "echo inner-done";
+  t.type(pi_jail() + " -q -w " + sb.ws + " -- /bin/sh -c '" + script +
+         "' </dev/null >../out.txt; echo jail-exited-$((6*7))");
   REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
   // Typed while the jail reads fd 2: it stays for the outer shell.
   t.type("echo typed-$((6*7))");
@@ -337,9 +337,9 @@ TEST_CASE("SIGTERM reaches the command first; after the grace nothing is left") 
 
   // A command that ignores TERM is killed when the grace ends.
   std::string stubborn = "1000." + unique_token();
-  pid = spawn({pi_jail(), "-q", "-w", sb.ws, "--grace", "300ms", "--", "/bin/sh", "-c",
-               "trap '' TERM; sleep " + stubborn},
-              {"HOME=" + sb.home});
+  pid = spawn(
+      {pi_jail(), "-q", "-w", sb.ws, "--grace", "300ms", "--", "/bin/sh", "-c", "trap '' TERM; sleep " + stubborn},
+      {"HOME=" + sb.home});
   REQUIRE(eventually([&] { return !host_processes_with("sleep " + stubborn).empty(); }));
   ::kill(pid, SIGTERM);
   CHECK(wait_status(pid) == 128 + SIGKILL);

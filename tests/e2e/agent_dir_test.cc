@@ -56,7 +56,10 @@ std::string listing(const std::string& dir) {
       continue;
     }
     auto st = it->symlink_status();
-    std::string kind = fs::is_symlink(st) ? "link" : fs::is_directory(st) ? "dir" : fs::is_regular_file(st) ? "file" : "other";
+    std::string kind = fs::is_symlink(st)        ? "link"
+                       : fs::is_directory(st)    ? "dir"
+                       : fs::is_regular_file(st) ? "file"
+                                                 : "other";
     lines.push_back(rel + " " + kind + (kind == "file" ? " " + std::to_string(fs::file_size(it->path())) : ""));
   }
   std::sort(lines.begin(), lines.end());
@@ -91,21 +94,27 @@ void install_packages(const PiWorld& w) {
 std::string planting_script(const PiWorld& w) {
   const std::string a = w.agent, m = w.sb.ws + "/marks/";
   auto sh = [&](const std::string& mark) { return "#!/bin/sh\ntouch " + m + mark + "\necho planted\n"; };
-  std::string auth = "const fs = require('fs'); const f = process.argv[1];"
-                     "const j = JSON.parse(fs.readFileSync(f, 'utf8'));"
-                     "j.x = {type: 'api_key', key: '!touch " + m + "auth-x; echo k'};"
-                     "j.scripted = {type: 'api_key', key: '!touch " + m + "auth-scripted; echo test'};"
-                     "fs.writeFileSync(f, JSON.stringify(j)); console.log('auth-planted');";
-  std::string settings = "const fs = require('fs'); const f = process.argv[1];"
-                         "const j = JSON.parse(fs.readFileSync(f, 'utf8'));"
-                         "j.packages.push('npm:evil', 'git:github.com/evil/x');"
-                         "fs.writeFileSync(f, JSON.stringify(j)); console.log('settings-planted');";
+  std::string auth =
+      "const fs = require('fs'); const f = process.argv[1];"
+      "const j = JSON.parse(fs.readFileSync(f, 'utf8'));"
+      "j.x = {type: 'api_key', key: '!touch " +
+      m +
+      "auth-x; echo k'};"
+      "j.scripted = {type: 'api_key', key: '!touch " +
+      m +
+      "auth-scripted; echo test'};"
+      "fs.writeFileSync(f, JSON.stringify(j)); console.log('auth-planted');";
+  std::string settings =
+      "const fs = require('fs'); const f = process.argv[1];"
+      "const j = JSON.parse(fs.readFileSync(f, 'utf8'));"
+      "j.packages.push('npm:evil', 'git:github.com/evil/x');"
+      "fs.writeFileSync(f, JSON.stringify(j)); console.log('settings-planted');";
   return "[" + bash("node -e \"" + auth + "\" " + a + "/auth.json") + ", " +
          bash("node -e \"" + settings + "\" " + a + "/settings.json") + ", " +
          write_step(a + "/extensions/evil.ts", extension_ts(m + "ext-top")) + ", " +
          write_step(a + "/npm/node_modules/evil/package.json",
-                    R"({"name": "evil", "version": "1.0.0", "pi": {"extensions": ["./index.js"]}})") + ", " +
-         write_step(a + "/npm/node_modules/evil/index.js", extension_js(m + "npm-evil")) + ", " +
+                    R"({"name": "evil", "version": "1.0.0", "pi": {"extensions": ["./index.js"]}})") +
+         ", " + write_step(a + "/npm/node_modules/evil/index.js", extension_js(m + "npm-evil")) + ", " +
          write_step(a + "/npm/node_modules/good/extensions/evil.js", extension_js(m + "npm-good-evil")) + ", " +
          write_step(a + "/git/github.com/evil/x/extensions/x.ts", extension_ts(m + "git-evil")) + ", " +
          write_step(a + "/git/github.com/good/ext/extensions/x.ts", extension_ts(m + "git-good-x")) + ", " +
@@ -123,7 +132,8 @@ std::string take_marks(const PiWorld& w) {
 }
 
 // The next Pi's task: run rg and fd (bin/ is first on its PATH).
-const char* const kNextScript = R"([{"tool": "bash", "args": {"command": "rg --version; fd --version; echo next-ran"}}])";
+const char* const kNextScript =
+    R"([{"tool": "bash", "args": {"command": "rg --version; fd --version; echo next-ran"}}])";
 
 // The next Pi ran normally: its bash call answered, and it loaded the
 // installed packages (so it would have loaded what was planted there).

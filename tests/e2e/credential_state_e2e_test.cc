@@ -66,8 +66,9 @@ size_t dump_memory(pid_t pid, std::string& out) {
 
 }  // namespace
 
-TEST_CASE("the real Pi holds only placeholders (environment, auth.json, /proc/<pi>/environ, its memory); its model "
-          "call arrives with the real key") {
+TEST_CASE(
+    "the real Pi holds only placeholders (environment, auth.json, /proc/<pi>/environ, its memory); its model "
+    "call arrives with the real key") {
   PiWorld w("[]");
   const std::string real = "sk-ant-api03-" + unique_token() + "E2EREALkey0123456789abcdefghijklmnopqrstuvwx";
   const std::string access = "sk-ant-oat01-" + unique_token() + "E2EREALaccess0123456789abcdefghijklmnopqrst";
@@ -82,12 +83,14 @@ TEST_CASE("the real Pi holds only placeholders (environment, auth.json, /proc/<p
                                            R"("models": [{"id": "m"}]}}})");
   write_file(w.agent + "/auth.json", R"({"anthropic":{"type":"oauth","refresh":")" + refresh + R"(","access":")" +
                                          access + R"(","expires":1767225600000}})");
-  sh_ok("mkdir -p " + w.sb.home + "/.config/pi-jail && printf '[credentials]\\nbind = { anthropic = [\"127.0.0.1:" + port +
-        "\"] }\\n' > " + w.sb.home + "/.config/pi-jail/policy.toml && chmod -R a+rX " + w.sb.home + "/.config");
+  sh_ok("mkdir -p " + w.sb.home + "/.config/pi-jail && printf '[credentials]\\nbind = { anthropic = [\"127.0.0.1:" +
+        port + "\"] }\\n' > " + w.sb.home + "/.config/pi-jail/policy.toml && chmod -R a+rX " + w.sb.home + "/.config");
   // The bash tool (a sibling of nothing but Pi's child) shows what it can
   // see, then waits until the test has read Pi's memory from the host.
-  w.script("[" + bash("env; cat ~/.pi/agent/auth.json; tr '\\\\0' '\\\\n' < /proc/$PPID/environ; echo $PPID > ready.tmp; mv ready.tmp ready; "
-                      "i=0; while [ ! -e dumped ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo tool-end") +
+  w.script("[" +
+           bash("env; cat ~/.pi/agent/auth.json; tr '\\\\0' '\\\\n' < /proc/$PPID/environ; echo $PPID > ready.tmp; mv "
+                "ready.tmp ready; "
+                "i=0; while [ ! -e dumped ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo tool-end") +
            "]");
   auto env = w.env();
   env.push_back("ANTHROPIC_API_KEY=" + real);

@@ -54,7 +54,8 @@ TEST_CASE("Pi's model calls go out with the real key; Pi, its tools and its envi
   const std::string report = w.sb.outside + "/r.json";
   auto vars = w.env();
   vars.push_back("PJ_TEST_BIND=E2E_KEY=" + ph + "=" + real + "@127.0.0.1:" + port);
-  auto o = run(w.pi_argv({"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", certs.ca, "--report", report}), vars);
+  auto o =
+      run(w.pi_argv({"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", certs.ca, "--report", report}), vars);
   server.stop();
   CAPTURE(o.err);
   CAPTURE(o.out);
@@ -78,8 +79,9 @@ TEST_CASE("Pi's model calls go out with the real key; Pi, its tools and its envi
   CHECK(read_file(report).find("substituted E2E_KEY") != std::string::npos);
 }
 
-TEST_CASE("the real Pi's openai-codex turn goes over a WebSocket through the filter: the stand-in gets the real "
-          "access token, and its echo in a frame reaches Pi only as the placeholder") {
+TEST_CASE(
+    "the real Pi's openai-codex turn goes over a WebSocket through the filter: the stand-in gets the real "
+    "access token, and its echo in a frame reaches Pi only as the placeholder") {
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
     PiWorld w("[]", prefix);
@@ -91,9 +93,11 @@ TEST_CASE("the real Pi's openai-codex turn goes over a WebSocket through the fil
     const std::string& port = server.port;
     // A ChatGPT access token is a JWT whose claims name the account (Pi
     // reads it from them); its placeholder keeps header and claims.
-    const std::string claims = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hh"
-                               "dGdwdF9hY2NvdW50X2lkIjoiYWNjdC1lMmUifSwiZXhwIjo0MTAyNDQ0ODAwfQ.";
-    const std::string signature = "E2Esig" + unique_token() + "Xy_" + unique_token() + "-Zq" + unique_token() + unique_token();
+    const std::string claims =
+        "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hh"
+        "dGdwdF9hY2NvdW50X2lkIjoiYWNjdC1lMmUifSwiZXhwIjo0MTAyNDQ0ODAwfQ.";
+    const std::string signature =
+        "E2Esig" + unique_token() + "Xy_" + unique_token() + "-Zq" + unique_token() + unique_token();
     const std::string access = claims + signature;
     const std::string refresh = "rt_E2E" + unique_token() + "refresh0123456789abcdefghijklmnop";
     write_file(w.agent + "/auth.json", R"({"openai-codex":{"type":"oauth","access":")" + access + R"(","refresh":")" +
@@ -148,8 +152,9 @@ void key_in_auth_json(const PiWorld& w, const std::string& real) {
 
 }  // namespace
 
-TEST_CASE("a local model server on a host loopback port gets the real key from Pi's auth.json when the operator binds "
-          "it with http://; Pi sees only the placeholder") {
+TEST_CASE(
+    "a local model server on a host loopback port gets the real key from Pi's auth.json when the operator binds "
+    "it with http://; Pi sees only the placeholder") {
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
     PiWorld w("[" + bash("cat ~/.pi/agent/auth.json") + "]", prefix);
@@ -178,8 +183,9 @@ TEST_CASE("a local model server on a host loopback port gets the real key from P
   }
 }
 
-TEST_CASE("without a binding, the local model server gets a placeholder, and the end of the run names the bind line "
-          "that sends the key") {
+TEST_CASE(
+    "without a binding, the local model server gets a placeholder, and the end of the run names the bind line "
+    "that sends the key") {
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
     PiWorld w("[]", prefix);

@@ -54,7 +54,8 @@ namespace {
 // (show/hide thinking blocks) until Pi takes it (Pi ignores keys while its
 // start-up is in progress; a guard of 20 tries, not a timing assertion),
 // then exits with Ctrl-D. Returns the screen as it was after Ctrl-T.
-std::string tui_ctrl_t(const PiWorld& w, const std::string& path_extra = "", const std::string& err_file = "/dev/null") {
+std::string tui_ctrl_t(const PiWorld& w, const std::string& path_extra = "",
+                       const std::string& err_file = "/dev/null") {
   std::string env;
   for (const auto& e : w.env()) env += " '" + e + (e.rfind("PATH=", 0) == 0 ? path_extra : "") + "'";
   Tmux t("env PS1='outer$ '" + env + " bash --norc --noprofile", 120, 35);
@@ -182,8 +183,8 @@ TEST_CASE("without fd and rg where Pi looks, one note at start says why and the 
   Outcome o{0, "", read_file(err_file)};
   CAPTURE(o.err);
   CHECK(o.err.find("pi-jail: Pi downloads fd and rg from github.com when it cannot find them, and the jail refuses "
-                   "that (Pi then warns at start): fd is not on PATH; " + bin + "/rg is a link to " + sb.base +
-                   "/opt/rg") != std::string::npos);
+                   "that (Pi then warns at start): fd is not on PATH; " +
+                   bin + "/rg is a link to " + sb.base + "/opt/rg") != std::string::npos);
   CHECK(o.err.find("apt install fd-find ripgrep") != std::string::npos);
   // Pi's print mode (stdin not a terminal), or any other command: not a word about it.
   for (std::vector<std::string> cmd : {std::vector<std::string>{"pi", "-p", "x"}, {"/bin/true"}}) {
@@ -212,13 +213,16 @@ Outcome pi_with_sessions(const PiWorld& w, const std::string& dir, const std::ve
 std::vector<std::string> sessions_of(const PiWorld& w, const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(w.agent + "/sessions/" + pi_session_dir(dir), ec)) out.push_back(e.path().string());
+  for (const auto& e : fs::directory_iterator(w.agent + "/sessions/" + pi_session_dir(dir), ec))
+    out.push_back(e.path().string());
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("sessions under the jail: --continue picks up the last jailed run; a session from another workspace stops the run") {
+TEST_CASE(
+    "sessions under the jail: --continue picks up the last jailed run; a session from another workspace stops the "
+    "run") {
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
     PiWorld w("[]", prefix);
@@ -236,7 +240,8 @@ TEST_CASE("sessions under the jail: --continue picks up the last jailed run; a s
     size_t at = log.rfind(second_prompt);
     REQUIRE(at != std::string::npos);
     size_t from = log.rfind('\n', at);
-    std::string request = log.substr(from == std::string::npos ? 0 : from + 1, log.find('\n', at) - (from == std::string::npos ? 0 : from + 1));
+    std::string request = log.substr(from == std::string::npos ? 0 : from + 1,
+                                     log.find('\n', at) - (from == std::string::npos ? 0 : from + 1));
     CHECK_MESSAGE(request.find(first_prompt) != std::string::npos, request);
     CHECK(sessions_of(w, w.sb.ws).size() == 1);
 
@@ -252,8 +257,8 @@ TEST_CASE("sessions under the jail: --continue picks up the last jailed run; a s
     CAPTURE(o.err);
     CHECK(o.status == 125);
     CHECK(o.err.find("the session " + other[0] + " was recorded in " + w.sb.outside +
-                     ", outside this jail's workspace " + w.sb.ws + ": the jail shows only this workspace's sessions") !=
-          std::string::npos);
+                     ", outside this jail's workspace " + w.sb.ws +
+                     ": the jail shows only this workspace's sessions") != std::string::npos);
     CHECK(o.err.find("pi-jail -w " + w.sb.outside + " -- pi --session") != std::string::npos);
     CHECK(read_file(other[0]) == other_before);
     // A copy of it in the workspace is shown: Pi says its directory does not
@@ -303,10 +308,9 @@ TEST_CASE("a jail on one workspace cannot plant a conversation that pi -c loads 
     // A jail on workspace A copies B's session with its words replaced, as
     // a newer session of B's, and appends to B's own.
     auto attack = run({"/usr/bin/env", "-C", w.sb.ws, pi_jail(), "-w", w.sb.ws, "--", "/bin/sh", "-c",
-                       "mkdir -p " + b_dir + "; for f in " + b_dir + "/*.jsonl; do sed 's/" + b_first + "/" +
-                           planted + "/g' \"$f\" > " + b_dir + "/zz-newer.jsonl; done; touch -d '+1 hour' " +
-                           b_dir + "/zz-newer.jsonl; cat " + b_dir + "/*.jsonl >> " + sessions_of(w, b)[0] +
-                           "; echo attacked"},
+                       "mkdir -p " + b_dir + "; for f in " + b_dir + "/*.jsonl; do sed 's/" + b_first + "/" + planted +
+                           "/g' \"$f\" > " + b_dir + "/zz-newer.jsonl; done; touch -d '+1 hour' " + b_dir +
+                           "/zz-newer.jsonl; cat " + b_dir + "/*.jsonl >> " + sessions_of(w, b)[0] + "; echo attacked"},
                       w.env());
     CAPTURE(attack.err);
     CHECK(attack.out.find("attacked") != std::string::npos);
@@ -330,9 +334,13 @@ namespace {
 // A script step: Pi's bash tool prints settings.json, sets `key` to the
 // JSON `value` in it and prints "changed".
 std::string set_setting(const PiWorld& w, const std::string& key, const std::string& value) {
-  return bash("cat " + w.agent + "/settings.json; echo; node -e \"const fs = require('fs'); const f = process.argv[1];"
-              "const j = JSON.parse(fs.readFileSync(f, 'utf8')); j." + key + " = " + value + ";"
-              "fs.writeFileSync(f, JSON.stringify(j)); console.log('changed');\" " + w.agent + "/settings.json");
+  return bash("cat " + w.agent +
+              "/settings.json; echo; node -e \"const fs = require('fs'); const f = process.argv[1];"
+              "const j = JSON.parse(fs.readFileSync(f, 'utf8')); j." +
+              key + " = " + value +
+              ";"
+              "fs.writeFileSync(f, JSON.stringify(j)); console.log('changed');\" " +
+              w.agent + "/settings.json");
 }
 
 }  // namespace
@@ -398,8 +406,10 @@ TEST_CASE("pi install, install -l and remove inside the jail stop at once, sayin
       CAPTURE(o.err);
       CHECK(o.status == 125);
       CHECK(o.out.find("Installed") == std::string::npos);
-      CHECK(o.err.find("pi-jail: error: pi " + words[0] + " inside the jail would be thrown away: the jail keeps "
-                       "Pi's packages and extensions read-only. Run it outside the jail (`command pi " + words[0] +
+      CHECK(o.err.find("pi-jail: error: pi " + words[0] +
+                       " inside the jail would be thrown away: the jail keeps "
+                       "Pi's packages and extensions read-only. Run it outside the jail (`command pi " +
+                       words[0] +
                        " ...` when pi is an alias for pi-jail pi); the next jailed Pi loads what is installed, "
                        "read-only") != std::string::npos);
     }
@@ -418,8 +428,8 @@ TEST_CASE("pi install from Pi's bash tool inside the jail, user-level and -l, is
     write_file(w.sb.ws + "/ext/index.ts", "export default function () {}\n");
     const std::string models = read_file(w.agent + "/models.json"), settings = read_file(w.agent + "/settings.json");
     // A local path needs no network: without the guard Pi says "Installed".
-    w.script("[" + bash("pi install ./ext; echo status=$?") + ", " + bash("pi install -l ./ext; echo status=$?") + ", " +
-             bash("pi install npm:left-pad; echo status=$?") + ", " +
+    w.script("[" + bash("pi install ./ext; echo status=$?") + ", " + bash("pi install -l ./ext; echo status=$?") +
+             ", " + bash("pi install npm:left-pad; echo status=$?") + ", " +
              bash("pi install -l --approve npm:left-pad; echo status=$?") + "]");
     auto o = w.pi();
     CAPTURE(o.err);

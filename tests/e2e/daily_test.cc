@@ -55,8 +55,10 @@ TEST_CASE("git commit from Pi's bash tool records the host's identity and never 
     PiWorld w("[]", prefix);
     write_file(w.sb.home + "/.gitconfig",
                "[user]\n\tname = Host Person\n\temail = host.person@example.test\n"
-               "[credential]\n\thelper = store --file " + w.sb.home + "/.git-credentials\n"
-               "[url \"https://x-access-token:SECRET-TOKEN@github.com/\"]\n\tinsteadOf = https://github.com/\n");
+               "[credential]\n\thelper = store --file " +
+                   w.sb.home +
+                   "/.git-credentials\n"
+                   "[url \"https://x-access-token:SECRET-TOKEN@github.com/\"]\n\tinsteadOf = https://github.com/\n");
     REQUIRE(run({"/usr/bin/git", "init", "-q", w.sb.ws}, {"HOME=" + w.sb.home}).status == 0);
     w.script("[" + bash("git commit -q --allow-empty -m from-pi && echo committed") + ", " +
              bash("git config --get-all credential.helper; git config --get-regexp '^url\\.' ; echo rc=$?") + "]");
@@ -172,7 +174,9 @@ TEST_CASE("npm's and pip's messages for a refused registry are the README's, wit
     std::string preset;
   };
   const std::vector<Client> clients{
-      {{"/usr/bin/npm", "view", "left-pad", "version"}, {"pi-jail refused registry.npmjs.org:443", "forbidden by your security policy"}, "npm"},
+      {{"/usr/bin/npm", "view", "left-pad", "version"},
+       {"pi-jail refused registry.npmjs.org:443", "forbidden by your security policy"},
+       "npm"},
       {{"/usr/bin/pip3", "download", "--no-deps", "--retries", "0", "--timeout", "5", "-d", "dl", "requests"},
        {"(from versions: none)"},
        "pypi"},

@@ -71,21 +71,23 @@ class Handler(StandIn):
 
 }  // namespace
 
-TEST_CASE("the real Pi refreshes an expired Anthropic OAuth token through the filter: the stand-in gets the real "
-          "refresh token, the host's auth.json the new real tokens, Pi placeholders; the next run starts from them") {
+TEST_CASE(
+    "the real Pi refreshes an expired Anthropic OAuth token through the filter: the stand-in gets the real "
+    "refresh token, the host's auth.json the new real tokens, Pi placeholders; the next run starts from them") {
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
     PiWorld w("[]", prefix);
     write_file(w.agent + "/settings.json", R"({"retry": {"enabled": false}})");
     const std::string d = w.sb.base;
-    const auto certs = TestCerts::signed_by_ca(d, "anthropic.pem", {"DNS:platform.claude.com", "DNS:api.anthropic.com"});
+    const auto certs =
+        TestCerts::signed_by_ca(d, "anthropic.pem", {"DNS:platform.claude.com", "DNS:api.anthropic.com"});
     const std::string access = "sk-ant-oat01-" + unique_token() + "E2EOLDaccess0123456789abcdefghijklmnopqrstu";
     const std::string refresh = "sk-ant-ort01-" + unique_token() + "E2EOLDrefresh0123456789abcdefghijklmnopqrst";
     const std::string new_access = "sk-ant-oat01-" + unique_token() + "E2ENEWaccess0123456789abcdefghijklmnopqrstu";
     const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "E2ENEWrefresh0123456789abcdefghijklmnopqrst";
     const std::string conf = d + "/conf.json";
-    write_file(conf, R"({"expect_refresh":")" + refresh + R"(","new_access":")" + new_access +
-                         R"(","new_refresh":")" + new_refresh + "\"}");
+    write_file(conf, R"({"expect_refresh":")" + refresh + R"(","new_access":")" + new_access + R"(","new_refresh":")" +
+                         new_refresh + "\"}");
     StandInServer server(d, "anthropic", certs, kStandIn, {conf});
     const std::string& port = server.port();
     // Expired long ago: Pi refreshes before its model call.
@@ -93,11 +95,27 @@ TEST_CASE("the real Pi refreshes an expired Anthropic OAuth token through the fi
                                            access + R"(","expires":1767225600000}})");
     std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws};
     argv.insert(argv.end(), w.jail.begin(), w.jail.end());
-    argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "platform.claude.com:443", "--allow-net",
-                             "api.anthropic.com:443", "--test-upstream-ca", certs.ca, "--test-resolve",
-                             "platform.claude.com:443=127.0.0.1:" + port, "--test-resolve",
-                             "api.anthropic.com:443=127.0.0.1:" + port, "--", "pi", "-p", "--no-session",
-                             "--provider", "anthropic", "--model", "claude-haiku-4-5", "go"});
+    argv.insert(argv.end(), {"-w",
+                             w.sb.ws,
+                             "--allow-net",
+                             "platform.claude.com:443",
+                             "--allow-net",
+                             "api.anthropic.com:443",
+                             "--test-upstream-ca",
+                             certs.ca,
+                             "--test-resolve",
+                             "platform.claude.com:443=127.0.0.1:" + port,
+                             "--test-resolve",
+                             "api.anthropic.com:443=127.0.0.1:" + port,
+                             "--",
+                             "pi",
+                             "-p",
+                             "--no-session",
+                             "--provider",
+                             "anthropic",
+                             "--model",
+                             "claude-haiku-4-5",
+                             "go"});
     auto first = run(argv, w.env());
     CAPTURE(first.out);
     CAPTURE(first.err);
@@ -136,8 +154,9 @@ TEST_CASE("the real Pi refreshes an expired Anthropic OAuth token through the fi
   }
 }
 
-TEST_CASE("the real Pi renews an expired GitHub Copilot token through the filter: the host's auth.json gets it "
-          "without a question, Pi only placeholders") {
+TEST_CASE(
+    "the real Pi renews an expired GitHub Copilot token through the filter: the host's auth.json gets it "
+    "without a question, Pi only placeholders") {
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
     PiWorld w("[]", prefix);
@@ -159,11 +178,27 @@ TEST_CASE("the real Pi renews an expired GitHub Copilot token through the filter
                                            old_copilot + R"(","expires":1767225600000}})");
     std::vector<std::string> argv{"/usr/bin/env", "-C", w.sb.ws};
     argv.insert(argv.end(), w.jail.begin(), w.jail.end());
-    argv.insert(argv.end(), {"-w", w.sb.ws, "--allow-net", "api.github.com:443", "--allow-net",
-                             "api.individual.githubcopilot.com:443", "--test-upstream-ca", certs.ca, "--test-resolve",
-                             "api.github.com:443=127.0.0.1:" + port, "--test-resolve",
-                             "api.individual.githubcopilot.com:443=127.0.0.1:" + port, "--", "pi", "-p",
-                             "--no-session", "--provider", "github-copilot", "--model", model, "go"});
+    argv.insert(argv.end(), {"-w",
+                             w.sb.ws,
+                             "--allow-net",
+                             "api.github.com:443",
+                             "--allow-net",
+                             "api.individual.githubcopilot.com:443",
+                             "--test-upstream-ca",
+                             certs.ca,
+                             "--test-resolve",
+                             "api.github.com:443=127.0.0.1:" + port,
+                             "--test-resolve",
+                             "api.individual.githubcopilot.com:443=127.0.0.1:" + port,
+                             "--",
+                             "pi",
+                             "-p",
+                             "--no-session",
+                             "--provider",
+                             "github-copilot",
+                             "--model",
+                             model,
+                             "go"});
     auto first = run(argv, w.env());
     CAPTURE(first.out);
     CAPTURE(first.err);

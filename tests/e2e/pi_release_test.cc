@@ -36,8 +36,13 @@ const std::map<std::string, std::string> kHostsLeftOut = {
 // says so): general cloud credentials or paths to credential files, far
 // wider than a model.
 const std::set<std::string> kVarsLeftOut = {
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "GOOGLE_APPLICATION_CREDENTIALS",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_PROFILE",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
     "ANTHROPIC_IDENTITY_TOKEN_FILE",
 };
 
@@ -95,8 +100,11 @@ std::set<std::string> env_names_in(const std::string& js) {
     size_t end = js.find('"', at + 1);
     if (end == std::string::npos) break;
     std::string s = js.substr(at + 1, end - at - 1);
-    bool ok = s.size() > 3 && s.find('_') != std::string::npos && std::isupper(static_cast<unsigned char>(s[0])) &&
-              std::all_of(s.begin(), s.end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_'; });
+    bool ok =
+        s.size() > 3 && s.find('_') != std::string::npos && std::isupper(static_cast<unsigned char>(s[0])) &&
+        std::all_of(s.begin(), s.end(), [](char c) {
+          return std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_';
+        });
     if (ok) out.insert(s);
     at = js.find('"', end + 1);
   }
@@ -170,7 +178,8 @@ TEST_CASE("every tested Pi release: the credential variables it reads are passed
   REQUIRE(pass.size() > 10);
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
-    std::set<std::string> vars = env_names_in(read_file(prefix + "/node_modules/@earendil-works/pi-ai/dist/env-api-keys.js"));
+    std::set<std::string> vars =
+        env_names_in(read_file(prefix + "/node_modules/@earendil-works/pi-ai/dist/env-api-keys.js"));
     REQUIRE(vars.count("ANTHROPIC_API_KEY"));
     REQUIRE(vars.count("OPENAI_API_KEY"));
     std::string missing;

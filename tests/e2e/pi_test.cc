@@ -52,14 +52,15 @@ TEST_CASE("Pi's write and edit tools: inside the workspace yes, outside no") {
   PiWorld w("[]");
   write_file(w.sb.ws + "/edit-me.txt", "old text\n");
   write_file(w.sb.outside + "/edit-me.txt", "old text\n");
-  std::string script = "[" +
-      tool("write", "{\"path\": " + json_str(w.sb.ws + "/new.txt") + ", \"content\": \"made by pi\\n\"}") + ", " +
+  std::string script =
+      "[" + tool("write", "{\"path\": " + json_str(w.sb.ws + "/new.txt") + ", \"content\": \"made by pi\\n\"}") + ", " +
       tool("write", "{\"path\": " + json_str(w.sb.outside + "/new.txt") + ", \"content\": \"escaped\\n\"}") + ", " +
       tool("edit", "{\"path\": " + json_str(w.sb.ws + "/edit-me.txt") +
-                       ", \"edits\": [{\"oldText\": \"old\", \"newText\": \"new\"}]}") + ", " +
+                       ", \"edits\": [{\"oldText\": \"old\", \"newText\": \"new\"}]}") +
+      ", " +
       tool("edit", "{\"path\": " + json_str(w.sb.outside + "/edit-me.txt") +
-                       ", \"edits\": [{\"oldText\": \"old\", \"newText\": \"new\"}]}") + ", " +
-      tool("write", "{\"path\": " + json_str(w.sb.home + "/.bashrc") + ", \"content\": \"planted\\n\"}") + ", " +
+                       ", \"edits\": [{\"oldText\": \"old\", \"newText\": \"new\"}]}") +
+      ", " + tool("write", "{\"path\": " + json_str(w.sb.home + "/.bashrc") + ", \"content\": \"planted\\n\"}") + ", " +
       tool("write", "{\"path\": \"/etc/pi-jail-e2e\", \"content\": \"planted\\n\"}") + "]";
   write_file(w.sb.base + "/script.json", script);
   auto o = w.pi();
@@ -120,8 +121,8 @@ TEST_CASE("Pi's bash tool: the same limits, the network filter, and no survivors
              "[" + bash("echo inside > " + w.sb.ws + "/bash.txt && echo wrote-inside") + ", " +
                  bash("echo x > " + w.sb.outside + "/bash.txt; echo rc=$?") + ", " +
                  bash("cat " + w.sb.home + "/.ssh/id_ed25519; echo rc=$?") + ", " +
-                 bash("curl -s -o /dev/null -w 'allowed=%{http_code}' http://127.0.0.1:" + w.port + "/v1/models") + ", " +
-                 bash("curl -s -o /dev/null -w 'blocked=%{http_code}' http://blocked.example/") + ", " +
+                 bash("curl -s -o /dev/null -w 'allowed=%{http_code}' http://127.0.0.1:" + w.port + "/v1/models") +
+                 ", " + bash("curl -s -o /dev/null -w 'blocked=%{http_code}' http://blocked.example/") + ", " +
                  bash("setsid sleep " + marker + " >/dev/null 2>&1 & echo started") + "]");
   auto o = w.pi();
   CHECK(o.status == 0);
@@ -146,12 +147,14 @@ TEST_CASE("the ! shell path (RPC bash) is inside the same jail") {
                               "/rpc.txt; echo rpc > " + w.sb.ws + "/rpc.txt; echo done-$((6*7))") +
                      "}\n";
   write_file(w.sb.base + "/rpc-in.jsonl", cmds);
-  auto o = run({"/bin/sh", "-c",
-                "sleep_until() { for i in $(seq 1 100); do grep -q done-42 \"$1\" 2>/dev/null && return; sleep 0.1; done; }; "
-                "(cat \"$0\"; sleep_until \"$1\") | env -C \"$2\" \"$3\" -w \"$2\" --allow-net 127.0.0.1:\"$4\" -- pi --mode rpc "
-                "--no-session --provider scripted --model m > \"$1\"",
-                w.sb.base + "/rpc-in.jsonl", w.sb.base + "/rpc-out.jsonl", w.sb.ws, pi_jail(), w.port},
-               w.env());
+  auto o = run(
+      {"/bin/sh", "-c",
+       "sleep_until() { for i in $(seq 1 100); do grep -q done-42 \"$1\" 2>/dev/null && return; sleep 0.1; done; }; "
+       "(cat \"$0\"; sleep_until \"$1\") | env -C \"$2\" \"$3\" -w \"$2\" --allow-net 127.0.0.1:\"$4\" -- pi --mode "
+       "rpc "
+       "--no-session --provider scripted --model m > \"$1\"",
+       w.sb.base + "/rpc-in.jsonl", w.sb.base + "/rpc-out.jsonl", w.sb.ws, pi_jail(), w.port},
+      w.env());
   std::string out = read_file(w.sb.base + "/rpc-out.jsonl");
   CAPTURE(out.substr(0, 2000));
   CHECK(out.find("done-42") != std::string::npos);
@@ -162,10 +165,12 @@ TEST_CASE("the ! shell path (RPC bash) is inside the same jail") {
 
 TEST_CASE("a child Pi session started from the bash tool is under the same rules") {
   PiWorld w("[]");
-  std::string child = "[" + tool("write", "{\"path\": " + json_str(w.sb.ws + "/child.txt") + ", \"content\": \"child\\n\"}") +
+  std::string child = "[" +
+                      tool("write", "{\"path\": " + json_str(w.sb.ws + "/child.txt") + ", \"content\": \"child\\n\"}") +
                       ", " + tool("read", "{\"path\": " + json_str(w.sb.home + "/.ssh/id_ed25519") + "}") + ", " +
                       bash("echo x > " + w.sb.outside + "/child.txt; echo rc=$?") + "]";
-  std::string parent = "[" + bash("pi -p --no-session --provider scripted --model child go </dev/null; echo child-exit=$?") + "]";
+  std::string parent =
+      "[" + bash("pi -p --no-session --provider scripted --model child go </dev/null; echo child-exit=$?") + "]";
   write_file(w.sb.base + "/script.json", "{\"m\": " + parent + ", \"child\": " + child + "}");
   auto o = w.pi();
   CHECK(o.status == 0);
@@ -187,7 +192,8 @@ import { execFileSync } from "node:child_process";
 export default function (pi) {
   const ws = process.cwd();
   let read;
-  try { read = fs.readFileSync(")" + w.sb.home + R"(/.ssh/id_ed25519", "utf8"); } catch (e) { read = "refused:" + e.code; }
+  try { read = fs.readFileSync(")" + w.sb.home +
+                                      R"(/.ssh/id_ed25519", "utf8"); } catch (e) { read = "refused:" + e.code; }
   fs.writeFileSync(ws + "/ext-read.txt", read);
   let net;
   try { net = execFileSync("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://blocked.example/"]).toString(); }
@@ -209,9 +215,10 @@ TEST_CASE("the jailed Pi cannot change or create .pi/jail.toml and git hooks; gi
   REQUIRE(run({"/usr/bin/git", "-C", w.sb.ws, "init", "-q"}).status == 0);
   std::filesystem::remove_all(w.sb.ws + "/.git/hooks");  // absent: must not be creatable either
   write_file(w.sb.base + "/script.json",
-             "[" + tool("write", "{\"path\": " + json_str(w.sb.ws + "/.pi/jail.toml") +
-                                     ", \"content\": \"[hardening]\\nunsafe_allow_ptrace = true\\n\"}") + ", " +
-                 bash("mkdir -p .git/hooks && echo 'curl evil' > .git/hooks/pre-commit; echo hooks=$?") + ", " +
+             "[" +
+                 tool("write", "{\"path\": " + json_str(w.sb.ws + "/.pi/jail.toml") +
+                                   ", \"content\": \"[hardening]\\nunsafe_allow_ptrace = true\\n\"}") +
+                 ", " + bash("mkdir -p .git/hooks && echo 'curl evil' > .git/hooks/pre-commit; echo hooks=$?") + ", " +
                  bash("git config core.fsmonitor 'touch pwned'; echo config=$?") + ", " +
                  bash("echo 'export X=1' > .envrc; echo envrc=$?") + ", " +
                  bash("git add -A && git -c user.name=t -c user.email=t@e commit -qm jailed && echo committed") + "]");
@@ -236,8 +243,10 @@ TEST_CASE("a project .pi/jail.toml asking for more is refused, and the report sa
   std::filesystem::create_directories(w.sb.ws + "/.pi");
   write_file(w.sb.ws + "/.pi/jail.toml", "[network]\nallow = [\"evil.example\"]\n[filesystem]\nwrite = [\"~/.ssh\"]\n");
   write_file(w.sb.base + "/script.json",
-             "[" + bash("curl -s -o /dev/null -w 'evil=%{http_code}' http://evil.example/; echo x >> " + w.sb.home +
-                        "/.ssh/id_ed25519; echo ssh=$?") + "]");
+             "[" +
+                 bash("curl -s -o /dev/null -w 'evil=%{http_code}' http://evil.example/; echo x >> " + w.sb.home +
+                      "/.ssh/id_ed25519; echo ssh=$?") +
+                 "]");
   std::string report = w.sb.outside + "/report.json";
   auto o = w.pi({"--report", report});
   CHECK(o.status == 0);
@@ -333,7 +342,8 @@ import { spawn } from "node:child_process";
 export default function (pi) {
   const ws = process.cwd();
   // The way a jobs extension runs long jobs: detached, on pipes or a PTY.
-  const job = (name) => `sleep )" + m1 + R"( & cat )" + canary + R"( > ${ws}/${name}-read.txt 2>&1; ` +
+  const job = (name) => `sleep )" + m1 +
+                                       R"( & cat )" + canary + R"( > ${ws}/${name}-read.txt 2>&1; ` +
       `{ echo x > /etc/${name}.txt; } 2> ${ws}/${name}-write.txt; wait`;
   // Our ends of the pipes are closed so that Node lets Pi exit; the jobs
   // keep theirs.
@@ -341,7 +351,8 @@ export default function (pi) {
   a.stdout.destroy();
   a.stderr.destroy();
   a.unref();
-  const b = spawn("script", ["-qec", job("pty").replace(")" + m1 + R"(", ")" + m2 + R"("), "/dev/null"],
+  const b = spawn("script", ["-qec", job("pty").replace(")" +
+                                       m1 + R"(", ")" + m2 + R"("), "/dev/null"],
                   { detached: true, stdio: ["ignore", "pipe", "pipe"] });
   b.stdout.destroy();
   b.stderr.destroy();
@@ -430,9 +441,10 @@ TEST_CASE("a port published with --publish reaches a server Pi's bash tool start
   // The server runs in the background of one bash call; the next waits
   // for the test to have fetched the page through the published port.
   write_file(w.sb.base + "/script.json",
-             "[" + bash("cd " + w.sb.ws + " && (/usr/bin/python3 -m http.server --bind 127.0.0.1 " +
-                        std::to_string(jail_port) + " >/dev/null 2>&1 &) && echo started") + ", " +
-                 bash("until [ -e " + w.sb.ws + "/fetched ]; do sleep 0.1; done; echo fetched-seen") + "]");
+             "[" +
+                 bash("cd " + w.sb.ws + " && (/usr/bin/python3 -m http.server --bind 127.0.0.1 " +
+                      std::to_string(jail_port) + " >/dev/null 2>&1 &) && echo started") +
+                 ", " + bash("until [ -e " + w.sb.ws + "/fetched ]; do sleep 0.1; done; echo fetched-seen") + "]");
   pid_t pid = spawn(w.pi_argv({"--publish", std::to_string(host_port) + ":" + std::to_string(jail_port)}), w.env());
   Outcome got;
   bool served = false;

@@ -39,14 +39,15 @@ PiWorld::PiWorld(const std::string& script, const std::string& prefix) {
   write_file(sb.base + "/script.json", script);
   log_ = sb.base + "/model-log.jsonl";
   std::string portfile = sb.base + "/port";
-  server_ = spawn({"/usr/bin/python3", need_env("PJ_DATA_DIR") + "/model_server.py", sb.base + "/script.json", log_,
-                   portfile});
+  server_ = spawn(
+      {"/usr/bin/python3", need_env("PJ_DATA_DIR") + "/model_server.py", sb.base + "/script.json", log_, portfile});
   for (int i = 0; i < 200 && read_file(portfile).empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   port = read_file(portfile);
   REQUIRE_MESSAGE(!port.empty(), "the model server did not start");
-  write_file(agent + "/models.json", R"({"providers": {"scripted": {"baseUrl": "http://127.0.0.1:)" + port +
-                                         R"(/v1", "api": "openai-completions", "apiKey": "test", "models": [{"id": "m"}, {"id": "child"}]}}})");
+  write_file(agent + "/models.json",
+             R"({"providers": {"scripted": {"baseUrl": "http://127.0.0.1:)" + port +
+                 R"(/v1", "api": "openai-completions", "apiKey": "test", "models": [{"id": "m"}, {"id": "child"}]}}})");
   write_file(agent + "/settings.json", R"({"retry": {"enabled": false}})");
 }
 

@@ -49,8 +49,7 @@ public:
   Outcome pi_unjailed(const std::vector<std::string>& pi_opts = {}, const std::string& model = "m") const;
   // The argv of pi(): to start it in the background with spawn().
   std::vector<std::string> pi_argv(const std::vector<std::string>& jail_opts = {},
-                                   const std::vector<std::string>& pi_opts = {},
-                                   const std::string& model = "m") const;
+                                   const std::vector<std::string>& pi_opts = {}, const std::string& model = "m") const;
 
   // The tool results the model received, in order (the last request of
   // `model` holds the whole conversation).

@@ -11,9 +11,7 @@
 
 namespace pj::fuzz {
 
-inline std::string_view bytes(const uint8_t* data, size_t size) {
-  return {reinterpret_cast<const char*>(data), size};
-}
+inline std::string_view bytes(const uint8_t* data, size_t size) { return {reinterpret_cast<const char*>(data), size}; }
 
 // `in` cut at each `sep`, at most `max` pieces (the last keeps the rest).
 inline std::vector<std::string_view> split(std::string_view in, char sep, size_t max) {

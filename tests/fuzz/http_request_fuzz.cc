@@ -16,9 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!o.target.empty() && o.target.front() != '/') pj::fuzz::broken("an intercepted target is not origin-form");
     (void)path_under(r.line.target, "/api/oauth/");
     (void)request_framing(r.head);
-    std::vector<Binding> bindings{{"KEY", "sk-ant-api03-PLACEHOLDERxxxxxxxx", "sk-ant-api03-REALVALUE-0123456789",
-                                   {{"api.anthropic.com", 443}}},
-                                  {"OTHER", "sk-OTHERPLACEHOLDERyyyy", "sk-other-real", {{"api.openai.com", 443}}}};
+    std::vector<Binding> bindings{
+        {"KEY", "sk-ant-api03-PLACEHOLDERxxxxxxxx", "sk-ant-api03-REALVALUE-0123456789", {{"api.anthropic.com", 443}}},
+        {"OTHER", "sk-OTHERPLACEHOLDERyyyy", "sk-other-real", {{"api.openai.com", 443}}}};
     Head h = r.head;
     Substitution s = substitute(h, bindings, "api.anthropic.com", 443);
     if (s.refused && h.serialise() != r.head.serialise()) pj::fuzz::broken("a refused substitution changed the head");

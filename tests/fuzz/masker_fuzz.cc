@@ -19,9 +19,7 @@ const std::string kPrefix = "sk-ant-api03-";
 const std::string kReal = kPrefix + "ReAlVaLuE-0123456789_xyzQ";
 const std::string kPlaceholder = kPrefix + "PLACEHOLDERplaceholder_0000";
 
-std::vector<Binding> bindings() {
-  return {{"KEY", kPlaceholder, kReal, {{"api.anthropic.com", 443}}}};
-}
+std::vector<Binding> bindings() { return {{"KEY", kPlaceholder, kReal, {{"api.anthropic.com", 443}}}}; }
 
 std::string lower(std::string_view s) {
   std::string out(s);

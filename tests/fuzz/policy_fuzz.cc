@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& e : loaded.errors)
     if (e.message.empty()) pj::fuzz::broken("an error without a message");
   if (!loaded.errors.empty()) return 0;
-  Context ctx{"/home/u/proj", "/home/u", "/home/u/proj", {{"pi_agent_dir", "/home/u/.pi/agent"}}, as_written,
-              std::nullopt};
+  Context ctx{"/home/u/proj", "/home/u",   "/home/u/proj", {{"pi_agent_dir", "/home/u/.pi/agent"}},
+              as_written,     std::nullopt};
   Resolved r = resolve({loaded.layer}, ctx);
   if (r.policy.has_value() != r.errors.empty()) pj::fuzz::broken("a policy with errors, or none without");
   return 0;

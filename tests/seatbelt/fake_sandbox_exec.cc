@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   int i = 2;
   for (; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "-p" && i + 1 < argc) profile = argv[++i];
+    if (a == "-p" && i + 1 < argc)
+      profile = argv[++i];
     else if (a == "-D" && i + 1 < argc) {
       std::string d = argv[++i];
       params.push_back(d.substr(0, d.find('=')));

@@ -52,8 +52,9 @@ struct Wiring {
   // pi-jail-seatbelt [opts...] -- args..., from the workspace, HOME=home.
   std::vector<std::string> argv(const std::vector<std::string>& args, const std::vector<std::string>& opts = {},
                                 const std::string& ws = "") const {
-    std::vector<std::string> v{"/usr/bin/env", "-C", ws.empty() ? box.ws : ws, pi_jail(), "-q",
-                               "--unsafe-test-sandbox-exec", standin, "-w", ws.empty() ? box.ws : ws};
+    std::vector<std::string> v{"/usr/bin/env", "-C", ws.empty() ? box.ws : ws,
+                               pi_jail(),      "-q", "--unsafe-test-sandbox-exec",
+                               standin,        "-w", ws.empty() ? box.ws : ws};
     v.insert(v.end(), opts.begin(), opts.end());
     v.push_back("--");
     v.insert(v.end(), args.begin(), args.end());
@@ -231,11 +232,13 @@ TEST_CASE("a profile that sandbox-exec refuses is not run around: the command ne
   // The stand-in refuses what sandbox-exec would: here, a parameter the
   // profile names but was not given (the wrapper drops every -D).
   Wiring w;
-  write_file(w.standin, "#!/bin/bash\nargs=() skip=0\nfor a in \"$@\"; do\n"
-                        "  if [ $skip = 1 ]; then skip=0; continue; fi\n"
-                        "  if [ \"$a\" = -D ]; then skip=1; continue; fi\n"
-                        "  args+=(\"$a\")\ndone\n"
-                        "exec '" + env_or_die("PJ_FAKE_SANDBOX_EXEC") + "' '" + w.record + "' \"${args[@]}\"\n");
+  write_file(w.standin,
+             "#!/bin/bash\nargs=() skip=0\nfor a in \"$@\"; do\n"
+             "  if [ $skip = 1 ]; then skip=0; continue; fi\n"
+             "  if [ \"$a\" = -D ]; then skip=1; continue; fi\n"
+             "  args+=(\"$a\")\ndone\n"
+             "exec '" +
+                 env_or_die("PJ_FAKE_SANDBOX_EXEC") + "' '" + w.record + "' \"${args[@]}\"\n");
   auto o = w.sh("echo SHOULD-NOT-RUN");
   CHECK(o.status == 65);
   CHECK(o.out.find("SHOULD-NOT-RUN") == std::string::npos);
@@ -244,12 +247,14 @@ TEST_CASE("a profile that sandbox-exec refuses is not run around: the command ne
 
 TEST_CASE("the command gets a private TMPDIR (0700), removed at the end, and the network filter's variables") {
   Wiring w;
-  auto o = w.sh("echo \"$TMPDIR\"; stat -c %a \"$TMPDIR\"; echo x > \"$TMPDIR/f\"; mkdir \"$TMPDIR/d\"; "
-                "ln -s / \"$TMPDIR/d/root\"; echo \"$HTTPS_PROXY\"; echo \"$ALL_PROXY\"; echo \"$PI_JAIL\"");
+  auto o = w.sh(
+      "echo \"$TMPDIR\"; stat -c %a \"$TMPDIR\"; echo x > \"$TMPDIR/f\"; mkdir \"$TMPDIR/d\"; "
+      "ln -s / \"$TMPDIR/d/root\"; echo \"$HTTPS_PROXY\"; echo \"$ALL_PROXY\"; echo \"$PI_JAIL\"");
   INFO(o.err);
   REQUIRE(o.status == 0);
   std::vector<std::string> lines;
-  for (size_t s = 0, e; (e = o.out.find('\n', s)) != std::string::npos; s = e + 1) lines.push_back(o.out.substr(s, e - s));
+  for (size_t s = 0, e; (e = o.out.find('\n', s)) != std::string::npos; s = e + 1)
+    lines.push_back(o.out.substr(s, e - s));
   REQUIRE(lines.size() == 5);
   CHECK(lines[0].find("/pi-jail.") != std::string::npos);
   CHECK(lines[1] == "700");
@@ -266,10 +271,11 @@ TEST_CASE("the command gets a private TMPDIR (0700), removed at the end, and the
 TEST_CASE("the network filter listens on the host's loopback and refuses what the policy does not allow") {
   Wiring w;
   std::string report = w.box.base + "/report.json";
-  auto o = w.jail({"/bin/bash", "-c", "p=${HTTP_PROXY##*:}; exec 3<>/dev/tcp/127.0.0.1/$p || exit 9; "
-                "printf 'CONNECT blocked.example:443 HTTP/1.1\\r\\nHost: blocked.example:443\\r\\n\\r\\n' >&3; "
-                "head -n 1 <&3"},
-                 {"--report", report});
+  auto o = w.jail({"/bin/bash", "-c",
+                   "p=${HTTP_PROXY##*:}; exec 3<>/dev/tcp/127.0.0.1/$p || exit 9; "
+                   "printf 'CONNECT blocked.example:443 HTTP/1.1\\r\\nHost: blocked.example:443\\r\\n\\r\\n' >&3; "
+                   "head -n 1 <&3"},
+                  {"--report", report});
   INFO(o.err);
   REQUIRE(o.status == 0);
   CHECK(o.out.starts_with("HTTP/1.1 403"));
@@ -320,7 +326,8 @@ TEST_CASE("a command that stops itself with no terminal stops neither pi-jail no
   std::string report = w.box.base + "/report.json";
   // The command handles TERM: only SIGCONT after the TERM lets the handler
   // run (exit 3); otherwise the KILL after the 30 s grace ends it.
-  auto o = w.sh("trap 'exit 3' TERM; kill -STOP $$; echo after", {"--timeout", "2", "--grace", "30", "--report", report});
+  auto o =
+      w.sh("trap 'exit 3' TERM; kill -STOP $$; echo after", {"--timeout", "2", "--grace", "30", "--report", report});
   INFO(o.err);
   CHECK(o.status == 124);
   CHECK(o.out.empty());
@@ -359,7 +366,8 @@ TEST_CASE("with only stderr on a terminal the command gets a PTY there, never th
 
 TEST_CASE("explain names the backend and shows the parameters; doctor says no Seatbelt here") {
   Wiring w;
-  auto j = run({"/usr/bin/env", "-C", w.box.ws, pi_jail(), "explain", "--json", "-w", w.box.ws}, {"HOME=" + w.box.home});
+  auto j =
+      run({"/usr/bin/env", "-C", w.box.ws, pi_jail(), "explain", "--json", "-w", w.box.ws}, {"HOME=" + w.box.home});
   CHECK(j.status == 0);
   CHECK(j.out.find("\"backend\": \"macos-seatbelt\"") != std::string::npos);
   auto v = run({"/usr/bin/env", "-C", w.box.ws, pi_jail(), "explain", "-v", "-w", w.box.ws}, {"HOME=" + w.box.home});
@@ -397,9 +405,9 @@ TEST_CASE("if the network filter cannot start, sandbox-exec is never run: 125, n
 TEST_CASE("after the run, what the command left in the repository for git to run is listed and reported") {
   Wiring w;
   std::string report = w.box.base + "/report.json";
-  auto o = w.jail({"/bin/sh", "-c",
-                   "git init -q . && echo id > .git/hooks/post-merge && chmod +x .git/hooks/post-merge"},
-                  {"--report", report});
+  auto o =
+      w.jail({"/bin/sh", "-c", "git init -q . && echo id > .git/hooks/post-merge && chmod +x .git/hooks/post-merge"},
+             {"--report", report});
   INFO(o.err);
   REQUIRE(o.status == 0);
   CHECK(o.err.find("Review them before running git") != std::string::npos);  // with -q too
@@ -416,8 +424,8 @@ TEST_CASE("job control on the macOS supervisor's PTY: Ctrl-Z, fg, bg, self-stops
   job_control::Launcher l{"pi-jail-seatbelt", prefix, "HOME='" + w.box.home + "'", w.box.ws};
   const std::string warm = "warm-up-" + unique_token();
   job_control::ctrl_z_then_fg(l, {"cat", warm, warm, "after-fg-line", "after-fg-line", true});
-  job_control::ctrl_z_then_fg(
-      l, {"/usr/bin/python3 -c 'print(\"ready-\" + str(6*7)); print(\"got:\" + input())'", "", "ready-42", "answer", "got:answer"});
+  job_control::ctrl_z_then_fg(l, {"/usr/bin/python3 -c 'print(\"ready-\" + str(6*7)); print(\"got:\" + input())'", "",
+                                  "ready-42", "answer", "got:answer"});
   job_control::bg_then_fg(l);
   job_control::fg_of_running_job_reads(l);
   job_control::stops_itself(l);

@@ -25,8 +25,7 @@ struct TestCerts {
   // A test CA (dir/test-ca.pem) and a certificate it signs, dir/file, for
   // `names`, subjectAltName entries ("IP:127.0.0.1", "DNS:api.github.com");
   // the first also names the subject.
-  static TestCerts signed_by_ca(const std::string& dir, const std::string& file,
-                                const std::vector<std::string>& names);
+  static TestCerts signed_by_ca(const std::string& dir, const std::string& file, const std::vector<std::string>& names);
   // A self-signed certificate for 127.0.0.1, dir/file, that no CA vouches for.
   static TestCerts self_signed(const std::string& dir, const std::string& file);
 };

@@ -15,7 +15,6 @@ using pj::test::pi_form;
 
 namespace {
 
-
 bool noted(const Notes& notes, Notes::Kind kind, const std::string& part) {
   for (const auto& n : notes.items())
     if (n.kind == kind && n.text.find(part) != std::string::npos) return true;
@@ -28,16 +27,16 @@ std::string all_notes(const Notes& notes) {
   return out;
 }
 
-const std::string kOAuth =
-    R"({"type":"oauth","refresh":"r1","access":"a1","expires":1000,"accountId":"acc"})";
+const std::string kOAuth = R"({"type":"oauth","refresh":"r1","access":"a1","expires":1000,"accountId":"acc"})";
 const std::string kGiven = R"({"anthropic":)" + kOAuth + R"(,"openai":{"type":"api_key","key":"sk-host"}})";
 
 }  // namespace
 
 TEST_CASE("auth: the planted '!command' api_key is refused and nothing is written") {
   Notes notes;
-  std::string left = R"({"anthropic":)" + kOAuth +
-                     R"(,"openai":{"type":"api_key","key":"sk-host"},"x":{"type":"api_key","key":"!touch MARK; echo k"}})";
+  std::string left =
+      R"({"anthropic":)" + kOAuth +
+      R"(,"openai":{"type":"api_key","key":"sk-host"},"x":{"type":"api_key","key":"!touch MARK; echo k"}})";
   auto out = merge_auth(kGiven, kGiven, left, notes);
   CHECK_FALSE(out.has_value());
   CHECK(noted(notes, Notes::Kind::refused, "provider \"x\": not written back: the key is a shell command"));
@@ -80,14 +79,14 @@ TEST_CASE("auth: an OAuth refresh and a new API key are written back; the rest o
   Notes notes;
   std::string host = R"({"anthropic":)" + kOAuth +
                      R"(,"openai":{"type":"api_key","key":"sk-host"},"zz-host-only":{"type":"api_key","key":"k"}})";
-  std::string left =
-      R"({"anthropic":{"type":"oauth","refresh":"r2","access":"a2","expires":2000,"accountId":"acc"},)"
-      R"("openai":{"type":"api_key","key":"sk-host"},"xai":{"type":"api_key","key":"xai-key"}})";
+  std::string left = R"({"anthropic":{"type":"oauth","refresh":"r2","access":"a2","expires":2000,"accountId":"acc"},)"
+                     R"("openai":{"type":"api_key","key":"sk-host"},"xai":{"type":"api_key","key":"xai-key"}})";
   auto out = merge_auth(pi_form(host), pi_form(kGiven), pi_form(left), notes);
   REQUIRE(out.has_value());
-  CHECK(*out == pi_form(R"({"anthropic":{"type":"oauth","refresh":"r2","access":"a2","expires":2000,"accountId":"acc"},)"
-                        R"("openai":{"type":"api_key","key":"sk-host"},"zz-host-only":{"type":"api_key","key":"k"},)"
-                        R"("xai":{"type":"api_key","key":"xai-key"}})"));
+  CHECK(*out ==
+        pi_form(R"({"anthropic":{"type":"oauth","refresh":"r2","access":"a2","expires":2000,"accountId":"acc"},)"
+                R"("openai":{"type":"api_key","key":"sk-host"},"zz-host-only":{"type":"api_key","key":"k"},)"
+                R"("xai":{"type":"api_key","key":"xai-key"}})"));
   CHECK(noted(notes, Notes::Kind::applied, "provider \"anthropic\": updated (oauth)"));
   CHECK(noted(notes, Notes::Kind::applied, "provider \"xai\": added (api_key)"));
   CHECK(all_notes(notes).find("a2") == std::string::npos);
@@ -110,9 +109,9 @@ TEST_CASE("auth: a non-data field may ride along unchanged, e.g. Copilot's enter
   CHECK(noted(dropped, Notes::Kind::refused, "\"enterpriseUrl\" is not data and was removed"));
   // A new login (the type changed) carries no field from the old entry.
   Notes relogin;
-  auto out2 = merge_auth(kGiven, kGiven,
-                         R"({"anthropic":{"type":"api_key","key":"sk-new"},"openai":{"type":"api_key","key":"sk-host"}})",
-                         relogin);
+  auto out2 = merge_auth(
+      kGiven, kGiven, R"({"anthropic":{"type":"api_key","key":"sk-new"},"openai":{"type":"api_key","key":"sk-host"}})",
+      relogin);
   REQUIRE(out2.has_value());
   CHECK(*parsed(*out2).find("anthropic") == parsed(R"({"type":"api_key","key":"sk-new"})"));
 }
@@ -147,7 +146,8 @@ TEST_CASE("auth: when the host changed the same provider during the run, the hos
   auto out2 = merge_auth(R"({"new-on-host":{"type":"api_key","key":"h"}})", "{}",
                          R"({"other":{"type":"api_key","key":"j"}})", n2);
   REQUIRE(out2.has_value());
-  CHECK(parsed(*out2) == parsed(R"({"new-on-host":{"type":"api_key","key":"h"},"other":{"type":"api_key","key":"j"}})"));
+  CHECK(parsed(*out2) ==
+        parsed(R"({"new-on-host":{"type":"api_key","key":"h"},"other":{"type":"api_key","key":"j"}})"));
 }
 
 TEST_CASE("auth and settings: invalid, huge or non-object output of the jail is refused as a whole") {

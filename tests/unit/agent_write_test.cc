@@ -25,9 +25,7 @@ using pj::test::pi_form;
 
 namespace {
 
-
-const std::string kOAuth =
-    R"({"type":"oauth","refresh":"r1","access":"a1","expires":1000,"accountId":"acc"})";
+const std::string kOAuth = R"({"type":"oauth","refresh":"r1","access":"a1","expires":1000,"accountId":"acc"})";
 const std::string kGiven = R"({"anthropic":)" + kOAuth + R"(,"openai":{"type":"api_key","key":"sk-host"}})";
 
 }  // namespace
@@ -55,7 +53,9 @@ struct AgentDir {
     ss << f.rdbuf();
     return ss.str();
   }
-  bool exists(const std::string& name) const { return std::filesystem::exists(std::filesystem::symlink_status(path + "/" + name)); }
+  bool exists(const std::string& name) const {
+    return std::filesystem::exists(std::filesystem::symlink_status(path + "/" + name));
+  }
   // Only what was asked for: no temporary file left over.
   std::vector<std::string> names() const {
     std::vector<std::string> out;

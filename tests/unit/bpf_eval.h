@@ -15,8 +15,7 @@
 namespace pj::test {
 
 // `steps`, when given, counts the instructions executed.
-inline std::uint32_t bpf_run(const std::vector<sock_filter>& prog, const seccomp_data& data,
-                             size_t* steps = nullptr) {
+inline std::uint32_t bpf_run(const std::vector<sock_filter>& prog, const seccomp_data& data, size_t* steps = nullptr) {
   std::uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {};
   for (size_t pc = 0; pc < prog.size(); ++pc) {
     if (steps) ++*steps;

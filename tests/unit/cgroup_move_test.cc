@@ -195,8 +195,10 @@ TEST_CASE("init failing before it reads the v2 move's word: its record says why,
   CHECK((*rec)->stage == Stage::join_cgroup);
   CHECK((*rec)->err == EBADF);
   auto msg = jail->read_control();
-  if (!msg) FAIL_CHECK(msg.error().message());
-  else CHECK_FALSE(msg->has_value());
+  if (!msg)
+    FAIL_CHECK(msg.error().message());
+  else
+    CHECK_FALSE(msg->has_value());
   CHECK(jail->control_fd() == -1);
   auto code = jail->reap();
   REQUIRE(code.ok());

@@ -41,14 +41,14 @@ struct Flat {
 TEST_CASE("Landlock rules: added at the mount that the finished view shows at their path, else by path") {
   JailSpec spec;
   spec.mounts = {
-      op(MountKind::bind, "/usr"),            // 0: rule at this mount
-      op(MountKind::bind, "/etc/a"),          // 1: covered by the mask below at the same path
-      op(MountKind::mask, "/etc/a"),          // 2: what /etc/a shows at the end: the rule's mount
-      op(MountKind::bind, "/w/x"),            // 3: covered later from above (not depth-sorted)
-      op(MountKind::bind, "/w"),              // 4
-      op(MountKind::tmpfs, "/dev"),           // 5: a seal later keeps the inode
-      op(MountKind::symlink, "/lib"),         // 6: no mount: by path
-      op(MountKind::seal, "/dev"),            // 7
+      op(MountKind::bind, "/usr"),     // 0: rule at this mount
+      op(MountKind::bind, "/etc/a"),   // 1: covered by the mask below at the same path
+      op(MountKind::mask, "/etc/a"),   // 2: what /etc/a shows at the end: the rule's mount
+      op(MountKind::bind, "/w/x"),     // 3: covered later from above (not depth-sorted)
+      op(MountKind::bind, "/w"),       // 4
+      op(MountKind::tmpfs, "/dev"),    // 5: a seal later keeps the inode
+      op(MountKind::symlink, "/lib"),  // 6: no mount: by path
+      op(MountKind::seal, "/dev"),     // 7
   };
   spec.landlock.handled_fs = 0xffff;
   for (const char* p : {"/", "/usr", "/etc/a", "/w/x", "/w", "/dev", "/lib", "/nowhere"})

@@ -80,9 +80,9 @@ TEST_CASE("--memory, --pids and --cpus are kept as given (the policy applies the
 }
 
 TEST_CASE("each stage is given its part of the command line") {
-  auto inv = parse_args({"-w", "/ws", "-p", "own.toml", "--allow-net", "example.org", "--ephemeral-home", "--timeout",
-                         "90", "--grace", "2s", "--net-log", "net.jsonl", "--report", "r.json", "--unsandboxed", "env",
-                         "-i"});
+  auto inv =
+      parse_args({"-w", "/ws", "-p", "own.toml", "--allow-net", "example.org", "--ephemeral-home", "--timeout", "90",
+                  "--grace", "2s", "--net-log", "net.jsonl", "--report", "r.json", "--unsandboxed", "env", "-i"});
   REQUIRE(inv.ok());
   const PrepareInput prepare = inv->prepare_input();
   CHECK(prepare.mode == Mode::run);
@@ -161,7 +161,8 @@ TEST_CASE("an option where it means nothing is refused with a sentence saying wh
       {{"explain", "--timeout", "5s"}, "--timeout applies to running a command only, not to explain"},
       {{"-w", "/ws", "doctor"}, "-w (--workspace) applies to running a command and to explain, not to doctor"},
       {{"doctor", "--allow-read", "/opt"}, "--allow-read applies to running a command and to explain, not to doctor"},
-      {{"shell-init", "--json"}, "--json applies to doctor and explain only (pi-jail doctor --json), not to shell-init"},
+      {{"shell-init", "--json"},
+       "--json applies to doctor and explain only (pi-jail doctor --json), not to shell-init"},
       {{"--json", "pi"},
        "--json applies to doctor and explain only (pi-jail doctor --json); to pass it to the command, put it after "
        "the command's name"},
@@ -180,11 +181,16 @@ TEST_CASE("an option where it means nothing is refused with a sentence saying wh
 // which holds none of these names.
 // Every test-only switch, with a value where it takes one.
 constexpr std::pair<const char*, const char*> kTestSwitches[] = {
-    {"--test-landlock-read-only", "x"},  {"--unsafe-test-no-seccomp", nullptr},
-    {"--unsafe-test-no-landlock", nullptr}, {"--unsafe-test-sandbox-exec", "x"},
-    {"--test-fail-network-filter", nullptr}, {"--test-net-timeouts", "1s,1s"},
-    {"--test-upstream-ca", "x"},          {"--test-token-endpoint", "p@h:1/t"},
-    {"--test-resolve", "a:1=127.0.0.1:2"},  {"--test-filter-probe", nullptr},
+    {"--test-landlock-read-only", "x"},
+    {"--unsafe-test-no-seccomp", nullptr},
+    {"--unsafe-test-no-landlock", nullptr},
+    {"--unsafe-test-sandbox-exec", "x"},
+    {"--test-fail-network-filter", nullptr},
+    {"--test-net-timeouts", "1s,1s"},
+    {"--test-upstream-ca", "x"},
+    {"--test-token-endpoint", "p@h:1/t"},
+    {"--test-resolve", "a:1=127.0.0.1:2"},
+    {"--test-filter-probe", nullptr},
     {"--test-filter-misbehave", "abort"},
 };
 #ifdef PJ_TEST_SWITCHES
@@ -207,10 +213,10 @@ TEST_CASE("test-only switches are accepted and listed in a test build") {
 }
 
 TEST_CASE("test-only switches reach the stage that reads them") {
-  auto inv = parse_args({"--unsafe-test-no-seccomp", "--test-landlock-read-only", "/ws/ro", "--unsafe-test-sandbox-exec",
-                         "fake", "--test-token-endpoint", "p@h:1/t", "--test-upstream-ca", "ca.pem",
-                         "--test-net-timeouts", "1s,2s", "--test-resolve", "a:1=127.0.0.1:2", "--test-filter-misbehave",
-                         "abort", "true"});
+  auto inv =
+      parse_args({"--unsafe-test-no-seccomp", "--test-landlock-read-only", "/ws/ro", "--unsafe-test-sandbox-exec",
+                  "fake", "--test-token-endpoint", "p@h:1/t", "--test-upstream-ca", "ca.pem", "--test-net-timeouts",
+                  "1s,2s", "--test-resolve", "a:1=127.0.0.1:2", "--test-filter-misbehave", "abort", "true"});
   REQUIRE(inv.ok());
   const BackendInput backend = inv->backend_input();
   CHECK(backend.mode == Mode::run);

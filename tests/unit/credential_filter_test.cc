@@ -96,12 +96,18 @@ TEST_CASE("credential filter: a placeholder not bound to this host refuses the r
   CHECK(substitute(b, bindings(), "api.anthropic.com", 443).refused);
 }
 
-TEST_CASE("credential filter: a refresh token's placeholder is substituted only where its provider's renewal carries it") {
-  const std::string ph = "sk-ant-ort01-PLACEHOLDERrrrrrrrrrrrrrrrrrrrrrrrr", gh = "gho_PLACEHOLDERgggggggggggggggggggggg";
-  Binding body_only{"auth.json anthropic.refresh", ph, "sk-ant-ort01-REAL", {{"platform.claude.com", 443}},
-                    Carriage::token_exchange};
-  Binding in_header{"auth.json github-copilot.refresh", gh, "gho_REAL", {{"api.github.com", 443}},
-                    Carriage::token_exchange, "Authorization"};
+TEST_CASE(
+    "credential filter: a refresh token's placeholder is substituted only where its provider's renewal carries it") {
+  const std::string ph = "sk-ant-ort01-PLACEHOLDERrrrrrrrrrrrrrrrrrrrrrrrr",
+                    gh = "gho_PLACEHOLDERgggggggggggggggggggggg";
+  Binding body_only{
+      "auth.json anthropic.refresh", ph, "sk-ant-ort01-REAL", {{"platform.claude.com", 443}}, Carriage::token_exchange};
+  Binding in_header{"auth.json github-copilot.refresh",
+                    gh,
+                    "gho_REAL",
+                    {{"api.github.com", 443}},
+                    Carriage::token_exchange,
+                    "Authorization"};
   const std::vector<Binding> bs{body_only, in_header};
   auto try_head = [&](const std::string& field, const std::string& host, RequestKind kind) {
     Head h = head_of("GET /x HTTP/1.1\r\n" + field + "\r\n\r\n");
@@ -118,7 +124,8 @@ TEST_CASE("credential filter: a refresh token's placeholder is substituted only 
   // other field, the request line, Basic, or another request: refused.
   CHECK_FALSE(try_head("Authorization: Bearer " + gh, "api.github.com", RequestKind::token_exchange).refused);
   CHECK(try_head("X-Echo: " + gh, "api.github.com", RequestKind::token_exchange).refused);
-  CHECK(try_head("Authorization: Basic " + base64_encode("u:" + gh), "api.github.com", RequestKind::token_exchange).refused);
+  CHECK(try_head("Authorization: Basic " + base64_encode("u:" + gh), "api.github.com", RequestKind::token_exchange)
+            .refused);
   CHECK(try_head("Authorization: Bearer " + gh, "api.github.com", RequestKind::api).refused);
   Head line = head_of("GET /x?t=" + gh + " HTTP/1.1\r\nAuthorization: Bearer " + gh + "\r\n\r\n");
   CHECK(substitute(line, bs, "api.github.com", 443, RequestKind::token_exchange).refused);
@@ -135,15 +142,18 @@ TEST_CASE("credential filter: heads are bounded and strict") {
   CHECK(parse_head("GET / HTTP/1.1\r\nA: x\ry\r\n\r\n").progress == Progress::bad);
   CHECK(parse_head(std::string("GET / HTTP/1.1\r\nA: x\0y\r\n\r\n", 27)).progress == Progress::bad);
   // Smuggling: both framings, or two different lengths, or another coding.
-  CHECK_FALSE(request_framing(head_of("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n")).error.empty());
-  CHECK_FALSE(request_framing(head_of("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n")).error.empty());
+  CHECK_FALSE(request_framing(head_of("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"))
+                  .error.empty());
+  CHECK_FALSE(
+      request_framing(head_of("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n")).error.empty());
   CHECK_FALSE(request_framing(head_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")).error.empty());
   CHECK_FALSE(request_framing(head_of("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n")).error.empty());
   auto f = request_framing(head_of("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"));
   CHECK(f.error.empty());
   CHECK(f.framing == Framing::length);
   CHECK(f.length == 3);
-  CHECK(response_framing(head_of("HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n"), "GET").framing == Framing::none);
+  CHECK(response_framing(head_of("HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n"), "GET").framing ==
+        Framing::none);
   CHECK(response_framing(head_of("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"), "HEAD").framing == Framing::none);
   CHECK(response_framing(head_of("HTTP/1.1 200 OK\r\n\r\n"), "GET").framing == Framing::until_close);
   CHECK(status_of(head_of("HTTP/1.1 101 Switching Protocols\r\n\r\n")) == 101);
@@ -240,8 +250,9 @@ TEST_CASE("credential filter: the run's CA is handed over whole; the handing sid
   CHECK(refused.error().message().find("the key is not the certificate's") != std::string::npos);
 }
 
-TEST_CASE("credential filter: plain HTTP is bound to host loopback ports only, and only plain bindings substitute "
-          "there") {
+TEST_CASE(
+    "credential filter: plain HTTP is bound to host loopback ports only, and only plain bindings substitute "
+    "there") {
   using pj::netproxy::Wire;
   for (const char* host : {"api.example", "10.0.0.1", "::ffff:10.0.0.1", "0.0.0.0", "localhost.example"}) {
     CAPTURE(host);
@@ -271,7 +282,8 @@ TEST_CASE("credential filter: plain HTTP is bound to host loopback ports only, a
   CHECK((*made)->unbound_placeholder("GET / HTTP/1.1\r\nA: ph-k\r\n\r\n", "api.example", 443) == "K");
 }
 
-TEST_CASE("credential filter: the per-run CA is a name-constrained P-256 CA, its leaves serverAuth with the host's SAN") {
+TEST_CASE(
+    "credential filter: the per-run CA is a name-constrained P-256 CA, its leaves serverAuth with the host's SAN") {
   auto ca = TlsAuthority::create({{"api.example", 443}, {"127.0.0.1", 8443}}, "");
   REQUIRE(ca);
   BIO* bio = BIO_new_mem_buf((*ca)->ca_pem().data(), static_cast<int>((*ca)->ca_pem().size()));
@@ -424,8 +436,8 @@ std::string stream(Masker& m, std::string_view s) {
 TEST_CASE("credential filter: an echo is masked however it is spelled: case, escapes, base64 at any alignment") {
   std::string upper = kReal;
   for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  std::string mixed = kReal.substr(0, 10) + percent_all(kReal.substr(10, 5)) + json_u_all(kReal.substr(15, 5)) +
-                      kReal.substr(20);
+  std::string mixed =
+      kReal.substr(0, 10) + percent_all(kReal.substr(10, 5)) + json_u_all(kReal.substr(15, 5)) + kReal.substr(20);
   std::vector<std::string> echoes = {upper, percent_all(kReal), json_u_all(kReal), mixed};
   for (std::string lead : {"", "a", "ab"})  // each alignment of the value in the encoded text
     for (auto enc : {base64_encode(lead + kReal + "tail"), base64url(lead + kReal + "tail")}) echoes.push_back(enc);
@@ -481,8 +493,9 @@ TEST_CASE("credential filter: a token response's tokens must all be placeholders
 
 TEST_CASE("credential filter: any run of 16 or more bytes of a key's secret part is masked; shorter runs pass") {
   // kReal's secret part (after the prefix it shares with kPh) is "REALVALUE-0123456789".
-  for (std::string echo : std::vector<std::string>{"truncated " + kReal.substr(0, 30), "sub " + kReal.substr(15, 16) + " end",
-                           "lower realvalue-0123456 x", "esc REALVALUE%2D01234%35%36 x"}) {
+  for (std::string echo :
+       std::vector<std::string>{"truncated " + kReal.substr(0, 30), "sub " + kReal.substr(15, 16) + " end",
+                                "lower realvalue-0123456 x", "esc REALVALUE%2D01234%35%36 x"}) {
     CAPTURE(echo);
     Masker m(bindings());
     std::string whole = m.mask(echo);

@@ -46,8 +46,8 @@ constexpr std::string_view kAlnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq
 
 Settings pi_settings() {
   Settings s;
-  s.env_pass = {"PATH", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "AZURE_OPENAI_*", "GROQ_API_KEY",
-                "AWS_ACCESS_KEY_ID"};
+  s.env_pass = {"PATH",           "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
+                "AZURE_OPENAI_*", "GROQ_API_KEY",      "AWS_ACCESS_KEY_ID"};
   return s;
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("placeholders keep the provider's prefix and length, are random, and n
       std::string p = make_placeholder(c.real);
       REQUIRE(p.starts_with(c.prefix));
       const std::string_view body = std::string_view(p).substr(c.prefix.size());
-      CHECK(body.size() >= 32);                                        // >= 190 bits
+      CHECK(body.size() >= 32);                                          // >= 190 bits
       CHECK(p.size() == std::max(c.real.size(), c.prefix.size() + 32));  // the SDKs' length class
       CHECK(only_from(body, kAlnum));
       CHECK(p != c.real);
@@ -134,7 +134,8 @@ TEST_CASE("a placeholder is made for a value whose secret part is spelled inside
 }
 
 TEST_CASE("a JWT placeholder keeps header and claims (Pi reads the Codex account id) and replaces the signature") {
-  const std::string jwt = "eyJhbGciOiJSUzI1NiJ9.eyJhY2NvdW50IjoiYWNjIn0.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl";
+  const std::string jwt =
+      "eyJhbGciOiJSUzI1NiJ9.eyJhY2NvdW50IjoiYWNjIn0.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl";
   std::string p = make_placeholder(jwt);
   CHECK(p.starts_with("eyJhbGciOiJSUzI1NiJ9.eyJhY2NvdW50IjoiYWNjIn0."));
   CHECK(p.size() == jwt.size());
@@ -175,8 +176,9 @@ TEST_CASE("environment: provider keys become placeholders bound to the provider'
   CHECK(all.find(kApiKey.substr(13)) == std::string::npos);
 }
 
-TEST_CASE("environment: signed credentials are refused unless passed through; an operator may bind a variable of "
-          "its own") {
+TEST_CASE(
+    "environment: signed credentials are refused unless passed through; an operator may bind a variable of "
+    "its own") {
   Table table;
   Settings s = pi_settings();
   Plan refused = plan_env({"AWS_ACCESS_KEY_ID=AKIAEXAMPLE"}, s, table);
@@ -187,7 +189,8 @@ TEST_CASE("environment: signed credentials are refused unless passed through; an
 
   s.pass_through = {pj::policy::Entry{"AWS_ACCESS_KEY_ID", {"user.toml", 4, 1}}};
   s.extra_hosts = {extra("CORP_LLM_TOKEN", "llm.corp.example")};
-  Plan ok = plan_env({"AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "CORP_LLM_TOKEN=tok_abcdefghijklmnopqrstuvwxyz012345"}, s, table);
+  Plan ok =
+      plan_env({"AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "CORP_LLM_TOKEN=tok_abcdefghijklmnopqrstuvwxyz012345"}, s, table);
   CHECK(ok.errors.empty());
   REQUIRE(ok.env.size() == 1);  // the pass-through one keeps the caller's value: not rewritten
   CHECK(ok.env[0].first == "CORP_LLM_TOKEN");
@@ -198,9 +201,10 @@ TEST_CASE("environment: signed credentials are refused unless passed through; an
 }
 
 TEST_CASE("auth.json: the jail's copy holds placeholders, every other field kept; write-back gets the real values") {
-  const std::string host = R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
-                           R"(","expires":1767225600000},"openai":{"type":"api_key","key":"sk-abcdefghijklmnopqrstuvwxyz0123456789"},)"
-                           R"("groq":{"type":"api_key","key":"!pass show groq"},"unknownprov":{"type":"api_key","key":"secret-of-unknown-origin"}})";
+  const std::string host =
+      R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
+      R"(","expires":1767225600000},"openai":{"type":"api_key","key":"sk-abcdefghijklmnopqrstuvwxyz0123456789"},)"
+      R"("groq":{"type":"api_key","key":"!pass show groq"},"unknownprov":{"type":"api_key","key":"secret-of-unknown-origin"}})";
   Table table;
   std::vector<Provenance> prov;
   auto jail = synthesize_auth(host, pi_settings(), table, prov);
@@ -225,7 +229,8 @@ TEST_CASE("auth.json: the jail's copy holds placeholders, every other field kept
   auto refresh = table.by_placeholder(*a->find("refresh")->as_string());
   REQUIRE(refresh);
   CHECK(refresh->hosts == std::vector<BoundHost>{{"platform.claude.com", 443}, {"console.anthropic.com", 443}});
-  CHECK(table.by_placeholder(*a->find("access")->as_string())->hosts == std::vector<BoundHost>{{"api.anthropic.com", 443}});
+  CHECK(table.by_placeholder(*a->find("access")->as_string())->hosts ==
+        std::vector<BoundHost>{{"api.anthropic.com", 443}});
 
   // What the jail leaves (Pi rewrote it, new expiry) comes back with the
   // real values: never a placeholder into the host's file.
@@ -247,11 +252,17 @@ TEST_CASE("auth.json: the jail's copy holds placeholders, every other field kept
 
 TEST_CASE("token exchange: the request's placeholder refresh token becomes the real one, JSON or form-encoded") {
   auto table = std::make_shared<Table>();
-  table->add({"auth.json anthropic.refresh", "sk-ant-ort01-PLACEHOLDERplaceholderPLACEHOLDER0123", kRefresh,
+  table->add({"auth.json anthropic.refresh",
+              "sk-ant-ort01-PLACEHOLDERplaceholderPLACEHOLDER0123",
+              kRefresh,
               {{"platform.claude.com", 443}}});
-  table->add({"auth.json anthropic.access", "sk-ant-oat01-PLACEHOLDERplaceholderPLACEHOLDER0123", kAccess,
+  table->add({"auth.json anthropic.access",
+              "sk-ant-oat01-PLACEHOLDERplaceholderPLACEHOLDER0123",
+              kAccess,
               {{"api.anthropic.com", 443}}});
-  table->add({"auth.json xai.refresh", "xai-PLACEHOLDERplaceholderPLACEHOLDER0123", "real/xai+refresh=",
+  table->add({"auth.json xai.refresh",
+              "xai-PLACEHOLDERplaceholderPLACEHOLDER0123",
+              "real/xai+refresh=",
               {{"auth.x.ai", 443}}});
   OAuthExchange ex(table, pi_settings(), "", nullptr);
   CHECK(ex.is_token_endpoint("platform.claude.com", "/v1/oauth/token"));
@@ -266,8 +277,9 @@ TEST_CASE("token exchange: the request's placeholder refresh token becomes the r
       {});
   REQUIRE(json_body);
   CHECK(json_body->body == R"({"grant_type":"refresh_token","client_id":"c","refresh_token":")" + kRefresh + "\"}");
-  auto form = ex.request_body("auth.x.ai", "/oauth2/token",
-                              "grant_type=refresh_token&refresh_token=xai-PLACEHOLDERplaceholderPLACEHOLDER0123&x=1", {});
+  auto form =
+      ex.request_body("auth.x.ai", "/oauth2/token",
+                      "grant_type=refresh_token&refresh_token=xai-PLACEHOLDERplaceholderPLACEHOLDER0123&x=1", {});
   REQUIRE(form);
   CHECK(form->body == "grant_type=refresh_token&refresh_token=real%2Fxai%2Brefresh%3D&x=1");
   // The access token's placeholder is not bound to the token endpoint:
@@ -280,13 +292,15 @@ TEST_CASE("token exchange: the request's placeholder refresh token becomes the r
 }
 
 TEST_CASE("token exchange: responses are decoded (gzip, deflate, zstd), new tokens become new bound placeholders") {
-  const std::string body = R"({"token_type":"Bearer","access_token":"sk-ant-oat01-NEWACCESSnewaccessNEWACCESS0123456789",)"
-                           R"("refresh_token":"sk-ant-ort01-NEWREFRESHnewrefreshNEWREFRESH0123456789","expires_in":28800,)"
-                           R"("account":{"uuid":"u-1","email_address":"a@example.com"}})";
+  const std::string body =
+      R"({"token_type":"Bearer","access_token":"sk-ant-oat01-NEWACCESSnewaccessNEWACCESS0123456789",)"
+      R"("refresh_token":"sk-ant-ort01-NEWREFRESHnewrefreshNEWREFRESH0123456789","expires_in":28800,)"
+      R"("account":{"uuid":"u-1","email_address":"a@example.com"}})";
   for (std::string enc : {"", "identity", "gzip", "zstd", "ZSTD"}) {
     CAPTURE(enc);
     auto table = std::make_shared<Table>();
-    table->add({"auth.json anthropic.refresh", "sk-ant-ort01-OLDPLACEHOLDER", kRefresh, {{"platform.claude.com", 443}}});
+    table->add(
+        {"auth.json anthropic.refresh", "sk-ant-ort01-OLDPLACEHOLDER", kRefresh, {{"platform.claude.com", 443}}});
     (void)table->take_added();
     OAuthExchange ex(table, pi_settings(), "", nullptr);
     std::string wire = enc == "gzip" ? gzip(body) : enc.starts_with("z") || enc.starts_with("Z") ? zstd(body) : body;
@@ -321,8 +335,9 @@ TEST_CASE("token exchange: fails closed on what it cannot read; an echoed real v
   auto br = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "br", body, kRenewal);
   REQUIRE_FALSE(br);
   CHECK(br.error().message().find("\"br\"") != std::string::npos);
-  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "gzip", body, kRenewal));        // not gzip
-  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "zstd", zstd(body).substr(0, 10), kRenewal));
+  CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "gzip", body, kRenewal));  // not gzip
+  CHECK_FALSE(
+      ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "zstd", zstd(body).substr(0, 10), kRenewal));
   CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "", "<html>" + body, kRenewal));
   CHECK_FALSE(ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "", "[" + body + "]", kRenewal));
   auto bomb = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "gzip",
@@ -361,13 +376,17 @@ TEST_CASE("token exchange: the host's auth.json gets the new real tokens and exp
   namespace fs = std::filesystem;
   pj::test::TempDir tmp;
   const std::string dir = tmp.path;
-  { std::ofstream(dir + "/auth.json") << R"({"anthropic":{"type":"oauth","refresh":"old","access":"old","expires":1}})"; }
+  {
+    std::ofstream(dir + "/auth.json") << R"({"anthropic":{"type":"oauth","refresh":"old","access":"old","expires":1}})";
+  }
   auto table = std::make_shared<Table>();
   std::vector<std::string> warnings;
   OAuthExchange ex(table, pi_settings(), dir, [&](const std::string& w) { warnings.push_back(w); });
-  auto out = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "",
-                              R"({"access_token":"sk-ant-oat01-HOSTNEWACCESS0123456789abcdefghijklmnop",)"
-                              R"("refresh_token":"sk-ant-ort01-HOSTNEWREFRESH0123456789abcdefghijklmno","expires_in":3600})", kRenewal);
+  auto out =
+      ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "",
+                       R"({"access_token":"sk-ant-oat01-HOSTNEWACCESS0123456789abcdefghijklmnop",)"
+                       R"("refresh_token":"sk-ant-ort01-HOSTNEWREFRESH0123456789abcdefghijklmno","expires_in":3600})",
+                       kRenewal);
   REQUIRE(out);
   CHECK(warnings.empty());
   std::stringstream host;
@@ -375,14 +394,16 @@ TEST_CASE("token exchange: the host's auth.json gets the new real tokens and exp
   CHECK(host.str().find("sk-ant-oat01-HOSTNEWACCESS0123456789abcdefghijklmnop") != std::string::npos);
   CHECK(host.str().find("sk-ant-ort01-HOSTNEWREFRESH0123456789abcdefghijklmno") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/auth.json.lock"));
-  CHECK((fs::status(dir + "/auth.json").permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK((fs::status(dir + "/auth.json").permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write));
 }
 
 TEST_CASE("[credentials]: operators bind and pass through; a project file can do neither (file:line)") {
   using namespace pj::policy;
-  auto op = load_layer("[credentials]\nbind = { anthropic = [\"llm.corp.example:8443\"], CORP_KEY = [\"a.example\"] }\n"
-                       "pass_through = [\"AWS_ACCESS_KEY_ID\"]\n",
-                       "user.toml", Authority::user);
+  auto op = load_layer(
+      "[credentials]\nbind = { anthropic = [\"llm.corp.example:8443\"], CORP_KEY = [\"a.example\"] }\n"
+      "pass_through = [\"AWS_ACCESS_KEY_ID\"]\n",
+      "user.toml", Authority::user);
   CHECK(op.errors.empty());
   REQUIRE(op.layer.cred_bind.size() == 2);
   CHECK(op.layer.cred_pass_through.size() == 1);
@@ -390,8 +411,9 @@ TEST_CASE("[credentials]: operators bind and pass through; a project file can do
                         "user.toml", Authority::user);
   CHECK(bad.errors.size() == 3);
 
-  auto proj = load_layer("[credentials]\nbind = { anthropic = [\"evil.example\"] }\npass_through = [\"OPENAI_API_KEY\"]\n",
-                         ".pi/jail.toml", Authority::project);
+  auto proj =
+      load_layer("[credentials]\nbind = { anthropic = [\"evil.example\"] }\npass_through = [\"OPENAI_API_KEY\"]\n",
+                 ".pi/jail.toml", Authority::project);
   REQUIRE(proj.errors.empty());
   Context ctx = paths_as_written();
   auto r = resolve({op.layer, proj.layer}, ctx);
@@ -423,16 +445,18 @@ TEST_CASE("[credentials] bind: http:// names a host loopback port only, with its
   }
   auto l = load_layer("[credentials]\nbind = { ollama = [\"http://10.0.0.1:11434\"] }\n", "user.toml", Authority::user);
   REQUIRE(l.errors.size() == 1);
-  CHECK(l.errors[0].str().starts_with("user.toml:2:20: credentials.bind.ollama: \"http://10.0.0.1:11434\": plain HTTP "
-                                      "is allowed only to a host loopback port"));
+  CHECK(
+      l.errors[0].str().starts_with("user.toml:2:20: credentials.bind.ollama: \"http://10.0.0.1:11434\": plain HTTP "
+                                    "is allowed only to a host loopback port"));
 }
 
-TEST_CASE("[credentials] bind: a plain-HTTP binding opens its port to the jail, traced to the bind; a deny of it or "
-          "TLS wanted on it is an error") {
+TEST_CASE(
+    "[credentials] bind: a plain-HTTP binding opens its port to the jail, traced to the bind; a deny of it or "
+    "TLS wanted on it is an error") {
   using namespace pj::policy;
   Context ctx = paths_as_written();
-  auto op = load_layer("[credentials]\nbind = { ollama = [\"http://127.0.0.1:11434\"] }\n", "user.toml",
-                       Authority::user);
+  auto op =
+      load_layer("[credentials]\nbind = { ollama = [\"http://127.0.0.1:11434\"] }\n", "user.toml", Authority::user);
   REQUIRE(op.errors.empty());
   auto r = resolve({op.layer}, ctx);
   REQUIRE(r.policy);
@@ -508,8 +532,9 @@ TEST_CASE("provider table: every provider with a key-minting endpoint has it ref
   auto refused = minting_refusals({});
   REQUIRE(refused);
   auto has = [&](const std::string& host, const std::string& prefix) {
-    return std::any_of(refused->begin(), refused->end(),
-                       [&](const pj::netproxy::MintingEndpoint& m) { return m.host == host && m.path_prefix == prefix; });
+    return std::any_of(refused->begin(), refused->end(), [&](const pj::netproxy::MintingEndpoint& m) {
+      return m.host == host && m.path_prefix == prefix;
+    });
   };
   CHECK(has("api.anthropic.com", "/api/oauth/"));
   CHECK(has("api.openai.com", "/v1/organization/admin_api_keys"));
@@ -533,7 +558,8 @@ TEST_CASE("provider table: every provider with a key-minting endpoint has it ref
 
 TEST_CASE("[credentials] allow_minting: an operator may allow a minting endpoint; a project file may not (file:line)") {
   using namespace pj::policy;
-  auto op = load_layer("[credentials]\nallow_minting = [\"openrouter.ai/api/v1/keys\"]\n", "system.toml", Authority::system);
+  auto op =
+      load_layer("[credentials]\nallow_minting = [\"openrouter.ai/api/v1/keys\"]\n", "system.toml", Authority::system);
   CHECK(op.errors.empty());
   auto bad = load_layer("[credentials]\nallow_minting = [\"/api/v1/keys\"]\n", "system.toml", Authority::system);
   REQUIRE(bad.errors.size() == 1);
@@ -555,8 +581,9 @@ TEST_CASE("auth.json write-back: a placeholder moved under another provider is n
   // The cred-attack review: the jail could write the Anthropic token's
   // placeholder as another provider's key; the write-back put the REAL
   // Anthropic token there, and the next run bound it to that provider's hosts.
-  const std::string host = R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
-                           R"(","expires":1767225600000},"openai":{"type":"api_key","key":"sk-abcdefghijklmnopqrstuvwxyz0123456789"}})";
+  const std::string host =
+      R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
+      R"(","expires":1767225600000},"openai":{"type":"api_key","key":"sk-abcdefghijklmnopqrstuvwxyz0123456789"}})";
   Table table;
   std::vector<Provenance> prov;
   auto jail = synthesize_auth(host, pi_settings(), table, prov);
@@ -667,7 +694,8 @@ TEST_CASE("auth.json write-back: a literal new token in the jail's auth.json is 
   // Only an entry the merge would take is a login to ask about: a planted
   // "!command" key is refused by the merge itself.
   CHECK(pj::pi::agent::auth_entry_is_data(r->text, std::string_view(rig.host), "anthropic"));
-  CHECK_FALSE(pj::pi::agent::auth_entry_is_data(n->text, std::string_view(rig.host), "openai"));  // "email" is no api_key data
+  CHECK_FALSE(
+      pj::pi::agent::auth_entry_is_data(n->text, std::string_view(rig.host), "openai"));  // "email" is no api_key data
   std::string planted = rig.jail;
   planted.insert(planted.rfind('}'), R"(,"x":{"type":"api_key","key":"!touch MARK"})");
   CHECK_FALSE(pj::pi::agent::auth_entry_is_data(planted, std::string_view(rig.host), "x"));
@@ -690,8 +718,8 @@ struct ExchangeRig {
   std::string jail, refresh_ph;
   std::string host_before;
   ExchangeRig() {
-    host_before = R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess +
-                  R"(","expires":1}})";
+    host_before =
+        R"({"anthropic":{"type":"oauth","refresh":")" + kRefresh + R"(","access":")" + kAccess + R"(","expires":1}})";
     std::ofstream(dir + "/auth.json") << host_before;
     std::vector<Provenance> prov;
     auto j = synthesize_auth(host_before, pi_settings(), *table, prov);
@@ -757,10 +785,9 @@ TEST_CASE("token exchange: an authorization_code exchange is a login, held for c
   REQUIRE(r->held.size() == 1);
   CHECK(r->text.find("FROMSERVERaccess") != std::string::npos);
   // A refresh of the login's own tokens stays a login.
-  auto renew = ex.request_body("platform.claude.com", "/v1/oauth/token",
-                               R"({"grant_type":"refresh_token","refresh_token":")" +
-                                   *doc->find("refresh_token")->as_string() + "\"}",
-                               {});
+  auto renew = ex.request_body(
+      "platform.claude.com", "/v1/oauth/token",
+      R"({"grant_type":"refresh_token","refresh_token":")" + *doc->find("refresh_token")->as_string() + "\"}", {});
   REQUIRE(renew);
   CHECK(renew->kind == pj::netproxy::ExchangeKind::login);
   // With consent, the held login reaches the host.
@@ -792,7 +819,9 @@ struct SplitExchange {
   SplitExchange() {
     // Another provider's key the filter also holds: its placeholder must
     // never be slotted under anthropic.
-    rig.table->add({"OPENAI_API_KEY", "sk-PLACEHOLDERopenai0123456789abcdefghijk", "sk-REALopenai0123456789abcdef",
+    rig.table->add({"OPENAI_API_KEY",
+                    "sk-PLACEHOLDERopenai0123456789abcdefghijk",
+                    "sk-REALopenai0123456789abcdef",
                     {{"api.openai.com", 443}}});
     const auto bound = rig.table->snapshot();
     for (const auto& b : bound) filter_table->add(b);
@@ -852,7 +881,8 @@ TEST_CASE("token exchange in the filter process: a forged report is refused whol
     return size_t{0};
   };
   const size_t access = index_of(good, ".access_token"), refresh = index_of(good, ".refresh_token");
-  const std::string openai_ph = "sk-PLACEHOLDERopenai0123456789abcdefghijk", openai_real = "sk-REALopenai0123456789abcdef";
+  const std::string openai_ph = "sk-PLACEHOLDERopenai0123456789abcdefghijk",
+                    openai_real = "sk-REALopenai0123456789abcdef";
   ExchangeReport e = good;
   e.bindings[access].hosts = {{"evil.example", 443}};
   refused(e, "bound to a host not of provider anthropic");

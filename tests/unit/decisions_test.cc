@@ -184,7 +184,7 @@ TEST_CASE("resolver: a filter that may not open files asks for each name once, a
   CHECK(asked[0].second == "a.test");
   r.answer(asked[0].first, {*net::parse_ip("192.0.2.7")}, "");
   r.answer(asked[0].first, {*net::parse_ip("192.0.2.8")}, "");  // a second answer is dropped
-  r.answer(999, {*net::parse_ip("192.0.2.9")}, "");               // so is one never asked
+  r.answer(999, {*net::parse_ip("192.0.2.9")}, "");             // so is one never asked
   r.cancel(3, "b.test");
   r.answer(asked[1].first, {}, "no such name");  // nobody waits for it any more
   pollfd p{r.fd(), POLLIN, 0};
@@ -283,8 +283,9 @@ TEST_CASE("summary: a published port's failed connections are said apart, never 
   for (int i = 0; i < 3; ++i) rec.add(d);
   auto lines = supervisor::refusal_summary(rec.table());
   REQUIRE(lines.size() == 1);
-  CHECK(lines[0] == "published port: 3 connections from the host found nothing at the jail's port 3000: cannot "
-                    "connect to 127.0.0.1:3000: Connection refused");
+  CHECK(lines[0] ==
+        "published port: 3 connections from the host found nothing at the jail's port 3000: cannot "
+        "connect to 127.0.0.1:3000: Connection refused");
   rec.add(refused("pypi.org", 443));
   lines = supervisor::refusal_summary(rec.table());
   REQUIRE(lines.size() >= 3);

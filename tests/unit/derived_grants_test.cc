@@ -26,8 +26,8 @@ struct Exists {
 };
 
 const Exists kHost{{"/", "/usr", "/usr/lib/node_modules", "/home/u", "/home/u/proj", "/home/u/.nvm/versions/node/v22",
-                    "/home/u/.npm-global/lib/node_modules", "/home/u/.cargo/bin/rg", "/opt/node", "/proc/self",
-                    "/etc", "/srv/secret/node"}};
+                    "/home/u/.npm-global/lib/node_modules", "/home/u/.cargo/bin/rg", "/opt/node", "/proc/self", "/etc",
+                    "/srv/secret/node"}};
 
 Context context() {
   Context ctx{"/home/u/proj", "/home/u", "/home/u/proj", {}, kHost, std::nullopt};
@@ -100,9 +100,9 @@ TEST_CASE("the system operator's read limit bounds the program's needs: a requir
   ctx.program = {need("/home/u/.nvm/versions/node/v22", "runtime: interpreter of pi (#!/usr/bin/env node)"),
                  need("/usr/lib/node_modules", "runtime: pi itself"),  // in the system view: shown anyway
                  need("/opt/node", "runtime: interpreter of node")};
-  auto r = resolve({layer(kProfile, "pi.toml", Authority::profile),
-                    layer(system, "/etc/pi-jail/policy.toml", Authority::system)},
-                   ctx);
+  auto r = resolve(
+      {layer(kProfile, "pi.toml", Authority::profile), layer(system, "/etc/pi-jail/policy.toml", Authority::system)},
+      ctx);
   CHECK_FALSE(r.policy);
   REQUIRE(r.errors.size() == 1);
   const std::string e = r.errors[0].str();
@@ -113,9 +113,9 @@ TEST_CASE("the system operator's read limit bounds the program's needs: a requir
 
   // Within the limit, or within the system view: granted.
   ctx.program.erase(ctx.program.begin());
-  auto ok = resolve({layer(kProfile, "pi.toml", Authority::profile),
-                     layer(system, "/etc/pi-jail/policy.toml", Authority::system)},
-                    ctx);
+  auto ok = resolve(
+      {layer(kProfile, "pi.toml", Authority::profile), layer(system, "/etc/pi-jail/policy.toml", Authority::system)},
+      ctx);
   REQUIRE(ok.policy);
   CHECK(grant(ok, "/opt/node"));
   CHECK(grant(ok, "/usr/lib/node_modules"));
@@ -127,9 +127,8 @@ TEST_CASE("the system operator's read limit bounds the program's needs: a requir
                            layer(system + "write = [\"/home/u\"]\n", "/etc/pi-jail/policy.toml", Authority::system)},
                           ctx);
   CHECK(grant(by_write, "/home/u/.nvm/versions/node/v22"));
-  auto by_user = resolve({layer(kProfile, "pi.toml", Authority::profile),
-                          layer(system, "user.toml", Authority::user)},
-                         ctx);
+  auto by_user =
+      resolve({layer(kProfile, "pi.toml", Authority::profile), layer(system, "user.toml", Authority::user)}, ctx);
   CHECK(grant(by_user, "/home/u/.nvm/versions/node/v22"));
 }
 
@@ -143,9 +142,10 @@ TEST_CASE("an optional need the policy excludes is a refusal by the program, not
   CHECK_FALSE(grant(r, "/home/u/.cargo/bin/rg"));
   REQUIRE(r.refused.size() == 1);
   CHECK(r.refused[0].by == Authority::program);
-  CHECK(r.refused[0].str() == "Pi's rg (found on PATH): read /home/u/.cargo/bin/rg: /home/u/.cargo/bin/rg is outside "
-                              "the system operator's read limit; add it to [limits] read there, or run a program "
-                              "installed within the limit (limit: /etc/pi-jail/policy.toml:2:9)");
+  CHECK(r.refused[0].str() ==
+        "Pi's rg (found on PATH): read /home/u/.cargo/bin/rg: /home/u/.cargo/bin/rg is outside "
+        "the system operator's read limit; add it to [limits] read there, or run a program "
+        "installed within the limit (limit: /etc/pi-jail/policy.toml:2:9)");
 }
 
 TEST_CASE("a need that is masked, missing, the whole host or a tree the jail makes is never granted") {
@@ -154,7 +154,8 @@ TEST_CASE("a need that is masked, missing, the whole host or a tree the jail mak
     std::string policy;  // an operator's layer
     std::string reason;
   } cases[] = {
-      {"/srv/secret/node", "[filesystem]\ndeny = [\"/srv/secret\"]\n", "/srv/secret/node is denied (limit: /etc/pi-jail/policy.toml:2:9)"},
+      {"/srv/secret/node", "[filesystem]\ndeny = [\"/srv/secret\"]\n",
+       "/srv/secret/node is denied (limit: /etc/pi-jail/policy.toml:2:9)"},
       {"/home/u/gone", "", "it does not exist"},
       {"/", "", "it is / (the whole host)"},
       {"/proc/self", "", "the jail has its own /proc"},
@@ -181,10 +182,12 @@ TEST_CASE("a need that is masked, missing, the whole host or a tree the jail mak
   }
 }
 
-TEST_CASE("Pi's agent dir is where the caller puts it: what the profile writes there is within the system write limit") {
+TEST_CASE(
+    "Pi's agent dir is where the caller puts it: what the profile writes there is within the system write limit") {
   // The pi profile's own entries for ${pi_agent_dir}.
-  const char* pi = "[filesystem]\nprivate = [\"${pi_agent_dir}\"]\nwrite = [\"${pi_agent_dir}/sessions/\"]\n"
-                   "write_back = [\"${pi_agent_dir}/auth.json\"]\n";
+  const char* pi =
+      "[filesystem]\nprivate = [\"${pi_agent_dir}\"]\nwrite = [\"${pi_agent_dir}/sessions/\"]\n"
+      "write_back = [\"${pi_agent_dir}/auth.json\"]\n";
   Exists fs = kHost;
   for (const char* p : {"/home/u/.pi/agent", "/home/u/.pi/agent/sessions", "/srv/agent", "/srv/agent/sessions"})
     fs.paths.insert(p);
@@ -209,9 +212,10 @@ TEST_CASE("Pi's agent dir is where the caller puts it: what the profile writes t
   auto out = resolve(layers(), ctx_at("/srv/agent"));
   CHECK_FALSE(out.policy);
   REQUIRE(out.errors.size() == 1);
-  CHECK(out.errors[0].str() == "profile pi (built in):3:10: Pi's agent dir /srv/agent ($PI_CODING_AGENT_DIR, else "
-                               "~/.pi/agent) is outside the system operator's write limit (limit: "
-                               "/etc/pi-jail/policy.toml:2:10); set PI_CODING_AGENT_DIR to a directory within it");
+  CHECK(out.errors[0].str() ==
+        "profile pi (built in):3:10: Pi's agent dir /srv/agent ($PI_CODING_AGENT_DIR, else "
+        "~/.pi/agent) is outside the system operator's write limit (limit: "
+        "/etc/pi-jail/policy.toml:2:10); set PI_CODING_AGENT_DIR to a directory within it");
 
   // No system write limit: anywhere, as before.
   auto free = resolve({layer(pi, "profile pi (built in)", Authority::profile)}, ctx_at("/srv/agent"));

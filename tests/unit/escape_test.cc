@@ -30,11 +30,20 @@ TEST_CASE("printable: control bytes and invalid UTF-8 become visible escapes") {
       {"CR and LF (a forged line)", "a\r\nb", "a\\r\\nb"},
       {"TAB", "a\tb", "a\\tb"},
       {"NUL", "a\0b"s, "a\\x00b"},
-      {"DEL", "a\x7f" "b", "a\\x7fb"},
+      {"DEL",
+       "a\x7f"
+       "b",
+       "a\\x7fb"},
       {"backslash kept (the result is its own image)", "a\\x1b\\", "a\\x1b\\"},
-      {"C1 CSI as UTF-8 (U+009B)", "a\xc2\x9b" "31m", "a\\u009b31m"},
+      {"C1 CSI as UTF-8 (U+009B)",
+       "a\xc2\x9b"
+       "31m",
+       "a\\u009b31m"},
       {"C1 NEL as UTF-8 (U+0085)", "\xc2\x85", "\\u0085"},
-      {"a raw C1 byte (invalid UTF-8)", "a\x9b" "31m", "a\\x9b31m"},
+      {"a raw C1 byte (invalid UTF-8)",
+       "a\x9b"
+       "31m",
+       "a\\x9b31m"},
       {"valid two-byte UTF-8", "caf\xc3\xa9", "caf\xc3\xa9"},
       {"valid three-byte UTF-8", "\xe2\x82\xac", "\xe2\x82\xac"},
       {"valid four-byte UTF-8", "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},

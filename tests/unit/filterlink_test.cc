@@ -125,17 +125,21 @@ TEST_CASE("every supervisor message comes back to the filter as it went") {
   CHECK(gs.test_probe_after_lockdown);
   CHECK(gs.test_misbehave == Settings::Misbehave::stop_reading);
 
-  auto rule = decode_from_supervisor(
-      bytes_of(FromSupervisor(RuleMessage{RuleMessage::Kind::deny, "*.example.com:443", "policy.toml:3:1",
-                                          net::PrivateRanges::allowed})),
-      no_fds());
+  auto rule =
+      decode_from_supervisor(bytes_of(FromSupervisor(RuleMessage{RuleMessage::Kind::deny, "*.example.com:443",
+                                                                 "policy.toml:3:1", net::PrivateRanges::allowed})),
+                             no_fds());
   REQUIRE(rule.ok());
   CHECK(std::get<RuleMessage>(*rule).kind == RuleMessage::Kind::deny);
   CHECK(std::get<RuleMessage>(*rule).pattern == "*.example.com:443");
   CHECK(std::get<RuleMessage>(*rule).private_ranges == net::PrivateRanges::allowed);
 
-  netproxy::Binding b{"ANTHROPIC_API_KEY", "sk-ant-PLACEHOLDER", std::string("sk-ant-\xfe real", 13),
-                      {{"api.anthropic.com", 443}, {"::1", 8443}}, netproxy::Carriage::token_exchange, "Authorization"};
+  netproxy::Binding b{"ANTHROPIC_API_KEY",
+                      "sk-ant-PLACEHOLDER",
+                      std::string("sk-ant-\xfe real", 13),
+                      {{"api.anthropic.com", 443}, {"::1", 8443}},
+                      netproxy::Carriage::token_exchange,
+                      "Authorization"};
   auto binding = decode_from_supervisor(bytes_of(FromSupervisor(BindingMessage{b})), no_fds());
   REQUIRE(binding.ok());
   const auto& gb = std::get<BindingMessage>(*binding).binding;
@@ -178,16 +182,18 @@ TEST_CASE("the credential configuration comes back to the filter as it went") {
   CHECK(std::get<WatchedMessage>(watched).watched.credential == "ollama");
 
   // What is not a key, a certificate, a secret field or a path is refused.
-  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(RunCa{"key", "-----BEGIN CERTIFICATE-----"})), no_fds()).ok());
-  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(SlotMessage{"ph", "anthropic", "type", netproxy::Origin::host})),
-                                     no_fds())
+  CHECK_FALSE(
+      decode_from_supervisor(bytes_of(FromSupervisor(RunCa{"key", "-----BEGIN CERTIFICATE-----"})), no_fds()).ok());
+  CHECK_FALSE(decode_from_supervisor(
+                  bytes_of(FromSupervisor(SlotMessage{"ph", "anthropic", "type", netproxy::Origin::host})), no_fds())
                   .ok());
-  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(TokenEndpointMessage{"x", "h", 1, "no-slash"})), no_fds()).ok());
+  CHECK_FALSE(
+      decode_from_supervisor(bytes_of(FromSupervisor(TokenEndpointMessage{"x", "h", 1, "no-slash"})), no_fds()).ok());
 }
 
 TEST_CASE("a token exchange's additions come back to the supervisor as they went, and only from the filter") {
-  netproxy::Binding b{"token response anthropic.access_token", "sk-ant-oat01-PH", "sk-ant-oat01-real",
-                      {{"api.anthropic.com", 443}}};
+  netproxy::Binding b{
+      "token response anthropic.access_token", "sk-ant-oat01-PH", "sk-ant-oat01-real", {{"api.anthropic.com", 443}}};
   auto added = decode_from_filter(bytes_of(FromFilter(AddedBinding{b})), no_fds());
   REQUIRE(added.ok());
   CHECK(std::get<AddedBinding>(*added).binding.real == b.real);
@@ -198,9 +204,10 @@ TEST_CASE("a token exchange's additions come back to the supervisor as they went
         std::string::npos);
   // The supervisor's messages are not the filter's, nor the other way.
   CHECK_FALSE(decode_from_supervisor(bytes_of(FromFilter(AddedBinding{b})), no_fds()).ok());
-  CHECK_FALSE(decode_from_filter(bytes_of(FromSupervisor(RunCa{"-----BEGIN PRIVATE KEY-----", "-----BEGIN CERTIFICATE-----"})),
-                                 no_fds())
-                  .ok());
+  CHECK_FALSE(
+      decode_from_filter(bytes_of(FromSupervisor(RunCa{"-----BEGIN PRIVATE KEY-----", "-----BEGIN CERTIFICATE-----"})),
+                         no_fds())
+          .ok());
 }
 
 TEST_CASE("a listener travels with its descriptor, and its forward target") {
@@ -398,8 +405,15 @@ TEST_CASE("a listener's target is required for a forward and refused for a proxy
 }
 
 TEST_CASE("every single-byte change of a record decodes or is refused, never read out of bounds") {
-  TokenUpdate t{netproxy::ExchangeKind::login, "openai-codex", true, "a", "r", 5, "user@example.com",
-                "auth.openai.com", "/oauth/token"};
+  TokenUpdate t{netproxy::ExchangeKind::login,
+                "openai-codex",
+                true,
+                "a",
+                "r",
+                5,
+                "user@example.com",
+                "auth.openai.com",
+                "/oauth/token"};
   for (const auto& good : {bytes_of(FromFilter(DecisionMessage{sample_decision()})), bytes_of(FromFilter(t)),
                            bytes_of(FromFilter(ProbeResult{{{"open /etc/passwd", EACCES}}}))}) {
     size_t refused = 0;

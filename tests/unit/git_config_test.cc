@@ -38,13 +38,14 @@ TEST_CASE("sections, subsections in both spellings, case-insensitive names") {
 }
 
 TEST_CASE("values: quotes, escapes, comments, continuation lines, bare booleans") {
-  auto p = parse("# comment\n; another\n[alias]\n"
-                 "  a = \"!echo ; not a comment\" # a comment\n"
-                 "  b = one \\\n   two\n"
-                 "  c = tab\\there\\\\ \\\"q\\\"\n"
-                 "  flag\n"
-                 "  d = trailing   \n"
-                 "[core] editor = vi\n");
+  auto p = parse(
+      "# comment\n; another\n[alias]\n"
+      "  a = \"!echo ; not a comment\" # a comment\n"
+      "  b = one \\\n   two\n"
+      "  c = tab\\there\\\\ \\\"q\\\"\n"
+      "  flag\n"
+      "  d = trailing   \n"
+      "[core] editor = vi\n");
   CHECK(p.error_line == 0);
   CHECK(*find(p, "alias.a")->value == "!echo ; not a comment");
   const Entry* b = find(p, "alias.b");
@@ -94,21 +95,50 @@ TEST_CASE("an escaped quote or backslash inside a subsection") {
 
 TEST_CASE("the keys that make the host's git run a command") {
   const char* running[][3] = {
-      {"core", "", "fsmonitor"},      {"core", "", "hookspath"},         {"core", "", "sshcommand"},
-      {"core", "", "pager"},          {"core", "", "editor"},            {"core", "", "askpass"},
-      {"core", "", "gitproxy"},       {"core", "", "alternaterefscommand"}, {"core", "", "worktree"},
-      {"sequence", "", "editor"},     {"credential", "", "helper"},      {"credential", "https://x", "helper"},
-      {"filter", "lfs", "clean"},     {"filter", "lfs", "smudge"},       {"filter", "lfs", "process"},
-      {"diff", "bin", "textconv"},    {"diff", "bin", "command"},        {"diff", "", "external"},
-      {"merge", "m", "driver"},       {"include", "", "path"},           {"includeif", "gitdir:/x/", "path"},
-      {"gpg", "", "program"},         {"gpg", "ssh", "program"},         {"gpg", "ssh", "defaultkeycommand"},
-      {"uploadpack", "", "packobjectshook"}, {"remote", "origin", "uploadpack"}, {"remote", "origin", "receivepack"},
-      {"protocol", "", "allow"},      {"protocol", "ext", "allow"},      {"url", "ext::sh -c x", "insteadof"},
-      {"url", "x", "pushinsteadof"},  {"pager", "", "log"},              {"interactive", "", "difffilter"},
-      {"difftool", "t", "cmd"},       {"mergetool", "t", "path"},        {"browser", "b", "cmd"},
-      {"man", "m", "cmd"},            {"guitool", "g", "cmd"},           {"instaweb", "", "httpd"},
-      {"imap", "", "tunnel"},         {"sendemail", "", "tocmd"},        {"sendemail", "id", "smtpserver"},
-      {"tar", "tgz", "command"},      {"trailer", "t", "cmd"},
+      {"core", "", "fsmonitor"},
+      {"core", "", "hookspath"},
+      {"core", "", "sshcommand"},
+      {"core", "", "pager"},
+      {"core", "", "editor"},
+      {"core", "", "askpass"},
+      {"core", "", "gitproxy"},
+      {"core", "", "alternaterefscommand"},
+      {"core", "", "worktree"},
+      {"sequence", "", "editor"},
+      {"credential", "", "helper"},
+      {"credential", "https://x", "helper"},
+      {"filter", "lfs", "clean"},
+      {"filter", "lfs", "smudge"},
+      {"filter", "lfs", "process"},
+      {"diff", "bin", "textconv"},
+      {"diff", "bin", "command"},
+      {"diff", "", "external"},
+      {"merge", "m", "driver"},
+      {"include", "", "path"},
+      {"includeif", "gitdir:/x/", "path"},
+      {"gpg", "", "program"},
+      {"gpg", "ssh", "program"},
+      {"gpg", "ssh", "defaultkeycommand"},
+      {"uploadpack", "", "packobjectshook"},
+      {"remote", "origin", "uploadpack"},
+      {"remote", "origin", "receivepack"},
+      {"protocol", "", "allow"},
+      {"protocol", "ext", "allow"},
+      {"url", "ext::sh -c x", "insteadof"},
+      {"url", "x", "pushinsteadof"},
+      {"pager", "", "log"},
+      {"interactive", "", "difffilter"},
+      {"difftool", "t", "cmd"},
+      {"mergetool", "t", "path"},
+      {"browser", "b", "cmd"},
+      {"man", "m", "cmd"},
+      {"guitool", "g", "cmd"},
+      {"instaweb", "", "httpd"},
+      {"imap", "", "tunnel"},
+      {"sendemail", "", "tocmd"},
+      {"sendemail", "id", "smtpserver"},
+      {"tar", "tgz", "command"},
+      {"trailer", "t", "cmd"},
   };
   for (const auto& r : running) {
     CAPTURE(r[0]);
@@ -118,10 +148,10 @@ TEST_CASE("the keys that make the host's git run a command") {
     CHECK_FALSE(command_reason(e).empty());
   }
   const char* harmless[][3] = {
-      {"core", "", "bare"},           {"core", "", "filemode"},      {"user", "", "name"},
-      {"remote", "origin", "url"},    {"remote", "origin", "fetch"}, {"http", "", "proxy"},
-      {"filter", "", "clean"},        {"diff", "", "textconv"},      {"branch", "main", "remote"},
-      {"core", "x", "fsmonitor"},     {"include", "x", "other"},     {"uploadpack", "", "hiderefs"},
+      {"core", "", "bare"},        {"core", "", "filemode"},      {"user", "", "name"},
+      {"remote", "origin", "url"}, {"remote", "origin", "fetch"}, {"http", "", "proxy"},
+      {"filter", "", "clean"},     {"diff", "", "textconv"},      {"branch", "main", "remote"},
+      {"core", "x", "fsmonitor"},  {"include", "x", "other"},     {"uploadpack", "", "hiderefs"},
   };
   for (const auto& r : harmless) {
     CAPTURE(r[0]);
@@ -147,11 +177,11 @@ TEST_CASE("escape shows control characters and invalid UTF-8 as \\xNN") {
   CHECK(escape("a\x1b[31mb") == "a\\x1b[31mb");
   CHECK(escape("cr\rlf\n\ttab") == "cr\\x0dlf\\x0a\\x09tab");
   CHECK(escape("back\\slash") == "back\\\\slash");
-  CHECK(escape("caf\xc3\xa9") == "caf\xc3\xa9");           // valid UTF-8 stays
-  CHECK(escape("\xc3") == "\\xc3");                         // truncated sequence
-  CHECK(escape("\xc0\xaf") == "\\xc0\\xaf");                // overlong
-  CHECK(escape("\xed\xa0\x80") == "\\xed\\xa0\\x80");       // a surrogate
-  CHECK(escape("\xc2\x9b") == "\\xc2\\x9b");                // C1 CSI
+  CHECK(escape("caf\xc3\xa9") == "caf\xc3\xa9");       // valid UTF-8 stays
+  CHECK(escape("\xc3") == "\\xc3");                    // truncated sequence
+  CHECK(escape("\xc0\xaf") == "\\xc0\\xaf");           // overlong
+  CHECK(escape("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
+  CHECK(escape("\xc2\x9b") == "\\xc2\\x9b");           // C1 CSI
   CHECK(escape("\x7f") == "\\x7f");
   CHECK(escape(std::string_view("\0z", 2)) == "\\x00z");
 }

@@ -158,7 +158,8 @@ TEST_CASE("git identity: a copy another run publishes after this run looked for 
   CHECK(files == 1);
 }
 
-TEST_CASE("git identity: a file under the copy's name that holds other bytes is replaced; one that holds them is kept") {
+TEST_CASE(
+    "git identity: a file under the copy's name that holds other bytes is replaced; one that holds them is kept") {
   StateDir state;
   const std::string dir = state.path + "/gitconfig";
   const std::string text = "[user]\n\tname = \"B\"\n";

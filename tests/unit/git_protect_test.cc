@@ -60,9 +60,9 @@ TEST_CASE("git_protect: a repository's hooks, config, config.worktree and common
   auto p = git::protect::plan(workspace_repo(), files({}));
   CHECK(p.problems.empty());
   CHECK(protected_paths(p) == std::map<std::string, Part>{{"/w/.git/hooks", Part::hooks_dir},
-                                                           {"/w/.git/config", Part::config},
-                                                           {"/w/.git/config.worktree", Part::config},
-                                                           {"/w/.git/commondir", Part::commondir}});
+                                                          {"/w/.git/config", Part::config},
+                                                          {"/w/.git/config.worktree", Part::config},
+                                                          {"/w/.git/commondir", Part::commondir}});
 }
 
 TEST_CASE("git_protect: core.hooksPath relative to the work tree, and absolute, inside the workspace") {
@@ -90,8 +90,8 @@ TEST_CASE("git_protect: a global relative core.hooksPath is taken in each reposi
 
 TEST_CASE("git_protect: include.path into the work tree is protected and read: what it names is protected too") {
   auto p = git::protect::plan(workspace_repo(),
-                             files({{"/w/.git/config", "[include]\n\tpath = ../.gitconfig-team\n"},
-                                    {"/w/.gitconfig-team", "[core]\n\tfsmonitor = ./scripts/fsmon.sh\n"}}));
+                              files({{"/w/.git/config", "[include]\n\tpath = ../.gitconfig-team\n"},
+                                     {"/w/.gitconfig-team", "[core]\n\tfsmonitor = ./scripts/fsmon.sh\n"}}));
   CHECK(p.problems.empty());
   CHECK(has(p, "/w/.gitconfig-team", Part::config));
   CHECK(has(p, "/w/scripts/fsmon.sh", Part::program));
@@ -133,9 +133,9 @@ TEST_CASE("git_protect: command keys naming scripts in the workspace; commands a
   CHECK(has(p, "/w/bin/cred", Part::program));
   CHECK(has(p, "/w/bin/gpg", Part::program));
   auto all = protected_paths(p);
-  CHECK_FALSE(all.count("/w"));              // a command that cds into the workspace names no script
-  CHECK_FALSE(all.count("/w/remote.git"));   // a remote git pushes to, not a program
-  CHECK_FALSE(all.count("/usr/bin/vi"));     // not writable
+  CHECK_FALSE(all.count("/w"));             // a command that cds into the workspace names no script
+  CHECK_FALSE(all.count("/w/remote.git"));  // a remote git pushes to, not a program
+  CHECK_FALSE(all.count("/usr/bin/vi"));    // not writable
   CHECK(all.size() == 4 + 7);
 }
 
@@ -149,7 +149,7 @@ TEST_CASE("git_protect: a config file that cannot be read is a problem; an inclu
   CHECK(p.problems[0].find("git config /w/.git/config: /w/.git/config is a symlink") == 0);
 
   p = git::protect::plan(workspace_repo(), files({{"/w/.git/config", "[include]\npath = /w/a\n"},
-                                                 {"/w/a", "[include]\npath = /w/.git/config\n"}}));
+                                                  {"/w/a", "[include]\npath = /w/.git/config\n"}}));
   CHECK(p.problems.empty());
   CHECK(has(p, "/w/a", Part::config));
 }
@@ -205,8 +205,9 @@ TEST_CASE("git_protect: repositories below the writable places: nested, bare, su
 TEST_CASE("git_protect: the user's global include into the workspace is protected even where no repository is") {
   auto in = workspace_repo();
   in.repositories.clear();
-  auto p = git::protect::plan(in, files({{"/h/.gitconfig", "[includeIf \"gitdir:/w/\"]\n\tpath = /w/dot/git.inc\n"},
-                                        {"/w/dot/git.inc", "[core]\n\tfsmonitor = /w/dot/fsmon\n\thooksPath = rel\n"}}));
+  auto p =
+      git::protect::plan(in, files({{"/h/.gitconfig", "[includeIf \"gitdir:/w/\"]\n\tpath = /w/dot/git.inc\n"},
+                                    {"/w/dot/git.inc", "[core]\n\tfsmonitor = /w/dot/fsmon\n\thooksPath = rel\n"}}));
   CHECK(has(p, "/w/dot/git.inc", Part::config));
   CHECK(has(p, "/w/dot/fsmon", Part::program));
   CHECK(protected_paths(p).size() == 2);  // a relative hooksPath needs a repository

@@ -89,7 +89,8 @@ TEST_CASE("a bad publish entry is an error at its file:line:column") {
   CHECK(loaded.layer.publish[0].text == "127.0.0.1:3000:3000");
 }
 
-TEST_CASE("operator sockets: $NAME from pi-jail's environment, set inside; unset is refused, a relative path is an error") {
+TEST_CASE(
+    "operator sockets: $NAME from pi-jail's environment, set inside; unset is refused, a relative path is an error") {
   auto ctx = context({{"SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1"}, {"XDG_RUNTIME_DIR", "/run/user/1000"}});
   auto r = resolve({layer("[filesystem]\nsockets = [\"$SSH_AUTH_SOCK\", \"$XDG_RUNTIME_DIR/gnupg/S.gpg-agent\", "
                           "\"/run/user/1000/gnupg/S.gpg-agent.ssh\", \"$GPG_AGENT_SOCK\"]\n",
@@ -156,8 +157,9 @@ TEST_CASE("a host port published twice is an error naming the first") {
   auto r = resolve({layer("[network]\npublish = [\"3000:8000\", \"[::1]:3000\"]\n", "op.toml", Authority::user), cli},
                    context({}));
   REQUIRE(r.errors.size() == 1);
-  CHECK(r.errors[0].str() == "--publish: publish \"127.0.0.1:3000:3000\": host port 3000 is already published by "
-                             "op.toml:2:12");
+  CHECK(r.errors[0].str() ==
+        "--publish: publish \"127.0.0.1:3000:3000\": host port 3000 is already published by "
+        "op.toml:2:12");
 }
 
 TEST_CASE("explain shows sockets, the variable set inside, and published ports with their sources") {

@@ -165,7 +165,7 @@ public:
   std::string seen_encoding, seen_body;
   bool is_token_endpoint(std::string_view, std::string_view path) const override { return path == "/v1/oauth/token"; }
   util::Result<netproxy::ExchangeRequest> request_body(std::string_view, std::string_view, std::string_view body,
-                                                      const std::vector<std::string>&) override {
+                                                       const std::vector<std::string>&) override {
     std::string b(body);
     auto at = b.find("PH_REFRESH");
     if (at == std::string::npos) return util::Error::invalid("no refresh placeholder");
@@ -249,7 +249,9 @@ struct Rig {
     X509_STORE_add_cert(SSL_CTX_get_cert_store(c->ctx), ca);
     X509_free(ca);
     SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, nullptr);
-    if (alpn) SSL_CTX_set_alpn_protos(c->ctx, reinterpret_cast<const unsigned char*>(alpn), static_cast<unsigned>(std::strlen(alpn)));
+    if (alpn)
+      SSL_CTX_set_alpn_protos(c->ctx, reinterpret_cast<const unsigned char*>(alpn),
+                              static_cast<unsigned>(std::strlen(alpn)));
     c->ssl = SSL_new(c->ctx);
     X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), "127.0.0.1");
     if (sni) SSL_set_tlsext_host_name(c->ssl, sni);
@@ -262,7 +264,9 @@ struct Rig {
   }
 };
 
-void write(SSL* ssl, const std::string& s) { REQUIRE(SSL_write(ssl, s.data(), static_cast<int>(s.size())) == static_cast<int>(s.size())); }
+void write(SSL* ssl, const std::string& s) {
+  REQUIRE(SSL_write(ssl, s.data(), static_cast<int>(s.size())) == static_cast<int>(s.size()));
+}
 
 }  // namespace
 
@@ -275,8 +279,9 @@ TEST_CASE("credential filter loop: keep-alive requests, a chunked body re-framed
   std::string r1 = read_until(c->ssl, has_full_response);
   CHECK(r1.find("key was PH_KEY_0123") != std::string::npos);
   CHECK(r1.find("REAL") == std::string::npos);
-  write(c->ssl, "POST /two HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nTransfer-Encoding: chunked\r\n\r\n"
-                "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  write(c->ssl,
+        "POST /two HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
   std::string r2 = read_until(c->ssl, has_full_response);
   CHECK(r2.find("key was PH_KEY_0123") != std::string::npos);
   std::string seen = up.received();
@@ -292,11 +297,14 @@ TEST_CASE("credential filter loop: keep-alive requests, a chunked body re-framed
   const auto& d = rig.finish();
   bool substituted = false;
   for (const auto& e : d)
-    if (e.protocol == netproxy::Protocol::credential && e.allowed && e.count == 2 && e.reason == "substituted KEY") substituted = true;
+    if (e.protocol == netproxy::Protocol::credential && e.allowed && e.count == 2 && e.reason == "substituted KEY")
+      substituted = true;
   CHECK(substituted);
 }
 
-TEST_CASE("credential filter loop: the token exchange rewrites both bodies; a failed rewrite never passes the upstream body") {
+TEST_CASE(
+    "credential filter loop: the token exchange rewrites both bodies; a failed rewrite never passes the upstream "
+    "body") {
   const std::string secret_body = R"({"access_token":"REAL_NEW_ACCESS","refresh_token":"REAL_NEW_REFRESH"})";
   Upstream up({"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: " + std::to_string(secret_body.size()) +
                "\r\n\r\n" + secret_body});
@@ -306,8 +314,9 @@ TEST_CASE("credential filter loop: the token exchange rewrites both bodies; a fa
   {
     auto c = rig.connect(up.port);
     REQUIRE(c);
-    write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                  "1a\r\n{\"refresh_token\":\"PH_REFRE\r\n4\r\nSH\"}\r\n0\r\n\r\n");
+    write(c->ssl,
+          "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+          "1a\r\n{\"refresh_token\":\"PH_REFRE\r\n4\r\nSH\"}\r\n0\r\n\r\n");
     std::string r = read_until(c->ssl, has_full_response);
     CHECK(r.find("HTTP/1.1 200 OK") == 0);
     CHECK(r.find("Content-Encoding") == std::string::npos);
@@ -329,7 +338,8 @@ TEST_CASE("credential filter loop: the token exchange rewrites both bodies; a fa
   {
     auto c = rig.connect(up.port);
     REQUIRE(c);
-    write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
+    write(c->ssl,
+          "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
     std::string r = read_until(c->ssl, [](const std::string&) { return false; });
     CHECK(r.find("HTTP/1.1 502") == 0);
     CHECK(r.find("REAL_NEW") == std::string::npos);
@@ -346,7 +356,8 @@ TEST_CASE("credential filter loop: the token exchange rewrites both bodies; a fa
   }
 }
 
-TEST_CASE("credential filter loop: an h2-only client and a wrong SNI fail the handshake; http/1.1 among others is chosen") {
+TEST_CASE(
+    "credential filter loop: an h2-only client and a wrong SNI fail the handshake; http/1.1 among others is chosen") {
   Upstream up({"HTTP/1.1 204 No Content\r\n\r\n"});
   Rig rig(up.port, up.ca_file);
   CHECK(rig.connect(up.port, "\x02h2") == nullptr);
@@ -382,7 +393,8 @@ TEST_CASE("credential filter loop: with kMaxIntercepted connections waiting, the
   held.clear();
 }
 
-TEST_CASE("credential filter loop: a connection closed to make room keeps its refusal (a failed server check) in the log") {
+TEST_CASE(
+    "credential filter loop: a connection closed to make room keeps its refusal (a failed server check) in the log") {
   // The filter trusts another CA than the one that signed the server's
   // certificate: every connection is refused once the jail's TLS is up,
   // and waits for the jail's request to answer it with 502.
@@ -417,14 +429,16 @@ TEST_CASE("credential filter loop: an endpoint that mints new credentials is ref
   // masking can catch. Found by the cred-attack review.
   Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 34\r\n\r\n{\"raw_key\":\"sk-ant-api03-MINTED\"}"});
   Rig rig(up.port, up.ca_file);
-  for (std::string target : {"/api/oauth/claude_cli/create_api_key", "//api/OAuth/claude_cli/create_api_key",
-                             "/v1/../api/./oauth/claude_cli/create_api_key?x=1", "/api/oauth%2Fclaude_cli/create_api_key",
-                             "/%2561pi/oauth/claude_cli/create_api_key", "/api;v=1/oauth/claude_cli/create_api_key",
-                             "https://127.0.0.1/api/oauth/claude_cli/create_api_key"}) {
+  for (std::string target :
+       {"/api/oauth/claude_cli/create_api_key", "//api/OAuth/claude_cli/create_api_key",
+        "/v1/../api/./oauth/claude_cli/create_api_key?x=1", "/api/oauth%2Fclaude_cli/create_api_key",
+        "/%2561pi/oauth/claude_cli/create_api_key", "/api;v=1/oauth/claude_cli/create_api_key",
+        "https://127.0.0.1/api/oauth/claude_cli/create_api_key"}) {
     CAPTURE(target);
     auto c = rig.connect(up.port);
     REQUIRE(c);
-    write(c->ssl, "POST " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nContent-Length: 2\r\n\r\n{}");
+    write(c->ssl, "POST " + target +
+                      " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nContent-Length: 2\r\n\r\n{}");
     std::string r = read_until(c->ssl, [](const std::string&) { return false; });
     CHECK(r.find("HTTP/1.1 403") == 0);
     CHECK(r.find("MINTED") == std::string::npos);
@@ -440,7 +454,9 @@ TEST_CASE("credential filter loop: an endpoint that mints new credentials is ref
   c.reset();
   bool recorded = false;
   for (const auto& e : rig.finish())
-    if (e.protocol == netproxy::Protocol::credential && !e.allowed && e.reason.find("hands out new credentials") != std::string::npos) recorded = true;
+    if (e.protocol == netproxy::Protocol::credential && !e.allowed &&
+        e.reason.find("hands out new credentials") != std::string::npos)
+      recorded = true;
   CHECK(recorded);
 }
 
@@ -454,10 +470,12 @@ TEST_CASE("credential filter loop: a minting refusal names the endpoint and why,
     CAPTURE(target);
     auto c = rig.connect(up.port);
     REQUIRE(c);
-    write(c->ssl, "POST " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nContent-Length: 2\r\n\r\n{}");
+    write(c->ssl, "POST " + target +
+                      " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer PH_KEY_0123\r\nContent-Length: 2\r\n\r\n{}");
     std::string r = read_until(c->ssl, [](const std::string&) { return false; });
     CHECK(r.find("HTTP/1.1 403 Forbidden by pi-jail: credential-minting endpoint\r\n") == 0);
-    CHECK(r.find("127.0.0.1/v1/organization/projects/*/service_accounts hands out new credentials") != std::string::npos);
+    CHECK(r.find("127.0.0.1/v1/organization/projects/*/service_accounts hands out new credentials") !=
+          std::string::npos);
     CHECK(r.find("[credentials] allow_minting") != std::string::npos);
     CHECK(r.find("MINT") == std::string::npos);
   }
@@ -484,13 +502,15 @@ TEST_CASE("credential filter loop: a key echoed in a response's status line (rea
 
 TEST_CASE("credential filter loop: echoes split across chunks, in a 1xx head, or in pipelined requests are masked") {
   // The cred-attack review: these held.
-  Upstream up({"HTTP/1.1 103 Early Hints\r\nLink: REAL_KEY_9876\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-               "5\r\nREAL_\r\n3\r\nKEY\r\n4\r\n_987\r\n2\r\n6!\r\n0\r\n\r\n"});
+  Upstream up(
+      {"HTTP/1.1 103 Early Hints\r\nLink: REAL_KEY_9876\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+       "5\r\nREAL_\r\n3\r\nKEY\r\n4\r\n_987\r\n2\r\n6!\r\n0\r\n\r\n"});
   Rig rig(up.port, up.ca_file);
   auto c = rig.connect(up.port);
   REQUIRE(c);
-  write(c->ssl, "GET /a HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n"
-                "x-api-key: PH_KEY_0123\r\nConnection: close\r\n\r\n");
+  write(c->ssl,
+        "GET /a HTTP/1.1\r\nHost: x\r\nx-api-key: PH_KEY_0123\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n"
+        "x-api-key: PH_KEY_0123\r\nConnection: close\r\n\r\n");
   std::string r = read_until(c->ssl, [](const std::string&) { return false; });
   CHECK(r.find("Link: PH_KEY_0123") != std::string::npos);
   CHECK(r.find("REAL") == std::string::npos);
@@ -510,7 +530,8 @@ TEST_CASE("credential filter loop: echoes split across chunks, in a 1xx head, or
 
 TEST_CASE("credential filter loop: a second Content-Encoding field cannot slip a compressed body past the masker") {
   // The cred-attack review: only the first Content-Encoding was looked at.
-  Upstream up({"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd"});
+  Upstream up(
+      {"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd"});
   Rig rig(up.port, up.ca_file);
   auto c = rig.connect(up.port);
   REQUIRE(c);
@@ -522,17 +543,21 @@ TEST_CASE("credential filter loop: a second Content-Encoding field cannot slip a
 
 namespace {
 // Everything the filter sends back until it closes the connection.
-std::string until_close(SSL* ssl) { return read_until(ssl, [](const std::string&) { return false; }); }
+std::string until_close(SSL* ssl) {
+  return read_until(ssl, [](const std::string&) { return false; });
+}
 }  // namespace
 
-TEST_CASE("credential filter loop: an absolute-form target reaches the bound host only as origin form of its own authority") {
+TEST_CASE(
+    "credential filter loop: an absolute-form target reaches the bound host only as origin form of its own authority") {
   Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"});
   Rig rig(up.port, up.ca_file);
   const std::string port = std::to_string(up.port);
-  for (std::string line : std::vector<std::string>{"GET http://evil.example/steal HTTP/1.1", "GET https://evil.example:443/echo HTTP/1.1",
-                           "GET https://127.0.0.1/x HTTP/1.1", "GET https://127.0.0.1:1/x HTTP/1.1",
-                           "GET https://user@127.0.0.1:" + port + "/x HTTP/1.1", "CONNECT evil.example:443 HTTP/1.1",
-                           "CONNECT 127.0.0.1:" + port + " HTTP/1.1", "OPTIONS * HTTP/1.1"}) {
+  for (std::string line : std::vector<std::string>{
+           "GET http://evil.example/steal HTTP/1.1", "GET https://evil.example:443/echo HTTP/1.1",
+           "GET https://127.0.0.1/x HTTP/1.1", "GET https://127.0.0.1:1/x HTTP/1.1",
+           "GET https://user@127.0.0.1:" + port + "/x HTTP/1.1", "CONNECT evil.example:443 HTTP/1.1",
+           "CONNECT 127.0.0.1:" + port + " HTTP/1.1", "OPTIONS * HTTP/1.1"}) {
     CAPTURE(line);
     auto c = rig.connect(up.port);
     REQUIRE(c);
@@ -544,7 +569,8 @@ TEST_CASE("credential filter loop: an absolute-form target reaches the bound hos
   CHECK(up.received().empty());
   auto c = rig.connect(up.port);
   REQUIRE(c);
-  write(c->ssl, "GET hTTpS://127.0.0.1:" + port + "?q=1#frag HTTP/1.1\r\nHost: evil.example\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  write(c->ssl,
+        "GET hTTpS://127.0.0.1:" + port + "?q=1#frag HTTP/1.1\r\nHost: evil.example\r\nx-api-key: PH_KEY_0123\r\n\r\n");
   CHECK(until_close(c->ssl).find("HTTP/1.1 200") == 0);
   std::string seen = up.received();
   CHECK(seen.find("GET /?q=1 HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\n") == 0);
@@ -556,10 +582,11 @@ TEST_CASE("credential filter loop: an absolute-form target reaches the bound hos
 TEST_CASE("credential filter loop: a TAB or a second space in the request line is refused before any path check") {
   Upstream up({"HTTP/1.1 200 OK\r\nContent-Length: 34\r\n\r\n{\"raw_key\":\"sk-ant-api03-MINTED\"}"});
   Rig rig(up.port, up.ca_file);
-  for (std::string line : {"POST\t/api/oauth/claude_cli/create_api_key  HTTP/1.1", "POST /api/oauth/claude_cli/create_api_key  HTTP/1.1",
-                           "POST  /api/oauth/claude_cli/create_api_key HTTP/1.1", "POST /v1/messages\tHTTP/1.1",
-                           "POST /v1/messages HTTP/1.1 ", "POST /v1/messages\tHTTP/1.1 HTTP/1.1", "POST /v1/messages HTTP/1.2",
-                           "POST\x01 /v1/messages HTTP/1.1", "POST v1/messages HTTP/1.1"}) {
+  for (std::string line :
+       {"POST\t/api/oauth/claude_cli/create_api_key  HTTP/1.1", "POST /api/oauth/claude_cli/create_api_key  HTTP/1.1",
+        "POST  /api/oauth/claude_cli/create_api_key HTTP/1.1", "POST /v1/messages\tHTTP/1.1",
+        "POST /v1/messages HTTP/1.1 ", "POST /v1/messages\tHTTP/1.1 HTTP/1.1", "POST /v1/messages HTTP/1.2",
+        "POST\x01 /v1/messages HTTP/1.1", "POST v1/messages HTTP/1.1"}) {
     CAPTURE(line);
     auto c = rig.connect(up.port);
     REQUIRE(c);
@@ -593,9 +620,11 @@ TEST_CASE("credential filter loop: a body the server ignores cannot answer the t
   auto c = rig.connect(up.port);
   REQUIRE(c);
   const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
-  write(c->ssl, "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
+  write(c->ssl,
+        "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
   CHECK(read_until(c->ssl, has_full_response).find("/x") != std::string::npos);
-  write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
+  write(c->ssl,
+        "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
   std::string r = read_until(c->ssl, has_full_response);
   CHECK(r.find("HTTP/1.1 200 OK") == 0);
   CHECK(ex->seen_body == kTokenBody);  // the token endpoint's own answer, not the smuggled one
@@ -642,8 +671,9 @@ TEST_CASE("credential filter loop: after a WebSocket 101 the server's frames rea
   Rig rig(up.port, up.ca_file);
   auto c = rig.connect(up.port);
   REQUIRE(c);
-  write(c->ssl, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-                "Sec-WebSocket-Extensions: permessage-deflate\r\nx-api-key: PH_KEY_0123\r\n\r\n");
+  write(c->ssl,
+        "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        "Sec-WebSocket-Extensions: permessage-deflate\r\nx-api-key: PH_KEY_0123\r\n\r\n");
   const std::string want = netproxy::ws::frame(1, "k=PH_KEY_0123");
   std::string r = read_until(c->ssl, [&](const std::string& got) { return got.find(want) != std::string::npos; });
   CHECK(r.find("HTTP/1.1 101") == 0);
@@ -666,8 +696,9 @@ TEST_CASE("credential filter loop: a 101 to a token exchange closes the connecti
   Rig rig(up.port, up.ca_file, ex);
   auto c = rig.connect(up.port);
   REQUIRE(c);
-  write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n"
-                "Content-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
+  write(c->ssl,
+        "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n"
+        "Content-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
   std::string r = until_close(c->ssl);
   CHECK(r.find("HTTP/1.1 502") == 0);
   CHECK(r.find("101") == std::string::npos);
@@ -677,10 +708,12 @@ TEST_CASE("credential filter loop: a 101 to a token exchange closes the connecti
   CHECK(seen.find("Connection: close\r\n") != std::string::npos);
 }
 
-TEST_CASE("credential filter loop: reflections of the key in a field name, another case, escapes or base64 are masked") {
+TEST_CASE(
+    "credential filter loop: reflections of the key in a field name, another case, escapes or base64 are masked") {
   // REAL_KEY_9876 as base64 (at offset 0 and 1), percent- and \u-escaped, upper and lower case.
-  const std::string body = "a UkVBTF9LRVlfOTg3Ng== b eFJFQUxfS0VZXzk4NzY= c %52%45%41%4C%5F%4B%45%59%5F%39%38%37%36 "
-                           "d \\u0052\\u0045AL_KEY\\u005f9876 e real_key_9876 f d";
+  const std::string body =
+      "a UkVBTF9LRVlfOTg3Ng== b eFJFQUxfS0VZXzk4NzY= c %52%45%41%4C%5F%4B%45%59%5F%39%38%37%36 "
+      "d \\u0052\\u0045AL_KEY\\u005f9876 e real_key_9876 f d";
   const std::string full = body + " ";
   Upstream up({"HTTP/1.1 200 OK\r\nX-REAL_KEY_9876: 1\r\nX-Echo: Real_Key_9876\r\nContent-Length: " +
                std::to_string(full.size()) + "\r\nConnection: close\r\n\r\n" + full});
@@ -693,7 +726,8 @@ TEST_CASE("credential filter loop: reflections of the key in a field name, anoth
   CHECK(r.find("HTTP/1.1 200") == 0);
   CHECK(r.find("X-PH_KEY_0123: 1\r\n") != std::string::npos);
   CHECK(r.find("X-Echo: PH_KEY_0123\r\n") != std::string::npos);
-  for (std::string leak : {"REAL", "Real", "real", "UkVBTF9LRVlfOTg3Ng", "FJFQUxfS0VZXzk4NzY", "%52%45%41%4C", "\\u005f9876"})
+  for (std::string leak :
+       {"REAL", "Real", "real", "UkVBTF9LRVlfOTg3Ng", "FJFQUxfS0VZXzk4NzY", "%52%45%41%4C", "\\u005f9876"})
     CHECK(r.find(leak) == std::string::npos);
   CHECK(r.find(" f d ") != std::string::npos);  // the text around is untouched
 }
@@ -703,7 +737,8 @@ TEST_CASE("credential filter loop: a gzip, zlib or zstd body labelled identity (
     for (std::string magic : {std::string("\x1f\x8b\x08\x00rest", 8), std::string("\x78\x9crest", 6),
                               std::string("\x28\xb5\x2f\xfdrest", 8)}) {
       CAPTURE(label);
-      Upstream up({"HTTP/1.1 200 OK\r\n" + label + "Content-Length: " + std::to_string(magic.size()) + "\r\n\r\n" + magic});
+      Upstream up(
+          {"HTTP/1.1 200 OK\r\n" + label + "Content-Length: " + std::to_string(magic.size()) + "\r\n\r\n" + magic});
       Rig rig(up.port, up.ca_file);
       auto c = rig.connect(up.port);
       REQUIRE(c);
@@ -724,7 +759,8 @@ TEST_CASE("credential filter loop: a token nested below the top level of a token
   Rig rig(up.port, up.ca_file, ex);
   auto c = rig.connect(up.port);
   REQUIRE(c);
-  write(c->ssl, "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
+  write(c->ssl,
+        "POST /v1/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"refresh_token\":\"PH_REFRESH\"}");
   std::string r = until_close(c->ssl);
   CHECK(r.find("HTTP/1.1 502") == 0);
   CHECK(r.find("REAL_NESTED") == std::string::npos);

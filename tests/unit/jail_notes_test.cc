@@ -93,9 +93,8 @@ TEST_CASE("jail notes: a flood lists the newest destinations only, in bounded li
   const std::string text = supervisor::refusals_text(rec.table());
   CHECK(lines_not_comments(text) == supervisor::kMaxListedRefusals);
   CHECK(text.size() < 64 * 1024);
-  CHECK(text.find(fmt::format("# ... {} older destinations not listed", netproxy::kMaxEntries -
-                                                                            supervisor::kMaxListedRefusals)) !=
-        std::string::npos);
+  CHECK(text.find(fmt::format("# ... {} older destinations not listed",
+                              netproxy::kMaxEntries - supervisor::kMaxListedRefusals)) != std::string::npos);
   CHECK(text.find("more refused connections past the filter's 512 distinct entries") != std::string::npos);
   CHECK(text.find("\n511qqq") != std::string::npos);  // the newest listed entry
   CHECK(text.find("\n0qqq") == std::string::npos);

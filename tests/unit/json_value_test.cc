@@ -45,7 +45,8 @@ const RoundTrip kRoundTrips[] = {
      "    ]\n  ],\n  \"s\"\n]"},
     {R"({"anthropic":{"type":"oauth","refresh":"r","access":"a","expires":1712345678901},"openai":{"type":"api_key","key":"sk-1"}})",
      "{\n  \"anthropic\": {\n    \"type\": \"oauth\",\n    \"refresh\": \"r\",\n    \"access\": \"a\",\n"
-     "    \"expires\": 1712345678901\n  },\n  \"openai\": {\n    \"type\": \"api_key\",\n    \"key\": \"sk-1\"\n  }\n}"},
+     "    \"expires\": 1712345678901\n  },\n  \"openai\": {\n    \"type\": \"api_key\",\n    \"key\": \"sk-1\"\n  "
+     "}\n}"},
     {" \t\r\n{ \"a\" : [ 1 , 2 ] } \n", "{\n  \"a\": [\n    1,\n    2\n  ]\n}"},
     {R"({"":""})", "{\n  \"\": \"\"\n}"},
     {R"({"nul":"\u0000"})", "{\n  \"nul\": \"\\u0000\"\n}"},
@@ -148,11 +149,11 @@ std::vector<Bad> bad_inputs() {
       {R"("\ud800\u0041")", "lone high surrogate"},
       {R"("\udc00")", "lone low surrogate"},
       {"\"\xff\"", "invalid UTF-8"},
-      {"\"\xc0\xaf\"", "invalid UTF-8"},              // overlong '/'
-      {"\"\xe0\x80\xaf\"", "invalid UTF-8"},          // overlong, 3 bytes
-      {"\"\xed\xa0\x80\"", "invalid UTF-8"},          // an encoded surrogate
-      {"\"\xf4\x90\x80\x80\"", "invalid UTF-8"},      // above U+10FFFF
-      {"\"\xe2\x82\"", "invalid UTF-8"},              // truncated
+      {"\"\xc0\xaf\"", "invalid UTF-8"},                          // overlong '/'
+      {"\"\xe0\x80\xaf\"", "invalid UTF-8"},                      // overlong, 3 bytes
+      {"\"\xed\xa0\x80\"", "invalid UTF-8"},                      // an encoded surrogate
+      {"\"\xf4\x90\x80\x80\"", "invalid UTF-8"},                  // above U+10FFFF
+      {"\"\xe2\x82\"", "invalid UTF-8"},                          // truncated
       {"\"Zo\xc3\xab\xff\"", "line 1, column 5: invalid UTF-8"},  // columns count characters
       {"\xef\xbb\xbf{}", "byte order mark"},
       {std::string("{\"a\":1}\0", 8), "unexpected content"},

@@ -40,17 +40,38 @@ TEST_CASE("rule matching: names, wildcards, ports, case, trailing dots, deny") {
     int port;
     bool allowed;
   } cases[] = {
-      {"api.openai.com", 443, true},        {"API.OpenAI.com.", 443, true},   {"api.openai.com", 80, true},
-      {"api.openai.com", 8080, false},      {"openai.com", 443, false},       {"xapi.openai.com", 443, false},
-      {"api.openai.com.evil", 443, false},  {"x.anthropic.com", 443, true},   {"a.b.anthropic.com", 443, true},
-      {"anthropic.com", 443, false},        {"xanthropic.com", 443, false},   {"evil.anthropic.com", 443, false},
-      {"EVIL.anthropic.com.", 443, false},  {"registry.npmjs.org", 8443, true}, {"registry.npmjs.org", 443, false},
-      {"10.1.2.3", 5432, true},             {"012.1.2.3", 5432, true},        {"0xa.1.2.3", 5432, true},
-      {"10.66051", 5432, true},             {"167838211", 5432, true},        {"10.1.2.3", 5433, false},
-      {"::ffff:10.1.2.3", 5432, true},      {"[::ffff:a01:203]", 5432, true}, {"2001:db8::5", 443, true},
-      {"[2001:DB8:0::5]", 443, true},       {"127.0.0.1", 11434, true},       {"127.1", 11434, true},
-      {"2130706433", 11434, true},          {"localhost", 11434, false},      {"bad host", 443, false},
-      {"api.openai.com", 0, false},         {"api.openai.com", 70000, false},
+      {"api.openai.com", 443, true},
+      {"API.OpenAI.com.", 443, true},
+      {"api.openai.com", 80, true},
+      {"api.openai.com", 8080, false},
+      {"openai.com", 443, false},
+      {"xapi.openai.com", 443, false},
+      {"api.openai.com.evil", 443, false},
+      {"x.anthropic.com", 443, true},
+      {"a.b.anthropic.com", 443, true},
+      {"anthropic.com", 443, false},
+      {"xanthropic.com", 443, false},
+      {"evil.anthropic.com", 443, false},
+      {"EVIL.anthropic.com.", 443, false},
+      {"registry.npmjs.org", 8443, true},
+      {"registry.npmjs.org", 443, false},
+      {"10.1.2.3", 5432, true},
+      {"012.1.2.3", 5432, true},
+      {"0xa.1.2.3", 5432, true},
+      {"10.66051", 5432, true},
+      {"167838211", 5432, true},
+      {"10.1.2.3", 5433, false},
+      {"::ffff:10.1.2.3", 5432, true},
+      {"[::ffff:a01:203]", 5432, true},
+      {"2001:db8::5", 443, true},
+      {"[2001:DB8:0::5]", 443, true},
+      {"127.0.0.1", 11434, true},
+      {"127.1", 11434, true},
+      {"2130706433", 11434, true},
+      {"localhost", 11434, false},
+      {"bad host", 443, false},
+      {"api.openai.com", 0, false},
+      {"api.openai.com", 70000, false},
   };
   Rules r = rules();
   for (const auto& c : cases) {
@@ -70,10 +91,17 @@ TEST_CASE("IP literals are canonicalised in every notation resolvers accept") {
     const char* in;
     const char* out;
   } cases[] = {
-      {"127.0.0.1", "127.0.0.1"}, {"127.1", "127.0.0.1"},       {"2130706433", "127.0.0.1"},
-      {"0x7f000001", "127.0.0.1"}, {"0177.0.0.1", "127.0.0.1"}, {"0x7f.1", "127.0.0.1"},
-      {"::1", "::1"},             {"[::1]", "::1"},             {"::ffff:127.0.0.1", "127.0.0.1"},
-      {"0:0:0:0:0:ffff:7f00:1", "127.0.0.1"}, {"169.254.169.254", "169.254.169.254"},
+      {"127.0.0.1", "127.0.0.1"},
+      {"127.1", "127.0.0.1"},
+      {"2130706433", "127.0.0.1"},
+      {"0x7f000001", "127.0.0.1"},
+      {"0177.0.0.1", "127.0.0.1"},
+      {"0x7f.1", "127.0.0.1"},
+      {"::1", "::1"},
+      {"[::1]", "::1"},
+      {"::ffff:127.0.0.1", "127.0.0.1"},
+      {"0:0:0:0:0:ffff:7f00:1", "127.0.0.1"},
+      {"169.254.169.254", "169.254.169.254"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.in);
@@ -92,31 +120,58 @@ TEST_CASE("one classifier: every IPv4-in-IPv6 form is classified as the IPv4 add
     const char* addr;
     Range range;
   } cases[] = {
-      {"127.0.0.1", Range::loopback},       {"127.255.0.9", Range::loopback},      {"10.0.0.1", Range::private_use},
-      {"172.16.5.4", Range::private_use},   {"172.32.0.1", Range::global},         {"192.168.1.1", Range::private_use},
-      {"100.64.0.1", Range::private_use},   {"169.254.169.254", Range::special},   {"0.0.0.0", Range::unspecified},
-      {"0.1.2.3", Range::unspecified},      {"224.0.0.1", Range::special},         {"255.255.255.255", Range::special},
-      {"8.8.8.8", Range::global},           {"::1", Range::loopback},              {"::", Range::unspecified},
-      {"fd00::1", Range::private_use},      {"fe80::1", Range::special},           {"ff02::1", Range::special},
-      {"fec0::1", Range::private_use},      {"2606:4700::1", Range::global},
+      {"127.0.0.1", Range::loopback},
+      {"127.255.0.9", Range::loopback},
+      {"10.0.0.1", Range::private_use},
+      {"172.16.5.4", Range::private_use},
+      {"172.32.0.1", Range::global},
+      {"192.168.1.1", Range::private_use},
+      {"100.64.0.1", Range::private_use},
+      {"169.254.169.254", Range::special},
+      {"0.0.0.0", Range::unspecified},
+      {"0.1.2.3", Range::unspecified},
+      {"224.0.0.1", Range::special},
+      {"255.255.255.255", Range::special},
+      {"8.8.8.8", Range::global},
+      {"::1", Range::loopback},
+      {"::", Range::unspecified},
+      {"fd00::1", Range::private_use},
+      {"fe80::1", Range::special},
+      {"ff02::1", Range::special},
+      {"fec0::1", Range::private_use},
+      {"2606:4700::1", Range::global},
       // IPv4-mapped (unwrapped by parse_ip), IPv4-compatible, SIIT
-      {"::ffff:10.0.0.1", Range::private_use}, {"::ffff:127.0.0.1", Range::loopback}, {"::ffff:0.0.0.0", Range::unspecified},
-      {"::127.0.0.1", Range::loopback},     {"::10.0.0.1", Range::special},    {"::8.8.8.8", Range::special},
-      {"::0.0.0.2", Range::unspecified},    {"::ffff:0:127.0.0.1", Range::loopback}, {"::ffff:0:10.1.2.3", Range::private_use},
-      {"::ffff:0:0.0.0.0", Range::unspecified}, {"::ffff:0:8.8.8.8", Range::global},
+      {"::ffff:10.0.0.1", Range::private_use},
+      {"::ffff:127.0.0.1", Range::loopback},
+      {"::ffff:0.0.0.0", Range::unspecified},
+      {"::127.0.0.1", Range::loopback},
+      {"::10.0.0.1", Range::special},
+      {"::8.8.8.8", Range::special},
+      {"::0.0.0.2", Range::unspecified},
+      {"::ffff:0:127.0.0.1", Range::loopback},
+      {"::ffff:0:10.1.2.3", Range::private_use},
+      {"::ffff:0:0.0.0.0", Range::unspecified},
+      {"::ffff:0:8.8.8.8", Range::global},
       // NAT64, well-known prefix and local use (RFC 8215) at /48, /56, /64 and /96
-      {"64:ff9b::a00:1", Range::private_use}, {"64:ff9b::7f00:1", Range::loopback}, {"64:ff9b::0:0", Range::unspecified},
-      {"64:ff9b::808:808", Range::global},  {"64:ff9b:1::a00:1", Range::private_use}, {"64:ff9b:1::7f00:1", Range::loopback},
-      {"64:ff9b:1:7f00:0:100::", Range::loopback},   // /48: 127.0 | u | 0.1
-      {"64:ff9b:1:7f:0:1::", Range::loopback},       // /56: 127 | u | 0.0.1
-      {"64:ff9b:1:0:7f:0:100:0", Range::loopback},   // /64: u | 127.0.0.1
-      {"64:ff9b:1:808:8:808::", Range::private_use}, // local use is never public
+      {"64:ff9b::a00:1", Range::private_use},
+      {"64:ff9b::7f00:1", Range::loopback},
+      {"64:ff9b::0:0", Range::unspecified},
+      {"64:ff9b::808:808", Range::global},
+      {"64:ff9b:1::a00:1", Range::private_use},
+      {"64:ff9b:1::7f00:1", Range::loopback},
+      {"64:ff9b:1:7f00:0:100::", Range::loopback},    // /48: 127.0 | u | 0.1
+      {"64:ff9b:1:7f:0:1::", Range::loopback},        // /56: 127 | u | 0.0.1
+      {"64:ff9b:1:0:7f:0:100:0", Range::loopback},    // /64: u | 127.0.0.1
+      {"64:ff9b:1:808:8:808::", Range::private_use},  // local use is never public
       // 6to4 and Teredo (server, and the client stored inverted)
-      {"2002:a00:1::", Range::private_use}, {"2002:7f00:1::1", Range::loopback},  {"2002:0:0::1", Range::unspecified},
-      {"2002:808:808::1", Range::global},   {"2001:0:808:808::80ff:fffe", Range::loopback},  // client 127.0.0.1
-      {"2001:0:808:808::f5ff:fffe", Range::private_use},                                        // client 10.0.0.1
-      {"2001:0:a00:1::f7f7:f7f7", Range::private_use},                                          // server 10.0.0.1
-      {"2001:0:808:808::f7f7:f7f7", Range::global},                                             // 8.8.8.8 both
+      {"2002:a00:1::", Range::private_use},
+      {"2002:7f00:1::1", Range::loopback},
+      {"2002:0:0::1", Range::unspecified},
+      {"2002:808:808::1", Range::global},
+      {"2001:0:808:808::80ff:fffe", Range::loopback},     // client 127.0.0.1
+      {"2001:0:808:808::f5ff:fffe", Range::private_use},  // client 10.0.0.1
+      {"2001:0:a00:1::f7f7:f7f7", Range::private_use},    // server 10.0.0.1
+      {"2001:0:808:808::f7f7:f7f7", Range::global},       // 8.8.8.8 both
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.addr));
@@ -129,8 +184,9 @@ TEST_CASE("one classifier: every IPv4-in-IPv6 form is classified as the IPv4 add
   CHECK(classify(*parse_ip("64:ff9b::7f00:1")).why == "loopback (127.0.0.0/8) in NAT64 (64:ff9b::/96)");
 }
 
-TEST_CASE("the range check applies to every rule: names reach private ranges only with allow_private, loopback only "
-          "through localhost or a loopback literal") {
+TEST_CASE(
+    "the range check applies to every rule: names reach private ranges only with allow_private, loopback only "
+    "through localhost or a loopback literal") {
   Rules r = rules();
   REQUIRE(r.allow("db.corp:5432", "op:1", PrivateRanges::allowed));
   REQUIRE(r.allow("pi.dev:8080", "t:9"));
@@ -152,14 +208,18 @@ TEST_CASE("the range check applies to every rule: names reach private ranges onl
     const char* addr;
     bool allowed;
   } cases[] = {
-      {&wild, "93.184.216.34", true},   {&wild, "169.254.169.254", false}, {&wild, "::ffff:10.0.0.1", false},
-      {&wild, "64:ff9b:1::a00:1", false}, {&wild, "::ffff:0:a00:1", false},
-      {&exact, "93.184.216.34", true},  {&exact, "10.9.9.9", false},       {&exact, "127.0.0.1", false},
-      {&exact, "0.0.0.0", false},       {&exact, "::", false},             {&exact, "64:ff9b::7f00:1", false},
-      {&priv, "10.9.9.9", true},        {&priv, "fd00::5", true},          {&priv, "::ffff:0:a00:1", true},
-      {&priv, "169.254.169.254", false}, {&priv, "127.0.0.1", false},      {&priv, "0.0.0.0", false},
-      {&priv, "2002:7f00:1::", false},  {&lab, "192.168.1.2", true},       {&lab, "::1", false},
-      {&null_routed, "0.0.0.0", false}, {&null_routed, "127.0.0.1", false}, {&null_routed, "::1", false},
+      {&wild, "93.184.216.34", true},     {&wild, "169.254.169.254", false},
+      {&wild, "::ffff:10.0.0.1", false},  {&wild, "64:ff9b:1::a00:1", false},
+      {&wild, "::ffff:0:a00:1", false},   {&exact, "93.184.216.34", true},
+      {&exact, "10.9.9.9", false},        {&exact, "127.0.0.1", false},
+      {&exact, "0.0.0.0", false},         {&exact, "::", false},
+      {&exact, "64:ff9b::7f00:1", false}, {&priv, "10.9.9.9", true},
+      {&priv, "fd00::5", true},           {&priv, "::ffff:0:a00:1", true},
+      {&priv, "169.254.169.254", false},  {&priv, "127.0.0.1", false},
+      {&priv, "0.0.0.0", false},          {&priv, "2002:7f00:1::", false},
+      {&lab, "192.168.1.2", true},        {&lab, "::1", false},
+      {&null_routed, "0.0.0.0", false},   {&null_routed, "127.0.0.1", false},
+      {&null_routed, "::1", false},
   };
   for (const auto& c : cases) {
     CAPTURE(c.addr);
@@ -221,7 +281,7 @@ TEST_CASE("rules do not depend on their order: the most specific decides, deny w
   };
   Verdict v = decide({{"*.a.test", true}, {"x.a.test", true}}, "x.a.test");
   CHECK(v.reason == "allowed by x.a.test (x.a.test)");
-  CHECK(decide({{"*.a.test", false}, {"x.a.test", true}}, "x.a.test").allowed);      // exact beats wildcard
+  CHECK(decide({{"*.a.test", false}, {"x.a.test", true}}, "x.a.test").allowed);  // exact beats wildcard
   CHECK_FALSE(decide({{"*.a.test", false}, {"x.a.test", true}}, "y.a.test").allowed);
   CHECK_FALSE(decide({{"*.a.test", true}, {"x.a.test", false}}, "x.a.test").allowed);
   CHECK(decide({{"*.a.test", true}, {"x.a.test", false}}, "y.a.test").allowed);
@@ -233,14 +293,15 @@ TEST_CASE("rules do not depend on their order: the most specific decides, deny w
   CHECK(decide({{"x.a.test", false}}, "x.a.test").denied);
   CHECK_FALSE(decide({{"*.a.test", false}}, "x.a.test").denied);  // --allow-net x.a.test:443 would do
   CHECK_FALSE(decide({{"x.a.test:443", true}, {"x.a.test", false}}, "x.a.test").allowed);  // port: same specificity
-  CHECK(decide({{"x.a.test", true}, {"x.a.test:8443", false}}, "x.a.test").allowed);        // deny on another port
+  CHECK(decide({{"x.a.test", true}, {"x.a.test:8443", false}}, "x.a.test").allowed);       // deny on another port
   Rules r;
   REQUIRE(r.allow("*.a.test", "w"));
   REQUIRE(r.allow("x.a.test", "e"));
   CHECK(r.check("x.a.test", 443).told == "allowed by the rule x.a.test");
 }
 
-TEST_CASE("forwards: every loopback rule with a port listens on 127.0.0.1 and ::1, checked as its rule, merged per port") {
+TEST_CASE(
+    "forwards: every loopback rule with a port listens on 127.0.0.1 and ::1, checked as its rule, merged per port") {
   Rules r;
   REQUIRE(r.allow("127.0.0.1:11434", "a"));
   REQUIRE(r.allow("localhost:8080", "b"));
@@ -256,7 +317,7 @@ TEST_CASE("forwards: every loopback rule with a port listens on 127.0.0.1 and ::
     int port;
     const char* host;
   } want[] = {{"127.0.0.1", 11434, "127.0.0.1"}, {"::1", 11434, "localhost"}, {"127.0.0.1", 8080, "127.0.0.1"},
-              {"::1", 8080, "localhost"},        {"127.0.0.1", 9000, "::1"},        {"::1", 9000, "::1"}};
+              {"::1", 8080, "localhost"},        {"127.0.0.1", 9000, "::1"},  {"::1", 9000, "::1"}};
   for (size_t i = 0; i < 6; ++i) {
     CAPTURE(i);
     CHECK(f[i].addr.str() == want[i].addr);
@@ -299,7 +360,8 @@ TEST_CASE("HTTP proxy requests: CONNECT and absolute form") {
 }
 
 TEST_CASE("absolute form: the Host header is the checked target's, the query is kept, the fragment dropped") {
-  auto spoof = parse_http_request("GET http://allowed.test/x HTTP/1.1\r\nHost: internal.corp\r\nhOsT: b\r\nA: 1\r\n\r\n");
+  auto spoof =
+      parse_http_request("GET http://allowed.test/x HTTP/1.1\r\nHost: internal.corp\r\nhOsT: b\r\nA: 1\r\n\r\n");
   REQUIRE(spoof.progress == Progress::done);
   CHECK(spoof.upstream == "GET /x HTTP/1.1\r\nHost: allowed.test\r\nA: 1\r\nConnection: close\r\n\r\n");
   auto q = parse_http_request("GET http://h.test?q=1&r HTTP/1.1\r\n\r\n");
@@ -314,17 +376,15 @@ TEST_CASE("absolute form: the Host header is the checked target's, the query is 
 }
 
 TEST_CASE("control bytes in a request target or header are refused with 400, never forwarded") {
-  for (std::string bad : {std::string("GET http://a.test/x\rInjected: 1 HTTP/1.1\r\n\r\n"),
-                          std::string("GET http://a.test/x\nInjected: 1 HTTP/1.1\r\n\r\n"),
-                          "GET http://a.test/x\0y HTTP/1.1\r\n\r\n"s,
-                          std::string("GET http://a.test/\x01 HTTP/1.1\r\n\r\n"),
-                          std::string("GET http://a.test/\x7f HTTP/1.1\r\n\r\n"),
-                          std::string("GET http://a.test/x\tHTTP/1.1 HTTP/1.1\r\n\r\n"),
-                          std::string("CONNECT a.test:443\rX: HTTP/1.1\r\n\r\n"),
-                          std::string("CONNECT a.te\nst:443 HTTP/1.1\r\n\r\n"),
-                          std::string("GET http://a.test/ HTTP/1.1\r\nA: b\nInjected: 1\r\n\r\n"),
-                          std::string("GET http://a.test/ HTTP/1.1\r\nA: b\rInjected: 1\r\n\r\n"),
-                          "GET http://a.test/ HTTP/1.1\r\nA: b\0c\r\n\r\n"s}) {
+  for (std::string bad :
+       {std::string("GET http://a.test/x\rInjected: 1 HTTP/1.1\r\n\r\n"),
+        std::string("GET http://a.test/x\nInjected: 1 HTTP/1.1\r\n\r\n"), "GET http://a.test/x\0y HTTP/1.1\r\n\r\n"s,
+        std::string("GET http://a.test/\x01 HTTP/1.1\r\n\r\n"), std::string("GET http://a.test/\x7f HTTP/1.1\r\n\r\n"),
+        std::string("GET http://a.test/x\tHTTP/1.1 HTTP/1.1\r\n\r\n"),
+        std::string("CONNECT a.test:443\rX: HTTP/1.1\r\n\r\n"), std::string("CONNECT a.te\nst:443 HTTP/1.1\r\n\r\n"),
+        std::string("GET http://a.test/ HTTP/1.1\r\nA: b\nInjected: 1\r\n\r\n"),
+        std::string("GET http://a.test/ HTTP/1.1\r\nA: b\rInjected: 1\r\n\r\n"),
+        "GET http://a.test/ HTTP/1.1\r\nA: b\0c\r\n\r\n"s}) {
     CAPTURE(bad);
     auto r = parse_http_request(bad);
     CHECK(r.progress == Progress::bad);
@@ -347,7 +407,8 @@ TEST_CASE("refusals carry the reason phrase of their status") {
 }
 
 TEST_CASE("a refused destination's reason phrase names the host and the flag that allows it") {
-  CHECK(refusal_reason_phrase("example.com", 443) == "pi-jail refused example.com:443 (allow: --allow-net example.com:443)");
+  CHECK(refusal_reason_phrase("example.com", 443) ==
+        "pi-jail refused example.com:443 (allow: --allow-net example.com:443)");
   CHECK(refusal_reason_phrase("[::1]", 8080) == "pi-jail refused [::1]:8080 (allow: --allow-net [::1]:8080)");
   CHECK(http_response(403, refusal_reason_phrase("a.test", 80), "x")
             .starts_with("HTTP/1.1 403 pi-jail refused a.test:80 (allow: --allow-net a.test:80)\r\n"));
@@ -357,8 +418,9 @@ TEST_CASE("a refused destination's reason phrase cannot break the status line") 
   const std::string evil = "a.test\r\nSet-Cookie: x=1\x1b[31m\x7f\xc3\xa9 %00";
   const std::string phrase = refusal_reason_phrase(evil, 443);
   CHECK(std::all_of(phrase.begin(), phrase.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
-  CHECK(phrase == "pi-jail refused a.test??Set-Cookie:?x?1?[31m?????00:443 (allow: --allow-net "
-                  "a.test??Set-Cookie:?x?1?[31m?????00:443)");
+  CHECK(phrase ==
+        "pi-jail refused a.test??Set-Cookie:?x?1?[31m?????00:443 (allow: --allow-net "
+        "a.test??Set-Cookie:?x?1?[31m?????00:443)");
   const std::string long_host(5000, 'a');
   const std::string cut = refusal_reason_phrase(long_host, 443);
   CHECK(cut.size() < 2 * kMaxPhraseHost + 80);
@@ -371,9 +433,9 @@ TEST_CASE("malformed HTTP proxy requests are refused with a status, never a cras
     std::string req;
     int status;
   } cases[] = {
-      {"GET /path HTTP/1.1\r\n\r\n", 400},                      // origin form: not a proxy request
-      {"GET https://a.example/ HTTP/1.1\r\n\r\n", 400},         // TLS is for CONNECT
-      {"CONNECT a.example HTTP/1.1\r\n\r\n", 400},               // no port
+      {"GET /path HTTP/1.1\r\n\r\n", 400},               // origin form: not a proxy request
+      {"GET https://a.example/ HTTP/1.1\r\n\r\n", 400},  // TLS is for CONNECT
+      {"CONNECT a.example HTTP/1.1\r\n\r\n", 400},       // no port
       {"CONNECT a.example:0 HTTP/1.1\r\n\r\n", 400},
       {"CONNECT a.example:99999 HTTP/1.1\r\n\r\n", 400},
       {"CONNECT user@a.example:443 HTTP/1.1\r\n\r\n", 400},

@@ -34,7 +34,8 @@ std::vector<std::string> names(const pi::WorkspaceSessions& s) {
 void session(const std::string& dir, const std::string& file, const std::string& cwd) {
   fs::create_directories(dir);
   std::ofstream(dir + "/" + file) << R"({"type":"session","version":3,"id":"x","cwd":")" << cwd << "\"}\n"
-                                  << R"({"type":"message"})" << "\n";
+                                  << R"({"type":"message"})"
+                                  << "\n";
 }
 
 TEST_CASE("Pi names a session directory by the path with its slashes as dashes, wrapped in --") {
@@ -63,7 +64,8 @@ TEST_CASE("the walk gives up after its budget of lookups: a hostile tree of dash
   CHECK(calls <= 512);
 }
 
-TEST_CASE("a jail sees the workspace's, the starting directory's and the subdirectories' sessions, no other project's") {
+TEST_CASE(
+    "a jail sees the workspace's, the starting directory's and the subdirectories' sessions, no other project's") {
   test::TempDir t;
   const std::string sessions = t.path + "/sessions";
   const std::string ws = "/home/u/proj";
@@ -136,8 +138,8 @@ TEST_CASE("a session directory made in a run is kept only for a directory of the
   CHECK(pi::why_not_kept("--home-u-a-b-sub--", made.get(), ws, is_dir) == "");
   session(t.path + "/made", "s.jsonl", "/home/u/a-b/sub");
   CHECK(pi::why_not_kept("--home-u-a-b-sub--", made.get(), ws, is_dir).find("/home/u/a-b") != std::string::npos);
-  CHECK(pi::why_not_kept("--home-u-a-b-sub--", made.get(), "/home/u/a/b", dirs({"/home", "/home/u", "/home/u/a", ws,
-                                                                               ws + "/sub"})) == "");
+  CHECK(pi::why_not_kept("--home-u-a-b-sub--", made.get(), "/home/u/a/b",
+                         dirs({"/home", "/home/u", "/home/u/a", ws, ws + "/sub"})) == "");
 }
 
 }  // namespace

@@ -45,8 +45,8 @@ Facts debian_host() {
   f["/lib"] = link("usr/lib", dir("/usr/lib", ++ino));
   f["/lib64"] = link("usr/lib64", dir("/usr/lib64", ++ino));
   f["/etc/passwd"] = file("/etc/passwd", ++ino);
-  f["/etc/resolv.conf"] = link("../run/systemd/resolve/stub-resolv.conf",
-                               file("/run/systemd/resolve/stub-resolv.conf", ++ino));
+  f["/etc/resolv.conf"] =
+      link("../run/systemd/resolve/stub-resolv.conf", file("/run/systemd/resolve/stub-resolv.conf", ++ino));
   f["/etc/ssl"] = dir("/etc/ssl", ++ino);
   f["/etc/ssl/private"] = dir("/etc/ssl/private", ++ino);
   for (const char* d : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"})
@@ -71,11 +71,18 @@ PlanInput debian_input() {
   in.env_pass = {"PATH", "TERM", "LC_*"};
   in.env_set = {{"EDITOR", "vi"}};
   // The run's refusals (supervisor/jail_notes.h): a directory of pi-jail's.
-  in.shown_files.push_back({"/run/pi-jail", "/home/u/.local/state/pi-jail/jail-notes-7-1", "refusals so far",
-                            pj::runtime::Node::directory});
+  in.shown_files.push_back(
+      {"/run/pi-jail", "/home/u/.local/state/pi-jail/jail-notes-7-1", "refusals so far", pj::runtime::Node::directory});
   in.env_set.emplace_back("PI_JAIL_REFUSALS", "/run/pi-jail/refusals");
-  in.host_env = {"PATH=/usr/bin:/bin", "TERM=xterm-256color", "LC_ALL=C.UTF-8", "AWS_SECRET_ACCESS_KEY=x",
-                 "GITHUB_TOKEN=y", "HOME=/elsewhere", "TMPDIR=/run/user/1000", "=broken", "NOEQUALS"};
+  in.host_env = {"PATH=/usr/bin:/bin",
+                 "TERM=xterm-256color",
+                 "LC_ALL=C.UTF-8",
+                 "AWS_SECRET_ACCESS_KEY=x",
+                 "GITHUB_TOKEN=y",
+                 "HOME=/elsewhere",
+                 "TMPDIR=/run/user/1000",
+                 "=broken",
+                 "NOEQUALS"};
   return in;
 }
 
@@ -141,7 +148,7 @@ TEST_CASE("a system symlink into another system directory stays a symlink; other
   CHECK(find(*spec, "/bin", MountKind::symlink));
   CHECK_FALSE(find(*spec, "/bin", MountKind::bind));
   CHECK(find(*spec, "/etc/resolv.conf", MountKind::bind));  // target under /run: not a system dir
-  CHECK_FALSE(find(*spec, "/lib32", MountKind::bind));       // absent on this host
+  CHECK_FALSE(find(*spec, "/lib32", MountKind::bind));      // absent on this host
 }
 
 TEST_CASE("a read-only mark inside the writable workspace is bound read-only over itself") {
@@ -496,8 +503,9 @@ TEST_CASE("a socket grant is the socket itself at its own path; missing, not a s
     REQUIRE_FALSE(s);
     return s.error().message();
   };
-  CHECK(refused(PathFact{}, "/tmp/gone") == "socket grant op.toml:2:12 /tmp/gone: no such socket (is the agent "
-                                                 "running? is the variable stale?)");
+  CHECK(refused(PathFact{}, "/tmp/gone") ==
+        "socket grant op.toml:2:12 /tmp/gone: no such socket (is the agent "
+        "running? is the variable stale?)");
   CHECK(refused(file("/tmp/f", 901), "/tmp/f") == "socket grant op.toml:2:12 /tmp/f: not a unix socket");
   CHECK(refused(dir("/tmp/d", 902), "/tmp/d") == "socket grant op.toml:2:12 /tmp/d: not a unix socket");
   CHECK(refused(link("/tmp/ssh-x/agent.1", sock), "/tmp/link") ==
@@ -559,8 +567,8 @@ TEST_CASE("the run's refusals directory is bound read-only at /run/pi-jail, and 
   CHECK(op->access == Access::read_only);
   CHECK(op->node == Node::directory);
   CHECK(op->bind_source == "/home/u/.local/state/pi-jail/jail-notes-7-1");
-  for (PathFact swapped : {file("/home/u/.local/state/pi-jail/jail-notes-7-1", 900),
-                           link("/home/u/.ssh", dir("/home/u/.ssh", 901))}) {
+  for (PathFact swapped :
+       {file("/home/u/.local/state/pi-jail/jail-notes-7-1", 900), link("/home/u/.ssh", dir("/home/u/.ssh", 901))}) {
     Facts facts = debian_host();
     facts["/home/u/.local/state/pi-jail/jail-notes-7-1"] = swapped;
     auto refused = plan(debian_input(), facts);

@@ -49,9 +49,8 @@ struct FakeFs {
 
 FakeFs host() {
   FakeFs fs;
-  for (const char* p : {"/", "/usr", "/etc", "/etc/ssl", "/home/u", "/home/u/.ssh", "/home/u/proj",
-                        "/home/u/proj/src", "/home/u/proj/.env", "/home/u/.cache", "/opt/tools", "/srv/data",
-                        "/home/u/x"})
+  for (const char* p : {"/", "/usr", "/etc", "/etc/ssl", "/home/u", "/home/u/.ssh", "/home/u/proj", "/home/u/proj/src",
+                        "/home/u/proj/.env", "/home/u/.cache", "/opt/tools", "/srv/data", "/home/u/x"})
     fs.exists.insert(p);
   fs.links["/home/u/proj/escape"] = "/home/u/.ssh";
   fs.links["/home/u/proj/inside"] = "/home/u/proj/src";
@@ -59,8 +58,12 @@ FakeFs host() {
 }
 
 Context context(const FakeFs& fs) {
-  return Context{"/home/u/proj", "/home/u", "/home/u/proj", {{"pi_agent_dir", "/home/u/.pi/agent"}},
-                 [&fs](const std::string& p) { return fs.realpath(p); }, std::nullopt};
+  return Context{"/home/u/proj",
+                 "/home/u",
+                 "/home/u/proj",
+                 {{"pi_agent_dir", "/home/u/.pi/agent"}},
+                 [&fs](const std::string& p) { return fs.realpath(p); },
+                 std::nullopt};
 }
 
 Layer layer(const std::string& text, const std::string& name, Authority a) {
@@ -115,12 +118,12 @@ TEST_CASE("project requests beyond the limits are refused and reported with both
       {"write into a read-only limit", "[filesystem]\nwrite = [\"/opt/tools\"]\n", "write /opt/tools",
        "outside the write limit"},
       {"lift a deny", "[filesystem]\nread = [\".env\"]\n", "read .env", "is denied"},
-      {"a symlink out of the limit", "[filesystem]\nread = [\"escape\"]\n", "read escape",
-       "resolves to /home/u/.ssh"},
+      {"a symlink out of the limit", "[filesystem]\nread = [\"escape\"]\n", "read escape", "resolves to /home/u/.ssh"},
       {"a .. escape", "[filesystem]\nread = [\"../.ssh\"]\n", "read ../.ssh", "outside the read limit"},
       {"climbing above /", "[filesystem]\nread = [\"../../../../..\"]\n", "read ../../../../..", "climbs above /"},
       {"a missing path", "[filesystem]\nread = [\"nope\"]\n", "read nope", "does not exist"},
-      {"an env name", "[env]\npass = [\"AWS_SECRET_ACCESS_KEY\"]\n", "env AWS_SECRET_ACCESS_KEY", "outside the env limit"},
+      {"an env name", "[env]\npass = [\"AWS_SECRET_ACCESS_KEY\"]\n", "env AWS_SECRET_ACCESS_KEY",
+       "outside the env limit"},
       {"an env value", "[env]\nset = { LD_PRELOAD = \"/x.so\" }\n", "env.set LD_PRELOAD", "outside the env limit"},
       {"unsafe ptrace", "[hardening]\nunsafe_allow_ptrace = true\n", "unsafe_allow_ptrace", "for operators only"},
       {"unsafe userns", "[hardening]\nunsafe_nested_user_namespaces = true\n", "unsafe_nested_user_namespaces",
@@ -180,11 +183,11 @@ TEST_CASE("user limits cannot exceed the system operator's; system limits bound 
   REQUIRE(r.policy);
   std::set<std::string> refused;
   for (const auto& x : r.refused) refused.insert(x.what);
-  CHECK(refused.count("write ~/.cache"));       // user grant outside the system write limit
-  CHECK(refused.count("network github.com"));   // user grant outside the system network limit
+  CHECK(refused.count("write ~/.cache"));        // user grant outside the system write limit
+  CHECK(refused.count("network github.com"));    // user grant outside the system network limit
   CHECK(refused.count("limits.write ${home}"));  // user limit wider than the system's
   CHECK(refused.size() == 3);
-  CHECK(r.policy->net_allow().size() == 1);     // the project's request, within the user's limit
+  CHECK(r.policy->net_allow().size() == 1);  // the project's request, within the user's limit
   for (const auto& x : r.refused) CHECK(x.by == Authority::user);
 }
 
@@ -192,8 +195,8 @@ TEST_CASE("operator layers grant; denies from any layer win; provenance is kept 
   FakeFs fs = host();
   std::vector<Layer> layers{
       layer(kProfile, "pi.toml", Authority::profile),
-      layer("[filesystem]\nread = [\"/srv/data\"]\n[hardening]\nunsafe_allow_ptrace = true\n", "/etc/pi-jail/policy.toml",
-            Authority::system),
+      layer("[filesystem]\nread = [\"/srv/data\"]\n[hardening]\nunsafe_allow_ptrace = true\n",
+            "/etc/pi-jail/policy.toml", Authority::system),
   };
   Layer cli;
   cli.authority = Authority::command_line;
@@ -249,27 +252,38 @@ TEST_CASE("malformed files: every problem, each with file:line:column, never a c
       {"unknown table", "[filesytem]\nread = []\n", {"f.toml:1:2: unknown table [filesytem]"}},
       {"unknown key", "[filesystem]\nwrites = [\"/x\"]\n", {"f.toml:2:1: unknown key \"writes\" in [filesystem]"}},
       {"wrong type", "[filesystem]\nread = \"/x\"\n", {"f.toml:2:8: filesystem.read must be an array of strings"}},
-      {"wrong item type", "[filesystem]\nread = [\"/x\", 3]\n", {"f.toml:2:15: filesystem.read must contain only strings"}},
-      {"bad pattern", "[network]\nallow = [\"exa mple.com\", \"*.com\", \"a.b:99999\", \"::1\", \"*\"]\n",
+      {"wrong item type",
+       "[filesystem]\nread = [\"/x\", 3]\n",
+       {"f.toml:2:15: filesystem.read must contain only strings"}},
+      {"bad pattern",
+       "[network]\nallow = [\"exa mple.com\", \"*.com\", \"a.b:99999\", \"::1\", \"*\"]\n",
        {"f.toml:2:10: bad network pattern \"exa mple.com\"", "f.toml:2:26: bad network pattern \"*.com\"",
         "f.toml:2:35: bad network pattern \"a.b:99999\"", "f.toml:2:48: bad network pattern \"::1\"",
         "f.toml:2:55: bad network pattern \"*\""}},
-      {"a wildcard over an address", "[network]\ndeny = [\"*.1.2.3\"]\n",
+      {"a wildcard over an address",
+       "[network]\ndeny = [\"*.1.2.3\"]\n",
        {"f.toml:2:9: bad network pattern \"*.1.2.3\": a wildcard needs a domain name, not an address"}},
-      {"bad enum", "[hardening]\nlandlock = \"sometimes\"\n",
+      {"bad enum",
+       "[hardening]\nlandlock = \"sometimes\"\n",
        {"f.toml:2:12: hardening.landlock must be one of \"if-available\", \"required\""}},
-      {"bad on_excess", "[policy]\non_excess = \"Error\"\n", {"f.toml:2:13: policy.on_excess must be one of \"warn\", \"error\""}},
+      {"bad on_excess",
+       "[policy]\non_excess = \"Error\"\n",
+       {"f.toml:2:13: policy.on_excess must be one of \"warn\", \"error\""}},
       {"choice not a string", "[policy]\non_excess = true\n", {"f.toml:2:13: policy.on_excess must be a string"}},
-      {"bad bool", "[hardening]\nunsafe_allow_ptrace = \"yes\"\n", {"f.toml:2:23: hardening.unsafe_allow_ptrace must be true or false"}},
-      {"bad env name", "[env]\npass = [\"A B\"]\nset = { \"X-Y\" = \"1\", OK = 2 }\n",
-       {"f.toml:2:9: \"A B\" is not an environment variable name", "f.toml:3:9: \"X-Y\" is not", "f.toml:3:27: env.set.OK must be a string"}},
+      {"bad bool",
+       "[hardening]\nunsafe_allow_ptrace = \"yes\"\n",
+       {"f.toml:2:23: hardening.unsafe_allow_ptrace must be true or false"}},
+      {"bad env name",
+       "[env]\npass = [\"A B\"]\nset = { \"X-Y\" = \"1\", OK = 2 }\n",
+       {"f.toml:2:9: \"A B\" is not an environment variable name", "f.toml:3:9: \"X-Y\" is not",
+        "f.toml:3:27: env.set.OK must be a string"}},
       {"table as value", "filesystem = 3\n", {"f.toml:1:14: \"filesystem\" must be a table"}},
-      {"several at once", "[filesystem]\nbogus = 1\nread = 2\n[network]\nallow = [\"\"]\n",
+      {"several at once",
+       "[filesystem]\nbogus = 1\nread = 2\n[network]\nallow = [\"\"]\n",
        {"f.toml:2:1: unknown key", "f.toml:3:8:", "f.toml:5:10: network.allow: empty string"}},
       {"deep nesting", std::string(10000, '[') + std::string(10000, ']'), {"f.toml:1:"}},
       {"scratch not a string", "[limits]\nscratch = 8\n", {"f.toml:2:11: limits.scratch must be a string"}},
-      {"bad scratch sizes", "[limits]\nscratch = \"lots\"\n",
-       {"f.toml:2:11: limits.scratch \"lots\": "}},
+      {"bad scratch sizes", "[limits]\nscratch = \"lots\"\n", {"f.toml:2:11: limits.scratch \"lots\": "}},
       {"scratch of zero", "[limits]\nscratch = \"0M\"\n", {"f.toml:2:11: limits.scratch \"0M\": 0 "}},
   };
   for (const auto& c : cases) {
@@ -294,8 +308,8 @@ TEST_CASE("[limits] scratch loads from an operator file") {
 
 TEST_CASE("scratch sizes: bytes with K, M, G or T, or 1-100% of RAM; never 0, never ambiguous") {
   const std::pair<const char*, const char*> good[] = {
-      {"2G", "2G"},     {"512M", "512M"}, {"512m", "512M"}, {"25%", "25%"},       {"100%", "100%"}, {"1%", "1%"},
-      {"1024K", "1M"},  {"8388608", "8M"}, {"1536K", "1536K"}, {"100", "100"},  {"3t", "3T"},
+      {"2G", "2G"},    {"512M", "512M"},  {"512m", "512M"},   {"25%", "25%"}, {"100%", "100%"}, {"1%", "1%"},
+      {"1024K", "1M"}, {"8388608", "8M"}, {"1536K", "1536K"}, {"100", "100"}, {"3t", "3T"},
   };
   for (const auto& c : good) {  // not a structured binding: CAPTURE's lambda takes it
     const char* in = c.first;
@@ -318,8 +332,9 @@ TEST_CASE("scratch sizes: bytes with K, M, G or T, or 1-100% of RAM; never 0, ne
   CHECK(parse_memory_size("2G", why)->bytes(0) == 2ULL << 30);
 }
 
-TEST_CASE("[limits] scratch: half the RAM by default; the system file sets it; the user only within it; "
-          "a project never") {
+TEST_CASE(
+    "[limits] scratch: half the RAM by default; the system file sets it; the user only within it; "
+    "a project never") {
   auto scratch_of = [](const Resolved& r) { return r.policy ? r.policy->scratch().str() : "(no policy)"; };
   Resolved none = resolve_with("");
   REQUIRE(none.policy);
@@ -340,7 +355,8 @@ TEST_CASE("[limits] scratch: half the RAM by default; the system file sets it; t
   CHECK(scratch_of(larger) == "2G");
   REQUIRE(larger.refused.size() == 1);
   CHECK(larger.refused[0].str() ==
-        "user.toml:2:11: limits.scratch 4G: larger than the system operator's limit (limit: /etc/pi-jail/policy.toml:2:11)");
+        "user.toml:2:11: limits.scratch 4G: larger than the system operator's limit (limit: "
+        "/etc/pi-jail/policy.toml:2:11)");
   CHECK(larger.refused[0].by == Authority::user);
 
   // A share of RAM against a size: compared through the host's RAM, or
@@ -353,8 +369,8 @@ TEST_CASE("[limits] scratch: half the RAM by default; the system file sets it; t
                     layer("[limits]\nscratch = \"25%\"\n", "user.toml", Authority::user)},
                    ctx);
   };
-  CHECK(scratch_of(with_ram(4ULL << 30)) == "25%");   // 1 GiB
-  CHECK(scratch_of(with_ram(16ULL << 30)) == "2G");   // 4 GiB: refused
+  CHECK(scratch_of(with_ram(4ULL << 30)) == "25%");  // 1 GiB
+  CHECK(scratch_of(with_ram(16ULL << 30)) == "2G");  // 4 GiB: refused
   Resolved unknown = with_ram(0);
   CHECK(scratch_of(unknown) == "2G");
   REQUIRE(unknown.refused.size() == 1);
@@ -389,7 +405,7 @@ TEST_CASE("explain says where the scratch size applies: the Linux jail, not the 
                               "  size            8M                                            op.toml:2:11\n") !=
         std::string::npos);
   CHECK(compact_json().find(R"("scratch":{"size":"8M","enforced":true,"places":["/tmp","/var/tmp","/dev/shm"],)"
-                              R"("source":{"file":"op.toml","line":2,"column":11}})") != std::string::npos);
+                            R"("source":{"file":"op.toml","line":2,"column":11}})") != std::string::npos);
   ex.backend = "macos-seatbelt";
   CHECK(explain_text(ex).find("8M (no effect on macOS: TMPDIR is a private directory on the host disk)") !=
         std::string::npos);
@@ -425,7 +441,7 @@ TEST_CASE("network patterns normalise") {
     const char* out;
   } cases[] = {
       {"Example.COM", "example.com"}, {"example.com.", "example.com"}, {"*.Example.com:8443", "*.example.com:8443"},
-      {"10.0.0.1:80", "10.0.0.1:80"},  {"[::1]:11434", "[::1]:11434"},   {"[2001:DB8::1]", "[2001:db8::1]"},
+      {"10.0.0.1:80", "10.0.0.1:80"}, {"[::1]:11434", "[::1]:11434"},  {"[2001:DB8::1]", "[2001:db8::1]"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.in);
@@ -442,14 +458,15 @@ TEST_CASE("explain: golden text and JSON") {
                                   "[filesystem]\nwrite = [\"src\"]\n",
                                   ".pi/jail.toml", Authority::project)};
   Resolved r = resolve(layers, context(fs));
-  ExplainInput ex{r.policy ? &*r.policy : nullptr, &r,
+  ExplainInput ex{r.policy ? &*r.policy : nullptr,
+                  &r,
                   {{Authority::profile, "pi.toml", true},
                    {Authority::system, "/etc/pi-jail/policy.toml", false},
                    {Authority::project, ".pi/jail.toml", true}},
                   "/home/u/proj"};
   ex.jail_home = "/home/u/.local/share/pi-jail/homes/proj-0123456789abcdef";
   for (const auto& golden : {std::pair<std::string, std::string>{"explain.txt", explain_text(ex)},
-                              std::pair<std::string, std::string>{"explain.json", explain_json(ex)}}) {
+                             std::pair<std::string, std::string>{"explain.json", explain_json(ex)}}) {
     const std::string& file = golden.first;  // not a structured binding: CAPTURE's lambda takes it
     const std::string& text = golden.second;
     CAPTURE(file);
@@ -507,8 +524,9 @@ compile_cache = false
 bind = { anthropic = ["llm.corp.example"], ollama = ["http://127.0.0.1:11434"] }
 logins = "write-back"
 )";
-  const std::string project = "[network]\nallow = [\"evil.example\"]\n[env]\npass = [\"SECRET\"]\n"
-                              "[limits]\nmemory = \"8G\"\n";
+  const std::string project =
+      "[network]\nallow = [\"evil.example\"]\n[env]\npass = [\"SECRET\"]\n"
+      "[limits]\nmemory = \"8G\"\n";
   std::vector<LayerInfo> infos{{Authority::profile, "pi.toml", true},
                                {Authority::system, "op.toml", true},
                                {Authority::project, ".pi/jail.toml", true}};
@@ -524,9 +542,9 @@ logins = "write-back"
 
   auto bad = load_layer("[network]\nallow = [\"*.1.2.3\"]\n[limits]\nnetwork = [\"*.npmjs.org\"]\n", "op.toml",
                         Authority::system);
-  Resolved failed = resolve({layer(kProfile, "pi.toml", Authority::profile), bad.layer,
-                             layer(project, ".pi/jail.toml", Authority::project)},
-                            ctx);
+  Resolved failed = resolve(
+      {layer(kProfile, "pi.toml", Authority::profile), bad.layer, layer(project, ".pi/jail.toml", Authority::project)},
+      ctx);
   REQUIRE_FALSE(failed.policy);
   ExplainInput errors{nullptr, &failed, infos, "/home/u/proj"};
   check_golden("explain_errors.txt", explain_text(errors));
@@ -554,7 +572,8 @@ read_only = ["${workspace}/.envrc", "~/${workspace}"]
     CHECK(r.policy->read_only()[1].path == "/home/u" + ws);
   }
   ctx.workspace = "/home/u/proj";
-  auto bad = resolve({layer("[filesystem]\nread = [\"${nope}/x\", \"${unclosed\"]\n", "pi.toml", Authority::profile)}, ctx);
+  auto bad =
+      resolve({layer("[filesystem]\nread = [\"${nope}/x\", \"${unclosed\"]\n", "pi.toml", Authority::profile)}, ctx);
   REQUIRE(bad.errors.size() == 2);
   CHECK(bad.errors[0].message.find("unknown variable") != std::string::npos);
 }
@@ -572,11 +591,12 @@ TEST_CASE("a checked git worktree's common dir is a derived grant, bounded like 
   std::set<std::string> kept;
   for (const auto& k : r.policy->read_only()) {
     kept.insert(k.path);
-    if (k.path == "/srv/main/.git/config") CHECK(k.src.str() == "git worktree /home/u/proj/.git -> /srv/main/.git/worktrees/wt");
+    if (k.path == "/srv/main/.git/config")
+      CHECK(k.src.str() == "git worktree /home/u/proj/.git -> /srv/main/.git/worktrees/wt");
   }
-  for (const char* p : {"/srv/main/.git/hooks", "/srv/main/.git/config", "/srv/main/.git/commondir",
-                        "/srv/main/.git/worktrees/wt/commondir", "/srv/main/.git/worktrees/wt/gitdir",
-                        "/home/u/proj/.git"})
+  for (const char* p :
+       {"/srv/main/.git/hooks", "/srv/main/.git/config", "/srv/main/.git/commondir",
+        "/srv/main/.git/worktrees/wt/commondir", "/srv/main/.git/worktrees/wt/gitdir", "/home/u/proj/.git"})
     CHECK(kept.count(p) == 1);
 
   // $HOME or an ancestor, a masked path, or beyond the system operator's write limit: refused, reported.
@@ -660,7 +680,8 @@ TEST_CASE("a project's allow cannot out-specify an operator's deny") {
 }
 
 TEST_CASE("a project's deny wins over the operators' allows it covers, even more specific ones") {
-  Resolved r = resolve_with("[network]\ndeny = [\"*.npmjs.org\"]\n", "[network]\nallow = [\"x.npmjs.org\", \"pypi.org\"]\n");
+  Resolved r =
+      resolve_with("[network]\ndeny = [\"*.npmjs.org\"]\n", "[network]\nallow = [\"x.npmjs.org\", \"pypi.org\"]\n");
   REQUIRE(r.policy);
   REQUIRE(r.policy->net_allow().size() == 1);
   CHECK(r.policy->net_allow()[0].pattern.str() == "pypi.org");
@@ -678,7 +699,8 @@ TEST_CASE("network presets: an operator's become allow rules at the preset's lin
       CHECK(r.src.line == 2);
     }
   }
-  for (const char* h : {"registry.npmjs.org", "registry.yarnpkg.com", "crates.io", "index.crates.io", "static.crates.io"})
+  for (const char* h :
+       {"registry.npmjs.org", "registry.yarnpkg.com", "crates.io", "index.crates.io", "static.crates.io"})
     CHECK(allowed.count(h));
   CHECK_FALSE(allowed.count("pypi.org"));
 
@@ -823,8 +845,8 @@ TEST_CASE("resource limits: 4096 processes by default; the system file bounds th
 }
 
 TEST_CASE("[limits] cgroup is an absolute path") {
-  Resolved r = resolve({layer("[limits]\ncgroup = [\"sys/fs/cgroup\"]\n", "op.toml", Authority::system)},
-                       context(host()));
+  Resolved r =
+      resolve({layer("[limits]\ncgroup = [\"sys/fs/cgroup\"]\n", "op.toml", Authority::system)}, context(host()));
   CHECK_FALSE(r.policy.has_value());
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].str() == "op.toml:2:11: limits.cgroup \"sys/fs/cgroup\": must be an absolute path");
@@ -851,7 +873,8 @@ TEST_CASE("explain shows the resource limits and their sources") {
   std::string json = explain_json(ex);
   std::erase_if(json, [](char c) { return c == ' ' || c == '\n'; });
   CAPTURE(json);
-  CHECK(json.find(R"("limits":{"pids":{"value":512,"source":{"file":"op.toml","line":2,"column":8}})") != std::string::npos);
+  CHECK(json.find(R"("limits":{"pids":{"value":512,"source":{"file":"op.toml","line":2,"column":8}})") !=
+        std::string::npos);
   CHECK(json.find(R"("cpus":null,"cgroup":["/sys/fs/cgroup/pj"]})") != std::string::npos);
 }
 
@@ -894,8 +917,8 @@ TEST_CASE("toml++ reads a character past ASCII where it looks for a blank as an 
   // Without the pre-scan: toml++ 3.3.0 reached __builtin_unreachable() on
   // these (the sanitizer build aborts on it); thirdparty/toml.h makes it
   // report them.
-  for (const char* text : {"\xc3\xa9 = 1\n", "a = 1 \xc3\xa9\n", "a = 1\n\xe3\x81\x82\n", "[a]\xe2\xba\x80\n",
-                           "a = [1,\xd0\x96]\n"}) {
+  for (const char* text :
+       {"\xc3\xa9 = 1\n", "a = 1 \xc3\xa9\n", "a = 1\n\xe3\x81\x82\n", "[a]\xe2\xba\x80\n", "a = [1,\xd0\x96]\n"}) {
     CAPTURE(text);
     const std::string_view name = "f.toml";
     CHECK_THROWS_AS(static_cast<void>(toml::parse(std::string_view(text), name)), toml::parse_error);
@@ -930,8 +953,8 @@ TEST_CASE("a policy file with a character past ASCII outside strings and comment
     CHECK(number.errors[0].message.find("past ASCII") != std::string::npos);
   }
   // In strings and comments they are TOML's own.
-  auto good = load_layer("# caf\xc3\xa9\n[filesystem]\nread = [\"/home/jos\xc3\xa9\", \'\'\'/\xc3\xa9\'\'\']\n", "f.toml",
-                         Authority::project);
+  auto good = load_layer("# caf\xc3\xa9\n[filesystem]\nread = [\"/home/jos\xc3\xa9\", \'\'\'/\xc3\xa9\'\'\']\n",
+                         "f.toml", Authority::project);
   CHECK(good.errors.empty());
   CHECK(good.layer.read.size() == 2);
   // An inline table's next key is no bare value: its string is a string.

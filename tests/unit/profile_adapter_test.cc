@@ -110,8 +110,12 @@ TEST_CASE("a directory the caller places answers to the system write limit whate
   std::vector<policy::Layer> layers{
       loaded("[filesystem]\nwrite = [\"${tool_dir}/data/\"]\n", "profile t", policy::Authority::profile),
       loaded("[limits]\nwrite = [\"/home/u\"]\n", "/etc/pi-jail/policy.toml", policy::Authority::system)};
-  policy::Context ctx{"/home/u/proj", "/home/u", "/home/u/proj", {{"tool_dir", "/srv/tool"}},
-                      [](const std::string& p) -> std::optional<std::string> { return p; }, std::nullopt};
+  policy::Context ctx{"/home/u/proj",
+                      "/home/u",
+                      "/home/u/proj",
+                      {{"tool_dir", "/srv/tool"}},
+                      [](const std::string& p) -> std::optional<std::string> { return p; },
+                      std::nullopt};
   // Not placed by the caller: an operator's path like any other (granted).
   CHECK(policy::resolve(layers, ctx).errors.empty());
   ctx.placed = {{"tool_dir", "The tool's dir", "$TOOL_DIR", "set TOOL_DIR within it"}};

@@ -69,8 +69,8 @@ TEST_CASE("each built-in profile's layer made at build time is the one load_laye
     continue;
 #endif
     REQUIRE(built);
-    auto parsed = pj::policy::load_layer(p.text, pj::policy::built_in_profile_name(p.name),
-                                         pj::policy::Authority::profile);
+    auto parsed =
+        pj::policy::load_layer(p.text, pj::policy::built_in_profile_name(p.name), pj::policy::Authority::profile);
     REQUIRE(parsed.errors.empty());
     CHECK(*built == parsed.layer);
     CHECK(built->name == "profile " + std::string(p.name) + " (built in)");

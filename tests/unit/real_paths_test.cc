@@ -68,19 +68,72 @@ struct Tree {
     // Counts add up along a path: 30 + 30 links is past realpath's 40,
     // 5 + 5 past what RealPaths counts itself.
     for (int i = 0; i < 30; ++i) link(i == 29 ? "d" : "mid" + std::to_string(i + 1), "mid" + std::to_string(i));
-    for (int i = 0; i < 30; ++i)
-      link(i == 29 ? "f" : "inner" + std::to_string(i + 1), "d/e/inner" + std::to_string(i));
+    for (int i = 0; i < 30; ++i) link(i == 29 ? "f" : "inner" + std::to_string(i + 1), "d/e/inner" + std::to_string(i));
     for (int i = 0; i < 5; ++i) link(i == 4 ? "f" : "k" + std::to_string(i + 1), "d/e/k" + std::to_string(i));
     ::chmod((r + "/closed").c_str(), 0);  // EACCES below it, unless root
-    for (const char* p :
-         {"", "/d", "/d/e/f", "/d/e/g", "/d/e/g/x", "/l_rel", "/l_rel/e/f", "/l_rel/e/missing", "/l_abs/e/g",
-          "/l_chain", "/l_chain/f", "/l_chain2/f/missing/deeper", "/d/e/up", "/d/e/up/d/e", "/d/e/up/l_rel",
-          "/d/e/dot", "/d/e/slash", "/d/e/slashes", "/d/fl", "/d/fl_slash", "/d/fl/x", "/d/e/f/back",
-          "/d/sideways/f", "/d/e/up_slash", "/d/e/up_slash/e", "/d/e/f/dotdot", "/d/e/f/dotdot/g", "/d/dotted",
-          "/d/e/past_root", "/d/e/past_root/etc", "/d/abs_up", "/d/e/through_file", "/d/e/through_file2", "/loop1", "/loop1/x", "/self", "/dangling", "/dangling/x", "/dangling_abs",
-          "/through_link", "/missing", "/missing/a/b", "/d/file/x", "/c0", "/c0/e/f", "/c5", "/long0", "/long0/e",
-          "/mid0", "/mid0/e/inner0", "/mid0/e/inner0/x", "/d/e/inner0", "/c7/e/k0", "/c7/e/k1", "/c9/e/k2/x",
-          "/closed", "/closed/in", "/closed/in/x", "/d/../d", "//d", "/d/", "/./d/e", "/l_rel/../d"})
+    for (const char* p : {"",
+                          "/d",
+                          "/d/e/f",
+                          "/d/e/g",
+                          "/d/e/g/x",
+                          "/l_rel",
+                          "/l_rel/e/f",
+                          "/l_rel/e/missing",
+                          "/l_abs/e/g",
+                          "/l_chain",
+                          "/l_chain/f",
+                          "/l_chain2/f/missing/deeper",
+                          "/d/e/up",
+                          "/d/e/up/d/e",
+                          "/d/e/up/l_rel",
+                          "/d/e/dot",
+                          "/d/e/slash",
+                          "/d/e/slashes",
+                          "/d/fl",
+                          "/d/fl_slash",
+                          "/d/fl/x",
+                          "/d/e/f/back",
+                          "/d/sideways/f",
+                          "/d/e/up_slash",
+                          "/d/e/up_slash/e",
+                          "/d/e/f/dotdot",
+                          "/d/e/f/dotdot/g",
+                          "/d/dotted",
+                          "/d/e/past_root",
+                          "/d/e/past_root/etc",
+                          "/d/abs_up",
+                          "/d/e/through_file",
+                          "/d/e/through_file2",
+                          "/loop1",
+                          "/loop1/x",
+                          "/self",
+                          "/dangling",
+                          "/dangling/x",
+                          "/dangling_abs",
+                          "/through_link",
+                          "/missing",
+                          "/missing/a/b",
+                          "/d/file/x",
+                          "/c0",
+                          "/c0/e/f",
+                          "/c5",
+                          "/long0",
+                          "/long0/e",
+                          "/mid0",
+                          "/mid0/e/inner0",
+                          "/mid0/e/inner0/x",
+                          "/d/e/inner0",
+                          "/c7/e/k0",
+                          "/c7/e/k1",
+                          "/c9/e/k2/x",
+                          "/closed",
+                          "/closed/in",
+                          "/closed/in/x",
+                          "/d/../d",
+                          "//d",
+                          "/d/",
+                          "/./d/e",
+                          "/l_rel/../d"})
       paths.push_back(r + p);
     for (const char* p : {"/", "/proc/self", "/proc/self/cwd", "/proc/self/root/etc", "relative/path", ""})
       paths.push_back(p);
@@ -97,13 +150,15 @@ std::string described(const std::string& path, bool exists, const struct stat& l
   std::string out = path + ":";
   if (exists) out += " lstat " + std::to_string(lst.st_ino) + "/" + std::to_string(lst.st_mode);
   if (exists && S_ISLNK(lst.st_mode)) out += " link '" + link + "'";
-  if (real) out += " real " + *real + " stat " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + "/" +
-                   std::to_string(st.st_mode);
+  if (real)
+    out += " real " + *real + " stat " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + "/" +
+           std::to_string(st.st_mode);
   return out;
 }
 
 std::string by_libc(const std::string& path) {
-  struct stat lst {}, st {};
+  struct stat lst {
+  }, st{};
   const bool exists = ::lstat(path.c_str(), &lst) == 0;
   std::string link;
   char buf[PATH_MAX];

@@ -19,7 +19,9 @@ TEST_CASE("#! lines: the interpreter, and the program behind /usr/bin/env") {
       {"#!/usr/bin/python3\r", "/usr/bin/python3", ""},
       {"#!", "", ""},
       {"not a script", "", ""},
-      {"\x7f" "ELF", "", ""},
+      {"\x7f"
+       "ELF",
+       "", ""},
   };
   for (const auto& c : cases) {
     CAPTURE(c.line);

@@ -41,7 +41,7 @@ TEST_CASE("scratch: files are counted by top-level entry, largest first; links a
   auto d = survey({{"/tmp", a}, {"/var/tmp", b}});
   ::close(a);
   ::close(b);
-  CHECK(d.files == 6);  // small, a.txt, b.txt, f, the link, the FIFO
+  CHECK(d.files == 6);                           // small, a.txt, b.txt, f, the link, the FIFO
   CHECK(d.bytes == 10 + 3000 + 2000 + 100 + 4);  // the link's own size: "/usr"
   CHECK_FALSE(d.capped);
   REQUIRE(d.top.size() == 5);
@@ -49,8 +49,9 @@ TEST_CASE("scratch: files are counted by top-level entry, largest first; links a
   CHECK(d.top[0].files == 2);
   CHECK(d.top[1].path == "/var/tmp/d");
   std::string line = discarded_line(d);
-  CHECK(line == "the jail wrote 6 files (5.0 KiB) outside the workspace, in places discarded now: /tmp/wt (4.9 KiB, "
-                "2 files), /var/tmp/d (100 B), /tmp/small (10 B) and 2 more");
+  CHECK(line ==
+        "the jail wrote 6 files (5.0 KiB) outside the workspace, in places discarded now: /tmp/wt (4.9 KiB, "
+        "2 files), /var/tmp/d (100 B), /tmp/small (10 B) and 2 more");
 }
 
 TEST_CASE("scratch: nothing written, nothing said; names the jail chose are escaped and cut") {
@@ -66,6 +67,4 @@ TEST_CASE("scratch: nothing written, nothing said; names the jail chose are esca
   CHECK(line.size() < 300);
 }
 
-TEST_CASE("scratch: a closed or missing place is skipped") {
-  CHECK(survey({{"/tmp", -1}}).files == 0);
-}
+TEST_CASE("scratch: a closed or missing place is skipped") { CHECK(survey({{"/tmp", -1}}).files == 0); }

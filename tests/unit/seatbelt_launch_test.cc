@@ -70,8 +70,8 @@ int wait_exit(Sandboxed& s) {
 TEST_CASE("Seatbelt launcher: sandbox-exec gets the profile and parameters; the command its env and cwd") {
   StandIn si;
   ::setenv("PJ_TEST_HOST_SECRET", "leak", 1);
-  auto spec = spec_running("env > \"$HOME/env\"; pwd > \"$HOME/pwd\"; cut -d' ' -f6 /proc/$$/stat > \"$HOME/sid\"",
-                           si.dir);
+  auto spec =
+      spec_running("env > \"$HOME/env\"; pwd > \"$HOME/pwd\"; cut -d' ' -f6 /proc/$$/stat > \"$HOME/sid\"", si.dir);
   auto s = Sandboxed::start(spec, {si.exe, -1});
   REQUIRE_MESSAGE(s.ok(), s.error().message());
   CHECK(wait_exit(*s) == 0);

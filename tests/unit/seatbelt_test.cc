@@ -38,7 +38,7 @@ struct FakeMac {
     PathFact f;
     f.resolved = resolve(path);
     f.is_symlink = links.count(path) > 0;
-    f.kind = dirs.count(f.resolved) ? PathFact::Kind::directory
+    f.kind = dirs.count(f.resolved)    ? PathFact::Kind::directory
              : files.count(f.resolved) ? PathFact::Kind::file
                                        : PathFact::Kind::absent;
     return f;
@@ -53,19 +53,36 @@ struct FakeMac {
 FakeMac mac() {
   FakeMac m;
   m.links = {{"/etc", "/private/etc"}, {"/tmp", "/private/tmp"}, {"/var", "/private/var"}};
-  for (const char* d : {"/", "/usr", "/bin", "/sbin", "/private/etc", "/private/etc/ssl", "/private/etc/profile.d",
-                        "/Users/u", "/Users/u/src/proj", "/Users/u/src/proj/.git", "/Users/u/src/proj/.git/hooks",
-                        "/Users/u/src/proj/src", "/Users/u/.pi/agent", "/Users/u/.pi/agent/extensions",
-                        "/Users/u/.pi/agent/sessions", "/Users/u/.pi/agent/sessions/--Users-u-src-proj--",
+  for (const char* d : {"/",
+                        "/usr",
+                        "/bin",
+                        "/sbin",
+                        "/private/etc",
+                        "/private/etc/ssl",
+                        "/private/etc/profile.d",
+                        "/Users/u",
+                        "/Users/u/src/proj",
+                        "/Users/u/src/proj/.git",
+                        "/Users/u/src/proj/.git/hooks",
+                        "/Users/u/src/proj/src",
+                        "/Users/u/.pi/agent",
+                        "/Users/u/.pi/agent/extensions",
+                        "/Users/u/.pi/agent/sessions",
+                        "/Users/u/.pi/agent/sessions/--Users-u-src-proj--",
                         "/Users/u/.pi/agent/sessions/--Users-u-other--",
-                        "/private/var/folders/xy/T/pi-jail.ab12", "/opt/homebrew/Cellar/node/24.1.0",
-                        "/opt/homebrew/lib/node_modules/@earendil-works/pi", "/Users/u/data", "/Users/u/data/keep",
-                        "/Users/u/data/secret", "/opt/tools"})
+                        "/private/var/folders/xy/T/pi-jail.ab12",
+                        "/opt/homebrew/Cellar/node/24.1.0",
+                        "/opt/homebrew/lib/node_modules/@earendil-works/pi",
+                        "/Users/u/data",
+                        "/Users/u/data/keep",
+                        "/Users/u/data/secret",
+                        "/opt/tools"})
     m.dirs.insert(d);
-  for (const char* f : {"/usr/bin/env", "/private/etc/passwd", "/private/etc/group", "/private/etc/hosts", "/private/etc/resolv.conf",
-                        "/private/etc/localtime", "/Users/u/src/proj/.git/config", "/Users/u/.pi/agent/settings.json",
-                        "/Users/u/.pi/agent/auth.json", "/opt/homebrew/lib/node_modules/@earendil-works/pi/dist/cli.js",
-                        "/Users/u/data/secret/key", "/Users/u/src/proj/.env"})
+  for (const char* f :
+       {"/usr/bin/env", "/private/etc/passwd", "/private/etc/group", "/private/etc/hosts", "/private/etc/resolv.conf",
+        "/private/etc/localtime", "/Users/u/src/proj/.git/config", "/Users/u/.pi/agent/settings.json",
+        "/Users/u/.pi/agent/auth.json", "/opt/homebrew/lib/node_modules/@earendil-works/pi/dist/cli.js",
+        "/Users/u/data/secret/key", "/Users/u/src/proj/.env"})
     m.files.insert(f);
   return m;
 }
@@ -80,7 +97,9 @@ PlanInput pi_input(const FakeMac& m) {
       for (const auto& e : loaded.errors) FAIL_CHECK(e.str());
       profile = loaded.layer;
     }
-  policy::Context ctx{"/Users/u/src/proj", "/Users/u", "/Users/u/src/proj/src",
+  policy::Context ctx{"/Users/u/src/proj",
+                      "/Users/u",
+                      "/Users/u/src/proj/src",
                       {{"pi_agent_dir", "/Users/u/.pi/agent"}},
                       [&m](const std::string& p) -> std::optional<std::string> {
                         auto f = m.fact(p);
@@ -100,8 +119,8 @@ PlanInput pi_input(const FakeMac& m) {
   in.request.cwd = "/Users/u/src/proj/src";
   in.request.home = "/Users/u";
   runtime::apply_policy(*resolved.policy, in.request);
-  in.request.grants.push_back({"/opt/homebrew/Cellar/node/24.1.0", runtime::Access::read_only,
-                               "interpreter of pi (#!/usr/bin/env node)"});
+  in.request.grants.push_back(
+      {"/opt/homebrew/Cellar/node/24.1.0", runtime::Access::read_only, "interpreter of pi (#!/usr/bin/env node)"});
   in.request.grants.push_back(
       {"/opt/homebrew/lib/node_modules/@earendil-works/pi", runtime::Access::read_only, "package of pi"});
   in.request.exec_path = "/opt/homebrew/lib/node_modules/@earendil-works/pi/dist/cli.js";
@@ -128,7 +147,8 @@ PlanInput policies_input() {
               {"/opt/tools", runtime::Access::read_only, "--allow-read"}};
   r.read_only = {{"/Users/u/data/keep/sub/cfg", "user.toml:5:1", runtime::Node::file},
                  {"/Users/u/src/proj/.git/hooks", "profile:9", runtime::Node::directory}};
-  r.denies = {{"/Users/u/data/secret", "user.toml:6:1"}, {"/Users/u/src/proj/.env", "project:1:1"},
+  r.denies = {{"/Users/u/data/secret", "user.toml:6:1"},
+              {"/Users/u/src/proj/.env", "project:1:1"},
               {"/Users/u/absent", "absent: nothing to hide"}};
   r.forwards = {{runtime::Loopback::v4, 5432}, {runtime::Loopback::v6, 5432}, {runtime::Loopback::v4, 8080}};
   r.exec_path = "/usr/bin/env";
@@ -189,7 +209,8 @@ TEST_CASE("Seatbelt: the default Pi profile (golden profile and parameters)") {
   CHECK(generated(*spec).find("(require-not (subpath (param \"HIDDEN_0\")))") != std::string::npos);
   bool own_root = false;
   for (const auto& p : spec->params)
-    own_root = own_root || (p.name.starts_with("ROOT_") && p.value == "/Users/u/.pi/agent/sessions/--Users-u-src-proj--");
+    own_root =
+        own_root || (p.name.starts_with("ROOT_") && p.value == "/Users/u/.pi/agent/sessions/--Users-u-src-proj--");
   CHECK(own_root);
   for (const auto& p : spec->params) CHECK(p.value.find("--Users-u-other--") == std::string::npos);
 }
@@ -239,7 +260,8 @@ TEST_CASE("Seatbelt: paths full of quotes, parentheses and newlines cannot chang
   FakeMac m = mac();
   PlanInput plain = policies_input();
   PlanInput hostile = plain;
-  const std::string evil = "/Users/u/x\") (allow default) (allow file-write* (subpath \"/\")) ; \"\n(allow network*)\\#\"";
+  const std::string evil =
+      "/Users/u/x\") (allow default) (allow file-write* (subpath \"/\")) ; \"\n(allow network*)\\#\"";
   hostile.request.workspace = evil + "/proj";
   hostile.request.grants[0].path = evil + "/data";
   hostile.request.read_only[0].path = evil + "/data/keep/sub/cfg";

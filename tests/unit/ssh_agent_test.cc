@@ -164,12 +164,12 @@ TEST_CASE("known_hosts gives a host's plain and hashed keys, not revoked or anot
   const std::string name = "[git.example]:2222";
   HMAC(EVP_sha1(), salt.data(), 20, reinterpret_cast<const unsigned char*>(name.data()), name.size(), mac, &len);
   const std::string hashed = "|1|" + b64(salt) + "|" + b64(std::string(reinterpret_cast<char*>(mac), 20));
-  const std::string text = "# comment\n"
-                           "git.example,other ssh-ed25519 " + b64(a.blob()) + " user@host\n" +
-                           hashed + " ssh-ed25519 " + b64(b.blob()) + "\n" +
-                           "*.example,!git.example ssh-ed25519 " + b64(c.blob()) + "\n" +
-                           "@revoked * ssh-ed25519 " + b64(c.blob()) + "\n" +
-                           "git.example ssh-rsa " + b64(a.blob()) + "\n";  // the blob's type is not the one written
+  const std::string text =
+      "# comment\n"
+      "git.example,other ssh-ed25519 " +
+      b64(a.blob()) + " user@host\n" + hashed + " ssh-ed25519 " + b64(b.blob()) + "\n" +
+      "*.example,!git.example ssh-ed25519 " + b64(c.blob()) + "\n" + "@revoked * ssh-ed25519 " + b64(c.blob()) + "\n" +
+      "git.example ssh-rsa " + b64(a.blob()) + "\n";  // the blob's type is not the one written
   auto on22 = find_host_keys(text, "GIT.example", 22);
   REQUIRE(on22.size() == 1);
   CHECK(on22[0].blob == a.blob());
@@ -182,14 +182,16 @@ TEST_CASE("known_hosts gives a host's plain and hashed keys, not revoked or anot
 
 TEST_CASE("a host missing from known_hosts stops the run, saying how to add it") {
   std::vector<std::string> blobs;
-  auto r = pj::sshagent::jail_known_hosts("", "/home/u/.ssh/known_hosts", {{"git.example", 2222, 2201, "--allow-ssh"}}, blobs);
+  auto r = pj::sshagent::jail_known_hosts("", "/home/u/.ssh/known_hosts", {{"git.example", 2222, 2201, "--allow-ssh"}},
+                                          blobs);
   REQUIRE_FALSE(r);
   CHECK(r.error().message().find("ssh-keyscan -p 2222 git.example >> /home/u/.ssh/known_hosts") != std::string::npos);
 }
 
 TEST_CASE("the jail's ssh config maps each allowed host and refuses the others with the option's name") {
   auto text = pj::sshagent::jail_config_text({{"git.example", 22, 2201, "--allow-ssh"}});
-  CHECK(text.find("Host git.example\n  HostName 127.0.0.1\n  Port 2201\n  HostKeyAlias git.example\n") != std::string::npos);
+  CHECK(text.find("Host git.example\n  HostName 127.0.0.1\n  Port 2201\n  HostKeyAlias git.example\n") !=
+        std::string::npos);
   CHECK(text.find("StrictHostKeyChecking yes") != std::string::npos);
   CHECK(text.find("--allow-ssh %h") != std::string::npos);
 }

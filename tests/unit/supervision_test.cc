@@ -182,7 +182,9 @@ TEST_CASE("a termination signal is passed on with CONT, KILL follows after --gra
   CHECK_FALSE(core.timed_out());
 }
 
-TEST_CASE("a termination signal after --timeout fired kills at once only if it is the second signal; the grace is not extended") {
+TEST_CASE(
+    "a termination signal after --timeout fired kills at once only if it is the second signal; the grace is not "
+    "extended") {
   FakeJail jail;
   auto opts = options(seconds(10));
   Supervision core(jail, opts, 0, t0);
@@ -232,8 +234,8 @@ bool type_ok(const json::Value& v, const std::string& name) {
 void check_schema(const json::Value& v, const json::Value& schema, const std::string& where,
                   std::vector<std::string>& problems) {
   for (const auto& m : *schema.as_object()) {
-    static const std::vector<std::string> known = {"$schema", "title", "description", "type", "enum", "required",
-                                                   "properties", "additionalProperties", "items", "oneOf"};
+    static const std::vector<std::string> known = {"$schema",  "title",      "description",          "type",  "enum",
+                                                   "required", "properties", "additionalProperties", "items", "oneOf"};
     if (std::find(known.begin(), known.end(), m.key) == known.end())
       problems.push_back(where + ": schema keyword " + m.key + " is not checked here");
   }
@@ -249,7 +251,8 @@ void check_schema(const json::Value& v, const json::Value& schema, const std::st
   }
   if (const auto* t = schema.find("type")) {
     bool ok = false;
-    if (t->as_string()) ok = type_ok(v, *t->as_string());
+    if (t->as_string())
+      ok = type_ok(v, *t->as_string());
     else
       for (const auto& n : *t->as_array()) ok = ok || type_ok(v, *n.as_string());
     if (!ok) {
@@ -270,13 +273,16 @@ void check_schema(const json::Value& v, const json::Value& schema, const std::st
     const auto* extra = schema.find("additionalProperties");
     for (const auto& m : *obj) {
       const json::Value* sub = props ? props->find(m.key) : nullptr;
-      if (sub) check_schema(m.value, *sub, where + "." + m.key, problems);
-      else if (extra && extra->as_bool() && !*extra->as_bool()) problems.push_back(where + ": unexpected " + m.key);
+      if (sub)
+        check_schema(m.value, *sub, where + "." + m.key, problems);
+      else if (extra && extra->as_bool() && !*extra->as_bool())
+        problems.push_back(where + ": unexpected " + m.key);
     }
   }
   if (const auto* arr = v.as_array()) {
     if (const auto* items = schema.find("items"))
-      for (size_t i = 0; i < arr->size(); ++i) check_schema((*arr)[i], *items, fmt::format("{}[{}]", where, i), problems);
+      for (size_t i = 0; i < arr->size(); ++i)
+        check_schema((*arr)[i], *items, fmt::format("{}[{}]", where, i), problems);
   }
 }
 
@@ -447,9 +453,10 @@ TEST_CASE("every set-up failure is worded the same way: nothing was run, the ste
     out = pj::supervisor::setup_failed("create the jail's namespaces (clone): No space left on device (ENOSPC)",
                                        "raise user.max_user_namespaces");
   });
-  CHECK(err == "pi-jail: error: jail setup failed, nothing was run\n"
-               "  step: create the jail's namespaces (clone): No space left on device (ENOSPC)\n"
-               "  fix: raise user.max_user_namespaces\n");
+  CHECK(err ==
+        "pi-jail: error: jail setup failed, nothing was run\n"
+        "  step: create the jail's namespaces (clone): No space left on device (ENOSPC)\n"
+        "  fix: raise user.max_user_namespaces\n");
   CHECK(out.exit_code == 125);
   CHECK(out.ending == RunOutcome::Ending::setup_failed);
   CHECK(out.command_status == -1);
@@ -460,8 +467,9 @@ TEST_CASE("every set-up failure is worded the same way: nothing was run, the ste
   CHECK(out.exit_code == 125);
 
   err = stderr_of([] { pj::supervisor::say_setup_failed("start the network filter: EMFILE", "report a bug", true); });
-  CHECK(err == "pi-jail: error: jail setup failed, the jail was stopped\n  step: start the network filter: EMFILE\n"
-               "  fix: report a bug\n");
+  CHECK(err ==
+        "pi-jail: error: jail setup failed, the jail was stopped\n  step: start the network filter: EMFILE\n"
+        "  fix: report a bug\n");
 }
 
 TEST_CASE("an error that ends a run before the command ran gives its exit status and ending, and says nothing") {

@@ -73,9 +73,7 @@ TEST_CASE("every row of the command table is enforced by the compiled filter") {
     seccomp_data d = call(row.syscall);
     const ArgTest& t = row.when;
     switch (t.kind) {
-      case ArgTest::Kind::always:
-        CHECK(bpf_run(prog, d) == want);
-        break;
+      case ArgTest::Kind::always: CHECK(bpf_run(prog, d) == want); break;
       case ArgTest::Kind::bits_set:
         // The flag alone, and mixed with harmless ones.
         CHECK(bpf_run(prog, with_arg(d, t.arg, t.value)) == want);
@@ -167,7 +165,8 @@ TEST_CASE("the jail's init may only wait, signal and exit") {
     CAPTURE(name);
     CHECK(bpf_run(*prog, call(name)) == kAllow);
   }
-  for (const char* name : {"execve", "execveat", "socket", "connect", "ptrace", "mount", "clone", "clone3", "unshare"}) {
+  for (const char* name :
+       {"execve", "execveat", "socket", "connect", "ptrace", "mount", "clone", "clone3", "unshare"}) {
     CAPTURE(name);
     CHECK(bpf_run(*prog, call(name)) == kKill);
   }
@@ -232,8 +231,8 @@ TEST_CASE("the command filter finds a system call's verdict in a binary tree, no
       steps.push_back(count);
     }
     std::sort(steps.begin(), steps.end());
-    CHECK(prog.size() > 100);  // the table is not empty: the bounds mean something
-    CHECK(steps[501] <= 24);   // 98% of the numbers
+    CHECK(prog.size() > 100);    // the table is not empty: the bounds mean something
+    CHECK(steps[501] <= 24);     // 98% of the numbers
     CHECK(steps.back() <= 128);  // the rows that look at arguments
   }
 }

@@ -21,8 +21,7 @@ using namespace pj;
 namespace {
 
 struct Dir {
-  std::string path =
-      std::filesystem::temp_directory_path() / fmt::format("pj-temp-file-test-{:x}", util::random_u64());
+  std::string path = std::filesystem::temp_directory_path() / fmt::format("pj-temp-file-test-{:x}", util::random_u64());
   util::UniqueFd fd;
   Dir() {
     std::filesystem::create_directory(path);
@@ -30,7 +29,9 @@ struct Dir {
   }
   ~Dir() { std::filesystem::remove_all(path); }
   void touch(const std::string& name) const { std::ofstream(path + "/" + name) << "x"; }
-  bool has(const std::string& name) const { return std::filesystem::exists(std::filesystem::symlink_status(path + "/" + name)); }
+  bool has(const std::string& name) const {
+    return std::filesystem::exists(std::filesystem::symlink_status(path + "/" + name));
+  }
 };
 
 }  // namespace
@@ -59,18 +60,18 @@ TEST_CASE("a temporary file is renamed over its target, and removed when it was 
 TEST_CASE("the files a killed writer left are removed, and nothing else") {
   Dir d;
   d.touch("placeholders.0123456789abcdef.tmp");  // left by a killed writer
-  d.touch("placeholders");                        // the file itself
-  d.touch("placeholders.tmp");                    // not a name create() makes
+  d.touch("placeholders");                       // the file itself
+  d.touch("placeholders.tmp");                   // not a name create() makes
   d.touch("placeholders.0123456789ABCDEF.tmp");
   d.touch("placeholders.0123456789abcdef.tmp.x");
-  d.touch("other.0123456789abcdef.tmp");          // another file's
+  d.touch("other.0123456789abcdef.tmp");  // another file's
   std::filesystem::create_directory(d.path + "/placeholders.fedcba9876543210.tmp");
   std::filesystem::create_symlink("/etc/passwd", d.path + "/placeholders.1111111111111111.tmp");
   util::TempFile::remove_abandoned(d.fd.get(), "placeholders");
   CHECK_FALSE(d.has("placeholders.0123456789abcdef.tmp"));
-  for (const char* kept : {"placeholders", "placeholders.tmp", "placeholders.0123456789ABCDEF.tmp",
-                           "placeholders.0123456789abcdef.tmp.x", "other.0123456789abcdef.tmp",
-                           "placeholders.fedcba9876543210.tmp", "placeholders.1111111111111111.tmp"})
+  for (const char* kept :
+       {"placeholders", "placeholders.tmp", "placeholders.0123456789ABCDEF.tmp", "placeholders.0123456789abcdef.tmp.x",
+        "other.0123456789abcdef.tmp", "placeholders.fedcba9876543210.tmp", "placeholders.1111111111111111.tmp"})
     CHECK_MESSAGE(d.has(kept), kept);
   CHECK(std::filesystem::exists("/etc/passwd"));
 }

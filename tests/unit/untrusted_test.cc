@@ -122,13 +122,35 @@ struct TrickyTree {
   }
   static inline const std::vector<std::string> rels = {
       // Directories, however written.
-      "", ".", "a", "a/b/c", "./a//b/", "a/b/c/", "/a/b",
+      "",
+      ".",
+      "a",
+      "a/b/c",
+      "./a//b/",
+      "a/b/c/",
+      "/a/b",
       // Symlinks at the end or on the way: relative, absolute, "..", magic, dangling.
-      "a/rel", "a/rel/c", "a/abs", "a/abs/c", "a/up", "a/up/a", "a/magic", "a/dangling",
+      "a/rel",
+      "a/rel/c",
+      "a/abs",
+      "a/abs/c",
+      "a/up",
+      "a/up/a",
+      "a/magic",
+      "a/dangling",
       // Not a directory, or missing.
-      "a/file", "a/file/x", "a/fifo", "a/missing", "a/missing/c", "missing",
+      "a/file",
+      "a/file/x",
+      "a/fifo",
+      "a/missing",
+      "a/missing/c",
+      "missing",
       // "..", after a directory, a missing name or a symlink.
-      "a/b/..", "a/../a", "missing/../a", "a/rel/..", "..",
+      "a/b/..",
+      "a/../a",
+      "missing/../a",
+      "a/rel/..",
+      "..",
   };
   // Every rel opened beneath the tree and as an absolute path.
   std::vector<std::string> outcomes() const {
@@ -221,7 +243,8 @@ TEST_CASE("stat_beneath tells a symlink, a directory, a file and absence apart w
   CHECK_FALSE(open_dir_beneath(root->get(), "dir/.."));
 }
 
-TEST_CASE("open_output_file: a regular file or none; a FIFO, device, directory or symlink never blocks and is refused") {
+TEST_CASE(
+    "open_output_file: a regular file or none; a FIFO, device, directory or symlink never blocks and is refused") {
   TempDir t;
   t.write("doc", "old content\n");
   t.write("log", "line 1\n");
@@ -253,9 +276,8 @@ TEST_CASE("open_output_file: a regular file or none; a FIFO, device, directory o
   struct Case {
     std::string path, says;
   } refused[] = {
-      {t.path + "/fifo", "is a FIFO"},      {t.path + "/read-fifo", "is a FIFO"},
-      {"/dev/null", "is a device"},         {t.path + "/dir", "is a directory"},
-      {t.path + "/link", "is a symlink"},   {t.path + "/dangling", "is a symlink"},
+      {t.path + "/fifo", "is a FIFO"},     {t.path + "/read-fifo", "is a FIFO"}, {"/dev/null", "is a device"},
+      {t.path + "/dir", "is a directory"}, {t.path + "/link", "is a symlink"},   {t.path + "/dangling", "is a symlink"},
   };
   for (const auto& c : refused) {
     CAPTURE(c.path);
@@ -280,7 +302,9 @@ TEST_CASE("directory_is_empty: only . and .. count as empty, however many entrie
   for (int i = 0; i < 400; ++i) d.write("full/entry-with-a-long-name-" + std::to_string(i), "");
   std::filesystem::create_directories(d.path + "/one");
   d.write("one/.hidden", "");
-  auto open_dir = [&](const std::string& rel) { return UniqueFd(::open((d.path + "/" + rel).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); };
+  auto open_dir = [&](const std::string& rel) {
+    return UniqueFd(::open((d.path + "/" + rel).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  };
   UniqueFd empty = open_dir("empty"), full = open_dir("full"), one = open_dir("one");
   CHECK(directory_is_empty(empty.get()));
   CHECK(directory_is_empty(empty.get()));  // again: read from the start each time
@@ -292,7 +316,8 @@ TEST_CASE("directory_is_empty: only . and .. count as empty, however many entrie
   CHECK_FALSE(directory_is_empty(-1));
 }
 
-TEST_CASE("open_dir_beneath/open_dir_nofollow: no symlink on the way or at the end, no \"..\", each refusal its errno") {
+TEST_CASE(
+    "open_dir_beneath/open_dir_nofollow: no symlink on the way or at the end, no \"..\", each refusal its errno") {
   TrickyTree t;
   auto top = open_dir_nofollow(t.d.path);
   REQUIRE(top);
@@ -403,8 +428,10 @@ TEST_CASE("for_each_name lists every name but . and .., from the start each time
   // Enough long names to take several reads of the directory.
   for (int i = 0; i < 1500; ++i) {
     std::string name = "entry-" + std::to_string(i) + "-" + std::string(40, 'x');
-    if (i % 3 == 0) std::filesystem::create_directory(d.path + "/" + name);
-    else d.write(name, "");
+    if (i % 3 == 0)
+      std::filesystem::create_directory(d.path + "/" + name);
+    else
+      d.write(name, "");
     made.insert(name);
   }
   REQUIRE(::symlink("nowhere", (d.path + "/link").c_str()) == 0);
@@ -499,9 +526,9 @@ TEST_CASE("remove_special_files gives the owner back the rights the jail took fr
     __user_cap_data_struct none[2] = {};
     const bool dropped = ::syscall(SYS_capset, &header, none) == 0;
     auto r = remove_special_files(d.path);
-    return std::vector<std::string>{dropped ? "capabilities dropped" : "cap_set_proc failed",
-                                    std::to_string(r.removed) + " removed, " + std::to_string(r.unchecked) +
-                                        " unchecked"};
+    return std::vector<std::string>{
+        dropped ? "capabilities dropped" : "cap_set_proc failed",
+        std::to_string(r.removed) + " removed, " + std::to_string(r.unchecked) + " unchecked"};
   });
   CHECK(lines == std::vector<std::string>{"capabilities dropped", "2 removed, 0 unchecked"});
   CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(d.path + "/ro/planted.jsonl")));

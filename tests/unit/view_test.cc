@@ -105,8 +105,8 @@ TEST_CASE("view probe: kinds, links, and the real path of an absent path") {
   std::strcpy(addr.sun_path, sock.c_str());
   REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
 
-  auto facts = view::probe_paths({r + "/real", r + "/real/file", r + "/alias", r + "/alias/gone/deeper",
-                                  r + "/dangling", sock, r + "/real"});
+  auto facts = view::probe_paths(
+      {r + "/real", r + "/real/file", r + "/alias", r + "/alias/gone/deeper", r + "/dangling", sock, r + "/real"});
   ::close(s);
   CHECK(facts.size() == 6);
 
@@ -164,7 +164,7 @@ TEST_CASE("view: a symlinked agent dir is protected where it really is; a link t
   CHECK(mark->access == runtime::Access::read_only);
   CHECK(mark->source.ino == view::fact(h.facts, "/home/u/dotfiles/pi-agent").ino);
   CHECK(mark->why == "pi.toml:50:3");
-  CHECK(places(v, Role::pin).empty());  // its parent is the grant itself
+  CHECK(places(v, Role::pin).empty());      // its parent is the grant itself
   CHECK_FALSE(at(v, "/home/u/.pi/agent"));  // nothing at the link's own path
 
   // The link itself inside a writable place: the jail could repoint it.
@@ -217,14 +217,16 @@ TEST_CASE("view: a worktree's repository: marks held, the directories holding th
   for (const auto& p : v.places)
     if (p.role == Role::mark) CHECK_MESSAGE(p.held, p.path);
   // Absent: a file git reads (empty config) and a directory, each covered.
-  CHECK(places(v, Role::placeholder) == std::vector<std::string>{"/home/u/repo/.git/worktrees/wt/config.worktree <file>",
-                                                                 "/home/u/repo/.git/worktrees/wt/hooks <dir>"});
+  CHECK(places(v, Role::placeholder) ==
+        std::vector<std::string>{"/home/u/repo/.git/worktrees/wt/config.worktree <file>",
+                                 "/home/u/repo/.git/worktrees/wt/hooks <dir>"});
   const Place* cw = at(v, "/home/u/repo/.git/worktrees/wt/config.worktree");
   REQUIRE(cw);
   CHECK(cw->shows == Shows::mask);
   CHECK(cw->content.empty());
   // The directories between the writable repository and the marks.
-  CHECK(places(v, Role::pin) == std::vector<std::string>{"/home/u/repo/.git/worktrees/wt", "/home/u/repo/.git/worktrees"});
+  CHECK(places(v, Role::pin) ==
+        std::vector<std::string>{"/home/u/repo/.git/worktrees/wt", "/home/u/repo/.git/worktrees"});
   for (const auto& p : v.places)
     if (p.role == Role::pin) CHECK(p.access == runtime::Access::read_write);
 }
