@@ -183,9 +183,13 @@ std::string default_workspace(const std::string& cwd) {
   }
 }
 
-util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
-  Prepared prepared;
-  runtime::Request& in = prepared.request;
+namespace {
+
+// The places a run starts from: the current directory, $HOME and the
+// workspace, with the workspaces that are refused. Returns $HOME
+// resolved: guards compare resolved paths, so a $HOME given as a symlink
+// cannot let the real home directory become the workspace.
+util::Result<std::string> locate(const cli::PrepareInput& inv, runtime::Request& in) {
   auto cwd = current_dir();
   if (!cwd) return cwd.take_error();
   in.cwd = *cwd;
@@ -193,9 +197,7 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
   auto home = util::normalize_path(home_dir());
   if (!home) return std::move(home.take_error()).context("$HOME");
   in.home = *home;
-  // Guards compare resolved paths: $HOME given as a symlink must not let
-  // the real home directory become the workspace.
-  const std::string home_real = real_path(in.home).value_or(in.home);
+  std::string home_real = real_path(in.home).value_or(in.home);
 
   auto ws = resolve_dir(inv.workspace ? *inv.workspace : default_workspace(in.cwd), in.cwd, "workspace");
   if (!ws) return ws.take_error();
@@ -217,48 +219,42 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
     if (inv.mode != cli::Mode::explain) return Error::invalid(msg);
     util::warn("{}", msg);
   }
+  return home_real;
+}
 
-  policy::Places places{
-      .workspace = in.workspace, .home = in.home, .cwd = in.cwd, .state_dir = state_dir(), .data_dir = data_dir()};
-  const char* path_env = std::getenv("PATH");
-  runtime::Preparation preparation{
-      .preparing = preparing(inv), .home_real = home_real, .path_env = path_env ? path_env : ""};
-  // What the profile adds beyond its policy text (pi/profile_adapter.h).
-  auto profile = pi::profile_adapter(inv.policy.profile);
-  runtime::ProfileHints hints;
-  if (auto placed = profile->place(places, preparation); !placed) return placed.take_error();
-  std::string why_not;
-  places.worktree = git::find_worktree(in.workspace, home_real, why_not);
-  if (!why_not.empty()) util::warn("{}", util::printable(why_not));
-
-  // The program to run, found before the policy is resolved: what it
-  // needs enters the policy (policy::ProgramNeed), bounded by the
-  // operators' limits and listed with its provenance. A program that is
-  // not there is reported where it always was, after the policy's own
-  // problems and the jail home.
-  std::optional<util::Error> program_error;
-  if (inv.mode == cli::Mode::run) {
-    auto program = runtime::discover(inv.command.front(), {path_env ? path_env : "", in.cwd, in.home});
-    if (program) {
-      // Unsandboxed runs show nothing: the program needs no grant there.
-      if (inv.isolation == cli::Isolation::jail)
-        for (const auto& need : program->needs)
-          places.program.push_back({need.path, {need.why, 0, 0}, policy::Necessity::required});
-      prepared.program = std::move(*program);
-    } else {
-      program_error = program.take_error();
-    }
-    preparation.argv = inv.command;
-    if (!program_error) preparation.program = &prepared.program;
+// The program to run, found before the policy is resolved: what it needs
+// enters the policy (policy::ProgramNeed), bounded by the operators'
+// limits and listed with its provenance. A program that is not there is
+// returned, not reported: it is reported where it always was, after the
+// policy's own problems and the jail home.
+std::optional<Error> find_program(const cli::PrepareInput& inv, const std::string& path_env, Prepared& prepared,
+                                  policy::Places& places, runtime::Preparation& preparation) {
+  if (inv.mode != cli::Mode::run) return std::nullopt;
+  std::optional<Error> program_error;
+  auto program = runtime::discover(inv.command.front(), {path_env, prepared.request.cwd, prepared.request.home});
+  if (program) {
+    // Unsandboxed runs show nothing: the program needs no grant there.
+    if (inv.isolation == cli::Isolation::jail)
+      for (const auto& need : program->needs)
+        places.program.push_back({need.path, {need.why, 0, 0}, policy::Necessity::required});
+    prepared.program = std::move(*program);
+  } else {
+    program_error = program.take_error();
   }
-  if (auto shown = profile->needs(places, preparation, places.program); !shown) return shown.take_error();
+  preparation.argv = inv.command;
+  if (!program_error) preparation.program = &prepared.program;
+  return program_error;
+}
 
+// The policy's layers loaded and resolved, with what the program looks
+// for in the view they make (more needs of the program: resolved again).
+// Its problems stop a run, all named at once; explain shows them.
+util::Status load_policy(const cli::PrepareInput& inv, const policy::Places& places, runtime::ProfileAdapter& profile,
+                         const runtime::Preparation& preparation, Prepared& prepared) {
   prepared.policy = policy::load_policy(inv.policy, places);
   policy::LoadedPolicy& lp = prepared.policy;
-  // What the program looks for in the view the policy makes; what it
-  // does not show yet is more needs of the program: resolved again.
   if (lp.resolved.policy) {
-    auto more = profile->more_needs(*lp.resolved.policy, preparation);
+    auto more = profile.more_needs(*lp.resolved.policy, preparation);
     if (!more.empty() && inv.isolation == cli::Isolation::jail) {
       lp.ctx.program.insert(lp.ctx.program.end(), more.begin(), more.end());
       lp.resolved = policy::resolve_policy(lp.layers, lp.ctx);
@@ -278,53 +274,96 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
       if (g.by == policy::Authority::git_worktree)
         util::note("{}: {} is writable (its hooks, config and pointer files read-only)", util::printable(g.src.str()),
                    util::printable(g.path));
-  if (lp.resolved.policy) {
-    runtime::apply_policy(*lp.resolved.policy, in);
-    if (inv.isolation == cli::Isolation::jail) {
-      auto git = protect_repositories(in, *lp.resolved.policy, places.worktree, prepared.git_watch);
-      if (!git && inv.mode != cli::Mode::explain) return git.take_error();
-      if (!git) util::warn("{}; a run would stop here (exit 125)", git.error().message());
-    }
-    profile->shape(in, hints);
-    prepared.keep_new_dirs = hints.keep_new_dirs;
-    for (const auto& r : lp.resolved.policy->net_allow())
-      prepared.rules.allow(r.pattern, r.src.str(), r.private_ranges);
-    for (const auto& r : lp.resolved.policy->net_deny()) prepared.rules.deny(r.pattern, r.src.str());
-    for (const auto& f : prepared.rules.forwards())
-      in.forwards.push_back({f.addr.v6 ? runtime::Loopback::v6 : runtime::Loopback::v4, f.port});
-    // An allowed SSH host: its port, open to the jail's listener for it
-    // (and to the proxies: the same destination).
-    for (const auto& t : ssh_targets(lp.resolved.policy->ssh_hosts())) {
-      prepared.rules.allow(net::NetPattern{t.host, false, t.port}, t.why + " (ssh)");
-      in.ssh.push_back({t.jail_port, t.host, t.port});
-    }
-  }
+  return {};
+}
 
-  // $HOME inside: the workspace's jail home, made now (explain shows it).
-  if (lp.resolved.policy && lp.resolved.policy->home_persists() && in.home != "/" &&
-      inv.isolation == cli::Isolation::jail) {
-    const std::string data = data_dir();
-    if (data.empty())
-      return Error::invalid(
-          "the jail home: neither $XDG_DATA_HOME nor $HOME is an absolute path; set one, or pass "
-          "--ephemeral-home");
-    auto home_dir = prepare_jail_home(data, in.workspace);
-    if (home_dir)
-      in.home_source = *home_dir;
-    else if (inv.mode == cli::Mode::explain)  // shown, not fatal: explain runs nothing
-      util::warn("{}; a run would stop here (exit 125)", home_dir.error().message());
-    else
-      return home_dir.take_error();
+// The resolved policy into the planner's input: the view, the
+// repositories' protections, the profile's shaping, and the network
+// filter's rules (allowed SSH hosts among them).
+util::Status apply_policy(const cli::PrepareInput& inv, const policy::Policy& pol, const policy::Places& places,
+                          runtime::ProfileAdapter& profile, runtime::ProfileHints& hints, Prepared& prepared) {
+  runtime::Request& in = prepared.request;
+  runtime::apply_policy(pol, in);
+  if (inv.isolation == cli::Isolation::jail) {
+    auto git = protect_repositories(in, pol, places.worktree, prepared.git_watch);
+    if (!git && inv.mode != cli::Mode::explain) return git.take_error();
+    if (!git) util::warn("{}; a run would stop here (exit 125)", git.error().message());
   }
-  // The host's git identity, without its secrets, at ~/.config/git/config.
-  if (in.home != "/" && inv.isolation == cli::Isolation::jail && !state_dir().empty()) {
-    auto git = git::identity::prepare(state_dir(), in.home);
-    if (git)
-      in.shown_files.push_back({in.home + "/.config/git/config", *git,
-                                "your git identity and display settings, nothing else (pi-jail(1), GIT)"});
-    else
-      util::warn("{}; the jail gets no git identity", git.error().message());
+  profile.shape(in, hints);
+  prepared.keep_new_dirs = hints.keep_new_dirs;
+  for (const auto& r : pol.net_allow()) prepared.rules.allow(r.pattern, r.src.str(), r.private_ranges);
+  for (const auto& r : pol.net_deny()) prepared.rules.deny(r.pattern, r.src.str());
+  for (const auto& f : prepared.rules.forwards())
+    in.forwards.push_back({f.addr.v6 ? runtime::Loopback::v6 : runtime::Loopback::v4, f.port});
+  // An allowed SSH host: its port, open to the jail's listener for it
+  // (and to the proxies: the same destination).
+  for (const auto& t : ssh_targets(pol.ssh_hosts())) {
+    prepared.rules.allow(net::NetPattern{t.host, false, t.port}, t.why + " (ssh)");
+    in.ssh.push_back({t.jail_port, t.host, t.port});
   }
+  return {};
+}
+
+// $HOME inside: the workspace's jail home, made now (explain shows it).
+util::Status place_jail_home(const cli::PrepareInput& inv, const policy::Policy& pol, runtime::Request& in) {
+  if (!pol.home_persists() || in.home == "/" || inv.isolation != cli::Isolation::jail) return {};
+  const std::string data = data_dir();
+  if (data.empty())
+    return Error::invalid(
+        "the jail home: neither $XDG_DATA_HOME nor $HOME is an absolute path; set one, or pass "
+        "--ephemeral-home");
+  auto home_dir = prepare_jail_home(data, in.workspace);
+  if (home_dir)
+    in.home_source = *home_dir;
+  else if (inv.mode == cli::Mode::explain)  // shown, not fatal: explain runs nothing
+    util::warn("{}; a run would stop here (exit 125)", home_dir.error().message());
+  else
+    return home_dir.take_error();
+  return {};
+}
+
+// The host's git identity, without its secrets, at ~/.config/git/config.
+void give_git_identity(const cli::PrepareInput& inv, runtime::Request& in) {
+  if (in.home == "/" || inv.isolation != cli::Isolation::jail || state_dir().empty()) return;
+  auto git = git::identity::prepare(state_dir(), in.home);
+  if (git)
+    in.shown_files.push_back({in.home + "/.config/git/config", *git,
+                              "your git identity and display settings, nothing else (pi-jail(1), GIT)"});
+  else
+    util::warn("{}; the jail gets no git identity", git.error().message());
+}
+
+}  // namespace
+
+util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
+  Prepared prepared;
+  runtime::Request& in = prepared.request;
+  auto home_real = locate(inv, in);
+  if (!home_real) return home_real.take_error();
+
+  policy::Places places{
+      .workspace = in.workspace, .home = in.home, .cwd = in.cwd, .state_dir = state_dir(), .data_dir = data_dir()};
+  const char* path_env = std::getenv("PATH");
+  runtime::Preparation preparation{
+      .preparing = preparing(inv), .home_real = *home_real, .path_env = path_env ? path_env : ""};
+  // What the profile adds beyond its policy text (pi/profile_adapter.h).
+  auto profile = pi::profile_adapter(inv.policy.profile);
+  runtime::ProfileHints hints;
+  if (auto placed = profile->place(places, preparation); !placed) return placed.take_error();
+  std::string why_not;
+  places.worktree = git::find_worktree(in.workspace, *home_real, why_not);
+  if (!why_not.empty()) util::warn("{}", util::printable(why_not));
+
+  std::optional<Error> program_error = find_program(inv, preparation.path_env, prepared, places, preparation);
+  if (auto shown = profile->needs(places, preparation, places.program); !shown) return shown.take_error();
+  if (auto loaded = load_policy(inv, places, *profile, preparation, prepared); !loaded) return loaded.take_error();
+  const policy::Policy* pol = prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr;
+  if (pol) {
+    if (auto applied = apply_policy(inv, *pol, places, *profile, hints, prepared); !applied)
+      return applied.take_error();
+    if (auto home = place_jail_home(inv, *pol, in); !home) return home.take_error();
+  }
+  give_git_identity(inv, in);
 
   in.uid = ::getuid();
   in.gid = ::getgid();
@@ -335,7 +374,7 @@ util::Result<Prepared> prepare(const cli::PrepareInput& inv) {
   in.exec_path = prepared.program.exec_path;
   in.path_first = prepared.program.path_first;
   in.argv = inv.command;
-  if (auto ok = profile->check_run(preparation, lp.ctx.program, hints); !ok) return ok.take_error();
+  if (auto ok = profile->check_run(preparation, prepared.policy.ctx.program, hints); !ok) return ok.take_error();
   prepared.pi_guard = hints.guard_package_commands;
   prepared.pi_downloads_tools = hints.downloads_tools;
   return prepared;
