@@ -106,17 +106,6 @@ filterlink::Settings settings_of(const RunOptions& opts) {
   return s;
 }
 
-filterlink::ListenerMessage::Kind kind_of(netproxy::ListenerKind k) {
-  using K = filterlink::ListenerMessage::Kind;
-  switch (k) {
-    case netproxy::ListenerKind::http: return K::http;
-    case netproxy::ListenerKind::socks: return K::socks;
-    case netproxy::ListenerKind::forward: return K::forward;
-    case netproxy::ListenerKind::publish: return K::publish;
-  }
-  return K::http;
-}
-
 // A name the filter may ask: what the rules' normalisation gives, and a
 // name (a literal needs no resolver; the filter knows it).
 bool askable(const std::string& host) {
@@ -267,7 +256,7 @@ util::Status FilterProcess::take_token_update(const filterlink::TokenUpdate& u) 
 util::Status FilterProcess::add_listener(util::UniqueFd fd, netproxy::ListenerKind kind,
                                          std::optional<netproxy::Rules::Forward> target) {
   filterlink::ListenerMessage l;
-  l.kind = kind_of(kind);
+  l.kind = kind;
   if (target)
     l.target = filterlink::ListenerMessage::Target{target->addr, static_cast<std::uint16_t>(target->port), target->host,
                                                    target->source};

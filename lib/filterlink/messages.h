@@ -33,6 +33,7 @@
 #include "net/address.h"
 #include "netproxy/decisions.h"
 #include "netproxy/intercept.h"
+#include "netproxy/listener_kind.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
@@ -164,7 +165,7 @@ struct WatchedMessage {
 struct ConfigDone {};
 
 struct ListenerMessage {
-  enum class Kind : std::uint8_t { http = 0, socks = 1, forward = 2, publish = 3 };
+  using Kind = netproxy::ListenerKind;
   Kind kind = Kind::http;
   struct Target {
     net::IpAddress addr;

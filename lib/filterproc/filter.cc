@@ -148,17 +148,6 @@ netproxy::ProxyLimits limits_of(const filterlink::Settings& s) {
   return l;
 }
 
-netproxy::ListenerKind kind_of(filterlink::ListenerMessage::Kind k) {
-  using K = filterlink::ListenerMessage::Kind;
-  switch (k) {
-    case K::http: return netproxy::ListenerKind::http;
-    case K::socks: return netproxy::ListenerKind::socks;
-    case K::forward: return netproxy::ListenerKind::forward;
-    case K::publish: return netproxy::ListenerKind::publish;
-  }
-  return netproxy::ListenerKind::http;
-}
-
 // The filter once configured: the relay and the control socket.
 class Filter {
 public:
@@ -223,8 +212,7 @@ private:
       std::optional<netproxy::Rules::Forward> target;
       if (l->target)
         target = netproxy::Rules::Forward{l->target->addr, l->target->port, l->target->host, l->target->source};
-      if (auto st = proxy_->add_listener(std::move(l->fd), kind_of(l->kind), std::move(target)); !st)
-        return st.take_error();
+      if (auto st = proxy_->add_listener(std::move(l->fd), l->kind, std::move(target)); !st) return st.take_error();
       return true;
     }
     if (auto* a = std::get_if<filterlink::NameAnswer>(&m)) {

@@ -23,18 +23,13 @@
 
 #include "netproxy/decisions.h"
 #include "netproxy/interceptor.h"
+#include "netproxy/listener_kind.h"
 #include "netproxy/resolver.h"
 #include "netproxy/rules.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
 namespace pj::netproxy {
-
-// forward: the jail reaches a host-loopback service (a rule allowed it);
-// publish: the host reaches a server inside the jail (an operator's
-// `publish`): the listener is on the host's loopback and the connection
-// is made from a socket of the jail's network namespace (JailSockets).
-enum class ListenerKind { http, socks, forward, publish };
 
 // Makes an unconnected TCP socket of `family` inside the jail's network
 // namespace (the fd, or -errno). Needed by publish listeners only.
