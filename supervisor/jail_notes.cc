@@ -76,13 +76,6 @@ std::string refusals_text(const netproxy::DecisionTable& table, const SummaryHin
   return text;
 }
 
-void show_refusals(const std::string& dir, runtime::Request& r) {
-  r.shown_files.push_back({std::string(kJailNotesDir), dir,
-                           "the network requests refused so far, read-only (pi-jail(1), NETWORK)",
-                           runtime::Node::directory});
-  r.env_set.emplace_back(kRefusalsVariable, kRefusalsJailFile);
-}
-
 std::string pi_guard_script(const std::string& pi_path) {
   std::string text =
       "#!/bin/sh\n"
@@ -125,7 +118,7 @@ void remove_abandoned_notes(int state) {
 
 }  // namespace
 
-util::Result<JailNotes> JailNotes::make(const std::string& state_dir, SummaryHints hints) {
+util::Result<JailNotes> JailNotes::make(const std::string& state_dir, SummaryHints hints, NotesSeen seen) {
   auto state = util::make_private_dir(state_dir);
   if (!state) return std::move(state.take_error()).context("pi-jail's state directory");
   remove_abandoned_notes(state->get());
@@ -144,7 +137,7 @@ util::Result<JailNotes> JailNotes::make(const std::string& state_dir, SummaryHin
     ::unlinkat(state->get(), name.c_str(), AT_REMOVEDIR);
     return util::Error::from_errno("lock " + dir, err);
   }
-  JailNotes out(dir, std::move(*state), name, std::move(fd), hints);
+  JailNotes out(dir, std::move(*state), name, std::move(fd), hints, seen);
   if (auto ok = out.write(refusals_text({}, hints)); !ok) return ok.take_error();
   return out;
 }
@@ -155,6 +148,7 @@ JailNotes::JailNotes(JailNotes&& o) noexcept
       name_(std::move(o.name_)),
       fd_(std::move(o.fd_)),
       hints_(o.hints_),
+      seen_(o.seen_),
       seen_entries_(o.seen_entries_),
       warned_(o.warned_) {}
 
@@ -170,8 +164,17 @@ void JailNotes::update(const netproxy::DecisionTable& table) {
   seen_entries_ = table.entries.size();
   if (auto ok = write(refusals_text(table, hints_)); !ok && !warned_) {
     warned_ = true;
-    util::warn("cannot update the jail's list of refusals ({}): {}", kRefusalsJailFile, ok.error().message());
+    util::warn("cannot update the jail's list of refusals ({}/{}): {}", jail_dir(), kFileName, ok.error().message());
   }
+}
+
+void JailNotes::show(runtime::Request& r) const {
+  const char* why = "the network requests refused so far, read-only (pi-jail(1), NETWORK)";
+  if (seen_ == NotesSeen::mounted)
+    r.shown_files.push_back({std::string(kJailNotesDir), dir_, why, runtime::Node::directory});
+  else
+    r.grants.push_back({dir_, runtime::Access::read_only, why});
+  r.env_set.emplace_back(kRefusalsVariable, jail_dir() + "/" + kFileName);
 }
 
 util::Status JailNotes::add_pi_guard(const std::string& pi_path, runtime::Request& r) {
@@ -185,7 +188,7 @@ util::Status JailNotes::add_pi_guard(const std::string& pi_path, runtime::Reques
   auto placed = tmp->publish(kGuardName);
   if (!placed) return placed.error();
   if (!*placed) return util::Error::from_errno("create " + path, EEXIST);
-  r.path_guard = std::string(kPiGuardJailDir);
+  r.path_guard = jail_dir() + "/" + kGuardDir;
   return {};
 }
 

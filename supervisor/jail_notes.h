@@ -1,5 +1,6 @@
-// pi-jail's own directory for the jail, shown read-only inside at
-// kJailNotesDir while the run lasts: what the jail is told about its
+// pi-jail's own directory for the jail, shown read-only inside while the
+// run lasts (at kJailNotesDir in the Linux jail; at its own host path in
+// the macOS jail, which sees host paths): what the jail is told about its
 // refusals beyond a bare status.
 //
 // - `refusals` ($PI_JAIL_REFUSALS): the run's network refusals so far.
@@ -32,8 +33,6 @@
 namespace pj::supervisor {
 
 inline constexpr std::string_view kJailNotesDir = "/run/pi-jail";
-inline constexpr std::string_view kRefusalsJailFile = "/run/pi-jail/refusals";
-inline constexpr std::string_view kPiGuardJailDir = "/run/pi-jail/bin";
 inline constexpr std::string_view kRefusalsVariable = "PI_JAIL_REFUSALS";
 // The newest destinations listed; older ones are only counted.
 inline constexpr size_t kMaxListedRefusals = 100;
@@ -44,10 +43,11 @@ inline constexpr size_t kMaxListedRefusals = 100;
 // allow rule would (allow_flag()).
 std::string refusals_text(const netproxy::DecisionTable& table, const SummaryHints& hints = {});
 
-// `r` shows the jail the host directory `dir` read-only at
-// kJailNotesDir and names the refusals in kRefusalsVariable (the Linux
-// jail, which shows files of pi-jail's at other paths).
-void show_refusals(const std::string& dir, runtime::Request& r);
+// Where the jail sees the notes directory.
+enum class NotesSeen {
+  mounted,   // the Linux jail: the host directory mounted read-only at kJailNotesDir
+  in_place,  // the macOS jail, which sees host paths: the directory itself, granted read-only
+};
 
 // The shell script that stands for Pi inside the jail (`pi_path` is the
 // real one, as the jail sees it): Pi's package commands (its first
@@ -60,24 +60,36 @@ public:
   // A new directory in `state_dir` with the refusals of an empty table.
   // Directories of earlier runs that nobody holds any more (a run killed
   // with SIGKILL leaves its own) are removed first.
-  static util::Result<JailNotes> make(const std::string& state_dir, SummaryHints hints);
+  static util::Result<JailNotes> make(const std::string& state_dir, SummaryHints hints,
+                                      NotesSeen seen = NotesSeen::mounted);
   JailNotes(JailNotes&& o) noexcept;
   JailNotes& operator=(JailNotes&&) = delete;
   ~JailNotes();  // removes the directory
 
-  // The host directory shown at kJailNotesDir.
+  // The host directory, and where the jail sees it.
   const std::string& dir() const { return dir_; }
+  std::string jail_dir() const { return seen_ == NotesSeen::mounted ? std::string(kJailNotesDir) : dir_; }
+  // `r` shows the jail the directory read-only at jail_dir() and names
+  // the refusals' file in kRefusalsVariable.
+  void show(runtime::Request& r) const;
   // Rewrites the file when `table` has a new entry since the last call
   // (so at most netproxy::kMaxEntries times a run). A failure is said
   // once on stderr; the run goes on (the exit summary still lists
   // everything).
   void update(const netproxy::DecisionTable& table);
-  // Writes bin/pi (pi_guard_script()); `r` gets kPiGuardJailDir first on PATH.
+  // Writes bin/pi (pi_guard_script()); `r` gets its directory (as the
+  // jail sees it) first on PATH.
   util::Status add_pi_guard(const std::string& pi_path, runtime::Request& r);
 
 private:
-  JailNotes(std::string dir, util::UniqueFd state, std::string name, util::UniqueFd fd, SummaryHints hints)
-      : dir_(std::move(dir)), state_(std::move(state)), name_(std::move(name)), fd_(std::move(fd)), hints_(hints) {}
+  JailNotes(std::string dir, util::UniqueFd state, std::string name, util::UniqueFd fd, SummaryHints hints,
+            NotesSeen seen)
+      : dir_(std::move(dir)),
+        state_(std::move(state)),
+        name_(std::move(name)),
+        fd_(std::move(fd)),
+        hints_(hints),
+        seen_(seen) {}
   util::Result<void> write(const std::string& text);
 
   std::string dir_;
@@ -85,6 +97,7 @@ private:
   std::string name_;
   util::UniqueFd fd_;  // the directory, locked (flock) for as long as the run lasts
   SummaryHints hints_;
+  NotesSeen seen_;
   size_t seen_entries_ = 0;
   bool warned_ = false;
 };

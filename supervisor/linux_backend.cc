@@ -348,7 +348,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
       auto notes = JailNotes::make(state, {.pi_downloads_tools = prepared.pi_downloads_tools});
       if (!notes) return said_setup_failure("make the jail's notes at /run/pi-jail: " + notes.error().message(), fix);
       refusals = std::make_shared<JailNotes>(std::move(*notes));
-      show_refusals(refusals->dir(), *input);
+      refusals->show(*input);
       if (prepared.pi_guard)
         if (auto ok = refusals->add_pi_guard(input->exec_path, *input); !ok)
           return said_setup_failure("make the jail's pi guard: " + ok.error().message(), fix);

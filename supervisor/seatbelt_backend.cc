@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "jail_notes.h"
 #include "seatbelt/host.h"
 #include "seatbelt/plan.h"
 #include "seatbelt_run.h"
@@ -155,23 +156,25 @@ void write_jail(JsonWriter& j, const seatbelt::SeatbeltSpec& spec, const std::st
 
 // The planned jail and what its run keeps: the private TMPDIR, the
 // PTY, the network filter's listeners, the credential filter and its CA
-// bundle. Members go in the reverse of this order, as the locals they
+// bundle, the jail's notes. Members go in the reverse of this order, as the locals they
 // were did.
 class SeatbeltJail final : public Jail {
 public:
   SeatbeltJail(std::optional<PrivateDir> tmp, std::optional<Pty> pty, Listeners listeners,
                std::shared_ptr<netproxy::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
-               std::shared_ptr<seatbelt::SeatbeltSpec> spec, std::string exec)
+               std::shared_ptr<JailNotes> notes, std::shared_ptr<seatbelt::SeatbeltSpec> spec, std::string exec)
       : tmp_(std::move(tmp)),
         pty_(std::move(pty)),
         listeners_(std::move(listeners)),
         interceptor_(std::move(interceptor)),
         ca_bundle_(std::move(ca_bundle)),
+        notes_(std::move(notes)),
         spec_(std::move(spec)),
         exec_(std::move(exec)) {}
 
   util::Status ready(RunOptions& opts) override {
     opts.interceptor = interceptor_;
+    opts.refusals = notes_;
     return {};
   }
 
@@ -185,6 +188,7 @@ private:
   Listeners listeners_;
   std::shared_ptr<netproxy::Interceptor> interceptor_;
   std::optional<CaBundleFile> ca_bundle_;
+  std::shared_ptr<JailNotes> notes_;
   std::shared_ptr<seatbelt::SeatbeltSpec> spec_;
   std::string exec_;
 };
@@ -244,6 +248,23 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
       in.request.grants.push_back({ca_bundle->path(), runtime::Access::read_only, "the run's CA bundle (credentials)"});
     }
   }
+  // What the jail is told of its refusals, and Pi's package commands
+  // refused at once (jail_notes.h): this jail reads the notes directory
+  // at its own path.
+  std::shared_ptr<JailNotes> notes;
+  if (!explain) {
+    const std::string state = state_dir();
+    if (state.empty())
+      return said_setup_failure("pi-jail's state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path",
+                                "set XDG_STATE_HOME or HOME to an absolute path");
+    auto made = JailNotes::make(state, {.pi_downloads_tools = prepared.pi_downloads_tools}, NotesSeen::in_place);
+    if (!made) return step_failed_with(made.error(), "make pi-jail's state directory writable, or set XDG_STATE_HOME");
+    notes = std::make_shared<JailNotes>(std::move(*made));
+    notes->show(in.request);
+    if (prepared.pi_guard)
+      if (auto ok = notes->add_pi_guard(in.request.exec_path, in.request); !ok)
+        return said_setup_failure("make the jail's pi guard: " + ok.error().message());
+  }
   auto facts = view::probe_paths(seatbelt::paths_to_probe(in));
   if (explain) {
     facts[in.tmpdir] = {};
@@ -271,7 +292,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
 
   return std::unique_ptr<Jail>(std::make_unique<SeatbeltJail>(std::move(tmp), std::move(pty), std::move(listeners),
                                                               std::move(interceptor), std::move(ca_bundle),
-                                                              std::move(spec), exec));
+                                                              std::move(notes), std::move(spec), exec));
 }
 
 }  // namespace pj::supervisor::backend

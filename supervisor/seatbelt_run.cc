@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "jail_notes.h"
 #include "supervise.h"
 #include "terminal.h"
 #include "util/log.h"
@@ -107,12 +108,16 @@ util::Result<UniqueFd> listen_loopback(int& port) {
 }
 
 // The network filter's loop on its own thread, stopped before the
-// decisions are read.
+// decisions are read. The jail's list of refusals (may be null) is
+// rewritten from this thread only, when the table gains an entry.
 class FilterThread {
 public:
-  explicit FilterThread(netproxy::Proxy& proxy)
-      : proxy_(proxy), thread_([this] {
-          while (!stop_.load()) proxy_.run_for(std::chrono::milliseconds(50));
+  FilterThread(netproxy::Proxy& proxy, std::shared_ptr<JailNotes> refusals)
+      : proxy_(proxy), refusals_(std::move(refusals)), thread_([this] {
+          while (!stop_.load()) {
+            proxy_.run_for(std::chrono::milliseconds(50));
+            if (refusals_) refusals_->update(proxy_.decisions());
+          }
         }) {}
   ~FilterThread() { stop(); }
   void stop() {
@@ -122,6 +127,7 @@ public:
 
 private:
   netproxy::Proxy& proxy_;
+  std::shared_ptr<JailNotes> refusals_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -241,7 +247,7 @@ RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& 
     return fail(cmd.error(), cmd.error().err() == ENOENT
                                  ? "pi-jail's macOS jail needs /usr/bin/sandbox-exec, part of macOS (pi-jail doctor)"
                                  : "see pi-jail doctor");
-  FilterThread filter(**proxy);
+  FilterThread filter(**proxy, opts.refusals);
   Supervisor sup(std::move(*cmd), std::move(*signals), std::move(pty), opts);
   auto code = sup.run();
   filter.stop();

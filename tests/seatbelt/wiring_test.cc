@@ -287,6 +287,27 @@ TEST_CASE("the network filter listens on the host's loopback and refuses what th
   CHECK(r.find("\"sandbox\": \"seatbelt\"") != std::string::npos);
 }
 
+TEST_CASE("$PI_JAIL_REFUSALS names a read-only file at its host path, listing each refusal with its fix") {
+  Wiring w;
+  auto o = w.jail({"/bin/bash", "-c",
+                   "p=${HTTP_PROXY##*:}; exec 3<>/dev/tcp/127.0.0.1/$p || exit 9; "
+                   "printf 'CONNECT blocked.example:443 HTTP/1.1\\r\\nHost: blocked.example:443\\r\\n\\r\\n' >&3; "
+                   "head -n 1 <&3 >/dev/null; "
+                   "for i in $(seq 100); do grep -q blocked.example \"$PI_JAIL_REFUSALS\" && break; sleep 0.05; done; "
+                   "echo \"$PI_JAIL_REFUSALS\"; cat \"$PI_JAIL_REFUSALS\""});
+  INFO(o.err);
+  REQUIRE(o.status == 0);
+  const std::string file = o.out.substr(0, o.out.find('\n'));
+  CHECK(file.ends_with("/refusals"));
+  CHECK(file.starts_with(w.box.home + "/"));  // pi-jail's state directory, under HOME here
+  CHECK(o.out.find("blocked.example:443") != std::string::npos);
+  CHECK(o.out.find("--allow-net blocked.example:443") != std::string::npos);
+  // Read-only in the profile's parameters, as the jail sees it: its own path.
+  const std::string dir = file.substr(0, file.rfind('/'));
+  CHECK(w.any_param_value(dir));
+  CHECK_FALSE(exists(dir));  // removed with the run
+}
+
 TEST_CASE("a host-loopback service the policy names is a parameter of its own") {
   Wiring w;
   auto o = w.jail({"/bin/true"}, {"--allow-net", "127.0.0.1:5432"});

@@ -128,14 +128,44 @@ TEST_CASE("jail notes: rewritten when the table changes, removed with its owner"
 }
 
 TEST_CASE("jail notes: the Linux jail sees the directory read-only at /run/pi-jail, named in its environment") {
-  runtime::Request r;
-  supervisor::show_refusals("/state/refusals-1-2", r);
-  REQUIRE(r.shown_files.size() == 1);
-  CHECK(r.shown_files[0].path == "/run/pi-jail");
-  CHECK(r.shown_files[0].source == "/state/refusals-1-2");
-  CHECK(r.shown_files[0].node == runtime::Node::directory);
-  REQUIRE(r.env_set.size() == 1);
-  CHECK(r.env_set[0] == std::pair<std::string, std::string>{"PI_JAIL_REFUSALS", "/run/pi-jail/refusals"});
+  const std::string state =
+      std::filesystem::temp_directory_path() / fmt::format("pj-notes-test-{:x}", util::random_u64());
+  {
+    auto made = supervisor::JailNotes::make(state, {});
+    REQUIRE(made.ok());
+    runtime::Request r;
+    made->show(r);
+    REQUIRE(r.shown_files.size() == 1);
+    CHECK(r.shown_files[0].path == "/run/pi-jail");
+    CHECK(r.shown_files[0].source == made->dir());
+    CHECK(r.shown_files[0].node == runtime::Node::directory);
+    CHECK(r.grants.empty());
+    REQUIRE(r.env_set.size() == 1);
+    CHECK(r.env_set[0] == std::pair<std::string, std::string>{"PI_JAIL_REFUSALS", "/run/pi-jail/refusals"});
+  }
+  std::filesystem::remove_all(state);
+}
+
+TEST_CASE("jail notes: the macOS jail reads the directory at its own path, granted read-only, pi guard included") {
+  const std::string state =
+      std::filesystem::temp_directory_path() / fmt::format("pj-notes-test-{:x}", util::random_u64());
+  {
+    auto made = supervisor::JailNotes::make(state, {}, supervisor::NotesSeen::in_place);
+    REQUIRE(made.ok());
+    CHECK(made->jail_dir() == made->dir());
+    runtime::Request r;
+    made->show(r);
+    CHECK(r.shown_files.empty());
+    REQUIRE(r.grants.size() == 1);
+    CHECK(r.grants[0].path == made->dir());
+    CHECK(r.grants[0].access == runtime::Access::read_only);
+    REQUIRE(r.env_set.size() == 1);
+    CHECK(r.env_set[0] == std::pair<std::string, std::string>{"PI_JAIL_REFUSALS", made->dir() + "/refusals"});
+    CHECK(read_all(made->dir() + "/refusals").ends_with("# (none yet)\n"));
+    REQUIRE(made->add_pi_guard("/opt/pi/cli.js", r).ok());
+    CHECK(r.path_guard == made->dir() + "/bin");
+  }
+  std::filesystem::remove_all(state);
 }
 
 namespace {
