@@ -16,6 +16,9 @@ constexpr std::string_view kSessionBind = "session-bind@openssh.com";
 constexpr std::string_view kHostBoundMethod = "publickey-hostbound-v00@openssh.com";
 // A session id is a hash output (RFC 4253 section 7.2): SHA-512 at most.
 constexpr size_t kMaxSessionId = 64;
+// A sign request's flags (draft-miller-ssh-agent, section 5.3).
+constexpr std::uint32_t kRsaSha2_256 = 2;
+constexpr std::uint32_t kRsaSha2_512 = 4;
 
 Judgement refused(std::string why) { return {Action::refuse, std::move(why)}; }
 
@@ -55,22 +58,32 @@ FrameLength frame_length(std::string_view buffered) {
   return {n, false};
 }
 
-bool is_userauth_request(std::string_view data, std::string_view session_id, std::string_view key_blob,
-                         std::string_view host_key) {
+std::optional<std::string_view> login_algorithm(std::string_view data, std::string_view session_id,
+                                                std::string_view key_blob, std::string_view host_key) {
   WireReader r(data);
   std::string_view sid = r.string();
   std::uint8_t type = r.byte();
   r.string();  // the user name: the server's business
   std::string_view service = r.string(), method = r.string();
   bool has_signature = r.boolean();
-  r.string();  // the algorithm (rsa-sha2-512 for an ssh-rsa key)
+  std::string_view algorithm = r.string();  // rsa-sha2-512 for an ssh-rsa key
   std::string_view key = r.string();
   // OpenSSH's host-bound method also names the server's host key, which
   // must be the one the session was bound to.
   const bool host_bound = method == kHostBoundMethod;
-  if (host_bound && r.string() != host_key) return false;
-  return r.done() && !session_id.empty() && sid == session_id && type == kUserauthRequest &&
-         service == "ssh-connection" && (method == "publickey" || host_bound) && has_signature && key == key_blob;
+  if (host_bound && r.string() != host_key) return std::nullopt;
+  if (r.done() && !session_id.empty() && sid == session_id && type == kUserauthRequest && service == "ssh-connection" &&
+      (method == "publickey" || host_bound) && has_signature && key == key_blob)
+    return algorithm;
+  return std::nullopt;
+}
+
+bool flags_match(std::uint32_t flags, std::string_view algorithm, std::string_view key_type) {
+  // ssh-rsa, and its certificate ssh-rsa-cert-v01@openssh.com.
+  const bool rsa = key_type.starts_with("ssh-rsa");
+  if (algorithm.starts_with("rsa-sha2-256")) return rsa && flags == kRsaSha2_256;
+  if (algorithm.starts_with("rsa-sha2-512")) return rsa && flags == kRsaSha2_512;
+  return flags == 0;
 }
 
 bool Session::allowed_host_key(std::string_view blob) const {
@@ -130,12 +143,18 @@ Judgement Session::bind(std::string_view rest) {
 Judgement Session::sign(std::string_view rest) {
   WireReader r(rest);
   std::string_view key = r.string(), data = r.string();
-  r.u32();
+  const std::uint32_t flags = r.u32();
   if (!r.done()) return refused("a malformed sign request");
   if (spoiled_) return refused("a sign request on a connection whose session bind was refused");
   if (bound_.empty()) return refused("a sign request on a connection not bound to an allowed host's session");
-  if (!is_userauth_request(data, bound_, key, bound_host_key_))
+  auto algorithm = login_algorithm(data, bound_, key, bound_host_key_);
+  if (!algorithm)
     return refused("a sign request for data that is not a login (user authentication) to the bound session");
+  // The agent picks the signature's hash from the flags alone: it must be
+  // the one the login names (the algorithm is the jail's text: not shown).
+  if (!flags_match(flags, *algorithm, key_type(key)))
+    return refused(
+        fmt::format("a sign request whose flags ({:#x}) ask for another signature than its login names", flags));
   return {Action::forward, {}};
 }
 

@@ -83,10 +83,17 @@ private:
   bool spoiled_ = false;  // a bind was refused: nothing is signed on this connection
 };
 
-// Whether `data` is the user-authentication request OpenSSH signs with
+// When `data` is the user-authentication request OpenSSH signs with
 // `key_blob` in the session `session_id` (RFC 4252 section 7), bound to
-// the server's `host_key` (for the host-bound method).
-bool is_userauth_request(std::string_view data, std::string_view session_id, std::string_view key_blob,
-                         std::string_view host_key);
+// the server's `host_key` (for the host-bound method): the signature
+// algorithm it names (a view into `data`); otherwise nothing.
+std::optional<std::string_view> login_algorithm(std::string_view data, std::string_view session_id,
+                                                std::string_view key_blob, std::string_view host_key);
+
+// Whether a sign request's `flags` ask the agent for the signature
+// `algorithm` names, made with a key of `key_type`: only an RSA key has
+// a choice of hash, which the flags make (SSH_AGENT_RSA_SHA2_256 or
+// _512); every other key, and RSA's SHA-1 "ssh-rsa", takes none.
+bool flags_match(std::uint32_t flags, std::string_view algorithm, std::string_view key_type);
 
 }  // namespace pj::sshagent

@@ -74,14 +74,15 @@ struct Sshd {
   std::string host_key() const { return public_key(dir + "/host_key.pub"); }
 };
 
-// The user's ssh-agent, holding the user's key.
+// The user's ssh-agent, holding the user's key (of `type`).
 struct Agent {
   std::string sock, key;
   pid_t pid = -1;
-  explicit Agent(const Sandbox& sb) : sock(sb.outside + "/agent.sock"), key(sb.outside + "/id_ed25519") {
+  explicit Agent(const Sandbox& sb, const std::string& type = "ed25519")
+      : sock(sb.outside + "/agent.sock"), key(sb.outside + "/id_" + type) {
     pid = spawn({"/bin/sh", "-c", "exec /usr/bin/ssh-agent -D -a \"$0\" >/dev/null", sock});
     REQUIRE(eventually([&] { return exists(sock); }));
-    REQUIRE(run({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pj-ssh-key", "-f", key}).status == 0);
+    REQUIRE(run({"/usr/bin/ssh-keygen", "-q", "-t", type, "-N", "", "-C", "pj-ssh-key", "-f", key}).status == 0);
     REQUIRE(run({"/usr/bin/ssh-add", "-q", key}, {"SSH_AUTH_SOCK=" + sock}).status == 0);
   }
   ~Agent() {
@@ -180,6 +181,19 @@ TEST_CASE("git clone and push over SSH reach an allowed host, checked by its key
   CHECK(o.out.find("pj-ssh-key (ED25519)") != std::string::npos);  // listed through the proxy
   auto log = run({"/usr/bin/git", "--git-dir", repo, "log", "--format=%s", "main"});
   CHECK(log.out == "from-jail\nseed\n");
+  CHECK(o.err.find("ssh agent: refused") == std::string::npos);
+}
+
+TEST_CASE("an RSA key logs in through the agent proxy: the SHA-2 flags its login names pass") {
+  Sandbox sb;
+  Agent agent(sb, "rsa");
+  Sshd sshd(sb.outside + "/sshd", agent.key + ".pub");
+  trust(sb, "git.test", sshd);
+  auto o = jail_ssh(sb, agent, sshd, "ssh -v " + user_name() + "@git.test true 2>&1; echo rc=$?");
+  CAPTURE(o.out);
+  CAPTURE(o.err);
+  CHECK(o.out.find("Authenticated to 127.0.0.1 ([127.0.0.1]:2201) using \"publickey\"") != std::string::npos);
+  CHECK(o.out.find("rsa-sha2-") != std::string::npos);  // ssh -v names the algorithm it offered
   CHECK(o.err.find("ssh agent: refused") == std::string::npos);
 }
 

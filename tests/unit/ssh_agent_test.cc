@@ -65,7 +65,8 @@ std::string bind_msg(std::string_view host_key, std::string_view sid, std::strin
   return m;
 }
 
-std::string userauth(std::string_view sid, std::string_view key, std::string_view method = "publickey") {
+std::string userauth(std::string_view sid, std::string_view key, std::string_view method = "publickey",
+                     std::string_view algorithm = "ssh-ed25519") {
   std::string d;
   put_string(d, sid);
   d += static_cast<char>(50);
@@ -73,16 +74,16 @@ std::string userauth(std::string_view sid, std::string_view key, std::string_vie
   put_string(d, "ssh-connection");
   put_string(d, method);
   d += static_cast<char>(1);
-  put_string(d, "ssh-ed25519");
+  put_string(d, algorithm);
   put_string(d, key);
   return d;
 }
 
-std::string sign_msg(std::string_view key, std::string_view data) {
+std::string sign_msg(std::string_view key, std::string_view data, std::uint32_t flags = 0) {
   std::string m(1, static_cast<char>(kSignRequest));
   put_string(m, key);
   put_string(m, data);
-  put_u32(m, 0);
+  put_u32(m, flags);
   return m;
 }
 
@@ -105,6 +106,40 @@ TEST_CASE("the agent judge lists identities, and signs a login only for a sessio
   CHECK(s.judge(sign_msg(user.blob(), userauth(sid, user.blob(), "hostbased"))).action == Action::refuse);
   CHECK(s.judge(sign_msg(user.blob(), userauth(sid, host.blob()))).action == Action::refuse);
   CHECK(s.judge(sign_msg(user.blob(), "a git commit to sign")).action == Action::refuse);
+}
+
+TEST_CASE("the agent judge signs only with the flags the login's algorithm asks for") {
+  Ed25519 host, user;
+  const std::string sid(32, '\x42');
+  Session s({host.blob()});
+  REQUIRE(s.judge(bind_msg(host.blob(), sid, host.sign(sid), false)).action == Action::forward_then_success);
+  // An Ed25519 key has no choice of hash: any flag is refused.
+  CHECK(s.judge(sign_msg(user.blob(), userauth(sid, user.blob()), 0)).action == Action::forward);
+  for (std::uint32_t flags : {1U, 2U, 4U, 6U, 0x80000000U}) {
+    auto j = s.judge(sign_msg(user.blob(), userauth(sid, user.blob()), flags));
+    CHECK_MESSAGE(j.action == Action::refuse, flags);
+    CHECK(j.refusal.find("flags") != std::string::npos);
+  }
+  // An RSA key (only its type is read here): the flags pick the hash the
+  // login names, and nothing else.
+  std::string rsa;
+  put_string(rsa, "ssh-rsa");
+  put_string(rsa, std::string(3, '\x01'));
+  put_string(rsa, std::string(257, '\x7f'));
+  auto judged = [&](std::string_view algorithm, std::uint32_t flags) {
+    return s.judge(sign_msg(rsa, userauth(sid, rsa, "publickey", algorithm), flags)).action;
+  };
+  CHECK(judged("rsa-sha2-512", 4) == Action::forward);
+  CHECK(judged("rsa-sha2-256", 2) == Action::forward);
+  CHECK(judged("ssh-rsa", 0) == Action::forward);
+  CHECK(judged("rsa-sha2-512", 2) == Action::refuse);
+  CHECK(judged("rsa-sha2-512", 0) == Action::refuse);
+  CHECK(judged("rsa-sha2-512", 6) == Action::refuse);
+  CHECK(judged("rsa-sha2-256", 4) == Action::refuse);
+  CHECK(judged("ssh-rsa", 4) == Action::refuse);
+  // RSA's flags for a key of another type, even when the login names them.
+  CHECK(s.judge(sign_msg(user.blob(), userauth(sid, user.blob(), "publickey", "rsa-sha2-512"), 4)).action ==
+        Action::refuse);
 }
 
 TEST_CASE("the agent judge refuses a bind to another host's key, a bad signature and a forwarding bind") {
