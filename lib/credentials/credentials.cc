@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "net/address.h"
 #include "util/escape.h"
 #include "util/json_value.h"
+#include "util/numbers.h"
 
 namespace pj::credentials {
 
@@ -143,17 +145,12 @@ BoundHost parse_bound(std::string_view text) {
     text.remove_prefix(7);
     h.wire = netproxy::Wire::plain_http;
   }
-  size_t colon = text.rfind(':');
-  bool has_port = colon != std::string_view::npos &&
-                  (text.starts_with('[') ? colon > 0 && text[colon - 1] == ']' : text.find(':') == colon);
-  if (has_port) {
-    unsigned port = 0;
-    for (char c : text.substr(colon + 1)) port = port * 10 + static_cast<unsigned>(c - '0');
-    if (port > 0 && port < 65536) h.port = static_cast<uint16_t>(port);
-    text = text.substr(0, colon);
-  }
-  if (text.size() > 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
-  h.name = std::string(text);
+  auto split = net::split_host_port(text);
+  std::string_view host = split ? split->host : text;
+  if (split && split->has_port)
+    if (auto port = util::parse_port(split->port)) h.port = static_cast<uint16_t>(*port);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  h.name = std::string(host);
   return h;
 }
 
