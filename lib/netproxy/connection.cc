@@ -30,7 +30,7 @@ std::string Proxy::Impl::checked_host(const Conn& c) const {
 // serves it from here (TLS both ways, or plain HTTP to a loopback port
 // bound so), on its own thread.
 void Proxy::Impl::hand_off(Conn& c, Wire wire) {
-  if (!interceptor->has_room()) {
+  if (!credentials->has_room()) {
     c.rule_refusal = false;
     return refuse(
         c, 503, SocksReply::general_failure,
@@ -43,7 +43,7 @@ void Proxy::Impl::hand_off(Conn& c, Wire wire) {
     return refuse(c, 400, SocksReply::general_failure,
                   "bytes sent before the tunnel was open, to a host bound to a credential");
   }
-  Interceptor::Handoff h;
+  CredentialFilter::Handoff h;
   h.wire = wire;
   if (wire == Wire::plain_http) h.prefill = std::exchange(c.upstream_head, {}) + std::exchange(c.inbuf, {});
   // An absolute-form request gets no reply of the proxy's own.
@@ -63,7 +63,7 @@ void Proxy::Impl::hand_off(Conn& c, Wire wire) {
   h.upstream = std::move(c.upstream);
   c.logged = true;  // the credential filter records this connection
   std::uint64_t id = c.id;
-  if (!interceptor->start(std::move(h))) {
+  if (!credentials->start(std::move(h))) {
     c.logged = false;
     record(c, false, fmt::format("too many connections to credential hosts at once ({})", kMaxIntercepted));
   }
@@ -159,15 +159,15 @@ void Proxy::Impl::on_client_handshake(Conn& c) {
     c.protocol = r.tunnel ? Protocol::http_connect : Protocol::http;
     c.target = r.target;
     c.upstream_head = r.upstream;
-    if (interceptor) {
+    if (credentials) {
       // A placeholder is never sent in clear (but to a loopback port
       // bound for plain HTTP), nor through a tunnel to a host it is not
       // bound to.
       std::string host = checked_host(c);
-      const auto wire = interceptor->bound_wire(host, c.target.port);
+      const auto wire = credentials->bound_wire(host, c.target.port);
       const bool plain_bound = wire == Wire::plain_http;
       if (auto name =
-              interceptor->unbound_placeholder(std::string_view(c.inbuf).substr(0, r.consumed), host,
+              credentials->unbound_placeholder(std::string_view(c.inbuf).substr(0, r.consumed), host,
                                                r.tunnel || plain_bound ? c.target.port : -1, wire.value_or(Wire::tls)))
         return refuse(c, 403, SocksReply::not_allowed,
                       fmt::format("a placeholder of {} in a {} request to {}:{}: refused", *name,
@@ -319,11 +319,11 @@ void Proxy::Impl::on_connected(Conn& c) {
         c, 502, err == ECONNREFUSED ? SocksReply::connection_refused : SocksReply::host_unreachable,
         fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port, std::strerror(err)));
   }
-  if (interceptor) {
+  if (credentials) {
     // Absolute-form plain HTTP is served by the credential filter only
     // for a loopback port bound for plain HTTP (elsewhere a placeholder
     // in it was refused with its head).
-    auto wire = interceptor->bound_wire(checked_host(c), c.target.port);
+    auto wire = credentials->bound_wire(checked_host(c), c.target.port);
     if (wire && (c.protocol != Protocol::http || *wire == Wire::plain_http)) return hand_off(c, *wire);
   }
   c.state = State::relaying;

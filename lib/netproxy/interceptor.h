@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "netproxy/credential_filter.h"
 #include "netproxy/decisions.h"
 #include "netproxy/intercept.h"
 #include "util/result.h"
@@ -32,14 +33,7 @@ namespace pj::netproxy {
 
 class TlsAuthority;
 
-inline constexpr size_t kMaxIntercepted = 64;
-
-struct InterceptLimits {
-  std::chrono::milliseconds handshake{10000};
-  std::chrono::milliseconds idle{600000};
-};
-
-class Interceptor {
+class Interceptor final : public CredentialFilter {
 public:
   // Makes the run's CA. Refuses a binding without a placeholder, without
   // hosts, or whose real value holds CR, LF or NUL (header injection), or
@@ -55,7 +49,7 @@ public:
   Interceptor(const Interceptor&) = delete;
   Interceptor& operator=(const Interceptor&) = delete;
 
-  void set_limits(InterceptLimits l) { limits_ = l; }
+  void set_limits(InterceptLimits l) override { limits_ = l; }
   // The CA certificate the jail is to trust (PEM).
   const std::string& ca_pem() const;
   // What the filter process needs to do this filter's work (filterproc/filter.h):
@@ -69,39 +63,18 @@ public:
   const std::string& upstream_extra_ca_file() const { return intercept_.upstream_extra_ca_file; }
   // Whether host:port (normalised) is bound to a credential.
   bool bound(const std::string& host, int port) const { return bound_wire(host, port).has_value(); }
-  // How a connection to host:port (normalised) is served when a
-  // credential is bound to it: plain HTTP when a binding says so for it
-  // (a loopback port), else TLS; nullopt when nothing is bound to it.
-  std::optional<Wire> bound_wire(const std::string& host, int port) const;
-  // The first binding whose placeholder is in `text` (a proxy request
-  // head) and that is not bound to host:port over `wire` (port < 0: to
-  // nothing); nullopt when none.
+  std::optional<Wire> bound_wire(const std::string& host, int port) const override;
   std::optional<std::string> unbound_placeholder(std::string_view text, const std::string& host, int port,
-                                                 Wire wire = Wire::tls) const;
+                                                 Wire wire = Wire::tls) const override;
 
-  struct Handoff {
-    util::UniqueFd client, upstream;  // connected; the upstream to the checked address
-    std::string reply;                // sent to the client first (CONNECT 200, SOCKS success)
-    // Wire::plain_http: no TLS either side, and `upstream` must be
-    // connected to a loopback address (checked again by the worker).
-    Wire wire = Wire::tls;
-    std::string prefill;  // plain only: the jail's bytes already read (an absolute-form request)
-    Protocol protocol = Protocol::http_connect;
-    std::string host, address, reason;
-    int port = 0;
-    std::chrono::system_clock::time_point wall;
-  };
   // Serve one connection on a worker. When kMaxIntercepted are served
   // already, the one waiting longest for a request (never having sent one
   // first) is closed to make room: a jail holding idle connections cannot
   // keep its own model calls out. False (the fds closed) when none waits.
-  bool start(Handoff h);
-  // Whether start() would take a connection now (a slot, or one to close).
-  bool has_room();
-  // What the workers decided since the last call.
-  std::vector<Decision> take_decisions();
-  // Stop every worker (their connections close) and wait for them.
-  void shutdown();
+  bool start(Handoff h) override;
+  bool has_room() override;
+  std::vector<Decision> take_decisions() override;
+  void shutdown() override;
   size_t active() const { return active_; }
 
 private:

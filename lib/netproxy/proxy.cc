@@ -74,8 +74,8 @@ Proxy::Impl::Impl(Rules r, int fd, ProxyLimits l)
 
 // The credential filter's decisions, into the one record.
 void Proxy::Impl::take_intercepted() {
-  if (!interceptor) return;
-  for (auto& d : interceptor->take_decisions()) recorder.add(std::move(d));
+  if (!credentials) return;
+  for (auto& d : credentials->take_decisions()) recorder.add(std::move(d));
 }
 
 // The listener's budget is full: the connection idle the longest gives
@@ -191,7 +191,7 @@ Proxy::Proxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Proxy::~Proxy() = default;
 
 util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, ProxyLimits limits,
-                                                  std::shared_ptr<Interceptor> interceptor) {
+                                                  std::shared_ptr<CredentialFilter> credentials) {
   // splice(2) into a socket whose peer is gone raises SIGPIPE (splice has
   // no MSG_NOSIGNAL): a jailed client that closes mid-download must not
   // kill the supervisor. Process-wide, and inherited by later children:
@@ -200,9 +200,9 @@ util::Result<std::unique_ptr<Proxy>> Proxy::start(Rules rules, int log_fd, Proxy
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
   auto impl = std::make_unique<Impl>(std::move(rules), log_fd, limits);
-  if (interceptor) {
-    interceptor->set_limits({limits.handshake, limits.idle});
-    impl->interceptor = std::move(interceptor);
+  if (credentials) {
+    credentials->set_limits({limits.handshake, limits.idle});
+    impl->credentials = std::move(credentials);
   }
   if (!impl->poller.ok()) return Error::from_errno("create the network filter's event loop", errno);
   if (impl->resolver.fd() < 0) return Error::from_errno("network filter wake-up", errno);
@@ -260,8 +260,8 @@ void Proxy::shutdown() {
   std::vector<std::uint64_t> ids;
   for (auto& [id, c] : impl_->conns) ids.push_back(id);
   for (auto id : ids) impl_->close_conn(id);
-  if (impl_->interceptor) {
-    impl_->interceptor->shutdown();
+  if (impl_->credentials) {
+    impl_->credentials->shutdown();
     impl_->take_intercepted();
   }
   impl_->recorder.flush();

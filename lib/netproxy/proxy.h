@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "netproxy/decisions.h"
-#include "netproxy/interceptor.h"
+#include "netproxy/credential_filter.h"
 #include "netproxy/listener_kind.h"
 #include "netproxy/resolver.h"
 #include "netproxy/rules.h"
@@ -60,13 +60,13 @@ public:
   // process's soft RLIMIT_NOFILE to its hard limit (each relayed
   // connection holds six fds on Linux: two sockets, two pipes), and
   // ignores SIGPIPE process-wide (splice(2) raises it for a gone peer).
-  // `interceptor` (may be null): connections to hosts bound to a
+  // `credentials` (may be null): connections to hosts bound to a
   // credential are handed to it once connected (CONNECT, SOCKS5 and
   // forwards); a placeholder in a proxy request head is refused (403)
   // unless the tunnel goes to a host it is bound to, and always in a
   // plain-http request (never sent in clear).
   static util::Result<std::unique_ptr<Proxy>> start(Rules rules, int log_fd, ProxyLimits limits = {},
-                                                    std::shared_ptr<Interceptor> interceptor = nullptr);
+                                                    std::shared_ptr<CredentialFilter> credentials = nullptr);
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;

@@ -97,7 +97,7 @@ struct Proxy::Impl {
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns;
   std::uint64_t next_id = 1;
 
-  std::shared_ptr<Interceptor> interceptor;  // may be null
+  std::shared_ptr<CredentialFilter> credentials;  // may be null
   std::vector<Watched> watched;
   static constexpr size_t kSniffBytes = 64 * 1024;
 
