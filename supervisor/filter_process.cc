@@ -19,7 +19,7 @@
 #include "filterlink/channel.h"
 #include "filterlink/process.h"
 #include "linuxjail/sys.h"
-#include "netproxy/interceptor.h"
+#include "credentials/interceptor.h"
 #include "util/escape.h"
 #include "util/log.h"
 
@@ -196,7 +196,7 @@ util::Status FilterProcess::send_credentials(const RunOptions& opts) {
 // The run's CA (made here: its certificate is already in the jail's trust
 // bundle), each binding, the refused minting endpoints, the operator's
 // upstream CA file (opened here: the filter opens no file).
-util::Status FilterProcess::send_bindings(const netproxy::Interceptor& in) {
+util::Status FilterProcess::send_bindings(const credentials::Interceptor& in) {
   auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
   auto ca = in.export_ca();
   if (!ca) return ca.take_error();

@@ -200,7 +200,7 @@ class LinuxJail final : public Jail {
 public:
   LinuxJail(Report::Content& content, const runtime::Request& request, util::Result<linuxjail::PlanInput> input,
             util::Result<RunCredentials> creds, std::optional<Registry> registry, std::optional<PrivateCopies> copies,
-            std::shared_ptr<netproxy::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
+            std::shared_ptr<credentials::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
             std::shared_ptr<JailNotes> refusals, std::shared_ptr<SshAccess> ssh,
             std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
       : content_(content),
@@ -271,7 +271,7 @@ private:
   util::Result<RunCredentials> creds_;
   std::optional<Registry> registry_;
   std::optional<PrivateCopies> copies_;
-  std::shared_ptr<netproxy::Interceptor> interceptor_;
+  std::shared_ptr<credentials::Interceptor> interceptor_;
   std::optional<CaBundleFile> ca_bundle_;
   std::shared_ptr<JailNotes> refusals_;
   std::shared_ptr<SshAccess> ssh_;  // after refusals_: its files go first
@@ -303,7 +303,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
   // makes nothing and takes no lock.
   std::optional<Registry> registry;
   std::optional<PrivateCopies> copies;
-  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::shared_ptr<credentials::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
   std::shared_ptr<JailNotes> refusals;
   std::shared_ptr<SshAccess> ssh;

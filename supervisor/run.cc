@@ -190,8 +190,8 @@ util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
 }  // namespace
 #endif
 
-util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor([[maybe_unused]] const cli::InterceptorInput& inv,
-                                                                      CaRole role, netproxy::Intercept intercept) {
+util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(
+    [[maybe_unused]] const cli::InterceptorInput& inv, CaRole role, netproxy::Intercept intercept) {
 #ifdef PJ_TEST_SWITCHES
   for (const auto& t : inv.test_bind) {
     auto b = parse_test_binding(t);
@@ -200,9 +200,9 @@ util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor([[maybe_un
   }
   if (inv.test_upstream_ca) intercept.upstream_extra_ca_file = *inv.test_upstream_ca;
 #endif
-  if (intercept.empty()) return std::shared_ptr<netproxy::Interceptor>();
-  auto made = role == CaRole::serve ? netproxy::Interceptor::create(std::move(intercept))
-                                    : netproxy::Interceptor::to_hand_over(std::move(intercept));
+  if (intercept.empty()) return std::shared_ptr<credentials::Interceptor>();
+  auto made = role == CaRole::serve ? credentials::Interceptor::create(std::move(intercept))
+                                    : credentials::Interceptor::to_hand_over(std::move(intercept));
   if (!made) return std::move(made.take_error()).context("the credential filter");
   return std::move(*made);
 }

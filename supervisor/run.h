@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "credentials/interceptor.h"
 #include "netproxy/intercept.h"
 #include "netproxy/proxy.h"
 #include "runtime/request.h"
@@ -52,7 +53,7 @@ struct RunOptions {
   // Published ports: bound by the supervisor once the jail is built and
   // before its command starts (never inherited by the jail's init).
   std::vector<runtime::Request::Published> publish;
-  std::shared_ptr<netproxy::Interceptor> interceptor;  // credentials bound to hosts (may be null)
+  std::shared_ptr<credentials::Interceptor> interceptor;  // credentials bound to hosts (may be null)
   // The run's token exchange, when its filter runs in a process of its
   // own: what it sends that process, and what takes its reports (may be null).
   std::shared_ptr<credentials::OAuthExchange> exchange;
@@ -69,8 +70,8 @@ struct RunOptions {
 // process, to which this one hands the CA (it then loads no trust store
 // and makes no TLS context).
 enum class CaRole { serve, hand_over };
-util::Result<std::shared_ptr<netproxy::Interceptor>> make_interceptor(const cli::InterceptorInput& inv, CaRole role,
-                                                                      netproxy::Intercept intercept = {});
+util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(const cli::InterceptorInput& inv, CaRole role,
+                                                                         netproxy::Intercept intercept = {});
 
 // The file the jail trusts: the host's system CAs (the first of
 // runtime::kCaBundlePaths present) then the run's CA, written 0644 in

@@ -161,7 +161,7 @@ void write_jail(JsonWriter& j, const seatbelt::SeatbeltSpec& spec, const std::st
 class SeatbeltJail final : public Jail {
 public:
   SeatbeltJail(std::optional<PrivateDir> tmp, std::optional<Pty> pty, Listeners listeners,
-               std::shared_ptr<netproxy::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
+               std::shared_ptr<credentials::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
                std::shared_ptr<JailNotes> notes, std::shared_ptr<seatbelt::SeatbeltSpec> spec, std::string exec)
       : tmp_(std::move(tmp)),
         pty_(std::move(pty)),
@@ -186,7 +186,7 @@ private:
   std::optional<PrivateDir> tmp_;
   std::optional<Pty> pty_;
   Listeners listeners_;
-  std::shared_ptr<netproxy::Interceptor> interceptor_;
+  std::shared_ptr<credentials::Interceptor> interceptor_;
   std::optional<CaBundleFile> ca_bundle_;
   std::shared_ptr<JailNotes> notes_;
   std::shared_ptr<seatbelt::SeatbeltSpec> spec_;
@@ -234,7 +234,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
 
   // Credentials bound to hosts: the jail trusts the run's CA through the
   // TLS libraries' variables, naming the bundle file (read-only grant).
-  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::shared_ptr<credentials::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
   if (!explain) {
     auto made = make_interceptor(inv.interceptor, CaRole::serve);

@@ -27,7 +27,7 @@
 #include "credentials/token_exchange.h"
 #include "filterproc/lockdown.h"
 #include "filterlink/channel.h"
-#include "netproxy/interceptor.h"
+#include "credentials/interceptor.h"
 #include "netproxy/proxy.h"
 #include "netproxy/relay.h"
 #include "util/startup_pages.h"
@@ -46,7 +46,7 @@ struct Config {
   netproxy::Rules rules;
   netproxy::Intercept intercept;
   util::UniqueFd upstream_ca;
-  std::optional<netproxy::CaPems> ca;
+  std::optional<credentials::CaPems> ca;
   // The token exchange's copy of the bound part of the supervisor's table.
   std::vector<filterlink::SlotMessage> slots;
   credentials::Settings exchange_settings;
@@ -101,7 +101,7 @@ util::Result<bool> take_config(Config& c, FromSupervisor m) {
   }
   if (auto* ca = std::get_if<filterlink::RunCa>(&m)) {
     if (c.ca) return util::Error::invalid("the run's CA sent twice");
-    c.ca = netproxy::CaPems{std::move(ca->key_pem), std::move(ca->cert_pem)};
+    c.ca = credentials::CaPems{std::move(ca->key_pem), std::move(ca->cert_pem)};
     return true;
   }
   if (auto* slot = std::get_if<filterlink::SlotMessage>(&m)) {
@@ -370,7 +370,7 @@ int network_filter_main() {
   const int sock = filterlink::kFilterControlFd;
   auto config = receive_config(sock);
   if (!config) return fail(sock, "receive the configuration", config.error());
-  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::shared_ptr<credentials::Interceptor> interceptor;
   std::string ca_pem;
   if (!config->intercept.empty()) {
     if (!config->ca)
@@ -378,7 +378,7 @@ int network_filter_main() {
     if (config->upstream_ca.valid())
       config->intercept.upstream_extra_ca_file = fmt::format("/proc/self/fd/{}", config->upstream_ca.get());
     config->intercept.exchange = token_exchange(sock, *config);
-    auto made = netproxy::Interceptor::serving_with(std::move(config->intercept), *config->ca);
+    auto made = credentials::Interceptor::serving_with(std::move(config->intercept), *config->ca);
     if (!made) return fail(sock, "start the credential filter", made.error());
     interceptor = std::move(*made);
     ca_pem = interceptor->ca_pem();

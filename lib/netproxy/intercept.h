@@ -3,11 +3,12 @@
 //
 // The supervisor builds an Intercept (lib/credentials) from the
 // profile's provider table, the operator's [credentials] and the host's
-// auth.json; the filter (netproxy, intercept.cc) terminates TLS only for
-// a connection whose checked target is a bound host, substitutes
-// placeholders in request header values, masks real values echoed back,
-// and hands a provider's token-refresh exchange to the TokenExchange.
-// Every other host stays an end-to-end tunnel.
+// auth.json; the credential filter (credentials/interceptor.h), which
+// the loop hands a connection whose checked target is a bound host
+// (credential_filter.h), terminates TLS only for it, substitutes
+// placeholders in request header values (http1.h), masks real values
+// echoed back, and hands a provider's token-refresh exchange to the
+// TokenExchange. Every other host stays an end-to-end tunnel.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,7 @@ namespace pj::netproxy {
 // How a bound host is spoken to. Plain HTTP puts the real value on the
 // wire in clear, so it is only ever allowed for a host loopback port (a
 // local model server: the bytes never leave the machine); the filter
-// refuses a plain binding to any other host (Interceptor::create).
+// refuses a plain binding to any other host (credentials::Interceptor).
 enum class Wire {
   tls,         // the jail's TLS terminated with the run's CA, the server's verified
   plain_http,  // no TLS either side: `http://127.0.0.1:PORT`, `[::1]`, `localhost`
@@ -141,14 +142,6 @@ struct Watched {
   std::string placeholder;
   std::string name;        // "auth.json ollama.key", "OLLAMA_API_KEY": for the report
   std::string credential;  // what [credentials] bind names: "ollama", "OLLAMA_API_KEY"
-};
-
-// The run's CA when it is made elsewhere (the supervisor makes it; the
-// network filter process mints leaves with it): its key (PKCS#8 PEM, a
-// secret) and its certificate.
-struct CaPems {
-  std::string key_pem;
-  std::string cert_pem;
 };
 
 // Everything the filter needs to substitute credentials for one run.

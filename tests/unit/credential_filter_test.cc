@@ -1,5 +1,5 @@
 // The credential filter's HTTP/1.1 side without I/O (netproxy/http1.h)
-// and its per-run CA (netproxy/tls_ca.h).
+// and its per-run CA (credentials/tls_ca.h).
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -8,12 +8,15 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "credentials/interceptor.h"
+#include "credentials/tls_ca.h"
 #include "netproxy/http1.h"
-#include "netproxy/interceptor.h"
-#include "netproxy/tls_ca.h"
 
 using namespace pj::netproxy;
 using namespace pj::netproxy::http1;
+using pj::credentials::CaPems;
+using pj::credentials::Interceptor;
+using pj::credentials::TlsAuthority;
 
 namespace {
 

@@ -20,9 +20,10 @@
 #include <thread>
 #include <utility>
 
+#include "credentials/interceptor.h"
+#include "credentials/tls_ca.h"
+#include "credentials/websocket.h"
 #include "netproxy/proxy.h"
-#include "netproxy/tls_ca.h"
-#include "netproxy/websocket.h"
 #include "loopback.h"
 
 using namespace pj;
@@ -89,7 +90,7 @@ public:
   explicit Upstream(Respond respond, GetBody get_body = GetBody::read)
       : respond_(std::move(respond)), get_body_(get_body) {
     port = server_.port;
-    auto ca = netproxy::TlsAuthority::create({{"127.0.0.1", static_cast<uint16_t>(port)}}, "");
+    auto ca = credentials::TlsAuthority::create({{"127.0.0.1", static_cast<uint16_t>(port)}}, "");
     REQUIRE(ca);
     ca_ = std::move(*ca);
     ca_file = "/tmp/pj-unit-upstream-ca-" + std::to_string(::getpid()) + "-" + std::to_string(port) + ".pem";
@@ -152,7 +153,7 @@ private:
   }
   Respond respond_;
   GetBody get_body_ = GetBody::read;
-  std::unique_ptr<netproxy::TlsAuthority> ca_;
+  std::unique_ptr<credentials::TlsAuthority> ca_;
   std::mutex m_;
   std::string received_;
   test::LoopbackServer server_;  // last: its thread stops before what serve() uses goes
@@ -187,7 +188,7 @@ public:
 struct Rig {
   netproxy::Rules rules;
   std::unique_ptr<netproxy::Proxy> proxy;
-  std::shared_ptr<netproxy::Interceptor> interceptor;
+  std::shared_ptr<credentials::Interceptor> interceptor;
   int http = 0;
   std::atomic<bool> stop{false};
   std::thread loop;
@@ -200,7 +201,7 @@ struct Rig {
     in.exchange = std::move(ex);
     in.refused = {{"127.0.0.1", "/api/oauth/"}, {"127.0.0.1", "/v1/organization/projects/*/service_accounts"}};
     in.upstream_extra_ca_file = ca_file;
-    auto i = netproxy::Interceptor::create(in);
+    auto i = credentials::Interceptor::create(in);
     REQUIRE(i);
     interceptor = *i;
     auto p = netproxy::Proxy::start(rules, -1, limits, interceptor);
@@ -664,17 +665,17 @@ TEST_CASE("credential filter loop: server bytes before a request was sent close 
 TEST_CASE("credential filter loop: after a WebSocket 101 the server's frames reach the jail masked, reassembled") {
   // The key split between two frames of one text message.
   const std::string text = "k=REAL_KEY_9876";
-  std::string first = netproxy::ws::frame(1, text.substr(0, 8));
+  std::string first = credentials::ws::frame(1, text.substr(0, 8));
   first[0] = 0x01;  // no FIN: a continuation follows
   Upstream up({"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + first +
-               netproxy::ws::frame(0, text.substr(8))});
+               credentials::ws::frame(0, text.substr(8))});
   Rig rig(up.port, up.ca_file);
   auto c = rig.connect(up.port);
   REQUIRE(c);
   write(c->ssl,
         "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
         "Sec-WebSocket-Extensions: permessage-deflate\r\nx-api-key: PH_KEY_0123\r\n\r\n");
-  const std::string want = netproxy::ws::frame(1, "k=PH_KEY_0123");
+  const std::string want = credentials::ws::frame(1, "k=PH_KEY_0123");
   std::string r = read_until(c->ssl, [&](const std::string& got) { return got.find(want) != std::string::npos; });
   CHECK(r.find("HTTP/1.1 101") == 0);
   CHECK(r.find(want) != std::string::npos);

@@ -1,13 +1,14 @@
 // The server's WebSocket frames on an intercepted connection
-// (netproxy/websocket.h): parsed and masked, whatever the split.
+// (credentials/websocket.h): parsed and masked, whatever the split.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#include "netproxy/websocket.h"
+#include "credentials/websocket.h"
 
 using namespace pj::netproxy;
+namespace ws = pj::credentials::ws;
 
 namespace {
 

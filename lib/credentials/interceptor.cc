@@ -18,15 +18,29 @@
 
 #include <fmt/format.h>
 
+#include "credentials/interceptor.h"
+#include "credentials/tls_ca.h"
+#include "credentials/websocket.h"
 #include "netproxy/http1.h"
-#include "netproxy/interceptor.h"
 #include "netproxy/protocol.h"
 #include "netproxy/rules.h"
-#include "netproxy/tls_ca.h"
-#include "netproxy/websocket.h"
 
-namespace pj::netproxy {
+namespace pj::credentials {
 
+namespace http1 = netproxy::http1;
+using netproxy::Binding;
+using netproxy::BoundHost;
+using netproxy::Decision;
+using netproxy::ExchangeKind;
+using netproxy::http_response;
+using netproxy::Intercept;
+using netproxy::kMaxEntries;
+using netproxy::kMaxIntercepted;
+using netproxy::Progress;
+using netproxy::Protocol;
+using netproxy::reason_phrase;
+using netproxy::TokenExchange;
+using netproxy::Wire;
 using util::Error;
 using Clock = std::chrono::steady_clock;
 
@@ -1005,4 +1019,4 @@ void Interceptor::shutdown() {
   for (auto& w : all) w.thread.join();
 }
 
-}  // namespace pj::netproxy
+}  // namespace pj::credentials

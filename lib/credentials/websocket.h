@@ -20,7 +20,7 @@
 #include "netproxy/intercept.h"
 #include "util/result.h"
 
-namespace pj::netproxy::ws {
+namespace pj::credentials::ws {
 
 class ServerFrames {
 public:
@@ -28,7 +28,7 @@ public:
   // this bounds what one connection holds.
   static constexpr std::uint64_t kMaxMessage = std::uint64_t{16} << 20;
 
-  ServerFrames(const std::vector<Binding>& bindings,
+  ServerFrames(const std::vector<netproxy::Binding>& bindings,
                const std::vector<std::pair<std::string, std::string>>& renderings);
 
   // The frames for the jail that `in` (any split of the server's stream)
@@ -42,7 +42,7 @@ private:
   [[nodiscard]] util::Result<Step> next_frame(std::string& out);
   [[nodiscard]] util::Status take(std::uint8_t opcode, bool fin, std::string_view payload, std::string& out);
 
-  http1::Masker masker_;
+  netproxy::http1::Masker masker_;
   std::string buf_;          // bytes not yet a whole frame
   size_t at_ = 0;            // the first unparsed byte of buf_
   std::string message_;      // the data message being assembled
@@ -52,4 +52,4 @@ private:
 // One unfragmented, unmasked frame (RFC 6455 section 5.2).
 std::string frame(std::uint8_t opcode, std::string_view payload);
 
-}  // namespace pj::netproxy::ws
+}  // namespace pj::credentials::ws

@@ -24,14 +24,22 @@ typedef struct ssl_st SSL;
 typedef struct x509_st X509;
 typedef struct evp_pkey_st EVP_PKEY;
 
-namespace pj::netproxy {
+namespace pj::credentials {
+
+// The run's CA when it is made elsewhere (the supervisor makes it; the
+// network filter process mints leaves with it): its key (PKCS#8 PEM, a
+// secret) and its certificate.
+struct CaPems {
+  std::string key_pem;
+  std::string cert_pem;
+};
 
 class TlsAuthority {
 public:
   // A new CA constrained to `hosts`, serving; `upstream_extra_ca_file`
   // (PEM, may be empty) is trusted for upstream servers beside the system
   // store.
-  static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<BoundHost>& hosts,
+  static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<netproxy::BoundHost>& hosts,
                                                             const std::string& upstream_extra_ca_file);
   // The CA made elsewhere (its key must be the certificate's), serving:
   // the filter process's.
@@ -39,7 +47,7 @@ public:
                                                                   const std::string& upstream_extra_ca_file);
   // A new CA that serves nothing (no TLS context, no trust store loaded):
   // the supervisor's, which hands it to the filter process.
-  static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<BoundHost>& hosts);
+  static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<netproxy::BoundHost>& hosts);
   bool serves() const { return server_ != nullptr; }
   // The CA's key and certificate, to hand to the filter process.
   util::Result<CaPems> export_ca() const;
@@ -60,7 +68,7 @@ public:
 
 private:
   TlsAuthority() = default;
-  util::Status make_ca(const std::vector<BoundHost>& hosts);
+  util::Status make_ca(const std::vector<netproxy::BoundHost>& hosts);
   util::Status adopt(const CaPems& given);
   util::Status make_contexts(const std::string& upstream_extra_ca_file);
   util::Result<X509*> leaf_for(const std::string& host);
@@ -78,4 +86,4 @@ private:
 // The last OpenSSL error queue entry as text (and the queue cleared).
 std::string openssl_error();
 
-}  // namespace pj::netproxy
+}  // namespace pj::credentials

@@ -1,4 +1,4 @@
-#include "netproxy/tls_ca.h"
+#include "credentials/tls_ca.h"
 
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -16,8 +16,9 @@
 
 #include "netproxy/rules.h"
 
-namespace pj::netproxy {
+namespace pj::credentials {
 
+using netproxy::BoundHost;
 using util::Error;
 
 std::string openssl_error() {
@@ -282,4 +283,4 @@ util::Result<SSL*> TlsAuthority::client_ssl(const std::string& host) {
   return ssl;
 }
 
-}  // namespace pj::netproxy
+}  // namespace pj::credentials

@@ -1,9 +1,10 @@
-#include "netproxy/websocket.h"
+#include "credentials/websocket.h"
 
 #include <fmt/format.h>
 
-namespace pj::netproxy::ws {
+namespace pj::credentials::ws {
 
+using netproxy::Binding;
 using util::Error;
 
 namespace {
@@ -106,4 +107,4 @@ util::Status ServerFrames::take(std::uint8_t opcode, bool fin, std::string_view 
   return {};
 }
 
-}  // namespace pj::netproxy::ws
+}  // namespace pj::credentials::ws

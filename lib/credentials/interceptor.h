@@ -1,5 +1,6 @@
 // The network filter's credential side: a connection whose
-// checked target is a bound host is handed here by the proxy's loop. A
+// checked target is a bound host is handed here by the proxy's loop
+// (netproxy::CredentialFilter, which this implements). A
 // worker thread (at most kMaxIntercepted at once) terminates the jail's
 // TLS with the run's CA, verifies the real server, then reads HTTP/1.1
 // requests one by one: placeholders in header values become the real
@@ -23,33 +24,32 @@
 #include <thread>
 #include <vector>
 
+#include "credentials/tls_ca.h"
 #include "netproxy/credential_filter.h"
 #include "netproxy/decisions.h"
 #include "netproxy/intercept.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
-namespace pj::netproxy {
+namespace pj::credentials {
 
-class TlsAuthority;
-
-class Interceptor final : public CredentialFilter {
+class Interceptor final : public netproxy::CredentialFilter {
 public:
   // Makes the run's CA. Refuses a binding without a placeholder, without
   // hosts, or whose real value holds CR, LF or NUL (header injection), or
   // whose placeholder is inside another binding's.
-  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept);
+  static util::Result<std::shared_ptr<Interceptor>> create(netproxy::Intercept intercept);
   // The same checks, serving with the CA made elsewhere (the filter
   // process's, made by the supervisor).
-  static util::Result<std::shared_ptr<Interceptor>> serving_with(Intercept intercept, const CaPems& ca);
+  static util::Result<std::shared_ptr<Interceptor>> serving_with(netproxy::Intercept intercept, const CaPems& ca);
   // The same checks, holding only what the filter process is sent (a new
   // CA, the bindings): no TLS context, and start() takes nothing.
-  static util::Result<std::shared_ptr<Interceptor>> to_hand_over(Intercept intercept);
+  static util::Result<std::shared_ptr<Interceptor>> to_hand_over(netproxy::Intercept intercept);
   ~Interceptor();
   Interceptor(const Interceptor&) = delete;
   Interceptor& operator=(const Interceptor&) = delete;
 
-  void set_limits(InterceptLimits l) override { limits_ = l; }
+  void set_limits(netproxy::InterceptLimits l) override { limits_ = l; }
   // The CA certificate the jail is to trust (PEM).
   const std::string& ca_pem() const;
   // What the filter process needs to do this filter's work (filterproc/filter.h):
@@ -58,14 +58,14 @@ public:
   util::Result<CaPems> export_ca() const;
   // The bindings now (a snapshot: a token refresh adds bindings while
   // workers read them).
-  std::shared_ptr<const std::vector<Binding>> bindings() const;
-  const std::vector<MintingEndpoint>& refused() const { return intercept_.refused; }
+  std::shared_ptr<const std::vector<netproxy::Binding>> bindings() const;
+  const std::vector<netproxy::MintingEndpoint>& refused() const { return intercept_.refused; }
   const std::string& upstream_extra_ca_file() const { return intercept_.upstream_extra_ca_file; }
   // Whether host:port (normalised) is bound to a credential.
   bool bound(const std::string& host, int port) const { return bound_wire(host, port).has_value(); }
-  std::optional<Wire> bound_wire(const std::string& host, int port) const override;
+  std::optional<netproxy::Wire> bound_wire(const std::string& host, int port) const override;
   std::optional<std::string> unbound_placeholder(std::string_view text, const std::string& host, int port,
-                                                 Wire wire = Wire::tls) const override;
+                                                 netproxy::Wire wire = netproxy::Wire::tls) const override;
 
   // Serve one connection on a worker. When kMaxIntercepted are served
   // already, the one waiting longest for a request (never having sent one
@@ -73,27 +73,27 @@ public:
   // keep its own model calls out. False (the fds closed) when none waits.
   bool start(Handoff h) override;
   bool has_room() override;
-  std::vector<Decision> take_decisions() override;
+  std::vector<netproxy::Decision> take_decisions() override;
   void shutdown() override;
   size_t active() const { return active_; }
 
 private:
   Interceptor() = default;
   // create() and its kin: the bindings checked, then `make_ca` for them.
-  using MakeCa = std::function<util::Result<std::unique_ptr<TlsAuthority>>(const std::vector<BoundHost>& hosts,
-                                                                           const std::string& upstream_extra_ca_file)>;
-  static util::Result<std::shared_ptr<Interceptor>> make(Intercept intercept, const MakeCa& make_ca);
+  using MakeCa = std::function<util::Result<std::unique_ptr<TlsAuthority>>(
+      const std::vector<netproxy::BoundHost>& hosts, const std::string& upstream_extra_ca_file)>;
+  static util::Result<std::shared_ptr<Interceptor>> make(netproxy::Intercept intercept, const MakeCa& make_ca);
   void serve(Handoff h);
-  void record(Decision d);
+  void record(netproxy::Decision d);
   // The TokenExchange's new bindings (checked as create() checks them;
   // one that fails the check is left out and recorded).
-  void add_bindings(std::vector<Binding> more);
+  void add_bindings(std::vector<netproxy::Binding> more);
   friend struct InterceptConn;
 
-  Intercept intercept_;  // exchange and upstream CA; bindings live in bindings_
+  netproxy::Intercept intercept_;  // exchange and upstream CA; bindings live in bindings_
   mutable std::mutex bm_;
-  std::shared_ptr<const std::vector<Binding>> bindings_;  // under bm_
-  InterceptLimits limits_;
+  std::shared_ptr<const std::vector<netproxy::Binding>> bindings_;  // under bm_
+  netproxy::InterceptLimits limits_;
   std::unique_ptr<TlsAuthority> ca_;
   util::UniqueFd stop_r_, stop_w_;  // readable once shutdown() starts
   std::mutex m_;
@@ -114,12 +114,12 @@ private:
   };
   // The worker to close for a new connection (under m_), or null.
   Worker* reapable();
-  void join_done();                  // under m_: join and forget the workers that ended
-  std::list<Worker> workers_;        // under m_
-  std::vector<Decision> decisions_;  // under m_
-  bool stopping_ = false;            // under m_
-  std::uint64_t overflow_ = 0;       // under m_: decisions past the queue's bound
+  void join_done();                            // under m_: join and forget the workers that ended
+  std::list<Worker> workers_;                  // under m_
+  std::vector<netproxy::Decision> decisions_;  // under m_
+  bool stopping_ = false;                      // under m_
+  std::uint64_t overflow_ = 0;                 // under m_: decisions past the queue's bound
   std::atomic<size_t> active_{0};
 };
 
-}  // namespace pj::netproxy
+}  // namespace pj::credentials
