@@ -24,6 +24,7 @@
 #include "netproxy/http1.h"
 #include "netproxy/protocol.h"
 #include "netproxy/rules.h"
+#include "util/bounded_io.h"
 
 namespace pj::credentials {
 
@@ -46,19 +47,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Wait until `fd` is ready for `events`, the stop fd is readable, or
-// `timeout` passes. 1: ready; 0: timed out; -1: stopping or an error.
-int wait_fd(int fd, short events, int stop_fd, std::chrono::milliseconds timeout) {
-  pollfd p[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
-  while (true) {
-    int n = ::poll(p, 2, static_cast<int>(timeout.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || (p[1].revents & POLLIN)) return -1;
-    if (n == 0) return 0;
-    return 1;
-  }
-}
-
 // One side's TLS, over a non-blocking socket, with poll-bounded waits;
 // without `ssl` (a plain-HTTP binding to a loopback port) the same calls
 // read and write the socket as it is.
@@ -73,12 +61,12 @@ struct Tls {
 
   bool wait_for(int err, std::chrono::milliseconds t) {
     short ev = err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
-    int r = wait_fd(fd, ev, stop, t);
-    if (r == 0)
+    util::WaitEnd r = util::wait_ready(fd, ev, stop, t);
+    if (r == util::WaitEnd::timed_out)
       error = "timed out";
-    else if (r < 0)
+    else if (r == util::WaitEnd::stopped)
       error = "stopped";
-    return r > 0;
+    return r == util::WaitEnd::ready;
   }
   bool handshake(std::chrono::milliseconds t) {
     while (true) {
@@ -158,35 +146,16 @@ struct Tls {
     return true;
   }
   bool write_plain(std::string_view data, std::chrono::milliseconds t) {
-    while (!data.empty()) {
-      ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        data.remove_prefix(static_cast<size_t>(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-        error = std::strerror(errno);
-        return false;
-      }
-      if (!wait_for(SSL_ERROR_WANT_WRITE, t)) return false;
+    util::SendEnd end = util::send_all(fd, data, t, stop);
+    switch (end.how) {
+      case util::SendEnd::How::sent: return true;
+      case util::SendEnd::How::failed: error = std::strerror(end.error); break;
+      case util::SendEnd::How::timed_out: error = "timed out"; break;
+      case util::SendEnd::How::stopped: error = "stopped"; break;
     }
-    return true;
-  }
-};
-
-bool send_raw(int fd, std::string_view data, int stop, std::chrono::milliseconds t) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_fd(fd, POLLOUT, stop, t) > 0) continue;
     return false;
   }
-  return true;
-}
+};
 
 std::string authority(const std::string& host, int port, Wire wire) {
   std::string h = net::parse_ip(host) && host.find(':') != std::string::npos ? "[" + host + "]" : host;
@@ -318,7 +287,7 @@ struct InterceptConn {
       reason = std::move(why);
     };
     [&] {
-      if (!h.reply.empty() && !send_raw(h.client.get(), h.reply, owner.stop_r_.get(), hs))
+      if (!h.reply.empty() && !util::send_all(h.client.get(), h.reply, hs, owner.stop_r_.get()).sent())
         return end(true, h.reason + "; the client went away");
       if (h.wire == Wire::plain_http) return serve_plain(end);
       if (spoke_plain_http()) {
@@ -329,8 +298,8 @@ struct InterceptConn {
             "{} is bound for TLS, but the jail spoke plain HTTP to it; for a server without TLS bind http://{}",
             authority(h.host, h.port, Wire::tls), authority(h.host, h.port, Wire::plain_http));
         credential_refusal(why);
-        (void)send_raw(h.client.get(), http_response(502, reason_phrase(502), "pi-jail: refused: " + why + "\n"),
-                       owner.stop_r_.get(), hs);
+        (void)util::send_all(h.client.get(), http_response(502, reason_phrase(502), "pi-jail: refused: " + why + "\n"),
+                             hs, owner.stop_r_.get());
         return end(false, why);
       }
       auto js = owner.ca_->server_ssl(h.host);
@@ -393,7 +362,7 @@ struct InterceptConn {
   // Whether the jail's first byte starts an HTTP method rather than a TLS
   // record (a ClientHello is 0x16).
   bool spoke_plain_http() {
-    if (wait_fd(h.client.get(), POLLIN, owner.stop_r_.get(), hs) <= 0) return false;
+    if (util::wait_ready(h.client.get(), POLLIN, owner.stop_r_.get(), hs) != util::WaitEnd::ready) return false;
     char b = 0;
     return ::recv(h.client.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1 && b >= 'A' && b <= 'Z';
   }
@@ -453,7 +422,8 @@ struct InterceptConn {
     socklen_t len = peer_.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer_), len) != 0 && errno != EINPROGRESS)
       return why = fmt::format("connect: {}", std::strerror(errno)), false;
-    if (wait_fd(fd.get(), POLLOUT, owner.stop_r_.get(), hs) <= 0) return why = "connect timed out", false;
+    if (util::wait_ready(fd.get(), POLLOUT, owner.stop_r_.get(), hs) != util::WaitEnd::ready)
+      return why = "connect timed out", false;
     int err = 0;
     len = sizeof err;
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);

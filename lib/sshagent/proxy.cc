@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "sshagent/agent.h"
+#include "util/bounded_io.h"
 #include "util/escape.h"
 
 namespace pj::sshagent {
@@ -29,25 +31,6 @@ constexpr size_t kMaxReasons = 20;
 constexpr int kUpstreamTimeoutMs = 120000;
 // How long a jailed client may take to read an answer.
 constexpr int kClientWriteTimeoutMs = 10000;
-
-// All of `data` to blocking-or-not `fd`, waiting at most `timeout_ms` for room.
-bool write_all(int fd, std::string_view data, int timeout_ms) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, timeout_ms) <= 0) return false;
-      continue;
-    }
-    return false;
-  }
-  return true;
-}
 
 // Exactly `n` bytes from `fd`, waiting at most `timeout_ms` each time.
 bool read_exact(int fd, std::string& out, size_t n, int timeout_ms) {
@@ -79,7 +62,8 @@ std::optional<std::string> ask_upstream(util::UniqueFd& up, const std::string& p
   if (!up.valid()) up = connect_unix(path);
   if (!up.valid()) return std::nullopt;
   std::string head, answer;
-  if (!write_all(up.get(), frame(body), kUpstreamTimeoutMs) || !read_exact(up.get(), head, 4, kUpstreamTimeoutMs)) {
+  if (!util::send_all(up.get(), frame(body), std::chrono::milliseconds(kUpstreamTimeoutMs)).sent() ||
+      !read_exact(up.get(), head, 4, kUpstreamTimeoutMs)) {
     up.reset();
     return std::nullopt;
   }
@@ -187,7 +171,8 @@ void AgentProxy::serve() {
           refused(upstream_.empty() ? "a request: pi-jail had no agent to ask ($SSH_AUTH_SOCK was not set)"
                                     : "a request: the user's agent did not answer");
         }
-        if (!write_all(c.fd.get(), frame(reply), kClientWriteTimeoutMs)) gone[i] = true;
+        if (!util::send_all(c.fd.get(), frame(reply), std::chrono::milliseconds(kClientWriteTimeoutMs)).sent())
+          gone[i] = true;
       }
     }
     for (size_t i = clients.size(); i-- > 0;)
