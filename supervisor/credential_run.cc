@@ -66,34 +66,34 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
   return rc;
 }
 
-SecretFile RunCredentials::auth_file() const {
+pi::SecretFile RunCredentials::auth_file() const {
   auto st = state_;
-  return SecretFile{
+  return pi::SecretFile{
       "auth.json",
       [st](std::string_view host) {
         return credentials::synthesize_auth(host, st->settings, *st->table, st->provenance);
       },
-      [st](std::string_view jail, std::string_view given_jail) -> util::Result<RevealedSecret> {
+      [st](std::string_view jail, std::string_view given_jail) -> util::Result<pi::RevealedSecret> {
         auto r = credentials::reveal_auth(jail, given_jail, *st->table);
         if (!r) return r.take_error();
-        RevealedSecret out{std::move(r->text), {}};
+        pi::RevealedSecret out{std::move(r->text), {}};
         for (auto& h : r->held) out.held.push_back({std::move(h.entry), std::move(h.account)});
         return out;
       },
   };
 }
 
-std::vector<HeldLogin> RunCredentials::held_logins() const {
-  std::vector<HeldLogin> out;
+std::vector<pi::HeldLogin> RunCredentials::held_logins() const {
+  std::vector<pi::HeldLogin> out;
   for (const auto& l : state_->held->list()) out.push_back({l.id, l.tokens.account});
   return out;
 }
 
-std::vector<std::string> RunCredentials::settle_logins(Consent c) const {
+std::vector<std::string> RunCredentials::settle_logins(pi::Consent c) const {
   const auto logins = state_->held->list();
-  if (c == Consent::given) return credentials::apply_held(state_->agent_dir, logins);
+  if (c == pi::Consent::given) return credentials::apply_held(state_->agent_dir, logins);
   std::vector<std::string> out;
-  for (const auto& l : logins) out.push_back(refusal_note({l.id, l.tokens.account}, c));
+  for (const auto& l : logins) out.push_back(pi::refusal_note({l.id, l.tokens.account}, c));
   return out;
 }
 

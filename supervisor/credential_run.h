@@ -1,6 +1,6 @@
 // One run's credentials (credentials.h) put to work: the caller's
 // provider variables replaced by placeholders in the request, Pi's
-// auth.json given to the jail through placeholders (private_dirs.h
+// auth.json given to the jail through placeholders (pi/private_dirs.h
 // SecretFile), and what the network filter needs (netproxy::Intercept).
 #pragma once
 
@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "consent.h"
 #include "credentials/credentials.h"
 #include "credentials/token_exchange.h"
 #include "netproxy/intercept.h"
+#include "pi/login_consent.h"
+#include "pi/private_dirs.h"
 #include "policy/policy.h"
-#include "private_dirs.h"
 #include "runtime/request.h"
 #include "util/json.h"
 #include "util/result.h"
@@ -33,7 +33,7 @@ public:
                                               const std::vector<std::string>& test_token_endpoints = {});
 
   // auth.json through placeholders (for PrivateCopies::stage).
-  SecretFile auth_file() const;
+  pi::SecretFile auth_file() const;
   // For explain, which stages nothing: the host's auth.json read and
   // judged as a run would, so that its bindings can be shown.
   void preview_auth();
@@ -51,11 +51,11 @@ public:
   // filter to look for on host loopback ports no binding covers.
   std::vector<netproxy::Watched> watched() const;
 
-  // The logins the token exchange held back (consent.h), and settling
+  // The logins the token exchange held back (pi/login_consent.h), and settling
   // them: written to the host's auth.json when `c` is Consent::given;
   // returns the notes ("applied:" / "refused:").
-  std::vector<HeldLogin> held_logins() const;
-  std::vector<std::string> settle_logins(Consent c) const;
+  std::vector<pi::HeldLogin> held_logins() const;
+  std::vector<std::string> settle_logins(pi::Consent c) const;
   // [credentials] logins of the operators' policy.
   policy::LoginWriteBack logins_mode() const { return state_->logins; }
 

@@ -18,13 +18,14 @@
 #include "linux_run.h"
 #include "ssh_access.h"
 #include "placeholders.h"
-#include "private_dirs.h"
 #include "jail_notes.h"
 #include "warm_up.h"
+#include "credentials/consent.h"
 #include "linuxjail/host.h"
 #include "linuxjail/landlock.h"
 #include "linuxjail/plan.h"
 #include "linuxjail/syscall_filter.h"
+#include "pi/private_dirs.h"
 #include "util/escape.h"
 #include "util/log.h"
 #include "util/paths.h"
@@ -174,17 +175,17 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
 }
 
 // The logins the run held back (both paths: the token exchange and the
-// jail's auth.json), settled by one decision (consent.h); the notes.
-std::vector<std::string> settle_logins(PrivateCopies& copies, const RunCredentials& creds) {
-  std::vector<HeldLogin> held = copies.held_logins();
+// jail's auth.json), settled by one decision (credentials/consent.h); the notes.
+std::vector<std::string> settle_logins(pi::PrivateCopies& copies, const RunCredentials& creds) {
+  std::vector<pi::HeldLogin> held = copies.held_logins();
   for (auto& l : creds.held_logins())
-    if (std::none_of(held.begin(), held.end(), [&](const HeldLogin& h) { return h.provider == l.provider; }))
+    if (std::none_of(held.begin(), held.end(), [&](const pi::HeldLogin& h) { return h.provider == l.provider; }))
       held.push_back(std::move(l));
   if (held.empty()) return {};
-  const Consent c = decide(creds.logins_mode(), held);
-  if (c != Consent::given) {
+  const pi::Consent c = credentials::decide(creds.logins_mode(), held);
+  if (c != pi::Consent::given) {
     std::vector<std::string> notes;
-    for (const auto& l : held) notes.push_back(refusal_note(l, c));
+    for (const auto& l : held) notes.push_back(pi::refusal_note(l, c));
     return notes;
   }
   auto notes = copies.settle_logins(c);
@@ -199,9 +200,9 @@ std::vector<std::string> settle_logins(PrivateCopies& copies, const RunCredentia
 class LinuxJail final : public Jail {
 public:
   LinuxJail(Report::Content& content, const runtime::Request& request, util::Result<linuxjail::PlanInput> input,
-            util::Result<RunCredentials> creds, std::optional<Registry> registry, std::optional<PrivateCopies> copies,
-            std::shared_ptr<credentials::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
-            std::shared_ptr<JailNotes> refusals, std::shared_ptr<SshAccess> ssh,
+            util::Result<RunCredentials> creds, std::optional<Registry> registry,
+            std::optional<pi::PrivateCopies> copies, std::shared_ptr<credentials::Interceptor> interceptor,
+            std::optional<CaBundleFile> ca_bundle, std::shared_ptr<JailNotes> refusals, std::shared_ptr<SshAccess> ssh,
             std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
       : content_(content),
         request_(request),
@@ -270,7 +271,7 @@ private:
   util::Result<linuxjail::PlanInput> input_;
   util::Result<RunCredentials> creds_;
   std::optional<Registry> registry_;
-  std::optional<PrivateCopies> copies_;
+  std::optional<pi::PrivateCopies> copies_;
   std::shared_ptr<credentials::Interceptor> interceptor_;
   std::optional<CaBundleFile> ca_bundle_;
   std::shared_ptr<JailNotes> refusals_;
@@ -302,7 +303,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
   // Planned under the placeholder registry's lock (placeholders.h); explain
   // makes nothing and takes no lock.
   std::optional<Registry> registry;
-  std::optional<PrivateCopies> copies;
+  std::optional<pi::PrivateCopies> copies;
   std::shared_ptr<credentials::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
   std::shared_ptr<JailNotes> refusals;
@@ -323,8 +324,8 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
         "writable, or set XDG_STATE_HOME to a directory of your own";
     auto locked = Registry::lock(state);
     if (!locked) return said_setup_failure(locked.error().message(), fix);
-    const SecretFile auth = creds->auth_file();
-    auto staged = PrivateCopies::stage(state, *input, &auth);
+    const pi::SecretFile auth = creds->auth_file();
+    auto staged = pi::PrivateCopies::stage(state, *input, &auth);
     if (!staged) return said_setup_failure(staged.error().message(), fix);
     copies.emplace(std::move(*staged));
     copies->keep_new_dirs(prepared.keep_new_dirs);

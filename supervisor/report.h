@@ -44,7 +44,7 @@ public:
     git::audit::Audit repository_audit;
     // What the run's own copy of a private directory (Pi's agent dir) gave
     // back to the host: "applied: ...", "refused: ...", "kept: ..."
-    // (private_dirs.h), names escaped, never a value.
+    // (pi/private_dirs.h), names escaped, never a value.
     std::vector<std::string> write_back;
     // --allow-ssh: what pi-jail's SSH agent proxy refused, one line a reason.
     std::vector<std::string> ssh_agent_refusals;

@@ -7,7 +7,7 @@
 //
 // Everything here is pure except make_placeholder (getrandom) and Table's
 // lock; reading the host's files and writing auth.json back are done by
-// the callers (linux_backend.cc, private_dirs.cc, token_exchange.cc).
+// the callers (linux_backend.cc, pi/private_dirs.cc, token_exchange.cc).
 #pragma once
 
 #include <cstddef>

@@ -83,7 +83,7 @@ NewContent merge_auth(Content host_now, Content given, Content jail_left, Notes&
 // The jail's auth.json `jail_left` (real values) with the provider
 // entries `held` put back as in `given` (dropped where `given` has none):
 // what may be written back while a login made in the jail waits for the
-// user's consent (consent.h). nullopt when either is not a JSON object
+// user's consent (login_consent.h). nullopt when either is not a JSON object
 // (the merge then refuses the file anyway).
 std::optional<std::string> hold_entries(std::string_view jail_left, Content given,
                                         const std::vector<std::string>& held);

@@ -63,7 +63,7 @@ struct Flag {
 enum class LandlockUse { if_available, required };  // [hardening] landlock
 enum class OnExcess { warn, error };                // [policy] on_excess
 // [credentials] logins: whether a login made inside the jail reaches the
-// host's auth.json without asking (operators only; supervisor/consent.h).
+// host's auth.json without asking (operators only; credentials/consent.h).
 enum class LoginWriteBack { ask, write_back };
 // The spelling in TOML and in explain's output.
 const char* choice_name(LandlockUse v);

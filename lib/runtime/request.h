@@ -38,7 +38,7 @@ struct PathRule {
   Node node = Node::file;  // read-only marks: what to cover when absent
 };
 
-// A private directory as staged for one run (supervisor/private_dirs.h):
+// A private directory as staged for one run (pi/private_dirs.h):
 // inside the jail `path` is the host directory `staging`, which holds
 // copies of the files at the top of `path`; `shown` entries (host
 // subdirectories, files too large to copy) are bound read-only into it,

@@ -15,7 +15,7 @@
 #include "credentials/credentials.h"
 #include "credentials/token_exchange.h"
 #include "pi/agent_state.h"
-#include "consent.h"
+#include "credentials/consent.h"
 #include "policy/layer.h"
 #include "policy/policy.h"
 #include "util/json_value.h"
@@ -504,16 +504,16 @@ TEST_CASE("[credentials] logins: an operator may let logins write back; a projec
 }
 
 TEST_CASE("login consent: only \"y\" or \"yes\" consents, and the question escapes what the jail chose") {
-  using pj::supervisor::Consent;
-  CHECK(pj::supervisor::parse_answer("y\n") == Consent::given);
-  CHECK(pj::supervisor::parse_answer(" YES ") == Consent::given);
-  CHECK(pj::supervisor::parse_answer("") == Consent::refused);
-  CHECK(pj::supervisor::parse_answer("n") == Consent::refused);
-  CHECK(pj::supervisor::parse_answer("yy") == Consent::refused);
-  const std::string q = pj::supervisor::consent_question({{"anthropic", "a@b\x1b[2J"}});
+  using pj::pi::Consent;
+  CHECK(pj::credentials::parse_answer("y\n") == Consent::given);
+  CHECK(pj::credentials::parse_answer(" YES ") == Consent::given);
+  CHECK(pj::credentials::parse_answer("") == Consent::refused);
+  CHECK(pj::credentials::parse_answer("n") == Consent::refused);
+  CHECK(pj::credentials::parse_answer("yy") == Consent::refused);
+  const std::string q = pj::credentials::consent_question({{"anthropic", "a@b\x1b[2J"}});
   CHECK(q.find("anthropic") != std::string::npos);
   CHECK(q.find('\x1b') == std::string::npos);
-  const std::string note = pj::supervisor::refusal_note({"evil\x1b]0;x\a", ""}, Consent::no_terminal);
+  const std::string note = pj::pi::refusal_note({"evil\x1b]0;x\a", ""}, Consent::no_terminal);
   CHECK(note.starts_with("refused:"));
   CHECK(note.find('\x1b') == std::string::npos);
   CHECK(note.find("logins = \"write-back\"") != std::string::npos);

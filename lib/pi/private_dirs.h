@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "consent.h"
+#include "pi/login_consent.h"
 #include "pi/agent_state.h"
 #include "pi/user_links.h"
 #include "runtime/profile_adapter.h"
@@ -29,12 +29,12 @@
 #include "util/result.h"
 #include "util/unique_fd.h"
 
-namespace pj::supervisor {
+namespace pj::pi {
 
 // A file of a private directory whose secrets never enter the jail
-// (credentials.h): the jail's copy is made from the host's by `to_jail`
-// (placeholders), and what the jail leaves is mapped back by `from_jail`
-// (real values) before it is merged into the host's. Such a file must be
+// (credentials/credentials.h): the jail's copy is made from the host's by
+// `to_jail` (placeholders), and what the jail leaves is mapped back by
+// `from_jail` (real values) before it is merged into the host's. Such a file must be
 // a regular file of at most 1 MiB: anything else refuses the run.
 // What the jail left in a secret file, mapped back: the text with real
 // values, and the logins in it (entries written back only with consent).
@@ -109,7 +109,7 @@ private:
     std::vector<std::string> hidden;
     // Top-level files that are the user's symlinks to regular files
     // elsewhere, read through at the start: by the link's name.
-    std::vector<std::pair<std::string, std::shared_ptr<const pi::UserLink>>> links;
+    std::vector<std::pair<std::string, std::shared_ptr<const UserLink>>> links;
   };
   // The secret file's write-back still waiting for consent: its content
   // as written back (held entries as given) and as the jail left it.
@@ -122,11 +122,11 @@ private:
   };
   PrivateCopies() = default;
   void discard();
-  // pi::agent::write_back() into the host directory open at `host`, through
+  // agent::write_back() into the host directory open at `host`, through
   // the user's link when the file is one (the link unchanged since the start).
-  static util::Result<pi::agent::WriteOutcome> write_back_to(int host, const Copy& c, const pi::agent::AgentFile& file,
-                                                             pi::agent::Content given, pi::agent::Content jail_left,
-                                                             pi::agent::Notes& notes);
+  static util::Result<agent::WriteOutcome> write_back_to(int host, const Copy& c, const agent::AgentFile& file,
+                                                         agent::Content given, agent::Content jail_left,
+                                                         agent::Notes& notes);
 
   std::string run_dir_;
   std::shared_ptr<const SecretFile> secret_;
@@ -136,4 +136,4 @@ private:
   std::shared_ptr<Held> held_;  // shared: PrivateCopies is moved around
 };
 
-}  // namespace pj::supervisor
+}  // namespace pj::pi

@@ -27,16 +27,16 @@
 #include "util/random.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor {
+namespace pj::pi {
 
 using util::Error;
 using util::UniqueFd;
 
 namespace {
 
-constexpr size_t kCopyCap = pi::agent::kMaxFileBytes;  // larger files are shown read-only
-constexpr int kMaxDepth = 128;                         // removal walks no deeper (the jail can nest)
-constexpr size_t kMoveCap = size_t{1} << 30;           // a file copied to the host (carry_new_dirs)
+constexpr size_t kCopyCap = agent::kMaxFileBytes;  // larger files are shown read-only
+constexpr int kMaxDepth = 128;                     // removal walks no deeper (the jail can nest)
+constexpr size_t kMoveCap = size_t{1} << 30;       // a file copied to the host (carry_new_dirs)
 
 // The names in the directory open at `dir` (not "." or ".."); empty when
 // it cannot be read.
@@ -265,10 +265,10 @@ std::vector<std::string> carry_new_dirs(const std::string& staging, const std::s
   return out;
 }
 
-// The themes in the host directory's themes/ (pi::agent::HostDir): the names
+// The themes in the host directory's themes/ (agent::HostDir): the names
 // of its "*.json" files and links, as Pi lists them (theme.js).
-pi::agent::HostDir host_dir_facts(int host) {
-  pi::agent::HostDir out;
+agent::HostDir host_dir_facts(int host) {
+  agent::HostDir out;
   UniqueFd themes(::openat(host, "themes", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!themes.valid()) return out;
   for (const auto& n : names_in(themes.get())) {
@@ -348,10 +348,10 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
       // user's link (a link to a directory is recreated as it is, below).
       int from_dir = host->get();
       std::string from = name;
-      std::shared_ptr<const pi::UserLink> user_link;
+      std::shared_ptr<const UserLink> user_link;
       struct stat followed;
       if (S_ISLNK(st.st_mode) && !(::stat(path.c_str(), &followed) == 0 && S_ISDIR(followed.st_mode))) {
-        auto link = pi::follow_user_link(host->get(), p.path, name, writable);
+        auto link = follow_user_link(host->get(), p.path, name, writable);
         if (!link) {
           std::string why = util::printable(link.error().message());
           if (secret && name == secret->name)
@@ -368,7 +368,7 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
         }
         if (::fstatat(link->dir.get(), link->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
           return Error::from_errno(fmt::format("stage {}: stat {}", path, util::printable(link->target)), errno);
-        user_link = std::make_shared<const pi::UserLink>(std::move(*link));
+        user_link = std::make_shared<const UserLink>(std::move(*link));
         from_dir = user_link->dir.get();
         from = user_link->name;
       }
@@ -412,22 +412,20 @@ util::Result<PrivateCopies> PrivateCopies::stage(const std::string& state_dir, r
   return pc;
 }
 
-util::Result<pi::agent::WriteOutcome> PrivateCopies::write_back_to(int host, const Copy& c,
-                                                                   const pi::agent::AgentFile& file,
-                                                                   pi::agent::Content given,
-                                                                   pi::agent::Content jail_left,
-                                                                   pi::agent::Notes& notes) {
+util::Result<agent::WriteOutcome> PrivateCopies::write_back_to(int host, const Copy& c, const agent::AgentFile& file,
+                                                               agent::Content given, agent::Content jail_left,
+                                                               agent::Notes& notes) {
   auto link = std::find_if(c.links.begin(), c.links.end(), [&](const auto& l) { return l.first == file.name; });
-  const pi::agent::HostDir dir = host_dir_facts(host);
-  if (link == c.links.end()) return pi::agent::write_back(host, file, given, jail_left, notes, {}, dir);
-  const pi::UserLink& l = *link->second;
+  const agent::HostDir dir = host_dir_facts(host);
+  if (link == c.links.end()) return agent::write_back(host, file, given, jail_left, notes, {}, dir);
+  const UserLink& l = *link->second;
   char text[PATH_MAX];
   const ssize_t n = ::readlinkat(host, link->first.c_str(), text, sizeof text - 1);
   if (n <= 0 || std::string_view(text, static_cast<size_t>(n)) != l.text)
     return Error::invalid(fmt::format("the symlink was changed or removed during the run; {} is left as it is",
                                       util::printable(l.target)));
-  return pi::agent::write_back_through(host, file, pi::agent::LinkTarget{l.dir.get(), l.name}, given, jail_left, notes,
-                                       {}, dir);
+  return agent::write_back_through(host, file, agent::LinkTarget{l.dir.get(), l.name}, given, jail_left, notes, {},
+                                   dir);
 }
 
 std::vector<std::string> PrivateCopies::finish() {
@@ -456,18 +454,18 @@ std::vector<std::string> PrivateCopies::finish() {
       continue;
     }
     for (const auto& [name, given] : c.given) {
-      const pi::agent::AgentFile* file = name == pi::agent::kAuthFile.name       ? &pi::agent::kAuthFile
-                                         : name == pi::agent::kSettingsFile.name ? &pi::agent::kSettingsFile
-                                                                                 : nullptr;
+      const agent::AgentFile* file = name == agent::kAuthFile.name       ? &agent::kAuthFile
+                                     : name == agent::kSettingsFile.name ? &agent::kSettingsFile
+                                                                         : nullptr;
       if (!file) continue;  // the policy allows only these names
-      auto left = util::read_untrusted_file(staging->get(), name, pi::agent::kMaxFileBytes, name);
-      pi::agent::Notes notes;
+      auto left = util::read_untrusted_file(staging->get(), name, agent::kMaxFileBytes, name);
+      agent::Notes notes;
       if (!left) {
         out.push_back(fmt::format("refused: {}: what the run left is not a readable file ({}); nothing written back",
                                   name, util::printable(left.error().message())));
         continue;
       }
-      pi::agent::Content jail_left = *left ? pi::agent::Content(**left) : std::nullopt;
+      agent::Content jail_left = *left ? agent::Content(**left) : std::nullopt;
       if (!given && !jail_left) continue;  // never there
       std::optional<std::string> revealed;
       if (secret_ && name == secret_->name && jail_left) {
@@ -482,16 +480,16 @@ std::vector<std::string> PrivateCopies::finish() {
         }
         revealed = std::move(real->text);
         // An entry the merge refuses anyway is no login to ask about.
-        const pi::agent::Content given_host = given ? pi::agent::Content(*given) : std::nullopt;
+        const agent::Content given_host = given ? agent::Content(*given) : std::nullopt;
         std::erase_if(real->held, [&](const HeldLogin& h) {
-          return !pi::agent::auth_entry_is_data(*revealed, given_host, h.provider);
+          return !agent::auth_entry_is_data(*revealed, given_host, h.provider);
         });
         if (!real->held.empty()) {
           // Logins made in the jail wait for consent (settle_logins());
           // the rest is written back now.
           std::vector<std::string> entries;
           for (const auto& h : real->held) entries.push_back(h.provider);
-          auto without = pi::agent::hold_entries(*revealed, given ? pi::agent::Content(*given) : std::nullopt, entries);
+          auto without = agent::hold_entries(*revealed, given ? agent::Content(*given) : std::nullopt, entries);
           if (!without) {
             out.push_back(fmt::format("refused: {}: what the run left cannot be read; nothing written back", name));
             continue;
@@ -502,7 +500,7 @@ std::vector<std::string> PrivateCopies::finish() {
         jail_left = *revealed;
       }
       if (given && jail_left && *given == *jail_left) continue;  // untouched
-      pi::agent::Content given_content = given ? pi::agent::Content(*given) : std::nullopt;
+      agent::Content given_content = given ? agent::Content(*given) : std::nullopt;
       auto written = write_back_to(host->get(), c, *file, given_content, jail_left, notes);
       for (auto& l : notes.lines()) out.push_back(std::move(l));
       if (!written) out.push_back(fmt::format("{}: not written back: {}", name, written.error().message()));
@@ -527,12 +525,11 @@ std::vector<std::string> PrivateCopies::settle_logins(Consent c) {
                               held.name, held.host_dir));
     return out;
   }
-  const pi::agent::AgentFile* file = held.name == pi::agent::kAuthFile.name ? &pi::agent::kAuthFile : nullptr;
+  const agent::AgentFile* file = held.name == agent::kAuthFile.name ? &agent::kAuthFile : nullptr;
   if (!file) return out;
-  pi::agent::Notes notes;
+  agent::Notes notes;
   // What was written back is now "given": only the held entries differ.
-  auto written =
-      pi::agent::write_back(host->get(), *file, pi::agent::Content(held.written), pi::agent::Content(held.full), notes);
+  auto written = agent::write_back(host->get(), *file, agent::Content(held.written), agent::Content(held.full), notes);
   for (auto& l : notes.lines()) out.push_back(std::move(l));
   if (!written) out.push_back(fmt::format("{}: not written back: {}", held.name, written.error().message()));
   return out;
@@ -550,4 +547,4 @@ void PrivateCopies::discard() {
   lock_.reset();
 }
 
-}  // namespace pj::supervisor
+}  // namespace pj::pi

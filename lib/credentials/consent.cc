@@ -8,22 +8,14 @@
 
 #include <fmt/format.h>
 
-#include "util/escape.h"
 #include "util/unique_fd.h"
 
-namespace pj::supervisor {
+namespace pj::credentials {
+
+using pi::Consent;
+using pi::HeldLogin;
 
 namespace {
-
-std::string shown(std::string_view s) {
-  const bool cut = s.size() > 64;
-  return fmt::format("\"{}{}\"", util::printable(s.substr(0, 64)), cut ? "..." : "");
-}
-
-std::string describe(const HeldLogin& l) {
-  return l.account.empty() ? fmt::format("provider {}", shown(l.provider))
-                           : fmt::format("provider {} (account {})", shown(l.provider), shown(l.account));
-}
 
 bool any_terminal() { return ::isatty(0) || ::isatty(1) || ::isatty(2); }
 
@@ -53,7 +45,7 @@ private:
 
 std::string consent_question(const std::vector<HeldLogin>& held) {
   std::string q = "pi-jail: a login was made inside the jail; your own Pi still uses its old credentials:\n";
-  for (const auto& l : held) q += fmt::format("  {}\n", describe(l));
+  for (const auto& l : held) q += fmt::format("  {}\n", pi::login_shown(l));
   q += "Write these logins to your auth.json, replacing what is there? [y/N] ";
   return q;
 }
@@ -96,11 +88,4 @@ Consent decide(policy::LoginWriteBack mode, const std::vector<HeldLogin>& held) 
   return ask_on_terminal(held);
 }
 
-std::string refusal_note(const HeldLogin& login, Consent why) {
-  return fmt::format("refused: auth.json: {}: a login made in the jail is not written back: {}", describe(login),
-                     why == Consent::no_terminal
-                         ? "there is no terminal to ask on (an operator may set [credentials] logins = \"write-back\")"
-                         : "you did not agree");
-}
-
-}  // namespace pj::supervisor
+}  // namespace pj::credentials
