@@ -12,7 +12,6 @@
 
 #include "backend.h"
 #include "filterproc/filter.h"
-#include "credential_run.h"
 #include "jail_home.h"
 #include "linux_limits.h"
 #include "linux_run.h"
@@ -21,6 +20,7 @@
 #include "jail_notes.h"
 #include "warm_up.h"
 #include "credentials/consent.h"
+#include "credentials/run_credentials.h"
 #include "linuxjail/host.h"
 #include "linuxjail/landlock.h"
 #include "linuxjail/plan.h"
@@ -176,7 +176,7 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
 
 // The logins the run held back (both paths: the token exchange and the
 // jail's auth.json), settled by one decision (credentials/consent.h); the notes.
-std::vector<std::string> settle_logins(pi::PrivateCopies& copies, const RunCredentials& creds) {
+std::vector<std::string> settle_logins(pi::PrivateCopies& copies, const credentials::RunCredentials& creds) {
   std::vector<pi::HeldLogin> held = copies.held_logins();
   for (auto& l : creds.held_logins())
     if (std::none_of(held.begin(), held.end(), [&](const pi::HeldLogin& h) { return h.provider == l.provider; }))
@@ -200,7 +200,7 @@ std::vector<std::string> settle_logins(pi::PrivateCopies& copies, const RunCrede
 class LinuxJail final : public Jail {
 public:
   LinuxJail(Report::Content& content, const runtime::Request& request, util::Result<linuxjail::PlanInput> input,
-            util::Result<RunCredentials> creds, std::optional<Registry> registry,
+            util::Result<credentials::RunCredentials> creds, std::optional<Registry> registry,
             std::optional<pi::PrivateCopies> copies, std::shared_ptr<credentials::Interceptor> interceptor,
             std::optional<CaBundleFile> ca_bundle, std::shared_ptr<JailNotes> refusals, std::shared_ptr<SshAccess> ssh,
             std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
@@ -269,7 +269,7 @@ private:
   Report::Content& content_;
   const runtime::Request& request_;  // the prepared request (main.cc keeps it)
   util::Result<linuxjail::PlanInput> input_;
-  util::Result<RunCredentials> creds_;
+  util::Result<credentials::RunCredentials> creds_;
   std::optional<Registry> registry_;
   std::optional<pi::PrivateCopies> copies_;
   std::shared_ptr<credentials::Interceptor> interceptor_;
@@ -290,14 +290,14 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
   auto input = plan_input(inv.switches, prepared);
   if (!input) return request_refused(input.error().message());
     // Model credentials: placeholders in the environment and Pi's
-    // auth.json; the real values stay here (credential_run.h).
+    // auth.json; the real values stay here (credentials/run_credentials.h).
 #ifdef PJ_TEST_SWITCHES
   const std::vector<std::string>& token_endpoints = inv.test_token_endpoint;
 #else
   const std::vector<std::string> token_endpoints;
 #endif
-  auto creds = RunCredentials::prepare(prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr,
-                                       *input, token_endpoints);
+  auto creds = credentials::RunCredentials::prepare(
+      prepared.policy.resolved.policy ? &*prepared.policy.resolved.policy : nullptr, *input, token_endpoints);
   if (!creds) return said_setup_failure(creds.error().message());
   content.write_credentials = [c = *creds](JsonWriter& j) { c.write_json(j); };
   // Planned under the placeholder registry's lock (placeholders.h); explain

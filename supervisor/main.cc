@@ -11,10 +11,10 @@
 #include "backend.h"
 #include "filterlink/process.h"
 #include "cli.h"
+#include "credentials/run_credentials.h"
 #include "doctor.h"
 #include "git/audit.h"
 #include "policy/explain.h"
-#include "credential_run.h"
 #include "prepare.h"
 #include "report.h"
 #include "run.h"
@@ -54,9 +54,9 @@ int explain_policy(bool json, const supervisor::Prepared& prepared) {
   int status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
   if (ex.policy && !json) {
     // Each credential the run would pass, how and where its real value
-    // may go (credential_run.h); never a value.
+    // may go (credentials/run_credentials.h); never a value.
     runtime::Request r = prepared.request;
-    auto creds = supervisor::RunCredentials::prepare(ex.policy, r);
+    auto creds = credentials::RunCredentials::prepare(ex.policy, r);
     util::out(
         "\ncredentials (placeholders inside the jail; the network filter sends the real value to the bound "
         "hosts only):\n");

@@ -48,7 +48,7 @@ public:
     std::vector<std::string> write_back;
     // --allow-ssh: what pi-jail's SSH agent proxy refused, one line a reason.
     std::vector<std::string> ssh_agent_refusals;
-    // The run's credential bindings (credential_run.h): the "bindings"
+    // The run's credential bindings (credentials/run_credentials.h): the "bindings"
     // array of the report's "credentials" object; unset: none.
     std::function<void(util::JsonWriter&)> write_credentials;
   };

@@ -1,4 +1,4 @@
-#include "credential_run.h"
+#include "run_credentials.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,9 +11,7 @@
 #include "util/paths.h"
 #include "util/untrusted.h"
 
-namespace pj::supervisor {
-
-using credentials::Provenance;
+namespace pj::credentials {
 
 util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, runtime::Request& r,
                                                      const std::vector<std::string>& test_token_endpoints) {
@@ -25,8 +23,8 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
     auto hostport = at == std::string::npos || slash == std::string::npos
                         ? std::nullopt
                         : net::parse_host_port(std::string_view(t).substr(at + 1, slash - at - 1));
-    auto stand_in = hostport ? credentials::stand_in_endpoint(t.substr(0, at), hostport->host,
-                                                              static_cast<uint16_t>(hostport->port), t.substr(slash))
+    auto stand_in = hostport ? stand_in_endpoint(t.substr(0, at), hostport->host, static_cast<uint16_t>(hostport->port),
+                                                 t.substr(slash))
                              : std::nullopt;
     if (!stand_in) return util::Error::invalid(fmt::format("--test-token-endpoint {}: not PROVIDER@HOST:PORT/PATH", t));
     st.settings.test_token_endpoints.push_back(std::move(*stand_in));
@@ -36,7 +34,7 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
     st.settings.pass_through = p->credential_pass_through();
     st.logins = p->credential_logins();
   }
-  auto minting = credentials::minting_refusals(p ? p->credential_allow_minting() : std::vector<policy::Entry>{});
+  auto minting = minting_refusals(p ? p->credential_allow_minting() : std::vector<policy::Entry>{});
   if (!minting) return minting.take_error();
   st.minting = std::move(*minting);
   st.settings.env_pass = r.env_pass;
@@ -44,7 +42,7 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
     if (util::parent_path(w.path) != w.path && w.path.ends_with("/auth.json")) st.agent_dir = util::parent_path(w.path);
   if (st.agent_dir.empty() && !r.private_dirs.empty()) st.agent_dir = r.private_dirs.front().path;
 
-  auto plan = credentials::plan_env(r.host_env, st.settings, *st.table);
+  auto plan = plan_env(r.host_env, st.settings, *st.table);
   if (!plan.errors.empty()) {
     std::string all;
     for (const auto& e : plan.errors) all += (all.empty() ? "" : "\n") + e;
@@ -70,11 +68,9 @@ pi::SecretFile RunCredentials::auth_file() const {
   auto st = state_;
   return pi::SecretFile{
       "auth.json",
-      [st](std::string_view host) {
-        return credentials::synthesize_auth(host, st->settings, *st->table, st->provenance);
-      },
+      [st](std::string_view host) { return synthesize_auth(host, st->settings, *st->table, st->provenance); },
       [st](std::string_view jail, std::string_view given_jail) -> util::Result<pi::RevealedSecret> {
-        auto r = credentials::reveal_auth(jail, given_jail, *st->table);
+        auto r = reveal_auth(jail, given_jail, *st->table);
         if (!r) return r.take_error();
         pi::RevealedSecret out{std::move(r->text), {}};
         for (auto& h : r->held) out.held.push_back({std::move(h.entry), std::move(h.account)});
@@ -91,7 +87,7 @@ std::vector<pi::HeldLogin> RunCredentials::held_logins() const {
 
 std::vector<std::string> RunCredentials::settle_logins(pi::Consent c) const {
   const auto logins = state_->held->list();
-  if (c == pi::Consent::given) return credentials::apply_held(state_->agent_dir, logins);
+  if (c == pi::Consent::given) return apply_held(state_->agent_dir, logins);
   std::vector<std::string> out;
   for (const auto& l : logins) out.push_back(pi::refusal_note({l.id, l.tokens.account}, c));
   return out;
@@ -104,7 +100,7 @@ void RunCredentials::preview_auth() {
   if (!dir) return;
   auto text = util::read_untrusted_file(dir->get(), "auth.json", size_t{1} << 20, "auth.json");
   if (!text || !*text) return;
-  auto jail = credentials::synthesize_auth(**text, st.settings, *st.table, st.provenance);
+  auto jail = synthesize_auth(**text, st.settings, *st.table, st.provenance);
   if (!jail) st.provenance.push_back({"auth.json", "refused", "", {}, jail.error().message()});
 }
 
@@ -112,8 +108,8 @@ netproxy::Intercept RunCredentials::intercept(std::function<void(const std::stri
   netproxy::Intercept in;
   in.bindings = state_->table->take_added();
   in.refused = state_->minting;
-  state_->exchange = std::make_shared<credentials::OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
-                                                                  std::move(warn), state_->held);
+  state_->exchange = std::make_shared<OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
+                                                     std::move(warn), state_->held);
   in.exchange = state_->exchange;
   return in;
 }
@@ -138,7 +134,7 @@ std::vector<netproxy::Watched> RunCredentials::watched() const {
 }
 
 std::vector<std::string> RunCredentials::explain_lines() const {
-  auto lines = credentials::explain_lines(state_->provenance);
+  auto lines = credentials::explain_lines(state_->provenance);  // the free function, not this one
   for (auto& l : lines) l = util::printable(l);
   return lines;
 }
@@ -159,4 +155,4 @@ void RunCredentials::write_json(util::JsonWriter& j) const {
   j.end_array();
 }
 
-}  // namespace pj::supervisor
+}  // namespace pj::credentials

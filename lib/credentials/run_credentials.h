@@ -19,7 +19,7 @@
 #include "util/json.h"
 #include "util/result.h"
 
-namespace pj::supervisor {
+namespace pj::credentials {
 
 class RunCredentials {
 public:
@@ -44,7 +44,7 @@ public:
   netproxy::Intercept intercept(std::function<void(const std::string&)> warn) const;
   // The token exchange intercept() made (null before): what the filter
   // process is sent, and what takes its reports.
-  std::shared_ptr<credentials::OAuthExchange> exchange() const { return state_->exchange; }
+  std::shared_ptr<OAuthExchange> exchange() const { return state_->exchange; }
 
   // Every API key and access token placeholder of the run (bound or
   // withheld), with the name [credentials] bind knows it by, for the
@@ -59,7 +59,7 @@ public:
   // [credentials] logins of the operators' policy.
   policy::LoginWriteBack logins_mode() const { return state_->logins; }
 
-  const std::vector<credentials::Provenance>& provenance() const { return state_->provenance; }
+  const std::vector<Provenance>& provenance() const { return state_->provenance; }
   // "# credentials" lines for explain; never a secret.
   std::vector<std::string> explain_lines() const;
   // The report's "credentials" object.
@@ -67,17 +67,17 @@ public:
 
 private:
   struct State {
-    std::shared_ptr<credentials::Table> table = std::make_shared<credentials::Table>();
-    credentials::Settings settings;
-    std::vector<credentials::Provenance> provenance;
+    std::shared_ptr<Table> table = std::make_shared<Table>();
+    Settings settings;
+    std::vector<Provenance> provenance;
     std::string agent_dir;  // the private directory holding auth.json (Pi's agent dir), or empty
-    std::shared_ptr<credentials::HeldLogins> held = std::make_shared<credentials::HeldLogins>();
+    std::shared_ptr<HeldLogins> held = std::make_shared<HeldLogins>();
     policy::LoginWriteBack logins = policy::LoginWriteBack::ask;
-    std::vector<netproxy::MintingEndpoint> minting;        // refused by the filter
-    std::shared_ptr<credentials::OAuthExchange> exchange;  // made by intercept()
+    std::vector<netproxy::MintingEndpoint> minting;  // refused by the filter
+    std::shared_ptr<OAuthExchange> exchange;         // made by intercept()
   };
   RunCredentials() = default;
   std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
-}  // namespace pj::supervisor
+}  // namespace pj::credentials
