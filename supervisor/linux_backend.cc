@@ -310,10 +310,9 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
   std::shared_ptr<SshAccess> ssh;
   if (inv.mode == cli::Mode::run) {
     // Before any lock is taken: a first run may warm the cache up (a jail of its own).
-    if (int sig = attach_compile_cache(prepared, *input)) {
-      const std::string step = fmt::format("stopped by signal {} during the compile cache's warm-up", sig);
-      say_setup_failed(step, {});
-      return util::Error::stopped_by_signal(step, sig);
+    if (auto cached = attach_compile_cache(prepared, *input); !cached) {
+      say_setup_failed(cached.error().message(), {});
+      return cached.take_error();
     }
     const std::string state = state_dir();
     if (state.empty())

@@ -108,8 +108,9 @@ process.exit(0);
 // program; Node writes the compile cache into `dir` as it exits. Then,
 // in a jail of the same plan, the program's other modules
 // (kImportModules): what that adds is kept, and its failure only noted.
-cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& session, const std::string& dir,
-                          int* interrupted) {
+// A termination signal that stopped either jail is the error.
+util::Result<cc::WarmUpOutcome> warm_up(const Prepared& prepared, const linuxjail::PlanInput& session,
+                                        const std::string& dir) {
   using cc::Warmed;
   linuxjail::PlanInput w;
   w.workspace = dir;
@@ -151,19 +152,21 @@ cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& 
   };
 
   using Ending = RunOutcome::Ending;
+  // The user's Ctrl-C (or a TERM) reached the warm-up's supervisor, which
+  // passed it on: it is meant for the whole run.
+  auto stopped = [](int sig) {
+    return Error::stopped_by_signal(fmt::format("stopped by signal {} during the compile cache's warm-up", sig), sig);
+  };
   std::string tail;
   auto version = run_warm_up_jail({prepared.program.interpreter, session.exec_path, "--version"}, tail);
-  if (!version) return {Warmed::not_now, version.error().message()};
+  if (!version) return cc::WarmUpOutcome{Warmed::not_now, version.error().message()};
   const RunOutcome& ended = *version;
   if (ended.ending == Ending::exited && ended.exit_code == 0) {
     std::string modules_tail;
     auto modules = run_warm_up_jail(
         {prepared.program.interpreter, "--input-type=module", "-e", kImportModules, "--", session.exec_path},
         modules_tail);
-    if (modules && modules->stopped_by) {
-      *interrupted = modules->stopped_by;
-      return {Warmed::not_now, "the warm-up was interrupted"};
-    }
+    if (modules && modules->stopped_by) return stopped(modules->stopped_by);
     if (!modules)
       util::debug("compile cache: the program's other modules: {}", modules.error().message());
     else if (modules->ending != Ending::exited || modules->exit_code != 0)
@@ -171,52 +174,46 @@ cc::WarmUpOutcome warm_up(const Prepared& prepared, const linuxjail::PlanInput& 
           "compile cache: importing the program's other modules ended with status {}{}; kept what "
           "`--version` made",
           modules->exit_code, util::printable("; its stderr: " + modules_tail));
-    return {Warmed::made, ""};
+    return cc::WarmUpOutcome{Warmed::made, ""};
   }
+  if (ended.stopped_by) return stopped(ended.stopped_by);
   std::string why =
       fmt::format("`{} --version` in the warm-up jail ended with status {}{}{}", session.exec_path, ended.exit_code,
                   ended.failure.empty() ? "" : ": " + ended.failure, util::printable("; its stderr: " + tail));
-  if (ended.stopped_by) {
-    // The user's Ctrl-C (or a TERM) reached the warm-up's supervisor,
-    // which passed it on: it is meant for the whole run.
-    *interrupted = ended.stopped_by;
-    return {Warmed::not_now, why};
-  }
-  if (ended.ending == Ending::setup_failed) return {Warmed::not_now, why};
-  return {Warmed::program_failed, why};
+  if (ended.ending == Ending::setup_failed) return cc::WarmUpOutcome{Warmed::not_now, why};
+  return cc::WarmUpOutcome{Warmed::program_failed, why};
 }
 
 }  // namespace
 
-int attach_compile_cache(const Prepared& prepared, linuxjail::PlanInput& in) {
+util::Status attach_compile_cache(const Prepared& prepared, linuxjail::PlanInput& in) {
   const auto& pol = prepared.policy.resolved.policy;
-  if (!pol || !pol->compile_cache() || !cc::is_node_program(prepared.program)) return 0;
+  if (!pol || !pol->compile_cache() || !cc::is_node_program(prepared.program)) return {};
   const std::string root = cc::cache_root(std::getenv("XDG_CACHE_HOME"), in.home);
-  if (root.empty()) return 0;
+  if (root.empty()) return {};
   std::vector<std::string> installation;
   for (const auto& need : prepared.program.needs) installation.push_back(need.path);
   installation.push_back(root);
   if (auto why = cc::writable_in_jail(in, installation); !why.empty()) {
     util::note("no compile cache for {}: {}", util::printable(in.exec_path), util::printable(why));
-    return 0;
+    return {};
   }
   auto key = cc::installation_key(prepared.program);
-  if (!key) return 0;
-  int interrupted = 0;
-  auto dir = cc::ensure(root, *key, [&](const std::string& d) { return warm_up(prepared, in, d, &interrupted); });
-  if (interrupted) return interrupted;
+  if (!key) return {};
+  auto dir = cc::ensure(root, *key, [&](const std::string& d) { return warm_up(prepared, in, d); });
+  if (!dir && dir.error().exit_kind() == util::Exit::signaled) return dir.take_error();
   if (!dir) {
     util::warn("compile cache not used: {}; the program starts without it", util::printable(dir.error().message()));
-    return 0;
+    return {};
   }
   if (auto why = cc::writable_in_jail(in, {*dir}); !why.empty()) {
     util::warn("compile cache not used: {}", util::printable(why));
-    return 0;
+    return {};
   }
   util::debug("compile cache {} (read-only)", util::printable(*dir));
   in.grants.push_back({*dir, runtime::Access::read_only, "compile cache (written only by its warm-up jail)"});
   in.env_set.emplace_back("NODE_COMPILE_CACHE", *dir);
-  return 0;
+  return {};
 }
 
 }  // namespace pj::supervisor

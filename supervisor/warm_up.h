@@ -4,6 +4,7 @@
 
 #include "linuxjail/plan.h"
 #include "prepare.h"
+#include "util/result.h"
 
 namespace pj::supervisor {
 
@@ -11,9 +12,10 @@ namespace pj::supervisor {
 // a Node script whose installation the jail cannot write, find (or make,
 // with a warm-up jail) its cache, then grant it to `in` read-only and
 // point NODE_COMPILE_CACHE at it. Any problem is said and the run goes on
-// without the cache: it only ever costs start-up time. Returns the
-// termination signal (INT, TERM, ...) that stopped the warm-up, else 0: the
-// user meant to stop the whole run, and nothing else is to run.
-int attach_compile_cache(const Prepared& prepared, linuxjail::PlanInput& in);
+// without the cache: it only ever costs start-up time. Fails only when a
+// termination signal (INT, TERM, ...) stopped the warm-up
+// (Error::stopped_by_signal: pi-jail ends with 128+N): the user meant to
+// stop the whole run, and nothing else is to run.
+util::Status attach_compile_cache(const Prepared& prepared, linuxjail::PlanInput& in);
 
 }  // namespace pj::supervisor

@@ -235,14 +235,18 @@ util::Result<std::string> ensure(const std::string& root, const std::string& key
   const std::string tmp = fmt::format("{}{}-{:016x}", kWarmPrefix, ::getpid(), util::random_u64());
   auto scratch = own_dir_at(top->get(), tmp, root_real + "/" + tmp, true);
   if (!scratch) return scratch.take_error();
-  WarmUpOutcome warmed = warm_up(root_real + "/" + tmp);
-  if (warmed.warmed != Warmed::made) {
+  util::Result<WarmUpOutcome> warmed = warm_up(root_real + "/" + tmp);
+  if (!warmed) {
     remove_tree(top->get(), tmp.c_str());
-    if (warmed.warmed == Warmed::program_failed) {
+    return warmed.take_error();
+  }
+  if (warmed->warmed != Warmed::made) {
+    remove_tree(top->get(), tmp.c_str());
+    if (warmed->warmed == Warmed::program_failed) {
       // An empty file: its name is the mark.
       UniqueFd mark(::openat(top->get(), failed.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     }
-    return Error::invalid("the compile cache's warm-up: " + warmed.why);
+    return Error::invalid("the compile cache's warm-up: " + warmed->why);
   }
   if (auto st = util::replace_entry(top->get(), tmp, key); !st) {
     remove_tree(top->get(), tmp.c_str());

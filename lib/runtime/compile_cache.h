@@ -50,22 +50,26 @@ std::string writable_in_jail(const Request& r, const std::vector<std::string>& p
 
 // How a warm-up ended: the cache was made; the program failed (status,
 // timeout: not tried again for this installation); or not now (the jail
-// could not be built, the user interrupted it: tried again next run).
+// could not be built: tried again next run).
 enum class Warmed { made, program_failed, not_now };
 struct WarmUpOutcome {
   Warmed warmed = Warmed::not_now;
   std::string why;  // unless made
 };
 
-// Runs the warm-up jail with `dir` (resolved) as its one writable directory.
-using WarmUp = std::function<WarmUpOutcome(const std::string& dir)>;
+// Runs the warm-up jail with `dir` (resolved) as its one writable
+// directory. An error is for the whole run, not the cache (the user
+// stopped the warm-up: Error::stopped_by_signal()): ensure() returns it
+// as it is.
+using WarmUp = std::function<util::Result<WarmUpOutcome>(const std::string& dir)>;
 
 // The cache directory for `key` under `root` (resolved path), made by
 // `warm_up` when missing: into a fresh temporary directory under an
 // exclusive lock, renamed into place only when the warm-up succeeded, so
 // concurrent first runs make it once and a killed warm-up leaves nothing
 // that is used (its leftovers are removed by the next warm-up). A warm-up
-// whose program failed leaves KEY.failed, and is not tried again for that key. The
+// whose program failed leaves KEY.failed, and is not tried again for that key;
+// one the user stopped (an error) leaves nothing, and is tried again. The
 // directory above pi-jail/ must be the caller's or root's, and writable by
 // others only when sticky; `root` and
 // everything below it must be real directories (no symlink on the way)

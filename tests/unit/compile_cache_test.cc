@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -162,7 +163,7 @@ TEST_CASE("compile cache: a failed or killed warm-up leaves nothing that is used
   Scratch s;
   const std::string root = s.dir + "/pi-jail/compile-cache";
   int calls = 0;
-  // Interrupted (or the jail could not be built): tried again next time.
+  // The jail could not be built: tried again next time.
   auto interrupted = cc::ensure(root, "00000000000000000000000000000001", counting(calls, cc::Warmed::not_now));
   REQUIRE_FALSE(interrupted);
   CHECK_FALSE(fs::exists(root + "/00000000000000000000000000000001.failed"));
@@ -181,6 +182,28 @@ TEST_CASE("compile cache: a failed or killed warm-up leaves nothing that is used
   REQUIRE(next);
   CHECK(calls == 3);
   CHECK_FALSE(fs::exists(root + "/.warm-1-dead"));
+}
+
+TEST_CASE("compile cache: a warm-up the user stopped ends with its signal, leaves nothing and is tried again") {
+  Scratch s;
+  const std::string root = s.dir + "/pi-jail/compile-cache";
+  const std::string key = "00000000000000000000000000000003";
+  int calls = 0;
+  auto stopped = cc::ensure(root, key, [&calls](const std::string& dir) -> pj::util::Result<cc::WarmUpOutcome> {
+    ++calls;
+    write(dir + "/v24-x64/entry", "half compiled");
+    return pj::util::Error::stopped_by_signal("stopped by signal 2 during the compile cache's warm-up", SIGINT);
+  });
+  REQUIRE_FALSE(stopped);
+  // The error as the warm-up made it: the run ends with 128+SIGINT.
+  CHECK(stopped.error().message() == "stopped by signal 2 during the compile cache's warm-up");
+  CHECK(stopped.error().exit_status() == 130);
+  CHECK_FALSE(fs::exists(root + "/" + key));
+  CHECK_FALSE(fs::exists(root + "/" + key + ".failed"));
+  for (const auto& e : fs::directory_iterator(root)) CHECK_FALSE(e.path().filename().string().starts_with(".warm-"));
+  auto again = cc::ensure(root, key, counting(calls));
+  REQUIRE(again);
+  CHECK(calls == 2);
 }
 
 TEST_CASE("compile cache: a symlink, another owner's or a group-writable directory is refused, never used") {
