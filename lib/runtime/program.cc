@@ -93,28 +93,30 @@ std::pair<std::string, std::string> parse_shebang(std::string_view line) {
 }
 
 util::Result<Program> discover(const std::string& name, const Lookup& lk) {
-  using util::Exit;
+  using util::CommandExit;
   std::string found;
   if (name.find('/') != std::string::npos) {
     auto norm = util::normalize_path(name, lk.cwd);
-    if (!norm) return std::move(norm.take_error()).with_exit(Exit::not_found);
+    if (!norm) return std::move(norm.take_error()).with_exit(CommandExit::not_found);
     struct stat st;
     if (::stat(norm->c_str(), &st) != 0) {
       // A path the caller may not search (EACCES) exists, as far as the
       // shell can tell, and cannot be executed: 126, as the shell says.
       const int err = errno;
-      return Error::from_errno(name, err).with_exit(err == EACCES ? Exit::not_executable : Exit::not_found);
+      return Error::from_errno(name, err).with_exit(err == EACCES ? CommandExit::not_executable
+                                                                  : CommandExit::not_found);
     }
     if (!executable_file(*norm))
-      return Error::invalid(fmt::format("{}: not an executable file", name)).with_exit(Exit::not_executable);
+      return Error::invalid(fmt::format("{}: not an executable file", name)).with_exit(CommandExit::not_executable);
     found = *norm;
   } else {
     bool unexecutable = false;
     auto hit = search_path(name, lk, unexecutable);
     if (!hit && unexecutable)
       return Error::invalid(fmt::format("{}: found on PATH but not executable (Permission denied)", name))
-          .with_exit(Exit::not_executable);
-    if (!hit) return Error::invalid(fmt::format("{}: command not found on PATH", name)).with_exit(Exit::not_found);
+          .with_exit(CommandExit::not_executable);
+    if (!hit)
+      return Error::invalid(fmt::format("{}: command not found on PATH", name)).with_exit(CommandExit::not_found);
     found = *hit;
   }
 
@@ -136,7 +138,7 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk) {
       auto hit = search_path(arg, lk, unexecutable);
       if (!hit) {
         return Error::invalid(fmt::format("{}: its interpreter \"{}\" ({}) is not on PATH", name, arg, first))
-            .with_exit(Exit::not_found);
+            .with_exit(CommandExit::not_found);
       }
       program = *hit;
     }
@@ -148,7 +150,7 @@ util::Result<Program> discover(const std::string& name, const Lookup& lk) {
       const bool exists = ::stat(p.interpreter.c_str(), &st) == 0;
       return Error::invalid(
                  fmt::format("{}: its interpreter {} ({}) is not an executable file", name, p.interpreter, first))
-          .with_exit(exists ? Exit::not_executable : Exit::not_found);
+          .with_exit(exists ? CommandExit::not_executable : CommandExit::not_found);
     }
     p.needs.push_back({installation_of(p.interpreter, lk), why});
     if (interp.ends_with("/env") && !arg.empty()) p.path_first = std::string(util::parent_path(p.interpreter));

@@ -23,6 +23,14 @@ enum class Exit {
   signaled,        // 128+N: pi-jail was stopped by signal N before the command ran
 };
 
+// The exits an error can be given after it is made (Error::with_exit()):
+// the command to run could not be. Exit::signaled is not among them: its
+// status needs the signal, which only Error::stopped_by_signal() takes.
+enum class CommandExit {
+  not_executable,  // Exit::not_executable
+  not_found,       // Exit::not_found
+};
+
 class Error {
 public:
   // An error from a failed system call: `what` names the operation and
@@ -38,10 +46,9 @@ public:
     e.signal_ = sig;
     return e;
   }
-  // The same error, ending the run as `kind` says: not_found and
-  // not_executable for the command to run (signaled: stopped_by_signal()).
-  Error with_exit(Exit kind) && {
-    exit_ = kind;
+  // The same error, ending the run as `kind` says.
+  Error with_exit(CommandExit kind) && {
+    exit_ = kind == CommandExit::not_found ? Exit::not_found : Exit::not_executable;
     return std::move(*this);
   }
 

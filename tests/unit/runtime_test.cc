@@ -114,3 +114,22 @@ TEST_CASE("a command that cannot run says its exit status as the shells do: 127 
   CHECK(pj::util::Error::invalid("x").exit_status() == 125);
   CHECK(pj::util::Error::stopped_by_signal("x", 2).exit_status() == 130);
 }
+
+// Whether an error can be given the exit `Kind` after it is made.
+template <typename Kind>
+concept exit_can_be_given = requires(pj::util::Error e, Kind kind) {
+  std::move(e).with_exit(kind);
+};
+
+TEST_CASE("an error is given a command's exit after it is made, never a signal's, which needs its signal") {
+  // Exit::signaled would end pi-jail with 128 and no signal: with_exit()
+  // takes no Exit at all.
+  static_assert(exit_can_be_given<pj::util::CommandExit>);
+  static_assert(!exit_can_be_given<pj::util::Exit>);
+  static_assert(!exit_can_be_given<int>);
+  using pj::util::CommandExit;
+  using pj::util::Error;
+  CHECK(Error::invalid("x").with_exit(CommandExit::not_found).exit_status() == 127);
+  CHECK(Error::invalid("x").with_exit(CommandExit::not_executable).exit_status() == 126);
+  CHECK(Error::invalid("x").with_exit(CommandExit::not_found).exit_kind() == pj::util::Exit::not_found);
+}

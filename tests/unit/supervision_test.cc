@@ -473,11 +473,11 @@ TEST_CASE("every set-up failure is worded the same way: nothing was run, the ste
 }
 
 TEST_CASE("an error that ends a run before the command ran gives its exit status and ending, and says nothing") {
+  using pj::util::CommandExit;
   using pj::util::Error;
-  using pj::util::Exit;
   RunOutcome out;
   std::string err = stderr_of([&] {
-    out = pj::supervisor::ended_by(Error::invalid("pi: command not found on PATH").with_exit(Exit::not_found));
+    out = pj::supervisor::ended_by(Error::invalid("pi: command not found on PATH").with_exit(CommandExit::not_found));
   });
   CHECK(err.empty());
   CHECK(out.exit_code == 127);
@@ -485,7 +485,7 @@ TEST_CASE("an error that ends a run before the command ran gives its exit status
   CHECK(out.command_status == -1);
   CHECK(out.failure == "pi: command not found on PATH");
 
-  out = pj::supervisor::ended_by(Error::from_errno("/w/pi", EACCES).with_exit(Exit::not_executable));
+  out = pj::supervisor::ended_by(Error::from_errno("/w/pi", EACCES).with_exit(CommandExit::not_executable));
   CHECK(out.exit_code == 126);
   CHECK(out.ending == RunOutcome::Ending::not_executed);
   CHECK(out.failure == "/w/pi: Permission denied (EACCES)");
