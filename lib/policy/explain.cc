@@ -177,13 +177,29 @@ Section network_section(const Policy& p) {
         entry("bind", std::move(what), b.host.src,
               {{"credential", b.credential}, {"target", b.host.text}, {"wire", plain ? "plain-http" : "tls"}}));
   }
+  // Absent from the JSON when none is set; its password never shown.
+  Section upstream{.key = "upstream_proxy", .shape = Shape::record, .json_when_empty = false};
+  if (const auto& up = p.upstream_proxy()) {
+    const std::string url = up->url ? up->url->redacted() : "";
+    std::string what =
+        up->url ? url + " (CONNECT; the proxy resolves the names)" : "no HTTPS_PROXY set: connections go out directly";
+    if (up->from_env) what = "env: " + (up->url ? up->url_var + "=" : "") + what;
+    if (!up->no_proxy.empty()) what += "; " + up->no_proxy_var + "=" + up->no_proxy.str();
+    // Pushed one by one: GCC 12 sees an uninitialised variant in a mixed
+    // initializer list here (-Wmaybe-uninitialized).
+    std::vector<Field> fields{{"url", url}};
+    fields.push_back({"from_env", up->from_env});
+    fields.push_back({"variable", up->url_var});
+    fields.push_back({"no_proxy", up->no_proxy.str()});
+    upstream.rows.push_back(entry("upstream-proxy", std::move(what), up->src, std::move(fields)));
+  }
   return {.key = "network",
           .heading =
               "network (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
               "loopback rules with a port are forwarded):",
           .shape = Shape::parts,
           .parts = {std::move(allow), net_rules("deny", p.net_deny()), std::move(publish), std::move(ssh),
-                    std::move(binds)}};
+                    std::move(binds), std::move(upstream)}};
 }
 
 Section env_section(const Policy& p) {

@@ -29,7 +29,7 @@ constexpr size_t kMaxFileSize = 1 << 20;
 // The schema: which keys each table may have.
 const std::map<std::string, std::set<std::string>, std::less<>> kSchema = {
     {"filesystem", {"system", "read", "write", "deny", "read_only", "private", "write_back", "sockets"}},
-    {"network", {"allow", "deny", "presets", "publish", "ssh"}},
+    {"network", {"allow", "deny", "presets", "publish", "ssh", "upstream_proxy"}},
     {"home", {"persist"}},
     {"env", {"pass", "set"}},
     {"limits", {"read", "write", "network", "env", "scratch", "memory", "pids", "cpus", "cgroup"}},
@@ -231,6 +231,8 @@ public:
           else
             l.ssh.push_back({*host, e.src});
         }
+      } else if (name == "network" && key == "upstream_proxy") {
+        l.upstream_proxy = upstream_proxy(v, where);
       } else if (name == "network" && key == "presets") {
         for (const auto& e : strings(v, where)) add_preset(e);
       } else if (name == "home") {
@@ -307,6 +309,23 @@ public:
         credentials(key, v, where);
       }
     }
+  }
+
+  // "http://[USER:PASSWORD@]HOST:PORT" or "env". The value is quoted in
+  // an error with its password masked.
+  std::optional<UpstreamProxySetting> upstream_proxy(const toml::node& n, std::string_view where) {
+    auto s = n.value<std::string>();
+    if (!n.is_string() || !s) {
+      error(n, fmt::format("{} must be a string: \"http://HOST:PORT\" or \"env\"", where));
+      return std::nullopt;
+    }
+    if (*s == "env") return UpstreamProxySetting{std::nullopt, at(n)};
+    auto url = net::parse_proxy_url(*s);
+    if (!url) {
+      error(n, fmt::format("{} \"{}\": {}", where, net::redact_userinfo(*s), url.error().what()));
+      return std::nullopt;
+    }
+    return UpstreamProxySetting{std::move(*url), at(n)};
   }
 
   // A preset's hosts become allow entries at the preset's position, so

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "net/address.h"
+#include "net/proxy_url.h"
 
 namespace pj::policy {
 
@@ -75,6 +76,15 @@ struct Choice {
   E value{};
   Source src;
   bool operator==(const Choice&) const = default;
+};
+
+// [network] upstream_proxy (operators only): the HTTP proxy the filter
+// connects out through, as a URL, or "env": the host's HTTPS_PROXY and
+// NO_PROXY, read when the policy is resolved (Context::getenv).
+struct UpstreamProxySetting {
+  std::optional<net::ProxyUrl> url;  // nullopt: "env"
+  Source src;
+  bool operator==(const UpstreamProxySetting&) const = default;
 };
 
 // A size of memory-backed space (tmpfs `size=`): bytes, or a share of
@@ -159,6 +169,7 @@ struct Layer {
   std::vector<Entry> ssh;
   // The presets named in [network] presets (their hosts are in net_allow).
   std::vector<Entry> net_presets;
+  std::optional<UpstreamProxySetting> upstream_proxy;  // operators only
   // [home]
   std::optional<Flag> home_persist;  // the workspace's jail home kept between runs
   // [env]

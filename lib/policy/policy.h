@@ -63,6 +63,19 @@ public:
     std::string name;  // a name, or a NAME* prefix
     Source src;
   };
+  // The HTTP proxy the filter's outbound connections go through.
+  struct UpstreamProxy {
+    // nullopt: upstream_proxy = "env" and the host sets no HTTPS_PROXY
+    // (nor https_proxy): connections go out directly.
+    std::optional<net::ProxyUrl> url;
+    bool from_env = false;  // upstream_proxy = "env"
+    std::string url_var;    // from_env: the variable read ("HTTPS_PROXY", "https_proxy"), or ""
+    // from_env: the host's NO_PROXY (or no_proxy): destinations reached
+    // directly. Empty otherwise (loopback is never proxied either way).
+    net::NoProxy no_proxy;
+    std::string no_proxy_var;  // the variable read, or ""
+    Source src;                // the upstream_proxy key
+  };
 
   const std::vector<PathRule>& system() const { return system_; }
   const std::vector<PathGrant>& grants() const { return grants_; }
@@ -79,6 +92,9 @@ public:
   const std::vector<Publish>& publish() const { return publish_; }
   const std::vector<NetRule>& net_deny() const { return net_deny_; }
   const std::vector<SshHost>& ssh_hosts() const { return ssh_hosts_; }
+  // `[network] upstream_proxy` (operators only; the last one written):
+  // nullopt when none is set.
+  const std::optional<UpstreamProxy>& upstream_proxy() const { return upstream_proxy_; }
   const std::vector<EnvPass>& env_pass() const { return env_pass_; }
   const std::vector<Setting>& env_set() const { return env_set_; }
   // [credentials], operators only: extra hosts a credential may be sent
@@ -131,6 +147,7 @@ private:
   std::vector<SocketGrant> sockets_;
   std::vector<Publish> publish_;
   std::vector<SshHost> ssh_hosts_;
+  std::optional<UpstreamProxy> upstream_proxy_;
   std::vector<EnvPass> env_pass_;
   std::vector<Setting> env_set_;
   std::vector<Layer::CredentialHost> cred_hosts_;
@@ -219,8 +236,9 @@ struct Context {
   // The host's RAM in bytes, to compare a share of RAM with a size
   // (`[limits] scratch` of the user against the system's); 0: unknown.
   std::uint64_t ram_bytes = 0;
-  // The caller's environment, for "$NAME" in `[filesystem] sockets`
-  // (nullopt: unset or empty). Absent: every variable is unset.
+  // The caller's environment, for "$NAME" in `[filesystem] sockets` and
+  // for `upstream_proxy = "env"` (HTTPS_PROXY, NO_PROXY) (nullopt: unset
+  // or empty). Absent: every variable is unset.
   std::function<std::optional<std::string>(const std::string&)> getenv = {};
   // The directories among `vars` that the caller places (PlacedDir).
   std::vector<PlacedDir> placed = {};

@@ -57,6 +57,14 @@ std::string emit(const SizeSetting& s) {
                      static_cast<int>(s.size.unit), emit(s.src));
 }
 std::string emit(const CountSetting& c) { return fmt::format("CountSetting{{{}u, {}}}", c.value, emit(c.src)); }
+std::string emit(const UpstreamProxySetting& u) {
+  std::string url = "std::nullopt";
+  if (u.url)
+    url = fmt::format("pj::net::ProxyUrl{{{}, {}, {}, {}}}", lit(u.url->host), u.url->port,
+                      u.url->user ? "std::optional<std::string>(" + lit(*u.url->user) + ")" : "std::nullopt",
+                      lit(u.url->password));
+  return fmt::format("UpstreamProxySetting{{{}, {}}}", url, emit(u.src));
+}
 std::string emit(const Layer::CredentialHost& h) {
   return fmt::format("Layer::CredentialHost{{{}, {}}}", lit(h.credential), emit(h.host));
 }
@@ -140,6 +148,7 @@ std::string emit_layer(const Layer& l, size_t index, std::ostringstream& tables)
   out << "  l.env_set = " << emit(l.env_set) << ";\n";
   out << "  l.cred_bind = " << emit(l.cred_bind) << ";\n";
   out << "  l.cred_logins = " << emit(l.cred_logins) << ";\n";
+  out << "  l.upstream_proxy = " << emit(l.upstream_proxy) << ";\n";
   if (l.limits) out << "  l.limits = " << emit(*l.limits) << ";\n";
   out << "  l.landlock = " << emit(l.landlock) << ";\n";
   out << "  l.unsafe_allow_ptrace = " << emit(l.unsafe_allow_ptrace) << ";\n";

@@ -2,6 +2,7 @@
 // bound every layer below it; the user file's limits bound the project;
 // a project only requests. Denies from any layer win.
 #include <algorithm>
+#include <initializer_list>
 
 #include <fmt/format.h>
 
@@ -451,6 +452,7 @@ struct Resolver {
       pol.cred_logins_ = l.cred_logins->value;
       pol.cred_logins_src_ = l.cred_logins->src;
     }
+    if (l.upstream_proxy) upstream_proxy(*l.upstream_proxy);
     for (const auto& e : l.net_allow) {
       if (b && b->network.set && !covered(e, b->network))
         refuse(e.src, fmt::format("network {}", e.text), "outside the system operator's network limit");
@@ -598,6 +600,10 @@ struct Resolver {
     for (const auto& e : l.cred_allow_minting)
       refuse(e.src, "credentials.allow_minting " + e.text,
              "endpoints that mint new credentials are allowed by operators, not by projects");
+    if (l.upstream_proxy)
+      refuse(l.upstream_proxy->src, "network.upstream_proxy",
+             "the upstream proxy is set by operators, not by projects (its address and credentials are the "
+             "operator's)");
     if (l.cred_logins)
       refuse(l.cred_logins->src, fmt::format("credentials.logins = \"{}\"", choice_name(l.cred_logins->value)),
              "whether a login inside the jail replaces your credentials is set by operators, not by projects");
@@ -652,6 +658,37 @@ struct Resolver {
     for (const auto& other : pol.ssh_hosts_)
       if (other.pattern == *p) return;  // the same host twice: the first source stays
     pol.ssh_hosts_.push_back({*p, e.src});
+  }
+
+  // The last operator's setting wins. "env": the host's variables, read
+  // now (upper case first, as most tools read them); a bad HTTPS_PROXY is
+  // an error at the key that asked for it, its password masked.
+  void upstream_proxy(const UpstreamProxySetting& s) {
+    Policy::UpstreamProxy up;
+    up.src = s.src;
+    up.url = s.url;
+    up.from_env = !s.url;
+    pol.upstream_proxy_.reset();
+    if (up.from_env) {
+      auto first_set = [this](std::initializer_list<const char*> names,
+                              std::string& which) -> std::optional<std::string> {
+        for (const char* name : names)
+          if (auto v = ctx.getenv ? ctx.getenv(name) : std::nullopt; v && !v->empty()) {
+            which = name;
+            return v;
+          }
+        return std::nullopt;
+      };
+      if (auto text = first_set({"HTTPS_PROXY", "https_proxy"}, up.url_var)) {
+        auto url = net::parse_proxy_url(*text);
+        if (!url)
+          return error(s.src, fmt::format("upstream_proxy = \"env\": {} \"{}\": {}", up.url_var,
+                                          net::redact_userinfo(*text), url.error().what()));
+        up.url = std::move(*url);
+      }
+      if (auto text = first_set({"NO_PROXY", "no_proxy"}, up.no_proxy_var)) up.no_proxy = net::NoProxy::parse(*text);
+    }
+    pol.upstream_proxy_ = std::move(up);
   }
 
   void publish(const Entry& e) {

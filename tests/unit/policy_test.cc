@@ -961,3 +961,115 @@ TEST_CASE("a policy file with a character past ASCII outside strings and comment
   auto inline_table = load_layer("ea = [{a = 1, b = \"\xc3\xa9\"}]\n", "f.toml", Authority::project);
   for (const auto& e : inline_table.errors) CHECK(e.message.find("past ASCII") == std::string::npos);
 }
+
+TEST_CASE("[network] upstream_proxy: operators set it, a project is refused at its file:line") {
+  Resolved r = resolve_with("[network]\nupstream_proxy = \"http://evil.example:8080\"\n",
+                            "[network]\nupstream_proxy = \"http://u:pw@user.proxy:3128\"\n",
+                            "[network]\nupstream_proxy = \"http://system.proxy:3128\"\n");
+  REQUIRE(r.policy);
+  const auto& up = r.policy->upstream_proxy();
+  REQUIRE(up);
+  CHECK(up->url->host == "user.proxy");  // the last operator's
+  CHECK(up->url->user == "u");
+  CHECK(up->url->password == "pw");
+  CHECK_FALSE(up->from_env);
+  CHECK(up->src.str() == "user.toml:2:18");
+  REQUIRE(r.refused.size() == 1);
+  CHECK(r.refused[0].str() ==
+        ".pi/jail.toml:2:18: network.upstream_proxy: the upstream proxy is set by operators, not by projects (its "
+        "address and credentials are the operator's)");
+  Resolved none = resolve_with("");
+  REQUIRE(none.policy);
+  CHECK_FALSE(none.policy->upstream_proxy());
+}
+
+TEST_CASE("[network] upstream_proxy: bad values are errors at their file:line, the password masked") {
+  auto errors = [](const std::string& value) {
+    std::string all;
+    for (const auto& e : load_layer("[network]\nupstream_proxy = " + value + "\n", "f.toml", Authority::system).errors)
+      all += e.str() + "\n";
+    return all;
+  };
+  CHECK(errors("\"https://proxy.corp:3128\"")
+            .starts_with("f.toml:2:18: network.upstream_proxy "
+                         "\"https://proxy.corp:3128\": the scheme must be http://"));
+  CHECK(errors("\"http://u:S3cret@proxy.corp\"") ==
+        "f.toml:2:18: network.upstream_proxy \"http://u:***@proxy.corp\": no port (write http://HOST:PORT, e.g. "
+        "http://proxy.example:3128)\n");
+  CHECK(errors("\"http://proxy.corp:70000\"")
+            .find("2:18: network.upstream_proxy \"http://proxy.corp:70000\": the "
+                  "port must be a number from 1 to 65535") != std::string::npos);
+  CHECK(errors("\"garbage\"").find("not a URL") != std::string::npos);
+  CHECK(errors("3128") == "f.toml:2:18: network.upstream_proxy must be a string: \"http://HOST:PORT\" or \"env\"\n");
+  CHECK(errors("\"ENV\"").find("not a URL") != std::string::npos);  // the spelling is "env"
+}
+
+TEST_CASE("[network] upstream_proxy = \"env\": the host's HTTPS_PROXY and NO_PROXY, read at resolution") {
+  static FakeFs fs = host();
+  std::map<std::string, std::string> env;
+  auto ctx = context(fs);
+  ctx.getenv = [&env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  auto run = [&] {
+    return resolve({layer(kProfile, "pi.toml", Authority::profile),
+                    layer("[network]\nupstream_proxy = \"env\"\n", "op.toml", Authority::system)},
+                   ctx);
+  };
+  Resolved unset = run();
+  REQUIRE(unset.policy);
+  REQUIRE(unset.policy->upstream_proxy());
+  CHECK(unset.policy->upstream_proxy()->from_env);
+  CHECK_FALSE(unset.policy->upstream_proxy()->url);  // out directly
+
+  env = {{"https_proxy", "http://lower.proxy:1"},
+         {"HTTPS_PROXY", "http://bob:pw@proxy.corp:3128"},
+         {"no_proxy", "ignored.example"},
+         {"NO_PROXY", "corp.example,10.0.0.0/8"}};
+  Resolved r = run();
+  REQUIRE(r.policy);
+  const auto& up = *r.policy->upstream_proxy();
+  CHECK(up.url->host == "proxy.corp");
+  CHECK(up.url_var == "HTTPS_PROXY");
+  CHECK(up.no_proxy_var == "NO_PROXY");
+  CHECK(up.no_proxy.matches("git.corp.example", 443));
+  CHECK(up.no_proxy.matches("10.2.3.4", 443));
+  CHECK_FALSE(up.no_proxy.matches("ignored.example", 443));
+  ExplainInput ex{&*r.policy, &r, {}, "/home/u/proj"};
+  const std::string text = explain_text(ex), json = explain_json(ex);
+  CHECK(text.find("upstream-proxy  env: HTTPS_PROXY=http://bob:***@proxy.corp:3128 (CONNECT; the proxy resolves the "
+                  "names); NO_PROXY=corp.example,10.0.0.0/8 op.toml:2:18\n") != std::string::npos);
+  for (const std::string& out : {text, json}) CHECK(out.find("pw") == std::string::npos);
+  for (const char* field :
+       {"\"upstream_proxy\": {", "\"url\": \"http://bob:***@proxy.corp:3128\"", "\"from_env\": true",
+        "\"variable\": \"HTTPS_PROXY\"", "\"no_proxy\": \"corp.example,10.0.0.0/8\""})
+    CHECK(json.find(field) != std::string::npos);
+
+  env = {{"https_proxy", "http://bob:Secret9@proxy.corp"}};
+  Resolved bad = run();
+  CHECK_FALSE(bad.policy);
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors[0].str() ==
+        "op.toml:2:18: upstream_proxy = \"env\": https_proxy \"http://bob:***@proxy.corp\": no port (write "
+        "http://HOST:PORT, e.g. http://proxy.example:3128)");
+}
+
+TEST_CASE("explain: the upstream proxy's line, its password masked; absent from the JSON when none is set") {
+  FakeFs fs = host();
+  Resolved r = resolve({layer(kProfile, "pi.toml", Authority::profile),
+                        layer("[network]\nallow = [\"api.anthropic.com\"]\n"
+                              "upstream_proxy = \"http://svc-pi:Hunter2%21@proxy.corp.example:3128\"\n",
+                              "/etc/pi-jail/policy.toml", Authority::system)},
+                       context(fs));
+  REQUIRE(r.policy);
+  ExplainInput ex{&*r.policy, &r, {{Authority::system, "/etc/pi-jail/policy.toml", true}}, "/home/u/proj"};
+  check_golden("explain_upstream_proxy.txt", explain_text(ex));
+  check_golden("explain_upstream_proxy.json", explain_json(ex));
+  for (const std::string& out : {explain_text(ex), explain_json(ex)}) CHECK(out.find("Hunter2") == std::string::npos);
+  Resolved plain = resolve({layer(kProfile, "pi.toml", Authority::profile)}, context(fs));
+  ExplainInput without{&*plain.policy, &plain, {}, "/home/u/proj"};
+  CHECK(explain_json(without).find("upstream_proxy") == std::string::npos);
+  CHECK(explain_text(without).find("upstream-proxy") == std::string::npos);
+}
