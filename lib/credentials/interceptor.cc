@@ -428,6 +428,7 @@ struct InterceptConn {
     len = sizeof err;
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return why = fmt::format("connect: {}", std::strerror(err)), false;
+    if (h.via && !open_tunnel(fd.get(), *h.via, h.host, h.port, owner.stop_r_.get(), hs, why)) return false;
     h.upstream = std::move(fd);
     track_upstream(h.upstream.get());
     if (plain()) {

@@ -28,6 +28,7 @@
 #include "netproxy/credential_filter.h"
 #include "netproxy/decisions.h"
 #include "netproxy/intercept.h"
+#include "netproxy/upstream.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 

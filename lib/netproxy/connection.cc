@@ -57,6 +57,7 @@ void Proxy::Impl::hand_off(Conn& c, Wire wire) {
   h.address = c.address;
   h.reason = c.verdict.reason;
   h.wall = c.wall;
+  if (c.via_proxy) h.via = upstream_proxy;  // its reconnections tunnel too
   poller.forget(c.client.get());
   poller.forget(c.upstream.get());
   h.client = std::move(c.client);
@@ -213,7 +214,21 @@ void Proxy::Impl::decide(Conn& c) {
     c.rule_refusal = !c.verdict.denied;  // an allow rule would not outweigh a deny
     return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
   }
-  watch(c.client.get(), c.id << 1, 0);                // nothing more from the client until connected
+  watch(c.client.get(), c.id << 1, 0);  // nothing more from the client until connected
+  // Through the upstream proxy, which resolves the name: nothing is
+  // looked up here (and --test-resolve, a stand-in for a look-up, does
+  // not apply). A literal is checked as a literal always is.
+  const std::string checked = checked_host(c);
+  if (upstream_proxy && c.kind != ListenerKind::publish && upstream_proxy->applies(checked, c.target.port)) {
+    if (auto literal = net::parse_ip(checked)) {
+      Verdict v = rules.check_address(c.verdict, c.target.host, *literal);
+      if (!v.allowed) return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
+    }
+    c.via_proxy = true;
+    c.verdict.reason += "; through the upstream proxy " + upstream_proxy->name();
+    c.addrs = upstream_proxy->addrs;
+    return try_connect(c);
+  }
   for (const auto& [name, to] : limits.test_resolve)  // test builds only
     if (name == fmt::format("{}:{}", host, c.target.port)) {
       c.addrs = {to.first};
@@ -258,10 +273,12 @@ void Proxy::Impl::try_connect(Conn& c) {
   while (c.next_addr < c.addrs.size()) {
     const net::IpAddress& a = c.addrs[c.next_addr++];
     // Final check of the exact address (literal requests come here too).
-    // A published port is the operator's own choice, inside the jail.
-    Verdict v =
-        c.kind == ListenerKind::publish || c.test_port ? c.verdict : rules.check_address(c.verdict, c.target.host, a);
-    const int port = c.test_port ? c.test_port : c.target.port;
+    // A published port is the operator's own choice, inside the jail, and
+    // so is the upstream proxy.
+    Verdict v = c.kind == ListenerKind::publish || c.test_port || c.via_proxy
+                    ? c.verdict
+                    : rules.check_address(c.verdict, c.target.host, a);
+    const int port = c.via_proxy ? upstream_proxy->url.port : c.test_port ? c.test_port : c.target.port;
     if (!v.allowed) {
       if (c.next_addr == c.addrs.size()) return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
       continue;
@@ -303,8 +320,9 @@ void Proxy::Impl::try_connect(Conn& c) {
     }
   }
   refuse(c, 502, SocksReply::connection_refused,
-         c.jail_socket_error.empty() ? fmt::format("cannot connect to {}:{}", bounded(c.target.host), c.target.port)
-                                     : c.jail_socket_error);
+         !c.jail_socket_error.empty() ? c.jail_socket_error
+         : c.via_proxy                ? fmt::format("cannot connect to the upstream proxy {}", upstream_proxy->name())
+                                      : fmt::format("cannot connect to {}:{}", bounded(c.target.host), c.target.port));
 }
 
 void Proxy::Impl::on_connected(Conn& c) {
@@ -317,8 +335,34 @@ void Proxy::Impl::on_connected(Conn& c) {
     if (c.next_addr < c.addrs.size()) return try_connect(c);
     return refuse(
         c, 502, err == ECONNREFUSED ? SocksReply::connection_refused : SocksReply::host_unreachable,
-        fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port, std::strerror(err)));
+        c.via_proxy
+            ? fmt::format("cannot connect to the upstream proxy {}: {}", upstream_proxy->name(), std::strerror(err))
+            : fmt::format("cannot connect to {}:{}: {}", bounded(c.target.host), c.target.port, std::strerror(err)));
   }
+  if (c.via_proxy) {
+    c.state = State::proxy_handshake;
+    c.tunnel = std::make_unique<TunnelOpener>(*upstream_proxy, checked_host(c), c.target.port);
+    return proxy_handshake(c);
+  }
+  on_open(c);
+}
+
+// Connected to the upstream proxy: the CONNECT out, its reply in (within
+// the connection's handshake deadline, Proxy::Impl::sweep).
+void Proxy::Impl::proxy_handshake(Conn& c) {
+  switch (c.tunnel->step(c.upstream.get())) {
+    case TunnelOpener::Step::want_write: return watch(c.upstream.get(), (c.id << 1) | 1, kOut);
+    case TunnelOpener::Step::want_read: return watch(c.upstream.get(), (c.id << 1) | 1, kIn);
+    case TunnelOpener::Step::failed: return refuse(c, 502, SocksReply::general_failure, c.tunnel->error());
+    case TunnelOpener::Step::open: break;
+  }
+  c.tunnel.reset();
+  on_open(c);
+}
+
+// The upstream is open (connected, or tunnelled through the proxy): hand
+// it to the credential filter, or relay.
+void Proxy::Impl::on_open(Conn& c) {
   if (credentials) {
     // Absolute-form plain HTTP is served by the credential filter only
     // for a loopback port bound for plain HTTP (elsewhere a placeholder
@@ -464,6 +508,12 @@ void Proxy::Impl::on_conn_event(std::uint64_t tag, std::uint32_t events) {
     case State::connecting:
       if (tag & 1)
         on_connected(c);
+      else if (events & kHangup)
+        close_conn(c.id);
+      break;
+    case State::proxy_handshake:
+      if (tag & 1)
+        proxy_handshake(c);
       else if (events & kHangup)
         close_conn(c.id);
       break;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include "netproxy/decisions.h"
 #include "netproxy/intercept.h"
+#include "netproxy/upstream.h"
 #include "util/unique_fd.h"
 
 namespace pj::netproxy {
@@ -45,6 +47,9 @@ public:
     std::string host, address, reason;
     int port = 0;
     std::chrono::system_clock::time_point wall;
+    // Set when `upstream` is a tunnel through this proxy: a new server
+    // connection (to the same proxy address) opens its tunnel too.
+    std::shared_ptr<const UpstreamProxy> via;
   };
 
   virtual ~CredentialFilter() = default;

@@ -172,10 +172,15 @@ void Proxy::Impl::sweep() {
   for (auto id : late) {
     auto it = conns.find(id);
     if (it == conns.end()) continue;
-    if (it->second->state == State::closing)
+    Conn& c = *it->second;
+    if (c.state == State::closing)
       close_conn(id);
+    else if (c.state == State::proxy_handshake)
+      refuse(c, 504, SocksReply::general_failure,
+             fmt::format("the upstream proxy {} did not open the tunnel to {}:{} in time (the handshake's {} ms)",
+                         upstream_proxy->name(), bounded(c.target.host), c.target.port, limits.handshake.count()));
     else
-      refuse(*it->second, 504, SocksReply::general_failure, "handshake timed out");
+      refuse(c, 504, SocksReply::general_failure, "handshake timed out");
   }
   for (auto id : idle) {
     auto it = conns.find(id);
@@ -220,6 +225,8 @@ util::Status Proxy::add_listener(UniqueFd fd, ListenerKind kind, std::optional<R
 }
 
 void Proxy::set_jail_sockets(JailSockets make) { impl_->jail_sockets = std::move(make); }
+
+void Proxy::use_upstream_proxy(std::shared_ptr<const UpstreamProxy> proxy) { impl_->upstream_proxy = std::move(proxy); }
 
 void Proxy::resolve_through(Resolver::Ask ask) { impl_->resolver.ask_by(std::move(ask)); }
 

@@ -26,6 +26,7 @@
 #include "netproxy/listener_kind.h"
 #include "netproxy/resolver.h"
 #include "netproxy/rules.h"
+#include "netproxy/upstream.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
@@ -81,6 +82,9 @@ public:
   void watch_placeholders(std::vector<Watched> watched);
   // Where publish listeners get their sockets (before the first accept).
   void set_jail_sockets(JailSockets make);
+  // Connect out through this HTTP proxy (upstream.h) where it applies,
+  // the credential filter's connections too (before the first accept).
+  void use_upstream_proxy(std::shared_ptr<const UpstreamProxy> proxy);
   // The filter process (which may not open files): names are asked
   // through `ask`, and their answers given to name_answer() (resolver.h).
   void resolve_through(Resolver::Ask ask);

@@ -19,6 +19,7 @@
 #include "netproxy/proxy.h"
 #include "netproxy/relay.h"
 #include "netproxy/resolver.h"
+#include "netproxy/upstream.h"
 #include "util/unique_fd.h"
 
 namespace pj::netproxy {
@@ -31,7 +32,8 @@ using Clock = std::chrono::steady_clock;
 // TCP_NODELAY on a relayed socket.
 void no_delay(int fd);
 
-enum class State { handshake, socks_request, resolving, connecting, relaying, closing };
+// proxy_handshake: connected to the upstream proxy, its tunnel not open yet.
+enum class State { handshake, socks_request, resolving, connecting, proxy_handshake, relaying, closing };
 
 // One connection: the client's socket, and once connected the upstream.
 struct Conn {
@@ -51,6 +53,10 @@ struct Conn {
   std::vector<net::IpAddress> addrs;
   size_t next_addr = 0;
   int test_port = 0;  // --test-resolve: the stand-in's port (its address is in addrs)
+  // Through the upstream proxy: `addrs` are the proxy's, and once
+  // connected `tunnel` asks it for the target (State::proxy_handshake).
+  bool via_proxy = false;
+  std::unique_ptr<TunnelOpener> tunnel;
   std::string address;
   std::string jail_socket_error;  // publish: why the last socket could not be made
   std::string to_client;          // a reply to flush before closing or relaying
@@ -97,7 +103,8 @@ struct Proxy::Impl {
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns;
   std::uint64_t next_id = 1;
 
-  std::shared_ptr<CredentialFilter> credentials;  // may be null
+  std::shared_ptr<CredentialFilter> credentials;        // may be null
+  std::shared_ptr<const UpstreamProxy> upstream_proxy;  // may be null: every connection is direct
   std::vector<Watched> watched;
   static constexpr size_t kSniffBytes = 64 * 1024;
 
@@ -125,6 +132,8 @@ struct Proxy::Impl {
   void on_resolved(Resolver::Answer& r);
   void try_connect(Conn& c);
   void on_connected(Conn& c);
+  void proxy_handshake(Conn& c);
+  void on_open(Conn& c);
   void relay(Conn& c);
   void start_sniffing(Conn& c);
   void sniff(Conn& c);

@@ -9,10 +9,13 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "loopback.h"
+#include "net/proxy_url.h"
+#include "netproxy/http1.h"
 #include "netproxy/proxy.h"
 
 using namespace pj;
@@ -367,4 +370,176 @@ TEST_CASE("proxy loop: a published port whose jail socket cannot be made is refu
   REQUIRE(d.size() == 1);
   CHECK_FALSE(d[0].allowed);
   CHECK(d[0].reason == "cannot make a socket in the jail's network namespace: Operation not permitted");
+}
+
+namespace {
+
+// An upstream HTTP proxy on loopback: each connection's CONNECT head goes
+// to heads(); it answers `reply`, and after a 2xx echoes the tunnel's
+// bytes as the destination would. One connection at a time.
+class UpstreamStandIn {
+public:
+  explicit UpstreamStandIn(std::string reply = "HTTP/1.1 200 Connection established\r\n\r\n")
+      : reply_(std::move(reply)) {
+    port = server_.port;
+    server_.start([this](int fd) {
+      util::UniqueFd c(fd);
+      std::string head;
+      char buf[4096];
+      while (head.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::recv(c.get(), buf, sizeof buf, 0);
+        if (n <= 0) return;
+        head.append(buf, static_cast<size_t>(n));
+      }
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        heads_ += head.substr(0, head.find("\r\n\r\n") + 4) + "--\n";
+      }
+      ++connections;
+      std::string rest = head.substr(head.find("\r\n\r\n") + 4);
+      if (::send(c.get(), reply_.data(), reply_.size(), MSG_NOSIGNAL) < 0 || reply_.find(" 200 ") == std::string::npos)
+        return;
+      if (!rest.empty()) (void)::send(c.get(), rest.data(), rest.size(), MSG_NOSIGNAL);
+      ssize_t n;
+      while ((n = ::recv(c.get(), buf, sizeof buf, 0)) > 0)
+        if (::send(c.get(), buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+    });
+  }
+  std::string heads() {
+    std::lock_guard<std::mutex> lock(m_);
+    return heads_;
+  }
+  std::shared_ptr<const netproxy::UpstreamProxy> config(const std::string& userinfo = "", std::string no_proxy = "") {
+    auto url = net::parse_proxy_url("http://" + userinfo + "127.0.0.1:" + std::to_string(port));
+    REQUIRE(url.ok());
+    return std::make_shared<const netproxy::UpstreamProxy>(
+        netproxy::UpstreamProxy{*url, {*net::parse_ip("127.0.0.1")}, net::NoProxy::parse(no_proxy)});
+  }
+  int port = 0;
+  std::atomic<int> connections{0};
+
+private:
+  std::string reply_;
+  std::mutex m_;
+  std::string heads_;
+  test::LoopbackServer server_;
+};
+
+}  // namespace
+
+TEST_CASE("proxy loop: through an upstream proxy, by name and unresolved: CONNECT with its credentials, relayed") {
+  UpstreamStandIn upstream;
+  netproxy::Rules rules;
+  REQUIRE(rules.allow("api.pjtest.example", "test"));
+  auto via = upstream.config("svc:p%40ss@");
+  Running proxy(rules, {}, [&](netproxy::Proxy& p) { p.use_upstream_proxy(via); });
+  const std::string auth = "Proxy-Authorization: Basic " + netproxy::http1::base64_encode("svc:p@ss") + "\r\n";
+  {
+    auto c = test::connect_loopback(proxy.http);
+    send_all(c.get(), "CONNECT api.pjtest.example:443 HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string ok = "HTTP/1.1 200 Connection established\r\n\r\n";
+    CHECK(recv_n(c.get(), ok.size()) == ok);
+    send_all(c.get(), "ping");
+    CHECK(recv_n(c.get(), 4) == "ping");
+  }
+  {
+    auto c = test::connect_loopback(proxy.http);  // absolute form: a tunnel to port 80, the head inside
+    send_all(c.get(), "GET http://API.pjtest.example/x HTTP/1.1\r\nUser-Agent: t\r\n\r\n");
+    CHECK(recv_n(c.get(), 4) == "GET ");
+  }
+  {
+    auto c = test::connect_loopback(proxy.socks);  // SOCKS5 by name
+    send_all(c.get(), std::string{'\x05', '\x01', '\x00'});
+    CHECK(recv_n(c.get(), 2) == std::string{'\x05', '\x00'});
+    const std::string name = "api.pjtest.example";
+    std::string r{'\x05', '\x01', '\x00', '\x03', static_cast<char>(name.size())};
+    r += name + std::string{'\x01', '\xbb'};
+    send_all(c.get(), r);
+    std::string reply = recv_n(c.get(), 10);
+    REQUIRE(reply.size() == 10);
+    CHECK(reply[1] == '\x00');
+    send_all(c.get(), "pong");
+    CHECK(recv_n(c.get(), 4) == "pong");
+  }
+  std::this_thread::sleep_for(100ms);
+  const std::string heads = upstream.heads();
+  CHECK(heads == "CONNECT api.pjtest.example:443 HTTP/1.1\r\nHost: api.pjtest.example:443\r\n" + auth + "\r\n--\n" +
+                     "CONNECT api.pjtest.example:80 HTTP/1.1\r\nHost: api.pjtest.example:80\r\n" + auth + "\r\n--\n" +
+                     "CONNECT api.pjtest.example:443 HTTP/1.1\r\nHost: api.pjtest.example:443\r\n" + auth + "\r\n--\n");
+  const auto& d = proxy.stop();
+  REQUIRE(d.size() == 3);
+  for (const auto& e : d) {
+    CHECK(e.allowed);
+    CHECK(e.address == "127.0.0.1");
+    CHECK(e.reason.find("; through the upstream proxy 127.0.0.1:" + std::to_string(upstream.port)) !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("proxy loop: with an upstream proxy, a refused host never reaches it; loopback and NO_PROXY go direct") {
+  UpstreamStandIn upstream;
+  EchoServer echo;
+  netproxy::Rules rules;
+  REQUIRE(rules.allow("127.0.0.1:" + std::to_string(echo.port), "test"));
+  REQUIRE(rules.allow("direct.pjtest.example", "test"));
+  netproxy::ProxyLimits limits;
+  limits.test_resolve.push_back({"direct.pjtest.example:443", {*net::parse_ip("127.0.0.1"), echo.port}});
+  auto via = upstream.config("", "direct.pjtest.example");
+  Running proxy(rules, limits, [&](netproxy::Proxy& p) { p.use_upstream_proxy(via); });
+  auto status_of = [&](const std::string& target) {
+    auto c = test::connect_loopback(proxy.http);
+    send_all(c.get(), "CONNECT " + target + " HTTP/1.1\r\n\r\n");
+    std::string line = recv_n(c.get(), 12);
+    if (line == "HTTP/1.1 200") {
+      recv_n(c.get(), std::string(" Connection established\r\n\r\n").size());
+      send_all(c.get(), "ping");
+      line += recv_n(c.get(), 4);
+    }
+    return line;
+  };
+  CHECK(status_of("refused.pjtest.example:443") == "HTTP/1.1 403");
+  CHECK(status_of("10.0.0.1:443") == "HTTP/1.1 403");  // a literal the rules refuse: never sent on either
+  CHECK(status_of("127.0.0.1:" + std::to_string(echo.port)) == "HTTP/1.1 200ping");
+  CHECK(status_of("direct.pjtest.example:443") == "HTTP/1.1 200ping");
+  CHECK(upstream.connections == 0);
+  const auto& d = proxy.stop();
+  for (const auto& e : d) CHECK(e.reason.find("upstream proxy") == std::string::npos);
+}
+
+TEST_CASE("proxy loop: an upstream proxy's refusal is the jail's 502 naming its status; a silent one times out") {
+  netproxy::Rules rules;
+  REQUIRE(rules.allow("api.pjtest.example", "test"));
+  {
+    UpstreamStandIn upstream("HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n");
+    auto via = upstream.config("svc:wrong@");
+    Running proxy(rules, {}, [&](netproxy::Proxy& p) { p.use_upstream_proxy(via); });
+    auto c = test::connect_loopback(proxy.http);
+    send_all(c.get(), "CONNECT api.pjtest.example:443 HTTP/1.1\r\n\r\n");
+    std::string reply = recv_all(c.get());
+    CAPTURE(reply);
+    CHECK(reply.starts_with("HTTP/1.1 502 Bad Gateway\r\n"));
+    CHECK(reply.find("refused the tunnel to api.pjtest.example:443: HTTP/1.1 407 Proxy Authentication Required") !=
+          std::string::npos);
+    CHECK(reply.find("wrong") == std::string::npos);
+    const auto& d = proxy.stop();
+    REQUIRE(d.size() == 1);
+    CHECK_FALSE(d[0].allowed);
+  }
+  {
+    int port = 0;
+    auto silent = test::listen_loopback(port);  // accepts (backlog), never answers
+    auto url = net::parse_proxy_url("http://127.0.0.1:" + std::to_string(port));
+    REQUIRE(url.ok());
+    auto via = std::make_shared<const netproxy::UpstreamProxy>(
+        netproxy::UpstreamProxy{*url, {*net::parse_ip("127.0.0.1")}, {}});
+    netproxy::ProxyLimits limits;
+    limits.handshake = 200ms;
+    Running proxy(rules, limits, [&](netproxy::Proxy& p) { p.use_upstream_proxy(via); });
+    auto c = test::connect_loopback(proxy.http);
+    send_all(c.get(), "CONNECT api.pjtest.example:443 HTTP/1.1\r\n\r\n");
+    std::string reply = recv_all(c.get());
+    CAPTURE(reply);
+    CHECK(reply.starts_with("HTTP/1.1 504"));
+    CHECK(reply.find("did not open the tunnel to api.pjtest.example:443 in time") != std::string::npos);
+  }
 }
