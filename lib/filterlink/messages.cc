@@ -137,6 +137,11 @@ void put_address(Writer& w, const IpAddress& a) {
     w.raw({reinterpret_cast<const char*>(&a.v4addr), 4});
 }
 
+void put_optional(Writer& w, const std::optional<std::string>& s) {
+  w.u8(s.has_value());
+  if (s) w.bytes(*s);
+}
+
 std::int64_t epoch_ms(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
@@ -179,6 +184,16 @@ void put(Writer& w, const Settings& s) {
   }
   w.u8(s.test_probe_after_lockdown);
   w.u8(static_cast<std::uint8_t>(s.test_misbehave));
+  w.u8(s.upstream_proxy.has_value());
+  if (const auto& up = s.upstream_proxy) {
+    w.bytes(up->url.host);
+    w.u64(static_cast<std::uint64_t>(up->url.port));
+    put_optional(w, up->url.user);
+    w.bytes(up->url.password);
+    w.u64(up->addrs.size());
+    for (const auto& a : up->addrs) put_address(w, a);
+    w.bytes(up->no_proxy);
+  }
 }
 
 util::Result<Settings> take_settings(Fields& f) {
@@ -199,6 +214,22 @@ util::Result<Settings> take_settings(Fields& f) {
   }
   s.test_probe_after_lockdown = f.flag("test_probe_after_lockdown");
   s.test_misbehave = f.choice("test_misbehave", Settings::Misbehave::ask_jail_socket);
+  if (f.flag("upstream_proxy")) {
+    Settings::UpstreamProxy up;
+    up.url.host = f.text("upstream_proxy host", kMaxHostName, 1);
+    auto normal = net::normalise_host(up.url.host);
+    f.check(normal && *normal == up.url.host, "upstream_proxy host", "not a normalised name or address");
+    up.url.port = f.port("upstream_proxy port");
+    up.url.user = f.optional_text("upstream_proxy user", kMaxText);
+    up.url.password = f.text("upstream_proxy password", kMaxText);
+    const size_t addrs = f.count("upstream_proxy addresses", kMaxAddresses);
+    f.check(addrs > 0, "upstream_proxy addresses", "none");
+    for (size_t i = 0; i < addrs; ++i) up.addrs.push_back(f.address("upstream_proxy address"));
+    up.no_proxy = f.text("upstream_proxy no_proxy", kMaxNoProxy);
+    f.check(net::NoProxy::parse(up.no_proxy).str() == up.no_proxy && net::NoProxy::parse(up.no_proxy).ignored().empty(),
+            "upstream_proxy no_proxy", "not a normalised NO_PROXY list");
+    s.upstream_proxy = std::move(up);
+  }
   if (auto st = f.finish(); !st) return st.take_error();
   return s;
 }
@@ -505,11 +536,6 @@ util::Result<DecisionMessage> take_decision(Fields& f) {
   f.check(d.duration_ms >= 0, "duration_ms", "negative");
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
-}
-
-void put_optional(Writer& w, const std::optional<std::string>& s) {
-  w.u8(s.has_value());
-  if (s) w.bytes(*s);
 }
 
 void put(Writer& w, const TokenUpdate& m) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "net/address.h"
+#include "net/proxy_url.h"
 #include "netproxy/decisions.h"
 #include "netproxy/intercept.h"
 #include "netproxy/listener_kind.h"
@@ -40,7 +41,7 @@
 namespace pj::filterlink {
 
 inline constexpr std::uint32_t kMagic = 0x4c464a50;  // "PJFL" in memory order
-inline constexpr std::uint16_t kVersion = 2;
+inline constexpr std::uint16_t kVersion = 3;
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr size_t kMaxRecord = 64 * 1024;  // header and payload
 // Field bounds. Jail-supplied text the filter records is already cut to
@@ -52,6 +53,7 @@ inline constexpr size_t kMaxSecret = 16 * 1024;  // a credential's value, a toke
 inline constexpr size_t kMaxPem = 16 * 1024;     // the run CA's certificate
 inline constexpr size_t kMaxAddresses = 64;      // one name answer
 inline constexpr size_t kMaxListItems = 64;      // hosts of a binding, probe results
+inline constexpr size_t kMaxNoProxy = 4 * 1024;  // the upstream proxy's NO_PROXY list
 
 // Numbered once for good: a later version adds types, never renumbers.
 // Supervisor to filter below 64, filter to supervisor from 64.
@@ -104,6 +106,15 @@ struct Settings {
   // never read the answers; ask for a socket in the jail.
   enum class Misbehave : std::uint8_t { none, abort_mid_request, stop_reading, ask_jail_socket };
   Misbehave test_misbehave = Misbehave::none;
+  // Where outbound connections go (netproxy/upstream.h); nullopt: out
+  // directly. The proxy's name is resolved by the supervisor (the filter
+  // looks up nothing before it is locked down).
+  struct UpstreamProxy {
+    net::ProxyUrl url;  // its user and password: secrets (at most kMaxText bytes each)
+    std::vector<net::IpAddress> addrs;
+    std::string no_proxy;  // net::NoProxy::str(): parsed again by the filter
+  };
+  std::optional<UpstreamProxy> upstream_proxy;
 };
 
 struct RuleMessage {

@@ -390,6 +390,13 @@ int network_filter_main() {
   auto proxy = netproxy::Proxy::start(std::move(config->rules), -1, limits_of(config->settings), interceptor);
   if (!proxy) return fail(sock, "start the relay", proxy.error());
   (*proxy)->watch_placeholders(std::move(config->watched));
+  if (auto& up = config->settings.upstream_proxy) {
+    (*proxy)->use_upstream_proxy(std::make_shared<const netproxy::UpstreamProxy>(
+        netproxy::UpstreamProxy{up->url, std::move(up->addrs), net::NoProxy::parse(up->no_proxy)}));
+    // This copy only: the relay holds the proxy's credentials for the run.
+    OPENSSL_cleanse(up->url.password.data(), up->url.password.size());
+    up.reset();
+  }
 #ifdef PJ_TEST_SWITCHES
   const std::string home = config->settings.test_probe_after_lockdown ? home_to_probe() : "";
 #endif

@@ -163,6 +163,42 @@ TEST_CASE("every supervisor message comes back to the filter as it went") {
   CHECK(std::get<NameAnswer>(*answer).addrs[1] == ip("2001:db8::1"));
 }
 
+TEST_CASE("the upstream proxy travels in the settings, credentials and NO_PROXY included, and is checked") {
+  Settings s;
+  auto url = net::parse_proxy_url("http://svc:p%40ss@proxy.corp:3128");
+  REQUIRE(url.ok());
+  s.upstream_proxy = Settings::UpstreamProxy{*url, {ip("192.0.2.10"), ip("2001:db8::10")}, "corp.example,10.0.0.0/8"};
+  auto got = decode_from_supervisor(bytes_of(FromSupervisor(s)), no_fds());
+  REQUIRE(got.ok());
+  const auto& up = std::get<Settings>(*got).upstream_proxy;
+  REQUIRE(up);
+  CHECK(up->url == *url);
+  CHECK(up->url.password == "p@ss");
+  REQUIRE(up->addrs.size() == 2);
+  CHECK(up->addrs[1] == ip("2001:db8::10"));
+  CHECK(up->no_proxy == "corp.example,10.0.0.0/8");
+  CHECK_FALSE(
+      std::get<Settings>(*decode_from_supervisor(bytes_of(FromSupervisor(Settings{})), no_fds())).upstream_proxy);
+
+  auto refused = [&](Settings bad) {
+    auto d = decode_from_supervisor(bytes_of(FromSupervisor(std::move(bad))), no_fds());
+    REQUIRE_FALSE(d.ok());
+    return d.error().message();
+  };
+  Settings no_addrs = s;
+  no_addrs.upstream_proxy->addrs.clear();
+  CHECK(refused(no_addrs).find("upstream_proxy addresses: none") != std::string::npos);
+  Settings raw_host = s;
+  raw_host.upstream_proxy->url.host = "Proxy.Corp";
+  CHECK(refused(raw_host).find("upstream_proxy host: not a normalised") != std::string::npos);
+  Settings odd_list = s;
+  odd_list.upstream_proxy->no_proxy = ".corp.example, <local>";
+  CHECK(refused(odd_list).find("upstream_proxy no_proxy: not a normalised NO_PROXY list") != std::string::npos);
+  Settings long_password = s;
+  long_password.upstream_proxy->url.password = std::string(kMaxText + 1, 'x');
+  CHECK(refused(long_password).find("upstream_proxy password") != std::string::npos);
+}
+
 TEST_CASE("the credential configuration comes back to the filter as it went") {
   auto back = [](FromSupervisor m) {
     auto r = decode_from_supervisor(bytes_of(std::move(m)), no_fds());
@@ -232,9 +268,9 @@ TEST_CASE("the supervisor refuses a record whose header is not the protocol's") 
   CHECK(decision_error(good.substr(0, 5)).find("shorter than its header") != std::string::npos);
   CHECK(decision_error(record(68, good.substr(kHeaderSize), 0x12345678)).find("magic") != std::string::npos);
   // Another version, older or newer: the two sides are one executable.
-  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion - 1)).find("version 1, not 2") !=
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion - 1)).find("version 2, not 3") !=
         std::string::npos);
-  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion + 1)).find("version 3, not 2") !=
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion + 1)).find("version 4, not 3") !=
         std::string::npos);
   CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion, 25)).find("header says 25") !=
         std::string::npos);
