@@ -94,6 +94,11 @@ filterlink::Settings settings_of(const RunOptions& opts) {
   s.idle = l.idle;
   s.relay_slice = l.relay_slice;
   for (const auto& [host_port, to] : l.test_resolve) s.test_resolve.push_back({host_port, to.first, to.second});
+  if (const auto& up = opts.upstream_proxy) {
+    filterlink::Settings::UpstreamProxy m{up->url, up->addrs, up->no_proxy.str()};
+    if (m.addrs.size() > filterlink::kMaxAddresses) m.addrs.resize(filterlink::kMaxAddresses);  // never all tried
+    s.upstream_proxy = std::move(m);
+  }
 #ifdef PJ_TEST_SWITCHES
   s.test_probe_after_lockdown = opts.test_filter_probe;
   using Misbehave = filterlink::Settings::Misbehave;
@@ -158,7 +163,18 @@ util::Result<std::unique_ptr<FilterProcess>> FilterProcess::start(const RunOptio
 
 util::Status FilterProcess::configure(const RunOptions& opts) {
   auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
-  if (auto st = config(settings_of(opts)); !st) return st;
+  auto settings = settings_of(opts);
+  if (const auto& up = settings.upstream_proxy) {
+    // What the filter's decoder would refuse, said here with the fix.
+    if (up->no_proxy.size() > filterlink::kMaxNoProxy)
+      return util::Error::invalid(
+          fmt::format("the upstream proxy's NO_PROXY list is {} bytes once normalised, more than {}: shorten it",
+                      up->no_proxy.size(), filterlink::kMaxNoProxy));
+    if ((up->url.user && up->url.user->size() > filterlink::kMaxText) || up->url.password.size() > filterlink::kMaxText)
+      return util::Error::invalid(fmt::format("the upstream proxy {}: a user or password longer than {} bytes",
+                                              up->url.authority(), filterlink::kMaxText));
+  }
+  if (auto st = config(std::move(settings)); !st) return st;
   using Kind = filterlink::RuleMessage::Kind;
   for (const auto& r : opts.rules.allows())
     if (auto st = config(filterlink::RuleMessage{Kind::allow, r.text(), r.source, r.private_ranges}); !st) return st;

@@ -89,7 +89,9 @@ supervisor::RunOutcome plan_and_run(const cli::BackendInput& plan_in, const cli:
   if (!planned) return supervisor::ended_by(planned.error());  // said by plan()
   if (!*planned) return {};                                    // explain: the view was printed
   supervisor::backend::Jail& jail = **planned;
-  auto opts = supervisor::run_options(run_in, prepared.rules);
+  std::optional<pj::policy::Policy::UpstreamProxy> upstream;
+  if (prepared.policy.resolved.policy) upstream = prepared.policy.resolved.policy->upstream_proxy();
+  auto opts = supervisor::run_options(run_in, prepared.rules, upstream);
   if (!opts) return supervisor::setup_failed(opts.error().message());
   if (auto st = jail.ready(*opts); !st) return supervisor::setup_failed(st.error().message());
   const auto repository = git::audit::snapshot(prepared.request.workspace, prepared.git_watch);

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "net/address.h"
+#include "netproxy/resolver.h"
 #include "policy/layer.h"
 #include "runtime/request.h"
 #include "util/escape.h"
@@ -95,7 +96,32 @@ RunOutcome command_ended(int status, bool timed_out) {
   return out;
 }
 
-util::Result<RunOptions> run_options(const cli::RunInput& inv, const netproxy::Rules& rules) {
+namespace {
+
+// The filter looks nothing up before it serves: the proxy's name is
+// resolved here, once, for the run.
+util::Result<std::shared_ptr<const netproxy::UpstreamProxy>> resolved_upstream(
+    const std::optional<policy::Policy::UpstreamProxy>& up) {
+  if (!up || !up->url) return std::shared_ptr<const netproxy::UpstreamProxy>();
+  auto p = std::make_shared<netproxy::UpstreamProxy>(netproxy::UpstreamProxy{*up->url, {}, up->no_proxy});
+  if (auto ip = net::parse_ip(p->url.host)) {
+    p->addrs = {*ip};
+  } else {
+    auto answer = netproxy::look_up(p->url.host);
+    if (answer.addrs.empty())
+      return util::Error::invalid(fmt::format("the upstream proxy {} ({}{}): cannot resolve {}: {}", p->name(),
+                                              up->from_env ? up->url_var + ", upstream_proxy = \"env\" at " : "",
+                                              up->src.str(), p->url.host,
+                                              answer.error.empty() ? "no address" : answer.error));
+    p->addrs = std::move(answer.addrs);
+  }
+  return std::shared_ptr<const netproxy::UpstreamProxy>(std::move(p));
+}
+
+}  // namespace
+
+util::Result<RunOptions> run_options(const cli::RunInput& inv, const netproxy::Rules& rules,
+                                     const std::optional<policy::Policy::UpstreamProxy>& upstream) {
   RunOptions opts;
   opts.timeout = inv.timeout;
   opts.grace = inv.grace;
@@ -117,6 +143,9 @@ util::Result<RunOptions> run_options(const cli::RunInput& inv, const netproxy::R
     opts.proxy_limits.test_resolve.push_back({t.substr(0, eq), {*ip, static_cast<uint16_t>(to->port)}});
   }
 #endif
+  auto proxy = resolved_upstream(upstream);
+  if (!proxy) return proxy.take_error();
+  opts.upstream_proxy = std::move(*proxy);
   auto log = open_net_log(inv.net_log);
   if (!log) return log.take_error();
   opts.net_log = std::move(*log);

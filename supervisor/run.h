@@ -16,6 +16,8 @@
 #include "credentials/interceptor.h"
 #include "netproxy/intercept.h"
 #include "netproxy/proxy.h"
+#include "netproxy/upstream.h"
+#include "policy/policy.h"
 #include "runtime/request.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -54,6 +56,8 @@ struct RunOptions {
   // before its command starts (never inherited by the jail's init).
   std::vector<runtime::Request::Published> publish;
   std::shared_ptr<credentials::Interceptor> interceptor;  // credentials bound to hosts (may be null)
+  // The policy's upstream proxy, its name resolved (may be null: out directly).
+  std::shared_ptr<const netproxy::UpstreamProxy> upstream_proxy;
   // The run's token exchange, when its filter runs in a process of its
   // own: what it sends that process, and what takes its reports (may be null).
   std::shared_ptr<credentials::OAuthExchange> exchange;
@@ -95,8 +99,10 @@ private:
 util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtime::Request::Published>& ports);
 
 // The options of a run: --timeout, --grace, the policy's network rules,
-// and the network decision log opened (see open_net_log).
-util::Result<RunOptions> run_options(const cli::RunInput& inv, const netproxy::Rules& rules);
+// its upstream proxy (its name resolved here: an error names it and the
+// key that set it), and the network decision log opened (see open_net_log).
+util::Result<RunOptions> run_options(const cli::RunInput& inv, const netproxy::Rules& rules,
+                                     const std::optional<policy::Policy::UpstreamProxy>& upstream = std::nullopt);
 
 // The run's resource limits and what it used (the report's "resources",
 // the -v summary). Unmeasured values stay empty.
@@ -204,6 +210,7 @@ inline util::Result<std::unique_ptr<netproxy::Proxy>> start_network_filter(const
 #endif
   auto proxy = netproxy::Proxy::start(opts.rules, opts.net_log.get(), opts.proxy_limits, opts.interceptor);
   if (proxy) (*proxy)->watch_placeholders(opts.watched);
+  if (proxy && opts.upstream_proxy) (*proxy)->use_upstream_proxy(opts.upstream_proxy);
   return proxy;
 }
 

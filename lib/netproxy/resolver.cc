@@ -17,8 +17,6 @@
 
 namespace pj::netproxy {
 
-namespace {
-
 Resolver::Answer look_up(const std::string& host) {
   Resolver::Answer res{0, {}, {}};
   addrinfo hints{};
@@ -48,8 +46,6 @@ Resolver::Answer look_up(const std::string& host) {
   ::freeaddrinfo(ai);
   return res;
 }
-
-}  // namespace
 
 Resolver::Resolver(size_t max_names, int threads)
     : max_names_(max_names), max_threads_(threads > 0 ? static_cast<size_t>(threads) : 0) {

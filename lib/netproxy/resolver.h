@@ -94,4 +94,9 @@ private:
   std::map<std::uint64_t, std::string> asked_;                 // question id -> name; loop thread only
 };
 
+// One look-up with getaddrinfo(3), on the caller's thread (blocking): the
+// workers' own, and the supervisor's for the upstream proxy's name before
+// the filter starts. `conn` of the answer is 0.
+Resolver::Answer look_up(const std::string& host);
+
 }  // namespace pj::netproxy
