@@ -8,6 +8,16 @@ const char* loopback_address(Loopback l) { return l == Loopback::v6 ? "::1" : "1
 
 namespace {
 
+// HTTPS_PROXY, no_proxy, npm_config_https_proxy, RSYNC_PROXY, ...
+bool names_a_proxy(std::string_view name) {
+  constexpr std::string_view kSuffix = "proxy";
+  if (name.size() < kSuffix.size()) return false;
+  std::string_view tail = name.substr(name.size() - kSuffix.size());
+  for (size_t i = 0; i < kSuffix.size(); ++i)
+    if ((tail[i] | 0x20) != kSuffix[i]) return false;
+  return true;
+}
+
 bool passes(const Request& r, std::string_view name) {
   for (const auto& p : r.env_pass) {
     if (p.ends_with("*") ? name.starts_with(std::string_view(p).substr(0, p.size() - 1)) : name == p) return true;
@@ -55,6 +65,7 @@ std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir, con
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) continue;
     std::string name = kv.substr(0, eq);
+    if (proxy && names_a_proxy(name)) continue;
     if (passes(r, name)) env[name] = kv.substr(eq + 1);
   }
   if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";

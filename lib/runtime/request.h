@@ -176,7 +176,10 @@ struct ProxyEndpoints {
 // passes, the policy's settings, then what pi-jail sets itself (HOME,
 // TMPDIR, PI_JAIL=1 and, with a network filter, every client library's
 // proxy variables, and with `ca_bundle` (the bundle's path as the jail
-// sees it) kCaBundleVariables). Sorted by name.
+// sees it) kCaBundleVariables). Sorted by name. With a network filter,
+// no variable of the caller's whose name ends in "proxy" (any case) is
+// passed: the host's proxies are unreachable inside, and their URLs may
+// hold credentials (an upstream proxy's are the filter's alone).
 std::vector<std::string> jail_env(const Request& r, std::string_view tmpdir, const std::optional<ProxyEndpoints>& proxy,
                                   std::string_view ca_bundle = {});
 

@@ -133,3 +133,25 @@ TEST_CASE("an error is given a command's exit after it is made, never a signal's
   CHECK(Error::invalid("x").with_exit(CommandExit::not_executable).exit_status() == 126);
   CHECK(Error::invalid("x").with_exit(CommandExit::not_found).exit_kind() == pj::util::Exit::not_found);
 }
+
+TEST_CASE("with a network filter no host variable naming a proxy enters the jail, whatever the policy passes") {
+  pj::runtime::Request r;
+  r.home = "/home/u";
+  r.env_pass = {"*"};
+  r.host_env = {"HTTPS_PROXY=http://op:secret@proxy.corp:3128",
+                "ftp_proxy=http://op:secret@proxy.corp:3128",
+                "RSYNC_PROXY=op:secret@proxy.corp:873",
+                "npm_config_https_proxy=http://op:secret@proxy.corp:3128",
+                "NO_PROXY=corp.example",
+                "PROXYISH=kept",
+                "LANG=C"};
+  auto env = pj::runtime::jail_env(r, "/tmp", pj::runtime::ProxyEndpoints{"127.0.0.1", 3128, 1080});
+  for (const auto& e : env) CHECK(e.find("secret") == std::string::npos);
+  CHECK(std::find(env.begin(), env.end(), "HTTPS_PROXY=http://127.0.0.1:3128") != env.end());
+  CHECK(std::find(env.begin(), env.end(), "NO_PROXY=localhost,127.0.0.1,::1") != env.end());
+  CHECK(std::find(env.begin(), env.end(), "PROXYISH=kept") != env.end());
+  CHECK(std::find(env.begin(), env.end(), "LANG=C") != env.end());
+  // Without a filter (no network to speak of) the policy's passes stand.
+  auto bare = pj::runtime::jail_env(r, "/tmp", std::nullopt);
+  CHECK(std::find(bare.begin(), bare.end(), "RSYNC_PROXY=op:secret@proxy.corp:873") != bare.end());
+}
