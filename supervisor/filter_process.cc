@@ -212,14 +212,14 @@ util::Status FilterProcess::send_credentials(const RunOptions& opts) {
 // The run's CA (made here: its certificate is already in the jail's trust
 // bundle), each binding, the refused minting endpoints, the operator's
 // upstream CA file (opened here: the filter opens no file).
-util::Status FilterProcess::send_bindings(const credentials::Interceptor& in) {
+util::Status FilterProcess::send_bindings(credentials::Interceptor& in) {
   auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
-  auto ca = in.export_ca();
+  auto ca = in.hand_over_ca();
   if (!ca) return ca.take_error();
   ca_pem_ = ca->cert_pem;
   FromSupervisor ca_message(filterlink::RunCa{std::move(ca->key_pem), std::move(ca->cert_pem)});
   auto sent = send(ca_message, kReadyGuardMs);
-  // This copy only: the Interceptor keeps the key for the run.
+  // The last copy in this process: the Interceptor kept none.
   std::string& key = std::get<filterlink::RunCa>(ca_message).key_pem;
   OPENSSL_cleanse(key.data(), key.size());
   if (!sent) return sent;

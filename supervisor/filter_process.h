@@ -65,7 +65,7 @@ private:
   FilterProcess(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sock, const RunOptions& opts);
   util::Status configure(const RunOptions& opts);
   util::Status send_credentials(const RunOptions& opts);
-  util::Status send_bindings(const credentials::Interceptor& in);
+  util::Status send_bindings(credentials::Interceptor& in);
   util::Status send_exchange_seed(const std::shared_ptr<credentials::OAuthExchange>& exchange,
                                   const std::vector<netproxy::Binding>& bound);
   util::Status take_token_update(const filterlink::TokenUpdate& u);

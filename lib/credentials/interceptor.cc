@@ -832,7 +832,7 @@ Interceptor::~Interceptor() { shutdown(); }
 
 const std::string& Interceptor::ca_pem() const { return ca_->ca_pem(); }
 
-util::Result<CaPems> Interceptor::export_ca() const { return ca_->export_ca(); }
+util::Result<CaPems> Interceptor::hand_over_ca() { return ca_->hand_over(); }
 
 std::shared_ptr<const std::vector<Binding>> Interceptor::bindings() const {
   std::lock_guard<std::mutex> lock(bm_);

@@ -54,9 +54,10 @@ public:
   // The CA certificate the jail is to trust (PEM).
   const std::string& ca_pem() const;
   // What the filter process needs to do this filter's work (filterproc/filter.h):
-  // the CA's key and certificate, the bindings now, the refused minting
+  // the CA's key and certificate (handed over once: this side keeps no
+  // key, TlsAuthority::hand_over), the bindings now, the refused minting
   // endpoints, the operator's upstream CA file (a path, or empty).
-  util::Result<CaPems> export_ca() const;
+  util::Result<CaPems> hand_over_ca();
   // The bindings now (a snapshot: a token refresh adds bindings while
   // workers read them).
   std::shared_ptr<const std::vector<netproxy::Binding>> bindings() const;

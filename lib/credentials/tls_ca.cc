@@ -164,7 +164,9 @@ util::Status TlsAuthority::adopt(const CaPems& given) {
   return {};
 }
 
-util::Result<CaPems> TlsAuthority::export_ca() const {
+util::Result<CaPems> TlsAuthority::hand_over() {
+  if (serves()) return Error::invalid("hand over the per-run CA: it serves here, and keeps its key");
+  if (!ca_key_) return Error::invalid("hand over the per-run CA: its key was handed over already");
   BIO* bio = BIO_new(BIO_s_mem());
   if (!bio || PEM_write_bio_PKCS8PrivateKey(bio, ca_key_, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
     BIO_free(bio);
@@ -175,6 +177,8 @@ util::Result<CaPems> TlsAuthority::export_ca() const {
   CaPems out{std::string(data, static_cast<size_t>(len)), ca_pem_};
   OPENSSL_cleanse(data, static_cast<size_t>(len));
   BIO_free(bio);
+  EVP_PKEY_free(ca_key_);  // OpenSSL clears a private key's memory as it frees it
+  ca_key_ = nullptr;
   return out;
 }
 

@@ -49,8 +49,12 @@ public:
   // the supervisor's, which hands it to the filter process.
   static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<netproxy::BoundHost>& hosts);
   bool serves() const { return server_ != nullptr; }
-  // The CA's key and certificate, to hand to the filter process.
-  util::Result<CaPems> export_ca() const;
+  // The CA's key and certificate, to hand to the filter process: once.
+  // The key leaves this process with them (freed here, its PEM copy is
+  // the caller's), so the handing side keeps no way to mint a leaf for
+  // the rest of the run; a second call, or a call on a serving CA (which
+  // needs its key), fails.
+  util::Result<CaPems> hand_over();
   ~TlsAuthority();
   TlsAuthority(const TlsAuthority&) = delete;
   TlsAuthority& operator=(const TlsAuthority&) = delete;

@@ -228,26 +228,32 @@ TEST_CASE("credential filter: bindings that could inject headers or hide in each
   CHECK((*made)->unbound_placeholder("GET http://api.example/ HTTP/1.1\r\nX: ph-a\r\n\r\n", "api.example", -1) == "A");
 }
 
-TEST_CASE("credential filter: the run's CA is handed over whole; the handing side serves nothing") {
+TEST_CASE("credential filter: the run's CA is handed over whole, once; the handing side keeps no key, serves nothing") {
   Intercept in;
   in.bindings = {{"A", "ph-a", "r", {{"api.example", 443}}}};
   // The supervisor's: the CA only, no TLS context, no trust store.
   auto holder = Interceptor::to_hand_over(in);
   REQUIRE(holder);
-  auto ca = (*holder)->export_ca();
+  auto ca = (*holder)->hand_over_ca();
   REQUIRE(ca);
   CHECK(ca->key_pem.starts_with("-----BEGIN PRIVATE KEY-----"));
   CHECK(ca->cert_pem == (*holder)->ca_pem());
+  // The key went with it: a second hand-over has nothing to give.
+  auto again = (*holder)->hand_over_ca();
+  REQUIRE_FALSE(again);
+  CHECK(again.error().message().find("handed over already") != std::string::npos);
+  CHECK((*holder)->ca_pem() == ca->cert_pem);  // the certificate stays: the jail's bundle names it
   const bool took = (*holder)->start({});
   CHECK_FALSE(took);
   // The filter's: the same CA, serving.
   auto filter = Interceptor::serving_with(in, *ca);
   REQUIRE(filter);
   CHECK((*filter)->ca_pem() == (*holder)->ca_pem());
+  CHECK_FALSE((*filter)->hand_over_ca());  // a serving CA keeps its key
   // A key that is not the certificate's is refused.
   auto other = Interceptor::to_hand_over(in);
   REQUIRE(other);
-  CaPems mixed{(*other)->export_ca()->key_pem, ca->cert_pem};
+  CaPems mixed{(*other)->hand_over_ca()->key_pem, ca->cert_pem};
   auto refused = Interceptor::serving_with(in, mixed);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message().find("the key is not the certificate's") != std::string::npos);
