@@ -57,21 +57,6 @@ class Handler(StandIn):
 
 std::string unique_secret(const std::string& prefix) { return prefix + unique_token() + unique_token(); }
 
-std::string base64(const std::string& in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 3) {
-    unsigned v = (unsigned char)in[i] << 16;
-    if (i + 1 < in.size()) v |= (unsigned char)in[i + 1] << 8;
-    if (i + 2 < in.size()) v |= (unsigned char)in[i + 2];
-    out += t[v >> 18];
-    out += t[(v >> 12) & 63];
-    out += i + 1 < in.size() ? t[(v >> 6) & 63] : '=';
-    out += i + 2 < in.size() ? t[v & 63] : '=';
-  }
-  return out;
-}
-
 // PJ_TEST_BIND with one NAME=PLACEHOLDER=VALUE@HOST:PORT line per binding:
 // an environment variable, never an argument (init shows its arguments).
 std::string bind_env(const std::vector<std::string>& lines) {

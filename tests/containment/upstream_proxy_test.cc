@@ -70,21 +70,6 @@ class Handler(StandIn):
         self.wfile.write(body)
 )PY";
 
-std::string base64(const std::string& in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 3) {
-    unsigned v = (unsigned char)in[i] << 16;
-    if (i + 1 < in.size()) v |= (unsigned char)in[i + 1] << 8;
-    if (i + 2 < in.size()) v |= (unsigned char)in[i + 2];
-    out += t[v >> 18];
-    out += t[(v >> 12) & 63];
-    out += i + 1 < in.size() ? t[(v >> 6) & 63] : '=';
-    out += i + 2 < in.size() ? t[v & 63] : '=';
-  }
-  return out;
-}
-
 // A policy file outside the jail's view with the upstream proxy at `port`.
 std::string proxy_policy(const Sandbox& sb, const std::string& userinfo, const std::string& port) {
   const std::string path = sb.outside + "/policy.toml";
