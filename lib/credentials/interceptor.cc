@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "credentials/interceptor.h"
+#include "credentials/substitution.h"
 #include "credentials/tls_ca.h"
 #include "credentials/websocket.h"
 #include "netproxy/http1.h"
@@ -503,14 +504,14 @@ struct InterceptConn {
       req.start = method + " " + path + " " + version;
       TokenExchange* ex = owner.intercept_.exchange.get();
       bool exchange = ex && ex->is_token_endpoint(h.host, path);
-      http1::Substitution sub = http1::substitute(
-          req, bindings, h.host, port, exchange ? http1::RequestKind::token_exchange : http1::RequestKind::api, h.wire);
+      Substitution sub =
+          substitute(req, bindings, h.host, port, exchange ? RequestKind::token_exchange : RequestKind::api, h.wire);
       if (sub.refused) {
         credential_refusal(sub.refused_why);
         return answer(403, "refused: " + sub.refused_why);
       }
       for (const auto& m : owner.intercept_.refused)
-        if (m.host == h.host && http1::path_under(path, m.path_prefix)) {
+        if (m.host == h.host && path_under(path, m.path_prefix)) {
           std::string why = fmt::format("{}{} hands out new credentials, which the filter cannot keep from the jail",
                                         h.host, m.path_prefix);
           credential_refusal(why);
@@ -556,7 +557,7 @@ struct InterceptConn {
       ++upstream_requests_;
       if (exchange) {
         std::string body;
-        if (!read_body(jail, rf, http1::kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; }))
+        if (!read_body(jail, rf, kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; }))
           return answer(400, "token request: " + jail.error);
         auto rewritten = ex->request_body(h.host, path, body, sub.used_placeholders);
         if (!rewritten) {
@@ -586,7 +587,7 @@ struct InterceptConn {
         owner.record(decision(Protocol::credential, true, "substituted " + names));
       }
       // The response(s): 1xx heads first.
-      http1::Masker masker(bindings, sub.renderings);
+      Masker masker(bindings, sub.renderings);
       std::optional<http1::HeadParse> rp;
       int status = 0;
       while (true) {
@@ -630,7 +631,7 @@ struct InterceptConn {
           ce += (ce.empty() ? "" : ", ") + f.value;
       if (exchange) {
         std::string body;
-        if (!read_body(server, sf, http1::kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; })) {
+        if (!read_body(server, sf, kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; })) {
           credential_refusal("token response not read: " + server.error);
           return answer(502, "the token response could not be read");
         }
@@ -645,7 +646,7 @@ struct InterceptConn {
         std::vector<std::string> placeholders;
         for (const std::vector<Binding>* list : {&bindings, static_cast<const std::vector<Binding>*>(&fresh)})
           for (const auto& b : *list) placeholders.push_back(b.placeholder);
-        if (auto token = http1::unrewritten_token(*rewritten, placeholders)) {
+        if (auto token = unrewritten_token(*rewritten, placeholders)) {
           std::string why = fmt::format("the token response holds a {} that was not rewritten", *token);
           credential_refusal(why);
           return answer(502, "refused: " + why);
@@ -701,7 +702,7 @@ struct InterceptConn {
   }
 
   // A response body's first bytes, held until it is known whether they
-  // are compressed (http1::looks_compressed), with the head.
+  // are compressed (looks_compressed), with the head.
   struct BodyStart {
     static constexpr size_t kSniff = 4;  // the longest magic (zstd)
     std::string bytes;
@@ -709,7 +710,7 @@ struct InterceptConn {
     // Refuse a compressed body (502), else send the head.
     bool decide(InterceptConn& c, const http1::Head& head) {
       decided = true;
-      if (http1::looks_compressed(bytes)) {
+      if (looks_compressed(bytes)) {
         refused = true;
         const std::string why =
             "the server sent a compressed body labelled identity, which cannot be checked for echoed credentials";
@@ -866,8 +867,8 @@ std::optional<Wire> Interceptor::bound_wire(const std::string& host, int port) c
   auto snapshot = bindings();
   std::optional<Wire> out;
   for (const auto& b : *snapshot) {
-    if (http1::bound_to(b, host, static_cast<uint16_t>(port), Wire::plain_http)) return Wire::plain_http;
-    if (http1::bound_to(b, host, static_cast<uint16_t>(port), Wire::tls)) out = Wire::tls;
+    if (bound_to(b, host, static_cast<uint16_t>(port), Wire::plain_http)) return Wire::plain_http;
+    if (bound_to(b, host, static_cast<uint16_t>(port), Wire::tls)) out = Wire::tls;
   }
   return out;
 }
@@ -875,8 +876,8 @@ std::optional<Wire> Interceptor::bound_wire(const std::string& host, int port) c
 std::optional<std::string> Interceptor::unbound_placeholder(std::string_view text, const std::string& host, int port,
                                                             Wire wire) const {
   auto snapshot = bindings();
-  for (const Binding* b : http1::placeholders_in(text, *snapshot))
-    if (port <= 0 || port > 65535 || !http1::bound_to(*b, host, static_cast<uint16_t>(port), wire)) return b->name;
+  for (const Binding* b : placeholders_in(text, *snapshot))
+    if (port <= 0 || port > 65535 || !bound_to(*b, host, static_cast<uint16_t>(port), wire)) return b->name;
   return std::nullopt;
 }
 

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "netproxy/http1.h"
+#include "credentials/substitution.h"
 #include "netproxy/intercept.h"
 #include "util/result.h"
 
@@ -42,7 +42,7 @@ private:
   [[nodiscard]] util::Result<Step> next_frame(std::string& out);
   [[nodiscard]] util::Status take(std::uint8_t opcode, bool fin, std::string_view payload, std::string& out);
 
-  netproxy::http1::Masker masker_;
+  Masker masker_;
   std::string buf_;          // bytes not yet a whole frame
   size_t at_ = 0;            // the first unparsed byte of buf_
   std::string message_;      // the data message being assembled

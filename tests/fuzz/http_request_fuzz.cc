@@ -1,10 +1,12 @@
 // The credential filter's reading of a request from the jail: the head,
 // the target forms, the body framing and placeholder substitution.
 #include "fuzz.h"
+#include "credentials/substitution.h"
 #include "netproxy/http1.h"
 
 using namespace pj::netproxy;
 using namespace pj::netproxy::http1;
+using namespace pj::credentials;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in = pj::fuzz::bytes(data, size);

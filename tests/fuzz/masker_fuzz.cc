@@ -8,10 +8,12 @@
 #include <string>
 
 #include "fuzz.h"
+#include "credentials/substitution.h"
 #include "netproxy/http1.h"
 
 using namespace pj::netproxy;
 using namespace pj::netproxy::http1;
+using namespace pj::credentials;
 
 namespace {
 

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "credentials/credentials.h"
+#include "credentials/substitution.h"
 #include "fuzz.h"
-#include "netproxy/http1.h"
 #include "credentials/token_exchange.h"
 
 using namespace pj::credentials;
@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto decoded = decode_body(kEncodings[choice % std::size(kEncodings)], in);
   if (!decoded) return 0;
   if (decoded->size() > kMaxTokenBody) pj::fuzz::broken("a decoded body past the cap");
-  (void)pj::netproxy::http1::looks_compressed(*decoded);
+  (void)looks_compressed(*decoded);
   auto [p, t] = endpoint(choice >> 3);
   Table table;
   table.add({"auth.json refresh", "PH-refresh-0000", "real-refresh-token", {{t->host, t->port}}});
@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!out) return 0;
   std::vector<std::string> placeholders;
   for (const auto& b : table.snapshot()) placeholders.push_back(b.placeholder);
-  (void)pj::netproxy::http1::unrewritten_token(*out, placeholders);
+  (void)unrewritten_token(*out, placeholders);
   (void)apply_tokens(std::string_view(*decoded), t->id, tokens);
   (void)apply_tokens(std::nullopt, t->id, tokens);
   return 0;

@@ -1,5 +1,5 @@
-// The credential filter's HTTP/1.1 side without I/O (netproxy/http1.h)
-// and its per-run CA (credentials/tls_ca.h).
+// The credential filter's HTTP/1.1 side without I/O (netproxy/http1.h,
+// credentials/substitution.h) and its per-run CA (credentials/tls_ca.h).
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -9,11 +9,13 @@
 #include <fmt/format.h>
 
 #include "credentials/interceptor.h"
+#include "credentials/substitution.h"
 #include "credentials/tls_ca.h"
 #include "netproxy/http1.h"
 
 using namespace pj::netproxy;
 using namespace pj::netproxy::http1;
+using namespace pj::credentials;
 using pj::credentials::CaPems;
 using pj::credentials::Interceptor;
 using pj::credentials::TlsAuthority;
