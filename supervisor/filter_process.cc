@@ -239,7 +239,7 @@ util::Status FilterProcess::send_bindings(credentials::Interceptor& in) {
 // the bound placeholders, the token endpoint stand-ins, the operator's
 // hosts. The exchange then takes the filter's reports.
 util::Status FilterProcess::send_exchange_seed(const std::shared_ptr<credentials::OAuthExchange>& exchange,
-                                               const std::vector<netproxy::Binding>& bound) {
+                                               const std::vector<credentials::Binding>& bound) {
   auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
   exchange_ = exchange;
   auto seed = exchange->seed(bound);

@@ -67,7 +67,7 @@ private:
   util::Status send_credentials(const RunOptions& opts);
   util::Status send_bindings(credentials::Interceptor& in);
   util::Status send_exchange_seed(const std::shared_ptr<credentials::OAuthExchange>& exchange,
-                                  const std::vector<netproxy::Binding>& bound);
+                                  const std::vector<credentials::Binding>& bound);
   util::Status take_token_update(const filterlink::TokenUpdate& u);
   util::Status send(const filterlink::FromSupervisor& m, int guard_ms);
   util::Status handle(filterlink::FromFilter m);
@@ -87,7 +87,7 @@ private:
   // exchange that takes its token updates (null: it may send none).
   std::string ca_pem_;
   std::shared_ptr<credentials::OAuthExchange> exchange_;
-  std::vector<netproxy::Binding> added_bindings_;  // since the last token update
+  std::vector<credentials::Binding> added_bindings_;  // since the last token update
   std::vector<std::pair<std::string, std::string>> added_slots_;
   std::vector<std::string> watched_;  // the credentials whose placeholders it looks for
   // Each socket in the jail forks this process into its namespaces: a

@@ -200,14 +200,14 @@ util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtim
 namespace {
 
 // A line of PJ_TEST_BIND: NAME=PLACEHOLDER=VALUE@HOST:PORT
-util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
+util::Result<credentials::Binding> parse_test_binding(const std::string& text) {
   auto bad = [&] { return util::Error::invalid("PJ_TEST_BIND: each line NAME=PLACEHOLDER=VALUE@HOST:PORT expected"); };
   size_t eq1 = text.find('='), eq2 = eq1 == std::string::npos ? eq1 : text.find('=', eq1 + 1);
   size_t at = text.rfind('@');
   if (eq2 == std::string::npos || at == std::string::npos || at < eq2) return bad();
   auto hostport = net::parse_host_port(std::string_view(text).substr(at + 1));
   if (!hostport) return bad();
-  netproxy::Binding b;
+  credentials::Binding b;
   b.name = text.substr(0, eq1);
   b.placeholder = text.substr(eq1 + 1, eq2 - eq1 - 1);
   b.real = text.substr(eq2 + 1, at - eq2 - 1);
@@ -220,7 +220,7 @@ util::Result<netproxy::Binding> parse_test_binding(const std::string& text) {
 #endif
 
 util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(
-    [[maybe_unused]] const cli::InterceptorInput& inv, CaRole role, netproxy::Intercept intercept) {
+    [[maybe_unused]] const cli::InterceptorInput& inv, CaRole role, credentials::Intercept intercept) {
 #ifdef PJ_TEST_SWITCHES
   for (const auto& t : inv.test_bind) {
     auto b = parse_test_binding(t);

@@ -14,7 +14,7 @@
 
 #include "cli.h"
 #include "credentials/interceptor.h"
-#include "netproxy/intercept.h"
+#include "credentials/bindings.h"
 #include "netproxy/proxy.h"
 #include "netproxy/upstream.h"
 #include "policy/policy.h"
@@ -75,7 +75,7 @@ struct RunOptions {
 // and makes no TLS context).
 enum class CaRole { serve, hand_over };
 util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(const cli::InterceptorInput& inv, CaRole role,
-                                                                         netproxy::Intercept intercept = {});
+                                                                         credentials::Intercept intercept = {});
 
 // The file the jail trusts: the host's system CAs (the first of
 // runtime::kCaBundlePaths present) then the run's CA, written 0644 in

@@ -15,8 +15,6 @@
 
 namespace pj::credentials {
 
-using netproxy::Binding;
-using netproxy::BoundHost;
 namespace json = util::json;
 
 const std::vector<Provider>& providers() {
@@ -156,16 +154,16 @@ BoundHost parse_bound(std::string_view text) {
 
 }  // namespace
 
-void carry_as_refresh(netproxy::Binding& b, const Provider* p) {
-  b.carriage = netproxy::Carriage::token_exchange;
+void carry_as_refresh(Binding& b, const Provider* p) {
+  b.carriage = Carriage::token_exchange;
   b.header.clear();
   if (p)
     for (const auto& t : p->token_endpoints)
       if (t.renewal == Renewal::header_token && !t.renewal_header.empty()) b.header = std::string(t.renewal_header);
 }
 
-util::Result<std::vector<netproxy::MintingEndpoint>> minting_refusals(const std::vector<policy::Entry>& allowed) {
-  std::vector<netproxy::MintingEndpoint> refused;
+util::Result<std::vector<MintingEndpoint>> minting_refusals(const std::vector<policy::Entry>& allowed) {
+  std::vector<MintingEndpoint> refused;
   std::vector<std::string> known;
   for (const auto& p : providers())
     for (const auto& host : p.hosts)
@@ -179,7 +177,7 @@ util::Result<std::vector<netproxy::MintingEndpoint>> minting_refusals(const std:
       errors += fmt::format("{}{}: credentials.allow_minting \"{}\" is not a minting endpoint pi-jail refuses",
                             errors.empty() ? "" : "\n", a.src.str(), util::printable(a.text));
   if (!errors.empty()) return util::Error::invalid(fmt::format("{}\n  known: {}", errors, fmt::join(known, ", ")));
-  std::erase_if(refused, [&](const netproxy::MintingEndpoint& m) {
+  std::erase_if(refused, [&](const MintingEndpoint& m) {
     return std::any_of(allowed.begin(), allowed.end(),
                        [&](const policy::Entry& a) { return a.text == m.host + m.path_prefix; });
   });
@@ -471,8 +469,7 @@ std::string bind(Table& table, std::string name, std::string_view real, std::vec
   std::string ph;
   const bool refresh = slot.field == "refresh";
   for (const auto& b : table.snapshot())
-    if (b.real == real && b.hosts == hosts && (b.carriage == netproxy::Carriage::token_exchange) == refresh)
-      ph = b.placeholder;
+    if (b.real == real && b.hosts == hosts && (b.carriage == Carriage::token_exchange) == refresh) ph = b.placeholder;
   if (ph.empty()) {
     Binding b{std::move(name), make_placeholder(real), std::string(real), std::move(hosts)};
     if (refresh) carry_as_refresh(b, provider_by_id(slot.entry));

@@ -3,7 +3,7 @@
 // policy passes, each secret in the host's auth.json) the jail gets a
 // per-run placeholder with the provider's prefix; the real value stays in
 // this process and goes only to the hosts the credential is bound to,
-// put on the wire by the network filter (netproxy/intercept.h).
+// put on the wire by the credential filter (bindings.h, interceptor.h).
 //
 // Everything here is pure except make_placeholder (getrandom) and Table's
 // lock; reading the host's files and writing auth.json back are done by
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "netproxy/intercept.h"
+#include "credentials/bindings.h"
 #include "policy/layer.h"
 #include "util/result.h"
 
@@ -71,11 +71,11 @@ const std::vector<Provider>& providers();
 // filter refuses: all of the table's but those `allowed` names
 // ([credentials] allow_minting, "HOST/PATH" as the table lists it). An
 // entry naming no endpoint of the table is an error that lists them.
-util::Result<std::vector<netproxy::MintingEndpoint>> minting_refusals(const std::vector<policy::Entry>& allowed);
+util::Result<std::vector<MintingEndpoint>> minting_refusals(const std::vector<policy::Entry>& allowed);
 
 // A refresh token's binding: substituted only in a token exchange of its
 // hosts, in the body or the field the provider's header renewal names.
-void carry_as_refresh(netproxy::Binding& b, const Provider* p);
+void carry_as_refresh(Binding& b, const Provider* p);
 
 // The provider whose variable `name` is, or nullptr.
 const Provider* provider_of_env(std::string_view name);
@@ -114,23 +114,19 @@ struct Slot {
   bool operator==(const Slot&) const = default;
 };
 
-// Where a placeholder's real value came from, which decides whether the
-// host's auth.json may take it without asking (consent.h).
-using Origin = netproxy::Origin;
-
 // The run's bindings, shared by the supervisor and the network filter's
 // token exchange (which adds new ones when tokens are refreshed). All
 // members are thread-safe.
 class Table {
 public:
-  void add(netproxy::Binding b);
-  std::vector<netproxy::Binding> snapshot() const;
+  void add(Binding b);
+  std::vector<Binding> snapshot() const;
   // The binding whose placeholder is `placeholder` (exact), or nullopt.
-  std::optional<netproxy::Binding> by_placeholder(std::string_view placeholder) const;
+  std::optional<Binding> by_placeholder(std::string_view placeholder) const;
   // The placeholder standing for `real` (exact), or nullopt.
   std::optional<std::string> placeholder_of(std::string_view real) const;
   // The bindings added since the last call (the filter adds them).
-  std::vector<netproxy::Binding> take_added();
+  std::vector<Binding> take_added();
   // A withheld secret (bound to no host): its placeholder is never
   // substituted, but write-back maps it back in its own slot.
   void add_withheld(std::string placeholder, std::string real, Slot slot);
@@ -154,7 +150,7 @@ public:
     size_t bindings = 0, slots = 0;
   };
   Mark mark() const;
-  std::vector<netproxy::Binding> bindings_since(const Mark& m) const;
+  std::vector<Binding> bindings_since(const Mark& m) const;
   std::vector<std::pair<std::string, Slot>> slots_since(const Mark& m) const;
   // Whether `s` is any placeholder of this run (bound, withheld, slotted).
   bool is_placeholder(std::string_view s) const;
@@ -183,7 +179,7 @@ private:
   }
 
   mutable std::mutex mu_;
-  std::vector<netproxy::Binding> bindings_;
+  std::vector<Binding> bindings_;
   std::vector<std::pair<std::string, std::string>> withheld_;           // placeholder, real
   std::vector<std::pair<std::string, std::pair<Slot, Origin>>> slots_;  // placeholder, where
   size_t taken_ = 0;
@@ -265,13 +261,11 @@ struct RevealedAuth {
 // is not JSON (the merge then refuses it).
 util::Result<RevealedAuth> reveal_auth(std::string_view jail_auth, std::string_view given_jail, const Table& table);
 
-using netproxy::is_secret_field;
-
 // The hosts a binding of provider `p` (or of an operator-named variable)
 // is sent to: its hosts, or its token endpoints' hosts for a refresh
 // token, plus the operator's `extra_hosts` for one of `p->ids` or `name`.
-std::vector<netproxy::BoundHost> bound_hosts(const Provider* p, std::string_view name, bool refresh, const Settings& s,
-                                             std::vector<std::string>& why);
+std::vector<BoundHost> bound_hosts(const Provider* p, std::string_view name, bool refresh, const Settings& s,
+                                   std::vector<std::string>& why);
 
 // One line per binding for explain: name, treatment, prefix, hosts, why.
 std::vector<std::string> explain_lines(const std::vector<Provenance>& provenance);

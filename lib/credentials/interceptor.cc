@@ -30,18 +30,13 @@
 namespace pj::credentials {
 
 namespace http1 = netproxy::http1;
-using netproxy::Binding;
-using netproxy::BoundHost;
 using netproxy::Decision;
-using netproxy::ExchangeKind;
 using netproxy::http_response;
-using netproxy::Intercept;
 using netproxy::kMaxEntries;
 using netproxy::kMaxIntercepted;
 using netproxy::Progress;
 using netproxy::Protocol;
 using netproxy::reason_phrase;
-using netproxy::TokenExchange;
 using netproxy::Wire;
 using util::Error;
 using Clock = std::chrono::steady_clock;

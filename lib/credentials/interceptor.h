@@ -27,7 +27,7 @@
 #include "credentials/tls_ca.h"
 #include "netproxy/credential_filter.h"
 #include "netproxy/decisions.h"
-#include "netproxy/intercept.h"
+#include "credentials/bindings.h"
 #include "netproxy/upstream.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -39,13 +39,13 @@ public:
   // Makes the run's CA. Refuses a binding without a placeholder, without
   // hosts, or whose real value holds CR, LF or NUL (header injection), or
   // whose placeholder is inside another binding's.
-  static util::Result<std::shared_ptr<Interceptor>> create(netproxy::Intercept intercept);
+  static util::Result<std::shared_ptr<Interceptor>> create(Intercept intercept);
   // The same checks, serving with the CA made elsewhere (the filter
   // process's, made by the supervisor).
-  static util::Result<std::shared_ptr<Interceptor>> serving_with(netproxy::Intercept intercept, const CaPems& ca);
+  static util::Result<std::shared_ptr<Interceptor>> serving_with(Intercept intercept, const CaPems& ca);
   // The same checks, holding only what the filter process is sent (a new
   // CA, the bindings): no TLS context, and start() takes nothing.
-  static util::Result<std::shared_ptr<Interceptor>> to_hand_over(netproxy::Intercept intercept);
+  static util::Result<std::shared_ptr<Interceptor>> to_hand_over(Intercept intercept);
   ~Interceptor();
   Interceptor(const Interceptor&) = delete;
   Interceptor& operator=(const Interceptor&) = delete;
@@ -60,8 +60,8 @@ public:
   util::Result<CaPems> hand_over_ca();
   // The bindings now (a snapshot: a token refresh adds bindings while
   // workers read them).
-  std::shared_ptr<const std::vector<netproxy::Binding>> bindings() const;
-  const std::vector<netproxy::MintingEndpoint>& refused() const { return intercept_.refused; }
+  std::shared_ptr<const std::vector<Binding>> bindings() const;
+  const std::vector<MintingEndpoint>& refused() const { return intercept_.refused; }
   const std::string& upstream_extra_ca_file() const { return intercept_.upstream_extra_ca_file; }
   // Whether host:port (normalised) is bound to a credential.
   bool bound(const std::string& host, int port) const { return bound_wire(host, port).has_value(); }
@@ -82,19 +82,19 @@ public:
 private:
   Interceptor() = default;
   // create() and its kin: the bindings checked, then `make_ca` for them.
-  using MakeCa = std::function<util::Result<std::unique_ptr<TlsAuthority>>(
-      const std::vector<netproxy::BoundHost>& hosts, const std::string& upstream_extra_ca_file)>;
-  static util::Result<std::shared_ptr<Interceptor>> make(netproxy::Intercept intercept, const MakeCa& make_ca);
+  using MakeCa = std::function<util::Result<std::unique_ptr<TlsAuthority>>(const std::vector<BoundHost>& hosts,
+                                                                           const std::string& upstream_extra_ca_file)>;
+  static util::Result<std::shared_ptr<Interceptor>> make(Intercept intercept, const MakeCa& make_ca);
   void serve(Handoff h);
   void record(netproxy::Decision d);
   // The TokenExchange's new bindings (checked as create() checks them;
   // one that fails the check is left out and recorded).
-  void add_bindings(std::vector<netproxy::Binding> more);
+  void add_bindings(std::vector<Binding> more);
   friend struct InterceptConn;
 
-  netproxy::Intercept intercept_;  // exchange and upstream CA; bindings live in bindings_
+  Intercept intercept_;  // exchange and upstream CA; bindings live in bindings_
   mutable std::mutex bm_;
-  std::shared_ptr<const std::vector<netproxy::Binding>> bindings_;  // under bm_
+  std::shared_ptr<const std::vector<Binding>> bindings_;  // under bm_
   netproxy::InterceptLimits limits_;
   std::unique_ptr<TlsAuthority> ca_;
   util::UniqueFd stop_r_, stop_w_;  // readable once shutdown() starts

@@ -104,8 +104,8 @@ void RunCredentials::preview_auth() {
   if (!jail) st.provenance.push_back({"auth.json", "refused", "", {}, jail.error().message()});
 }
 
-netproxy::Intercept RunCredentials::intercept(std::function<void(const std::string&)> warn) const {
-  netproxy::Intercept in;
+Intercept RunCredentials::intercept(std::function<void(const std::string&)> warn) const {
+  Intercept in;
   in.bindings = state_->table->take_added();
   in.refused = state_->minting;
   state_->exchange = std::make_shared<OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
@@ -128,8 +128,7 @@ std::vector<netproxy::Watched> RunCredentials::watched() const {
       add({i.placeholder, fmt::format("auth.json {}.{}", i.slot.entry, i.slot.field), i.slot.entry});
   // Variables by their name.
   for (const auto& b : state_->table->snapshot())
-    if (b.carriage == netproxy::Carriage::any_header && !b.name.starts_with("auth.json "))
-      add({b.placeholder, b.name, b.name});
+    if (b.carriage == Carriage::any_header && !b.name.starts_with("auth.json ")) add({b.placeholder, b.name, b.name});
   return out;
 }
 

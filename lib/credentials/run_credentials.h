@@ -1,7 +1,7 @@
 // One run's credentials (credentials.h) put to work: the caller's
 // provider variables replaced by placeholders in the request, Pi's
 // auth.json given to the jail through placeholders (pi/private_dirs.h
-// SecretFile), and what the network filter needs (netproxy::Intercept).
+// SecretFile), and what the network filter needs (Intercept).
 #pragma once
 
 #include <memory>
@@ -11,7 +11,7 @@
 
 #include "credentials/credentials.h"
 #include "credentials/token_exchange.h"
-#include "netproxy/intercept.h"
+#include "credentials/bindings.h"
 #include "pi/login_consent.h"
 #include "pi/private_dirs.h"
 #include "policy/policy.h"
@@ -41,7 +41,7 @@ public:
   // A token endpoint is intercepted only when a credential is bound to its
   // host (a refresh token): a /login inside for a provider the run started
   // without is not rewritten (see pi-jail.toml(5) [credentials]).
-  netproxy::Intercept intercept(std::function<void(const std::string&)> warn) const;
+  Intercept intercept(std::function<void(const std::string&)> warn) const;
   // The token exchange intercept() made (null before): what the filter
   // process is sent, and what takes its reports.
   std::shared_ptr<OAuthExchange> exchange() const { return state_->exchange; }
@@ -73,8 +73,8 @@ private:
     std::string agent_dir;  // the private directory holding auth.json (Pi's agent dir), or empty
     std::shared_ptr<HeldLogins> held = std::make_shared<HeldLogins>();
     policy::LoginWriteBack logins = policy::LoginWriteBack::ask;
-    std::vector<netproxy::MintingEndpoint> minting;  // refused by the filter
-    std::shared_ptr<OAuthExchange> exchange;         // made by intercept()
+    std::vector<MintingEndpoint> minting;     // refused by the filter
+    std::shared_ptr<OAuthExchange> exchange;  // made by intercept()
   };
   RunCredentials() = default;
   std::shared_ptr<State> state_ = std::make_shared<State>();

@@ -10,8 +10,6 @@
 
 namespace pj::credentials {
 
-using netproxy::BoundHost;
-using netproxy::Carriage;
 using netproxy::http1::base64_decode;
 using netproxy::http1::base64_encode;
 using netproxy::http1::Field;

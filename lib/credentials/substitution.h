@@ -14,13 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "credentials/bindings.h"
 #include "netproxy/http1.h"
-#include "netproxy/intercept.h"
 
 namespace pj::credentials {
 
-using netproxy::Binding;
-using netproxy::Wire;
 using netproxy::http1::Head;
 
 inline constexpr size_t kMaxExchangeBody = 1 << 20;  // a token exchange's body, either way

@@ -18,7 +18,6 @@
 
 namespace pj::credentials {
 
-using netproxy::BoundHost;
 using util::Error;
 
 std::string openssl_error() {

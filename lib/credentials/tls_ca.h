@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "netproxy/intercept.h"
+#include "credentials/bindings.h"
 #include "util/result.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
@@ -39,7 +39,7 @@ public:
   // A new CA constrained to `hosts`, serving; `upstream_extra_ca_file`
   // (PEM, may be empty) is trusted for upstream servers beside the system
   // store.
-  static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<netproxy::BoundHost>& hosts,
+  static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<BoundHost>& hosts,
                                                             const std::string& upstream_extra_ca_file);
   // The CA made elsewhere (its key must be the certificate's), serving:
   // the filter process's.
@@ -47,7 +47,7 @@ public:
                                                                   const std::string& upstream_extra_ca_file);
   // A new CA that serves nothing (no TLS context, no trust store loaded):
   // the supervisor's, which hands it to the filter process.
-  static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<netproxy::BoundHost>& hosts);
+  static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<BoundHost>& hosts);
   bool serves() const { return server_ != nullptr; }
   // The CA's key and certificate, to hand to the filter process: once.
   // The key leaves this process with them (freed here, its PEM copy is
@@ -72,7 +72,7 @@ public:
 
 private:
   TlsAuthority() = default;
-  util::Status make_ca(const std::vector<netproxy::BoundHost>& hosts);
+  util::Status make_ca(const std::vector<BoundHost>& hosts);
   util::Status adopt(const CaPems& given);
   util::Status make_contexts(const std::string& upstream_extra_ca_file);
   util::Result<X509*> leaf_for(const std::string& host);

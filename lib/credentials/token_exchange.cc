@@ -16,7 +16,6 @@
 
 namespace pj::credentials {
 
-using netproxy::Binding;
 using util::Error;
 namespace json = util::json;
 
@@ -101,7 +100,7 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
 }
 
 bool bound_to(const Binding& b, std::string_view host) {
-  return std::any_of(b.hosts.begin(), b.hosts.end(), [&](const netproxy::BoundHost& h) { return h.name == host; });
+  return std::any_of(b.hosts.begin(), b.hosts.end(), [&](const BoundHost& h) { return h.name == host; });
 }
 
 std::optional<double> number_of(const json::Value* v) {
@@ -287,9 +286,8 @@ std::string grant_type_of(std::string_view body) {
 
 }  // namespace
 
-netproxy::ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
-                                         const std::vector<std::string>& header_placeholders, const Table& table) {
-  using netproxy::ExchangeKind;
+ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
+                               const std::vector<std::string>& header_placeholders, const Table& table) {
   auto current = table.current_in(Slot{t.id, "refresh"});
   // A credential that came from a login inside renews into a login too.
   if (!current || current->second == Origin::login) return ExchangeKind::login;
@@ -329,9 +327,9 @@ bool OAuthExchange::is_token_endpoint(std::string_view host, std::string_view pa
   return endpoint(host, path) != nullptr;
 }
 
-util::Result<netproxy::ExchangeRequest> OAuthExchange::request_body(
-    std::string_view host, std::string_view path, std::string_view body,
-    const std::vector<std::string>& header_placeholders) {
+util::Result<ExchangeRequest> OAuthExchange::request_body(std::string_view host, std::string_view path,
+                                                          std::string_view body,
+                                                          const std::vector<std::string>& header_placeholders) {
   const TokenEndpoint* t = endpoint(host, path);
   if (!t) return Error::invalid("not a token endpoint");
   if (body.size() > kMaxTokenBody) return Error::invalid("the token request body is too large");
@@ -352,12 +350,12 @@ util::Result<netproxy::ExchangeRequest> OAuthExchange::request_body(
     }
     replace_all(out, b.placeholder, real);
   }
-  return netproxy::ExchangeRequest{std::move(out), classify_exchange(*t, body, header_placeholders, *table_)};
+  return ExchangeRequest{std::move(out), classify_exchange(*t, body, header_placeholders, *table_)};
 }
 
 util::Result<std::string> OAuthExchange::response_body(std::string_view host, std::string_view path, int status,
                                                        std::string_view content_encoding, std::string_view body,
-                                                       netproxy::ExchangeKind kind) {
+                                                       ExchangeKind kind) {
   const TokenEndpoint* t = endpoint(host, path);
   if (!t) return Error::invalid("not a token endpoint");
   const Provider* p = provider_by_id(t->id);
@@ -367,7 +365,7 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const bool renewal = kind == netproxy::ExchangeKind::renewal;
+  const bool renewal = kind == ExchangeKind::renewal;
   const bool ok_status = status >= 200 && status < 300;
   // One reported exchange at a time: its messages stay together, and the
   // table's growth since `before` is this exchange's.
@@ -388,10 +386,10 @@ util::Result<std::string> OAuthExchange::response_body(std::string_view host, st
   return rewritten;
 }
 
-void OAuthExchange::settle(const TokenEndpoint& t, netproxy::ExchangeKind kind, const NewTokens& tokens,
+void OAuthExchange::settle(const TokenEndpoint& t, ExchangeKind kind, const NewTokens& tokens,
                            std::chrono::milliseconds lock_wait) {
   if (!tokens.access && !tokens.refresh) return;
-  if (kind != netproxy::ExchangeKind::renewal) {
+  if (kind != ExchangeKind::renewal) {
     // A login inside the jail: used for the rest of the run (the new
     // placeholders are bound), written to the host only with consent.
     if (held_) held_->hold({t.id, tokens});
@@ -439,8 +437,8 @@ constexpr auto kRenewalGap = std::chrono::seconds(60);
 }  // namespace
 
 util::Status OAuthExchange::check_new_binding(const ExchangeReport& e, size_t i, const Provider& p,
-                                              const std::vector<netproxy::BoundHost>& api_hosts,
-                                              const std::vector<netproxy::BoundHost>& refresh_hosts) const {
+                                              const std::vector<BoundHost>& api_hosts,
+                                              const std::vector<BoundHost>& refresh_hosts) const {
   const Binding& b = e.bindings[i];
   if (std::none_of(std::begin(kTokenKeys), std::end(kTokenKeys),
                    [&](std::string_view k) { return b.name == token_binding_name(p, k); }))
@@ -453,12 +451,11 @@ util::Status OAuthExchange::check_new_binding(const ExchangeReport& e, size_t i,
     if (e.bindings[j].placeholder.find(b.placeholder) != std::string::npos ||
         b.placeholder.find(e.bindings[j].placeholder) != std::string::npos || e.bindings[j].real == b.real)
       return Error::invalid(fmt::format("{}: given twice", b.name));
-  const bool refresh = b.carriage == netproxy::Carriage::token_exchange;
+  const bool refresh = b.carriage == Carriage::token_exchange;
   const auto& allowed = refresh ? refresh_hosts : api_hosts;
-  const bool within =
-      !b.hosts.empty() && std::all_of(b.hosts.begin(), b.hosts.end(), [&](const netproxy::BoundHost& h) {
-        return std::find(allowed.begin(), allowed.end(), h) != allowed.end();
-      });
+  const bool within = !b.hosts.empty() && std::all_of(b.hosts.begin(), b.hosts.end(), [&](const BoundHost& h) {
+    return std::find(allowed.begin(), allowed.end(), h) != allowed.end();
+  });
   if (!within)
     return Error::invalid(fmt::format("{}: bound to a host not of provider {} for its kind", b.name, e.entry));
   return {};
@@ -476,7 +473,7 @@ util::Result<std::pair<std::vector<std::string>, std::vector<std::string>>> OAut
                            [&](const Binding& b) { return b.placeholder == placeholder; });
     std::string real;
     if (it != e.bindings.end()) {
-      if ((it->carriage == netproxy::Carriage::token_exchange) != refresh_field || it->name.ends_with(".id_token"))
+      if ((it->carriage == Carriage::token_exchange) != refresh_field || it->name.ends_with(".id_token"))
         return Error::invalid(fmt::format("{} in field \"{}\", not of its kind", it->name, field));
       real = it->real;
     } else {
@@ -528,7 +525,7 @@ util::Status OAuthExchange::accept(const ExchangeReport& e) {
   const auto now = std::chrono::steady_clock::now();
   auto current = table_->current_in(Slot{t->id, "refresh"});
   auto last = std::find_if(renewed_.begin(), renewed_.end(), [&](const auto& r) { return r.first == t->id; });
-  const bool renewal = e.kind == netproxy::ExchangeKind::renewal && current && current->second != Origin::login &&
+  const bool renewal = e.kind == ExchangeKind::renewal && current && current->second != Origin::login &&
                        t->renewal != Renewal::none && (last == renewed_.end() || now - last->second >= kRenewalGap);
   if (renewal && e.ok) {
     if (last == renewed_.end())
@@ -545,8 +542,7 @@ util::Status OAuthExchange::accept(const ExchangeReport& e) {
   // On the supervisor's loop: Pi's lock is waited for briefly; the
   // write-back at the end tries again.
   if (e.ok)
-    settle(*t, renewal ? netproxy::ExchangeKind::renewal : netproxy::ExchangeKind::login, e.tokens,
-           std::chrono::milliseconds(2000));
+    settle(*t, renewal ? ExchangeKind::renewal : ExchangeKind::login, e.tokens, std::chrono::milliseconds(2000));
   return {};
 }
 

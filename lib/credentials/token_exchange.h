@@ -1,5 +1,5 @@
 // The OAuth token exchange as the network filter sees it
-// (netproxy::TokenExchange): Pi inside the jail refreshes its tokens
+// (TokenExchange): Pi inside the jail refreshes its tokens
 // itself, sending the placeholder of its refresh token; the filter asks
 // this class for the request body with the real one, and for the response
 // body with every new real token swapped for a new placeholder. When the
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "credentials/credentials.h"
-#include "netproxy/intercept.h"
+#include "credentials/bindings.h"
 #include "pi/agent_state.h"
 #include "util/result.h"
 
@@ -72,8 +72,8 @@ private:
 // it carries the current placeholder of the host's (or a renewed) refresh
 // credential of `t.id`, as t.renewal defines (a refresh_token grant in
 // `body`, or a header placeholder for Copilot's token GET); else a login.
-netproxy::ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
-                                         const std::vector<std::string>& header_placeholders, const Table& table);
+ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
+                               const std::vector<std::string>& header_placeholders, const Table& table);
 
 // Rewrite a token endpoint's decoded JSON response: the values of
 // access_token, refresh_token, id_token, token (Copilot) and key
@@ -100,16 +100,16 @@ agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, con
 // writes auth.json, is told after each exchange (filterlink TokenUpdate)
 // and takes it with OAuthExchange::accept().
 struct ExchangeReport {
-  netproxy::ExchangeKind kind = netproxy::ExchangeKind::login;
+  ExchangeKind kind = ExchangeKind::login;
   std::string host, path;  // the token endpoint
   std::string entry;       // its auth.json key
   bool ok = false;         // a 2xx response
   NewTokens tokens;
-  std::vector<netproxy::Binding> bindings;                 // new placeholders, bound
+  std::vector<Binding> bindings;                           // new placeholders, bound
   std::vector<std::pair<std::string, std::string>> slots;  // placeholder, field (of `entry`)
 };
 
-class OAuthExchange final : public netproxy::TokenExchange {
+class OAuthExchange final : public TokenExchange {
 public:
   // `agent_dir`: the host's Pi agent dir, whose auth.json is updated;
   // empty: none is (tests). `warn` reports a failed host update (the jail
@@ -120,13 +120,12 @@ public:
                 std::function<void(const std::string&)> warn, std::shared_ptr<HeldLogins> held = nullptr);
 
   bool is_token_endpoint(std::string_view host, std::string_view path) const override;
-  util::Result<netproxy::ExchangeRequest> request_body(std::string_view host, std::string_view path,
-                                                       std::string_view body,
-                                                       const std::vector<std::string>& header_placeholders) override;
+  util::Result<ExchangeRequest> request_body(std::string_view host, std::string_view path, std::string_view body,
+                                             const std::vector<std::string>& header_placeholders) override;
   util::Result<std::string> response_body(std::string_view host, std::string_view path, int status,
                                           std::string_view content_encoding, std::string_view body,
-                                          netproxy::ExchangeKind kind) override;
-  std::vector<netproxy::Binding> take_new_bindings() override { return table_->take_added(); }
+                                          ExchangeKind kind) override;
+  std::vector<Binding> take_new_bindings() override { return table_->take_added(); }
 
   // The filter process's side: each exchange is told to `report` (in
   // order, one at a time) instead of writing auth.json or holding a
@@ -163,7 +162,7 @@ public:
     std::vector<TokenEndpoint> test_token_endpoints;
     std::vector<policy::Layer::CredentialHost> extra_hosts;
   };
-  Seed seed(const std::vector<netproxy::Binding>& bound) const;
+  Seed seed(const std::vector<Binding>& bound) const;
 
 private:
   // The endpoint host+path is (settings' test stand-ins first), or nullptr.
@@ -174,12 +173,11 @@ private:
   std::string agent_dir_;
   // Write a renewal's tokens to the host (waiting at most `lock_wait` for
   // Pi's lock), or hold a login's.
-  void settle(const TokenEndpoint& t, netproxy::ExchangeKind kind, const NewTokens& tokens,
-              std::chrono::milliseconds lock_wait);
+  void settle(const TokenEndpoint& t, ExchangeKind kind, const NewTokens& tokens, std::chrono::milliseconds lock_wait);
   util::Status check_report(const ExchangeReport& e, const TokenEndpoint& t) const;
   util::Status check_new_binding(const ExchangeReport& e, size_t i, const Provider& p,
-                                 const std::vector<netproxy::BoundHost>& api_hosts,
-                                 const std::vector<netproxy::BoundHost>& refresh_hosts) const;
+                                 const std::vector<BoundHost>& api_hosts,
+                                 const std::vector<BoundHost>& refresh_hosts) const;
   // The real values the report's slots put in refresh, and in the other fields.
   util::Result<std::pair<std::vector<std::string>, std::vector<std::string>>> check_slots(const ExchangeReport& e,
                                                                                           const TokenEndpoint& t) const;

@@ -4,7 +4,6 @@
 
 namespace pj::credentials::ws {
 
-using netproxy::Binding;
 using util::Error;
 
 namespace {

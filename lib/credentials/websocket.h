@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "credentials/bindings.h"
 #include "credentials/substitution.h"
-#include "netproxy/intercept.h"
 #include "util/result.h"
 
 namespace pj::credentials::ws {
@@ -28,7 +28,7 @@ public:
   // this bounds what one connection holds.
   static constexpr std::uint64_t kMaxMessage = std::uint64_t{16} << 20;
 
-  ServerFrames(const std::vector<netproxy::Binding>& bindings,
+  ServerFrames(const std::vector<Binding>& bindings,
                const std::vector<std::pair<std::string, std::string>>& renderings);
 
   // The frames for the jail that `in` (any split of the server's stream)

@@ -252,7 +252,7 @@ util::Result<RuleMessage> take_rule(Fields& f) {
   return m;
 }
 
-void put(Writer& w, const netproxy::Binding& b) {
+void put(Writer& w, const credentials::Binding& b) {
   w.bytes(b.name);
   w.bytes(b.placeholder);
   w.bytes(b.real);
@@ -269,8 +269,8 @@ void put(Writer& w, const BindingMessage& m) { put(w, m.binding); }
 void put(Writer& w, const AddedBinding& m) { put(w, m.binding); }
 
 // A binding's fields; the caller finishes.
-netproxy::Binding take_binding_fields(Fields& f) {
-  netproxy::Binding b;
+credentials::Binding take_binding_fields(Fields& f) {
+  credentials::Binding b;
   b.name = f.text("name", kMaxText, 1);
   b.placeholder = f.text("placeholder", kMaxSecret, 1);
   b.real = f.text("real", kMaxSecret, 1);
@@ -278,13 +278,13 @@ netproxy::Binding take_binding_fields(Fields& f) {
   size_t n = f.count("hosts", kMaxListItems);
   f.check(n > 0, "hosts", "none");
   for (size_t i = 0; i < n; ++i) {
-    netproxy::BoundHost h;
+    credentials::BoundHost h;
     h.name = f.text("host", kMaxHostName, 1);
     h.port = f.port("port");
     h.wire = f.choice("wire", netproxy::Wire::plain_http);
     b.hosts.push_back(std::move(h));
   }
-  b.carriage = f.choice("carriage", netproxy::Carriage::token_exchange);
+  b.carriage = f.choice("carriage", credentials::Carriage::token_exchange);
   b.header = f.text("header", kMaxText);
   return b;
 }
@@ -323,8 +323,8 @@ util::Result<SlotMessage> take_slot(Fields& f) {
   m.placeholder = f.text("placeholder", kMaxSecret, 1);
   m.entry = f.text("entry", kMaxText, 1);
   m.field = f.text("field", kMaxText, 1);
-  f.check(netproxy::is_secret_field(m.field), "field", "not a secret field of auth.json");
-  m.origin = f.choice("origin", netproxy::Origin::login);
+  f.check(credentials::is_secret_field(m.field), "field", "not a secret field of auth.json");
+  m.origin = f.choice("origin", credentials::Origin::login);
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -386,7 +386,7 @@ util::Result<AddedSlot> take_added_slot(Fields& f) {
   AddedSlot m;
   m.placeholder = f.text("placeholder", kMaxSecret, 1);
   m.field = f.text("field", kMaxText, 1);
-  f.check(netproxy::is_secret_field(m.field), "field", "not a secret field of auth.json");
+  f.check(credentials::is_secret_field(m.field), "field", "not a secret field of auth.json");
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -553,7 +553,7 @@ void put(Writer& w, const TokenUpdate& m) {
 
 util::Result<TokenUpdate> take_token_update(Fields& f) {
   TokenUpdate m;
-  m.kind = f.choice("kind", netproxy::ExchangeKind::login);
+  m.kind = f.choice("kind", credentials::ExchangeKind::login);
   m.entry = f.text("entry", kMaxText, 1);
   f.check(is_entry_name(m.entry), "entry", "not an auth.json key");
   m.ok = f.flag("ok");

@@ -33,7 +33,7 @@
 #include "net/address.h"
 #include "net/proxy_url.h"
 #include "netproxy/decisions.h"
-#include "netproxy/intercept.h"
+#include "credentials/bindings.h"
 #include "netproxy/listener_kind.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -126,11 +126,11 @@ struct RuleMessage {
 };
 
 struct BindingMessage {
-  netproxy::Binding binding;
+  credentials::Binding binding;
 };
 
 struct MintingMessage {
-  netproxy::MintingEndpoint endpoint;
+  credentials::MintingEndpoint endpoint;
 };
 
 struct UpstreamCa {
@@ -151,7 +151,7 @@ struct SlotMessage {
   std::string placeholder;
   std::string entry;  // an auth.json key
   std::string field;  // "access", "refresh", "key", "token"
-  netproxy::Origin origin = netproxy::Origin::host;
+  credentials::Origin origin = credentials::Origin::host;
 };
 
 // A loopback stand-in for a provider's token endpoint (test builds).
@@ -223,7 +223,7 @@ struct DecisionMessage {
 // auth.json (a renewal) or wait for consent (a login). `ok`: the
 // response's status was 2xx; without it no token is applied.
 struct TokenUpdate {
-  netproxy::ExchangeKind kind = netproxy::ExchangeKind::login;
+  credentials::ExchangeKind kind = credentials::ExchangeKind::login;
   std::string entry;  // the auth.json key
   bool ok = false;
   std::optional<std::string> access, refresh;
@@ -233,7 +233,7 @@ struct TokenUpdate {
 };
 
 struct AddedBinding {
-  netproxy::Binding binding;
+  credentials::Binding binding;
 };
 
 // `placeholder` (an added binding's, or one the response echoed) now

@@ -44,7 +44,7 @@ struct Config {
   filterlink::Settings settings;
   bool have_settings = false;
   netproxy::Rules rules;
-  netproxy::Intercept intercept;
+  credentials::Intercept intercept;
   util::UniqueFd upstream_ca;
   std::optional<credentials::CaPems> ca;
   // The token exchange's copy of the bound part of the supervisor's table.
@@ -300,7 +300,7 @@ std::string home_to_probe() {
 // and their slots, copied into a table of its own (no withheld secret,
 // no host file), each exchange told to the supervisor, which writes
 // auth.json, before its response reaches the jail.
-std::shared_ptr<netproxy::TokenExchange> token_exchange(int sock, const Config& c) {
+std::shared_ptr<credentials::TokenExchange> token_exchange(int sock, const Config& c) {
   auto table = std::make_shared<credentials::Table>();
   for (const auto& b : c.intercept.bindings) table->add(b);
   (void)table->take_added();  // the Interceptor has these already

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "netproxy/decisions.h"
-#include "netproxy/intercept.h"
+#include "netproxy/credential_types.h"
 #include "netproxy/upstream.h"
 #include "util/unique_fd.h"
 

@@ -78,7 +78,7 @@ public:
   // chose it; the jail's server is not a destination the jail asked for).
   util::Status add_listener(util::UniqueFd fd, ListenerKind kind, std::optional<Rules::Forward> target);
   // The run's placeholders to look for in the first bytes the jail sends
-  // to a host loopback port that no binding covers (intercept.h Watched).
+  // to a host loopback port that no binding covers (credential_types.h Watched).
   void watch_placeholders(std::vector<Watched> watched);
   // Where publish listeners get their sockets (before the first accept).
   void set_jail_sockets(JailSockets make);

@@ -23,8 +23,8 @@
 
 using namespace pj::credentials;
 namespace json = pj::util::json;
-using pj::netproxy::Binding;
-using pj::netproxy::BoundHost;
+using pj::credentials::Binding;
+using pj::credentials::BoundHost;
 
 namespace {
 
@@ -34,7 +34,7 @@ pj::policy::Context paths_as_written() {
   return {"/w", "/home/u", "/w", {}, [](const std::string& p) { return std::optional<std::string>(p); }, std::nullopt};
 }
 
-constexpr auto kRenewal = pj::netproxy::ExchangeKind::renewal;
+constexpr auto kRenewal = pj::credentials::ExchangeKind::renewal;
 const std::string kApiKey = "sk-ant-api03-" + std::string(95, 'R') + "AA";  // the real shape: 108 characters
 const std::string kAccess = "sk-ant-oat01-REALACCESSrealaccessREALACCESSrealaccess0123456789abcdef";
 const std::string kRefresh = "sk-ant-ort01-REALREFRESHrealrefreshREALREFRESHrealrefresh0123456789ab";
@@ -532,7 +532,7 @@ TEST_CASE("provider table: every provider with a key-minting endpoint has it ref
   auto refused = minting_refusals({});
   REQUIRE(refused);
   auto has = [&](const std::string& host, const std::string& prefix) {
-    return std::any_of(refused->begin(), refused->end(), [&](const pj::netproxy::MintingEndpoint& m) {
+    return std::any_of(refused->begin(), refused->end(), [&](const pj::credentials::MintingEndpoint& m) {
       return m.host == host && m.path_prefix == prefix;
     });
   };
@@ -761,7 +761,7 @@ TEST_CASE("token exchange: a renewal with the current refresh placeholder is wri
   auto again = ex.request_body("platform.claude.com", "/v1/oauth/token",
                                R"({"grant_type":"refresh_token","refresh_token":")" + next_ph->first + "\"}", {});
   REQUIRE(again);
-  CHECK(again->kind == pj::netproxy::ExchangeKind::renewal);
+  CHECK(again->kind == pj::credentials::ExchangeKind::renewal);
 }
 
 TEST_CASE("token exchange: an authorization_code exchange is a login, held for consent, the host's file untouched") {
@@ -789,7 +789,7 @@ TEST_CASE("token exchange: an authorization_code exchange is a login, held for c
       "platform.claude.com", "/v1/oauth/token",
       R"({"grant_type":"refresh_token","refresh_token":")" + *doc->find("refresh_token")->as_string() + "\"}", {});
   REQUIRE(renew);
-  CHECK(renew->kind == pj::netproxy::ExchangeKind::login);
+  CHECK(renew->kind == pj::credentials::ExchangeKind::login);
   // With consent, the held login reaches the host.
   auto notes = apply_held(rig.dir, rig.held->list());
   REQUIRE(notes.size() == 1);
@@ -846,7 +846,7 @@ TEST_CASE("token exchange in the filter process: the supervisor takes a renewal'
   const ExchangeReport e = x.renewal();
   // The filter wrote nothing: the supervisor does.
   CHECK(x.rig.host_now() == x.rig.host_before);
-  CHECK(e.kind == pj::netproxy::ExchangeKind::renewal);
+  CHECK(e.kind == pj::credentials::ExchangeKind::renewal);
   CHECK(e.bindings.size() == 2);
   REQUIRE(x.supervisor.accept(e));
   CHECK(x.rig.host_now().find("FROMSERVERaccess") != std::string::npos);
@@ -973,14 +973,14 @@ TEST_CASE("token exchange: Copilot's token GET renews only with the current GitH
   OAuthExchange ex(table, pi_settings(), "", nullptr);
   auto renew = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {gh_ph});
   REQUIRE(renew);
-  CHECK(renew->kind == pj::netproxy::ExchangeKind::renewal);
+  CHECK(renew->kind == pj::credentials::ExchangeKind::renewal);
   auto other = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {});
   REQUIRE(other);
-  CHECK(other->kind == pj::netproxy::ExchangeKind::login);
+  CHECK(other->kind == pj::credentials::ExchangeKind::login);
   // The device login's exchange is always a login.
   auto device = ex.request_body("github.com", "/login/oauth/access_token", "grant_type=refresh_token", {gh_ph});
   REQUIRE(device);
-  CHECK(device->kind == pj::netproxy::ExchangeKind::login);
+  CHECK(device->kind == pj::credentials::ExchangeKind::login);
 }
 
 TEST_CASE("token exchange: Copilot's device login gives a GitHub token Pi stores as \"refresh\", bound like one") {
@@ -989,7 +989,7 @@ TEST_CASE("token exchange: Copilot's device login gives a GitHub token Pi stores
   OAuthExchange ex(table, pi_settings(), "", nullptr, held);
   auto out = ex.response_body("github.com", "/login/oauth/access_token", 200, "",
                               R"({"access_token":"ghu_DEVICELOGINgithubTOKEN0123456789","token_type":"bearer"})",
-                              pj::netproxy::ExchangeKind::login);
+                              pj::credentials::ExchangeKind::login);
   REQUIRE(out);
   const std::string ph = *json::parse(*out)->find("access_token")->as_string();
   CHECK(table->by_placeholder(ph)->hosts ==
@@ -1004,5 +1004,5 @@ TEST_CASE("token exchange: Copilot's device login gives a GitHub token Pi stores
   // Its Copilot token GET is a login's too.
   auto next = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {ph});
   REQUIRE(next);
-  CHECK(next->kind == pj::netproxy::ExchangeKind::login);
+  CHECK(next->kind == pj::credentials::ExchangeKind::login);
 }

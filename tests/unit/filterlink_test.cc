@@ -134,23 +134,23 @@ TEST_CASE("every supervisor message comes back to the filter as it went") {
   CHECK(std::get<RuleMessage>(*rule).pattern == "*.example.com:443");
   CHECK(std::get<RuleMessage>(*rule).private_ranges == net::PrivateRanges::allowed);
 
-  netproxy::Binding b{"ANTHROPIC_API_KEY",
-                      "sk-ant-PLACEHOLDER",
-                      std::string("sk-ant-\xfe real", 13),
-                      {{"api.anthropic.com", 443}, {"::1", 8443}},
-                      netproxy::Carriage::token_exchange,
-                      "Authorization"};
+  credentials::Binding b{"ANTHROPIC_API_KEY",
+                         "sk-ant-PLACEHOLDER",
+                         std::string("sk-ant-\xfe real", 13),
+                         {{"api.anthropic.com", 443}, {"::1", 8443}},
+                         credentials::Carriage::token_exchange,
+                         "Authorization"};
   auto binding = decode_from_supervisor(bytes_of(FromSupervisor(BindingMessage{b})), no_fds());
   REQUIRE(binding.ok());
   const auto& gb = std::get<BindingMessage>(*binding).binding;
   CHECK(gb.real == b.real);
   CHECK(gb.hosts == b.hosts);
-  CHECK(gb.carriage == netproxy::Carriage::token_exchange);
+  CHECK(gb.carriage == credentials::Carriage::token_exchange);
   CHECK(gb.header == "Authorization");
 
   // A local model server's binding keeps its plain HTTP wire: it must not
   // be spoken to as TLS.
-  netproxy::Binding local{"OLLAMA_API_KEY", "ph", "real", {{"127.0.0.1", 11434, netproxy::Wire::plain_http}}};
+  credentials::Binding local{"OLLAMA_API_KEY", "ph", "real", {{"127.0.0.1", 11434, netproxy::Wire::plain_http}}};
   auto plain = decode_from_supervisor(bytes_of(FromSupervisor(BindingMessage{local})), no_fds());
   REQUIRE(plain.ok());
   CHECK(std::get<BindingMessage>(*plain).binding.hosts == local.hosts);
@@ -207,9 +207,9 @@ TEST_CASE("the credential configuration comes back to the filter as it went") {
   };
   auto ca = back(RunCa{"-----BEGIN PRIVATE KEY-----\nk\n", "-----BEGIN CERTIFICATE-----\nc\n"});
   CHECK(std::get<RunCa>(ca).key_pem == "-----BEGIN PRIVATE KEY-----\nk\n");
-  auto slot = back(SlotMessage{"ph", "anthropic", "refresh", netproxy::Origin::renewal});
+  auto slot = back(SlotMessage{"ph", "anthropic", "refresh", credentials::Origin::renewal});
   CHECK(std::get<SlotMessage>(slot).entry == "anthropic");
-  CHECK(std::get<SlotMessage>(slot).origin == netproxy::Origin::renewal);
+  CHECK(std::get<SlotMessage>(slot).origin == credentials::Origin::renewal);
   auto endpoint = back(TokenEndpointMessage{"anthropic", "127.0.0.1", 8443, "/v1/oauth/token"});
   CHECK(std::get<TokenEndpointMessage>(endpoint).port == 8443);
   auto host = back(CredentialHostMessage{"anthropic", "llm.corp.example", "policy.toml:3:1"});
@@ -221,14 +221,14 @@ TEST_CASE("the credential configuration comes back to the filter as it went") {
   CHECK_FALSE(
       decode_from_supervisor(bytes_of(FromSupervisor(RunCa{"key", "-----BEGIN CERTIFICATE-----"})), no_fds()).ok());
   CHECK_FALSE(decode_from_supervisor(
-                  bytes_of(FromSupervisor(SlotMessage{"ph", "anthropic", "type", netproxy::Origin::host})), no_fds())
+                  bytes_of(FromSupervisor(SlotMessage{"ph", "anthropic", "type", credentials::Origin::host})), no_fds())
                   .ok());
   CHECK_FALSE(
       decode_from_supervisor(bytes_of(FromSupervisor(TokenEndpointMessage{"x", "h", 1, "no-slash"})), no_fds()).ok());
 }
 
 TEST_CASE("a token exchange's additions come back to the supervisor as they went, and only from the filter") {
-  netproxy::Binding b{
+  credentials::Binding b{
       "token response anthropic.access_token", "sk-ant-oat01-PH", "sk-ant-oat01-real", {{"api.anthropic.com", 443}}};
   auto added = decode_from_filter(bytes_of(FromFilter(AddedBinding{b})), no_fds());
   REQUIRE(added.ok());
@@ -374,7 +374,7 @@ TEST_CASE("the supervisor resolves only normalised names the filter asks for, ne
 
 TEST_CASE("the supervisor refuses a token update it could not write safely to auth.json") {
   TokenUpdate t;
-  t.kind = netproxy::ExchangeKind::renewal;
+  t.kind = credentials::ExchangeKind::renewal;
   t.entry = "anthropic";
   t.access = "sk-ant-oat-new";
   t.expires_ms = 1700000000000;
@@ -441,7 +441,7 @@ TEST_CASE("a listener's target is required for a forward and refused for a proxy
 }
 
 TEST_CASE("every single-byte change of a record decodes or is refused, never read out of bounds") {
-  TokenUpdate t{netproxy::ExchangeKind::login,
+  TokenUpdate t{credentials::ExchangeKind::login,
                 "openai-codex",
                 true,
                 "a",

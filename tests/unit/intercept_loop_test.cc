@@ -159,30 +159,30 @@ private:
   test::LoopbackServer server_;  // last: its thread stops before what serve() uses goes
 };
 
-class FakeExchange : public netproxy::TokenExchange {
+class FakeExchange : public credentials::TokenExchange {
 public:
   bool fail_response = false;
   std::string reply = R"({"access_token":"PH_NEW_ACCESS"})";  // the rewritten response body
   std::string seen_encoding, seen_body;
   bool is_token_endpoint(std::string_view, std::string_view path) const override { return path == "/v1/oauth/token"; }
-  util::Result<netproxy::ExchangeRequest> request_body(std::string_view, std::string_view, std::string_view body,
-                                                       const std::vector<std::string>&) override {
+  util::Result<credentials::ExchangeRequest> request_body(std::string_view, std::string_view, std::string_view body,
+                                                          const std::vector<std::string>&) override {
     std::string b(body);
     auto at = b.find("PH_REFRESH");
     if (at == std::string::npos) return util::Error::invalid("no refresh placeholder");
-    return netproxy::ExchangeRequest{b.replace(at, 10, "REAL_REFRESH"), netproxy::ExchangeKind::renewal};
+    return credentials::ExchangeRequest{b.replace(at, 10, "REAL_REFRESH"), credentials::ExchangeKind::renewal};
   }
   util::Result<std::string> response_body(std::string_view, std::string_view, int, std::string_view ce,
-                                          std::string_view body, netproxy::ExchangeKind) override {
+                                          std::string_view body, credentials::ExchangeKind) override {
     seen_encoding = ce;
     seen_body = body;
     if (fail_response) return util::Error::invalid("cannot decode");
     added.push_back({"NEW_ACCESS", "PH_NEW_ACCESS", "REAL_NEW_ACCESS", {{"127.0.0.1", port}}});
     return reply;
   }
-  std::vector<netproxy::Binding> take_new_bindings() override { return std::exchange(added, {}); }
+  std::vector<credentials::Binding> take_new_bindings() override { return std::exchange(added, {}); }
   uint16_t port = 0;
-  std::vector<netproxy::Binding> added;
+  std::vector<credentials::Binding> added;
 };
 
 struct Rig {
@@ -193,10 +193,10 @@ struct Rig {
   std::atomic<bool> stop{false};
   std::thread loop;
 
-  Rig(int upstream_port, const std::string& ca_file, std::shared_ptr<netproxy::TokenExchange> ex = nullptr,
+  Rig(int upstream_port, const std::string& ca_file, std::shared_ptr<credentials::TokenExchange> ex = nullptr,
       netproxy::ProxyLimits limits = {}) {
     REQUIRE(rules.allow("127.0.0.1:" + std::to_string(upstream_port), "test"));
-    netproxy::Intercept in;
+    credentials::Intercept in;
     in.bindings = {{"KEY", "PH_KEY_0123", "REAL_KEY_9876", {{"127.0.0.1", static_cast<uint16_t>(upstream_port)}}}};
     in.exchange = std::move(ex);
     in.refused = {{"127.0.0.1", "/api/oauth/"}, {"127.0.0.1", "/v1/organization/projects/*/service_accounts"}};

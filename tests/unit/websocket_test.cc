@@ -7,7 +7,7 @@
 
 #include "credentials/websocket.h"
 
-using namespace pj::netproxy;
+using pj::credentials::Binding;
 namespace ws = pj::credentials::ws;
 
 namespace {

@@ -1,14 +1,16 @@
-// Credentials outside the jail: what the network filter needs to put the
-// real secret on the wire in place of the jail's placeholder.
+// Credentials outside the jail: which real secret may go to which host,
+// and in place of which placeholder (the broker's plain types, with no
+// code behind them: lib/filterlink carries them to the filter process).
 //
-// The supervisor builds an Intercept (lib/credentials) from the
-// profile's provider table, the operator's [credentials] and the host's
-// auth.json; the credential filter (credentials/interceptor.h), which
-// the loop hands a connection whose checked target is a bound host
-// (credential_filter.h), terminates TLS only for it, substitutes
-// placeholders in request header values (http1.h), masks real values
-// echoed back, and hands a provider's token-refresh exchange to the
-// TokenExchange. Every other host stays an end-to-end tunnel.
+// The supervisor builds an Intercept (credentials.h, run_credentials.h)
+// from the profile's provider table, the operator's [credentials] and the
+// host's auth.json; the credential filter (interceptor.h), which the
+// network filter's loop hands a connection whose checked target is a
+// bound host (netproxy/credential_filter.h), terminates TLS only for it,
+// substitutes placeholders in request header values (substitution.h),
+// masks real values echoed back, and hands a provider's token-refresh
+// exchange to the TokenExchange. Every other host stays an end-to-end
+// tunnel.
 #pragma once
 
 #include <cstdint>
@@ -17,18 +19,14 @@
 #include <string_view>
 #include <vector>
 
+#include "netproxy/credential_types.h"
 #include "util/result.h"
 
-namespace pj::netproxy {
+namespace pj::credentials {
 
-// How a bound host is spoken to. Plain HTTP puts the real value on the
-// wire in clear, so it is only ever allowed for a host loopback port (a
-// local model server: the bytes never leave the machine); the filter
-// refuses a plain binding to any other host (credentials::Interceptor).
-enum class Wire {
-  tls,         // the jail's TLS terminated with the run's CA, the server's verified
-  plain_http,  // no TLS either side: `http://127.0.0.1:PORT`, `[::1]`, `localhost`
-};
+// How a bound host is spoken to is the loop's own type: it serves the
+// connection (netproxy/credential_types.h).
+using netproxy::Wire;
 
 // A host a credential may be sent to: a normalised name (no wildcard)
 // and a port (443 unless the binding says otherwise).
@@ -64,13 +62,13 @@ struct Binding {
 
 // The secret fields of Pi's credential types in auth.json ("key",
 // "access", "refresh", and Copilot's "token"): where a placeholder may
-// stand (lib/credentials), and what the filter may say it put one in.
+// stand (credentials.h), and what the filter may say it put one in.
 inline bool is_secret_field(std::string_view field) {
   return field == "key" || field == "access" || field == "refresh" || field == "token";
 }
 
 // Where a placeholder's real value came from, which decides whether the
-// host's auth.json may take it without asking (lib/credentials, consent).
+// host's auth.json may take it without asking (consent.h).
 enum class Origin : std::uint8_t {
   host,     // the host's own auth.json or environment at the start
   renewal,  // the provider's own renewal of a host credential
@@ -90,7 +88,7 @@ struct ExchangeRequest {
 
 // A provider's OAuth token endpoint: the only request whose body is
 // rewritten, and whose response is rewritten before the jail sees it.
-// Implemented by lib/credentials (new placeholders; the host's auth.json
+// Implemented by token_exchange.h (new placeholders; the host's auth.json
 // written by the supervisor, from a report when the filter runs apart).
 class TokenExchange {
 public:
@@ -127,21 +125,10 @@ public:
 // response, e.g. Anthropic's /api/oauth/claude_cli/create_api_key, which
 // Pi's OAuth token (scope org:create_api_key) may call: the filter cannot
 // mask a secret it has never seen, so such a request is refused (403),
-// whatever its spelling (http1::path_under normalises it).
+// whatever its spelling (path_under, substitution.h, normalises it).
 struct MintingEndpoint {
   std::string host;         // normalised, like BoundHost::name (any port)
   std::string path_prefix;  // "/api/oauth/"
-};
-
-// A placeholder of the run (bound or withheld) as the filter looks for
-// it in the first bytes the jail sends to a host loopback port that no
-// binding covers: found there, it went to a local server unsubstituted,
-// and the end of the run says which [credentials] bind line would have
-// sent the real value (Decision::unbound_credential).
-struct Watched {
-  std::string placeholder;
-  std::string name;        // "auth.json ollama.key", "OLLAMA_API_KEY": for the report
-  std::string credential;  // what [credentials] bind names: "ollama", "OLLAMA_API_KEY"
 };
 
 // Everything the filter needs to substitute credentials for one run.
@@ -155,4 +142,4 @@ struct Intercept {
   bool empty() const { return bindings.empty(); }
 };
 
-}  // namespace pj::netproxy
+}  // namespace pj::credentials
