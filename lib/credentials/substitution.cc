@@ -16,19 +16,10 @@ using netproxy::http1::Field;
 
 namespace {
 
-// The parser's own (http1.cc): field names and Basic's scheme are
-// case-insensitive, and a field value's ends may hold spaces and TABs.
-bool iequal(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower((unsigned char)x) == std::tolower((unsigned char)y);
-         });
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+// The parser's own: field names and Basic's scheme are case-insensitive,
+// and a field value's ends may hold spaces and TABs.
+using netproxy::http1::iequal;
+using netproxy::http1::trim_ows;
 
 std::string percent_decode(std::string_view s) {
   std::string out;
@@ -144,7 +135,7 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
     if (iequal(f.name, "Authorization") || iequal(f.name, "Proxy-Authorization")) {
       std::string_view v = f.value;
       if (v.size() > 6 && iequal(v.substr(0, 6), "Basic ")) {
-        auto decoded = base64_decode(trim(v.substr(6)));
+        auto decoded = base64_decode(trim_ows(v.substr(6)));
         if (decoded) {
           if (refuse_unbound(*decoded, nullptr)) return s;
           basic[i] = std::move(decoded);
@@ -169,7 +160,7 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
         }
       if (changed) {
         std::string sent = base64_encode(*basic[i]);
-        s.renderings.emplace_back(sent, std::string(trim(std::string_view(f.value).substr(6))));
+        s.renderings.emplace_back(sent, std::string(trim_ows(std::string_view(f.value).substr(6))));
         f.value = "Basic " + sent;
       }
       continue;

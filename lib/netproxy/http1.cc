@@ -10,13 +10,19 @@
 
 namespace pj::netproxy::http1 {
 
-namespace {
-
 bool iequal(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower((unsigned char)x) == std::tolower((unsigned char)y);
          });
 }
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+namespace {
 
 bool is_tchar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) ||
@@ -30,11 +36,6 @@ bool is_forbidden_control(char c) {
   return (u < 0x20 && u != '\t') || u == 0x7f;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 }  // namespace
 
 std::optional<std::string_view> Head::get(std::string_view name) const {
@@ -75,7 +76,7 @@ bool Head::lists(std::string_view name, std::string_view token) const {
     std::string_view v = f.value;
     while (!v.empty()) {
       size_t comma = v.find(',');
-      if (iequal(trim(v.substr(0, comma)), token)) return true;
+      if (iequal(trim_ows(v.substr(0, comma)), token)) return true;
       if (comma == std::string_view::npos) break;
       v.remove_prefix(comma + 1);
     }
@@ -130,7 +131,7 @@ HeadParse parse_head(std::string_view buf, size_t max) {
       r.error = "malformed field line";
       return r;
     }
-    r.head.fields.push_back({std::string(line.substr(0, colon)), std::string(trim(line.substr(colon + 1)))});
+    r.head.fields.push_back({std::string(line.substr(0, colon)), std::string(trim_ows(line.substr(colon + 1)))});
   }
   r.progress = Progress::done;
   return r;
@@ -239,7 +240,7 @@ OriginTarget intercepted_target(const RequestLine& line, std::string_view host, 
 
 namespace {
 std::optional<std::uint64_t> parse_length(std::string_view v) {
-  v = trim(v);
+  v = trim_ows(v);
   if (v.empty() || v.size() > 18 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
   return util::parse_number<std::uint64_t>(v);
@@ -253,7 +254,7 @@ BodyFraming request_framing(const Head& h) {
   if (te && cls) return f.error = "both Transfer-Encoding and Content-Length", f;
   if (te) {
     auto v = h.get("Transfer-Encoding");
-    if (h.count("Transfer-Encoding") != 1 || !iequal(trim(*v), "chunked"))
+    if (h.count("Transfer-Encoding") != 1 || !iequal(trim_ows(*v), "chunked"))
       return f.error = "a transfer coding other than chunked", f;
     f.framing = Framing::chunked;
     return f;
@@ -288,7 +289,7 @@ BodyFraming response_framing(const Head& h, std::string_view method) {
   if (method == "HEAD" || status / 100 == 1 || status == 204 || status == 304) return f;
   if (h.count("Transfer-Encoding")) {
     // A response's coding list must end in chunked, else it runs to the close.
-    if (h.count("Transfer-Encoding") != 1 || !iequal(trim(*h.get("Transfer-Encoding")), "chunked"))
+    if (h.count("Transfer-Encoding") != 1 || !iequal(trim_ows(*h.get("Transfer-Encoding")), "chunked"))
       return f.error = "a transfer coding other than chunked", f;
     f.framing = Framing::chunked;
     return f;
@@ -329,7 +330,7 @@ Progress ChunkDecoder::feed(std::string_view in, std::string& out, size_t& used)
           if (line.empty()) return Progress::done;
         } else {
           std::string_view hex = std::string_view(line).substr(0, line.find(';'));
-          hex = trim(hex);
+          hex = trim_ows(hex);
           if (hex.empty() || hex.size() > 15 ||
               !std::all_of(hex.begin(), hex.end(), [](char c) { return std::isxdigit((unsigned char)c); }))
             return error_ = "malformed chunk size", Progress::bad;

@@ -21,6 +21,13 @@ struct Field {
   std::string name, value;
 };
 
+// Whether `a` and `b` are the same ASCII text but for case: how field
+// names, tokens and auth schemes compare (RFC 9110 section 5.1).
+bool iequal(std::string_view a, std::string_view b);
+// `s` without the optional whitespace (spaces and TABs) at its ends that
+// a field value may have (RFC 9110 section 5.6.3).
+std::string_view trim_ows(std::string_view s);
+
 // A request or response head: the start line and its fields, in order.
 struct Head {
   std::string start;  // "POST /v1/messages HTTP/1.1", "HTTP/1.1 200 OK"

@@ -14,13 +14,6 @@ namespace pj::netproxy {
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
-
 HttpRequest bad(int status, std::string error) {
   HttpRequest r;
   r.progress = Progress::bad;
@@ -69,7 +62,7 @@ HttpRequest parse_http_request(std::string_view buf) {
   // Absolute form: http://authority/path. https:// would need TLS here.
   std::string_view target = line.target;
   constexpr std::string_view kHttp = "http://";
-  if (target.size() < kHttp.size() || !iequals(target.substr(0, kHttp.size()), kHttp))
+  if (target.size() < kHttp.size() || !http1::iequal(target.substr(0, kHttp.size()), kHttp))
     return bad(400, "a proxy request needs CONNECT or an absolute http:// URL");
   std::string_view rest = target.substr(kHttp.size());
   size_t slash = rest.find_first_of("/?#");
@@ -85,8 +78,9 @@ HttpRequest parse_http_request(std::string_view buf) {
   r.upstream += t->port == 80 ? fmt::format("Host: {}\r\n", t->host) : fmt::format("Host: {}:{}\r\n", t->host, t->port);
   for (const auto& f : p.head.fields) {
     const std::string& name = f.name;
-    if (iequals(name, "proxy-authorization") || iequals(name, "proxy-connection") || iequals(name, "connection") ||
-        iequals(name, "keep-alive") || iequals(name, "host"))  // Host: derived from the checked target above
+    if (http1::iequal(name, "proxy-authorization") || http1::iequal(name, "proxy-connection") ||
+        http1::iequal(name, "connection") || http1::iequal(name, "keep-alive") ||
+        http1::iequal(name, "host"))  // Host: derived from the checked target above
       continue;
     r.upstream += fmt::format("{}: {}\r\n", name, f.value);
   }
