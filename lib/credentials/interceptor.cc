@@ -355,6 +355,11 @@ struct InterceptConn {
     return ss.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr);
   }
   bool plain() const { return h.wire == Wire::plain_http; }
+  // What a binding must name for its placeholder to be replaced here: the
+  // host the rules checked; for plain HTTP, the loopback address actually
+  // connected to (a binding of 127.0.0.1 is not sent to ::1 or 127.0.0.2,
+  // whatever name the jail used).
+  const std::string& bound_name() const { return plain() && !h.address.empty() ? h.address : h.host; }
   // Whether the jail's first byte starts an HTTP method rather than a TLS
   // record (a ClientHello is 0x16).
   bool spoke_plain_http() {
@@ -499,8 +504,8 @@ struct InterceptConn {
       req.start = method + " " + path + " " + version;
       TokenExchange* ex = owner.intercept_.exchange.get();
       bool exchange = ex && ex->is_token_endpoint(h.host, path);
-      Substitution sub =
-          substitute(req, bindings, h.host, port, exchange ? RequestKind::token_exchange : RequestKind::api, h.wire);
+      Substitution sub = substitute(req, bindings, bound_name(), port,
+                                    exchange ? RequestKind::token_exchange : RequestKind::api, h.wire);
       if (sub.refused) {
         credential_refusal(sub.refused_why);
         return answer(403, "refused: " + sub.refused_why);

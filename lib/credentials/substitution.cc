@@ -44,11 +44,29 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
 
 }  // namespace
 
+namespace {
+
+// Whether two loopback names or literals are the same endpoint: the same
+// address however written ("127.1" is 127.0.0.1), or "localhost" beside
+// 127.0.0.1 or ::1, which it names. 127.0.0.2 is not 127.0.0.1: another
+// service may listen there.
+bool same_loopback(std::string_view a, std::string_view b) {
+  auto localhost = [](std::string_view s) { return s == "localhost" || s == "localhost."; };
+  auto ip_a = net::parse_ip(a), ip_b = net::parse_ip(b);
+  if (ip_a && ip_b) return *ip_a == *ip_b;
+  auto localhost_literal = [](const std::optional<net::IpAddress>& ip) {
+    return ip && (ip->str() == "127.0.0.1" || ip->str() == "::1");
+  };
+  return (localhost(a) && (localhost(b) || localhost_literal(ip_b))) || (localhost(b) && localhost_literal(ip_a));
+}
+
+}  // namespace
+
 bool bound_to(const Binding& b, std::string_view host, uint16_t port, Wire wire) {
   return std::any_of(b.hosts.begin(), b.hosts.end(), [&](const BoundHost& h) {
     if (h.port != port || h.wire != wire) return false;
-    return iequal(h.name, host) ||
-           (wire == Wire::plain_http && net::is_loopback_host(h.name) && net::is_loopback_host(host));
+    return iequal(h.name, host) || (wire == Wire::plain_http && net::is_loopback_host(h.name) &&
+                                    net::is_loopback_host(host) && same_loopback(h.name, host));
   });
 }
 

@@ -278,11 +278,24 @@ TEST_CASE(
                     {"T", "ph-t", "real-t", {{"api.example", 443}}}};
   auto made = Interceptor::create(local);
   REQUIRE(made);
-  // Every loopback name on its port; no other port.
+  // The bound address on its port, however written, and localhost, which
+  // names it; no other loopback address (another service may listen
+  // there), no other port.
   CHECK((*made)->bound_wire("127.0.0.1", 11434) == Wire::plain_http);
+  CHECK((*made)->bound_wire("127.1", 11434) == Wire::plain_http);
   CHECK((*made)->bound_wire("localhost", 11434) == Wire::plain_http);
-  CHECK((*made)->bound_wire("::1", 11434) == Wire::plain_http);
+  CHECK_FALSE((*made)->bound_wire("::1", 11434));
+  CHECK_FALSE((*made)->bound_wire("127.0.0.2", 11434));
   CHECK_FALSE((*made)->bound_wire("127.0.0.1", 11435));
+  CHECK((*made)->unbound_placeholder("GET / HTTP/1.1\r\nA: ph-k\r\n\r\n", "127.0.0.2", 11434, Wire::plain_http) == "K");
+  // A binding of localhost covers both of its addresses.
+  Intercept named;
+  named.bindings = {{"K", "ph-k", "real", {{"localhost", 11434, Wire::plain_http}}}};
+  auto by_name = Interceptor::create(named);
+  REQUIRE(by_name);
+  for (const char* host : {"localhost", "127.0.0.1", "::1"})
+    CHECK_MESSAGE((*by_name)->bound_wire(host, 11434) == Wire::plain_http, host);
+  CHECK_FALSE((*by_name)->bound_wire("127.0.0.2", 11434));
   CHECK((*made)->bound_wire("api.example", 443) == Wire::tls);
   // In a plain request to the bound port: its own placeholder passes, a
   // TLS binding's is refused.
