@@ -238,7 +238,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   }
   // Published ports: the host's loopback to the jail's own 127.0.0.1,
   // through sockets made in the jail's network namespace.
-  auto jail_sockets = [pidfd = jail_.pidfd()](int family) { return linuxjail::jail_socket(pidfd, family); };
+  auto jail_sockets = [pidfd = jail_.pidfd()](int family) { return linuxjail::jail_tcp_socket(pidfd, family); };
   if (!filter_)
     proxy_->set_jail_sockets(jail_sockets);
   else if (!opts_.publish.empty())

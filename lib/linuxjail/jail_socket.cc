@@ -22,9 +22,9 @@ namespace {
   ::_exit(1);
 }
 
-[[noreturn]] void make_in_jail(int sock, int pidfd, int family) {
+[[noreturn]] void make_in_jail(int sock, int pidfd, int domain, int type, int protocol) {
   if (::setns(pidfd, CLONE_NEWUSER | CLONE_NEWNET) != 0) answer_error(sock, errno);
-  int s = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int s = ::socket(domain, type, protocol);
   if (s < 0) answer_error(sock, errno);
   int ok = 0;
   ::_exit(util::send_fds(sock, &ok, sizeof ok, &s, 1) == 0 ? 0 : 1);
@@ -32,7 +32,7 @@ namespace {
 
 }  // namespace
 
-int jail_socket(int pidfd, int family) {
+int jail_socket(int pidfd, int domain, int type, int protocol) {
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return -errno;
   pid_t pid = ::fork();
@@ -44,7 +44,7 @@ int jail_socket(int pidfd, int family) {
   }
   if (pid == 0) {
     ::close(sp[0]);
-    make_in_jail(sp[1], pidfd, family);
+    make_in_jail(sp[1], pidfd, domain, type, protocol);
   }
   ::close(sp[1]);
   int err = 0;
@@ -60,6 +60,10 @@ int jail_socket(int pidfd, int family) {
   if (n < 0) return static_cast<int>(n);
   if (n != static_cast<ssize_t>(sizeof err)) return -EPROTO;
   return err ? -err : -EPROTO;
+}
+
+int jail_tcp_socket(int pidfd, int family) {
+  return jail_socket(pidfd, family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 }
 
 }  // namespace pj::linuxjail
