@@ -60,8 +60,8 @@ bool is_control_socket(int fd) {
   return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
 }
 
-util::Result<FromSupervisor> receive(int sock) {
-  auto rec = filterlink::receive_record(sock);
+util::Result<FromSupervisor> receive(int sock, int flags = 0) {
+  auto rec = filterlink::receive_record(sock, flags);
   if (!rec) return rec.take_error();
   if (!*rec) return util::Error::invalid("the supervisor closed the control socket");
   return filterlink::decode_from_supervisor((*rec)->bytes, std::move((*rec)->fds));
@@ -182,7 +182,11 @@ public:
       }
       if (fds[1].revents & POLLIN) proxy_->run_once();
       if (fds[0].revents) {
-        auto m = receive(sock_);
+        // Without waiting: the relay's turn above may have taken what made
+        // the socket readable (jail_socket() reads every message while it
+        // waits for its answer), and nothing more may come.
+        auto m = receive(sock_, MSG_DONTWAIT);
+        if (!m && m.error().err() == EAGAIN) continue;
         if (!m) return m.take_error();
         backlog_.push_back(std::move(*m));
       }
