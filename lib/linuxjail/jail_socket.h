@@ -2,7 +2,8 @@
 // TCP socket for each connection of a published port (pi-jail
 // --publish), so that the host connects to a server inside the jail
 // with nothing added to the jail's view and nothing bound by the jail
-// for it.
+// for it; and the NETLINK_SOCK_DIAG socket that asks which of the
+// jail's sockets listen (listening.h).
 #pragma once
 
 namespace pj::linuxjail {
