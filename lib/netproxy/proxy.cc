@@ -98,19 +98,23 @@ void Proxy::Impl::make_room(size_t listener) {
   close_conn(victim->id);
 }
 
+// A removed listener keeps its place (its connections name it by index)
+// with no socket: never watched, never accepted on.
 void Proxy::Impl::pause_accepting() {
-  for (auto& l : listeners) poller.forget(l.fd.get());
+  for (auto& l : listeners)
+    if (l.fd.valid()) poller.forget(l.fd.get());
   accept_paused_until = Clock::now() + tick;
 }
 
 void Proxy::Impl::resume_accepting() {
   accept_paused_until.reset();
-  for (size_t i = 0; i < listeners.size(); ++i) watch(listeners[i].fd.get(), kTagListener | i, kIn);
+  for (size_t i = 0; i < listeners.size(); ++i)
+    if (listeners[i].fd.valid()) watch(listeners[i].fd.get(), kTagListener | i, kIn);
 }
 
 void Proxy::Impl::accept_on(size_t index) {
   Listener& l = listeners[index];
-  while (!accept_paused_until) {
+  while (!accept_paused_until && l.fd.valid()) {
     int fd = ::accept(l.fd.get(), nullptr, nullptr);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -222,6 +226,16 @@ util::Status Proxy::add_listener(UniqueFd fd, ListenerKind kind, std::optional<R
   if (!impl_->accept_paused_until) impl_->watch(fd.get(), kTagListener | index, kIn);
   impl_->listeners.push_back({std::move(fd), kind, std::move(target), 0});
   return {};
+}
+
+util::Status Proxy::remove_listener(int fd) {
+  for (auto& l : impl_->listeners) {
+    if (fd < 0 || l.fd.get() != fd) continue;
+    if (!impl_->accept_paused_until) impl_->poller.forget(fd);
+    l.fd.reset();
+    return {};
+  }
+  return Error::invalid(fmt::format("no listener of the network filter has descriptor {}", fd));
 }
 
 void Proxy::set_jail_sockets(JailSockets make) { impl_->jail_sockets = std::move(make); }

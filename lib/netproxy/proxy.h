@@ -77,6 +77,10 @@ public:
   // operator's entry; it is relayed without the rule check (the operator
   // chose it; the jail's server is not a destination the jail asked for).
   util::Status add_listener(util::UniqueFd fd, ListenerKind kind, std::optional<Rules::Forward> target);
+  // Stop serving the listener whose socket is `fd` (as add_listener took
+  // it): closed now, so its port is free; its connections go on to their
+  // end. An error when no listener served has that socket.
+  util::Status remove_listener(int fd);
   // The run's placeholders to look for in the first bytes the jail sends
   // to a host loopback port that no binding covers (credential_types.h Watched).
   void watch_placeholders(std::vector<Watched> watched);

@@ -542,4 +542,51 @@ TEST_CASE("proxy loop: an upstream proxy's refusal is the jail's 502 naming its 
     CHECK(reply.starts_with("HTTP/1.1 504"));
     CHECK(reply.find("did not open the tunnel to api.pjtest.example:443 in time") != std::string::npos);
   }
+
+TEST_CASE("proxy loop: a removed listener's port is closed at once, and a connection it accepted goes on") {
+  EchoServer echo;  // stands in for the server inside the jail
+  auto made = netproxy::Proxy::start(netproxy::Rules{}, -1);
+  REQUIRE(made.ok());
+  netproxy::Proxy& p = **made;
+  p.set_jail_sockets([](int family) { return ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0); });
+  int port = 0;
+  util::UniqueFd listener = test::listen_loopback(port);
+  const int raw = listener.get();
+  netproxy::Rules::Forward target{*net::parse_ip("127.0.0.1"), echo.port, "127.0.0.1", "login callback test"};
+  REQUIRE(p.add_listener(std::move(listener), netproxy::ListenerKind::publish, target).ok());
+  // The loop on this thread: turns until `c` got `n` bytes (a guard of
+  // 10 s, not a timing assertion).
+  auto echoed = [&p](int c, size_t n) {
+    std::string got;
+    for (int i = 0; i < 1000 && got.size() < n; ++i) {
+      p.run_for(10ms);
+      char buf[64];
+      ssize_t r = ::recv(c, buf, sizeof buf, MSG_DONTWAIT);
+      if (r > 0) got.append(buf, static_cast<size_t>(r));
+    }
+    return got;
+  };
+  auto c = test::connect_loopback(port);
+  send_all(c.get(), "ping");
+  CHECK(echoed(c.get(), 4) == "ping");
+
+  REQUIRE(p.remove_listener(raw).ok());
+  // Nothing listens on the port any more: a new client is refused by the
+  // kernel.
+  util::UniqueFd again(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  CHECK(::connect(again.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0);
+  CHECK(errno == ECONNREFUSED);
+  // The connection accepted before goes on.
+  send_all(c.get(), "pong");
+  CHECK(echoed(c.get(), 4) == "pong");
+  // A listener it does not serve.
+  auto twice = p.remove_listener(raw);
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.error().message() == "no listener of the network filter has descriptor " + std::to_string(raw));
+  CHECK_FALSE(p.remove_listener(-1).ok());
+  p.shutdown();
 }
