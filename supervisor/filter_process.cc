@@ -280,6 +280,26 @@ util::Status FilterProcess::add_listener(util::UniqueFd fd, netproxy::ListenerKi
   return send(FromSupervisor(std::move(l)), kSendGuardMs);
 }
 
+util::Result<std::uint64_t> FilterProcess::listen(util::UniqueFd fd, const netproxy::Rules::Forward& target) {
+  if (served_.size() + closing_.size() >= filterlink::kMaxListens)
+    return util::Error::invalid(fmt::format("the network filter holds {} listeners already", filterlink::kMaxListens));
+  filterlink::ListenMessage l;
+  l.id = next_listen_++;
+  l.target = {target.addr, static_cast<std::uint16_t>(target.port), target.host, target.source};
+  l.fd = std::move(fd);
+  const std::uint64_t id = l.id;
+  if (auto st = send(FromSupervisor(std::move(l)), kSendGuardMs); !st) return st.take_error();
+  served_.insert(id);
+  return id;
+}
+
+util::Status FilterProcess::unlisten(std::uint64_t id) {
+  if (!served_.erase(id))
+    return util::Error::invalid(fmt::format("unlisten {}: the filter serves no such listener", id));
+  closing_.insert(id);
+  return send(FromSupervisor(filterlink::UnlistenMessage{id}), kSendGuardMs);
+}
+
 // Sends without blocking: a full control socket is waited on for at most
 // `guard_ms`; a filter that does not read it by then is killed.
 util::Status FilterProcess::send(const FromSupervisor& m, int guard_ms) {
@@ -375,6 +395,10 @@ util::Status FilterProcess::handle(FromFilter m) {
     return answer_jail_socket(*r);
   }
   if (std::holds_alternative<filterlink::Usage>(m)) return {};
+  if (auto* u = std::get_if<filterlink::Unlistened>(&m)) {
+    if (!closing_.erase(u->id)) return refuse("said it closed a listener it was not told to close");
+    return {};
+  }
   // A token exchange's report: only where one was given, each bounded.
   if (exchange_) {
     if (auto* b = std::get_if<filterlink::AddedBinding>(&m)) {

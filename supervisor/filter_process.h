@@ -4,7 +4,9 @@
 // while the jail runs: names (resolved here, where NSS and /etc are),
 // sockets of the jail's network namespace (for published ports), and
 // record every decision it reports in this process's DecisionRecorder,
-// so that the report, the log and the jail's notes read as before.
+// so that the report, the log and the jail's notes read as before; and
+// hand it, while the run lasts, host listeners to serve and to close
+// again (listen, unlisten).
 //
 // Everything the filter sends is hostile input: it parses the jail's
 // bytes and remote servers'. Its messages are decoded strictly
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,16 @@ public:
   // cannot enter the jail's network namespace). Without it (a run that
   // publishes no port), a filter that asks for one is killed.
   void set_jail_sockets(netproxy::JailSockets make) { jail_sockets_ = std::move(make); }
+
+  // A host listener to serve as a published port to `target` (the jail's
+  // 127.0.0.1 or ::1) from now on, until unlisten() of the id returned.
+  util::Result<std::uint64_t> listen(util::UniqueFd fd, const netproxy::Rules::Forward& target);
+  // Tell the filter to close listener `id`: it stays held() until the
+  // filter says it closed it (its host port is free only then).
+  util::Status unlisten(std::uint64_t id);
+  // Whether the filter still holds listener `id` (served, or told to close
+  // and not yet said it did).
+  bool held(std::uint64_t id) const { return served_.count(id) || closing_.count(id); }
 
   // The descriptors to poll for POLLIN: the control socket, the filter's
   // pidfd (readable once it exited), the resolver's wake-up fd.
@@ -90,6 +103,10 @@ private:
   std::vector<credentials::Binding> added_bindings_;  // since the last token update
   std::vector<std::pair<std::string, std::string>> added_slots_;
   std::vector<std::string> watched_;  // the credentials whose placeholders it looks for
+  // Run-time listeners (listen): served, and told to close. The filter may
+  // say it closed only one it was told to close, once.
+  std::set<std::uint64_t> served_, closing_;
+  std::uint64_t next_listen_ = 1;
   // Each socket in the jail forks this process into its namespaces: a
   // bounded number a second.
   std::chrono::steady_clock::time_point jail_socket_second_{};

@@ -37,6 +37,8 @@ const char* type_name(Type t) {
     case Type::token_endpoint: return "token_endpoint";
     case Type::credential_host: return "credential_host";
     case Type::watched: return "watched";
+    case Type::listen: return "listen";
+    case Type::unlisten: return "unlisten";
     case Type::ready: return "ready";
     case Type::name_question: return "name_question";
     case Type::decision: return "decision";
@@ -47,6 +49,7 @@ const char* type_name(Type t) {
     case Type::probe_result: return "probe_result";
     case Type::added_binding: return "added_binding";
     case Type::added_slot: return "added_slot";
+    case Type::unlistened: return "unlistened";
   }
   return "unknown";
 }
@@ -405,14 +408,27 @@ util::Result<MintingMessage> take_minting(Fields& f) {
   return m;
 }
 
+void put_target(Writer& w, const ListenerMessage::Target& t) {
+  put_address(w, t.addr);
+  w.u64(t.port);
+  w.bytes(t.host);
+  w.bytes(t.source);
+}
+
 void put(Writer& w, const ListenerMessage& m) {
   w.u8(static_cast<std::uint8_t>(m.kind));
   w.u8(m.target.has_value());
-  if (!m.target) return;
-  put_address(w, m.target->addr);
-  w.u64(m.target->port);
-  w.bytes(m.target->host);
-  w.bytes(m.target->source);
+  if (m.target) put_target(w, *m.target);
+}
+
+// A target's fields; the caller finishes.
+ListenerMessage::Target take_target(Fields& f) {
+  ListenerMessage::Target t;
+  t.addr = f.address("address");
+  t.port = f.port("port");
+  t.host = f.text("host", kMaxHostName, 1);
+  t.source = f.text("source", kMaxText);
+  return t;
 }
 
 util::Result<ListenerMessage> take_listener(Fields& f) {
@@ -421,14 +437,33 @@ util::Result<ListenerMessage> take_listener(Fields& f) {
   bool has_target = f.flag("target");
   bool needs_target = m.kind == ListenerMessage::Kind::forward || m.kind == ListenerMessage::Kind::publish;
   f.check(has_target == needs_target, "target", needs_target ? "missing" : "given for a proxy listener");
-  if (has_target) {
-    ListenerMessage::Target t;
-    t.addr = f.address("address");
-    t.port = f.port("port");
-    t.host = f.text("host", kMaxHostName, 1);
-    t.source = f.text("source", kMaxText);
-    m.target = std::move(t);
-  }
+  if (has_target) m.target = take_target(f);
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+void put(Writer& w, const ListenMessage& m) {
+  w.u64(m.id);
+  put_target(w, m.target);
+}
+
+util::Result<ListenMessage> take_listen(Fields& f) {
+  ListenMessage m;
+  m.id = f.in_range("id", 1, UINT64_MAX);
+  m.target = take_target(f);
+  f.check(valid_listen_target(m.target), "target", "not the jail's 127.0.0.1 or ::1");
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+void put(Writer& w, const UnlistenMessage& m) { w.u64(m.id); }
+void put(Writer& w, const Unlistened& m) { w.u64(m.id); }
+
+// unlisten and unlistened: an id of a listen message.
+template <typename M>
+util::Result<M> take_listen_id(Fields& f) {
+  M m;
+  m.id = f.in_range("id", 1, UINT64_MAX);
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -679,6 +714,12 @@ constexpr Type type_of() {
     return Type::jail_socket;
   else if constexpr (std::is_same_v<M, Stop>)
     return Type::stop;
+  else if constexpr (std::is_same_v<M, ListenMessage>)
+    return Type::listen;
+  else if constexpr (std::is_same_v<M, UnlistenMessage>)
+    return Type::unlisten;
+  else if constexpr (std::is_same_v<M, Unlistened>)
+    return Type::unlistened;
   else if constexpr (std::is_same_v<M, Ready>)
     return Type::ready;
   else if constexpr (std::is_same_v<M, NameQuestion>)
@@ -702,6 +743,7 @@ constexpr Type type_of() {
 // The descriptors a message carries.
 std::vector<int> fds_of(const UpstreamCa& m) { return {m.pem.get()}; }
 std::vector<int> fds_of(const ListenerMessage& m) { return {m.fd.get()}; }
+std::vector<int> fds_of(const ListenMessage& m) { return {m.fd.get()}; }
 std::vector<int> fds_of(const JailSocket& m) {
   if (m.err != 0) return {};
   return {m.fd.get()};
@@ -722,6 +764,11 @@ util::Result<Record> encode_any(const Variant& v) {
         rec.fds = fds_of(m);
         for (int fd : rec.fds)
           if (fd < 0) return util::Error::invalid(fmt::format("{} message: no descriptor", type_name(type_of<M>())));
+        if constexpr (std::is_same_v<M, ListenMessage>) {
+          if (m.id == 0) return util::Error::invalid("listen message: id: 0");
+          if (!valid_listen_target(m.target))
+            return util::Error::invalid("listen message: target: not the jail's 127.0.0.1 or ::1");
+        }
         Writer w;
         w.u32(kMagic);
         w.u16(kVersion);
@@ -774,6 +821,11 @@ util::Result<Variant> lift(util::Result<M> m) {
 
 }  // namespace
 
+bool valid_listen_target(const ListenerMessage::Target& t) {
+  const auto v4 = net::parse_ip("127.0.0.1"), v6 = net::parse_ip("::1");
+  return t.port > 0 && (t.addr == *v4 || t.addr == *v6) && t.host == t.addr.str();
+}
+
 util::Result<Record> encode(const FromSupervisor& m) { return encode_any(m); }
 util::Result<Record> encode(const FromFilter& m) { return encode_any(m); }
 
@@ -782,7 +834,7 @@ util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std:
   if (!h) return h.take_error();
   Fields f(h->payload, h->type);
   using V = FromSupervisor;
-  size_t want = h->type == Type::upstream_ca || h->type == Type::listener ? 1 : 0;
+  size_t want = h->type == Type::upstream_ca || h->type == Type::listener || h->type == Type::listen ? 1 : 0;
   if (h->type == Type::jail_socket) want = fds.size() == 1 ? 1 : 0;  // checked against its errno below
   if (auto st = expect_fds(h->type, fds, want); !st) return st.take_error();
   switch (h->type) {
@@ -819,6 +871,13 @@ util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std:
     case Type::stop:
       if (auto st = f.finish(); !st) return st.take_error();
       return V(Stop{});
+    case Type::listen: {
+      auto m = take_listen(f);
+      if (!m) return m.take_error();
+      m->fd = std::move(fds[0]);
+      return V(std::move(*m));
+    }
+    case Type::unlisten: return lift<UnlistenMessage, V>(take_listen_id<UnlistenMessage>(f));
     default: break;
   }
   return util::Error::invalid(
@@ -842,6 +901,7 @@ util::Result<FromFilter> decode_from_filter(std::string_view bytes, std::vector<
     case Type::probe_result: return lift<ProbeResult, V>(take_probe_result(f));
     case Type::added_binding: return lift<AddedBinding, V>(take_binding_as<AddedBinding>(f));
     case Type::added_slot: return lift<AddedSlot, V>(take_added_slot(f));
+    case Type::unlistened: return lift<Unlistened, V>(take_listen_id<Unlistened>(f));
     default: break;
   }
   return util::Error::invalid(

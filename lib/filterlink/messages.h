@@ -54,6 +54,7 @@ inline constexpr size_t kMaxPem = 16 * 1024;     // the run CA's certificate
 inline constexpr size_t kMaxAddresses = 64;      // one name answer
 inline constexpr size_t kMaxListItems = 64;      // hosts of a binding, probe results
 inline constexpr size_t kMaxNoProxy = 4 * 1024;  // the upstream proxy's NO_PROXY list
+inline constexpr size_t kMaxListens = 64;        // run-time listeners (listen) held at once
 
 // Numbered once for good: a later version adds types, never renumbers.
 // Supervisor to filter below 64, filter to supervisor from 64.
@@ -73,6 +74,8 @@ enum class Type : std::uint16_t {
   token_endpoint = 13,   // a test build's stand-in for a provider's token endpoint
   credential_host = 14,  // an operator's extra host for a credential ([credentials] bind)
   watched = 15,          // a placeholder to look for on unbound loopback ports
+  listen = 16,           // run time: a host listener to serve as a published port (an fd)
+  unlisten = 17,         // run time: close that listener
   ready = 64,            // locked down; the run CA's certificate
   name_question = 65,
   decision = 66,      // one connection's decision
@@ -83,6 +86,7 @@ enum class Type : std::uint16_t {
   probe_result = 71,   // test builds: what the filter could do after lock-down
   added_binding = 72,  // a token exchange bound a new placeholder; then token_update
   added_slot = 73,     // a token exchange put a placeholder in an auth.json field; then token_update
+  unlistened = 74,     // a listener of `listen` is closed: its host port is free
 };
 
 // --- supervisor to filter ---
@@ -188,6 +192,25 @@ struct ListenerMessage {
   util::UniqueFd fd;
 };
 
+// A listener on the host's loopback that the supervisor made while the
+// run (the profile's login callbacks, runtime::LoginCallback) wants a
+// port of the jail served there: served as a published port, connected
+// to `target` in the jail through the supervisor's jail sockets and never
+// checked against the rules, until unlisten with its id. Its target is
+// the jail's 127.0.0.1 or ::1 (valid_listen_target), never anywhere else.
+struct ListenMessage {
+  std::uint64_t id = 0;  // 1 and up, the supervisor's, never reused in a run
+  ListenerMessage::Target target;
+  util::UniqueFd fd;
+};
+// Whether `t` is where a listen message may send the host's
+// connections: the jail's 127.0.0.1 or ::1 (named so in `host`), a port.
+bool valid_listen_target(const ListenerMessage::Target& t);
+
+struct UnlistenMessage {
+  std::uint64_t id = 0;
+};
+
 struct NameAnswer {
   std::uint64_t id = 0;
   std::vector<net::IpAddress> addrs;
@@ -243,6 +266,12 @@ struct AddedSlot {
   std::string field;
 };
 
+// The filter closed the listener of listen `id` (told by unlisten): the
+// supervisor may bind that host port again.
+struct Unlistened {
+  std::uint64_t id = 0;
+};
+
 struct Usage {
   std::uint64_t open_connections = 0;
   std::uint64_t intercepted = 0;
@@ -268,11 +297,12 @@ struct ProbeResult {
   std::vector<Attempt> attempts;
 };
 
-using FromSupervisor = std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, RunCa,
-                                    SlotMessage, TokenEndpointMessage, CredentialHostMessage, WatchedMessage,
-                                    ConfigDone, ListenerMessage, NameAnswer, JailSocket, Stop>;
+using FromSupervisor =
+    std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, RunCa, SlotMessage,
+                 TokenEndpointMessage, CredentialHostMessage, WatchedMessage, ConfigDone, ListenerMessage, NameAnswer,
+                 JailSocket, Stop, ListenMessage, UnlistenMessage>;
 using FromFilter = std::variant<Ready, NameQuestion, DecisionMessage, TokenUpdate, Usage, JailSocketRequest, Failure,
-                                ProbeResult, AddedBinding, AddedSlot>;
+                                ProbeResult, AddedBinding, AddedSlot, Unlistened>;
 
 // One record: its bytes and the descriptors it carries (borrowed: sending
 // dups nothing and closes nothing).
@@ -282,7 +312,8 @@ struct Record {
 };
 
 // Encoding fails only for a message that breaks a bound (a field too
-// long, a descriptor missing): the sender's bug, never sent half.
+// long, a descriptor missing) or, for listen, whose target is not valid
+// (valid_listen_target): the sender's bug, never sent half.
 util::Result<Record> encode(const FromSupervisor& m);
 util::Result<Record> encode(const FromFilter& m);
 

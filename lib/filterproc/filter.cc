@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <variant>
@@ -223,8 +224,40 @@ private:
       proxy_->name_answer(a->id, std::move(a->addrs), std::move(a->error));
       return true;
     }
+    if (auto* l = std::get_if<filterlink::ListenMessage>(&m)) {
+      if (auto st = listen(std::move(*l)); !st) return st.take_error();
+      return true;
+    }
+    if (auto* u = std::get_if<filterlink::UnlistenMessage>(&m)) {
+      if (auto st = unlisten(u->id); !st) return st.take_error();
+      return true;
+    }
     if (std::holds_alternative<filterlink::Stop>(m)) return false;
     return util::Error::invalid("a configuration message after the configuration's end");
+  }
+
+  // A run-time listener, served as a published port until unlisten: an id
+  // the supervisor gave no other listener held now, within the bound.
+  util::Status listen(filterlink::ListenMessage l) {
+    if (listens_.count(l.id)) return util::Error::invalid(fmt::format("listen {}: that id is served already", l.id));
+    if (listens_.size() >= filterlink::kMaxListens)
+      return util::Error::invalid(fmt::format("listen {}: {} listeners held already", l.id, listens_.size()));
+    const int fd = l.fd.get();
+    netproxy::Rules::Forward target{l.target.addr, l.target.port, std::move(l.target.host), std::move(l.target.source)};
+    if (auto st = proxy_->add_listener(std::move(l.fd), netproxy::ListenerKind::publish, std::move(target)); !st)
+      return st;
+    listens_.emplace(l.id, fd);
+    return {};
+  }
+
+  // Closed at once (its port is free on the host), then said: the
+  // supervisor binds that port again only after this answer.
+  util::Status unlisten(std::uint64_t id) {
+    auto it = listens_.find(id);
+    if (it == listens_.end()) return util::Error::invalid(fmt::format("unlisten {}: no such listener", id));
+    if (auto st = proxy_->remove_listener(it->second); !st) return st;
+    listens_.erase(it);
+    return filterlink::send_message(sock_, filterlink::FromFilter(filterlink::Unlistened{id}));
   }
 
   // A socket of the jail's network namespace, made by the supervisor (the
@@ -251,6 +284,7 @@ private:
   std::unique_ptr<netproxy::Proxy> proxy_;
   std::deque<FromSupervisor> backlog_;
   std::uint64_t next_socket_ = 1;
+  std::map<std::uint64_t, int> listens_;  // listen's id -> its socket, as the relay holds it
 };
 
 #ifdef PJ_TEST_SWITCHES

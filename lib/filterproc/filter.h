@@ -4,7 +4,8 @@
 // fd 3 and an empty environment, so that nothing of the supervisor's
 // memory (withheld secrets) is carried over. The filter receives its
 // configuration, starts the relay (netproxy::Proxy), says ready, then
-// serves the listeners it is given until told to stop or until the
+// serves the listeners it is given (a run-time one until it is told to
+// close it, which it says it did) until told to stop or until the
 // supervisor is gone. It never opens a file after its start: names are
 // asked of the supervisor, decisions are sent to it (which logs and
 // reports them), and it writes nothing of the host's.
