@@ -220,6 +220,22 @@ util::Status check_foreign_session(const std::vector<std::string>& argv, const s
   return {};
 }
 
+// Pi's logins that wait for the browser's redirect on a fixed loopback
+// port (pi-ai's dist/auth/oauth/: the same in Pi 1.4.0 and 1.6.0). Each
+// also takes the redirect URL pasted into Pi, but for Radius's browser
+// sign-in (it offers a device code instead). OpenRouter's waits on a
+// port the kernel picks, which nothing can know to serve: its pasted URL
+// works.
+struct PiLoginCallback {
+  std::uint16_t port;
+  const char* what;
+};
+constexpr PiLoginCallback kPiLoginCallbacks[] = {
+    {53692, "Anthropic (Claude Pro/Max)"},
+    {1455, "OpenAI (ChatGPT Plus/Pro, Codex; Sign in with ChatGPT)"},
+    {1456, "Radius"},
+};
+
 // ${pi_agent_dir} for every profile: a profile file may name it (a copy
 // of pi.toml). Only the pi profile makes the directory.
 class AgentDirVariable : public runtime::ProfileAdapter {
@@ -239,8 +255,9 @@ protected:
 };
 
 // The pi profile: Pi's agent dir made and resolved, the sessions of this
-// workspace shown, fd and rg found, PI_CODING_AGENT_DIR set inside, and
-// Pi's package commands and foreign sessions stopped before Pi starts.
+// workspace shown, fd and rg found, PI_CODING_AGENT_DIR set inside, Pi's
+// login callback ports named, and Pi's package commands and foreign
+// sessions stopped before Pi starts.
 class PiProfile final : public AgentDirVariable {
 public:
   util::Status place(policy::Places& places, const runtime::Preparation& p) override {
@@ -273,6 +290,7 @@ public:
   // jail's home, and Pi would start with no models ("Unknown provider").
   void shape(runtime::Request& in, runtime::ProfileHints& hints) override {
     in.env_set.emplace_back("PI_CODING_AGENT_DIR", agent_dir_);
+    for (const auto& c : kPiLoginCallbacks) in.login_callbacks.push_back({c.port, c.what, "profile pi"});
     // Every project's sessions are there: the jail sees only those of
     // this workspace (show_pi_sessions), whether or not any is shown.
     in.private_hidden.push_back(agent_dir_ + "/sessions");

@@ -1,7 +1,8 @@
 // The pi profile's adapter (runtime/profile_adapter.h): Pi's agent dir
 // made and resolved, this workspace's sessions shown, fd and rg found,
-// PI_CODING_AGENT_DIR set inside, Pi's package commands and other
-// projects' sessions stopped before Pi starts. The one place that chooses
+// PI_CODING_AGENT_DIR set inside, the ports of Pi's login callbacks
+// named (runtime::Request::login_callbacks), Pi's package commands and
+// other projects' sessions stopped before Pi starts. The one place that chooses
 // an adapter by the profile's name.
 #pragma once
 

@@ -138,6 +138,16 @@ struct Request {
     std::string why;
   };
   std::vector<Published> published;
+  // Ports on which the program waits for a browser's redirect after a
+  // login (its profile's adapter names them: pi/profile_adapter.h).
+  // While something in the jail listens on one, the Linux supervisor
+  // serves it on the host's loopback (supervisor/login_callbacks.h).
+  struct LoginCallback {
+    std::uint16_t port = 0;
+    std::string what;    // whose login waits there: "Anthropic (Claude Pro/Max)"
+    std::string source;  // who named it: "profile pi"
+  };
+  std::vector<LoginCallback> login_callbacks;
   // The size of the one scratch file system /tmp, /var/tmp and /dev/shm
   // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
   policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};

@@ -69,8 +69,29 @@ TEST_CASE("another profile's adapter defines ${pi_agent_dir} and makes nothing")
     adapter->shape(in, hints);
     CHECK(in.env_set.empty());
     CHECK(in.private_hidden.empty());
+    CHECK(in.login_callbacks.empty());
     CHECK_FALSE(hints.keep_new_dirs);
   }
+}
+
+TEST_CASE("the pi profile's adapter names the ports of Pi's login callbacks, as data, and no other port") {
+  NoAgentDirVariable no_var;
+  test::TempDir home;
+  policy::Places places{.workspace = home.path + "/proj", .home = home.path, .cwd = home.path + "/proj"};
+  auto adapter = pi::profile_adapter("pi");
+  REQUIRE(adapter->place(places, {.home_real = home.path}));
+  runtime::Request in;
+  runtime::ProfileHints hints;
+  adapter->shape(in, hints);
+  std::vector<std::uint16_t> ports;
+  for (const auto& c : in.login_callbacks) {
+    ports.push_back(c.port);
+    CHECK_FALSE(c.what.empty());
+    CHECK(c.source == "profile pi");
+  }
+  // anthropic.js (53692), openai-codex.js and openai-chatgpt.js (1455),
+  // radius.js (1456) of Pi 1.4.0 and 1.6.0.
+  CHECK(ports == std::vector<std::uint16_t>{53692, 1455, 1456});
 }
 
 TEST_CASE("only the pi profile's adapter tells Pi where its agent dir is and hides other projects' sessions") {
