@@ -152,33 +152,41 @@ util::Result<RunOptions> run_options(const cli::RunInput& inv, const netproxy::R
   return opts;
 }
 
+util::Result<util::UniqueFd> listen_on_host_loopback(bool v6, int port) {
+  sockaddr_storage ss{};
+  socklen_t len;
+  if (v6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_addr = in6addr_loopback;
+    a->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof *a;
+  }
+  util::UniqueFd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return util::Error::from_errno("socket", errno);
+  int one = 1;
+  // Past TIME_WAIT only, never a listener: and so that the port can be
+  // bound again while a connection this listener accepted is still open.
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (v6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) return util::Error::from_errno("bind", errno);
+  if (::listen(fd.get(), 128) != 0) return util::Error::from_errno("listen", errno);
+  return fd;
+}
+
 util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtime::Request::Published>& ports) {
   std::vector<PublishedPort> out;
   for (const auto& p : ports) {
-    const bool v6 = p.spec.host_addr == "::1";
-    sockaddr_storage ss{};
-    socklen_t len;
-    if (v6) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-      a->sin6_family = AF_INET6;
-      a->sin6_addr = in6addr_loopback;
-      a->sin6_port = htons(static_cast<uint16_t>(p.spec.host_port));
-      len = sizeof *a;
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-      a->sin_family = AF_INET;
-      a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a->sin_port = htons(static_cast<uint16_t>(p.spec.host_port));
-      len = sizeof *a;
-    }
     const std::string where = fmt::format("publish {} ({})", p.spec.str(), p.why);
-    util::UniqueFd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd.valid()) return util::Error::from_errno(where + ": socket", errno);
-    int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // past TIME_WAIT only, never a listener
-    if (v6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
-      int err = errno;
+    auto fd = listen_on_host_loopback(p.spec.host_addr == "::1", p.spec.host_port);
+    if (!fd && fd.error().what() == "bind") {
+      int err = fd.error().err();
       std::string fix =
           err == EADDRINUSE
               ? fmt::format(
@@ -190,8 +198,8 @@ util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtim
       return util::Error::invalid(fmt::format("{}: cannot listen on the host's port {}: {} ({})\n  fix: {}", where,
                                               p.spec.host_port, std::strerror(err), util::errno_name(err), fix));
     }
-    if (::listen(fd.get(), 128) != 0) return util::Error::from_errno(where + ": listen", errno);
-    out.push_back({std::move(fd), p.spec, p.why});
+    if (!fd) return std::move(fd.take_error()).context(where);
+    out.push_back({std::move(*fd), p.spec, p.why});
   }
   return out;
 }

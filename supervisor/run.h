@@ -97,6 +97,12 @@ private:
 // Listen on the host's loopback for every published port: an error names
 // the port and the fix (in use, no IPv6 loopback).
 util::Result<std::vector<PublishedPort>> bind_published(const std::vector<runtime::Request::Published>& ports);
+// A non-blocking listening socket on the host's 127.0.0.1 (::1 when
+// `v6`, IPv6 only) at `port`, SO_REUSEADDR (a port left in TIME_WAIT, or
+// held by a connection a closed listener of it accepted, binds again).
+// An error's what() names the call that failed ("socket", "bind",
+// "listen"), its err() the errno.
+util::Result<util::UniqueFd> listen_on_host_loopback(bool v6, int port);
 
 // The options of a run: --timeout, --grace, the policy's network rules,
 // its upstream proxy (its name resolved here: an error names it and the
