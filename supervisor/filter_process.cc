@@ -322,13 +322,16 @@ util::Status FilterProcess::send(const FromSupervisor& m, int guard_ms) {
 }
 
 // A socket of the jail's network namespace, for a published port's
-// connection; only in a run that publishes one, and a bounded number a
-// second (each is a fork into the jail's namespaces).
+// connection; only in a run that publishes one or serves login callbacks
+// (a connection to one may still ask after it was closed: it tries the
+// jail's ::1 when 127.0.0.1 refused), and a bounded number a second
+// (each is a fork into the jail's namespaces).
 util::Status FilterProcess::answer_jail_socket(const filterlink::JailSocketRequest& r) {
   if (!jail_sockets_) {
     kill_and_reap();
     return util::Error::invalid(
-        "the network filter process asked for a socket in the jail, and this run publishes no port");
+        "the network filter process asked for a socket in the jail, and this run publishes no port and serves no "
+        "login callback");
   }
   filterlink::JailSocket s{r.id, EAGAIN, {}};
   const auto now = std::chrono::steady_clock::now();

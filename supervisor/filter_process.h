@@ -6,7 +6,7 @@
 // record every decision it reports in this process's DecisionRecorder,
 // so that the report, the log and the jail's notes read as before; and
 // hand it, while the run lasts, host listeners to serve and to close
-// again (listen, unlisten).
+// again (the login callbacks, login_callbacks.h).
 //
 // Everything the filter sends is hostile input: it parses the jail's
 // bytes and remote servers'. Its messages are decoded strictly
@@ -47,7 +47,8 @@ public:
                             std::optional<netproxy::Rules::Forward> target);
   // Where the sockets for published ports are made (this side: the filter
   // cannot enter the jail's network namespace). Without it (a run that
-  // publishes no port), a filter that asks for one is killed.
+  // publishes no port and has no login callbacks), a filter that asks
+  // for one is killed.
   void set_jail_sockets(netproxy::JailSockets make) { jail_sockets_ = std::move(make); }
 
   // A host listener to serve as a published port to `target` (the jail's

@@ -225,6 +225,7 @@ public:
     }
     limits_.emplace(std::move(*limits));
     opts.publish = input_->published;
+    opts.login_callbacks = request_.login_callbacks;
     opts.interceptor = interceptor_;
     if (creds_) opts.watched = creds_->watched();
     if (creds_) opts.exchange = creds_->exchange();

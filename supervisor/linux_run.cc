@@ -21,6 +21,7 @@
 #include "linuxjail/view.h"
 #include "filter_process.h"
 #include "jail_notes.h"
+#include "login_callbacks.h"
 #include "ssh_access.h"
 #include "scratch_audit.h"
 #include "supervise.h"
@@ -116,7 +117,8 @@ private:
   // carried over to that process), the relay in this one (proxy_).
   std::unique_ptr<netproxy::Proxy> proxy_;
   std::unique_ptr<FilterProcess> filter_;
-  bool serving_ = false;  // the listeners were handed to the filter
+  std::unique_ptr<LoginCallbacks> logins_;  // the program's login callbacks, served while the jail listens
+  bool serving_ = false;                    // the listeners were handed to the filter
   std::optional<SyncRecord> failure_;
   std::string supervisor_failure_;  // set by abort_jail()
   // O_PATH fd of the root of the jail's scratch tmpfs (kControlScratch):
@@ -241,7 +243,7 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
   auto jail_sockets = [pidfd = jail_.pidfd()](int family) { return linuxjail::jail_tcp_socket(pidfd, family); };
   if (!filter_)
     proxy_->set_jail_sockets(jail_sockets);
-  else if (!opts_.publish.empty())
+  else if (!opts_.publish.empty() || !opts_.login_callbacks.empty())
     filter_->set_jail_sockets(jail_sockets);
   auto published = bind_published(opts_.publish);
   if (!published) {
@@ -256,6 +258,9 @@ void Supervisor::start_proxy(std::vector<util::UniqueFd> fds) {
     if (auto st = add_listener(std::move(p.fd), netproxy::ListenerKind::publish, target); !st)
       return abort_jail("serve a published port: " + st.error().message());
   }
+  // The login callbacks: watched from now on (the filter process serves
+  // them; the in-process relay of a test build does not).
+  if (filter_) logins_ = LoginCallbacks::start(jail_.pidfd(), opts_, *filter_);
   if (auto st = jail_.filter_ready(); !st) return abort_jail(st.error().message());
   util::drop_startup_pages();  // again: serving the listeners was start-up too
 }
@@ -292,8 +297,11 @@ RunOutcome Supervisor::run() {
     fds.push_back({filter_up ? filter_->control_fd() : -1, POLLIN, 0});
     fds.push_back({filter_up ? filter_->pidfd() : -1, POLLIN, 0});
     fds.push_back({filter_up ? filter_->resolver_fd() : -1, POLLIN, 0});
+    const bool watching = logins_ && filter_up;
+    fds.push_back({watching ? logins_->fd() : -1, POLLIN, 0});
     core_.add_pollfds(fds);
-    if (::poll(fds.data(), fds.size(), core_.poll_timeout(Supervision::Clock::now(), -1)) < 0) {
+    const int idle = watching ? logins_->timeout_ms(LoginCallbacks::Clock::now()) : -1;
+    if (::poll(fds.data(), fds.size(), core_.poll_timeout(Supervision::Clock::now(), idle)) < 0) {
       if (errno == EINTR) continue;
       util::error("poll: {}", std::strerror(errno));
       break;
@@ -308,6 +316,8 @@ RunOutcome Supervisor::run() {
     if (fds[3].revents) on_control();
     if (fds[4].revents & POLLIN) proxy_->run_once();
     if (fds[5].revents || fds[6].revents || fds[7].revents) on_filter();
+    // After the filter's messages: it may have said a listener is closed.
+    if (logins_ && filter_ && !filter_gone_) logins_->on_poll(LoginCallbacks::Clock::now());
     if (proxy_ && opts_.refusals) opts_.refusals->update(proxy_->decisions());
     if (filter_ && opts_.refusals) opts_.refusals->update(filter_->decisions());
     core_.on_poll(fds);

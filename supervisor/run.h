@@ -55,6 +55,9 @@ struct RunOptions {
   // Published ports: bound by the supervisor once the jail is built and
   // before its command starts (never inherited by the jail's init).
   std::vector<runtime::Request::Published> publish;
+  // The profile's login callback ports: served on the host's loopback
+  // while the jail listens on one (Linux: supervisor/login_callbacks.h).
+  std::vector<runtime::Request::LoginCallback> login_callbacks;
   std::shared_ptr<credentials::Interceptor> interceptor;  // credentials bound to hosts (may be null)
   // The policy's upstream proxy, its name resolved (may be null: out directly).
   std::shared_ptr<const netproxy::UpstreamProxy> upstream_proxy;

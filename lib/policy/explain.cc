@@ -150,7 +150,12 @@ Section net_rules(const char* kind, const std::vector<Policy::NetRule>& rules) {
   return s;
 }
 
-Section network_section(const Policy& p) {
+// Where the supervisor serves a port of the jail on the host's loopback
+// on its own (the login callbacks): the Linux jail, whose network
+// namespace is its own. The Seatbelt jail shares the host's.
+bool serves_login_callbacks(const ExplainInput& in) { return in.backend == "linux"; }
+
+Section network_section(const Policy& p, const ExplainInput& in) {
   Section allow = net_rules("allow", p.net_allow());
   // The text says so first; in the JSON the empty lists say it.
   if (p.net_allow().empty() && p.net_deny().empty()) allow.rows.push_back(message("(no rules)", {}));
@@ -162,6 +167,13 @@ Section network_section(const Policy& p) {
         entry("publish", fmt::format("host {}:{} -> jail 127.0.0.1:{}", host, spec.host_port, spec.jail_port), r.src,
               {{"host_address", spec.host_addr}, {"host_port", spec.host_port}, {"jail_port", spec.jail_port}}));
   }
+  // The JSON has them only where they are served, and only when there are some.
+  Section logins{.key = "login_callbacks", .shape = Shape::list, .json_when_empty = false};
+  if (serves_login_callbacks(in))
+    for (const auto& c : in.login_callbacks)
+      logins.rows.push_back(entry("login-callback",
+                                  fmt::format("host 127.0.0.1:{} -> jail, while it listens there: {}", c.port, c.what),
+                                  Source{c.source, 0, 0}, {{"port", c.port}, {"what", c.what}}));
   Section ssh{.key = "ssh", .shape = Shape::list};
   for (const auto& r : p.ssh_hosts())
     ssh.rows.push_back(entry("ssh", r.pattern.str() + " (git/ssh; its keys from known_hosts)", r.src,
@@ -198,8 +210,8 @@ Section network_section(const Policy& p) {
               "network (the filter: HTTP proxy 127.0.0.1:3128, SOCKS5 127.0.0.1:1080 inside the jail; "
               "loopback rules with a port are forwarded):",
           .shape = Shape::parts,
-          .parts = {std::move(allow), net_rules("deny", p.net_deny()), std::move(publish), std::move(ssh),
-                    std::move(binds), std::move(upstream)}};
+          .parts = {std::move(allow), net_rules("deny", p.net_deny()), std::move(publish), std::move(logins),
+                    std::move(ssh), std::move(binds), std::move(upstream)}};
 }
 
 Section env_section(const Policy& p) {
@@ -323,7 +335,7 @@ std::vector<Section> explain_model(const ExplainInput& in) {
   if (in.policy) {
     const Policy& p = *in.policy;
     model.push_back(filesystem_section(p, in.workspace));
-    model.push_back(network_section(p));
+    model.push_back(network_section(p, in));
     model.push_back(env_section(p));
     model.push_back(hardening_section(p));
     model.push_back(home_section(p, in.jail_home));

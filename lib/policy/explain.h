@@ -23,6 +23,14 @@ struct ExplainInput {
   std::string workspace;
   std::string backend = "linux";  // which jail runs it: "linux" or "macos-seatbelt"
   std::string jail_home = "";     // the host directory shown at $HOME; "" when ephemeral
+  // The program's login callback ports (runtime::Request::login_callbacks),
+  // served on the host's loopback while the jail listens on one (Linux).
+  struct LoginCallback {
+    int port = 0;
+    std::string what;    // whose login waits there
+    std::string source;  // "profile pi"
+  };
+  std::vector<LoginCallback> login_callbacks = {};
 };
 
 // For people: paths, patterns and messages (which may come from the

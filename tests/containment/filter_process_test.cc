@@ -424,11 +424,13 @@ namespace {
 // A run whose filter process misbehaves as `what` once it is ready
 // (--test-filter-misbehave) must end with 125 and `message`, before its
 // command (which would take 20 s) could finish.
-void check_misbehaving_filter_ends_run(const std::string& what, const std::string& message) {
+void check_misbehaving_filter_ends_run(const std::string& what, const std::string& message,
+                                       const std::vector<std::string>& more = {}) {
   test::Sandbox sb;
   test::HttpServer server;
-  auto o = sb.jail({"/bin/sh", "-c", "sleep 20; echo ran-on"},
-                   {"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-misbehave", what});
+  std::vector<std::string> opts{"--allow-net", "127.0.0.1:" + server.port(), "--test-filter-misbehave", what};
+  opts.insert(opts.end(), more.begin(), more.end());
+  auto o = sb.jail({"/bin/sh", "-c", "sleep 20; echo ran-on"}, opts);
   CAPTURE(o.err);
   CHECK(o.status == 125);
   CHECK(o.err.find(message) != std::string::npos);
@@ -443,8 +445,17 @@ TEST_CASE("a filter process that stops reading its control socket is killed: the
   check_misbehaving_filter_ends_run("stop-reading", "the network filter process did not read its control socket");
 }
 
-TEST_CASE("a filter process that asks for a socket in the jail of a run that publishes no port is killed: 125") {
+TEST_CASE(
+    "a filter process that asks for a socket in the jail of a run that publishes no port and serves no login "
+    "callback is killed: 125") {
   // Each such socket forks the supervisor into the jail's namespaces:
-  // only published ports need one.
-  check_misbehaving_filter_ends_run("jail-socket", "asked for a socket in the jail, and this run publishes no port");
+  // only published ports and login callbacks need one. A profile of its
+  // own, which names no login callback (the pi profile's adapter does).
+  test::Sandbox sb;
+  const std::string profile = sb.base + "/plain.toml";
+  test::write_file(profile, "# no login callbacks\n");
+  check_misbehaving_filter_ends_run("jail-socket",
+                                    "asked for a socket in the jail, and this run publishes no port and serves no "
+                                    "login callback",
+                                    {"-p", profile});
 }

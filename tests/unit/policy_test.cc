@@ -412,6 +412,27 @@ TEST_CASE("explain says where the scratch size applies: the Linux jail, not the 
   CHECK(compact_json().find(R"("scratch":{"size":"8M","enforced":false,"places":[],)") != std::string::npos);
 }
 
+TEST_CASE("explain lists the login callbacks the Linux jail serves on the host, and none for macOS") {
+  static FakeFs fs = host();
+  Resolved r = resolve({layer("[network]\nallow = [\"example.com\"]\n", "op.toml", Authority::system)}, context(fs));
+  REQUIRE(r.policy);
+  ExplainInput ex{&*r.policy, &r, {{Authority::system, "op.toml", true}}, "/home/u/proj"};
+  auto compact_json = [&] {
+    std::string j = explain_json(ex);
+    std::erase_if(j, [](char c) { return c == ' ' || c == '\n'; });
+    return j;
+  };
+  CHECK(compact_json().find("login_callbacks") == std::string::npos);  // none: no member
+  ex.login_callbacks = {{53692, "Anthropic (Claude Pro/Max)", "profile pi"}};
+  CHECK(explain_text(ex).find("  login-callback  host 127.0.0.1:53692 -> jail, while it listens there: Anthropic "
+                              "(Claude Pro/Max) profile pi\n") != std::string::npos);
+  CHECK(compact_json().find(R"x("login_callbacks":[{"port":53692,"what":"Anthropic(ClaudePro/Max)",)x"
+                            R"x("source":{"file":"profilepi","line":0,"column":0}}])x") != std::string::npos);
+  ex.backend = "macos-seatbelt";
+  CHECK(explain_text(ex).find("login-callback") == std::string::npos);
+  CHECK(compact_json().find("login_callbacks") == std::string::npos);
+}
+
 TEST_CASE("huge and unreadable files are errors, a missing optional file is not") {
   std::string big = "/tmp/pj-unit-big-" + std::to_string(::getpid()) + ".toml";
   {
