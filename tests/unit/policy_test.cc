@@ -556,6 +556,8 @@ logins = "write-back"
                        ctx);
   REQUIRE(r.policy);
   ExplainInput ex{&*r.policy, &r, infos, "/home/u/proj"};
+  // What the pi profile's adapter adds (runtime::Request::login_callbacks).
+  ex.login_callbacks = {{53692, "Anthropic (Claude Pro/Max)", "profile pi"}, {1455, "OpenAI", "profile pi"}};
   check_golden("explain_every_section.txt", explain_text(ex));
   check_golden("explain_every_section.json", explain_json(ex));
   ex.backend = "macos-seatbelt";
