@@ -542,6 +542,7 @@ TEST_CASE("proxy loop: an upstream proxy's refusal is the jail's 502 naming its 
     CHECK(reply.starts_with("HTTP/1.1 504"));
     CHECK(reply.find("did not open the tunnel to api.pjtest.example:443 in time") != std::string::npos);
   }
+}
 
 TEST_CASE("proxy loop: a removed listener's port is closed at once, and a connection it accepted goes on") {
   EchoServer echo;  // stands in for the server inside the jail
