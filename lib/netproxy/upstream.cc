@@ -11,6 +11,7 @@
 
 #include "netproxy/decisions.h"
 #include "netproxy/http1.h"
+#include "util/bounded_io.h"
 #include "util/escape.h"
 
 namespace pj::netproxy {
@@ -99,12 +100,9 @@ bool open_tunnel(int fd, const UpstreamProxy& proxy, std::string_view host, int 
       return why = fmt::format("the upstream proxy {} did not open the tunnel within {} ms", proxy.name(),
                                timeout.count()),
              false;
-    pollfd p[2] = {{fd, static_cast<short>(s == TunnelOpener::Step::want_write ? POLLOUT : POLLIN), 0},
-                   {stop_fd, POLLIN, 0}};
-    int n = ::poll(p, stop_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return why = fmt::format("poll: {}", std::strerror(errno)), false;
-    if (stop_fd >= 0 && (p[1].revents & POLLIN)) return why = "stopped", false;
+    // Ready or timed out, the next turn finds out (the deadline above).
+    const short events = s == TunnelOpener::Step::want_write ? POLLOUT : POLLIN;
+    if (util::wait_ready(fd, events, stop_fd, left) == util::WaitEnd::stopped) return why = "stopped", false;
   }
 }
 
