@@ -235,7 +235,7 @@ util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(
     if (!b) return b.take_error();
     intercept.bindings.push_back(std::move(*b));
   }
-  if (inv.test_upstream_ca) intercept.upstream_extra_ca_file = *inv.test_upstream_ca;
+  if (inv.test_upstream_ca) intercept.upstream.extra_ca_file = *inv.test_upstream_ca;
 #endif
   if (intercept.empty()) return std::shared_ptr<credentials::Interceptor>();
   auto made = role == CaRole::serve ? credentials::Interceptor::create(std::move(intercept))

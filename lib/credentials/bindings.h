@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -131,14 +132,25 @@ struct MintingEndpoint {
   std::string path_prefix;  // "/api/oauth/"
 };
 
+// What the credential filter trusts for upstream servers: operator and
+// test settings, or the system's anchors as the supervisor read them;
+// never anything the jail wrote.
+struct UpstreamTrust {
+  // The system's anchors: OpenSSL's default paths when nullopt, else
+  // these certificates (PEM) in their place (a filter process that may
+  // open no file is sent them).
+  std::optional<std::string> roots_pem;
+  // Extra anchors beside them, PEM: a file, or its content.
+  std::string extra_ca_file;
+  std::string extra_ca_pem;
+};
+
 // Everything the filter needs to substitute credentials for one run.
 struct Intercept {
   std::vector<Binding> bindings;
   std::vector<MintingEndpoint> refused;
   std::shared_ptr<TokenExchange> exchange;  // may be null: no OAuth
-  // Extra trust anchors for upstream servers, PEM, beside the system
-  // store (operator/test setting; never anything the jail wrote).
-  std::string upstream_extra_ca_file;
+  UpstreamTrust upstream;
   bool empty() const { return bindings.empty(); }
 };
 

@@ -792,13 +792,13 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::create(Intercept interce
 }
 
 util::Result<std::shared_ptr<Interceptor>> Interceptor::serving_with(Intercept intercept, const CaPems& ca) {
-  return make(std::move(intercept), [&ca](const std::vector<BoundHost>&, const std::string& upstream) {
+  return make(std::move(intercept), [&ca](const std::vector<BoundHost>&, const UpstreamTrust& upstream) {
     return TlsAuthority::serving_with(ca, upstream);
   });
 }
 
 util::Result<std::shared_ptr<Interceptor>> Interceptor::to_hand_over(Intercept intercept) {
-  return make(std::move(intercept), [](const std::vector<BoundHost>& hosts, const std::string&) {
+  return make(std::move(intercept), [](const std::vector<BoundHost>& hosts, const UpstreamTrust&) {
     return TlsAuthority::to_hand_over(hosts);
   });
 }
@@ -817,7 +817,7 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept
   std::shared_ptr<Interceptor> me(new Interceptor());
   me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));
   intercept.bindings.clear();
-  auto ca = make_ca(hosts, intercept.upstream_extra_ca_file);
+  auto ca = make_ca(hosts, intercept.upstream);
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
   int p[2];

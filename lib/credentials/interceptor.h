@@ -62,7 +62,7 @@ public:
   // workers read them).
   std::shared_ptr<const std::vector<Binding>> bindings() const;
   const std::vector<MintingEndpoint>& refused() const { return intercept_.refused; }
-  const std::string& upstream_extra_ca_file() const { return intercept_.upstream_extra_ca_file; }
+  const std::string& upstream_extra_ca_file() const { return intercept_.upstream.extra_ca_file; }
   // Whether host:port (normalised) is bound to a credential.
   bool bound(const std::string& host, int port) const { return bound_wire(host, port).has_value(); }
   std::optional<netproxy::Wire> bound_wire(const std::string& host, int port) const override;
@@ -83,7 +83,7 @@ private:
   Interceptor() = default;
   // create() and its kin: the bindings checked, then `make_ca` for them.
   using MakeCa = std::function<util::Result<std::unique_ptr<TlsAuthority>>(const std::vector<BoundHost>& hosts,
-                                                                           const std::string& upstream_extra_ca_file)>;
+                                                                           const UpstreamTrust& upstream)>;
   static util::Result<std::shared_ptr<Interceptor>> make(Intercept intercept, const MakeCa& make_ca);
   void serve(Handoff h);
   void record(netproxy::Decision d);

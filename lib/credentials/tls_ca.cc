@@ -10,6 +10,7 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -31,6 +32,30 @@ std::string openssl_error() {
   ERR_clear_error();
   return out;
 }
+
+std::string system_roots_file() {
+  const char* env = std::getenv(X509_get_default_cert_file_env());
+  return env && *env ? env : X509_get_default_cert_file();
+}
+
+namespace {
+
+// Every certificate of `pem` trusted by `ctx`; none at all is an error.
+util::Status add_anchors(SSL_CTX* ctx, const std::string& pem, std::string_view what) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  STACK_OF(X509_INFO)* infos = bio ? PEM_X509_INFO_read_bio(bio, nullptr, nullptr, nullptr) : nullptr;
+  BIO_free(bio);
+  if (!infos) return Error::invalid(fmt::format("load {}: {}", what, openssl_error()));
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  int added = 0;
+  for (int i = 0; i < sk_X509_INFO_num(infos); ++i)
+    if (X509* x = sk_X509_INFO_value(infos, i)->x509; x && X509_STORE_add_cert(store, x) == 1) ++added;
+  sk_X509_INFO_pop_free(infos, X509_INFO_free);
+  if (added == 0) return Error::invalid(fmt::format("load {}: no certificate in it", what));
+  return {};
+}
+
+}  // namespace
 
 namespace {
 
@@ -128,18 +153,18 @@ TlsAuthority::~TlsAuthority() {
 }
 
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vector<BoundHost>& hosts,
-                                                                 const std::string& extra_ca) {
+                                                                 const UpstreamTrust& upstream) {
   std::unique_ptr<TlsAuthority> a(new TlsAuthority());
   if (auto st = a->make_ca(hosts); !st) return st.take_error();
-  if (auto st = a->make_contexts(extra_ca); !st) return st.take_error();
+  if (auto st = a->make_contexts(upstream); !st) return st.take_error();
   return a;
 }
 
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::serving_with(const CaPems& given,
-                                                                       const std::string& extra_ca) {
+                                                                       const UpstreamTrust& upstream) {
   std::unique_ptr<TlsAuthority> a(new TlsAuthority());
   if (auto st = a->adopt(given); !st) return st.take_error();
-  if (auto st = a->make_contexts(extra_ca); !st) return st.take_error();
+  if (auto st = a->make_contexts(upstream); !st) return st.take_error();
   return a;
 }
 
@@ -209,7 +234,7 @@ util::Status TlsAuthority::make_ca(const std::vector<BoundHost>& hosts) {
   return {};
 }
 
-util::Status TlsAuthority::make_contexts(const std::string& extra_ca) {
+util::Status TlsAuthority::make_contexts(const UpstreamTrust& upstream) {
   leaf_key_ = EVP_EC_gen("P-256");
   if (!leaf_key_) return Error::invalid("make the per-run leaf key: " + openssl_error());
   server_ = SSL_CTX_new(TLS_server_method());
@@ -224,10 +249,17 @@ util::Status TlsAuthority::make_contexts(const std::string& extra_ca) {
   SSL_CTX_set_tlsext_servername_callback(server_, sni_check);
   SSL_CTX_set_session_cache_mode(server_, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(server_, 0);
-  if (SSL_CTX_set_default_verify_paths(client_) != 1)
-    return Error::invalid("load the system's trust store: " + openssl_error());
-  if (!extra_ca.empty() && SSL_CTX_load_verify_locations(client_, extra_ca.c_str(), nullptr) != 1)
-    return Error::invalid(fmt::format("load the upstream CA file {}: {}", extra_ca, openssl_error()));
+  if (!upstream.roots_pem) {
+    if (SSL_CTX_set_default_verify_paths(client_) != 1)
+      return Error::invalid("load the system's trust store: " + openssl_error());
+  } else if (auto st = add_anchors(client_, *upstream.roots_pem, "the system's trust store"); !st) {
+    return st;
+  }
+  const std::string& extra = upstream.extra_ca_file;
+  if (!extra.empty() && SSL_CTX_load_verify_locations(client_, extra.c_str(), nullptr) != 1)
+    return Error::invalid(fmt::format("load the upstream CA file {}: {}", extra, openssl_error()));
+  if (!upstream.extra_ca_pem.empty())
+    if (auto st = add_anchors(client_, upstream.extra_ca_pem, "the upstream CA file"); !st) return st;
   SSL_CTX_set_verify(client_, SSL_VERIFY_PEER, nullptr);
   static const unsigned char kHttp11[] = "\x08http/1.1";
   if (SSL_CTX_set_alpn_protos(client_, kHttp11, sizeof kHttp11 - 1) != 0)

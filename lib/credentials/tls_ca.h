@@ -36,15 +36,13 @@ struct CaPems {
 
 class TlsAuthority {
 public:
-  // A new CA constrained to `hosts`, serving; `upstream_extra_ca_file`
-  // (PEM, may be empty) is trusted for upstream servers beside the system
-  // store.
+  // A new CA constrained to `hosts`, serving; upstream servers are
+  // checked against `upstream`.
   static util::Result<std::unique_ptr<TlsAuthority>> create(const std::vector<BoundHost>& hosts,
-                                                            const std::string& upstream_extra_ca_file);
+                                                            const UpstreamTrust& upstream);
   // The CA made elsewhere (its key must be the certificate's), serving:
   // the filter process's.
-  static util::Result<std::unique_ptr<TlsAuthority>> serving_with(const CaPems& given,
-                                                                  const std::string& upstream_extra_ca_file);
+  static util::Result<std::unique_ptr<TlsAuthority>> serving_with(const CaPems& given, const UpstreamTrust& upstream);
   // A new CA that serves nothing (no TLS context, no trust store loaded):
   // the supervisor's, which hands it to the filter process.
   static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<BoundHost>& hosts);
@@ -74,7 +72,7 @@ private:
   TlsAuthority() = default;
   util::Status make_ca(const std::vector<BoundHost>& hosts);
   util::Status adopt(const CaPems& given);
-  util::Status make_contexts(const std::string& upstream_extra_ca_file);
+  util::Status make_contexts(const UpstreamTrust& upstream);
   util::Result<X509*> leaf_for(const std::string& host);
 
   EVP_PKEY* ca_key_ = nullptr;
@@ -89,5 +87,11 @@ private:
 
 // The last OpenSSL error queue entry as text (and the queue cleared).
 std::string openssl_error();
+
+// The file OpenSSL's default paths take the system's trust anchors from
+// in this process: $SSL_CERT_FILE, else the one it was built with. (Its
+// certificate directory is looked up lazily, file by file, as servers are
+// checked: a filter that may open no file has only this file.)
+std::string system_roots_file();
 
 }  // namespace pj::credentials

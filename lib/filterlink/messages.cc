@@ -39,6 +39,7 @@ const char* type_name(Type t) {
     case Type::watched: return "watched";
     case Type::listen: return "listen";
     case Type::unlisten: return "unlisten";
+    case Type::trust_roots: return "trust_roots";
     case Type::ready: return "ready";
     case Type::name_question: return "name_question";
     case Type::decision: return "decision";
@@ -675,6 +676,7 @@ util::Result<ProbeResult> take_probe_result(Fields& f) {
 void put(Writer&, const ConfigDone&) {}
 void put(Writer&, const Stop&) {}
 void put(Writer&, const UpstreamCa&) {}
+void put(Writer&, const TrustRoots&) {}
 
 // --- the record around the payload ---
 
@@ -690,6 +692,8 @@ constexpr Type type_of() {
     return Type::minting;
   else if constexpr (std::is_same_v<M, UpstreamCa>)
     return Type::upstream_ca;
+  else if constexpr (std::is_same_v<M, TrustRoots>)
+    return Type::trust_roots;
   else if constexpr (std::is_same_v<M, RunCa>)
     return Type::run_ca;
   else if constexpr (std::is_same_v<M, SlotMessage>)
@@ -742,6 +746,7 @@ constexpr Type type_of() {
 
 // The descriptors a message carries.
 std::vector<int> fds_of(const UpstreamCa& m) { return {m.pem.get()}; }
+std::vector<int> fds_of(const TrustRoots& m) { return {m.pem.get()}; }
 std::vector<int> fds_of(const ListenerMessage& m) { return {m.fd.get()}; }
 std::vector<int> fds_of(const ListenMessage& m) { return {m.fd.get()}; }
 std::vector<int> fds_of(const JailSocket& m) {
@@ -834,7 +839,10 @@ util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std:
   if (!h) return h.take_error();
   Fields f(h->payload, h->type);
   using V = FromSupervisor;
-  size_t want = h->type == Type::upstream_ca || h->type == Type::listener || h->type == Type::listen ? 1 : 0;
+  size_t want = h->type == Type::upstream_ca || h->type == Type::trust_roots || h->type == Type::listener ||
+                        h->type == Type::listen
+                    ? 1
+                    : 0;
   if (h->type == Type::jail_socket) want = fds.size() == 1 ? 1 : 0;  // checked against its errno below
   if (auto st = expect_fds(h->type, fds, want); !st) return st.take_error();
   switch (h->type) {
@@ -850,6 +858,10 @@ util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std:
     case Type::upstream_ca: {
       if (auto st = f.finish(); !st) return st.take_error();
       return V(UpstreamCa{std::move(fds[0])});
+    }
+    case Type::trust_roots: {
+      if (auto st = f.finish(); !st) return st.take_error();
+      return V(TrustRoots{std::move(fds[0])});
     }
     case Type::config_done:
       if (auto st = f.finish(); !st) return st.take_error();

@@ -41,7 +41,7 @@
 namespace pj::filterlink {
 
 inline constexpr std::uint32_t kMagic = 0x4c464a50;  // "PJFL" in memory order
-inline constexpr std::uint16_t kVersion = 3;
+inline constexpr std::uint16_t kVersion = 4;
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr size_t kMaxRecord = 64 * 1024;  // header and payload
 // Field bounds. Jail-supplied text the filter records is already cut to
@@ -76,6 +76,7 @@ enum class Type : std::uint16_t {
   watched = 15,          // a placeholder to look for on unbound loopback ports
   listen = 16,           // run time: a host listener to serve as a published port (an fd)
   unlisten = 17,         // run time: close that listener
+  trust_roots = 18,      // the system's trust anchors for upstream servers (an fd), for a filter that opens no file
   ready = 64,            // locked down; the run CA's certificate
   name_question = 65,
   decision = 66,      // one connection's decision
@@ -139,6 +140,14 @@ struct MintingMessage {
 
 struct UpstreamCa {
   util::UniqueFd pem;  // a regular file opened by the supervisor, read once
+};
+
+// The trust store for upstream servers in place of OpenSSL's default
+// paths, where the filter may open no file at all (macOS: its Seatbelt
+// profile grants none): the file those paths name, opened by the
+// supervisor (credentials::system_roots_file()).
+struct TrustRoots {
+  util::UniqueFd pem;  // a regular file, read once
 };
 
 // The run's CA, made by the supervisor (its certificate is in the jail's
@@ -300,7 +309,7 @@ struct ProbeResult {
 using FromSupervisor =
     std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, RunCa, SlotMessage,
                  TokenEndpointMessage, CredentialHostMessage, WatchedMessage, ConfigDone, ListenerMessage, NameAnswer,
-                 JailSocket, Stop, ListenMessage, UnlistenMessage>;
+                 JailSocket, Stop, ListenMessage, UnlistenMessage, TrustRoots>;
 using FromFilter = std::variant<Ready, NameQuestion, DecisionMessage, TokenUpdate, Usage, JailSocketRequest, Failure,
                                 ProbeResult, AddedBinding, AddedSlot, Unlistened>;
 

@@ -32,6 +32,7 @@
 #include "netproxy/proxy.h"
 #include "netproxy/relay.h"
 #include "util/startup_pages.h"
+#include "util/untrusted.h"
 
 namespace pj::filterproc {
 
@@ -40,13 +41,15 @@ namespace {
 using filterlink::FromSupervisor;
 
 constexpr int kSetupFailed = 125;
+// The trust anchors the filter reads from a descriptor it is sent.
+constexpr size_t kMaxAnchorsFile = 16 << 20;
 
 struct Config {
   filterlink::Settings settings;
   bool have_settings = false;
   netproxy::Rules rules;
   credentials::Intercept intercept;
-  util::UniqueFd upstream_ca;
+  util::UniqueFd upstream_ca, trust_roots;  // read once the bindings are known
   std::optional<credentials::CaPems> ca;
   // The token exchange's copy of the bound part of the supervisor's table.
   std::vector<filterlink::SlotMessage> slots;
@@ -98,6 +101,11 @@ util::Result<bool> take_config(Config& c, FromSupervisor m) {
   }
   if (auto* ca = std::get_if<filterlink::UpstreamCa>(&m)) {
     c.upstream_ca = std::move(ca->pem);
+    return true;
+  }
+  if (auto* roots = std::get_if<filterlink::TrustRoots>(&m)) {
+    if (c.trust_roots.valid()) return util::Error::invalid("the trust roots sent twice");
+    c.trust_roots = std::move(roots->pem);
     return true;
   }
   if (auto* ca = std::get_if<filterlink::RunCa>(&m)) {
@@ -334,6 +342,26 @@ std::string home_to_probe() {
 }
 #endif
 
+// The trust anchors the supervisor opened for the filter, read from their
+// descriptors (the filter opens no file by name): the operator's upstream
+// CA, and the system's where the filter may not load them itself.
+util::Status take_anchors(Config& c) {
+  auto& up = c.intercept.upstream;
+  if (c.upstream_ca.valid()) {
+    auto pem = util::read_open_file(c.upstream_ca.get(), kMaxAnchorsFile, "the upstream CA file");
+    if (!pem) return pem.take_error();
+    up.extra_ca_pem = std::move(*pem);
+  }
+  if (c.trust_roots.valid()) {
+    auto pem = util::read_open_file(c.trust_roots.get(), kMaxAnchorsFile, "the system's trust store");
+    if (!pem) return pem.take_error();
+    up.roots_pem = std::move(*pem);
+  }
+  c.upstream_ca.reset();
+  c.trust_roots.reset();
+  return {};
+}
+
 // The token exchange of this filter: the supervisor's bound credentials
 // and their slots, copied into a table of its own (no withheld secret,
 // no host file), each exchange told to the supervisor, which writes
@@ -413,8 +441,7 @@ int network_filter_main() {
   if (!config->intercept.empty()) {
     if (!config->ca)
       return fail(sock, "start the credential filter", util::Error::invalid("bindings without the run's CA"));
-    if (config->upstream_ca.valid())
-      config->intercept.upstream_extra_ca_file = fmt::format("/proc/self/fd/{}", config->upstream_ca.get());
+    if (auto st = take_anchors(*config); !st) return fail(sock, "read the trust anchors", st.error());
     config->intercept.exchange = token_exchange(sock, *config);
     auto made = credentials::Interceptor::serving_with(std::move(config->intercept), *config->ca);
     if (!made) return fail(sock, "start the credential filter", made.error());
@@ -422,6 +449,7 @@ int network_filter_main() {
     ca_pem = interceptor->ca_pem();
   }
   config->upstream_ca.reset();
+  config->trust_roots.reset();
   // This PEM copy only: the TLS authority holds the key for the run.
   if (config->ca) OPENSSL_cleanse(config->ca->key_pem.data(), config->ca->key_pem.size());
   config->ca.reset();

@@ -250,26 +250,9 @@ Result<NodeInfo> stat_beneath(int dirfd, std::string_view rel) {
   return NodeInfo{type_of(st.st_mode), st.st_dev, st.st_ino, st.st_uid, st.st_size};
 }
 
-Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_view rel, size_t cap,
-                                                       std::string_view shown) {
-  auto [dir_part, name] = split_last(rel);
-  if (bad_name(name)) return Error::invalid(fmt::format("{}: not a file name", shown));
-  auto dir = holder_of(dirfd, dir_part);
-  if (!dir) {
-    if (dir.error().err() == ENOENT) return std::optional<std::string>();
-    return Error::from_errno(fmt::format("read {}: a directory on the way is a symlink or not a directory", shown),
-                             dir.error().err());
-  }
-  std::string n(name);
-  // O_NONBLOCK: opening a FIFO must not wait for a writer.
-  UniqueFd fd(::openat(dir->get(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    if (errno == ELOOP) return Error::from_errno(fmt::format("read {}: it is a symlink", shown), ELOOP);
-    return Error::from_errno(fmt::format("read {}", shown), errno);
-  }
+Result<std::string> read_open_file(int fd, size_t cap, std::string_view shown) {
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Error::from_errno(fmt::format("stat {}", shown), errno);
+  if (::fstat(fd, &st) != 0) return Error::from_errno(fmt::format("stat {}", shown), errno);
   if (!S_ISREG(st.st_mode))
     return Error::invalid(fmt::format("read {}: not a regular file ({})", shown,
                                       S_ISFIFO(st.st_mode)  ? "a FIFO"
@@ -288,7 +271,7 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
       if (out.size() > cap) break;
       out.resize(std::min(out.size() * 2, cap + 1));
     }
-    ssize_t n_read = ::read(fd.get(), out.data() + got, out.size() - got);
+    ssize_t n_read = ::read(fd, out.data() + got, out.size() - got);
     if (n_read < 0 && errno == EINTR) continue;
     if (n_read < 0) return Error::from_errno(fmt::format("read {}", shown), errno);
     if (n_read == 0) break;
@@ -296,7 +279,30 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
   }
   if (got > cap) return Error::invalid(fmt::format("read {}: more than the {} bytes expected", shown, cap));
   out.resize(got);
-  return std::optional<std::string>(std::move(out));
+  return out;
+}
+
+Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_view rel, size_t cap,
+                                                       std::string_view shown) {
+  auto [dir_part, name] = split_last(rel);
+  if (bad_name(name)) return Error::invalid(fmt::format("{}: not a file name", shown));
+  auto dir = holder_of(dirfd, dir_part);
+  if (!dir) {
+    if (dir.error().err() == ENOENT) return std::optional<std::string>();
+    return Error::from_errno(fmt::format("read {}: a directory on the way is a symlink or not a directory", shown),
+                             dir.error().err());
+  }
+  std::string n(name);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  UniqueFd fd(::openat(dir->get(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    if (errno == ELOOP) return Error::from_errno(fmt::format("read {}: it is a symlink", shown), ELOOP);
+    return Error::from_errno(fmt::format("read {}", shown), errno);
+  }
+  auto content = read_open_file(fd.get(), cap, shown);
+  if (!content) return content.take_error();
+  return std::optional<std::string>(std::move(*content));
 }
 
 Result<std::optional<std::string>> read_untrusted_file(std::string_view absolute, size_t cap) {

@@ -41,6 +41,10 @@ Result<std::optional<std::string>> read_untrusted_file(int dirfd, std::string_vi
 // The same for an absolute host path.
 Result<std::optional<std::string>> read_untrusted_file(std::string_view absolute, size_t cap);
 
+// The content of the file open at `fd`, from its offset, with the same
+// checks: a regular file of at most `cap` bytes (`shown` names it).
+Result<std::string> read_open_file(int fd, size_t cap, std::string_view shown);
+
 // What lies at `rel` beneath `dirfd`, without following a final symlink
 // (directories on the way are walked as in open_dir_beneath).
 enum class NodeType { absent, directory, regular, symlink, other };

@@ -308,7 +308,7 @@ TEST_CASE(
 
 TEST_CASE(
     "credential filter: the per-run CA is a name-constrained P-256 CA, its leaves serverAuth with the host's SAN") {
-  auto ca = TlsAuthority::create({{"api.example", 443}, {"127.0.0.1", 8443}}, "");
+  auto ca = TlsAuthority::create({{"api.example", 443}, {"127.0.0.1", 8443}}, {});
   REQUIRE(ca);
   BIO* bio = BIO_new_mem_buf((*ca)->ca_pem().data(), static_cast<int>((*ca)->ca_pem().size()));
   X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);

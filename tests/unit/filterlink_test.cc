@@ -361,9 +361,9 @@ TEST_CASE("the supervisor refuses a record whose header is not the protocol's") 
   CHECK(decision_error(good.substr(0, 5)).find("shorter than its header") != std::string::npos);
   CHECK(decision_error(record(68, good.substr(kHeaderSize), 0x12345678)).find("magic") != std::string::npos);
   // Another version, older or newer: the two sides are one executable.
-  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion - 1)).find("version 2, not 3") !=
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion - 1)).find("version 3, not 4") !=
         std::string::npos);
-  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion + 1)).find("version 4, not 3") !=
+  CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion + 1)).find("version 5, not 4") !=
         std::string::npos);
   CHECK(decision_error(record(68, good.substr(kHeaderSize), kMagic, kVersion, 25)).find("header says 25") !=
         std::string::npos);

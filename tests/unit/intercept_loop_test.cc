@@ -1,6 +1,6 @@
 // The credential filter in the proxy's loop, on loopback sockets: a TLS
 // upstream made with a second TlsAuthority (trusted by the filter through
-// upstream_extra_ca_file), a client trusting the filter's run CA. What a
+// upstream.extra_ca_file), a client trusting the filter's run CA. What a
 // real jail cannot show cheaply: the token exchange, ALPN and SNI
 // refusals, keep-alive with a chunked body, the connection bound.
 #include <doctest/doctest.h>
@@ -90,7 +90,7 @@ public:
   explicit Upstream(Respond respond, GetBody get_body = GetBody::read)
       : respond_(std::move(respond)), get_body_(get_body) {
     port = server_.port;
-    auto ca = credentials::TlsAuthority::create({{"127.0.0.1", static_cast<uint16_t>(port)}}, "");
+    auto ca = credentials::TlsAuthority::create({{"127.0.0.1", static_cast<uint16_t>(port)}}, {});
     REQUIRE(ca);
     ca_ = std::move(*ca);
     ca_file = "/tmp/pj-unit-upstream-ca-" + std::to_string(::getpid()) + "-" + std::to_string(port) + ".pem";
@@ -200,7 +200,7 @@ struct Rig {
     in.bindings = {{"KEY", "PH_KEY_0123", "REAL_KEY_9876", {{"127.0.0.1", static_cast<uint16_t>(upstream_port)}}}};
     in.exchange = std::move(ex);
     in.refused = {{"127.0.0.1", "/api/oauth/"}, {"127.0.0.1", "/v1/organization/projects/*/service_accounts"}};
-    in.upstream_extra_ca_file = ca_file;
+    in.upstream.extra_ca_file = ca_file;
     auto i = credentials::Interceptor::create(in);
     REQUIRE(i);
     interceptor = *i;
