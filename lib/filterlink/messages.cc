@@ -831,6 +831,14 @@ bool valid_listen_target(const ListenerMessage::Target& t) {
   return t.port > 0 && (t.addr == *v4 || t.addr == *v6) && t.host == t.addr.str();
 }
 
+std::optional<size_t> record_size(std::string_view header) {
+  wire::Reader r(header.substr(0, kHeaderSize));
+  (void)r.u32(), (void)r.u16(), (void)r.u16();
+  auto length = r.u32();
+  if (!length || *length > kMaxRecord - kHeaderSize) return std::nullopt;
+  return kHeaderSize + *length;
+}
+
 util::Result<Record> encode(const FromSupervisor& m) { return encode_any(m); }
 util::Result<Record> encode(const FromFilter& m) { return encode_any(m); }
 

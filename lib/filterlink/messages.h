@@ -326,6 +326,12 @@ struct Record {
 util::Result<Record> encode(const FromSupervisor& m);
 util::Result<Record> encode(const FromFilter& m);
 
+// The size of the record whose first kHeaderSize bytes are `header`, as
+// its length field says: how much of a stream is that record (channel.h).
+// nullopt when that is more than kMaxRecord; the rest of the header is
+// checked when the record is decoded.
+std::optional<size_t> record_size(std::string_view header);
+
 // Decode one record as received; `fds` are the descriptors that came with
 // it, owned here (closed unless the message takes them).
 util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std::vector<util::UniqueFd> fds);

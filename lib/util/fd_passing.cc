@@ -1,5 +1,6 @@
 #include "fd_passing.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -8,7 +9,7 @@
 
 namespace pj::util {
 
-int send_fds(int sock, const void* data, size_t size, const int* fds, size_t count, int flags) {
+ssize_t send_fds_some(int sock, const void* data, size_t size, const int* fds, size_t count, int flags) {
   if (count > kMaxPassedFds) return -E2BIG;
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
   iovec iov{const_cast<void*>(data), size};
@@ -28,6 +29,12 @@ int send_fds(int sock, const void* data, size_t size, const int* fds, size_t cou
   do n = ::sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n < 0) return -errno;
+  return n;
+}
+
+int send_fds(int sock, const void* data, size_t size, const int* fds, size_t count, int flags) {
+  ssize_t n = send_fds_some(sock, data, size, fds, count, flags);
+  if (n < 0) return static_cast<int>(n);
   return static_cast<size_t>(n) == size ? 0 : -EPROTO;
 }
 
@@ -40,8 +47,11 @@ ssize_t receive_fds(int sock, void* data, size_t size, int* fds, size_t* count, 
   msg.msg_iovlen = 1;
   msg.msg_control = cbuf;
   msg.msg_controllen = sizeof cbuf;
+#ifdef MSG_CMSG_CLOEXEC
+  flags |= MSG_CMSG_CLOEXEC;
+#endif
   ssize_t n;
-  do n = ::recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+  do n = ::recvmsg(sock, &msg, flags);
   while (n < 0 && errno == EINTR);
   if (n < 0) return -errno;
   for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
@@ -50,6 +60,9 @@ ssize_t receive_fds(int sock, void* data, size_t size, int* fds, size_t* count, 
     for (size_t i = 0; i < in_header; ++i) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+#ifndef MSG_CMSG_CLOEXEC
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+#endif
       if (*count < kMaxPassedFds)
         fds[(*count)++] = fd;
       else

@@ -1,6 +1,8 @@
 // File descriptors passed over an AF_UNIX socket (SCM_RIGHTS): the one
 // sender and the one receiver. Both are async-signal-safe (no allocation,
-// no locks), so a child between fork and exec may use them.
+// no locks), so a child between fork and exec may use them. POSIX: where
+// recvmsg(2) has no MSG_CMSG_CLOEXEC (macOS), a received descriptor is
+// made close-on-exec just after it arrives.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +21,10 @@ inline constexpr size_t kMaxPassedFds = 64;
 // 0, or -errno: EINTR is retried; -E2BIG for more than kMaxPassedFds
 // descriptors, -EPROTO for a short send.
 int send_fds(int sock, const void* data, size_t size, const int* fds, size_t count, int flags = 0);
+
+// As send_fds(), on a stream socket that may take fewer bytes than given
+// (the descriptors go with the first of them): the bytes sent, or -errno.
+ssize_t send_fds_some(int sock, const void* data, size_t size, const int* fds, size_t count, int flags = 0);
 
 // Receives one message of at most `size` bytes into `data` and its
 // descriptors (close-on-exec) into `fds` (room for kMaxPassedFds), their
