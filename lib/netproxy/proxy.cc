@@ -257,6 +257,8 @@ void Proxy::watch_placeholders(std::vector<Watched> watched) {
 
 int Proxy::fd() const { return impl_->poller.fd(); }
 
+void Proxy::wake_on(int fd) { impl_->watch(fd, kTagWake, kIn); }
+
 void Proxy::run_once() { run_for(std::chrono::milliseconds(0)); }
 
 void Proxy::run_for(std::chrono::milliseconds max_wait) {
@@ -270,6 +272,8 @@ void Proxy::run_for(std::chrono::milliseconds max_wait) {
       for (auto& r : impl_->resolver.take()) impl_->on_resolved(r);
     } else if (tag == kTagTimer) {
       impl_->sweep();
+    } else if (tag == kTagWake) {
+      // The caller's: it reads it once this returns.
     } else {
       impl_->on_conn_event(tag, evs[i].events);
     }

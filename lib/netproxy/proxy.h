@@ -98,6 +98,11 @@ public:
   // The loop's fd: readable when run_once() has work (Linux); -1 where
   // the loop has no single fd (portable path): call run_for() instead.
   int fd() const;
+  // An fd of the caller's that the loop waits on too, where it has no fd
+  // of its own to poll beside it (the filter process's control socket on
+  // the portable path): run_for() returns once `fd` is readable (or hung
+  // up), and leaves reading it to the caller.
+  void wake_on(int fd);
   // Handle everything ready; never blocks.
   void run_once();
   // Wait up to `max_wait` for work, then handle it (a loop on its own thread).

@@ -83,6 +83,7 @@ struct Conn {
 constexpr std::uint64_t kTagListener = 1ULL << 62;
 constexpr std::uint64_t kTagResolver = 1ULL << 61;
 constexpr std::uint64_t kTagTimer = 1ULL << 60;
+constexpr std::uint64_t kTagWake = 1ULL << 59;  // the caller's fd (Proxy::wake_on)
 
 struct Proxy::Impl {
   Rules rules;
