@@ -2,9 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,9 +16,8 @@
 #include <openssl/crypto.h>
 
 #include "filterlink/channel.h"
-#include "filterlink/process.h"
-#include "linuxjail/sys.h"
 #include "credentials/interceptor.h"
+#include "credentials/tls_ca.h"
 #include "util/escape.h"
 #include "util/log.h"
 
@@ -34,6 +32,8 @@ using filterlink::FromSupervisor;
 // told to stop (not a timing anything depends on).
 constexpr int kReadyGuardMs = 30000;
 constexpr int kStopGuardMs = 5000;
+// The system's trust anchors, sent to a filter that opens no file.
+constexpr off_t kMaxRootsFile = 16 << 20;
 // How long a send may wait for room on the control socket while the jail
 // runs: a filter that stops reading would hold this process (and with it
 // --timeout, signals and write-back) on a blocking send.
@@ -47,36 +47,6 @@ constexpr int kLastWakes = 64;
 // What one token exchange may add before its update (a response's tokens,
 // and echoes of ones already bound).
 constexpr size_t kMaxAddedPerExchange = 16;
-
-// Between fork and exec only async-signal-safe calls (single system
-// calls): the descriptors the filter gets are moved high first so that
-// placing them at 0-4 cannot overwrite one another; the O_PATH fd of the
-// executable is close-on-exec at 4, which execveat(2) permits for a
-// binary (not for a script, which pi-jail is not).
-[[noreturn]] void exec_filter(int exe, int sock, int devnull) {
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  // A session of its own: a terminal's Ctrl-C or a signal to pi-jail's
-  // process group reaches the supervisor (which passes it to the jail),
-  // never the filter, whose end would end the run.
-  if (::setsid() < 0) ::_exit(127);
-  // The filter never outlives the supervisor's thread that made it.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ::_exit(127);
-  int hi_exe = ::fcntl(exe, F_DUPFD_CLOEXEC, 100), hi_sock = ::fcntl(sock, F_DUPFD_CLOEXEC, 100),
-      hi_null = ::fcntl(devnull, F_DUPFD_CLOEXEC, 100);
-  if (hi_exe < 0 || hi_sock < 0 || hi_null < 0) ::_exit(127);
-  for (int fd = 0; fd <= 2; ++fd)
-    if (::dup2(hi_null, fd) != fd) ::_exit(127);
-  using filterlink::kFilterControlFd, filterlink::kNetworkFilterArg, filterlink::kNetworkFilterName;
-  if (::dup3(hi_sock, kFilterControlFd, 0) != kFilterControlFd) ::_exit(127);
-  if (::dup3(hi_exe, kFilterControlFd + 1, O_CLOEXEC) != kFilterControlFd + 1) ::_exit(127);
-  if (linuxjail::sys::close_range(kFilterControlFd + 2, ~0U) != 0) ::_exit(127);
-  char* const argv[] = {const_cast<char*>(kNetworkFilterName), const_cast<char*>(kNetworkFilterArg), nullptr};
-  char* const envp[] = {nullptr};
-  ::syscall(SYS_execveat, kFilterControlFd + 1, "", argv, envp, AT_EMPTY_PATH);
-  ::_exit(127);
-}
 
 util::Result<FromFilter> receive(int sock, int flags) {
   auto rec = filterlink::receive_record(sock, flags);
@@ -123,45 +93,34 @@ bool askable(const std::string& host) {
 std::string describe_filter_end(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
+#ifdef __GLIBC__
     const char* name = ::sigabbrev_np(WTERMSIG(status));
     return fmt::format("was killed by signal {} ({})", WTERMSIG(status), name ? name : "?");
+#else
+    return fmt::format("was killed by signal {}", WTERMSIG(status));
+#endif
   }
   return "ended";
 }
 
-FilterProcess::FilterProcess(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sock, const RunOptions& opts)
-    : pid_(pid),
-      pidfd_(std::move(pidfd)),
+FilterProcess::FilterProcess(std::unique_ptr<FilterChild> child, util::UniqueFd sock, const RunOptions& opts)
+    : child_(std::move(child)),
       sock_(std::move(sock)),
       recorder_(opts.net_log.get(), opts.proxy_limits.log),
       resolver_(opts.proxy_limits.resolver_names) {}
 
 FilterProcess::~FilterProcess() { kill_and_reap(); }
 
-util::Result<std::unique_ptr<FilterProcess>> FilterProcess::start(const RunOptions& opts) {
-  // /proc/self/exe names the running executable's inode even if its path
-  // was replaced since (an upgrade during the run): the filter is the
-  // same program as this supervisor.
-  util::UniqueFd exe(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
-  if (!exe.valid()) return util::Error::from_errno("open /proc/self/exe (the filter is pi-jail itself)", errno);
-  util::UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
-  if (!devnull.valid()) return util::Error::from_errno("open /dev/null", errno);
-  int sp[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0)
-    return util::Error::from_errno("make the filter's control socket", errno);
-  util::UniqueFd ours(sp[0]), theirs(sp[1]);
-  int pidfd = -1;
-  long pid = linuxjail::sys::clone_process(SIGCHLD | CLONE_PIDFD, &pidfd);
-  if (pid < 0) return util::Error::from_errno("fork the network filter process", errno);
-  if (pid == 0) exec_filter(exe.get(), theirs.get(), devnull.get());
-  theirs.reset();
-  std::unique_ptr<FilterProcess> f(
-      new FilterProcess(static_cast<pid_t>(pid), util::UniqueFd(pidfd), std::move(ours), opts));
-  if (auto st = f->configure(opts); !st) return std::move(st.take_error()).context("start the network filter process");
+util::Result<std::unique_ptr<FilterProcess>> FilterProcess::configure(std::unique_ptr<FilterChild> child,
+                                                                      util::UniqueFd sock, const RunOptions& opts,
+                                                                      RootsFrom roots) {
+  std::unique_ptr<FilterProcess> f(new FilterProcess(std::move(child), std::move(sock), opts));
+  if (auto st = f->send_config(opts, roots); !st)
+    return std::move(st.take_error()).context("start the network filter process");
   return f;
 }
 
-util::Status FilterProcess::configure(const RunOptions& opts) {
+util::Status FilterProcess::send_config(const RunOptions& opts, RootsFrom roots) {
   auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
   auto settings = settings_of(opts);
   if (const auto& up = settings.upstream_proxy) {
@@ -181,6 +140,9 @@ util::Status FilterProcess::configure(const RunOptions& opts) {
   for (const auto& r : opts.rules.denies())
     if (auto st = config(filterlink::RuleMessage{Kind::deny, r.text(), r.source, r.private_ranges}); !st) return st;
   if (auto st = send_credentials(opts); !st) return st;
+  // Only a credential filter checks servers' certificates.
+  if (roots == RootsFrom::supervisor && opts.interceptor)
+    if (auto st = send_roots(); !st) return st;
   if (auto st = config(filterlink::ConfigDone{}); !st) return st;
   while (!ready_) {
     pollfd p{sock_.get(), POLLIN, 0};
@@ -233,6 +195,24 @@ util::Status FilterProcess::send_bindings(credentials::Interceptor& in) {
     if (auto st = config(filterlink::UpstreamCa{std::move(fd)}); !st) return st;
   }
   return {};
+}
+
+// The file OpenSSL's default paths name for the system's trust anchors
+// (what the filter would load itself): a regular file, or the run stops.
+util::Status FilterProcess::send_roots() {
+  const std::string file = credentials::system_roots_file();
+  auto fix = [&file](std::string why) {
+    return util::Error::invalid(
+        fmt::format("the system's trust anchors {} (for the credential filter's upstream servers): {}; install the CA "
+                    "certificates OpenSSL uses, or set SSL_CERT_FILE to a PEM file of them",
+                    file, why));
+  };
+  util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd.valid()) return fix(fmt::format("cannot be opened ({})", util::errno_name(errno)));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return fix("not a regular file");
+  if (st.st_size > kMaxRootsFile) return fix(fmt::format("more than {} bytes", kMaxRootsFile));
+  return send(FromSupervisor(filterlink::TrustRoots{std::move(fd)}), kReadyGuardMs);
 }
 
 // What the filter's copy of the token exchange starts from: the slots of
@@ -301,13 +281,24 @@ util::Status FilterProcess::unlisten(std::uint64_t id) {
 }
 
 // Sends without blocking: a full control socket is waited on for at most
-// `guard_ms`; a filter that does not read it by then is killed.
+// `guard_ms`; a filter that does not read it by then is killed, and one
+// that closed it is said gone (gone()).
 util::Status FilterProcess::send(const FromSupervisor& m, int guard_ms) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(guard_ms);
   while (true) {
     auto st = filterlink::send_message(sock_.get(), m, MSG_DONTWAIT);
-    if (st || st.error().err() != EAGAIN) return st;
+    if (st) return st;
+    // Its end of the socket is closed: said as how it ended.
+    if (st.error().err() == EPIPE || st.error().err() == ECONNRESET) return gone(st.take_error());
+    // A stream took part of the record and the filter read no more.
+    if (st.error().err() == ETIMEDOUT) {
+      kill_and_reap();
+      return util::Error::invalid(
+          fmt::format("the network filter process did not read its control socket for {} ms; it was killed",
+                      filterlink::kRestGuard.count()));
+    }
+    if (st.error().err() != EAGAIN) return st;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd p{sock_.get(), POLLOUT, 0};
     int n = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
@@ -446,29 +437,23 @@ util::Status FilterProcess::answer_names() {
 }
 
 // The control socket ended or failed: said as how the filter ended when
-// it did (a crash closes the socket a moment before its pidfd says so),
-// else as `e`, the filter then killed.
+// it did (a crash closes the socket a moment before the process can be
+// reaped), else as `e`, the filter then killed.
 util::Error FilterProcess::gone(util::Error e) {
-  pollfd p{pidfd_.get(), POLLIN, 0};
-  while (!reaped_ && ::poll(&p, 1, kStopGuardMs) < 0 && errno == EINTR) {
-  }
-  if (reaped_ || !(p.revents & POLLIN)) {
+  auto status = child_->reaped() ? std::nullopt : child_->wait_for(std::chrono::milliseconds(kStopGuardMs));
+  if (!status) {
     kill_and_reap();
     return e;
   }
-  siginfo_t si{};
-  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED);
-  reaped_ = true;
-  int status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8 : (si.si_status & 0x7f);
-  return util::Error::invalid("the network filter process " + describe_filter_end(status));
+  return util::Error::invalid("the network filter process " + describe_filter_end(*status));
 }
 
 util::Status FilterProcess::on_ready() {
-  if (reaped_) return util::Error::invalid("the network filter process is gone");
+  if (child_->reaped()) return util::Error::invalid("the network filter process is gone");
   if (auto st = answer_names(); !st) return st;
   if (auto st = read_messages(); !st) return st;
-  pollfd p{pidfd_.get(), POLLIN, 0};
-  if (::poll(&p, 1, 0) == 1) {
+  pollfd p{child_->exit_fd(), POLLIN, 0};
+  if (p.fd >= 0 && ::poll(&p, 1, 0) == 1) {
     // Its last decisions and reports (bounded: a dying filter cannot hold
     // the supervisor): a token exchange's report may be what the host's
     // auth.json needs.
@@ -480,7 +465,7 @@ util::Status FilterProcess::on_ready() {
 }
 
 void FilterProcess::shutdown() {
-  if (reaped_) return;
+  if (child_->reaped()) return;
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(kStopGuardMs);
   (void)send(FromSupervisor(filterlink::Stop{}), kStopGuardMs);
@@ -505,16 +490,6 @@ void FilterProcess::shutdown() {
   }
   recorder_.flush();
   kill_and_reap();
-}
-
-void FilterProcess::kill_and_reap() {
-  if (reaped_ || !pidfd_.valid()) return;
-  (void)linuxjail::sys::pidfd_send_signal(pidfd_.get(), SIGKILL);
-  siginfo_t si{};
-  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) < 0 &&
-         errno == EINTR) {
-  }
-  reaped_ = true;
 }
 
 }  // namespace pj::supervisor

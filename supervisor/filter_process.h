@@ -1,6 +1,8 @@
 // The supervisor's side of the network filter process (filterproc/filter.h):
 // start it (this executable exec'd afresh, empty environment, only its
-// control socket and /dev/null), configure it, then answer what it asks
+// control socket and /dev/null; on Linux as a clone of this process, on
+// macOS under sandbox-exec with a profile of its own: FilterChild), configure
+// it, then answer what it asks
 // while the jail runs: names (resolved here, where NSS and /etc are),
 // sockets of the jail's network namespace (for published ports), and
 // record every decision it reports in this process's DecisionRecorder,
@@ -33,11 +35,38 @@
 
 namespace pj::supervisor {
 
+// The filter's process as this side holds it; how it was started is the
+// backend's (Linux: filter_start_linux.cc; macOS: seatbelt/launch.h).
+class FilterChild {
+public:
+  virtual ~FilterChild() = default;
+  virtual pid_t pid() const = 0;
+  // Readable once the process exited (a pidfd), or -1 where only the end
+  // of its control socket says so.
+  virtual int exit_fd() const = 0;
+  // Its wait status once it ended (then reaped), waiting at most `wait`;
+  // nullopt while it runs.
+  virtual std::optional<int> wait_for(std::chrono::milliseconds wait) = 0;
+  // Kill it (SIGKILL) and reap it, unless reaped already.
+  virtual void kill_and_reap() = 0;
+  virtual bool reaped() const = 0;
+};
+
+// Where the filter's trust anchors for upstream servers come from:
+// OpenSSL's default paths, which it reads before it locks down (Linux), or
+// the file they name, opened here and sent (macOS: it opens no file).
+enum class RootsFrom { filter, supervisor };
+
 class FilterProcess {
 public:
-  // Exec the filter, send it the rules and limits of `opts`, and wait for
-  // it to say it is locked down and ready. An error names the step.
+  // Linux (filter_start_linux.cc): exec the filter as a clone of this
+  // process, then configure() it.
   static util::Result<std::unique_ptr<FilterProcess>> start(const RunOptions& opts);
+  // Send the filter `child` runs (at the other end of `sock`) the rules and
+  // limits of `opts`, and wait for it to say it is locked down and ready.
+  // An error names the step; the child is then killed.
+  static util::Result<std::unique_ptr<FilterProcess>> configure(std::unique_ptr<FilterChild> child, util::UniqueFd sock,
+                                                                const RunOptions& opts, RootsFrom roots);
   ~FilterProcess();
   FilterProcess(const FilterProcess&) = delete;
   FilterProcess& operator=(const FilterProcess&) = delete;
@@ -62,9 +91,9 @@ public:
   bool held(std::uint64_t id) const { return served_.count(id) || closing_.count(id); }
 
   // The descriptors to poll for POLLIN: the control socket, the filter's
-  // pidfd (readable once it exited), the resolver's wake-up fd.
+  // exit (FilterChild::exit_fd(), or -1), the resolver's wake-up fd.
   int control_fd() const { return sock_.get(); }
-  int pidfd() const { return pidfd_.get(); }
+  int exit_fd() const { return child_->exit_fd(); }
   int resolver_fd() const { return resolver_.fd(); }
   // Handle what is ready; never blocks. An error: the filter is gone or
   // broke the protocol (it is then killed): the run must end.
@@ -73,11 +102,12 @@ public:
   // Tell the filter to stop, wait for it a bounded time, then kill it.
   void shutdown();
   const netproxy::DecisionTable& decisions() const { return recorder_.table(); }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_->pid(); }
 
 private:
-  FilterProcess(pid_t pid, util::UniqueFd pidfd, util::UniqueFd sock, const RunOptions& opts);
-  util::Status configure(const RunOptions& opts);
+  FilterProcess(std::unique_ptr<FilterChild> child, util::UniqueFd sock, const RunOptions& opts);
+  util::Status send_config(const RunOptions& opts, RootsFrom roots);
+  util::Status send_roots();
   util::Status send_credentials(const RunOptions& opts);
   util::Status send_bindings(credentials::Interceptor& in);
   util::Status send_exchange_seed(const std::shared_ptr<credentials::OAuthExchange>& exchange,
@@ -89,10 +119,9 @@ private:
   util::Status read_messages();
   util::Status answer_names();
   util::Error gone(util::Error e);
-  void kill_and_reap();
+  void kill_and_reap() { child_->kill_and_reap(); }
 
-  pid_t pid_;
-  util::UniqueFd pidfd_;
+  std::unique_ptr<FilterChild> child_;
   util::UniqueFd sock_;
   netproxy::DecisionRecorder recorder_;
   netproxy::Resolver resolver_;
@@ -113,7 +142,6 @@ private:
   std::chrono::steady_clock::time_point jail_socket_second_{};
   int jail_sockets_this_second_ = 0;
   bool ready_ = false;
-  bool reaped_ = false;
 };
 
 // The one way the filter's status of exit reads in an error: "exited

@@ -295,7 +295,7 @@ RunOutcome Supervisor::run() {
     fds.push_back({proxy_ ? proxy_->fd() : -1, POLLIN, 0});
     const bool filter_up = filter_ && !filter_gone_;
     fds.push_back({filter_up ? filter_->control_fd() : -1, POLLIN, 0});
-    fds.push_back({filter_up ? filter_->pidfd() : -1, POLLIN, 0});
+    fds.push_back({filter_up ? filter_->exit_fd() : -1, POLLIN, 0});
     fds.push_back({filter_up ? filter_->resolver_fd() : -1, POLLIN, 0});
     const bool watching = logins_ && filter_up;
     fds.push_back({watching ? logins_->fd() : -1, POLLIN, 0});

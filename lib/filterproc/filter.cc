@@ -3,11 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
-#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -30,8 +28,6 @@
 #include "filterlink/channel.h"
 #include "credentials/interceptor.h"
 #include "netproxy/proxy.h"
-#include "netproxy/relay.h"
-#include "util/startup_pages.h"
 #include "util/untrusted.h"
 
 namespace pj::filterproc {
@@ -57,11 +53,12 @@ struct Config {
   std::vector<netproxy::Watched> watched;
 };
 
-// Whether fd 3 is what the supervisor gives: a SOCK_SEQPACKET socket.
+// Whether fd 3 is what the supervisor gives: a SOCK_SEQPACKET socket, or
+// a SOCK_STREAM one where AF_UNIX has no SOCK_SEQPACKET (filterlink/channel.h).
 bool is_control_socket(int fd) {
   int type = 0;
   socklen_t len = sizeof type;
-  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
+  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && (type == SOCK_SEQPACKET || type == SOCK_STREAM);
 }
 
 util::Result<FromSupervisor> receive(int sock, int flags = 0) {
@@ -176,6 +173,11 @@ public:
 
   // Serve until stop, or until the supervisor is gone (an error then).
   util::Status serve() {
+    // The portable loop has no fd to poll beside the control socket: it
+    // waits on the control socket itself (one second at most: its tick
+    // comes sooner).
+    const bool own_fd = proxy_->fd() >= 0;
+    if (!own_fd) proxy_->wake_on(sock_);
     while (true) {
       while (!backlog_.empty()) {
         auto m = std::move(backlog_.front());
@@ -185,11 +187,12 @@ public:
         if (!*more) return {};
       }
       pollfd fds[2] = {{sock_, POLLIN, 0}, {proxy_->fd(), POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
+      if (!own_fd) proxy_->run_for(std::chrono::seconds(1));
+      if (::poll(fds, own_fd ? 2 : 1, own_fd ? -1 : 0) < 0) {
         if (errno == EINTR) continue;
         return util::Error::from_errno("poll", errno);
       }
-      if (fds[1].revents & POLLIN) proxy_->run_once();
+      if (own_fd && (fds[1].revents & POLLIN)) proxy_->run_once();
       if (fds[0].revents) {
         // Without waiting: the relay's turn above may have taken what made
         // the socket readable (jail_socket() reads every message while it
@@ -296,44 +299,8 @@ private:
 };
 
 #ifdef PJ_TEST_SWITCHES
-// Test builds: what the locked-down filter can still do. Each attempt's
-// errno, 0 when it succeeded (a containment failure). `home` was found
-// before the lock-down (reading the user database needs files).
-filterlink::ProbeResult probe(const std::string& home) {
-  filterlink::ProbeResult r;
-  auto attempt = [&r](std::string what, bool ok) { r.attempts.push_back({std::move(what), ok ? 0 : errno}); };
-  auto open_closes = [](const char* path, int flags) {
-    int fd = ::open(path, flags | O_CLOEXEC);
-    if (fd >= 0) ::close(fd);
-    return fd >= 0;
-  };
-  attempt("open /etc/passwd", open_closes("/etc/passwd", O_RDONLY));
-  attempt("open the home directory " + home, open_closes(home.c_str(), O_RDONLY | O_DIRECTORY));
-  attempt("open /", open_closes("/", O_PATH));
-  char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
-  char* const envp[] = {nullptr};
-  attempt("execve /bin/true", ::execve("/bin/true", argv, envp) == 0);
-  // A process (clone without CLONE_THREAD); a thread is allowed.
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  attempt("fork a process", child > 0);
-  const pid_t supervisor = ::getppid();
-  attempt("ptrace the supervisor", ::ptrace(PTRACE_ATTACH, supervisor, nullptr, nullptr) == 0);
-  attempt("kill the supervisor (signal 0)", ::kill(supervisor, 0) == 0);
-  char buf[8];
-  iovec local{buf, sizeof buf}, remote{reinterpret_cast<void*>(0x400000), sizeof buf};
-  attempt("read the supervisor's memory", ::process_vm_readv(supervisor, &local, 1, &remote, 1, 0) >= 0);
-  errno = ENOENT;
-  attempt("inherit an environment variable", environ && environ[0]);
-  // What it must still do: grow a relay's pipe for a bulk transfer.
-  int p[2];
-  const bool piped = ::pipe2(p, O_CLOEXEC) == 0;
-  attempt("grow a relay pipe", piped && ::fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(netproxy::kBulkPipeSize)) > 0);
-  if (piped) ::close(p[0]), ::close(p[1]);
-  return r;
-}
-
-// The home directory to probe: the user's, else / (which exists).
+// The home directory to probe: the user's, else /tmp (which exists).
+// Found before the lock-down (reading the user database needs files).
 std::string home_to_probe() {
   const passwd* pw = ::getpwuid(::getuid());
   struct stat st;
@@ -470,7 +437,7 @@ int network_filter_main() {
     return fail(sock, "lock down", st.error());
 #ifdef PJ_TEST_SWITCHES
   if (config->settings.test_probe_after_lockdown)
-    if (auto st = filterlink::send_message(sock, filterlink::FromFilter(probe(home))); !st)
+    if (auto st = filterlink::send_message(sock, filterlink::FromFilter(probe_lockdown(home))); !st)
       return fail(sock, "send the probe's result", st.error());
 #endif
   using Misbehave = filterlink::Settings::Misbehave;
@@ -481,7 +448,7 @@ int network_filter_main() {
 #ifdef PJ_TEST_SWITCHES
   if (!filter.misbehave(misbehave)) return 1;
 #endif
-  util::drop_startup_pages();  // what configured the filter is not run again
+  release_startup();  // what configured the filter is not run again
   auto served = filter.serve();
   filter.shutdown();
   if (!served) {

@@ -6,18 +6,23 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "linuxjail/landlock.h"
 #include "linuxjail/sys.h"
+#include "netproxy/relay.h"
+#include "util/startup_pages.h"
 
 namespace pj::filterproc {
 
@@ -234,6 +239,44 @@ util::Status seccomp_allowlist() {
 }  // namespace
 
 const std::vector<std::string>& filter_allowed_syscalls() { return kAllowed; }
+
+void release_startup() { util::drop_startup_pages(); }
+
+#ifdef PJ_TEST_SWITCHES
+filterlink::ProbeResult probe_lockdown(const std::string& home) {
+  filterlink::ProbeResult r;
+  auto attempt = [&r](std::string what, bool ok) { r.attempts.push_back({std::move(what), ok ? 0 : errno}); };
+  auto open_closes = [](const char* path, int flags) {
+    int fd = ::open(path, flags | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  };
+  attempt("open /etc/passwd", open_closes("/etc/passwd", O_RDONLY));
+  attempt("open the home directory " + home, open_closes(home.c_str(), O_RDONLY | O_DIRECTORY));
+  attempt("open /", open_closes("/", O_PATH));
+  char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  char* const envp[] = {nullptr};
+  attempt("execve /bin/true", ::execve("/bin/true", argv, envp) == 0);
+  // A process (clone without CLONE_THREAD); a thread is allowed.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  attempt("fork a process", child > 0);
+  const pid_t supervisor = ::getppid();
+  attempt("ptrace the supervisor", ::ptrace(PTRACE_ATTACH, supervisor, nullptr, nullptr) == 0);
+  attempt("kill the supervisor (signal 0)", ::kill(supervisor, 0) == 0);
+  char buf[8];
+  iovec local{buf, sizeof buf}, remote{reinterpret_cast<void*>(0x400000), sizeof buf};
+  attempt("read the supervisor's memory", ::process_vm_readv(supervisor, &local, 1, &remote, 1, 0) >= 0);
+  errno = ENOENT;
+  attempt("inherit an environment variable", environ && environ[0]);
+  // What it must still do: grow a relay's pipe for a bulk transfer.
+  int p[2];
+  const bool piped = ::pipe2(p, O_CLOEXEC) == 0;
+  attempt("grow a relay pipe", piped && ::fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(netproxy::kBulkPipeSize)) > 0);
+  if (piped) ::close(p[0]), ::close(p[1]);
+  return r;
+}
+#endif
 
 util::Status lock_down(const LockdownLimits& limits) {
   if (auto st = check_single_threaded(); !st) return st;

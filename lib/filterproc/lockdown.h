@@ -1,22 +1,30 @@
 // The network filter process's lock-down (DESIGN "Process model"): once
 // it has what it needs (its configuration, its relay's loop, any file it
 // reads), it takes away everything else it could do as the user before
-// it parses a byte of the jail's or a server's. Linux only.
+// it parses a byte of the jail's or a server's. One implementation per
+// backend, linked with filter.cc into the executable that runs it.
 //
-// The stages, in order: no_new_privs; not dumpable; resource limits of
-// its own (no core, no file it could grow, fds for its connections);
-// every capability dropped (bounding, ambient, inheritable, permitted,
-// effective); a Landlock domain that handles every filesystem right and
-// grants none, may not bind TCP ports and may not signal or reach
-// abstract sockets outside it (where the kernel has Landlock); and a
-// seccomp allowlist of the system calls the relay makes, every other
-// call failing with EPERM.
+// Linux (lockdown.cc), the stages in order: no_new_privs; not dumpable;
+// resource limits of its own (no core, no file it could grow, fds for
+// its connections); every capability dropped (bounding, ambient,
+// inheritable, permitted, effective); a Landlock domain that handles
+// every filesystem right and grants none, may not bind TCP ports and may
+// not signal or reach abstract sockets outside it (where the kernel has
+// Landlock); and a seccomp allowlist of the system calls the relay makes,
+// every other call failing with EPERM.
+//
+// macOS (lockdown_seatbelt.cc): the filter's Seatbelt profile
+// (seatbelt/filter_profile.h) was applied by sandbox-exec before the
+// filter's exec and holds for its whole life: no file but what the
+// loader maps, no process, no signal to another, TCP only to and from
+// what the run needs. lock_down() adds the resource limits.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "filterlink/messages.h"
 #include "util/result.h"
 
 namespace pj::filterproc {
@@ -31,8 +39,19 @@ struct LockdownLimits {
 // error names the stage and carries its errno; the caller must then end.
 util::Status lock_down(const LockdownLimits& limits);
 
-// The system calls the locked-down filter may make (by name), and those
-// it may make only with the arguments lock_down() checks. For tests.
+// Once the filter is ready: give back what only its start needed (Linux:
+// the read-only pages of the code that configured it).
+void release_startup();
+
+#ifdef PJ_TEST_SWITCHES
+// Test builds: what the locked-down filter can still do. Each attempt's
+// errno, 0 when it succeeded (a containment failure). `home` was found
+// before the lock-down.
+filterlink::ProbeResult probe_lockdown(const std::string& home);
+#endif
+
+// Linux: the system calls the locked-down filter may make (by name), and
+// those it may make only with the arguments lock_down() checks. For tests.
 const std::vector<std::string>& filter_allowed_syscalls();
 
 }  // namespace pj::filterproc
