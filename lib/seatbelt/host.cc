@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -10,12 +12,19 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "seatbelt/launch.h"
 #include "util/paths.h"
+
+#ifdef __APPLE__
+#include <mach-o/dyld.h>
+#else
+#include <link.h>
+#endif
 
 namespace pj::seatbelt {
 
@@ -122,6 +131,49 @@ void remove_tree(const std::string& path) {
   if (dir < 0) return;
   empty_dir(dir);
   ::rmdir(path.c_str());
+}
+
+namespace {
+
+std::optional<std::string> resolved(const char* path) {
+  char buf[PATH_MAX];
+  if (!path || !::realpath(path, buf)) return std::nullopt;
+  return std::string(buf);
+}
+
+}  // namespace
+
+util::Result<std::string> own_executable() {
+#ifdef __APPLE__
+  char path[PATH_MAX];
+  uint32_t size = sizeof path;
+  if (::_NSGetExecutablePath(path, &size) != 0) return Error::invalid("find this executable: its path is too long");
+  const char* named = path;
+#else
+  const char* named = "/proc/self/exe";
+#endif
+  auto real = resolved(named);
+  if (!real) return Error::from_errno(fmt::format("find this executable ({})", named), errno);
+  return *real;
+}
+
+std::vector<std::string> loaded_libraries() {
+  std::vector<std::string> out;
+#ifdef __APPLE__
+  // Image 0 is the executable.
+  for (uint32_t i = 1; i < ::_dyld_image_count(); ++i)
+    if (auto real = resolved(::_dyld_get_image_name(i))) out.push_back(*real);
+#else
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        // The executable has no name here, the vDSO no path.
+        if (info->dlpi_name && info->dlpi_name[0] == '/')
+          if (auto real = resolved(info->dlpi_name)) static_cast<std::vector<std::string>*>(data)->push_back(*real);
+        return 0;
+      },
+      &out);
+#endif
+  return out;
 }
 
 }  // namespace pj::seatbelt

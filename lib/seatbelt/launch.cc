@@ -1,6 +1,7 @@
 #include "seatbelt/launch.h"
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -229,6 +231,101 @@ void Sandboxed::kill_leftovers() const {
     ::kill(command_, SIGKILL);
   }
   if (pid_ > 0) ::kill(-pid_, SIGKILL);
+}
+
+namespace {
+
+// posix_spawn's attributes and file actions, destroyed with this.
+struct SpawnSetup {
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_t actions;
+  bool attr_ok = false, actions_ok = false;
+  ~SpawnSetup() {
+    if (attr_ok) ::posix_spawnattr_destroy(&attr);
+    if (actions_ok) ::posix_spawn_file_actions_destroy(&actions);
+  }
+};
+
+// Signals as a new program expects them (pi-jail blocks and handles some);
+// its own session; /dev/null as 0-2, `control` as 3, nothing else.
+int prepare_spawn(SpawnSetup& s, int devnull, int control) {
+  if (int rc = ::posix_spawnattr_init(&s.attr); rc != 0) return rc;
+  s.attr_ok = true;
+  if (int rc = ::posix_spawn_file_actions_init(&s.actions); rc != 0) return rc;
+  s.actions_ok = true;
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+#ifdef POSIX_SPAWN_SETSID
+  flags |= POSIX_SPAWN_SETSID;
+#else
+  flags |= POSIX_SPAWN_SETPGROUP;  // a process group of its own, at least
+#endif
+#ifdef POSIX_SPAWN_CLOEXEC_DEFAULT
+  flags |= POSIX_SPAWN_CLOEXEC_DEFAULT;  // macOS: only what the file actions name is inherited
+#endif
+  if (int rc = ::posix_spawnattr_setflags(&s.attr, flags); rc != 0) return rc;
+  if (int rc = ::posix_spawnattr_setsigmask(&s.attr, &none); rc != 0) return rc;
+  if (int rc = ::posix_spawnattr_setsigdefault(&s.attr, &all); rc != 0) return rc;
+  for (int fd = 0; fd <= 2; ++fd)
+    if (int rc = ::posix_spawn_file_actions_adddup2(&s.actions, devnull, fd); rc != 0) return rc;
+  if (int rc = ::posix_spawn_file_actions_adddup2(&s.actions, control, 3); rc != 0) return rc;
+#if !defined(POSIX_SPAWN_CLOEXEC_DEFAULT) && defined(__GLIBC__)
+  if (int rc = ::posix_spawn_file_actions_addclosefrom_np(&s.actions, 4); rc != 0) return rc;
+#endif
+  return 0;
+}
+
+}  // namespace
+
+util::Result<SandboxedFilter> SandboxedFilter::start(const SeatbeltSpec& spec, const std::string& sandbox_exec,
+                                                     int control) {
+  // Above 3 both, so that placing them at 0-3 cannot overwrite one another
+  // (and a dup2 of 3 onto itself would keep it close-on-exec).
+  util::UniqueFd opened(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!opened.valid()) return Error::from_errno("open /dev/null for the network filter", errno);
+  util::UniqueFd devnull(::fcntl(opened.get(), F_DUPFD_CLOEXEC, 10));
+  if (!devnull.valid()) return Error::from_errno("place /dev/null for the network filter", errno);
+  util::UniqueFd sock(::fcntl(control, F_DUPFD_CLOEXEC, 10));
+  if (!sock.valid()) return Error::from_errno("place the network filter's control socket", errno);
+  SpawnSetup setup;
+  if (int rc = prepare_spawn(setup, devnull.get(), sock.get()); rc != 0)
+    return Error::from_errno("set up the network filter's start (posix_spawn)", rc);
+  std::vector<std::string> args = sandbox_exec_args(spec, sandbox_exec);
+  std::vector<std::string> env = spec.env;
+  auto argv = c_strings(args);
+  auto envp = c_strings(env);
+  pid_t pid = -1;
+  if (int rc = ::posix_spawn(&pid, sandbox_exec.c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
+      rc != 0)
+    return Error::from_errno(fmt::format("start {} (the Seatbelt launcher) for the network filter", sandbox_exec), rc);
+  return SandboxedFilter(pid);
+}
+
+std::optional<int> SandboxedFilter::wait_for(std::chrono::milliseconds wait) {
+  if (pid_ < 0) return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (true) {
+    int st = 0;
+    pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return st;
+    }
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void SandboxedFilter::kill_and_reap() {
+  if (pid_ < 0) return;
+  ::kill(pid_, SIGKILL);  // not reaped yet: the pid is still its
+  int st;
+  while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
 }
 
 }  // namespace pj::seatbelt

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -72,6 +73,32 @@ private:
   util::UniqueFd records_;  // the keeper's reports
   std::optional<int> status_;
   int stop_signal_ = 0;
+};
+
+// The network filter's process under sandbox-exec with its own profile
+// (filter_profile.h): in a session of its own (a signal to pi-jail's
+// process group, a terminal's Ctrl-C, never reaches it), /dev/null as
+// fds 0-2, the control socket as fd 3 and no other descriptor, the
+// spec's empty environment. Owns the process: killed and reaped on
+// destruction unless reaped already. macOS has no PR_SET_PDEATHSIG: the
+// filter ends when its control socket does (the supervisor gone).
+class SandboxedFilter {
+public:
+  static util::Result<SandboxedFilter> start(const SeatbeltSpec& spec, const std::string& sandbox_exec, int control);
+  SandboxedFilter(SandboxedFilter&& o) noexcept : pid_(std::exchange(o.pid_, -1)) {}
+  SandboxedFilter& operator=(SandboxedFilter&&) = delete;
+  ~SandboxedFilter() { kill_and_reap(); }
+
+  pid_t pid() const { return pid_; }
+  // Its wait status once it ended (then reaped), waiting at most `wait`;
+  // nullopt while it runs.
+  std::optional<int> wait_for(std::chrono::milliseconds wait);
+  void kill_and_reap();
+  bool reaped() const { return pid_ < 0; }
+
+private:
+  explicit SandboxedFilter(pid_t pid) : pid_(pid) {}
+  pid_t pid_;  // -1 once reaped
 };
 
 }  // namespace pj::seatbelt

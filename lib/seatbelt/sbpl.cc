@@ -12,17 +12,17 @@ using util::Error;
 
 const std::vector<std::string_view>& known_operations() {
   static const std::vector<std::string_view> ops = {
-      "default",     "process-fork",         "process-exec", "signal",     "process-info*",   "sysctl-read",
-      "mach-host*",  "user-preference-read", "mach-lookup",  "file-read*", "file-read-data",  "file-read-metadata",
-      "file-write*", "file-write-data",      "file-ioctl",   "pseudo-tty", "network-outbound"};
+      "default",     "process-fork",         "process-exec", "signal",     "process-info*",    "sysctl-read",
+      "mach-host*",  "user-preference-read", "mach-lookup",  "file-read*", "file-read-data",   "file-read-metadata",
+      "file-write*", "file-write-data",      "file-ioctl",   "pseudo-tty", "network-outbound", "network-inbound"};
   return ops;
 }
 
 const std::vector<std::string_view>& known_filters() {
-  static const std::vector<std::string_view> filters = {"subpath",     "literal",     "regex",
-                                                        "require-all", "require-any", "require-not",
-                                                        "target",      "sysctl-name", "sysctl-name-prefix",
-                                                        "global-name", "extension",   "remote"};
+  static const std::vector<std::string_view> filters = {
+      "subpath",     "literal", "regex",       "require-all",        "require-any",
+      "require-not", "target",  "sysctl-name", "sysctl-name-prefix", "global-name",
+      "extension",   "remote",  "local"};
   return filters;
 }
 
@@ -169,15 +169,18 @@ struct Checker {
         if (auto st = filter(e.items[i]); !st) return st;
       return {};
     }
-    if (n != (f == "remote" ? 2U : 1U))
-      return fail(e, fmt::format("({} ...) takes {} argument(s)", f, f == "remote" ? 2 : 1));
+    const bool address = f == "remote" || f == "local";
+    if (n != (address ? 2U : 1U)) return fail(e, fmt::format("({} ...) takes {} argument(s)", f, address ? 2 : 1));
     const Expr& arg = e.items.back();
     if (f == "subpath" || f == "literal") return path_arg(arg);
     if (f == "regex") return arg.kind == Expr::Kind::regex ? util::Status{} : fail(e, "regex takes #\"...\"");
-    if (f == "target") return is_symbol(arg, "same-sandbox") ? util::Status{} : fail(e, "target: only same-sandbox");
-    if (f == "remote") {
-      if (!is_symbol(e.items[1], "tcp")) return fail(e, "remote: only tcp");
-      if (arg.kind != Expr::Kind::list) return fail(e, "remote tcp takes (param \"NAME\")");  // never * or text
+    if (f == "target")
+      return is_symbol(arg, "same-sandbox") || is_symbol(arg, "self") ? util::Status{}
+                                                                      : fail(e, "target: only same-sandbox or self");
+    if (address) {
+      if (!is_symbol(e.items[1], "tcp")) return fail(e, fmt::format("{}: only tcp", f));
+      if (arg.kind != Expr::Kind::list)
+        return fail(e, fmt::format("{} tcp takes (param \"NAME\")", f));  // never * or text
       return path_arg(arg);
     }
     return arg.kind == Expr::Kind::string ? util::Status{} : fail(e, fmt::format("({} ...) takes a string", f));
