@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "filterproc/filter.h"
 #include "jail_notes.h"
 #include "seatbelt/host.h"
 #include "seatbelt/plan.h"
@@ -21,11 +22,9 @@ namespace pj::supervisor::backend {
 
 const char* const kName = "macos-seatbelt";
 
-// The macOS filter still runs inside the supervisor (seatbelt_run.cc).
-int network_filter() {
-  util::error("--network-filter: the network filter runs in its own process on Linux only, for now");
-  return 2;
-}
+// The network filter's process: this executable, exec'd afresh by
+// sandbox-exec under the filter's own profile (seatbelt_run.cc).
+int network_filter() { return filterproc::network_filter_main(); }
 
 namespace {
 
@@ -131,6 +130,10 @@ void print_view(const seatbelt::SeatbeltSpec& spec, bool placeholders) {
   util::out(
       "network: TCP to the network filter's two ports on localhost, and the host-loopback ports the "
       "policy names\n");
+  util::out(
+      "network filter: a process of its own (pi-jail exec'd afresh, empty environment) under sandbox-exec with "
+      "its own profile: no file but its executable and libraries, no process, outbound TCP only to the rules' "
+      "ports\n");
   util::out("\n# process\ncwd {}\n", spec.cwd);
   for (const auto& e : spec.env) util::out("env {}\n", e.substr(0, e.find('=')));
 }
@@ -155,17 +158,19 @@ void write_jail(JsonWriter& j, const seatbelt::SeatbeltSpec& spec, const std::st
 }
 
 // The planned jail and what its run keeps: the private TMPDIR, the
-// PTY, the network filter's listeners, the credential filter and its CA
-// bundle, the jail's notes. Members go in the reverse of this order, as the locals they
+// PTY, the network filter's listeners and image, the credential filter
+// (its CA handed to the filter's process) and its CA bundle, the jail's
+// notes. Members go in the reverse of this order, as the locals they
 // were did.
 class SeatbeltJail final : public Jail {
 public:
-  SeatbeltJail(std::optional<PrivateDir> tmp, std::optional<Pty> pty, Listeners listeners,
+  SeatbeltJail(std::optional<PrivateDir> tmp, std::optional<Pty> pty, Listeners listeners, FilterImage filter,
                std::shared_ptr<credentials::Interceptor> interceptor, std::optional<CaBundleFile> ca_bundle,
                std::shared_ptr<JailNotes> notes, std::shared_ptr<seatbelt::SeatbeltSpec> spec, std::string exec)
       : tmp_(std::move(tmp)),
         pty_(std::move(pty)),
         listeners_(std::move(listeners)),
+        filter_(std::move(filter)),
         interceptor_(std::move(interceptor)),
         ca_bundle_(std::move(ca_bundle)),
         notes_(std::move(notes)),
@@ -179,13 +184,14 @@ public:
   }
 
   RunOutcome run(const RunOptions& opts) override {
-    return run_sandboxed(*spec_, exec_, std::move(pty_), std::move(listeners_), opts);
+    return run_sandboxed(*spec_, exec_, std::move(pty_), std::move(listeners_), filter_, opts);
   }
 
 private:
   std::optional<PrivateDir> tmp_;
   std::optional<Pty> pty_;
   Listeners listeners_;
+  FilterImage filter_;
   std::shared_ptr<credentials::Interceptor> interceptor_;
   std::optional<CaBundleFile> ca_bundle_;
   std::shared_ptr<JailNotes> notes_;
@@ -210,6 +216,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
   std::optional<PrivateDir> tmp;
   std::optional<Pty> pty;
   Listeners listeners;
+  FilterImage filter;
   if (explain) {
     in.tmpdir = tmp_parent() + "/pi-jail.XXXXXX";
     in.http_port = in.socks_port = 65535;
@@ -230,14 +237,19 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     listeners = std::move(*l);
     in.http_port = listeners.http_port;
     in.socks_port = listeners.socks_port;
+    // The network filter is this executable: found now, at the start.
+    auto image = filter_image();
+    if (!image) return step_failed_with(image.error(), "report a bug");
+    filter = std::move(*image);
   }
 
   // Credentials bound to hosts: the jail trusts the run's CA through the
   // TLS libraries' variables, naming the bundle file (read-only grant).
+  // The filter's process serves it: this process only makes the CA.
   std::shared_ptr<credentials::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
   if (!explain) {
-    auto made = make_interceptor(inv.interceptor, CaRole::serve);
+    auto made = make_interceptor(inv.interceptor, CaRole::hand_over);
     if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
@@ -285,14 +297,14 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
       util::debug("-D {}={}  # {}", p.name, util::printable(p.value), util::printable(p.why));
   const std::string exec = sandbox_exec(inv.switches);
   content.network_filter = fmt::format(
-      "proxy on the host's loopback: HTTP 127.0.0.1:{}, SOCKS5 127.0.0.1:{}; the host-loopback ports the policy "
-      "names are reached directly",
+      "proxy on the host's loopback: HTTP 127.0.0.1:{}, SOCKS5 127.0.0.1:{}, served by a process of its own under "
+      "sandbox-exec; the host-loopback ports the policy names are reached directly",
       in.http_port, in.socks_port);
   content.write_jail = [spec, exec, has_pty = pty.has_value()](JsonWriter& j) { write_jail(j, *spec, exec, has_pty); };
 
-  return std::unique_ptr<Jail>(std::make_unique<SeatbeltJail>(std::move(tmp), std::move(pty), std::move(listeners),
-                                                              std::move(interceptor), std::move(ca_bundle),
-                                                              std::move(notes), std::move(spec), exec));
+  return std::unique_ptr<Jail>(std::make_unique<SeatbeltJail>(
+      std::move(tmp), std::move(pty), std::move(listeners), std::move(filter), std::move(interceptor),
+      std::move(ca_bundle), std::move(notes), std::move(spec), exec));
 }
 
 }  // namespace pj::supervisor::backend

@@ -9,17 +9,21 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "filter_process.h"
+#include "filterlink/channel.h"
+#include "filterlink/process.h"
 #include "jail_notes.h"
+#include "seatbelt/filter_profile.h"
+#include "seatbelt/host.h"
 #include "supervise.h"
 #include "terminal.h"
 #include "util/log.h"
@@ -107,30 +111,41 @@ util::Result<UniqueFd> listen_loopback(int& port) {
   return fd;
 }
 
-// The network filter's loop on its own thread, stopped before the
-// decisions are read. The jail's list of refusals (may be null) is
-// rewritten from this thread only, when the table gains an entry.
-class FilterThread {
+// The network filter's process under sandbox-exec. Only the end of its
+// control socket says it ended (no pidfd): then it is waited for.
+class SeatbeltFilterChild final : public FilterChild {
 public:
-  FilterThread(netproxy::Proxy& proxy, std::shared_ptr<JailNotes> refusals)
-      : proxy_(proxy), refusals_(std::move(refusals)), thread_([this] {
-          while (!stop_.load()) {
-            proxy_.run_for(std::chrono::milliseconds(50));
-            if (refusals_) refusals_->update(proxy_.decisions());
-          }
-        }) {}
-  ~FilterThread() { stop(); }
-  void stop() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-  }
+  explicit SeatbeltFilterChild(seatbelt::SandboxedFilter p) : p_(std::move(p)) {}
+  pid_t pid() const override { return p_.pid(); }
+  int exit_fd() const override { return -1; }
+  std::optional<int> wait_for(std::chrono::milliseconds wait) override { return p_.wait_for(wait); }
+  void kill_and_reap() override { p_.kill_and_reap(); }
+  bool reaped() const override { return p_.reaped(); }
 
 private:
-  netproxy::Proxy& proxy_;
-  std::shared_ptr<JailNotes> refusals_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  seatbelt::SandboxedFilter p_;
 };
+
+// The filter's process: planned (its profile), started under
+// sandbox-exec on one end of a stream pair, configured through the other.
+util::Result<std::unique_ptr<FilterProcess>> start_filter(const FilterImage& image, const std::string& sandbox_exec,
+                                                          const Listeners& listeners, const RunOptions& opts) {
+  seatbelt::FilterPlanInput in{
+      image.exe,           {filterlink::kNetworkFilterArg}, image.libraries, listeners.http_port, listeners.socks_port,
+      outbound_ports(opts)};
+  auto spec = seatbelt::plan_filter(in);
+  if (!spec) return spec.take_error();
+  if (util::verbosity() == util::Verbosity::verbose)
+    for (const auto& p : spec->params)
+      util::debug("network filter: -D {}={}  # {}", p.name, util::printable(p.value), util::printable(p.why));
+  auto pair = filterlink::stream_pair();
+  if (!pair) return pair.take_error();
+  auto started = seatbelt::SandboxedFilter::start(*spec, sandbox_exec, (*pair)[1].get());
+  if (!started) return started.take_error();
+  (*pair)[1].reset();
+  return FilterProcess::configure(std::make_unique<SeatbeltFilterChild>(std::move(*started)), std::move((*pair)[0]),
+                                  opts, RootsFrom::supervisor);
+}
 
 // Signals go to the command's process group: no PID namespace, no init.
 class GroupControl final : public JailControl {
@@ -146,21 +161,46 @@ private:
 
 class Supervisor {
 public:
-  Supervisor(seatbelt::Sandboxed cmd, SignalPipe signals, std::optional<Pty> pty, const RunOptions& opts)
-      : cmd_(std::move(cmd)), signals_(std::move(signals)), control_(cmd_), core_(control_, opts, pty ? pty->fds : 0U) {
+  Supervisor(seatbelt::Sandboxed cmd, SignalPipe signals, std::optional<Pty> pty, FilterProcess& filter,
+             const RunOptions& opts)
+      : cmd_(std::move(cmd)),
+        signals_(std::move(signals)),
+        filter_(filter),
+        opts_(opts),
+        control_(cmd_),
+        core_(control_, opts, pty ? pty->fds : 0U) {
     if (pty) core_.attach_pty(std::move(pty->master));
   }
 
   // Supervise until the command (the process group's leader) ended.
   util::Result<int> run();
   const Supervision& core() const { return core_; }
+  // Why the filter ended the run (it is gone or broke the protocol), or "".
+  const std::string& filter_failure() const { return filter_failure_; }
 
 private:
+  void on_filter();
+
   seatbelt::Sandboxed cmd_;
   SignalPipe signals_;
+  FilterProcess& filter_;
+  const RunOptions& opts_;
   GroupControl control_;
   Supervision core_;  // signals, --timeout, --grace, the terminal
+  std::string filter_failure_;
 };
+
+// The filter process spoke, or ended. Its end, or a message it may not
+// send, ends the run: the command's group is killed at once, so nothing
+// runs on without its filter (whose listeners died with it).
+void Supervisor::on_filter() {
+  auto st = filter_.on_ready();
+  if (opts_.refusals) opts_.refusals->update(filter_.decisions());
+  if (st) return;
+  filter_failure_ = st.error().message();
+  util::error("{}; the command was stopped\n  fix: report a bug if it persists", filter_failure_);
+  (void)cmd_.signal(SIGKILL);
+}
 
 util::Result<int> Supervisor::run() {
   std::vector<pollfd> fds;
@@ -171,15 +211,20 @@ util::Result<int> Supervisor::run() {
     if (int sig = cmd_.take_stop()) core_.on_command_stop(sig);
     auto now = Supervision::Clock::now();
     core_.tick(now);  // --timeout, --grace, `fg` of a running job
-    // Sleep until a signal (SIGCHLD included), news from the keeper,
-    // terminal bytes or the next deadline; at most a second, in case
-    // SIGCHLD was missed, or kForegroundPoll while waiting for the terminal.
+    // Sleep until a signal (SIGCHLD included), news from the keeper or
+    // the filter, terminal bytes or the next deadline; at most a second,
+    // in case SIGCHLD was missed, or kForegroundPoll while waiting for the
+    // terminal.
     fds.clear();
     fds.push_back({signals_.fd(), POLLIN, 0});
     fds.push_back({cmd_.records_fd(), POLLIN, 0});  // the keeper says the command stopped
+    const bool filter_up = filter_failure_.empty();
+    fds.push_back({filter_up ? filter_.control_fd() : -1, POLLIN, 0});
+    fds.push_back({filter_up ? filter_.resolver_fd() : -1, POLLIN, 0});
     core_.add_pollfds(fds);
     if (::poll(fds.data(), fds.size(), core_.poll_timeout(now, 1000)) < 0 && errno != EINTR)
       return Error::from_errno("wait for the sandboxed command", errno);
+    if (fds[2].revents || fds[3].revents) on_filter();
     core_.on_poll(fds);
     if (fds[0].revents & POLLIN)
       for (int sig : signals_.take()) core_.on_signal(sig);
@@ -227,15 +272,46 @@ util::Result<Listeners> open_listeners() {
   return l;
 }
 
+util::Result<FilterImage> filter_image() {
+  auto exe = seatbelt::own_executable();
+  if (!exe) return exe.take_error();
+  return FilterImage{std::move(*exe), seatbelt::loaded_libraries()};
+}
+
+std::vector<int> outbound_ports(const RunOptions& opts) {
+  std::set<int> ports;
+  for (const auto& r : opts.rules.allows())
+    if (r.port != 0)
+      ports.insert(r.port);
+    else
+      ports.insert({80, 443});
+  if (opts.interceptor)
+    for (const auto& b : *opts.interceptor->bindings())
+      for (const auto& h : b.hosts) ports.insert(h.port);
+  if (opts.upstream_proxy) ports.insert(opts.upstream_proxy->url.port);
+  for (const auto& [host_port, to] : opts.proxy_limits.test_resolve) ports.insert(to.second);
+  return {ports.begin(), ports.end()};
+}
+
 RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& sandbox_exec, std::optional<Pty> pty,
-                         Listeners listeners, const RunOptions& opts) {
-  RunOutcome out;  // setup_failed, 125 until the command runs
+                         Listeners listeners, const FilterImage& image, const RunOptions& opts) {
   auto fail = [](const util::Error& e, std::string_view fix) { return setup_failed(e.message(), fix); };
-  auto proxy = start_network_filter(opts);
-  if (!proxy) return fail(std::move(proxy.take_error()).context("start the network filter"), "report a bug");
+#ifdef PJ_TEST_SWITCHES
+  // --test-fail-network-filter: a start that fails, as a filter that
+  // cannot start would (nothing else is started).
+  if (opts.test_fail_network_filter) {
+    auto failed = start_network_filter(opts);
+    util::Error e = failed ? util::Error::invalid("the failing filter started") : failed.take_error();
+    return fail(std::move(e).context("start the network filter"), "report a bug");
+  }
+#endif
+  auto filter = start_filter(image, sandbox_exec, listeners, opts);
+  if (!filter)
+    return fail(std::move(filter.take_error()).context("start the network filter"),
+                "report a bug; pi-jail doctor checks sandbox-exec");
   for (auto [fd, kind] : {std::pair{&listeners.http, netproxy::ListenerKind::http},
                           std::pair{&listeners.socks, netproxy::ListenerKind::socks}})
-    if (auto st = (*proxy)->add_listener(std::move(*fd), kind, std::nullopt); !st)
+    if (auto st = (*filter)->add_listener(std::move(*fd), kind, std::nullopt); !st)
       return fail(std::move(st.take_error()).context("start the network filter"), "report a bug");
   auto signals = SignalPipe::install();
   if (!signals) return fail(signals.error(), "report a bug");
@@ -247,15 +323,14 @@ RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& 
     return fail(cmd.error(), cmd.error().err() == ENOENT
                                  ? "pi-jail's macOS jail needs /usr/bin/sandbox-exec, part of macOS (pi-jail doctor)"
                                  : "see pi-jail doctor");
-  FilterThread filter(**proxy, opts.refusals);
-  Supervisor sup(std::move(*cmd), std::move(*signals), std::move(pty), opts);
+  Supervisor sup(std::move(*cmd), std::move(*signals), std::move(pty), **filter, opts);
   auto code = sup.run();
-  filter.stop();
-  (*proxy)->shutdown();
-  out.decisions = (*proxy)->decisions();
-  if (!code) {
-    util::error("{}", code.error().message());
-    out.failure = code.error().message();
+  (*filter)->shutdown();
+  RunOutcome out;  // setup_failed, 125
+  out.decisions = (*filter)->decisions();
+  if (!code || !sup.filter_failure().empty()) {
+    if (!code) util::error("{}", code.error().message());
+    out.failure = code ? sup.filter_failure() : code.error().message();
     return out;
   }
   RunOutcome ended = sup.core().ended(*code);

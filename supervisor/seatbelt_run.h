@@ -1,12 +1,15 @@
 // The macOS supervisor: what a Seatbelt run holds besides the profile
 // (a PTY, the network filter's listeners on the host's loopback) and the
 // loop that supervises the sandboxed command to its end: terminal relay,
-// signals, --timeout and --grace, the network filter on its own thread,
-// and the leftovers of the command's process group. POSIX only.
+// signals, --timeout and --grace, the network filter's process (under
+// sandbox-exec with a profile of its own, seatbelt/filter_profile.h;
+// filter_process.h speaks to it), and the leftovers of the command's
+// process group. POSIX only.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "run.h"
 #include "seatbelt/launch.h"
@@ -36,8 +39,26 @@ struct Listeners {
 };
 util::Result<Listeners> open_listeners();
 
-// Start `spec` under sandbox-exec and supervise it until it ends.
+// What the network filter's process is: this executable (found when the
+// run was planned) and the libraries the loader maps for it, which its
+// profile lets it read.
+struct FilterImage {
+  std::string exe;
+  std::vector<std::string> libraries;
+};
+util::Result<FilterImage> filter_image();
+
+// The ports the network filter connects out to, as `opts` says (its
+// profile allows no other): the allow rules' (80 and 443 for a rule
+// without one), the bound credentials' hosts', the upstream proxy's, a
+// test build's stand-in addresses'.
+std::vector<int> outbound_ports(const RunOptions& opts);
+
+// Start the network filter's process (`image`, serving `listeners`),
+// then `spec` under sandbox-exec, and supervise it until it ends. The
+// filter's end, or a message it may not send, kills the command and ends
+// the run with 125.
 RunOutcome run_sandboxed(const seatbelt::SeatbeltSpec& spec, const std::string& sandbox_exec, std::optional<Pty> pty,
-                         Listeners listeners, const RunOptions& opts);
+                         Listeners listeners, const FilterImage& image, const RunOptions& opts);
 
 }  // namespace pj::supervisor

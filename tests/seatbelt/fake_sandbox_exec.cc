@@ -6,9 +6,14 @@
 // it, exit 65), records everything it was given, then execs the command.
 //
 //   pj-fake-sandbox-exec RECORD -p PROFILE [-D NAME=VALUE]... [--] COMMAND [ARG]...
+//   STAND-IN -p PROFILE ...   (STAND-IN a symlink to it: RECORD is STAND-IN.record)
 //
-// RECORD gets each argument after it, NUL-terminated. Tests reach it
-// through a two-line wrapper script that supplies RECORD.
+// RECORD gets each argument after it, NUL-terminated, and RECORD.env the
+// environment it was given, each entry NUL-terminated. When the command
+// is pi-jail's network filter (its last argument --network-filter), they
+// are RECORD.filter and RECORD.filter.env instead. Tests reach it through
+// a two-line wrapper script that supplies RECORD (which adds the shell's
+// PWD to the environment), or through a symlink (which adds nothing).
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,22 +25,32 @@
 
 #include "seatbelt/sbpl.h"
 
+namespace {
+
+bool write_all(const std::string& path, char* const* items, int count) {
+  std::ofstream rec(path, std::ios::binary | std::ios::trunc);
+  for (int i = 0; count < 0 ? items[i] != nullptr : i < count; ++i) rec << items[i] << '\0';
+  return static_cast<bool>(rec);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: pj-fake-sandbox-exec RECORD -p PROFILE [-D NAME=VALUE]... -- COMMAND...\n");
     return 64;
   }
-  {
-    std::ofstream rec(argv[1], std::ios::binary | std::ios::trunc);
-    for (int i = 2; i < argc; ++i) rec << argv[i] << '\0';
-    if (!rec) {
-      std::fprintf(stderr, "pj-fake-sandbox-exec: cannot write %s\n", argv[1]);
-      return 71;
-    }
+  const bool named = argv[1][0] != '-';
+  std::string record = named ? argv[1] : std::string(argv[0]) + ".record";
+  const int first = named ? 2 : 1;
+  if (std::strcmp(argv[argc - 1], "--network-filter") == 0) record += ".filter";
+  if (!write_all(record, argv + first, argc - first) || !write_all(record + ".env", environ, -1)) {
+    std::fprintf(stderr, "pj-fake-sandbox-exec: cannot write %s\n", record.c_str());
+    return 71;
   }
   std::string profile;
   std::vector<std::string> params;
-  int i = 2;
+  int i = first;
   for (; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-p" && i + 1 < argc)

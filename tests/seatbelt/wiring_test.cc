@@ -1,9 +1,10 @@
 // The Seatbelt backend's wiring, on Linux: pi-jail-seatbelt (the macOS
-// supervisor, built here) runs commands through a stand-in for
-// sandbox-exec (pj-fake-sandbox-exec) that ENFORCES NOTHING. These tests
-// show what the supervisor hands to sandbox-exec and how it supervises the
-// command (exit codes, signals, terminal, TMPDIR, network filter,
-// leftovers, report). They prove no containment: only a Mac can.
+// supervisor, built here) runs commands, and its network filter process,
+// through a stand-in for sandbox-exec (pj-fake-sandbox-exec) that
+// ENFORCES NOTHING. These tests show what the supervisor hands to
+// sandbox-exec and how it supervises the command (exit codes, signals,
+// terminal, TMPDIR, the network filter's process, leftovers, report).
+// They prove no containment: only a Mac can.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,11 +15,13 @@
 #include <climits>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
 #include "harness.h"
 #include "job_control.h"
+#include "seatbelt/filter_profile.h"
 #include "seatbelt/plan.h"
 
 using namespace pj::test;
@@ -68,9 +71,12 @@ struct Wiring {
     return jail({"/bin/sh", "-c", script}, opts);
   }
 
-  // What sandbox-exec was given, argument by argument.
-  std::vector<std::string> recorded() const {
-    std::string all = read_file(record);
+  // What sandbox-exec was given for the command, argument by argument
+  // (for the network filter: record + ".filter"; the environments:
+  // + ".env").
+  std::vector<std::string> recorded() const { return split_record(record); }
+  static std::vector<std::string> split_record(const std::string& file) {
+    std::string all = read_file(file);
     std::vector<std::string> out;
     size_t start = 0;
     for (size_t i = 0; i < all.size(); ++i)
@@ -230,12 +236,13 @@ TEST_CASE("a TMPDIR where the run's private directory cannot be made stops the r
 
 TEST_CASE("a profile that sandbox-exec refuses is not run around: the command never starts") {
   // The stand-in refuses what sandbox-exec would: here, a parameter the
-  // profile names but was not given (the wrapper drops every -D).
+  // profile names but was not given (the wrapper drops every -D of the
+  // command's; the network filter's go through).
   Wiring w;
   write_file(w.standin,
              "#!/bin/bash\nargs=() skip=0\nfor a in \"$@\"; do\n"
              "  if [ $skip = 1 ]; then skip=0; continue; fi\n"
-             "  if [ \"$a\" = -D ]; then skip=1; continue; fi\n"
+             "  if [ \"$a\" = -D ] && [ \"${@: -1}\" != --network-filter ]; then skip=1; continue; fi\n"
              "  args+=(\"$a\")\ndone\n"
              "exec '" +
                  env_or_die("PJ_FAKE_SANDBOX_EXEC") + "' '" + w.record + "' \"${args[@]}\"\n");
@@ -243,6 +250,25 @@ TEST_CASE("a profile that sandbox-exec refuses is not run around: the command ne
   CHECK(o.status == 65);
   CHECK(o.out.find("SHOULD-NOT-RUN") == std::string::npos);
   CHECK(o.err.find("is not a parameter of this profile") != std::string::npos);
+}
+
+TEST_CASE("a network filter profile that sandbox-exec refuses stops the run with 125 before the command starts") {
+  Wiring w;
+  std::string ran = w.box.ws + "/ran";
+  write_file(w.standin,
+             "#!/bin/bash\nargs=() skip=0\nfor a in \"$@\"; do\n"
+             "  if [ $skip = 1 ]; then skip=0; continue; fi\n"
+             "  if [ \"$a\" = -D ] && [ \"${@: -1}\" = --network-filter ]; then skip=1; continue; fi\n"
+             "  args+=(\"$a\")\ndone\n"
+             "exec '" +
+                 env_or_die("PJ_FAKE_SANDBOX_EXEC") + "' '" + w.record + "' \"${args[@]}\"\n");
+  auto o = w.jail({"/usr/bin/touch", ran});
+  CHECK(o.status == 125);
+  CHECK(o.err.find("step: start the network filter: start the network filter process: ") != std::string::npos);
+  CHECK(o.err.find("the network filter process exited with status 65") != std::string::npos);
+  CHECK(exists(w.record + ".filter"));  // it was tried
+  CHECK_FALSE(exists(w.record));        // the command never was
+  CHECK_FALSE(exists(ran));
 }
 
 TEST_CASE("the command gets a private TMPDIR (0700), removed at the end, and the network filter's variables") {
@@ -285,6 +311,143 @@ TEST_CASE("the network filter listens on the host's loopback and refuses what th
   CHECK(r.find("\"host\": \"blocked.example\"") != std::string::npos);
   CHECK(r.find("\"allowed\": false") != std::string::npos);
   CHECK(r.find("\"sandbox\": \"seatbelt\"") != std::string::npos);
+}
+
+namespace {
+
+// A stand-in reached through a symlink: the fake records into
+// STAND-IN.record (and .filter, .env) and nothing comes between
+// pi-jail-seatbelt and it to add to the environment (a wrapper script's
+// shell would add PWD).
+struct LinkedStandIn {
+  std::string path;
+  explicit LinkedStandIn(const Wiring& w) : path(w.box.base + "/sandbox-exec-link") {
+    REQUIRE(::symlink(env_or_die("PJ_FAKE_SANDBOX_EXEC").c_str(), path.c_str()) == 0);
+  }
+  std::vector<std::string> argv(const Wiring& w, const std::vector<std::string>& args,
+                                const std::vector<std::string>& opts = {}) const {
+    auto v = w.argv(args, opts);
+    for (auto& a : v)
+      if (a == w.standin) a = path;
+    return v;
+  }
+  std::vector<std::string> filter_args() const { return Wiring::split_record(path + ".record.filter"); }
+  std::vector<std::string> filter_env() const { return Wiring::split_record(path + ".record.filter.env"); }
+  std::vector<std::string> command_args() const { return Wiring::split_record(path + ".record"); }
+};
+
+std::multimap<std::string, std::string> params_in(const std::vector<std::string>& r) {
+  std::multimap<std::string, std::string> out;
+  for (size_t i = 0; i + 1 < r.size() && r[i] != "--"; ++i)
+    if (r[i] == "-D") {
+      auto eq = r[i + 1].find('=');
+      out.emplace(r[i + 1].substr(0, eq), r[i + 1].substr(eq + 1));
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the network filter runs as pi-jail exec'd afresh under sandbox-exec, with its own profile, no environment") {
+  Wiring w;
+  LinkedStandIn s(w);
+  auto o = run(s.argv(w, {"/bin/true"}, {"--allow-net", "127.0.0.1:5432"}), {"HOME=" + w.box.home});
+  INFO(o.err);
+  REQUIRE(o.status == 0);
+  auto f = s.filter_args();
+  REQUIRE(f.size() >= 3);
+  REQUIRE(f[0] == "-p");
+  const std::string& profile = f[1];
+  // Its own profile: not the command's, denying by default, granting no
+  // process, no write, no lookup of a Mach service.
+  CHECK(profile.starts_with(std::string(pj::seatbelt::filter_base_profile())));
+  CHECK(profile != s.command_args().at(1));
+  CHECK(profile.find("(deny default)") != std::string::npos);
+  for (const char* never : {"(allow process-fork", "file-write", "(allow mach-lookup", "(allow default"}) {
+    CAPTURE(never);
+    CHECK(profile.find(never) == std::string::npos);
+  }
+  CHECK(profile.find(w.box.base) == std::string::npos);  // paths are parameters
+  // Its command: this executable and the filter's argument, nothing else.
+  const std::string exe = real(pi_jail());
+  CHECK(std::vector<std::string>(f.end() - 3, f.end()) == std::vector<std::string>{"--", exe, "--network-filter"});
+  auto params = params_in(f);
+  CHECK(params.find("FILTER_EXE")->second == exe);
+  // It serves the ports the command's profile lets the command reach.
+  auto command = params_in(s.command_args());
+  CHECK(params.find("PROXY_HTTP")->second == command.find("PROXY_HTTP")->second);
+  CHECK(params.find("PROXY_SOCKS")->second == command.find("PROXY_SOCKS")->second);
+  // It connects out on the rules' ports: the pi profile's hosts (443, 80)
+  // and the one allowed here.
+  std::set<std::string> outbound;
+  for (const auto& [n, v] : params)
+    if (n.starts_with("OUTBOUND_")) outbound.insert(v);
+  CHECK(outbound.count("*:5432") == 1);
+  CHECK(outbound.count("*:443") == 1);
+  // What the loader maps for it, each by its real path (here, glibc's).
+  bool libc = false;
+  for (const auto& [n, v] : params)
+    libc = libc || (n.starts_with("LIBRARY_") && v.find("/libc.so") != std::string::npos);
+  CHECK(libc);
+  // Exec'd with an empty environment (the command's has the jail's).
+  CHECK(s.filter_env().empty());
+  CHECK_FALSE(Wiring::split_record(s.path + ".record.env").empty());
+}
+
+TEST_CASE("killing the network filter's process stops the command and ends the run with 125; auth.json is intact") {
+  Wiring w;
+  LinkedStandIn s(w);
+  std::string survived = w.box.ws + "/survived";
+  const std::string agent = w.box.home + "/.pi/agent", auth = "{\"note\": \"left as it was\"}\n";
+  std::filesystem::create_directories(agent);
+  write_file(agent + "/auth.json", auth);
+  // The command finds the filter (the supervisor's child running
+  // --network-filter), shows its environment's size, and kills it.
+  auto o = run(s.argv(w, {"/bin/bash", "-c",
+                          "sup=$(awk '{print $4}' /proc/$PPID/stat); f=; "
+                          "for p in /proc/[0-9]*; do "
+                          "  [ \"$(awk '{print $4}' $p/stat 2>/dev/null)\" = \"$sup\" ] || continue; "
+                          "  [ \"$(tr '\\0' '\\n' < $p/cmdline 2>/dev/null | tail -n 1)\" = --network-filter ] && "
+                          "f=${p#/proc/}; "
+                          "done; "
+                          "echo \"filter=$f supervisor=$sup environ=$(wc -c < /proc/$f/environ)\"; "
+                          "kill -KILL \"$f\"; sleep 30; touch '" +
+                              survived + "'"}),
+               {"HOME=" + w.box.home});
+  INFO(o.out);
+  INFO(o.err);
+  CHECK(o.status == 125);
+  CHECK(o.out.find("filter=") != std::string::npos);
+  CHECK(o.out.find("filter= ") == std::string::npos);  // found: a process of its own
+  CHECK(o.out.find("environ=0") != std::string::npos);
+  CHECK(o.err.find("the network filter process was killed by signal 9 (KILL); the command was stopped") !=
+        std::string::npos);
+  CHECK_FALSE(exists(survived));
+  CHECK(read_file(agent + "/auth.json") == auth);
+}
+
+TEST_CASE("a network filter that aborts, asks what it may not, or stops reading ends the run with 125") {
+  Wiring w;
+  // It aborts on the first name it must have resolved.
+  auto aborted =
+      w.jail({"/bin/bash", "-c",
+              "p=${HTTP_PROXY##*:}; exec 3<>/dev/tcp/127.0.0.1/$p || exit 9; "
+              "printf 'CONNECT aborts.example.test:443 HTTP/1.1\\r\\nHost: aborts.example.test:443\\r\\n\\r\\n'"
+              " >&3; head -n 1 <&3; sleep 30; echo ran-on"},
+             {"--allow-net", "aborts.example.test:443", "--test-filter-misbehave", "abort"});
+  CHECK(aborted.status == 125);
+  CHECK(aborted.err.find("the network filter process was killed by signal 6 (ABRT); the command was stopped") !=
+        std::string::npos);
+  CHECK(aborted.out.find("ran-on") == std::string::npos);
+  for (const auto& m : {std::pair{"jail-socket", "the network filter process asked for a socket in the jail"},
+                        std::pair{"stop-reading", "the network filter process did not read its control socket"}}) {
+    CAPTURE(m.first);
+    auto o = w.sh("sleep 30; echo ran-on", {"--test-filter-misbehave", m.first});
+    CAPTURE(o.err);
+    CHECK(o.status == 125);
+    CHECK(o.err.find(m.second) != std::string::npos);
+    CHECK(o.out.find("ran-on") == std::string::npos);
+  }
 }
 
 TEST_CASE("$PI_JAIL_REFUSALS names a read-only file at its host path, listing each refusal with its fix") {
