@@ -30,9 +30,10 @@ util::Error receive_failed(int err) {
   return util::Error::from_errno("receive from the network filter's control socket", err);
 }
 
+// What is left until `deadline`, rounded up: a wait for it ends at the
+// deadline, never a fraction of a millisecond before.
 std::chrono::milliseconds left(Clock::time_point deadline) {
-  return std::max(std::chrono::milliseconds(0),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
 // The rest of a record on a stream, after its first bytes went: whole
