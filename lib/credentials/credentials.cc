@@ -31,18 +31,16 @@ const std::vector<Provider>& providers() {
        // mints a real API key at /api/oauth/claude_cli/create_api_key.
        {"/api/oauth/"}},
       // An admin key creates admin keys, and project service accounts and
-      // their keys, in the response.
+      // their keys, in the response. Sign in with ChatGPT (pi-ai
+      // providers/openai.js, auth/oauth/openai-chatgpt.js) stores its
+      // tokens as the "openai" entry and sends them to api.openai.com.
       {{"openai"},
        {"OPENAI_API_KEY"},
        {"api.openai.com"},
-       {},
+       {{"auth.openai.com", "/api/accounts/oauth/token", "openai"}},
        {"/v1/organization/admin_api_keys", "/v1/organization/projects/*/service_accounts",
         "/v1/organization/projects/*/api_keys"}},
-      {{"openai-codex", "openai-chatgpt"},
-       {},
-       {"chatgpt.com"},
-       {{"auth.openai.com", "/oauth/token", "openai-codex"},
-        {"auth.openai.com", "/api/accounts/oauth/token", "openai-chatgpt"}}},
+      {{"openai-codex"}, {}, {"chatgpt.com"}, {{"auth.openai.com", "/oauth/token", "openai-codex"}}},
       {{"azure", "azure-openai-responses"}, {"AZURE_OPENAI_*"}, {}, {}},
       {{"google", "google-vertex"},
        {"GEMINI_API_KEY", "GOOGLE_CLOUD_API_KEY"},
