@@ -185,17 +185,16 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     const std::string* real = orig[i].value.as_string();
     // Where Pi stores it: the refresh token as "refresh", the access
     // token where the endpoint says, every other token as "access"
-    // (OpenRouter's minted key as "key").
+    // (Copilot's token, OpenRouter's key).
     const std::string field = key == "refresh_token"  ? "refresh"
                               : key == "access_token" ? std::string(t.access_token_field)
-                              : key == "key"          ? "key"
                                                       : "access";
     const bool refresh = field == "refresh";
     if (!real || real->empty() || std::find(std::begin(kTokenKeys), std::end(kTokenKeys), key) == std::end(kTokenKeys))
       continue;
     if (refresh)
       tokens.refresh = *real;
-    else if (key == "access_token" || key == "token" || key == "key")
+    else if (key != "id_token")
       tokens.access = *real;
     if (auto known_ph = table.placeholder_of(*real)) {  // masked above
       table.add_slot(*known_ph, Slot{t.id, field}, origin);

@@ -156,3 +156,12 @@ TEST_CASE("login in the jail: Radius, xAI and Kimi Code device or browser logins
     rig.check_consent(kAccess, kRefresh);
   }
 }
+
+TEST_CASE("login in the jail: OpenRouter's key is stored by Pi as the \"access\" of its \"openrouter\" entry") {
+  // openrouter.js: {type: "oauth", access: body.key, refresh: "", expires:
+  // MAX_SAFE_INTEGER}.
+  LoginRig rig("openrouter", "");
+  rig.exchange({"openrouter.ai", "/api/v1/auth/keys", R"({"key":"sk-or-v1-REALkey0123456789abcdefghijklmnopqrstuv"})",
+                "key", ""});
+  rig.check_consent("sk-or-v1-REALkey0123456789abcdefghijklmnopqrstuv", "");
+}
