@@ -249,6 +249,17 @@ agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, con
 
 void HeldLogins::hold(Login l) {
   std::lock_guard lock(mu_);
+  // A login in two exchanges (Copilot's: the GitHub token, then the
+  // Copilot token it buys) is one login: what the later one did not give
+  // is kept from the earlier.
+  for (auto& o : logins_)
+    if (o.id == l.id) {
+      NewTokens& t = l.tokens;
+      if (!t.refresh) t.refresh = o.tokens.refresh;
+      if (!t.access) t.access = o.tokens.access;
+      if (!t.expires_ms) t.expires_ms = o.tokens.expires_ms;
+      if (t.account.empty()) t.account = o.tokens.account;
+    }
   std::erase_if(logins_, [&](const Login& o) { return o.id == l.id; });
   logins_.push_back(std::move(l));
 }

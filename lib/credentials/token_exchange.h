@@ -52,8 +52,10 @@ struct NewTokens {
   std::string account;                // what the response says of the account (an email), or empty
 };
 
-// The tokens of logins made inside the jail, newest per provider entry,
-// until the run's end decides (consent.h). Thread-safe.
+// The tokens of logins made inside the jail, one per provider entry (a
+// later exchange's tokens over an earlier's, the earlier's kept where the
+// later gave none: Copilot's login takes two exchanges), until the run's
+// end decides (consent.h). Thread-safe.
 class HeldLogins {
 public:
   struct Login {

@@ -165,3 +165,16 @@ TEST_CASE("login in the jail: OpenRouter's key is stored by Pi as the \"access\"
                 "key", ""});
   rig.check_consent("sk-or-v1-REALkey0123456789abcdefghijklmnopqrstuv", "");
 }
+
+TEST_CASE("login in the jail: GitHub Copilot's device login keeps the GitHub token and the Copilot token") {
+  LoginRig rig("github-copilot");
+  rig.exchange({"github.com", "/login/oauth/access_token", R"({"access_token":"ghu_REALgithub0123456789abcdefghijkl"})",
+                "", "access_token"});
+  rig.exchange({"api.github.com",
+                "/copilot_internal/v2/token",
+                R"({"token":"REALcopilot0123456789abcdefghijklmn","expires_at":4102444800})",
+                "token",
+                "",
+                {rig.stored_refresh}});
+  rig.check_consent("REALcopilot0123456789abcdefghijklmn", "ghu_REALgithub0123456789abcdefghijkl");
+}
