@@ -79,7 +79,14 @@ const std::vector<Provider>& providers() {
        {"QWEN_TOKEN_PLAN_*"},
        {"token-plan.ap-southeast-1.maas.aliyuncs.com", "token-plan.cn-beijing.maas.aliyuncs.com"},
        {}},
-      {{"meta"}, {"META_API_KEY"}, {"api.meta.ai"}, {}},
+      // Meta's device login gives an identity token (auth.json "refresh")
+      // that mints the API key ("access") at api.meta.ai, sent in a header
+      // (pi-ai auth/oauth/meta.js).
+      {{"meta"},
+       {"META_API_KEY"},
+       {"api.meta.ai"},
+       {{"api.meta.ai", "/muse-code/key", "meta", 443, Renewal::header_token, "access", "Authorization"},
+        {"auth.meta.com", "/oidc/device/token/", "meta", 443, Renewal::none, "refresh"}}},
       {{"ant-ling"}, {"ANT_LING_API_KEY"}, {"api.ant-ling.com"}, {}},
       {{"typesafe"}, {"TYPESAFE_API_KEY"}, {"api.typesafe.ai"}, {}},
       {{"vercel-ai-gateway"}, {"AI_GATEWAY_API_KEY"}, {"ai-gateway.vercel.sh"}, {}},

@@ -143,7 +143,7 @@ namespace {
 
 // The response fields rewrite_token_response() binds, and the name of
 // such a binding (reports, and the supervisor's check of a filter's).
-constexpr std::string_view kTokenKeys[] = {"access_token", "refresh_token", "id_token", "token", "key"};
+constexpr std::string_view kTokenKeys[] = {"access_token", "refresh_token", "id_token", "token", "key", "api_key"};
 std::string token_binding_name(const Provider& p, std::string_view key) {
   return fmt::format("token response {}.{}", p.ids.front(), key);
 }
@@ -185,7 +185,7 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     const std::string* real = orig[i].value.as_string();
     // Where Pi stores it: the refresh token as "refresh", the access
     // token where the endpoint says, every other token as "access"
-    // (Copilot's token, OpenRouter's key).
+    // (Copilot's token, OpenRouter's key, Meta's api_key).
     const std::string field = key == "refresh_token"  ? "refresh"
                               : key == "access_token" ? std::string(t.access_token_field)
                                                       : "access";
@@ -249,9 +249,9 @@ agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, con
 
 void HeldLogins::hold(Login l) {
   std::lock_guard lock(mu_);
-  // A login in two exchanges (Copilot's: the GitHub token, then the
-  // Copilot token it buys) is one login: what the later one did not give
-  // is kept from the earlier.
+  // A login in two exchanges (Copilot's and Meta's: the refresh token,
+  // then the access token it buys) is one login: what the later one did
+  // not give is kept from the earlier.
   for (auto& o : logins_)
     if (o.id == l.id) {
       NewTokens& t = l.tokens;

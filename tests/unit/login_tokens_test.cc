@@ -178,3 +178,39 @@ TEST_CASE("login in the jail: GitHub Copilot's device login keeps the GitHub tok
                 {rig.stored_refresh}});
   rig.check_consent("REALcopilot0123456789abcdefghijklmn", "ghu_REALgithub0123456789abcdefghijkl");
 }
+
+TEST_CASE("login in the jail: Meta's device login keeps the identity token and the minted API key") {
+  // meta.js: the device login's access_token is the identity token, stored
+  // as "refresh"; it mints the API key ("api_key"), stored as "access".
+  LoginRig rig("meta");
+  rig.exchange({"auth.meta.com", "/oidc/device/token/", R"({"access_token":"REALidentity0123456789abcdefghijklm"})", "",
+                "access_token"});
+  rig.exchange({"api.meta.ai",
+                "/muse-code/key",
+                R"({"api_key":"REALmetakey0123456789abcdefghijklmno"})",
+                "api_key",
+                "",
+                {rig.stored_refresh}});
+  rig.check_consent("REALmetakey0123456789abcdefghijklmno", "REALidentity0123456789abcdefghijklm");
+}
+
+TEST_CASE("the host's Meta login re-mints its API key in the jail as the provider's own renewal") {
+  // The identity token (Pi's "refresh") goes in the Authorization field
+  // of the mint request, and only there.
+  LoginRig rig("meta");
+  auto identity = rig.table->current_in(Slot{"meta", "refresh"});
+  REQUIRE(identity);
+  auto b = rig.table->by_placeholder(identity->first);
+  REQUIRE(b);
+  CHECK(b->hosts == std::vector<BoundHost>{{"api.meta.ai", 443}, {"auth.meta.com", 443}});
+  CHECK(b->carriage == Carriage::token_exchange);
+  CHECK(b->header == "Authorization");
+  auto mint = rig.ex->request_body("api.meta.ai", "/muse-code/key", "{}", {identity->first});
+  REQUIRE(mint);
+  CHECK(mint->kind == ExchangeKind::renewal);
+  auto out = rig.ex->response_body("api.meta.ai", "/muse-code/key", 200, "",
+                                   R"({"api_key":"REALmetakey0123456789abcdefghijklmno"})", mint->kind);
+  REQUIRE(out);
+  CHECK(out->find("REALmetakey") == std::string::npos);
+  CHECK(rig.host_now().find("REALmetakey0123456789abcdefghijklmno") != std::string::npos);  // written at once
+}
