@@ -13,13 +13,13 @@
 #include <cstring>
 
 #include <fmt/format.h>
-#include <openssl/crypto.h>
 
 #include "filterlink/channel.h"
 #include "credentials/interceptor.h"
 #include "credentials/tls_ca.h"
 #include "util/escape.h"
 #include "util/log.h"
+#include "util/secret.h"
 
 namespace pj::supervisor {
 
@@ -121,7 +121,7 @@ util::Result<std::unique_ptr<FilterProcess>> FilterProcess::configure(std::uniqu
 }
 
 util::Status FilterProcess::send_config(const RunOptions& opts, RootsFrom roots) {
-  auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
+  auto config = [this](FromSupervisor m) { return send(std::move(m), kReadyGuardMs); };
   auto settings = settings_of(opts);
   if (const auto& up = settings.upstream_proxy) {
     // What the filter's decoder would refuse, said here with the fix.
@@ -175,16 +175,13 @@ util::Status FilterProcess::send_credentials(const RunOptions& opts) {
 // bundle), each binding, the refused minting endpoints, the operator's
 // upstream CA file (opened here: the filter opens no file).
 util::Status FilterProcess::send_bindings(credentials::Interceptor& in) {
-  auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
+  auto config = [this](FromSupervisor m) { return send(std::move(m), kReadyGuardMs); };
   auto ca = in.hand_over_ca();
   if (!ca) return ca.take_error();
   ca_pem_ = ca->cert_pem;
-  FromSupervisor ca_message(filterlink::RunCa{std::move(ca->key_pem), std::move(ca->cert_pem)});
-  auto sent = send(ca_message, kReadyGuardMs);
-  // The last copy in this process: the Interceptor kept none.
-  std::string& key = std::get<filterlink::RunCa>(ca_message).key_pem;
-  OPENSSL_cleanse(key.data(), key.size());
-  if (!sent) return sent;
+  // The key's last copy in this process (the Interceptor kept none),
+  // wiped once sent.
+  if (auto st = config(filterlink::RunCa{std::move(ca->key_pem), std::move(ca->cert_pem)}); !st) return st;
   for (const auto& b : *in.bindings())
     if (auto st = config(filterlink::BindingMessage{b}); !st) return st;
   for (const auto& m : in.refused())
@@ -220,7 +217,7 @@ util::Status FilterProcess::send_roots() {
 // hosts. The exchange then takes the filter's reports.
 util::Status FilterProcess::send_exchange_seed(const std::shared_ptr<credentials::OAuthExchange>& exchange,
                                                const std::vector<credentials::Binding>& bound) {
-  auto config = [this](FromSupervisor m) { return send(m, kReadyGuardMs); };
+  auto config = [this](FromSupervisor m) { return send(std::move(m), kReadyGuardMs); };
   exchange_ = exchange;
   auto seed = exchange->seed(bound);
   for (const auto& s : seed.slots)
@@ -235,18 +232,23 @@ util::Status FilterProcess::send_exchange_seed(const std::shared_ptr<credentials
 
 // A token exchange's end, with the bindings and slots it sent before:
 // taken by the run's exchange as untrusted (OAuthExchange::accept), or
-// the filter is ended.
-util::Status FilterProcess::take_token_update(const filterlink::TokenUpdate& u) {
+// the filter is ended. Its tokens and real values are moved into the
+// report, and wiped once the exchange has taken what it keeps.
+util::Status FilterProcess::take_token_update(filterlink::TokenUpdate& u) {
   credentials::ExchangeReport e;
   e.kind = u.kind;
   e.host = u.host;
   e.path = u.path;
   e.entry = u.entry;
   e.ok = u.ok;
-  e.tokens = {u.access, u.refresh, u.expires_ms, util::printable(u.account)};
+  e.tokens = {std::move(u.access), std::move(u.refresh), u.expires_ms, util::printable(u.account)};
   e.bindings = std::exchange(added_bindings_, {});
   e.slots = std::exchange(added_slots_, {});
-  return exchange_->accept(e);
+  auto st = exchange_->accept(e);
+  for (auto* token : {&e.tokens.access, &e.tokens.refresh})
+    if (*token) util::wipe(**token);
+  for (auto& b : e.bindings) util::wipe(b.real);
+  return st;
 }
 
 util::Status FilterProcess::add_listener(util::UniqueFd fd, netproxy::ListenerKind kind,
@@ -283,7 +285,8 @@ util::Status FilterProcess::unlisten(std::uint64_t id) {
 // Sends without blocking: a full control socket is waited on for at most
 // `guard_ms`; a filter that does not read it by then is killed, and one
 // that closed it is said gone (gone()).
-util::Status FilterProcess::send(const FromSupervisor& m, int guard_ms) {
+util::Status FilterProcess::send(FromSupervisor m, int guard_ms) {
+  const filterlink::SecretsWiped wiped(m);
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(guard_ms);
   while (true) {
@@ -338,6 +341,8 @@ util::Status FilterProcess::answer_jail_socket(const filterlink::JailSocketReque
 // One message from the filter, as untrusted input: only what it may say
 // now is taken; anything else ends it.
 util::Status FilterProcess::handle(FromFilter m) {
+  // A token exchange's tokens and real values, once taken (or refused).
+  const filterlink::SecretsWiped wiped(m);
   auto refuse = [this](std::string why) {
     kill_and_reap();
     return util::Error::invalid("the network filter process " + why);

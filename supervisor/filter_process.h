@@ -112,8 +112,10 @@ private:
   util::Status send_bindings(credentials::Interceptor& in);
   util::Status send_exchange_seed(const std::shared_ptr<credentials::OAuthExchange>& exchange,
                                   const std::vector<credentials::Binding>& bound);
-  util::Status take_token_update(const filterlink::TokenUpdate& u);
-  util::Status send(const filterlink::FromSupervisor& m, int guard_ms);
+  util::Status take_token_update(filterlink::TokenUpdate& u);
+  // Sends `m`, then wipes its secrets (filterlink::wipe_secrets): pass
+  // the last copy of them in this process.
+  util::Status send(filterlink::FromSupervisor m, int guard_ms);
   util::Status handle(filterlink::FromFilter m);
   util::Status answer_jail_socket(const filterlink::JailSocketRequest& r);
   util::Status read_messages();

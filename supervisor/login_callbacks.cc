@@ -103,7 +103,11 @@ void LoginCallbacks::read() {
     // Only the ports asked about, whatever the reply holds.
     for (const auto& s : reply->sockets)
       if (std::find(ports_.begin(), ports_.end(), s.port) != ports_.end())
-        for (const auto& served : listening::served_on_host(s)) found_.insert({served.v6, served.port});
+        if (const auto f = listening::families_of(s); f.any()) {
+          auto& found = found_[s.port];
+          found.v4 = found.v4 || f.v4;
+          found.v6 = found.v6 || f.v6;
+        }
     if (!reply->done) continue;
     if (asking_ == AF_INET) {
       ask(AF_INET6);
@@ -114,51 +118,70 @@ void LoginCallbacks::read() {
   }
 }
 
-// The look ended: what the jail no longer listens on is closed, what it
-// newly listens on is served.
+// The look ended: what the jail no longer listens on, or now listens on
+// with other families, is closed; what it newly listens on is served
+// (anew once the filter said the old listeners closed).
 void LoginCallbacks::apply() {
   for (auto it = served_.begin(); it != served_.end();) {
-    if (found_.count(it->first)) {
+    const auto found = found_.find(it->first);
+    if (found != found_.end() && found->second == it->second.jail) {
       ++it;
       continue;
     }
-    if (auto st = filter_.unlisten(it->second); !st) return stop("");
-    util::debug("login callback {}:{}: no longer served (the jail stopped listening there)",
-                it->first.first ? "[::1]" : "127.0.0.1", it->first.second);
-    closing_[it->first] = it->second;
+    const std::uint16_t port = it->first;
+    std::vector<std::uint64_t> ids = std::move(it->second.ids);
     it = served_.erase(it);
+    for (std::uint64_t id : ids)
+      if (auto st = filter_.unlisten(id); !st) return stop("");
+    util::debug(
+        "login callback {}: no longer served as it was ({})", port,
+        found == found_.end() ? "the jail stopped listening there" : "the jail listens there on other families");
+    closing_[port] = std::move(ids);
   }
-  std::erase_if(closing_, [&](const auto& c) { return !filter_.held(c.second); });
-  std::erase_if(said_taken_, [&](const Key& k) { return !found_.count(k); });
-  for (const Key& key : found_)
-    if (!served_.count(key) && !closing_.count(key)) publish(key);
+  for (auto it = closing_.begin(); it != closing_.end();) {
+    std::erase_if(it->second, [&](std::uint64_t id) { return !filter_.held(id); });
+    it = it->second.empty() ? closing_.erase(it) : std::next(it);
+  }
+  std::erase_if(said_taken_, [&](std::uint16_t port) { return !found_.count(port); });
+  for (const auto& [port, jail] : found_)
+    if (!served_.count(port) && !closing_.count(port)) serve(port, jail);
 }
 
-void LoginCallbacks::publish(const Key& key) {
-  const auto& [v6, port] = key;
-  const std::string host = v6 ? "[::1]" : "127.0.0.1";
+// Both of the host's families or neither: one that is taken (a login on
+// the host) leaves the other unserved too, or a browser that tries the
+// served one first would bring that login's redirect into the jail.
+void LoginCallbacks::serve(std::uint16_t port, listening::Families jail) {
   const auto& c = callback(port);
-  auto fd = listen_on_host_loopback(v6, port);
-  if (!fd) {
+  std::vector<std::pair<util::UniqueFd, listening::Served>> made;
+  for (const auto& s : listening::served_on_host(port, jail)) {
+    auto fd = listen_on_host_loopback(s.v6, port);
+    if (fd) {
+      made.emplace_back(std::move(*fd), s);
+      continue;
+    }
     const int err = fd.error().err();
-    if (v6 && (err == EADDRNOTAVAIL || err == EAFNOSUPPORT)) return;  // the host has no ::1: 127.0.0.1 serves
-    if (!said_taken_.insert(key).second) return;                      // tried again at each look, said once
+    if (s.v6 && (err == EADDRNOTAVAIL || err == EAFNOSUPPORT)) continue;  // the host has no ::1 for a browser to try
+    if (!said_taken_.insert(port).second) return;                         // tried again at each look, said once
     const std::string why =
         err == EADDRINUSE ? "is in use (the host's own Pi mid-login, or the Codex CLI?)"
                           : fmt::format("cannot be listened on: {} ({})", std::strerror(err), util::errno_name(err));
     util::warn(
         "login callback {}:{} ({}): the host's port {}, so a browser's redirect cannot reach the jail; paste the "
         "redirect URL into Pi instead: that still works",
-        host, port, c.what, why);
-    return;
+        s.v6 ? "[::1]" : "127.0.0.1", port, c.what, why);
+    return;  // what was made closes here
   }
-  const auto jail_addr = *net::parse_ip(v6 ? "::1" : "127.0.0.1");
-  netproxy::Rules::Forward target{jail_addr, port, jail_addr.str(),
-                                  fmt::format("{}: login callback {} ({})", c.source, port, c.what)};
-  auto id = filter_.listen(std::move(*fd), target);
-  if (!id) return stop("");
-  served_[key] = *id;
-  util::debug("login callback {}:{} ({}): served on the host while the jail listens there", host, port, c.what);
+  Served& served = served_[port];
+  served.jail = jail;
+  for (auto& [fd, s] : made) {
+    netproxy::Rules::Forward target{s.jail_addr, port, s.jail_addr.str(),
+                                    fmt::format("{}: login callback {} ({})", c.source, port, c.what)};
+    auto id = filter_.listen(std::move(fd), target);
+    if (!id) return stop("");
+    served.ids.push_back(*id);
+    util::debug("login callback {}:{} ({}): served on the host, to the jail's {}, while the jail listens there",
+                s.v6 ? "[::1]" : "127.0.0.1", port, c.what, s.jail_addr.str());
+  }
 }
 
 // Watching ends for the rest of the run: said once (unless the filter is
@@ -168,7 +191,8 @@ void LoginCallbacks::stop(const std::string& why) {
   if (!why.empty())
     util::warn("login callbacks: {}; no longer watched for the rest of the run: paste the redirect URL into Pi instead",
                why);
-  for (const auto& [key, id] : served_) (void)filter_.unlisten(id);
+  for (const auto& [port, served] : served_)
+    for (std::uint64_t id : served.ids) (void)filter_.unlisten(id);
   served_.clear();
   asking_ = 0;
   sock_.reset();

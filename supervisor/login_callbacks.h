@@ -3,13 +3,22 @@
 // 53692, OpenAI's on 1455: runtime::Request::login_callbacks) listens in
 // the jail's own network namespace, which the host's browser cannot
 // reach. While something in the jail listens on one of those ports, the
-// supervisor serves the same port on the host's loopback (127.0.0.1, and
-// ::1 for a listener on ::1 or :: when the host has one), exactly as
+// supervisor serves the same port on the host's loopback, exactly as
 // --publish does: the network filter accepts there and connects from a
 // socket made in the jail's namespace to that port of the jail's
 // loopback, and nowhere else. It stops as soon as the jail stops
 // listening there. A port outside the list is never served; a port an
 // operator publishes is left to that.
+//
+// Both of the host's loopback families are served, or neither
+// (listening::served_on_host): 127.0.0.1 and ::1 (when the host has
+// one), whichever the jail listens on, each to the jail's address of its
+// own family where it listens there, else to the other. A browser opens
+// http://localhost:PORT/ on ::1 or 127.0.0.1, whichever it tries first:
+// serving one family only would let a login on the host bind the other
+// without an error and then lose its redirect (code and state) to the
+// jail. And when a host login holds either family first, the other is
+// not served either.
 //
 // Which of the jail's sockets listen is asked of the kernel a few times a
 // second, through a NETLINK_SOCK_DIAG socket made once in the jail's
@@ -17,8 +26,9 @@
 // its size does not grow with the jail's other sockets; each wake-up
 // reads a bounded number of datagrams. A host port that is taken (the
 // host's own Pi mid-login, the Codex CLI) is said in one line naming it,
-// and pasting the redirect URL into the program still works; nothing of
-// this ever ends the run. The filter's end does, elsewhere.
+// nothing of that port is served while it is, and pasting the redirect
+// URL into the program still works; nothing of this ever ends the run.
+// The filter's end does, elsewhere.
 #pragma once
 
 #include <chrono>
@@ -27,7 +37,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "filter_process.h"
@@ -60,14 +69,18 @@ public:
   void on_poll(Clock::time_point now);
 
 private:
-  // A host listener: its family and port (its jail address follows).
-  using Key = std::pair<bool, std::uint16_t>;  // (v6, port)
+  // What the host serves of a port: the filter's listener of each host
+  // family, and the jail's families they go to.
+  struct Served {
+    linuxjail::listening::Families jail;
+    std::vector<std::uint64_t> ids;
+  };
 
   LoginCallbacks(util::UniqueFd sock, std::vector<runtime::Request::LoginCallback> ports, FilterProcess& filter);
   void ask(int family);
   void read();
   void apply();
-  void publish(const Key& key);
+  void serve(std::uint16_t port, linuxjail::listening::Families jail);
   void stop(const std::string& why);
   const runtime::Request::LoginCallback& callback(std::uint16_t port) const;
 
@@ -78,10 +91,10 @@ private:
   int asking_ = 0;  // the family a dump is being read of; 0: none
   std::uint32_t seq_ = 0;
   Clock::time_point next_look_{};
-  std::set<Key> found_;                   // this look's, so far
-  std::map<Key, std::uint64_t> served_;   // the filter's listener of each
-  std::map<Key, std::uint64_t> closing_;  // told to close, not yet said closed
-  std::set<Key> said_taken_;              // said once while the jail listens there
+  std::map<std::uint16_t, linuxjail::listening::Families> found_;  // this look's, so far
+  std::map<std::uint16_t, Served> served_;
+  std::map<std::uint16_t, std::vector<std::uint64_t>> closing_;  // told to close, not yet all said closed
+  std::set<std::uint16_t> said_taken_;                           // said once while the jail listens there
 };
 
 }  // namespace pj::supervisor

@@ -31,18 +31,16 @@ const std::vector<Provider>& providers() {
        // mints a real API key at /api/oauth/claude_cli/create_api_key.
        {"/api/oauth/"}},
       // An admin key creates admin keys, and project service accounts and
-      // their keys, in the response.
+      // their keys, in the response. Sign in with ChatGPT (pi-ai
+      // providers/openai.js, auth/oauth/openai-chatgpt.js) stores its
+      // tokens as the "openai" entry and sends them to api.openai.com.
       {{"openai"},
        {"OPENAI_API_KEY"},
        {"api.openai.com"},
-       {},
+       {{"auth.openai.com", "/api/accounts/oauth/token", "openai"}},
        {"/v1/organization/admin_api_keys", "/v1/organization/projects/*/service_accounts",
         "/v1/organization/projects/*/api_keys"}},
-      {{"openai-codex", "openai-chatgpt"},
-       {},
-       {"chatgpt.com"},
-       {{"auth.openai.com", "/oauth/token", "openai-codex"},
-        {"auth.openai.com", "/api/accounts/oauth/token", "openai-chatgpt"}}},
+      {{"openai-codex"}, {}, {"chatgpt.com"}, {{"auth.openai.com", "/oauth/token", "openai-codex"}}},
       {{"azure", "azure-openai-responses"}, {"AZURE_OPENAI_*"}, {}, {}},
       {{"google", "google-vertex"},
        {"GEMINI_API_KEY", "GOOGLE_CLOUD_API_KEY"},
@@ -81,7 +79,14 @@ const std::vector<Provider>& providers() {
        {"QWEN_TOKEN_PLAN_*"},
        {"token-plan.ap-southeast-1.maas.aliyuncs.com", "token-plan.cn-beijing.maas.aliyuncs.com"},
        {}},
-      {{"meta"}, {"META_API_KEY"}, {"api.meta.ai"}, {}},
+      // Meta's device login gives an identity token (auth.json "refresh")
+      // that mints the API key ("access") at api.meta.ai, sent in a header
+      // (pi-ai auth/oauth/meta.js).
+      {{"meta"},
+       {"META_API_KEY"},
+       {"api.meta.ai"},
+       {{"api.meta.ai", "/muse-code/key", "meta", 443, Renewal::header_token, "access", "Authorization"},
+        {"auth.meta.com", "/oidc/device/token/", "meta", 443, Renewal::none, "refresh"}}},
       {{"ant-ling"}, {"ANT_LING_API_KEY"}, {"api.ant-ling.com"}, {}},
       {{"typesafe"}, {"TYPESAFE_API_KEY"}, {"api.typesafe.ai"}, {}},
       {{"vercel-ai-gateway"}, {"AI_GATEWAY_API_KEY"}, {"ai-gateway.vercel.sh"}, {}},

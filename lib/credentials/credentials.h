@@ -42,8 +42,9 @@ struct TokenEndpoint {
   uint16_t port = 443;
   Renewal renewal = Renewal::refresh_grant;
   // The auth.json field Pi stores the response's access_token in: "refresh"
-  // for Copilot's device login, whose access_token is the GitHub token that
-  // later buys Copilot tokens (bound and slotted as a refresh token).
+  // for Copilot's and Meta's device logins, whose access_token is the
+  // token that later buys the access token (bound and slotted as a refresh
+  // token).
   std::string_view access_token_field = "access";
   // Renewal::header_token: the request field carrying the refresh token
   // (the only one a refresh placeholder is substituted in, Carriage).

@@ -143,7 +143,7 @@ namespace {
 
 // The response fields rewrite_token_response() binds, and the name of
 // such a binding (reports, and the supervisor's check of a filter's).
-constexpr std::string_view kTokenKeys[] = {"access_token", "refresh_token", "id_token", "token", "key"};
+constexpr std::string_view kTokenKeys[] = {"access_token", "refresh_token", "id_token", "token", "key", "api_key"};
 std::string token_binding_name(const Provider& p, std::string_view key) {
   return fmt::format("token response {}.{}", p.ids.front(), key);
 }
@@ -185,17 +185,16 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     const std::string* real = orig[i].value.as_string();
     // Where Pi stores it: the refresh token as "refresh", the access
     // token where the endpoint says, every other token as "access"
-    // (OpenRouter's minted key as "key").
+    // (Copilot's token, OpenRouter's key, Meta's api_key).
     const std::string field = key == "refresh_token"  ? "refresh"
                               : key == "access_token" ? std::string(t.access_token_field)
-                              : key == "key"          ? "key"
                                                       : "access";
     const bool refresh = field == "refresh";
     if (!real || real->empty() || std::find(std::begin(kTokenKeys), std::end(kTokenKeys), key) == std::end(kTokenKeys))
       continue;
     if (refresh)
       tokens.refresh = *real;
-    else if (key == "access_token" || key == "token" || key == "key")
+    else if (key != "id_token")
       tokens.access = *real;
     if (auto known_ph = table.placeholder_of(*real)) {  // masked above
       table.add_slot(*known_ph, Slot{t.id, field}, origin);
@@ -250,6 +249,17 @@ agent::NewContent apply_tokens(agent::Content host_now, std::string_view id, con
 
 void HeldLogins::hold(Login l) {
   std::lock_guard lock(mu_);
+  // A login in two exchanges (Copilot's and Meta's: the refresh token,
+  // then the access token it buys) is one login: what the later one did
+  // not give is kept from the earlier.
+  for (auto& o : logins_)
+    if (o.id == l.id) {
+      NewTokens& t = l.tokens;
+      if (!t.refresh) t.refresh = o.tokens.refresh;
+      if (!t.access) t.access = o.tokens.access;
+      if (!t.expires_ms) t.expires_ms = o.tokens.expires_ms;
+      if (t.account.empty()) t.account = o.tokens.account;
+    }
   std::erase_if(logins_, [&](const Login& o) { return o.id == l.id; });
   logins_.push_back(std::move(l));
 }

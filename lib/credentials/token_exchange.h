@@ -52,7 +52,9 @@ struct NewTokens {
   std::string account;                // what the response says of the account (an email), or empty
 };
 
-// The tokens of logins made inside the jail, newest per provider entry,
+// The tokens of logins made inside the jail, one per provider entry (a
+// later exchange's tokens over an earlier's, the earlier's kept where the
+// later gave none: Copilot's and Meta's logins take two exchanges),
 // until the run's end decides (consent.h). Thread-safe.
 class HeldLogins {
 public:
@@ -76,11 +78,11 @@ ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
                                const std::vector<std::string>& header_placeholders, const Table& table);
 
 // Rewrite a token endpoint's decoded JSON response: the values of
-// access_token, refresh_token, id_token, token (Copilot) and key
-// (OpenRouter) become new placeholders (added to `table`, bound like the
-// provider's: refresh tokens to its token endpoints, the rest to its
-// hosts), and any other string equal to a real value in `table` becomes
-// its placeholder. Fails on a body that is not a JSON object: never
+// access_token, refresh_token, id_token, token (Copilot), key
+// (OpenRouter) and api_key (Meta) become new placeholders (added to
+// `table`, bound like the provider's: refresh tokens to its token
+// endpoints, the rest to its hosts), and any other string equal to a
+// real value in `table` becomes its placeholder. Fails on a body that is not a JSON object: never
 // passed on unread.
 // The new placeholders stand in the provider entry of endpoint `t`
 // (Table::add_slot, in the fields Pi stores them in), their values from

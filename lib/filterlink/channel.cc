@@ -66,7 +66,7 @@ util::Status send_on_stream(int sock, const Record& rec, int flags) {
 // come are added to `out`. `flags` applies to the first read only: once a
 // record began, its rest is waited for until `deadline` (set at its first
 // byte). 0 bytes at all: the end of the stream.
-util::Result<size_t> read_full(int sock, std::string& buf, size_t from, Received& out, int flags,
+util::Result<size_t> read_full(int sock, util::SecretString& buf, size_t from, Received& out, int flags,
                                std::optional<Clock::time_point>& deadline) {
   size_t have = from;
   while (have < buf.size()) {

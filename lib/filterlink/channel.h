@@ -22,6 +22,7 @@
 
 #include "filterlink/messages.h"
 #include "util/result.h"
+#include "util/secret.h"
 #include "util/unique_fd.h"
 
 namespace pj::filterlink {
@@ -38,7 +39,7 @@ util::Status send_message(int sock, const FromSupervisor& m, int flags = 0);
 util::Status send_message(int sock, const FromFilter& m, int flags = 0);
 
 struct Received {
-  std::string bytes;
+  util::SecretString bytes;         // what a message carried is wiped with it
   std::vector<util::UniqueFd> fds;  // close-on-exec
 };
 

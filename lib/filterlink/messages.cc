@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "filterlink/wire.h"
+#include "util/secret.h"
 
 namespace pj::filterlink {
 
@@ -94,6 +95,20 @@ public:
     if (!flag(name)) return std::nullopt;
     return text(name, max, 1);
   }
+  // A secret, read into `into` (moved there: no copy is left behind),
+  // which finish() wipes when it refuses the message: `into` must live
+  // until then.
+  void secret(std::string& into, const char* name, size_t max, size_t min = 0) {
+    secrets_.push_back(&into);
+    if (auto s = r_.bytes(max))
+      into = std::move(*s);
+    else
+      check(false, name, "missing or past its bound");
+    check(into.size() >= min, name, "empty");
+  }
+  void optional_secret(std::optional<std::string>& into, const char* name, size_t max) {
+    if (flag(name)) secret(into.emplace(), name, max, 1);
+  }
   int err(const char* name) { return static_cast<int>(in_range(name, 0, kMaxErrno)); }
   IpAddress address(const char* name) {
     IpAddress a;
@@ -115,8 +130,9 @@ public:
   }
   util::Status finish() {
     if (!error_ && !r_.at_end()) error_ = "bytes after the last field";
-    if (error_) return util::Error::invalid(fmt::format("{} message: {}", type_name(type_), *error_));
-    return {};
+    if (!error_) return {};
+    for (std::string* s : secrets_) util::wipe(*s);
+    return util::Error::invalid(fmt::format("{} message: {}", type_name(type_), *error_));
   }
 
 private:
@@ -126,11 +142,12 @@ private:
       check(false, name, "missing or past its bound");
       return fallback;
     }
-    return error_ ? fallback : *v;
+    return error_ ? std::move(fallback) : std::move(*v);
   }
   wire::Reader r_;
   Type type_;
   std::optional<std::string> error_;
+  std::vector<std::string*> secrets_;  // read by secret(), to wipe when refused
 };
 
 void put_address(Writer& w, const IpAddress& a) {
@@ -219,20 +236,19 @@ util::Result<Settings> take_settings(Fields& f) {
   s.test_probe_after_lockdown = f.flag("test_probe_after_lockdown");
   s.test_misbehave = f.choice("test_misbehave", Settings::Misbehave::ask_jail_socket);
   if (f.flag("upstream_proxy")) {
-    Settings::UpstreamProxy up;
+    Settings::UpstreamProxy& up = s.upstream_proxy.emplace();  // in place: finish() may wipe it
     up.url.host = f.text("upstream_proxy host", kMaxHostName, 1);
     auto normal = net::normalise_host(up.url.host);
     f.check(normal && *normal == up.url.host, "upstream_proxy host", "not a normalised name or address");
     up.url.port = f.port("upstream_proxy port");
-    up.url.user = f.optional_text("upstream_proxy user", kMaxText);
-    up.url.password = f.text("upstream_proxy password", kMaxText);
+    f.optional_secret(up.url.user, "upstream_proxy user", kMaxText);
+    f.secret(up.url.password, "upstream_proxy password", kMaxText);
     const size_t addrs = f.count("upstream_proxy addresses", kMaxAddresses);
     f.check(addrs > 0, "upstream_proxy addresses", "none");
     for (size_t i = 0; i < addrs; ++i) up.addrs.push_back(f.address("upstream_proxy address"));
     up.no_proxy = f.text("upstream_proxy no_proxy", kMaxNoProxy);
     f.check(net::NoProxy::parse(up.no_proxy).str() == up.no_proxy && net::NoProxy::parse(up.no_proxy).ignored().empty(),
             "upstream_proxy no_proxy", "not a normalised NO_PROXY list");
-    s.upstream_proxy = std::move(up);
   }
   if (auto st = f.finish(); !st) return st.take_error();
   return s;
@@ -272,12 +288,11 @@ void put(Writer& w, const credentials::Binding& b) {
 void put(Writer& w, const BindingMessage& m) { put(w, m.binding); }
 void put(Writer& w, const AddedBinding& m) { put(w, m.binding); }
 
-// A binding's fields; the caller finishes.
-credentials::Binding take_binding_fields(Fields& f) {
-  credentials::Binding b;
+// A binding's fields into `b`; the caller finishes (`b` lives until then).
+void take_binding_fields(Fields& f, credentials::Binding& b) {
   b.name = f.text("name", kMaxText, 1);
   b.placeholder = f.text("placeholder", kMaxSecret, 1);
-  b.real = f.text("real", kMaxSecret, 1);
+  f.secret(b.real, "real", kMaxSecret, 1);
   f.check(header_safe(b.placeholder) && header_safe(b.real), "value", "holds CR, LF or NUL");
   size_t n = f.count("hosts", kMaxListItems);
   f.check(n > 0, "hosts", "none");
@@ -290,12 +305,12 @@ credentials::Binding take_binding_fields(Fields& f) {
   }
   b.carriage = f.choice("carriage", credentials::Carriage::token_exchange);
   b.header = f.text("header", kMaxText);
-  return b;
 }
 
 template <typename M>
 util::Result<M> take_binding_as(Fields& f) {
-  M m{take_binding_fields(f)};
+  M m;
+  take_binding_fields(f, m.binding);
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -307,7 +322,7 @@ void put(Writer& w, const RunCa& m) {
 
 util::Result<RunCa> take_run_ca(Fields& f) {
   RunCa m;
-  m.key_pem = f.text("key_pem", kMaxPem, 1);
+  f.secret(m.key_pem, "key_pem", kMaxPem, 1);
   m.cert_pem = f.text("cert_pem", kMaxPem, 1);
   f.check(m.key_pem.starts_with("-----BEGIN PRIVATE KEY-----"), "key_pem", "not a PKCS#8 PEM key");
   f.check(m.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"), "cert_pem", "not a PEM certificate");
@@ -593,8 +608,8 @@ util::Result<TokenUpdate> take_token_update(Fields& f) {
   m.entry = f.text("entry", kMaxText, 1);
   f.check(is_entry_name(m.entry), "entry", "not an auth.json key");
   m.ok = f.flag("ok");
-  m.access = f.optional_text("access", kMaxSecret);
-  m.refresh = f.optional_text("refresh", kMaxSecret);
+  f.optional_secret(m.access, "access", kMaxSecret);
+  f.optional_secret(m.refresh, "refresh", kMaxSecret);
   f.check(header_safe(m.access.value_or("")) && header_safe(m.refresh.value_or("")), "token", "holds CR, LF or NUL");
   if (f.flag("expires")) m.expires_ms = f.i64("expires_ms");
   f.check(m.expires_ms.value_or(0) >= 0, "expires_ms", "negative");
@@ -837,6 +852,26 @@ std::optional<size_t> record_size(std::string_view header) {
   auto length = r.u32();
   if (!length || *length > kMaxRecord - kHeaderSize) return std::nullopt;
   return kHeaderSize + *length;
+}
+
+void wipe_secrets(FromSupervisor& m) {
+  if (auto* s = std::get_if<Settings>(&m); s && s->upstream_proxy) {
+    if (auto& user = s->upstream_proxy->url.user) util::wipe(*user);
+    util::wipe(s->upstream_proxy->url.password);
+  } else if (auto* ca = std::get_if<RunCa>(&m)) {
+    util::wipe(ca->key_pem);
+  } else if (auto* b = std::get_if<BindingMessage>(&m)) {
+    util::wipe(b->binding.real);
+  }
+}
+
+void wipe_secrets(FromFilter& m) {
+  if (auto* u = std::get_if<TokenUpdate>(&m)) {
+    for (auto* token : {&u->access, &u->refresh})
+      if (*token) util::wipe(**token);
+  } else if (auto* b = std::get_if<AddedBinding>(&m)) {
+    util::wipe(b->binding.real);
+  }
 }
 
 util::Result<Record> encode(const FromSupervisor& m) { return encode_any(m); }

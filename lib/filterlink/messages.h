@@ -18,6 +18,13 @@
 // the record's, a field past its bound, an enum out of range, bytes left
 // over, and descriptors the type does not carry (they are closed). The
 // filter reads the supervisor's messages with the same strictness.
+//
+// Some fields are secrets: the run CA's key, the upstream proxy's user
+// and password, a binding's real value, a token exchange's tokens. The
+// bytes of a record are wiped with its buffer (util::SecretString), a
+// message the decoder refuses has its secrets wiped before it is
+// dropped, and a message that was sent, or whose values were taken, is
+// wiped by its holder (wipe_secrets, SecretsWiped).
 // Every record is at most kMaxRecord bytes; what can be long (rules,
 // bindings) travels one item a message, so no bound caps a policy's size.
 #pragma once
@@ -36,6 +43,7 @@
 #include "credentials/bindings.h"
 #include "netproxy/listener_kind.h"
 #include "util/result.h"
+#include "util/secret.h"
 #include "util/unique_fd.h"
 
 namespace pj::filterlink {
@@ -316,7 +324,7 @@ using FromFilter = std::variant<Ready, NameQuestion, DecisionMessage, TokenUpdat
 // One record: its bytes and the descriptors it carries (borrowed: sending
 // dups nothing and closes nothing).
 struct Record {
-  std::string bytes;
+  util::SecretString bytes;
   std::vector<int> fds;
 };
 
@@ -336,5 +344,25 @@ std::optional<size_t> record_size(std::string_view header);
 // it, owned here (closed unless the message takes them).
 util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std::vector<util::UniqueFd> fds);
 util::Result<FromFilter> decode_from_filter(std::string_view bytes, std::vector<util::UniqueFd> fds);
+
+// The secrets `m` holds (see above) overwritten and emptied; its other
+// fields are left. For the holder of a message once it was sent, or once
+// what it carried was moved to where it is used.
+void wipe_secrets(FromSupervisor& m);
+void wipe_secrets(FromFilter& m);
+
+// wipe_secrets(m) when it goes out of scope: on every way out of a
+// function that sends or takes a message.
+template <typename Message>
+class SecretsWiped {
+public:
+  explicit SecretsWiped(Message& m) : m_(m) {}
+  ~SecretsWiped() { wipe_secrets(m_); }
+  SecretsWiped(const SecretsWiped&) = delete;
+  SecretsWiped& operator=(const SecretsWiped&) = delete;
+
+private:
+  Message& m_;
+};
 
 }  // namespace pj::filterlink

@@ -1,13 +1,17 @@
 // The field encoding under messages.h: a writer that appends integers
 // (little-endian) and length-prefixed byte strings, and a reader that
 // takes them back and fails, never reads past the end, on a short or
-// oversized field. Internal to lib/filterlink.
+// oversized field. Internal to lib/filterlink. The writer's buffer is a
+// util::SecretString: what a message carries (a key, a password, a
+// credential's value) is wiped from every block it outgrows.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "util/secret.h"
 
 namespace pj::filterlink::wire {
 
@@ -23,13 +27,13 @@ public:
     out_.append(s);
   }
   void raw(std::string_view s) { out_.append(s); }
-  std::string& str() { return out_; }
+  util::SecretString& str() { return out_; }
 
 private:
   void uint(std::uint64_t v, int n) {
     for (int i = 0; i < n; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
   }
-  std::string out_;
+  util::SecretString out_;
 };
 
 // Every getter returns nullopt once a field did not fit (and every later

@@ -21,13 +21,13 @@
 #include <variant>
 
 #include <fmt/format.h>
-#include <openssl/crypto.h>
 
 #include "credentials/token_exchange.h"
 #include "filterproc/lockdown.h"
 #include "filterlink/channel.h"
 #include "credentials/interceptor.h"
 #include "netproxy/proxy.h"
+#include "util/secret.h"
 #include "util/untrusted.h"
 
 namespace pj::filterproc {
@@ -68,8 +68,9 @@ util::Result<FromSupervisor> receive(int sock, int flags = 0) {
   return filterlink::decode_from_supervisor((*rec)->bytes, std::move((*rec)->fds));
 }
 
-// One configuration message into `c`; false at config_done.
-util::Result<bool> take_config(Config& c, FromSupervisor m) {
+// One configuration message into `c` (what it holds moved there); false
+// at config_done.
+util::Result<bool> take_config(Config& c, FromSupervisor& m) {
   if (auto* s = std::get_if<filterlink::Settings>(&m)) {
     if (c.have_settings) return util::Error::invalid("settings sent twice");
 #ifndef PJ_TEST_SWITCHES
@@ -137,7 +138,9 @@ util::Result<Config> receive_config(int sock) {
   while (true) {
     auto m = receive(sock);
     if (!m) return m.take_error();
-    auto more = take_config(c, std::move(*m));
+    // What is left of its secrets: none once taken, all when refused.
+    const filterlink::SecretsWiped wiped(*m);
+    auto more = take_config(c, *m);
     if (!more) return more.take_error();
     if (!*more) return c;
   }
@@ -350,7 +353,10 @@ std::shared_ptr<credentials::TokenExchange> token_exchange(int sock, const Confi
     if (!small)
       return util::Error::invalid(
           fmt::format("report {}'s token exchange: a value over {} bytes", e.entry, filterlink::kMaxSecret));
-    auto told = [&](FromFilter m) { return filterlink::send_message(sock, m); };
+    auto told = [&](FromFilter m) {
+      const filterlink::SecretsWiped wiped(m);
+      return filterlink::send_message(sock, m);
+    };
     for (const auto& b : e.bindings)
       if (auto st = told(filterlink::AddedBinding{b}); !st) return st;
     for (const auto& [placeholder, field] : e.slots)
@@ -418,7 +424,7 @@ int network_filter_main() {
   config->upstream_ca.reset();
   config->trust_roots.reset();
   // This PEM copy only: the TLS authority holds the key for the run.
-  if (config->ca) OPENSSL_cleanse(config->ca->key_pem.data(), config->ca->key_pem.size());
+  if (config->ca) util::wipe(config->ca->key_pem);
   config->ca.reset();
   auto proxy = netproxy::Proxy::start(std::move(config->rules), -1, limits_of(config->settings), interceptor);
   if (!proxy) return fail(sock, "start the relay", proxy.error());
@@ -427,7 +433,8 @@ int network_filter_main() {
     (*proxy)->use_upstream_proxy(std::make_shared<const netproxy::UpstreamProxy>(
         netproxy::UpstreamProxy{up->url, std::move(up->addrs), net::NoProxy::parse(up->no_proxy)}));
     // This copy only: the relay holds the proxy's credentials for the run.
-    OPENSSL_cleanse(up->url.password.data(), up->url.password.size());
+    if (up->url.user) util::wipe(*up->url.user);
+    util::wipe(up->url.password);
     up.reset();
   }
 #ifdef PJ_TEST_SWITCHES

@@ -148,23 +148,26 @@ util::Result<Reply> parse_reply(std::string_view datagram, int family, std::uint
   return r;
 }
 
-std::vector<Served> served_on_host(const Socket& s) {
-  const auto v4_loopback = *net::parse_ip("127.0.0.1");
-  const auto v6_loopback = *net::parse_ip("::1");
-  const Served v4{false, v4_loopback, s.port}, v6{true, v6_loopback, s.port};
+Families families_of(const Socket& s) {
   if (!s.addr.v6) {
     const std::uint32_t a = ntohl(s.addr.v4addr.s_addr);
-    if (a == INADDR_LOOPBACK || a == INADDR_ANY) return {v4};
-    return {};
+    return {a == INADDR_LOOPBACK || a == INADDR_ANY, false};
   }
-  if (IN6_IS_ADDR_LOOPBACK(&s.addr.v6addr)) return {v6};
-  if (IN6_IS_ADDR_UNSPECIFIED(&s.addr.v6addr)) return {v4, v6};
+  if (IN6_IS_ADDR_LOOPBACK(&s.addr.v6addr)) return {false, true};
+  if (IN6_IS_ADDR_UNSPECIFIED(&s.addr.v6addr)) return {true, true};
   if (IN6_IS_ADDR_V4MAPPED(&s.addr.v6addr)) {
     std::uint32_t a;
     std::memcpy(&a, &s.addr.v6addr.s6_addr[12], sizeof a);
-    if (ntohl(a) == INADDR_LOOPBACK) return {v4};
+    if (ntohl(a) == INADDR_LOOPBACK) return {true, false};
   }
   return {};
+}
+
+std::vector<Served> served_on_host(std::uint16_t port, Families jail) {
+  if (!jail.any()) return {};
+  const auto v4_loopback = *net::parse_ip("127.0.0.1");
+  const auto v6_loopback = *net::parse_ip("::1");
+  return {{false, jail.v4 ? v4_loopback : v6_loopback, port}, {true, jail.v6 ? v6_loopback : v4_loopback, port}};
 }
 
 }  // namespace pj::linuxjail::listening

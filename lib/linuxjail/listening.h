@@ -55,8 +55,21 @@ struct Reply {
 // after a socket's fields (its attributes) are skipped.
 util::Result<Reply> parse_reply(std::string_view datagram, int family, std::uint32_t seq);
 
-// Where the host's loopback serves a listening socket of the jail: a
-// host listener (127.0.0.1, or ::1 when `v6`) on the same port, whose
+// Which of the jail's loopback families listen on a port.
+struct Families {
+  bool v4 = false;  // reached through the jail's 127.0.0.1
+  bool v6 = false;  // reached through the jail's ::1
+  bool any() const { return v4 || v6; }
+  bool operator==(const Families& o) const { return v4 == o.v4 && v6 == o.v6; }
+};
+
+// What a listening socket of the jail adds to its port's families: v4
+// for a socket on 127.0.0.1, 0.0.0.0 or ::ffff:127.0.0.1; v6 for one on
+// ::1; both for one on ::. Nothing for any other address (the jail's
+// other loopback addresses are not the host's).
+Families families_of(const Socket& s);
+
+// A host listener (127.0.0.1, or ::1 when `v6`) on `port`, whose
 // connections go to `jail_addr` in the jail.
 struct Served {
   bool v6 = false;
@@ -65,10 +78,13 @@ struct Served {
   bool operator==(const Served& o) const { return v6 == o.v6 && jail_addr == o.jail_addr && port == o.port; }
 };
 
-// The host listeners `s` asks for: 127.0.0.1 for a socket on 127.0.0.1,
-// 0.0.0.0 or ::ffff:127.0.0.1; ::1 for one on ::1; both for one on ::.
-// None for any other address (the jail's other loopback addresses are
-// not the host's).
-std::vector<Served> served_on_host(const Socket& s);
+// The host listeners for `port` where the jail listens on `jail`: none
+// when it listens on neither family; else both, 127.0.0.1 and ::1,
+// whichever family the jail listens on. A login on the host that binds
+// one family then finds its port taken, instead of binding it while a
+// browser that tries the other family first (`localhost` on ::1) takes
+// its redirect into the jail. Each goes to the jail's address of its own
+// family where the jail listens there, else to the other.
+std::vector<Served> served_on_host(std::uint16_t port, Families jail);
 
 }  // namespace pj::linuxjail::listening

@@ -19,6 +19,21 @@
 
 namespace pj::netproxy {
 
+namespace {
+
+// The refusal of a destination that is the upstream proxy itself
+// (UpstreamProxy::is_itself): `addr` when it was found by an address
+// looked up, which the jail is never told.
+Verdict proxy_itself(const UpstreamProxy& proxy, std::string_view host, int port, const net::IpAddress* addr) {
+  const std::string target = fmt::format("{}:{}", bounded(host), port);
+  return {false, Reach::public_only,
+          fmt::format("{} is the upstream proxy {}{}: never a destination, whatever the rules allow", target,
+                      proxy.name(), addr ? " (address " + addr->str() + ")" : ""),
+          fmt::format("{} is the upstream proxy: never a destination, whatever the rules allow", target)};
+}
+
+}  // namespace
+
 // The target as the rules see it (lower case, no brackets or trailing dot).
 std::string Proxy::Impl::checked_host(const Conn& c) const {
   std::string host = c.target.host;
@@ -214,11 +229,18 @@ void Proxy::Impl::decide(Conn& c) {
     c.rule_refusal = !c.verdict.denied;  // an allow rule would not outweigh a deny
     return refuse(c, 403, SocksReply::not_allowed, c.verdict.reason, c.verdict.told);
   }
+  // The proxy itself, named or as a literal: refused before it is sent
+  // to the proxy or connected to (an address a name resolves to is
+  // checked in try_connect). A published port goes into the jail.
+  const std::string checked = checked_host(c);
+  if (upstream_proxy && c.kind != ListenerKind::publish && upstream_proxy->is_itself(checked, c.target.port)) {
+    const Verdict v = proxy_itself(*upstream_proxy, checked, c.target.port, nullptr);
+    return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
+  }
   watch(c.client.get(), c.id << 1, 0);  // nothing more from the client until connected
   // Through the upstream proxy, which resolves the name: nothing is
   // looked up here (and --test-resolve, a stand-in for a look-up, does
   // not apply). A literal is checked as a literal always is.
-  const std::string checked = checked_host(c);
   if (upstream_proxy && c.kind != ListenerKind::publish && upstream_proxy->applies(checked, c.target.port)) {
     if (auto literal = net::parse_ip(checked)) {
       Verdict v = rules.check_address(c.verdict, c.target.host, *literal);
@@ -270,6 +292,14 @@ void Proxy::Impl::on_resolved(Resolver::Answer& r) {
 }
 
 void Proxy::Impl::try_connect(Conn& c) {
+  // Never the upstream proxy but through it (via_proxy): a destination
+  // one of whose addresses is the proxy's, at its port, is refused whole.
+  if (upstream_proxy && !c.via_proxy && c.kind != ListenerKind::publish)
+    for (const auto& a : c.addrs)
+      if (upstream_proxy->is_itself(a, c.test_port ? c.test_port : c.target.port)) {
+        const Verdict v = proxy_itself(*upstream_proxy, checked_host(c), c.target.port, &a);
+        return refuse(c, 403, SocksReply::not_allowed, v.reason, v.told);
+      }
   while (c.next_addr < c.addrs.size()) {
     const net::IpAddress& a = c.addrs[c.next_addr++];
     // Final check of the exact address (literal requests come here too).

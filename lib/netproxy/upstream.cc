@@ -20,6 +20,17 @@ bool UpstreamProxy::applies(std::string_view host, int port) const {
   return !net::is_loopback_host(host) && !no_proxy.matches(host, port);
 }
 
+bool UpstreamProxy::is_itself(std::string_view host, int port) const {
+  if (port != url.port) return false;
+  if (host == url.host) return true;
+  auto literal = net::parse_ip(host);
+  return literal && is_itself(*literal, port);
+}
+
+bool UpstreamProxy::is_itself(const net::IpAddress& addr, int port) const {
+  return port == url.port && std::find(addrs.begin(), addrs.end(), addr) != addrs.end();
+}
+
 TunnelOpener::TunnelOpener(const UpstreamProxy& proxy, std::string_view host, int port) : proxy_name_(proxy.name()) {
   target_ = fmt::format("{}:{}", host.find(':') != std::string_view::npos ? fmt::format("[{}]", host) : host, port);
   // RFC 9112 section 3.2.3: the authority form, and Host the same.

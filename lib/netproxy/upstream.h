@@ -36,6 +36,14 @@ struct UpstreamProxy {
   // host's loopback (the proxy's "localhost" is its own), nor to what
   // NO_PROXY names.
   bool applies(std::string_view host, int port) const;
+  // Whether `host` (normalised) and `port` are the proxy itself: its own
+  // name, or a literal of one of its addresses, at its port. The proxy is
+  // never a destination, whatever the rules allow: a connection of the
+  // jail's own to it would carry requests (CONNECTs of its own, with no
+  // check of pi-jail's) to wherever the proxy goes.
+  bool is_itself(std::string_view host, int port) const;
+  // The same for an address a destination resolved to (or a literal's).
+  bool is_itself(const net::IpAddress& addr, int port) const;
 };
 
 // Opens a tunnel on a socket connected to the proxy: sends the CONNECT

@@ -1,14 +1,16 @@
 // Pi's login callbacks in real jails (supervisor/login_callbacks.h): a
 // server the jail starts on one of the pi profile's callback ports
 // (53692: Anthropic's) answers on the host's loopback at that port while
-// it listens, and no longer once it stopped; a server on any other port
-// is never served; a host port that is taken is said in one line, and
-// the run goes on.
+// it listens, on both 127.0.0.1 and ::1 whichever of them it listens on,
+// and no longer once it stopped; a server on any other port is never
+// served; a host port that is taken is said in one line, nothing of that
+// port is served, and the run goes on.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -58,7 +60,8 @@ Outcome curl(const std::string& host, int port) {
       {"/usr/bin/curl", "-gsS", "--max-time", "10", "http://" + host + ":" + std::to_string(port) + "/page.txt"});
 }
 
-// A listening socket on the host's loopback at `port` (-1 when taken).
+// A listening socket on the host's loopback at `port` (-1 when taken,
+// with errno as bind(2) or listen(2) left it).
 int listen_on(bool v6, int port) {
   int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -81,10 +84,21 @@ int listen_on(bool v6, int port) {
     len = sizeof *a;
   }
   if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd, 4) != 0) {
+    const int err = errno;
     ::close(fd);
+    errno = err;
     return -1;
   }
   return fd;
+}
+
+// What binding the host's loopback of that family at `port` gives now: 0
+// (it was free; closed again) or bind(2)'s errno (EADDRINUSE: taken).
+int bind_error(bool v6, int port) {
+  int fd = listen_on(v6, port);
+  if (fd < 0) return errno;
+  ::close(fd);
+  return 0;
 }
 
 // Whether the host's port is free now (nothing of the host, nor a jail
@@ -149,25 +163,103 @@ TEST_CASE("a server the jail starts on a port outside the login callbacks is nev
   CHECK(wait_status_guarded(pid) == 0);
 }
 
-TEST_CASE("a server the jail starts on ::1 at a login callback port answers on the host's ::1 there") {
+// A browser that opens http://localhost:PORT/ may try ::1 or 127.0.0.1
+// first, whichever family the jail listens on: while it listens on
+// either, the host's port is taken on both, so a login on the host gets
+// "in use" rather than binding the other family and losing its redirect
+// (code and state) to the jail.
+TEST_CASE(
+    "a server the jail starts on ::1 only at a login callback port takes the host's 127.0.0.1 there too, and "
+    "answers on it, while it listens") {
   Sandbox sb;
-  REQUIRE_MESSAGE(host_port_free(kOpenAI), "something on this host listens on 127.0.0.1:1455 already");
-  write_file(sb.ws + "/page.txt", "served-on-v6\n");
-  pid_t pid = start_server(sb, "::1", {kOpenAI});
+  REQUIRE_MESSAGE(host_port_free(kAnthropic), "something on this host listens on 127.0.0.1:53692 already");
+  const bool v6 = host_has_ipv6_loopback();
+  if (v6) REQUIRE_MESSAGE(bind_error(true, kAnthropic) == 0, "something on this host listens on [::1]:53692 already");
+  write_file(sb.ws + "/page.txt", "served-from-v6\n");
+  pid_t pid = start_server(sb, "::1", {kAnthropic});
   REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
-  if (host_has_ipv6_loopback()) {
+  // The host's 127.0.0.1 reaches the jail's ::1.
+  CHECK(eventually([&] {
+    auto o = curl("127.0.0.1", kAnthropic);
+    return o.status == 0 && o.out == "served-from-v6\n";
+  }));
+  CHECK(bind_error(false, kAnthropic) == EADDRINUSE);
+  if (v6) {
     CHECK(eventually([&] {
-      auto o = curl("[::1]", kOpenAI);
-      return o.status == 0 && o.out == "served-on-v6\n";
+      auto o = curl("[::1]", kAnthropic);
+      return o.status == 0 && o.out == "served-from-v6\n";
     }));
+    CHECK(bind_error(true, kAnthropic) == EADDRINUSE);
   }
-  // The jail listens on ::1 only: the host's 127.0.0.1 is not taken for it.
-  CHECK(host_port_free(kOpenAI));
   write_file(sb.ws + "/stop", "");
   REQUIRE(eventually([&] { return exists(sb.ws + "/stopped"); }));
-  CHECK(eventually([&] { return curl("[::1]", kOpenAI).status == 7; }));
+  // The jail no longer listens: both of the host's ports are free again.
+  CHECK(eventually([&] { return bind_error(false, kAnthropic) == 0; }));
+  if (v6) CHECK(eventually([&] { return bind_error(true, kAnthropic) == 0; }));
   write_file(sb.ws + "/done", "");
   CHECK(wait_status_guarded(pid) == 0);
+}
+
+TEST_CASE(
+    "a server the jail starts on 127.0.0.1 only at a login callback port takes the host's ::1 there too, and "
+    "answers on it, while it listens") {
+  Sandbox sb;
+  REQUIRE_MESSAGE(host_port_free(kOpenAI), "something on this host listens on 127.0.0.1:1455 already");
+  // A host without ::1 has no [::1]:1455 for a browser to try: the case
+  // is then the first test's.
+  const bool v6 = host_has_ipv6_loopback();
+  if (v6) REQUIRE_MESSAGE(bind_error(true, kOpenAI) == 0, "something on this host listens on [::1]:1455 already");
+  write_file(sb.ws + "/page.txt", "served-from-v4\n");
+  pid_t pid = start_server(sb, "127.0.0.1", {kOpenAI});
+  REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
+  CHECK(eventually([&] {
+    auto o = curl("127.0.0.1", kOpenAI);
+    return o.status == 0 && o.out == "served-from-v4\n";
+  }));
+  if (v6) {
+    // The host's ::1 reaches the jail's 127.0.0.1.
+    CHECK(eventually([&] {
+      auto o = curl("[::1]", kOpenAI);
+      return o.status == 0 && o.out == "served-from-v4\n";
+    }));
+    CHECK(bind_error(true, kOpenAI) == EADDRINUSE);
+  }
+  write_file(sb.ws + "/stop", "");
+  REQUIRE(eventually([&] { return exists(sb.ws + "/stopped"); }));
+  CHECK(eventually([&] { return bind_error(false, kOpenAI) == 0; }));
+  if (v6) CHECK(eventually([&] { return bind_error(true, kOpenAI) == 0; }));
+  write_file(sb.ws + "/done", "");
+  CHECK(wait_status_guarded(pid) == 0);
+}
+
+// The other order: a login on the host holds 127.0.0.1 first. Serving
+// the host's ::1 for the jail would hand the jail that login's redirect
+// from a browser that tries ::1 first: nothing of the port is served.
+TEST_CASE(
+    "while the host's 127.0.0.1 is taken at a login callback port, a server the jail starts on ::1 there is not "
+    "served on the host's ::1 either") {
+  Sandbox sb;
+  const int busy = listen_on(false, kOpenAI);
+  REQUIRE_MESSAGE(busy >= 0, "something on this host listens on 127.0.0.1:1455 already");
+  const bool v6 = host_has_ipv6_loopback();
+  if (v6) REQUIRE_MESSAGE(bind_error(true, kOpenAI) == 0, "something on this host listens on [::1]:1455 already");
+  write_file(sb.ws + "/page.txt", "not-reachable\n");
+  const std::string err = sb.outside + "/err.txt";
+  pid_t pid = start_server(sb, "::1", {kOpenAI}, false, err);
+  REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
+  const std::string line =
+      "pi-jail: warning: login callback 127.0.0.1:1455 (OpenAI (ChatGPT Plus/Pro, Codex; Sign in with ChatGPT)): the "
+      "host's port is in use";
+  REQUIRE_MESSAGE(eventually([&] { return read_file(err).find(line) != std::string::npos; }), read_file(err));
+  // Looked at again a few times while the jail listens: ::1 stays the host's.
+  for (int i = 0; i < 4; ++i) {
+    ::usleep(250 * 1000);
+    if (v6) CHECK(bind_error(true, kOpenAI) == 0);
+    CHECK(curl("[::1]", kOpenAI).status == 7);
+  }
+  write_file(sb.ws + "/done", "");
+  CHECK(wait_status_guarded(pid) == 0);
+  ::close(busy);
 }
 
 TEST_CASE("a login callback port the host already uses is said in one line, and the run goes on") {

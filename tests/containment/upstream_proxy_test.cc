@@ -193,3 +193,40 @@ TEST_CASE("upstream proxy: a host bound to a credential is intercepted through i
   CHECK(count(proxy.log(),
               "CONNECT " + bound + " host=" + bound + " auth=Basic " + base64("pj-operator:" + password) + "\n") == 2);
 }
+
+// The proxy itself is never a destination: an allow rule that covers its
+// address and port (here 127.0.0.1:PORT and localhost:PORT, forwarded
+// into the jail as well) would otherwise give the jail a connection of
+// its own to it, and CONNECTs from there that pi-jail never checks.
+TEST_CASE("upstream proxy: it is never a destination, whatever the rules allow; it sees no connection of the jail") {
+  Sandbox sb;
+  HttpServer target("behind-the-proxy\n");
+  // No credentials wanted: a CONNECT that reached it would be tunnelled.
+  StandInServer proxy(sb.base, "upstream", kProxyHandler, {"", target.port()});
+  const std::string config = proxy_policy(sb, "", proxy.port());
+  const std::string at = "127.0.0.1:" + proxy.port(), named = "localhost:" + proxy.port();
+  const std::string report = sb.outside + "/r.json";
+  const std::string code = " -s -o /dev/null -w '%{http_code} %{http_connect}\\n' ";
+  // Straight to its port (the forwarded listener inside), then through
+  // the jail's HTTP proxy (absolute form, CONNECT) and SOCKS5, by address
+  // and by name.
+  auto o = sb.jail(
+      {"/bin/sh", "-c",
+       "curl" + code + "http://" + at + "/direct; curl" + code + "--noproxy '' -x http://127.0.0.1:3128 http://" + at +
+           "/absolute; curl" + code + "--noproxy '' -p -x http://127.0.0.1:3128 http://" + at + "/connect; curl" +
+           code + "--noproxy '' -p -x http://127.0.0.1:3128 http://" + named + "/by-name; curl" + code +
+           "--noproxy '' --socks5-hostname 127.0.0.1:1080 http://" + at +
+           "/socks; curl -s --noproxy '' -x http://127.0.0.1:3128 http://" + at + "/said"},
+      {"--config", config, "--allow-net", at, "--allow-net", named, "--report", report});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  // No answer from it, ever: refused (403 from pi-jail's proxy; a closed
+  // connection or a SOCKS refusal is 000).
+  CHECK(o.out.find("000 000\n403 000\n000 403\n000 403\n000 000\n") == 0);
+  CHECK(o.out.find(at + " is the upstream proxy: never a destination") != std::string::npos);
+  CHECK(proxy.log().empty());
+  CHECK(target.hits() == 0);
+  const std::string text = read_file(report);
+  CHECK(count(text, "is the upstream proxy " + at) >= 5);
+  CHECK(validate_report(report).status == 0);
+}

@@ -11,9 +11,14 @@
 
 #include <chrono>
 #include <string>
+#include <type_traits>
 
 using namespace pj;
 using namespace pj::filterlink;
+
+// A received record's bytes (the run CA's key, a credential's value) are
+// wiped with their buffer (util/secret.h; secret_test.cc).
+static_assert(std::is_same_v<decltype(Received::bytes), util::SecretString>);
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "filterlink/wire.h"
@@ -39,7 +40,7 @@ template <typename M>
 std::string bytes_of(M m) {
   auto rec = encode(std::move(m));
   REQUIRE(rec.ok());
-  return rec->bytes;
+  return std::string(rec->bytes);
 }
 
 // A record with a hand-made header around `payload`.
@@ -51,7 +52,7 @@ std::string record(std::uint16_t type, std::string_view payload, std::uint32_t m
   w.u16(type);
   w.u32(length.value_or(static_cast<std::uint32_t>(payload.size())));
   w.raw(payload);
-  return w.str();
+  return std::string(w.str());
 }
 
 std::string decision_error(std::string_view bytes) {
@@ -247,6 +248,65 @@ TEST_CASE("a token exchange's additions come back to the supervisor as they went
       decode_from_filter(bytes_of(FromSupervisor(RunCa{"-----BEGIN PRIVATE KEY-----", "-----BEGIN CERTIFICATE-----"})),
                          no_fds())
           .ok());
+}
+
+// What a message's holder wipes once it sent it or took its values
+// (filterlink::wipe_secrets): its secrets, and nothing else of it. The
+// bytes of the records themselves are util::SecretStrings, whose blocks
+// are wiped as they are freed (secret_test.cc shows that); a refused
+// message's secrets are wiped inside the decoder, where no test can look
+// without reading freed memory.
+static_assert(std::is_same_v<decltype(Record::bytes), util::SecretString>);
+static_assert(std::is_same_v<decltype(std::declval<wire::Writer&>().str()), util::SecretString&>);
+
+TEST_CASE("a message's secrets, and only they, are wiped by its holder, each way") {
+  const std::string key = "-----BEGIN PRIVATE KEY-----\nsecret-key-bytes\n", real = "sk-ant-api03-real-value-xyz";
+  auto url = net::parse_proxy_url("http://svc-user:p%40ss-word@proxy.corp:3128");
+  REQUIRE(url.ok());
+  Settings s;
+  s.upstream_proxy = Settings::UpstreamProxy{*url, {ip("192.0.2.10")}, "corp.example"};
+  FromSupervisor settings(std::move(s));
+  FromSupervisor ca(RunCa{key, "-----BEGIN CERTIFICATE-----\nc\n"});
+  credentials::Binding b{"TEST_KEY", "sk-ant-api03-PH", real, {{"api.anthropic.com", 443}}};
+  FromSupervisor binding(BindingMessage{b});
+  auto encoded = [](const FromSupervisor& m) {
+    auto rec = encode(m);
+    REQUIRE(rec.ok());
+    return std::string(rec->bytes);
+  };
+  for (auto* m : {&settings, &ca, &binding}) {
+    const std::string before = encoded(*m);
+    wipe_secrets(*m);
+    const std::string after = encoded(*m);
+    CHECK(after.size() < before.size());
+    for (const std::string& secret : {std::string("svc-user"), std::string("p@ss-word"), key, real})
+      CHECK(after.find(secret) == std::string::npos);
+  }
+  const auto& up = std::get<Settings>(settings).upstream_proxy;
+  CHECK(up->url.user == "");
+  CHECK(up->url.password.empty());
+  CHECK(up->url.host == "proxy.corp");
+  CHECK(up->no_proxy == "corp.example");
+  CHECK(std::get<RunCa>(ca).key_pem.empty());
+  CHECK(std::get<RunCa>(ca).cert_pem == "-----BEGIN CERTIFICATE-----\nc\n");
+  CHECK(std::get<BindingMessage>(binding).binding.real.empty());
+  CHECK(std::get<BindingMessage>(binding).binding.placeholder == "sk-ant-api03-PH");
+
+  FromFilter update(TokenUpdate{credentials::ExchangeKind::renewal, "anthropic", true, "access-token-value",
+                                "refresh-token-value", 1, "a@example.com", "api.anthropic.com", "/v1/oauth/token"});
+  FromFilter added(AddedBinding{b});
+  wipe_secrets(update);
+  wipe_secrets(added);
+  CHECK(std::get<TokenUpdate>(update).access == "");
+  CHECK(std::get<TokenUpdate>(update).refresh == "");
+  CHECK(std::get<TokenUpdate>(update).account == "a@example.com");
+  CHECK(std::get<AddedBinding>(added).binding.real.empty());
+  CHECK(std::get<AddedBinding>(added).binding.name == "TEST_KEY");
+
+  // A holder's guard wipes on its way out.
+  FromSupervisor held(RunCa{key, "-----BEGIN CERTIFICATE-----\nc\n"});
+  { const SecretsWiped wiped(held); }
+  CHECK(std::get<RunCa>(held).key_pem.empty());
 }
 
 TEST_CASE("a listener travels with its descriptor, and its forward target") {

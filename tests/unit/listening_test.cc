@@ -255,18 +255,28 @@ TEST_CASE("a reply of another family, state, request or type, an error, or bytes
   CHECK(failed_dump.error().err() == ENOBUFS);
 }
 
-TEST_CASE("the host serves 127.0.0.1 for the jail's IPv4 loopback or wildcard, ::1 for its ::1, both for ::") {
-  auto served = [](const char* addr) { return served_on_host({ip(addr), 53692}); };
-  const Served v4{false, ip("127.0.0.1"), 53692}, v6{true, ip("::1"), 53692};
-  CHECK(served("127.0.0.1") == std::vector<Served>{v4});
-  CHECK(served("0.0.0.0") == std::vector<Served>{v4});
-  CHECK(served("::1") == std::vector<Served>{v6});
-  CHECK(served("::") == std::vector<Served>{v4, v6});
+TEST_CASE("a socket on the jail's IPv4 loopback or wildcard counts as IPv4, on ::1 as IPv6, on :: as both") {
+  auto families = [](const char* addr) { return families_of({ip(addr), 53692}); };
+  CHECK(families("127.0.0.1") == Families{true, false});
+  CHECK(families("0.0.0.0") == Families{true, false});
+  CHECK(families("::1") == Families{false, true});
+  CHECK(families("::") == Families{true, true});
   net::IpAddress mapped;
   mapped.v6 = true;
   REQUIRE(::inet_pton(AF_INET6, "::ffff:127.0.0.1", &mapped.v6addr) == 1);
-  CHECK(served_on_host({mapped, 53692}) == std::vector<Served>{v4});
-  CHECK(served("127.0.0.2").empty());
-  CHECK(served("10.0.0.1").empty());
-  CHECK(served("fe80::1").empty());
+  CHECK(families_of({mapped, 53692}) == Families{true, false});
+  CHECK_FALSE(families("127.0.0.2").any());
+  CHECK_FALSE(families("10.0.0.1").any());
+  CHECK_FALSE(families("fe80::1").any());
+}
+
+TEST_CASE("the host serves both 127.0.0.1 and ::1 for a port the jail listens on with either family, or neither") {
+  const auto v4 = ip("127.0.0.1"), v6 = ip("::1");
+  // Each host family to the jail's own where it listens there.
+  CHECK(served_on_host(53692, {true, true}) == std::vector<Served>{{false, v4, 53692}, {true, v6, 53692}});
+  // A jail on one family only: both host families go to it, so that a
+  // login on the host cannot bind the other and lose its redirect.
+  CHECK(served_on_host(53692, {false, true}) == std::vector<Served>{{false, v6, 53692}, {true, v6, 53692}});
+  CHECK(served_on_host(1455, {true, false}) == std::vector<Served>{{false, v4, 1455}, {true, v4, 1455}});
+  CHECK(served_on_host(1455, {}).empty());
 }

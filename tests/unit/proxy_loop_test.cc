@@ -506,6 +506,71 @@ TEST_CASE("proxy loop: with an upstream proxy, a refused host never reaches it; 
   for (const auto& e : d) CHECK(e.reason.find("upstream proxy") == std::string::npos);
 }
 
+// The proxy is never a destination, whatever the rules allow: a
+// connection of the jail's own to it would carry CONNECTs that no rule
+// checks.
+TEST_CASE("proxy loop: the upstream proxy itself is refused as a destination, by its name or an address of it") {
+  UpstreamStandIn upstream;
+  EchoServer echo;
+  const std::string port = std::to_string(upstream.port);
+  netproxy::Rules rules;
+  for (const std::string host : {"127.0.0.1", "localhost", "proxy.pjtest.example", "alias.pjtest.example"})
+    REQUIRE(rules.allow(host + ":" + port, "test"));
+  REQUIRE(rules.allow("127.0.0.1:" + std::to_string(echo.port), "test"));
+  netproxy::ProxyLimits limits;
+  limits.idle = 500ms;  // a tunnel that did open ends soon (the case fails then, never hangs)
+  // A name reached directly (NO_PROXY) that resolves to the proxy.
+  limits.test_resolve.push_back({"alias.pjtest.example:" + port, {*net::parse_ip("127.0.0.1"), upstream.port}});
+  // The proxy by name, as an operator would write it.
+  auto url = net::parse_proxy_url("http://proxy.pjtest.example:" + port);
+  REQUIRE(url.ok());
+  auto via = std::make_shared<const netproxy::UpstreamProxy>(
+      netproxy::UpstreamProxy{*url, {*net::parse_ip("127.0.0.1")}, net::NoProxy::parse("alias.pjtest.example")});
+  Running proxy(rules, limits, [&](netproxy::Proxy& p) { p.use_upstream_proxy(via); });
+  auto connect = [&](const std::string& target) {
+    auto c = test::connect_loopback(proxy.http);
+    send_all(c.get(), "CONNECT " + target + " HTTP/1.1\r\n\r\n");
+    return recv_all(c.get());
+  };
+  for (const std::string host : {"proxy.pjtest.example", "PROXY.pjtest.example.", "127.0.0.1", "localhost",
+                                 "alias.pjtest.example", "[::ffff:127.0.0.1]"}) {
+    const std::string reply = connect(host + ":" + port);
+    CAPTURE(host);
+    CAPTURE(reply);
+    CHECK(reply.starts_with("HTTP/1.1 403 "));
+    CHECK(reply.find(" is the upstream proxy: never a destination") != std::string::npos);
+  }
+  {
+    auto c = test::connect_loopback(proxy.http);  // absolute form
+    send_all(c.get(), "GET http://127.0.0.1:" + port + "/ HTTP/1.1\r\n\r\n");
+    CHECK(recv_all(c.get()).starts_with("HTTP/1.1 403 "));
+  }
+  {
+    auto c = test::connect_loopback(proxy.socks);  // SOCKS5 by address
+    send_all(c.get(), std::string{'\x05', '\x01', '\x00'});
+    CHECK(recv_n(c.get(), 2) == std::string{'\x05', '\x00'});
+    std::string r{'\x05', '\x01', '\x00', '\x01', '\x7f', '\x00', '\x00', '\x01'};
+    r += static_cast<char>(upstream.port >> 8);
+    r += static_cast<char>(upstream.port & 0xff);
+    send_all(c.get(), r);
+    const std::string reply = recv_all(c.get());
+    REQUIRE(reply.size() >= 2);
+    CHECK(reply[1] == '\x02');  // not allowed by the ruleset
+  }
+  // Another port of the same address is not the proxy.
+  CHECK(connect("127.0.0.1:" + std::to_string(echo.port)).starts_with("HTTP/1.1 200 "));
+  CHECK(upstream.connections == 0);
+  const auto& d = proxy.stop();
+  size_t refused = 0;
+  for (const auto& e : d)
+    if (!e.allowed) {
+      ++refused;
+      CHECK(e.reason.find("is the upstream proxy proxy.pjtest.example:" + port) != std::string::npos);
+      CHECK_FALSE(e.rule_refusal);  // no allow rule would let it through
+    }
+  CHECK(refused >= 6);
+}
+
 TEST_CASE("proxy loop: an upstream proxy's refusal is the jail's 502 naming its status; a silent one times out") {
   netproxy::Rules rules;
   REQUIRE(rules.allow("api.pjtest.example", "test"));

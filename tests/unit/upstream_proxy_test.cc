@@ -143,6 +143,21 @@ TEST_CASE("upstream proxy: loopback and NO_PROXY destinations go out directly, t
   CHECK_FALSE(p.applies("git.corp.example", 443));
 }
 
+TEST_CASE("upstream proxy: itself is its name or an address of it at its port, nothing else") {
+  auto p = proxy_with("http://proxy.corp:3128");
+  p.addrs = {*net::parse_ip("10.0.0.5"), *net::parse_ip("fd00::5")};
+  CHECK(p.is_itself("proxy.corp", 3128));
+  CHECK(p.is_itself("10.0.0.5", 3128));
+  CHECK(p.is_itself("fd00::5", 3128));
+  CHECK(p.is_itself(*net::parse_ip("10.0.0.5"), 3128));
+  CHECK(p.is_itself(*net::parse_ip("::ffff:10.0.0.5"), 3128));  // unwrapped to 10.0.0.5 when parsed
+  CHECK_FALSE(p.is_itself("proxy.corp", 443));
+  CHECK_FALSE(p.is_itself("10.0.0.5", 443));
+  CHECK_FALSE(p.is_itself(*net::parse_ip("10.0.0.6"), 3128));
+  CHECK_FALSE(p.is_itself("other.corp", 3128));
+  CHECK_FALSE(p.is_itself("sub.proxy.corp", 3128));
+}
+
 TEST_CASE("tunnel: CONNECT with Host and Basic credentials; a 2xx opens it and leaves the server's bytes") {
   Pair pair;
   netproxy::TunnelOpener t(proxy_with("http://alice:p%40ss@127.0.0.1:3128"), "api.example.com", 443);
