@@ -146,11 +146,13 @@ TEST_CASE("login in the jail: OpenAI Codex's tokens are Pi's \"openai-codex\" en
 }
 
 TEST_CASE("login in the jail: Radius, xAI and Kimi Code device or browser logins are held in their own entries") {
-  for (const auto& [entry, host, path] : std::vector<std::tuple<std::string, std::string, std::string>>{
+  for (const auto& login : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"radius", "radius.pi.dev", "/v1/oauth/token"},
            {"xai", "auth.x.ai", "/oauth2/token"},
            {"kimi-coding", "auth.kimi.com", "/api/oauth/token"}}) {
-    CAPTURE(entry);
+    // Not a structured binding: clang 14 cannot capture one (CAPTURE).
+    const auto& [entry, host, path] = login;
+    CAPTURE(std::get<0>(login));
     LoginRig rig(entry);
     rig.exchange({host, path, std::string(kPair) + "}", "access_token", "refresh_token"});
     rig.check_consent(kAccess, kRefresh);
