@@ -479,11 +479,33 @@ void Proxy::Impl::scan_for_placeholders(Conn& c, std::string_view bytes) {
   c.sniff_tail = text.substr(text.size() - std::min(text.size(), longest > 0 ? longest - 1 : 0));
 }
 
-void Proxy::Impl::relay(Conn& c) {
-  if (c.sniff_left > 0) sniff(c);
+namespace {
+
+// The flows a readiness event concerns: the client readable or the
+// upstream writable moves bytes up; the reverse, down. A flow no event
+// concerns would only hear EAGAIN again (one system call a turn).
+Pump flows_for(bool upstream_side, std::uint32_t events) {
+  const bool in = (events & kIn) != 0, out = (events & kOut) != 0;
+  const bool up = upstream_side ? out : in, down = upstream_side ? in : out;
+  return up == down ? Pump::both : up ? Pump::up : Pump::down;
+}
+
+}  // namespace
+
+void Proxy::Impl::relay(Conn& c, Pump which) {
+  if (c.sniff_left > 0) {
+    sniff(c);  // what it read waits in up's pending bytes: up is pumped
+    which = Pump::both;
+  }
   // While the window is open the relay reads nothing unscanned.
-  c.up.pump(c.sniff_left > 0 && !c.up.src_dead ? 0 : limits.relay_slice);
-  c.down.pump(limits.relay_slice);
+  if (which != Pump::down)
+    c.up.pump(c.sniff_left > 0 && !c.up.src_dead ? 0 : limits.relay_slice);
+  else
+    c.up.moved = false;
+  if (which != Pump::up)
+    c.down.pump(limits.relay_slice);
+  else
+    c.down.moved = false;
   if (c.up.moved || c.down.moved) c.last_active = Clock::now();
   if (c.up.error || c.down.error || (c.up.done && c.down.done)) {
     record(c, true, c.verdict.reason);
@@ -551,7 +573,7 @@ void Proxy::Impl::on_conn_event(std::uint64_t tag, std::uint32_t events) {
       if (events & kHangup)
         on_hangup(c, (tag & 1) != 0);
       else
-        relay(c);
+        relay(c, flows_for((tag & 1) != 0, events));
       break;
     case State::closing: flush_and_close(c); break;
   }

@@ -79,6 +79,10 @@ struct Conn {
   bool logged = false;
 };
 
+// Which flows of a connection a turn of relay() pumps: both (the relay's
+// start, a hang-up), or the one a readiness event concerns.
+enum class Pump { both, up, down };
+
 // Poller tags: a connection's client is id << 1, its upstream id << 1 | 1.
 constexpr std::uint64_t kTagListener = 1ULL << 62;
 constexpr std::uint64_t kTagResolver = 1ULL << 61;
@@ -135,7 +139,7 @@ struct Proxy::Impl {
   void on_connected(Conn& c);
   void proxy_handshake(Conn& c);
   void on_open(Conn& c);
-  void relay(Conn& c);
+  void relay(Conn& c, Pump which = Pump::both);
   void start_sniffing(Conn& c);
   void sniff(Conn& c);
   void scan_for_placeholders(Conn& c, std::string_view bytes);
