@@ -21,14 +21,20 @@ namespace pj::netproxy {
 
 inline constexpr size_t kPipeSize = 64 * 1024;
 // What a splice relay's pipe grows to once a turn needs a second read (a
-// bulk transfer): one read and one write per turn instead of four each.
-// Only then, and for at most kMaxBulkPipes flows of a process at once: the
-// kernel counts pipe pages against the user's budget
-// (/proc/sys/fs/pipe-user-pages-soft, 16384 pages by default), and past
-// it every new pipe of the user's gets 2 pages. Not granted (the budget
-// spent, or the cap reached): the flow stays at kPipeSize.
-inline constexpr size_t kBulkPipeSize = 256 * 1024;
-inline constexpr int kMaxBulkPipes = 32;  // 2048 pages
+// bulk transfer). A pipe's size is a count of buffers, a page each, and a
+// splice from a socket fills one buffer per fragment of the packets, often
+// less than a page (3.8 KiB on average on loopback from a file server, a
+// segment's 1.4 KiB from a NIC): 64 buffers took a 256 KiB slice in two
+// reads and two writes, 128 take it in one of each on loopback. Only for a
+// bulk flow, and for at most kMaxBulkPipes flows of a process at once: the
+// kernel counts the buffers against the user's budget
+// (/proc/sys/fs/pipe-user-pages-soft, 16384 pages by default), and past it
+// every new pipe of the user's gets 2. A flow reads no more than the slice
+// until its pipe is empty, so a pipe holds at most the slice's bytes
+// whatever its size. Not granted (the cap reached, or the kernel refused):
+// the flow stays at kPipeSize.
+inline constexpr size_t kBulkPipeSize = 512 * 1024;
+inline constexpr int kMaxBulkPipes = 16;  // 2048 pages
 
 // One direction of a relay: pending bytes first, then splice(2) through a
 // pipe (Linux) or a buffer copy (portable). At most `slice` bytes are read

@@ -12,7 +12,7 @@ namespace pj::netproxy {
 
 namespace {
 
-std::atomic<int> bulk_pipes{0};  // flows of this process holding a kBulkPipeSize pipe
+std::atomic<int> bulk_pipes{0};  // flows of this process holding a grown pipe
 
 // A second read in one turn: the source holds more than a pipe. The pipe
 // grows if the process's count allows and the kernel grants it.
