@@ -31,10 +31,17 @@ inline constexpr size_t kPipeSize = 64 * 1024;
 // (/proc/sys/fs/pipe-user-pages-soft, 16384 pages by default), and past it
 // every new pipe of the user's gets 2. A flow reads no more than the slice
 // until its pipe is empty, so a pipe holds at most the slice's bytes
-// whatever its size. Not granted (the cap reached, or the kernel refused):
-// the flow stays at kPipeSize.
+// whatever its size. Past the cap a flow keeps kPipeSize; a size the
+// kernel refuses (EPERM: past /proc/sys/fs/pipe-max-size, or the user's
+// pipe-user-pages-hard) is asked for again at half, down to kPipeSize,
+// once per flow.
 inline constexpr size_t kBulkPipeSize = 512 * 1024;
 inline constexpr int kMaxBulkPipes = 16;  // 2048 pages
+
+// The splice relay's pipe growth (relay_splice.cc): the pipe of `fd`
+// grows to the first of want, want / 2, ... above `floor` the kernel
+// grants; its size is returned, `floor` when none was.
+[[nodiscard]] size_t grow_pipe(int fd, size_t want, size_t floor);
 
 // One direction of a relay: pending bytes first, then splice(2) through a
 // pipe (Linux) or a buffer copy (portable). At most `slice` bytes are read
@@ -49,7 +56,7 @@ struct Flow {
   int src = -1, dst = -1;
   std::string pending;
   util::UniqueFd pipe_r, pipe_w;
-  size_t pipe_size = kPipeSize;    // grows to kBulkPipeSize (relay_splice.cc)
+  size_t pipe_size = kPipeSize;    // grows up to kBulkPipeSize (relay_splice.cc)
   bool pipe_grow_refused = false;  // by the kernel: not asked again
   size_t in_pipe = 0;
   bool src_eof = false;

@@ -22,9 +22,8 @@ void grow(Flow& f) {
     bulk_pipes.fetch_sub(1);
     return;
   }
-  int grown = ::fcntl(f.pipe_w.get(), F_SETPIPE_SZ, static_cast<int>(kBulkPipeSize));
-  if (grown > static_cast<int>(kPipeSize)) {
-    f.pipe_size = static_cast<size_t>(grown);
+  if (size_t grown = grow_pipe(f.pipe_w.get(), kBulkPipeSize, kPipeSize); grown > kPipeSize) {
+    f.pipe_size = grown;
     return;
   }
   bulk_pipes.fetch_sub(1);
@@ -32,6 +31,18 @@ void grow(Flow& f) {
 }
 
 }  // namespace
+
+size_t grow_pipe(int fd, size_t want, size_t floor) {
+  // Without CAP_SYS_RESOURCE (the locked-down filter has none, whatever
+  // its uid) a pipe gets at most /proc/sys/fs/pipe-max-size, EPERM past
+  // it (fcntl(2)): half is asked for then, and so on.
+  for (; want > floor; want /= 2) {
+    int grown = ::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(want));
+    if (grown > static_cast<int>(floor)) return static_cast<size_t>(grown);
+    if (grown >= 0 || errno != EPERM) break;
+  }
+  return floor;
+}
 
 Flow::~Flow() {
   if (pipe_size != kPipeSize) bulk_pipes.fetch_sub(1);
