@@ -1,7 +1,6 @@
 #include "filterproc/filter.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <pwd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -12,6 +11,7 @@
 #include <cstdlib>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -168,7 +168,7 @@ public:
       return filterlink::send_message(sock_, filterlink::FromFilter(filterlink::NameQuestion{id, host})).ok();
     });
     proxy_->on_decision([this](const netproxy::Decision& d) {
-      // A supervisor that is gone ends the loop at the next poll.
+      // A supervisor that is gone ends the loop at the next wait.
       (void)filterlink::send_message(sock_, filterlink::FromFilter(filterlink::DecisionMessage{d}));
     });
     proxy_->set_jail_sockets([this](int family) { return jail_socket(family); });
@@ -176,11 +176,10 @@ public:
 
   // Serve until stop, or until the supervisor is gone (an error then).
   util::Status serve() {
-    // The portable loop has no fd to poll beside the control socket: it
-    // waits on the control socket itself (one second at most: its tick
-    // comes sooner).
-    const bool own_fd = proxy_->fd() >= 0;
-    if (!own_fd) proxy_->wake_on(sock_);
+    // One wait a turn, for the relay's sockets and this one (its tick
+    // wakes it before the limit).
+    proxy_->wake_on(sock_);
+    constexpr std::chrono::milliseconds kWaitAtMost{60000};
     while (true) {
       while (!backlog_.empty()) {
         auto m = std::move(backlog_.front());
@@ -189,22 +188,14 @@ public:
         if (!more) return more.take_error();
         if (!*more) return {};
       }
-      pollfd fds[2] = {{sock_, POLLIN, 0}, {proxy_->fd(), POLLIN, 0}};
-      if (!own_fd) proxy_->run_for(std::chrono::seconds(1));
-      if (::poll(fds, own_fd ? 2 : 1, own_fd ? -1 : 0) < 0) {
-        if (errno == EINTR) continue;
-        return util::Error::from_errno("poll", errno);
-      }
-      if (own_fd && (fds[1].revents & POLLIN)) proxy_->run_once();
-      if (fds[0].revents) {
-        // Without waiting: the relay's turn above may have taken what made
-        // the socket readable (jail_socket() reads every message while it
-        // waits for its answer), and nothing more may come.
-        auto m = receive(sock_, MSG_DONTWAIT);
-        if (!m && m.error().err() == EAGAIN) continue;
-        if (!m) return m.take_error();
-        backlog_.push_back(std::move(*m));
-      }
+      if (!proxy_->run_for(kWaitAtMost)) continue;
+      // Without waiting: the relay's turn may have taken what made the
+      // socket readable (jail_socket() reads every message while it waits
+      // for its answer), and nothing more may come.
+      auto m = receive(sock_, MSG_DONTWAIT);
+      if (!m && m.error().err() == EAGAIN) continue;
+      if (!m) return m.take_error();
+      backlog_.push_back(std::move(*m));
     }
   }
 

@@ -257,28 +257,30 @@ void Proxy::watch_placeholders(std::vector<Watched> watched) {
 
 int Proxy::fd() const { return impl_->poller.fd(); }
 
+void Proxy::run_once() { (void)run_for(std::chrono::milliseconds(0)); }
+
 void Proxy::wake_on(int fd) { impl_->watch(fd, kTagWake, kIn); }
 
-void Proxy::run_once() { run_for(std::chrono::milliseconds(0)); }
-
-void Proxy::run_for(std::chrono::milliseconds max_wait) {
+bool Proxy::run_for(std::chrono::milliseconds max_wait) {
   Event evs[64 + 1];  // and the tick
   size_t n = impl_->poller.wait(evs, 64, max_wait);
+  bool woken = false;
   for (size_t i = 0; i < n; ++i) {
     std::uint64_t tag = evs[i].tag;
-    if (tag & kTagListener) {
+    if (tag == kTagWake) {
+      woken = true;  // the owner's: it reads it once this returns
+    } else if (tag & kTagListener) {
       if (!impl_->accept_paused_until) impl_->accept_on(tag & ~kTagListener);
     } else if (tag == kTagResolver) {
       for (auto& r : impl_->resolver.take()) impl_->on_resolved(r);
     } else if (tag == kTagTimer) {
       impl_->sweep();
-    } else if (tag == kTagWake) {
-      // The caller's: it reads it once this returns.
     } else {
       impl_->on_conn_event(tag, evs[i].events);
     }
   }
   impl_->take_intercepted();
+  return woken;
 }
 
 void Proxy::shutdown() {

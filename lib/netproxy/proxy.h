@@ -98,15 +98,16 @@ public:
   // The loop's fd: readable when run_once() has work (Linux); -1 where
   // the loop has no single fd (portable path): call run_for() instead.
   int fd() const;
-  // An fd of the caller's that the loop waits on too, where it has no fd
-  // of its own to poll beside it (the filter process's control socket on
-  // the portable path): run_for() returns once `fd` is readable (or hung
-  // up), and leaves reading it to the caller.
-  void wake_on(int fd);
   // Handle everything ready; never blocks.
   void run_once();
-  // Wait up to `max_wait` for work, then handle it (a loop on its own thread).
-  void run_for(std::chrono::milliseconds max_wait);
+  // Wait up to `max_wait` for work, then handle it (a loop on its own
+  // thread). True when the fd given to wake_on() is readable (or hung up).
+  bool run_for(std::chrono::milliseconds max_wait);
+  // run_for() also wakes for `fd` (the owner's own, e.g. the filter
+  // process's control socket), says so, and leaves reading it to the
+  // owner: one wait a turn for both instead of a poll(2) of the owner's
+  // and then the loop's, on either path.
+  void wake_on(int fd);
   // Close every connection (the jail is gone), recording each.
   void shutdown();
   const DecisionTable& decisions() const;

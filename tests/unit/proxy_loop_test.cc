@@ -656,3 +656,25 @@ TEST_CASE("proxy loop: a removed listener's port is closed at once, and a connec
   CHECK_FALSE(p.remove_listener(-1).ok());
   p.shutdown();
 }
+
+TEST_CASE("proxy loop: run_for wakes for the owner's fd given to wake_on, and says so") {
+  auto made = netproxy::Proxy::start(netproxy::Rules{}, -1);
+  REQUIRE(made.ok());
+  netproxy::Proxy& p = **made;
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  util::UniqueFd mine(fds[0]), theirs(fds[1]);
+  p.wake_on(mine.get());
+  CHECK_FALSE(p.run_for(0ms));
+  send_all(theirs.get(), "x");
+  // A guard of 10 s, not a timing assertion: the wait ends when the byte is there.
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(p.run_for(10s));
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK(p.run_for(0ms));  // level-triggered: until the owner reads it
+  char c;
+  REQUIRE(::recv(mine.get(), &c, 1, 0) == 1);
+  CHECK_FALSE(p.run_for(0ms));
+  theirs.reset();  // a hang-up wakes it too
+  CHECK(p.run_for(10s));
+}
