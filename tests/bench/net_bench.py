@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The network filter's throughput and latency, side by side in one run.
 
-    net_bench.py PI_JAIL OUT.json [--tls-only]   (as root: it creates a network namespace)
+    net_bench.py PI_JAIL OUT.json [--tls-only] [--loopback-only] [--against OLD_PI_JAIL]
+    (as root: it creates a network namespace)
 
 Paths compared, with the same client (curl) and server (sendfile from a
 sparse file): direct (no jail), the jail's loopback forward, CONNECT
@@ -16,9 +17,17 @@ CONNECT on loopback: an end-to-end tunnel (a host no credential is bound
 to) beside a substituting connection (a bound host: the filter terminates
 TLS, substitutes the header, masks the body): the throughput of a bulk
 download and the time to the first byte of a small answer; --tls-only
-runs only that (pi-jail must be a test build: PJ_TEST_BIND). Every comparison is a
-ratio measured in this run. Not a test: nothing here asserts a time.
-Traffic stays on loopback and in the namespace."""
+runs only that (pi-jail must be a test build: PJ_TEST_BIND). Then the
+start-up of a jail with the filter, and the peak resident memory of the
+supervisor and its filter together while they relay (plain, and
+substituting over TLS). --loopback-only leaves out the shaped link.
+
+--against OLD_PI_JAIL measures every jailed path, the start-up and the
+memory with both binaries, run after run in turn (a drift in the
+machine's load falls on both alike), and adds the ratio of each figure to
+the old binary's ("[before]"): a change set beside the main it comes from.
+Every comparison is a ratio measured in this run. Not a test: nothing here
+asserts a time. Traffic stays on loopback and in the namespace."""
 import json
 import os
 import shutil
@@ -29,7 +38,13 @@ import tempfile
 import time
 
 PI_JAIL, OUT = sys.argv[1:3]
-TLS_ONLY = "--tls-only" in sys.argv[3:]
+OPTIONS = sys.argv[3:]
+TLS_ONLY = "--tls-only" in OPTIONS
+LOOPBACK_ONLY = "--loopback-only" in OPTIONS
+AGAINST = OPTIONS[OPTIONS.index("--against") + 1] if "--against" in OPTIONS else None
+# The binaries measured, each with the tag its figures carry.
+BEFORE = " [before]"
+JAILS = [("", PI_JAIL)] + ([(BEFORE, AGAINST)] if AGAINST else [])
 TLS_SIZE = 256 << 20
 SIZE = 1 << 30
 RUNS = 3
@@ -160,6 +175,8 @@ def start_socat(host, port):
 def fmt(v, unit):
     if unit == "MB/s":
         return f"{v:.0f} MB/s ({v * 8 / 1000:.2f} Gbit/s)"
+    if unit == "MiB":
+        return f"{v:.1f} MiB"
     return f"{v * 1000:.3f} ms"
 
 
@@ -180,8 +197,8 @@ def ratio(what, a, b):
     print(f"  {'ratio: ' + what:62} {r:.2f}x")
 
 
-def jail(rule):
-    return [PI_JAIL, "-q", "-w", WS, "--allow-net", rule, "--", "env", "-u", "NO_PROXY", "-u", "no_proxy"]
+def jail(rule, binary=PI_JAIL):
+    return [binary, "-q", "-w", WS, "--allow-net", rule, "--", "env", "-u", "NO_PROXY", "-u", "no_proxy"]
 
 
 def curl_write_out(prefix, url, opts, what):
@@ -201,27 +218,45 @@ def curl_first_byte(prefix, url, opts):
     return curl_write_out(prefix, url, opts, "%{time_starttransfer}")
 
 
+def round_robin(paths, measure, runs):
+    """Each of `paths` ((name, ...), ...) measured by `measure` in turn, run
+    after run: a drift in the machine's load falls on all of them alike.
+    The samples of each by name (failed runs left out)."""
+    samples = {p[0]: [] for p in paths}
+    for _ in range(runs):
+        for p in paths:
+            v = measure(*p[1:])
+            if v:
+                samples[p[0]].append(v)
+    return samples
+
+
+def against_ratios(label, got, names):
+    """With --against: each figure of `names` beside its [before] twin."""
+    for name in names if AGAINST else ():
+        if name in got and name + BEFORE in got:
+            ratio(f"{label}: {name} / {name}{BEFORE}", got[name], got[name + BEFORE])
+
+
 def throughput(label, host, port, socat_port, forward=True):
     url = f"http://{host}:{port}/blob"
     rule = f"{host}:{port}"
-    paths = [("direct", [], url, []),
-             ("forward", jail(rule), url, []) if forward else None,
-             ("CONNECT", jail(rule), url, ["-p", "-x", "http://127.0.0.1:3128"]),
-             ("SOCKS5", jail(rule), url, ["--socks5", "127.0.0.1:1080"]),
-             ("socat relay", [], f"http://127.0.0.1:{socat_port}/blob", [])]
-    got = {}
-    for p in paths:
-        if not p:
-            continue
-        name, prefix, u, opts = p
-        speeds = [s for s in (curl_speed(prefix, u, opts) for _ in range(RUNS)) if s]
-        got[name] = figure(f"{label}: {name}", speeds, "MB/s")
-    for name in ("forward", "CONNECT", "SOCKS5", "socat relay"):
-        if name in got:
-            ratio(f"{label}: {name} / direct", got[name], got["direct"])
-    for name in ("forward", "CONNECT", "SOCKS5"):
-        if name in got:
-            ratio(f"{label}: {name} / socat", got[name], got["socat relay"])
+    paths = [("direct", [], url, [])]
+    for tag, binary in JAILS:
+        if forward:
+            paths.append((f"forward{tag}", jail(rule, binary), url, []))
+        paths.append((f"CONNECT{tag}", jail(rule, binary), url, ["-p", "-x", "http://127.0.0.1:3128"]))
+        paths.append((f"SOCKS5{tag}", jail(rule, binary), url, ["--socks5", "127.0.0.1:1080"]))
+    paths.append(("socat relay", [], f"http://127.0.0.1:{socat_port}/blob", []))
+    samples = round_robin(paths, curl_speed, RUNS)
+    got = {name: figure(f"{label}: {name}", samples[name], "MB/s") for name, *_ in paths}
+    kinds = ["forward", "CONNECT", "SOCKS5"] if forward else ["CONNECT", "SOCKS5"]
+    for name, *_ in paths[1:]:
+        ratio(f"{label}: {name} / direct", got[name], got["direct"])
+    for tag, _ in JAILS:
+        for kind in kinds:
+            ratio(f"{label}: {kind}{tag} / socat", got[kind + tag], got["socat relay"])
+    against_ratios(label, got, kinds)
 
 
 def percentile(xs, q):
@@ -232,9 +267,10 @@ def percentile(xs, q):
 def latency(label, host, port, n=2000):
     rule = f"{host}:{port}"
     bulk_url = f"http://{host}:{port}/blob"
-    cases = [("direct", [], "direct", []),
-             ("CONNECT", jail(rule), "connect", ["-p", "-x", "http://127.0.0.1:3128"]),
-             ("SOCKS5", jail(rule), "socks5", ["--socks5", "127.0.0.1:1080"])]
+    cases = [("direct", [], "direct", [])]
+    for tag, binary in JAILS:
+        cases.append((f"CONNECT{tag}", jail(rule, binary), "connect", ["-p", "-x", "http://127.0.0.1:3128"]))
+        cases.append((f"SOCKS5{tag}", jail(rule, binary), "socks5", ["--socks5", "127.0.0.1:1080"]))
     figs = {}
     for name, prefix, mode, opts in cases:
         for during in (False, True):
@@ -258,13 +294,15 @@ def latency(label, host, port, n=2000):
             p50 = figure(tag + " p50", [percentile(times, 0.5)] if times else [], "s")
             p99 = figure(tag + " p99", [percentile(times, 0.99)] if times else [], "s")
             figs[(name, during)] = (p50, p99)
-    for name in ("CONNECT", "SOCKS5"):
+    for name, *_ in cases[1:]:
         for during in (False, True):
-            if (name, during) in figs:
-                d = figs[("direct", during)]
-                w = " during bulk" if during else ""
-                ratio(f"{label}: p50 {name} / direct{w}", figs[(name, during)][0], d[0])
-                ratio(f"{label}: p99 {name} / direct{w}", figs[(name, during)][1], d[1])
+            d = figs[("direct", during)]
+            w = " during bulk" if during else ""
+            ratio(f"{label}: p50 {name} / direct{w}", figs[(name, during)][0], d[0])
+            ratio(f"{label}: p99 {name} / direct{w}", figs[(name, during)][1], d[1])
+            if not name.endswith(BEFORE) and AGAINST:
+                ratio(f"{label}: p99 {name} / {name}{BEFORE}{w}", figs[(name, during)][1],
+                      figs[(name + BEFORE, during)][1])
 
 
 # HTTPS: answers GET /small with 64 bytes, any other request with TLS_SIZE
@@ -306,8 +344,9 @@ while True:
 '''
 
 
-def tls_section():
-    """HTTPS through CONNECT: end-to-end tunnel beside a substituting connection."""
+def start_tls_server():
+    """The HTTPS server, its certificate signed by a CA made for this run.
+    Its process, its port and the CA's file (in the workspace)."""
     ca, key = os.path.join(WS, "bench-ca.pem"), os.path.join(work, "bench-ca.key")
     cert, ckey = os.path.join(work, "server.pem"), os.path.join(work, "server.key")
     subprocess.run(f"openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=bench-ca -days 1 "
@@ -326,56 +365,170 @@ def tls_section():
         if os.path.exists(portfile):
             break
         time.sleep(0.05)
-    port = int(open(portfile).read())
+    return p, int(open(portfile).read()), ca
+
+
+PLACEHOLDER, REAL = "sk-bench-placeholder-0123456789abcdef", "sk-bench-real-value-fedcba9876543210"
+
+
+def bound_jail(rule, ca, binary=PI_JAIL):
+    """A jail where a credential is bound to `rule`: the filter terminates
+    TLS (trusting `ca` upstream), substitutes the header, masks the body."""
+    return ["env", f"PJ_TEST_BIND=BENCH_KEY={PLACEHOLDER}={REAL}@{rule}", binary, "-q", "-w", WS, "--allow-net", rule,
+            "--test-upstream-ca", ca, "--", "env", "-u", "NO_PROXY", "-u", "no_proxy"]
+
+
+def tls_section(tls):
+    """HTTPS through CONNECT: end-to-end tunnel beside a substituting connection."""
+    _, port, ca = tls
     url = f"https://127.0.0.1:{port}/blob"
     small = f"https://127.0.0.1:{port}/small"
     rule = f"127.0.0.1:{port}"
-    ph, real = "sk-bench-placeholder-0123456789abcdef", "sk-bench-real-value-fedcba9876543210"
-    bound = ["env", f"PJ_TEST_BIND=BENCH_KEY={ph}={real}@{rule}", PI_JAIL, "-q", "-w", WS, "--allow-net", rule,
-             "--test-upstream-ca", ca, "--", "env", "-u", "NO_PROXY", "-u", "no_proxy"]
+    tunnel_opts = ["-x", "http://127.0.0.1:3128", "--cacert", ca]
+    bound_opts = ["-x", "http://127.0.0.1:3128", "-H", f"x-api-key: {PLACEHOLDER}"]
+    print(f"\nHTTPS through CONNECT on loopback, {TLS_SIZE >> 20} MiB per transfer (median of {RUNS})")
+    paths = []
+    for tag, binary in JAILS:
+        paths.append((f"tunnel{tag}", jail(rule, binary), url, tunnel_opts))
+        paths.append((f"substituting{tag}", bound_jail(rule, ca, binary), url, bound_opts))
+    samples = round_robin(paths, curl_speed, RUNS)
+    got = {}
+    for tag, _ in JAILS:
+        got["tunnel" + tag] = figure(f"https: end-to-end tunnel (no credential bound){tag}", samples["tunnel" + tag],
+                                     "MB/s")
+        got["substituting" + tag] = figure(f"https: substituting (bound: TLS both ways, header, masking){tag}",
+                                           samples["substituting" + tag], "MB/s")
+        ratio(f"https: substituting / tunnel{tag}", got["substituting" + tag], got["tunnel" + tag])
+    against_ratios("https", got, ["tunnel", "substituting"])
+    print(f"\nHTTPS through CONNECT on loopback, time to the first byte of a 64-byte answer "
+          f"(median of {3 * RUNS})")
+    paths = []
+    for tag, binary in JAILS:
+        paths.append((f"first byte, tunnel{tag}", jail(rule, binary), small, tunnel_opts))
+        paths.append((f"first byte, substituting{tag}", bound_jail(rule, ca, binary), small, bound_opts))
+    samples = round_robin(paths, curl_first_byte, 3 * RUNS)
+    got = {name: figure(f"https: {name}", samples[name], "s") for name, *_ in paths}
+    for tag, _ in JAILS:
+        ratio(f"https: first byte, substituting / tunnel{tag}", got["first byte, substituting" + tag],
+              got["first byte, tunnel" + tag])
+    against_ratios("https", got, ["first byte, tunnel", "first byte, substituting"])
+
+
+def startup(rule):
+    """Seconds from the start of `pi-jail ... -- true` (with the filter) to
+    its end, interleaved between the binaries."""
+    def run_true(prefix):
+        t = time.perf_counter()
+        r = subprocess.run(prefix + ["true"], env=ENV, cwd=WS, capture_output=True)
+        return time.perf_counter() - t if r.returncode == 0 else None
+    print(f"\nstart-up: `true` in a jail with a network rule (median of 20)")
+    paths = [(f"start-up{tag}", jail(rule, binary)) for tag, binary in JAILS]
+    for p in paths:
+        run_true(p[1])  # warm-up
+    samples = round_robin(paths, run_true, 20)
+    got = {name: figure(name, samples[name], "s") for name, _ in paths}
+    against_ratios("start-up", got, ["start-up"])
+
+
+def status_kib(pid, field):
     try:
-        print(f"\nHTTPS through CONNECT on loopback, {TLS_SIZE >> 20} MiB per transfer (median of 3)")
-        tunnel = figure("https: end-to-end tunnel (no credential bound)",
-                        [x for x in (curl_speed(jail(rule), url, ["-x", "http://127.0.0.1:3128", "--cacert", ca])
-                                     for _ in range(RUNS)) if x], "MB/s")
-        subst = figure("https: substituting (bound: TLS both ways, header, masking)",
-                       [x for x in (curl_speed(bound, url, ["-x", "http://127.0.0.1:3128", "-H", f"x-api-key: {ph}"])
-                                    for _ in range(RUNS)) if x], "MB/s")
-        ratio("https: substituting / tunnel", subst, tunnel)
-        print(f"\nHTTPS through CONNECT on loopback, time to the first byte of a 64-byte answer "
-              f"(median of {3 * RUNS})")
-        tunnel_ttfb = figure("https: first byte, end-to-end tunnel",
-                             [x for x in (curl_first_byte(jail(rule), small, ["-x", "http://127.0.0.1:3128",
-                                                                              "--cacert", ca])
-                                          for _ in range(3 * RUNS)) if x], "s")
-        subst_ttfb = figure("https: first byte, substituting",
-                            [x for x in (curl_first_byte(bound, small, ["-x", "http://127.0.0.1:3128", "-H",
-                                                                        f"x-api-key: {ph}"])
-                                         for _ in range(3 * RUNS)) if x], "s")
-        ratio("https: first byte, substituting / tunnel", subst_ttfb, tunnel_ttfb)
-    finally:
-        p.terminate()
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def filter_of(supervisor):
+    """The run's network filter: the supervisor's child running
+    pi-jail-filter, or None."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == supervisor and cmd.startswith(b"pi-jail-filter"):
+            return int(d)
+    return None
+
+
+def peak_memory(prefix, command):
+    """The peak of the supervisor's and the filter's resident memory
+    together (sampled every 10 ms) while `command` runs in the jail, and
+    each one's own peak (VmHWM, start-up included), in MiB."""
+    proc = subprocess.Popen(prefix + ["sh", "-c", command], env=ENV, cwd=WS, stdout=subprocess.DEVNULL)
+    together = hwm_sup = hwm_filter = 0
+    filt = None
+    while proc.poll() is None:
+        filt = filt or filter_of(proc.pid)
+        rss = status_kib(proc.pid, "VmRSS") + (status_kib(filt, "VmRSS") if filt else 0)
+        together = max(together, rss)
+        hwm_sup = max(hwm_sup, status_kib(proc.pid, "VmHWM"))
+        if filt:
+            hwm_filter = max(hwm_filter, status_kib(filt, "VmHWM"))
+        time.sleep(0.01)
+    return together / 1024, hwm_sup / 1024, hwm_filter / 1024
+
+
+def memory(plain_port, tls):
+    _, tls_port, ca = tls
+    print("\npeak resident memory, supervisor + filter, while relaying (each run once)")
+    plain_rule, tls_rule = f"127.0.0.1:{plain_port}", f"127.0.0.1:{tls_port}"
+    got = {}
+    for what, make, command in (
+            ("relaying 1 GiB (forward)", lambda b: jail(plain_rule, b),
+             f"curl -s -o /dev/null http://{plain_rule}/blob"),
+            (f"substituting {TLS_SIZE >> 20} MiB over TLS", lambda b: bound_jail(tls_rule, ca, b),
+             f"curl -s -o /dev/null -x http://127.0.0.1:3128 -H 'x-api-key: {PLACEHOLDER}' https://{tls_rule}/blob")):
+        for tag, binary in JAILS:
+            together, sup, filt = peak_memory(make(binary), command)
+            got[what + tag] = figure(f"memory, {what}{tag}: together (sampled)", [together], "MiB")
+            figure(f"memory, {what}{tag}: supervisor VmHWM", [sup], "MiB")
+            figure(f"memory, {what}{tag}: filter VmHWM", [filt], "MiB")
+        against_ratios("memory", got, [what])
 
 
 print(f"network filter benchmark ({os.cpu_count()} CPUs, kernel {os.uname().release})")
-if TLS_ONLY:
-    tls_section()
+if AGAINST:
+    print(f"this binary: {PI_JAIL}\n[before]:    {AGAINST}")
+
+
+def finish():
     with open(OUT, "w") as f:
         json.dump(results, f, indent=2)
     print(f"\nJSON: {OUT}")
     shutil.rmtree(work, ignore_errors=True)
     sys.exit(0)
-print("\nloopback, 1 GiB per transfer (median of 3)")
-srv, port = start_server("127.0.0.1")
-soc, sport = start_socat("127.0.0.1", port)
+
+
+tls = start_tls_server()
 try:
-    throughput("loopback", "127.0.0.1", port, sport)
-    print("\nloopback, small-request round trips (2000 x 64 bytes on one connection)")
-    latency("loopback", "127.0.0.1", port)
+    if TLS_ONLY:
+        tls_section(tls)
+        finish()
+    print(f"\nloopback, 1 GiB per transfer (median of {RUNS})")
+    srv, port = start_server("127.0.0.1")
+    soc, sport = start_socat("127.0.0.1", port)
+    try:
+        throughput("loopback", "127.0.0.1", port, sport)
+        print("\nloopback, small-request round trips (2000 x 64 bytes on one connection)")
+        latency("loopback", "127.0.0.1", port)
+        tls_section(tls)
+        startup(f"127.0.0.1:{port}")
+        memory(port, tls)
+    finally:
+        soc.terminate()
+        srv.terminate()
 finally:
-    soc.terminate()
-    srv.terminate()
-tls_section()
+    tls[0].terminate()
+if LOOPBACK_ONLY:
+    finish()
 
 ns = f"pjbench{os.getpid()}"
 host_if, ns_if = f"pjbh{os.getpid() % 10000}", f"pjbn{os.getpid() % 10000}"
@@ -413,7 +566,4 @@ finally:
     subprocess.run(["ip", "link", "del", host_if], capture_output=True)
     subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
-with open(OUT, "w") as f:
-    json.dump(results, f, indent=2)
-print(f"\nJSON: {OUT}")
-shutil.rmtree(work, ignore_errors=True)
+finish()
