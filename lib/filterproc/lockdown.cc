@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "filterproc/lockdown_common.h"
 #include "linuxjail/landlock.h"
 #include "linuxjail/sys.h"
 #include "netproxy/relay.h"
@@ -110,10 +111,6 @@ const std::vector<std::string> kAllowed = {
 #endif
 };
 
-util::Status stage_failed(const char* stage, int err) {
-  return util::Error::from_errno(fmt::format("lock down ({})", stage), err);
-}
-
 // Landlock and capabilities are per thread: a second thread would keep
 // what this one gives up.
 util::Status check_single_threaded() {
@@ -127,25 +124,8 @@ util::Status check_single_threaded() {
   return {};
 }
 
-util::Status set_limit(int resource, rlim_t value, const char* stage) {
-  rlimit r{value, value};
-  if (::setrlimit(resource, &r) != 0) return stage_failed(stage, errno);
-  return {};
-}
-
 util::Status set_limits(const LockdownLimits& l) {
-  rlimit now{};
-  if (::getrlimit(RLIMIT_NOFILE, &now) != 0) return stage_failed("RLIMIT_NOFILE", errno);
-  const rlim_t files = std::min<rlim_t>(now.rlim_max, l.open_files);
-  if (auto st = set_limit(RLIMIT_NOFILE, files, "RLIMIT_NOFILE"); !st) return st;
-  if (auto st = set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE"); !st) return st;
-  if (auto st = set_limit(RLIMIT_FSIZE, 0, "RLIMIT_FSIZE"); !st) return st;
-#ifndef PJ_SANITIZED
-  // A relay that outgrows its connections' buffers is broken or taken
-  // over: its allocations fail (and it ends) before the host's memory
-  // does. Sanitizer builds map terabytes of shadow memory: without.
-  if (auto st = set_limit(RLIMIT_DATA, l.data_bytes, "RLIMIT_DATA"); !st) return st;
-#endif
+  if (auto st = set_posix_limits(l); !st) return st;
   // RLIMIT_NPROC counts the real uid's threads host-wide: left alone.
   return set_limit(RLIMIT_MEMLOCK, 0, "RLIMIT_MEMLOCK");
 }
@@ -244,37 +224,23 @@ void release_startup() { util::drop_startup_pages(); }
 
 #ifdef PJ_TEST_SWITCHES
 filterlink::ProbeResult probe_lockdown(const std::string& home) {
-  filterlink::ProbeResult r;
-  auto attempt = [&r](std::string what, bool ok) { r.attempts.push_back({std::move(what), ok ? 0 : errno}); };
-  auto open_closes = [](const char* path, int flags) {
-    int fd = ::open(path, flags | O_CLOEXEC);
-    if (fd >= 0) ::close(fd);
-    return fd >= 0;
-  };
-  attempt("open /etc/passwd", open_closes("/etc/passwd", O_RDONLY));
-  attempt("open the home directory " + home, open_closes(home.c_str(), O_RDONLY | O_DIRECTORY));
-  attempt("open /", open_closes("/", O_PATH));
+  Probe p;
+  probe_posix(p, home);
+  p.attempt("open /", opens("/", O_PATH));
   char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
   char* const envp[] = {nullptr};
-  attempt("execve /bin/true", ::execve("/bin/true", argv, envp) == 0);
-  // A process (clone without CLONE_THREAD); a thread is allowed.
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  attempt("fork a process", child > 0);
+  p.attempt("execve /bin/true", ::execve("/bin/true", argv, envp) == 0);
   const pid_t supervisor = ::getppid();
-  attempt("ptrace the supervisor", ::ptrace(PTRACE_ATTACH, supervisor, nullptr, nullptr) == 0);
-  attempt("kill the supervisor (signal 0)", ::kill(supervisor, 0) == 0);
+  p.attempt("ptrace the supervisor", ::ptrace(PTRACE_ATTACH, supervisor, nullptr, nullptr) == 0);
   char buf[8];
   iovec local{buf, sizeof buf}, remote{reinterpret_cast<void*>(0x400000), sizeof buf};
-  attempt("read the supervisor's memory", ::process_vm_readv(supervisor, &local, 1, &remote, 1, 0) >= 0);
-  errno = ENOENT;
-  attempt("inherit an environment variable", environ && environ[0]);
+  p.attempt("read the supervisor's memory", ::process_vm_readv(supervisor, &local, 1, &remote, 1, 0) >= 0);
   // What it must still do: grow a relay's pipe for a bulk transfer.
-  int p[2];
-  const bool piped = ::pipe2(p, O_CLOEXEC) == 0;
-  attempt("grow a relay pipe", piped && ::fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(netproxy::kBulkPipeSize)) > 0);
-  if (piped) ::close(p[0]), ::close(p[1]);
-  return r;
+  int fds[2];
+  const bool piped = ::pipe2(fds, O_CLOEXEC) == 0;
+  p.attempt("grow a relay pipe", piped && ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(netproxy::kBulkPipeSize)) > 0);
+  if (piped) ::close(fds[0]), ::close(fds[1]);
+  return std::move(p.result);
 }
 #endif
 
