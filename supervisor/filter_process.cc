@@ -32,7 +32,8 @@ using filterlink::FromSupervisor;
 // told to stop (not a timing anything depends on).
 constexpr int kReadyGuardMs = 30000;
 constexpr int kStopGuardMs = 5000;
-// The system's trust anchors, sent to a filter that opens no file.
+// The system's trust anchors (and a test's extra ones), sent to a filter
+// that opens no file.
 constexpr off_t kMaxRootsFile = 16 << 20;
 // How long a send may wait for room on the control socket while the jail
 // runs: a filter that stops reading would hold this process (and with it
@@ -47,6 +48,18 @@ constexpr int kLastWakes = 64;
 // What one token exchange may add before its update (a response's tokens,
 // and echoes of ones already bound).
 constexpr size_t kMaxAddedPerExchange = 16;
+
+// A file of trust anchors, opened for the filter to read: a regular file
+// of at most kMaxRootsFile bytes. O_NONBLOCK: a FIFO in its place fails
+// the check instead of holding the run at open(2). The error says why.
+util::Result<util::UniqueFd> open_anchors(const std::string& file) {
+  util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd.valid()) return util::Error::invalid(fmt::format("cannot be opened ({})", util::errno_name(errno)));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return util::Error::invalid("not a regular file");
+  if (st.st_size > kMaxRootsFile) return util::Error::invalid(fmt::format("more than {} bytes", kMaxRootsFile));
+  return fd;
+}
 
 util::Result<FromFilter> receive(int sock, int flags) {
   auto rec = filterlink::receive_record(sock, flags);
@@ -187,9 +200,9 @@ util::Status FilterProcess::send_bindings(credentials::Interceptor& in) {
   for (const auto& m : in.refused())
     if (auto st = config(filterlink::MintingMessage{m}); !st) return st;
   if (const std::string& file = in.upstream_extra_ca_file(); !file.empty()) {
-    util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-    if (!fd.valid()) return util::Error::from_errno("open the upstream CA file " + file, errno);
-    if (auto st = config(filterlink::UpstreamCa{std::move(fd)}); !st) return st;
+    auto fd = open_anchors(file);
+    if (!fd) return util::Error::invalid(fmt::format("the upstream CA file {}: {}", file, fd.error().message()));
+    if (auto st = config(filterlink::UpstreamCa{std::move(*fd)}); !st) return st;
   }
   return {};
 }
@@ -204,12 +217,9 @@ util::Status FilterProcess::send_roots() {
                     "certificates OpenSSL uses, or set SSL_CERT_FILE to a PEM file of them",
                     file, why));
   };
-  util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (!fd.valid()) return fix(fmt::format("cannot be opened ({})", util::errno_name(errno)));
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return fix("not a regular file");
-  if (st.st_size > kMaxRootsFile) return fix(fmt::format("more than {} bytes", kMaxRootsFile));
-  return send(FromSupervisor(filterlink::TrustRoots{std::move(fd)}), kReadyGuardMs);
+  auto fd = open_anchors(file);
+  if (!fd) return fix(fd.error().message());
+  return send(FromSupervisor(filterlink::TrustRoots{std::move(*fd)}), kReadyGuardMs);
 }
 
 // What the filter's copy of the token exchange starts from: the slots of

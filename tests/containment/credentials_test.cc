@@ -4,6 +4,8 @@
 // a credential bound to it through PJ_TEST_BIND; the jail holds only the
 // placeholder. The jail trusts the run's CA through the variables and the
 // bundle mounted over /etc/ssl/certs/ca-certificates.crt.
+#include <sys/stat.h>
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -221,6 +223,23 @@ TEST_CASE("credentials: a server the filter cannot verify is refused (502), howe
   std::string text = read_file(report);
   CHECK(text.find("the server's certificate was not verified") != std::string::npos);
   CHECK(text.find(real) == std::string::npos);
+}
+
+TEST_CASE("credentials: an upstream CA file that is a FIFO or a directory stops the run (125) before the command") {
+  Sandbox sb;
+  const std::string fifo = sb.outside + "/ca-fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
+  for (const std::string& ca : {fifo, sb.outside}) {
+    CAPTURE(ca);
+    // Before: open(2) of the FIFO waited for a writer, and the run with it.
+    auto o = sb.jail({"/bin/sh", "-c", "touch ran"}, {"--allow-net", "127.0.0.1:9", "--test-upstream-ca", ca}, "",
+                     {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:9"})});
+    CAPTURE(o.err);
+    CHECK(o.status == 125);
+    CHECK(o.err.find("the upstream CA file " + ca + ": not a regular file") != std::string::npos);
+    CHECK_FALSE(exists(sb.ws + "/ran"));
+  }
 }
 
 TEST_CASE("credentials: a compressed answer is refused (502); a WebSocket's frames come back masked, reassembled") {
