@@ -47,7 +47,7 @@ BEFORE = " [before]"
 JAILS = [("", PI_JAIL)] + ([(BEFORE, AGAINST)] if AGAINST else [])
 TLS_SIZE = 256 << 20
 SIZE = 1 << 30
-RUNS = 3
+RUNS = 4  # even: as many rounds in each order (round_robin)
 work = tempfile.mkdtemp(prefix="pj-netbench.")
 os.chmod(work, 0o755)
 WS = os.path.join(work, "ws")
@@ -221,10 +221,13 @@ def curl_first_byte(prefix, url, opts):
 def round_robin(paths, measure, runs):
     """Each of `paths` ((name, ...), ...) measured by `measure` in turn, run
     after run: a drift in the machine's load falls on all of them alike.
-    The samples of each by name (failed runs left out)."""
+    Every other round goes in the reverse order, so that no path always
+    follows the same one (the first tunnel of a round measured 10-17%
+    below the same binary's second). The samples of each by name (failed
+    runs left out)."""
     samples = {p[0]: [] for p in paths}
-    for _ in range(runs):
-        for p in paths:
+    for i in range(runs):
+        for p in paths if i % 2 == 0 else reversed(paths):
             v = measure(*p[1:])
             if v:
                 samples[p[0]].append(v)
@@ -421,7 +424,7 @@ def startup(rule):
         t = time.perf_counter()
         r = subprocess.run(prefix + ["true"], env=ENV, cwd=WS, capture_output=True)
         return time.perf_counter() - t if r.returncode == 0 else None
-    print(f"\nstart-up: `true` in a jail with a network rule (median of 20)")
+    print("\nstart-up: `true` in a jail with a network rule (median of 20)")
     paths = [(f"start-up{tag}", jail(rule, binary)) for tag, binary in JAILS]
     for p in paths:
         run_true(p[1])  # warm-up
@@ -551,7 +554,7 @@ try:
             break
         subprocess.run(["tc", "qdisc", "del", "dev", host_if, "root"], capture_output=True)
     results["shaping"] = shaping
-    print(f"\nshaped link ({shaping}), 1 GiB per transfer (median of 3)")
+    print(f"\nshaped link ({shaping}), 1 GiB per transfer (median of {RUNS})")
     srv, port = start_server("10.203.0.2", ns)
     soc, sport = start_socat("10.203.0.2", port)
     try:
