@@ -1,6 +1,7 @@
 #include "login_flow.h"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -189,7 +190,7 @@ std::string IssuedTokens::json() const {
          tokens + "}}";
 }
 
-JailedLogin::JailedLogin(const std::string& prefix, const std::string& auth, const IssuedTokens& issued,
+JailedLogin::JailedLogin(const std::string& prefix, const std::optional<std::string>& auth, const IssuedTokens& issued,
                          const std::vector<std::string>& jail_opts)
     : w("[]", prefix) {
   const std::string d = w.sb.base;
@@ -199,7 +200,7 @@ JailedLogin::JailedLogin(const std::string& prefix, const std::string& auth, con
   write_file(d + "/issued.json", issued.json());
   server_ =
       std::make_unique<StandInServer>(d, "logins", certs, kLoginStandIn, std::vector<std::string>{d + "/issued.json"});
-  write_file(w.agent + "/auth.json", auth);
+  if (auth) write_file(w.agent + "/auth.json", *auth);
 
   std::string env;
   for (const auto& e : w.env()) env += " '" + e + "'";
@@ -302,6 +303,37 @@ std::string JailedLogin::leave(const std::vector<std::string>& entries, const st
 }
 
 std::string JailedLogin::host_auth() const { return read_file(w.agent + "/auth.json"); }
+
+bool JailedLogin::host_has_auth() const { return exists(w.agent + "/auth.json"); }
+
+unsigned JailedLogin::host_auth_mode() const {
+  struct stat st {};
+  if (::lstat((w.agent + "/auth.json").c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+std::vector<std::string> JailedLogin::host_entries() const {
+  auto o = run({"/usr/bin/python3", "-c",
+                "import json, sys; print('\\n'.join(sorted(json.load(open(sys.argv[1])))), end='')",
+                w.agent + "/auth.json"});
+  std::vector<std::string> out;
+  if (o.status != 0) return {"(not JSON: " + o.err + ")"};
+  for (size_t at = 0; at < o.out.size();) {
+    size_t end = o.out.find('\n', at);
+    if (end == std::string::npos) end = o.out.size();
+    out.push_back(o.out.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+std::string JailedLogin::host_entry(const std::string& entry) const {
+  auto o = run({"/usr/bin/python3", "-c",
+                "import json, sys; print(json.dumps(json.load(open(sys.argv[1])).get(sys.argv[2]), sort_keys=True), "
+                "end='')",
+                w.agent + "/auth.json", entry});
+  return o.status == 0 ? o.out : "(not JSON: " + o.err + ")";
+}
 
 std::string JailedLogin::host_field(const std::string& entry, const std::string& field) const {
   // Python's JSON reader: the file must be JSON, the entry an object.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,11 @@ struct IssuedTokens {
 };
 
 // Pi from `prefix`, jailed, interactive, started from a world whose host
-// auth.json holds `auth`; the stand-in issues `issued`. `jail_opts`: more
-// options of pi-jail.
+// auth.json holds `auth` (nullopt: the host has no auth.json); the
+// stand-in issues `issued`. `jail_opts`: more options of pi-jail.
 class JailedLogin {
 public:
-  JailedLogin(const std::string& prefix, const std::string& auth, const IssuedTokens& issued,
+  JailedLogin(const std::string& prefix, const std::optional<std::string>& auth, const IssuedTokens& issued,
               const std::vector<std::string>& jail_opts = {});
   ~JailedLogin();
   JailedLogin(const JailedLogin&) = delete;
@@ -77,6 +78,13 @@ public:
   // The host's auth.json now, and one field of one of its entries as
   // JSON reads it ("(no entry)", "(none)" when it has none).
   std::string host_auth() const;
+  // Whether the host has an auth.json, and its permission bits.
+  bool host_has_auth() const;
+  unsigned host_auth_mode() const;
+  // The host's auth.json's entry names, sorted, and one entry as Python's
+  // JSON writer spells it (sorted keys), to compare entries, not bytes.
+  std::vector<std::string> host_entries() const;
+  std::string host_entry(const std::string& entry) const;
   std::string host_field(const std::string& entry, const std::string& field) const;
   // Every request the stand-in got: "LINE host=... auth=... body=...".
   std::string seen() const { return server_->log(); }

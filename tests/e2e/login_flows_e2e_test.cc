@@ -16,11 +16,13 @@
 //
 // The host's auth.json holds an earlier login of each provider logged in
 // to (so that its token endpoints pass through the filter's token
-// exchange and Pi sees placeholders only); each login completes in the
+// exchange and Pi sees placeholders only), but for a first login with an
+// API key (no entry, or no auth.json at all); each login completes in the
 // jail, and the host's file gets the new tokens only when the user
 // answers pi-jail's question with y.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -278,5 +280,49 @@ TEST_CASE(
     CAPTURE(host);
     CHECK(host == before);
     CHECK(host.find(key) == std::string::npos);
+  }
+}
+
+// A first login: the host has never logged in to the provider (no entry
+// in its auth.json, or no auth.json at all). Groq's API key typed into
+// Pi, answered y and n. (An OAuth first login is not here: nothing of
+// such a provider is bound when the run starts, so the filter does not
+// intercept its token endpoint, and Pi in the jail would hold the real
+// tokens; see issue 35.)
+TEST_CASE(
+    "a first login in the jail of a provider the host's auth.json has no entry for (or with no auth.json at all): "
+    "on y the host's file gains exactly that entry, mode 0600, the rest as it was; on n it stays byte for byte as "
+    "it was, or absent") {
+  for (const auto& [label, prefix] : pi_versions()) {
+    CAPTURE(label);
+    const std::string others = earlier_logins({"xai"});
+    for (const bool had_file : {true, false})
+      for (const std::string reply : {"y", "n"}) {
+        CAPTURE(had_file);
+        CAPTURE(reply);
+        JailedLogin j(prefix, had_file ? std::optional<std::string>(others) : std::nullopt, IssuedTokens::make({}));
+        const std::string xai_before = had_file ? j.host_entry("xai") : "";
+
+        const std::string key = "gsk_e2e" + unique_token() + "E2EfirstKey0123456789abcdefghijklmnopqrstuvwxyz";
+        j.login("groq", "Enter Groq API key");
+        j.answer(key, "Saved API key for Groq");
+
+        j.leave({"groq"}, reply);
+        if (reply == "n") {
+          if (had_file)
+            CHECK(j.host_auth() == others);
+          else
+            CHECK_FALSE(j.host_has_auth());
+          continue;
+        }
+        REQUIRE(j.host_has_auth());
+        CHECK(j.host_field("groq", "key") == key);
+        CHECK(j.host_field("groq", "type") == "api_key");
+        CHECK(j.host_auth_mode() == 0600);
+        const std::vector<std::string> want =
+            had_file ? std::vector<std::string>{"groq", "xai"} : std::vector<std::string>{"groq"};
+        CHECK(j.host_entries() == want);
+        if (had_file) CHECK(j.host_entry("xai") == xai_before);
+      }
   }
 }
