@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <initializer_list>
 #include <span>
 
@@ -539,7 +540,7 @@ const NotData kNotData[] = {
     {"enableInstallTelemetry", "it is a privacy choice"},
     {"enableAnalytics", "it is a privacy choice"},
     {"trackingId", "it is an identity"},
-    {"deviceId", "it is an identity"},
+    {"deviceId", "it is this installation's identity: a jail may add one the host lacks, never change or remove it"},
     {"$schema", "it is a URL that editors fetch"},
 };
 
@@ -562,6 +563,27 @@ bool theme_is_data(const json::Value& v, const HostDir& dir) {
   std::string_view light = std::string_view(*s).substr(0, slash), dark = std::string_view(*s).substr(slash + 1);
   return known_theme(light, dir) && known_theme(dark, dir);
 }
+
+// deviceId: the installation's id, a random UUID Pi makes the first time
+// a login needs one (Sign in with ChatGPT sends it to OpenAI as
+// ext_agent_host_id; settings-manager.js getOrCreateDeviceId) and keeps.
+// It is no credential and names nothing Pi loads or runs or where
+// anything goes, so one the jail made goes back when the host has none:
+// else the host's next ChatGPT login announces a second installation.
+// Only a UUID, which is all Pi accepts (openai-chatgpt.js agentHostId): any
+// other value would break the host's next ChatGPT login. The host's own
+// is never changed or removed (kNotData).
+bool is_uuid(const json::Value& v) {
+  const std::string* s = v.as_string();
+  if (!s || s->size() != 36) return false;
+  for (size_t i = 0; i < s->size(); ++i) {
+    const char c = (*s)[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+const Setting kNewDeviceId{"deviceId", [](const json::Value& v, const json::Value*) { return is_uuid(v); }};
 
 const Setting* data_setting(std::string_view key) {
   for (const Setting& s : kDataSettings)
@@ -591,7 +613,7 @@ NewContent merge_settings(Content host_now, Content given, Content jail_left, No
     const json::Value* before = given_index.find(m.key);
     if (same(before, &m.value)) continue;
     std::string name = fmt::format("{}: {}", file, shown(m.key));
-    const Setting* rule = data_setting(m.key);
+    const Setting* rule = m.key == kNewDeviceId.key && !before ? &kNewDeviceId : data_setting(m.key);
     if (m.key == "theme" && !theme_is_data(m.value, dir)) {
       notes.add(Kind::refused, fmt::format("{}: not written back: it names a theme neither built into Pi nor in the "
                                            "agent dir's themes/, which Pi would load from elsewhere",

@@ -283,8 +283,9 @@ std::string JailedLogin::leave(const std::vector<std::string>& entries, const st
   }
   term_->type(reply);
   REQUIRE_MESSAGE(term_->wait_for(done_), term_->screen());
-  // What pi-jail said of auth.json's write-back: nothing refused but
-  // what the user refused.
+  // What pi-jail said of the agent dir's write-back: nothing refused but
+  // the logins the user refused (a field Pi writes at a login, such as
+  // settings.json's deviceId, goes back too).
   const std::string end = term_->screen();
   CAPTURE(end);
   std::string said;  // the screen's lines joined again: a long message wraps
@@ -292,9 +293,10 @@ std::string JailedLogin::leave(const std::vector<std::string>& entries, const st
   for (size_t at = said.find("pi-jail: "); at != std::string::npos;) {
     const size_t next = said.find("pi-jail: ", at + 1);
     const std::string message = said.substr(at, next == std::string::npos ? std::string::npos : next - at);
-    if (message.find("auth.json") != std::string::npos && message.find("not written back") != std::string::npos) {
+    if (message.find("not written back") != std::string::npos) {
       CAPTURE(message);
       CHECK(reply != "y");
+      CHECK(message.find("auth.json") != std::string::npos);
       CHECK(message.find("you did not agree") != std::string::npos);
     }
     at = next;
@@ -341,6 +343,13 @@ std::string JailedLogin::host_field(const std::string& entry, const std::string&
                 "import json, sys; e = json.load(open(sys.argv[1])).get(sys.argv[2]); "
                 "print(e.get(sys.argv[3], '(none)') if isinstance(e, dict) else '(no entry)', end='')",
                 w.agent + "/auth.json", entry, field});
+  return o.status == 0 ? o.out : "(not JSON: " + o.err + ")";
+}
+
+std::string JailedLogin::host_setting(const std::string& name) const {
+  auto o = run({"/usr/bin/python3", "-c",
+                "import json, sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], '(none)'), end='')",
+                w.agent + "/settings.json", name});
   return o.status == 0 ? o.out : "(not JSON: " + o.err + ")";
 }
 

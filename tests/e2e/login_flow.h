@@ -86,6 +86,9 @@ public:
   std::vector<std::string> host_entries() const;
   std::string host_entry(const std::string& entry) const;
   std::string host_field(const std::string& entry, const std::string& field) const;
+  // One top-level value of the host's settings.json as JSON reads it
+  // ("(none)" when it has none).
+  std::string host_setting(const std::string& name) const;
   // Every request the stand-in got: "LINE host=... auth=... body=...".
   std::string seen() const { return server_->log(); }
 

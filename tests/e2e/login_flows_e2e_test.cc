@@ -124,6 +124,10 @@ TEST_CASE(
     url = j.url("https://auth.openai.com/api/accounts/authorize?");
     CAPTURE(url);
     CHECK(param(url, "redirect_uri") == "http%3A%2F%2F127.0.0.1%3A1455%2Fauth%2Fcallback");
+    // The installation's id, which Pi made for this login (the host's
+    // settings.json has none) and keeps in settings.json.
+    const std::string host_id = param(url, "ext_agent_host_id");
+    CHECK(host_id.starts_with("urn%3Auuid%3A"));
     browser = j.browse("http://127.0.0.1:1455/auth/callback?code=" + issued.code + "&state=" + param(url, "state") +
                        "&client_id=" + issued.issued_client);
     CAPTURE(browser.err);
@@ -170,6 +174,8 @@ TEST_CASE(
 
     j.leave(entries, "y");
     check_host_has(j, issued, entries);
+    // The host's next ChatGPT login is the same installation's.
+    CHECK("urn%3Auuid%3A" + j.host_setting("deviceId") == host_id);
   }
 }
 

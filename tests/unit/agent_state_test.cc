@@ -283,6 +283,44 @@ TEST_CASE("settings: removals apply only to data keys; the host's concurrent cha
   CHECK(noted(notes, Notes::Kind::refused, "\"extensions\": removed in the jail; not applied"));
 }
 
+TEST_CASE("settings: a deviceId Pi made in the jail goes back when the host has none; the host's is never changed") {
+  const std::string id = "0f8c2a9e-5b7d-4c1e-9a3f-2d6b8e4c7a10";
+  const std::string made = R"({"defaultModel":"m1","deviceId":")" + id + R"("})";
+  {
+    Notes notes;
+    auto out = merge_settings(R"({"defaultModel":"m1"})", R"({"defaultModel":"m1"})", made, notes);
+    REQUIRE(out.has_value());
+    CHECK(parsed(*out) == parsed(made));
+    CHECK(noted(notes, Notes::Kind::applied, "\"deviceId\": set"));
+  }
+  {
+    // The host made its own meanwhile: the host's stays.
+    const std::string host = R"({"deviceId":"11111111-2222-4333-8444-555555555555"})";
+    Notes notes;
+    CHECK_FALSE(merge_settings(host, "{}", R"({"deviceId":")" + id + R"("})", notes).has_value());
+    CHECK(noted(notes, Notes::Kind::kept, "\"deviceId\": changed on the host during the run"));
+  }
+  for (const char* bad : {"not-a-uuid", "0f8c2a9e-5b7d-4c1e-9a3f-2d6b8e4c7a1", "0f8c2a9e-5b7d-4c1e-9a3f-2d6b8e4c7a1g",
+                          "0f8c2a9e5b7d-4c1e-9a3f-2d6b8e4c7a10-", "0f8c2a9e-5b7d-4c1e-9a3f-2d6b8e4c7a10\\u001b"}) {
+    CAPTURE(bad);
+    Notes notes;
+    CHECK_FALSE(merge_settings("{}", "{}", std::string(R"({"deviceId":")") + bad + "\"}", notes).has_value());
+    CHECK(noted(notes, Notes::Kind::refused, "\"deviceId\": not written back: the value is not what Pi stores"));
+  }
+  Notes notes;
+  CHECK_FALSE(merge_settings("{}", "{}", R"({"deviceId":7})", notes).has_value());
+  CHECK(noted(notes, Notes::Kind::refused, "\"deviceId\": not written back"));
+  // The host's own: never changed, never removed.
+  const std::string given = R"({"deviceId":")" + id + R"("})";
+  Notes changed;
+  CHECK_FALSE(
+      merge_settings(given, given, R"({"deviceId":"11111111-2222-4333-8444-555555555555"})", changed).has_value());
+  CHECK(noted(changed, Notes::Kind::refused, "\"deviceId\": not written back: it is this installation's identity"));
+  Notes removed;
+  CHECK_FALSE(merge_settings(given, given, "{}", removed).has_value());
+  CHECK(noted(removed, Notes::Kind::refused, "\"deviceId\": removed in the jail; not applied"));
+}
+
 TEST_CASE("notes: names the jail chose are escaped and shortened; their number is bounded") {
   std::string left = "{";
   for (int i = 0; i < 500; ++i) left += "\"k" + std::to_string(i) + "\":1,";
