@@ -143,8 +143,11 @@ void write_layers(JsonWriter& j, const linuxjail::JailSpec& spec) {
   j.end_object();
 }
 
+// "published": the operator's ports, then the login callbacks the run
+// served (each marked by its kind).
 void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
-                  const std::vector<runtime::Request::Published>& published) {
+                  const std::vector<runtime::Request::Published>& published,
+                  const std::vector<ServedLoginCallback>& login_callbacks) {
   j.key("policy").begin_object();
   j.key("mounts").begin_array();
   for (const auto& op : spec.mounts) {
@@ -164,10 +167,20 @@ void write_policy(JsonWriter& j, const linuxjail::JailSpec& spec,
   j.key("published").begin_array();
   for (const auto& p : published) {
     j.begin_object();
+    j.field("kind", "publish");
     j.field("host_address", p.spec.host_addr);
     j.field("host_port", p.spec.host_port);
     j.field("jail_port", p.spec.jail_port);
     j.field("why", p.why);
+    j.end_object();
+  }
+  for (const auto& c : login_callbacks) {
+    j.begin_object();
+    j.field("kind", "login callback");
+    j.field("host_address", c.host_address);
+    j.field("host_port", static_cast<int>(c.port));
+    j.field("jail_port", static_cast<int>(c.port));
+    j.field("why", c.why);
     j.end_object();
   }
   j.end_array();
@@ -203,7 +216,8 @@ public:
             util::Result<credentials::RunCredentials> creds, std::optional<Registry> registry,
             std::optional<pi::PrivateCopies> copies, std::shared_ptr<credentials::Interceptor> interceptor,
             std::optional<CaBundleFile> ca_bundle, std::shared_ptr<JailNotes> refusals, std::shared_ptr<SshAccess> ssh,
-            std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
+            std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds,
+            std::shared_ptr<std::vector<ServedLoginCallback>> served)
       : content_(content),
         request_(request),
         input_(std::move(input)),
@@ -215,7 +229,8 @@ public:
         refusals_(std::move(refusals)),
         ssh_(std::move(ssh)),
         spec_(std::move(spec)),
-        holds_(std::move(holds)) {}
+        holds_(std::move(holds)),
+        served_(std::move(served)) {}
 
   util::Status ready(RunOptions& opts) override {
     auto limits = prepare_limits(request_);
@@ -244,7 +259,8 @@ public:
     auto once_ended = [&] { written_back = copies_->finish(); };
     const auto cgroups = limits_->cgroups ? limits_->cgroups->join_files() : linuxjail::cgroup::JoinFiles{};
     auto result = run_jailed(*spec_, opts, cgroups, once_ended);
-    if (!written_back) once_ended();  // the jail was never launched
+    *served_ = result.login_callbacks;  // the report's policy lists them
+    if (!written_back) once_ended();    // the jail was never launched
     holds_->release();
     // What the jail asked of the SSH agent and was refused: a security
     // event, said even with -q.
@@ -280,6 +296,7 @@ private:
   std::shared_ptr<linuxjail::JailSpec> spec_;
   util::Result<Holds> holds_;
   std::optional<JailLimits> limits_;
+  std::shared_ptr<std::vector<ServedLoginCallback>> served_;  // what write_jail lists, once run
 };
 
 }  // namespace
@@ -398,14 +415,15 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     for (const auto& op : spec->mounts)
       util::debug("{}  # {}", util::printable(linuxjail::describe(op)), util::printable(op.why));
   choose_streams(*spec);
-  content.write_jail = [spec, published = input->published](JsonWriter& j) {
+  auto served = std::make_shared<std::vector<ServedLoginCallback>>();
+  content.write_jail = [spec, published = input->published, served](JsonWriter& j) {
     write_layers(j, *spec);
-    write_policy(j, *spec, published);
+    write_policy(j, *spec, published, *served);
   };
   return std::unique_ptr<Jail>(
       std::make_unique<LinuxJail>(content, prepared.request, std::move(input), std::move(creds), std::move(registry),
                                   std::move(copies), std::move(interceptor), std::move(ca_bundle), std::move(refusals),
-                                  std::move(ssh), std::move(spec), std::move(holds)));
+                                  std::move(ssh), std::move(spec), std::move(holds), std::move(served)));
 }
 
 }  // namespace pj::supervisor::backend

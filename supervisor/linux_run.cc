@@ -331,6 +331,7 @@ RunOutcome Supervisor::run() {
   }
   core_.finish();
   RunOutcome out;
+  if (logins_) out.login_callbacks = logins_->served_log();
   if (proxy_) {
     proxy_->shutdown();
     out.decisions = proxy_->decisions();
@@ -398,6 +399,7 @@ RunOutcome Supervisor::run() {
   RunOutcome ended = core_.ended(*code);
   ended.decisions = std::move(out.decisions);
   ended.resources = std::move(out.resources);
+  ended.login_callbacks = std::move(out.login_callbacks);
   ended.discarded = survey_scratch();
   return ended;
 }

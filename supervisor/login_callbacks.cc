@@ -174,11 +174,15 @@ void LoginCallbacks::serve(std::uint16_t port, listening::Families jail) {
   Served& served = served_[port];
   served.jail = jail;
   for (auto& [fd, s] : made) {
-    netproxy::Rules::Forward target{s.jail_addr, port, s.jail_addr.str(),
-                                    fmt::format("{}: login callback {} ({})", c.source, port, c.what)};
+    const std::string why = fmt::format("{}: login callback {} ({})", c.source, port, c.what);
+    netproxy::Rules::Forward target{s.jail_addr, port, s.jail_addr.str(), why};
     auto id = filter_.listen(std::move(fd), target);
     if (!id) return stop("");
     served.ids.push_back(*id);
+    const std::string host = s.v6 ? "::1" : "127.0.0.1";
+    if (std::none_of(served_log_.begin(), served_log_.end(),
+                     [&](const ServedLoginCallback& l) { return l.port == port && l.host_address == host; }))
+      served_log_.push_back({host, port, why});
     util::debug("login callback {}:{} ({}): served on the host, to the jail's {}, while the jail listens there",
                 s.v6 ? "[::1]" : "127.0.0.1", port, c.what, s.jail_addr.str());
   }

@@ -67,6 +67,8 @@ public:
   int timeout_ms(Clock::time_point now) const;
   // Read what the kernel answered, and look again when due; never blocks.
   void on_poll(Clock::time_point now);
+  // Every host address and port served so far, each once, in order.
+  const std::vector<ServedLoginCallback>& served_log() const { return served_log_; }
 
 private:
   // What the host serves of a port: the filter's listener of each host
@@ -95,6 +97,7 @@ private:
   std::map<std::uint16_t, Served> served_;
   std::map<std::uint16_t, std::vector<std::uint64_t>> closing_;  // told to close, not yet all said closed
   std::set<std::uint16_t> said_taken_;                           // said once while the jail listens there
+  std::vector<ServedLoginCallback> served_log_;                  // for the report
 };
 
 }  // namespace pj::supervisor

@@ -132,6 +132,15 @@ struct ResourceUse {
   std::optional<std::uint64_t> oom_kills;       // the memory cgroup's count
 };
 
+// A login callback port the host's loopback served during the run
+// (login_callbacks.h): the report lists it among the published ports,
+// marked as a login callback, once per host address.
+struct ServedLoginCallback {
+  std::string host_address;  // "127.0.0.1" or "::1"
+  std::uint16_t port = 0;    // the same on the host and in the jail
+  std::string why;           // "profile pi: login callback 53692 (Anthropic (Claude Pro/Max))"
+};
+
 // How the run ended, for the exit status and the report.
 struct RunOutcome {
   enum class Ending { exited, signaled, timed_out, setup_failed, not_executed };
@@ -142,7 +151,8 @@ struct RunOutcome {
   int stopped_by = 0;                 // the first termination signal pi-jail got (passed on), or 0
   netproxy::DecisionTable decisions;  // the network filter's, aggregated
   ResourceUse resources;
-  std::string discarded;  // what the run left in scratch places (scratch_audit.h), or ""
+  std::string discarded;                             // what the run left in scratch places (scratch_audit.h), or ""
+  std::vector<ServedLoginCallback> login_callbacks;  // served during the run (Linux)
 };
 
 // A step of pi-jail's set-up failed: the one wording of every such

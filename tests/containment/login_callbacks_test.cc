@@ -41,16 +41,17 @@ const char* kServer =
     "open('stopped', 'w').close()\n"
     "while not os.path.exists('done'): time.sleep(0.05)\n";
 
-// pi-jail [-q] -w ws -- python3 server.py ADDRESS PORT..., its stderr
-// into `err` (the run's own lines), in the background.
+// pi-jail [-q] -w ws [--report REPORT] -- python3 server.py ADDRESS
+// PORT..., its stderr into `err` (the run's own lines), in the background.
 pid_t start_server(const Sandbox& sb, const std::string& address, const std::vector<int>& ports, bool quiet = true,
-                   const std::string& err = "/dev/null") {
+                   const std::string& err = "/dev/null", const std::string& report = "") {
   write_file(sb.ws + "/server.py", kServer);
-  std::string command =
-      "exec \"$0\" " + std::string(quiet ? "-q " : "") + "-w \"$1\" -- /usr/bin/python3 server.py " + address;
+  std::string command = "exec \"$0\" " + std::string(quiet ? "-q " : "") + "-w \"$1\" " +
+                        (report.empty() ? "" : "--report \"$3\" ") + "-- /usr/bin/python3 server.py " + address;
   for (int p : ports) command += " " + std::to_string(p);
   command += " 2>\"$2\"";
-  return spawn({"/usr/bin/env", "-C", sb.ws, "/bin/sh", "-c", command, pi_jail(), sb.ws, err}, {"HOME=" + sb.home});
+  return spawn({"/usr/bin/env", "-C", sb.ws, "/bin/sh", "-c", command, pi_jail(), sb.ws, err, report},
+               {"HOME=" + sb.home});
 }
 
 // curl's exit status and output for the workspace's page.txt at HOST:PORT
@@ -144,6 +145,35 @@ TEST_CASE(
   CHECK(host_port_free(kAnthropic));
   write_file(sb.ws + "/done", "");
   CHECK(wait_status_guarded(pid) == 0);
+}
+
+// The report lists what the host served of the jail: the operator's
+// published ports and, marked apart, the login callbacks served during
+// the run, once each per host address.
+TEST_CASE(
+    "a login callback port served during the run is in the report's published ports, marked as a login callback") {
+  Sandbox sb;
+  REQUIRE_MESSAGE(host_port_free(kAnthropic), "something on this host listens on 127.0.0.1:53692 already");
+  write_file(sb.ws + "/page.txt", "the-jail-s-callback\n");
+  const std::string report = sb.outside + "/report.json";
+  pid_t pid = start_server(sb, "127.0.0.1", {kAnthropic}, true, "/dev/null", report);
+  REQUIRE(eventually([&] { return exists(sb.ws + "/ready"); }));
+  CHECK(eventually([&] { return curl("127.0.0.1", kAnthropic).status == 0; }));
+  write_file(sb.ws + "/done", "");
+  CHECK(wait_status_guarded(pid) == 0);
+  CHECK(validate_report(report).status == 0);
+  // Each of policy.published as "KIND HOST_ADDRESS HOST_PORT JAIL_PORT WHY".
+  auto o = run({"/usr/bin/python3", "-c",
+                "import json, sys\n"
+                "for p in json.load(open(sys.argv[1]))['policy']['published']:\n"
+                "    print(p['kind'], p['host_address'], p['host_port'], p['jail_port'], p['why'])\n",
+                report});
+  CAPTURE(o.err);
+  CHECK(o.out.find("login callback 127.0.0.1 53692 53692 ") != std::string::npos);
+  CHECK(o.out.find("login callback 53692 (Anthropic (Claude Pro/Max))") != std::string::npos);
+  CHECK(count(o.out, "\n") == (host_has_ipv6_loopback() ? 2 : 1));
+  const bool v6_listed = o.out.find("login callback ::1 53692 53692 ") != std::string::npos;
+  CHECK(v6_listed == host_has_ipv6_loopback());
 }
 
 TEST_CASE("a server the jail starts on a port outside the login callbacks is never served on the host") {
