@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,17 @@
 namespace pj::supervisor {
 
 using util::Error;
+
+namespace {
+
+// Whether `a` and `b` are the same terminal device (a terminal's file
+// descriptors opened apart differ in everything but the device).
+bool same_terminal(int a, int b) {
+  struct stat sa, sb;
+  return ::isatty(b) && ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && S_ISCHR(sa.st_mode) && sa.st_rdev == sb.st_rdev;
+}
+
+}  // namespace
 
 unsigned terminal_fds() {
   unsigned fds = 0;
@@ -60,6 +72,7 @@ util::Status TerminalMode::apply(const termios& t) {
     return Error::from_errno("set the terminal up for the jail's PTY (tcsetattr)", errno);
   current_ = t;
   changed_ = true;
+  util::set_stderr_raw(!(t.c_oflag & OPOST) && same_terminal(fd_, STDERR_FILENO));
   return {};
 }
 
@@ -87,6 +100,7 @@ void TerminalMode::follow_output(tcflag_t oflag) {
 void TerminalMode::leave() {
   if (!changed_) return;
   changed_ = false;
+  util::set_stderr_raw(false);
   current_ = saved_;
   if (!in_foreground()) return;  // the shell owns the terminal now; writing would stop pi-jail
   ::tcflush(fd_, TCIFLUSH);

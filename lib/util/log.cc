@@ -9,10 +9,12 @@ namespace pj::util {
 
 namespace {
 Verbosity g_verbosity = Verbosity::normal;
-int g_stdout_errno = 0;  // the first failed write to stdout
+int g_stdout_errno = 0;     // the first failed write to stdout
+bool g_stderr_raw = false;  // set_stderr_raw()
 }  // namespace
 
 void set_verbosity(Verbosity v) { g_verbosity = v; }
+void set_stderr_raw(bool raw) { g_stderr_raw = raw; }
 Verbosity verbosity() { return g_verbosity; }
 
 namespace {
@@ -35,6 +37,8 @@ void emit(std::string_view level, std::string_view text) {
   std::string shown = printable_lines(text);
   std::string line =
       level.empty() ? fmt::format("pi-jail: {}\n", shown) : fmt::format("pi-jail: {}: {}\n", level, shown);
+  if (g_stderr_raw)
+    for (size_t at = 0; (at = line.find('\n', at)) != std::string::npos; at += 2) line.insert(at, 1, '\r');
   // Nothing is left to tell a failure on stderr to: it is not checked.
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);

@@ -20,6 +20,13 @@ Verbosity verbosity();
 // or a newline in them would start a line of its own.
 void emit(std::string_view level, std::string_view text);
 
+// Whether stderr is a terminal that passes output as it is (-opost: the
+// jailed program's PTY relayed to it, supervisor/terminal.h): every line
+// emit() writes then ends in CR LF, as the terminal would otherwise make
+// it, so that a line said while a full-screen program runs (Pi's TUI)
+// starts the next one at the left margin. Set by the terminal's owner.
+void set_stderr_raw(bool raw);
+
 template <typename... Args>
 void error(fmt::format_string<Args...> f, Args&&... args) {
   emit("error", fmt::format(f, std::forward<Args>(args)...));

@@ -317,3 +317,30 @@ TEST_CASE("a login callback port the host already uses is said in one line, and 
   CHECK(count(said, "login callback") == 1);
   CHECK(said.find("paste the redirect URL into Pi instead: that still works") != std::string::npos);
 }
+
+// Under a program that holds the terminal raw (Pi's TUI: pi-jail then
+// passes output unprocessed), the line still ends at the left margin:
+// what the program prints next starts there, no staircase.
+TEST_CASE("the port-taken line printed while the program holds the terminal ends with a carriage return") {
+  Sandbox sb;
+  const int busy = listen_on(false, kAnthropic);
+  REQUIRE_MESSAGE(busy >= 0, "something on this host listens on 127.0.0.1:53692 already");
+  write_file(sb.ws + "/taken.py",
+             "import os, socket, time\n"
+             "s = socket.socket()\n"
+             "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+             "s.bind(('127.0.0.1', 53692))\n"
+             "s.listen()\n"
+             "while not os.path.exists('stop'): time.sleep(0.05)\n"
+             "print('after-the-warning', flush=True)\n");
+  Tmux t("env PS1='outer$ ' HOME=" + sb.home + " bash --norc --noprofile", 100, 30);
+  REQUIRE(t.wait_for("outer$"));
+  t.type("cd " + sb.ws + " && " + pi_jail() + " -w " + sb.ws + " -- /usr/bin/python3 taken.py; echo done-$((6*7))");
+  REQUIRE_MESSAGE(t.wait_for("that still works"), t.screen());
+  write_file(sb.ws + "/stop", "");
+  REQUIRE_MESSAGE(t.wait_for("done-42"), t.screen());
+  const std::string screen = t.screen();
+  CAPTURE(screen);
+  CHECK(screen.find("\nafter-the-warning") != std::string::npos);
+  ::close(busy);
+}
