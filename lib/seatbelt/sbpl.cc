@@ -12,9 +12,10 @@ using util::Error;
 
 const std::vector<std::string_view>& known_operations() {
   static const std::vector<std::string_view> ops = {
-      "default",     "process-fork",         "process-exec", "signal",     "process-info*",    "sysctl-read",
-      "mach-host*",  "user-preference-read", "mach-lookup",  "file-read*", "file-read-data",   "file-read-metadata",
-      "file-write*", "file-write-data",      "file-ioctl",   "pseudo-tty", "network-outbound", "network-inbound"};
+      "default",        "process-fork",       "process-exec",         "signal",          "process-info*",
+      "sysctl-read",    "mach-host*",         "user-preference-read", "mach-lookup",     "file-read*",
+      "file-read-data", "file-read-metadata", "file-write*",          "file-write-data", "file-ioctl",
+      "pseudo-tty",     "network-outbound",   "network-inbound",      "network-bind"};
   return ops;
 }
 
@@ -201,8 +202,28 @@ struct Checker {
     if (i == 1) return fail(e, "a rule names no operation");
     if (is_symbol(e.items[1], "default") && (e.items.size() != 2 || !is_symbol(e.items[0], "deny")))
       return fail(e, "only (deny default)");
+    if (is_symbol(e.items[0], "allow"))
+      if (auto st = network_filters(e, i); !st) return st;
     for (; i < e.items.size(); ++i)
       if (auto st = filter(e.items[i]); !st) return st;
+    return {};
+  }
+
+  // An allowed network operation names its addresses, each on the side
+  // it is checked on: binding and accepting by the local address,
+  // connecting by the remote one. A bare rule would allow every address;
+  // a local filter on an outbound rule matches a socket not yet bound,
+  // whatever it connects to.
+  util::Status network_filters(const Expr& e, size_t first_filter) const {
+    for (size_t op = 1; op < first_filter; ++op) {
+      const std::string& name = e.items[op].text;
+      if (!name.starts_with("network-")) continue;
+      if (first_filter == e.items.size()) return fail(e, fmt::format("(allow {}) names no address", name));
+      const std::string_view side = name == "network-outbound" ? "remote" : "local";
+      for (size_t i = first_filter; i < e.items.size(); ++i)
+        if (e.items[i].kind != Expr::Kind::list || e.items[i].items.empty() || !is_symbol(e.items[i].items[0], side))
+          return fail(e.items[i], fmt::format("{} takes ({} tcp (param \"NAME\")) filters only", name, side));
+    }
     return {};
   }
 };

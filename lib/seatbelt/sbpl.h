@@ -1,6 +1,7 @@
 // Reading and checking Seatbelt profile text (SBPL, a small Scheme):
 // S-expressions, and a check that a profile uses only the operations,
-// filters and parameters pi-jail knows. plan() runs the check on every
+// filters and parameters pi-jail knows, and allows no network operation
+// without its addresses. plan() runs the check on every
 // profile it makes, so a malformed profile never reaches sandbox-exec.
 #pragma once
 
@@ -25,7 +26,9 @@ struct Expr {
 util::Result<std::vector<Expr>> read_sbpl(std::string_view text);
 
 // The profile's top-level forms are (version 1), then (allow|deny
-// OPERATION... FILTER...) with known operations and filters; every
+// OPERATION... FILTER...) with known operations and filters; an allowed
+// network operation has filters, each (local ...) for network-bind and
+// network-inbound, (remote ...) for network-outbound; every
 // (param "NAME") names one of `params`, and every one of `params` is used.
 util::Status check_profile(std::string_view text, const std::vector<std::string>& params);
 

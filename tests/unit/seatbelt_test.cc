@@ -324,6 +324,18 @@ TEST_CASE("Seatbelt: the profile is balanced S-expressions using only known oper
   CHECK(refused(head + "(define x 1)").find("must be version, allow or deny") != std::string::npos);
   CHECK(refused(head + "(allow file-read* (require-not (subpath \"/a\") (subpath \"/b\")))").find("require-not") !=
         std::string::npos);
+  // Network operations name their addresses, on the side each is checked on.
+  CHECK(refused(head + "(allow network-bind)").find("(allow network-bind) names no address") != std::string::npos);
+  CHECK(refused(head + "(allow network-inbound network-bind)").find("names no address") != std::string::npos);
+  CHECK(refused(head + "(allow network-bind (remote tcp (param \"P\")))", {"P"})
+            .find("network-bind takes (local tcp (param \"NAME\")) filters only") != std::string::npos);
+  CHECK(refused(head + "(allow network-outbound (local tcp (param \"P\")))", {"P"})
+            .find("network-outbound takes (remote tcp") != std::string::npos);
+  CHECK(refused(head + "(allow network-bind (local tcp \"localhost:1455\"))").find("local tcp takes (param") !=
+        std::string::npos);
+  CHECK(refused(head + "(allow network-bind (local udp (param \"P\")))", {"P"}).find("local: only tcp") !=
+        std::string::npos);
+  CHECK(refused(head + "(allow network-bind network-inbound (local tcp (param \"P\")))", {"P"}).empty());
 }
 
 TEST_CASE("Seatbelt: problems are all reported; nothing is planned around them") {
