@@ -3,6 +3,7 @@
 // seatbelt_run.cc supervises it. Built on macOS as pi-jail, and on Linux
 // (test builds) as pi-jail-seatbelt, whose tests run it with a stand-in
 // for sandbox-exec: they show the wiring, never containment.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <utility>
@@ -130,6 +131,12 @@ void print_view(const seatbelt::SeatbeltSpec& spec, bool placeholders) {
   util::out(
       "network: TCP to the network filter's two ports on localhost, and the host-loopback ports the "
       "policy names\n");
+  const bool listens = std::any_of(spec.params.begin(), spec.params.end(),
+                                   [](const seatbelt::Param& p) { return p.name.starts_with("LOGIN_CALLBACK_"); });
+  util::out("listening: {}\n",
+            listens ? "on localhost (127.0.0.1 and ::1) at the login callback ports only (LOGIN_CALLBACK_*), for the "
+                      "whole run; the host's own logins cannot use a port the jail holds"
+                    : "nowhere");
   util::out(
       "network filter: a process of its own (pi-jail exec'd afresh, empty environment) under sandbox-exec with "
       "its own profile: no file but its executable and libraries, no process, outbound TCP only to the rules' "

@@ -150,10 +150,28 @@ Section net_rules(const char* kind, const std::vector<Policy::NetRule>& rules) {
   return s;
 }
 
-// Where the supervisor serves a port of the jail on the host's loopback
-// on its own (the login callbacks): the Linux jail, whose network
-// namespace is its own. The Seatbelt jail shares the host's.
-bool serves_login_callbacks(const ExplainInput& in) { return in.backend == "linux"; }
+// How the jail's login callbacks reach the host's browser: the Linux
+// supervisor serves the port on the host's loopback while the jail
+// listens in its own network namespace (both families or neither); the
+// Seatbelt jail shares the host's network stack, and its profile lets it
+// listen there itself, on those ports only, for the whole run.
+enum class LoginCallbacks { none, served, listened_on_host };
+LoginCallbacks login_callbacks_on(const ExplainInput& in) {
+  if (in.backend == "linux") return LoginCallbacks::served;
+  if (in.backend == "macos-seatbelt") return LoginCallbacks::listened_on_host;
+  return LoginCallbacks::none;
+}
+bool serves_login_callbacks(const ExplainInput& in) { return login_callbacks_on(in) != LoginCallbacks::none; }
+
+Row login_callback_row(const ExplainInput& in, const ExplainInput::LoginCallback& c) {
+  const bool macos = login_callbacks_on(in) == LoginCallbacks::listened_on_host;
+  std::string what =
+      macos ? fmt::format("host localhost:{} (127.0.0.1, ::1): the jail may listen there itself, all run long: {}",
+                          c.port, c.what)
+            : fmt::format("host 127.0.0.1:{} -> jail, while it listens there: {}", c.port, c.what);
+  return entry("login-callback", std::move(what), Source{c.source, 0, 0},
+               {{"port", c.port}, {"what", c.what}, {"jail_listens_on_host", macos}});
+}
 
 Section network_section(const Policy& p, const ExplainInput& in) {
   Section allow = net_rules("allow", p.net_allow());
@@ -167,13 +185,10 @@ Section network_section(const Policy& p, const ExplainInput& in) {
         entry("publish", fmt::format("host {}:{} -> jail 127.0.0.1:{}", host, spec.host_port, spec.jail_port), r.src,
               {{"host_address", spec.host_addr}, {"host_port", spec.host_port}, {"jail_port", spec.jail_port}}));
   }
-  // The JSON has them only where they are served, and only when there are some.
+  // The JSON has them only for a backend that makes them reach the host, and only when there are some.
   Section logins{.key = "login_callbacks", .shape = Shape::list, .json_when_empty = false};
   if (serves_login_callbacks(in))
-    for (const auto& c : in.login_callbacks)
-      logins.rows.push_back(entry("login-callback",
-                                  fmt::format("host 127.0.0.1:{} -> jail, while it listens there: {}", c.port, c.what),
-                                  Source{c.source, 0, 0}, {{"port", c.port}, {"what", c.what}}));
+    for (const auto& c : in.login_callbacks) logins.rows.push_back(login_callback_row(in, c));
   Section ssh{.key = "ssh", .shape = Shape::list};
   for (const auto& r : p.ssh_hosts())
     ssh.rows.push_back(entry("ssh", r.pattern.str() + " (git/ssh; its keys from known_hosts)", r.src,

@@ -23,8 +23,10 @@ struct ExplainInput {
   std::string workspace;
   std::string backend = "linux";  // which jail runs it: "linux" or "macos-seatbelt"
   std::string jail_home = "";     // the host directory shown at $HOME; "" when ephemeral
-  // The program's login callback ports (runtime::Request::login_callbacks),
-  // served on the host's loopback while the jail listens on one (Linux).
+  // The program's login callback ports (runtime::Request::login_callbacks):
+  // served on the host's loopback while the jail listens on one (Linux);
+  // on macOS the jail may listen on them on the host's loopback itself,
+  // for the whole run (its Seatbelt profile allows that and no other bind).
   struct LoginCallback {
     int port = 0;
     std::string what;    // whose login waits there

@@ -1,7 +1,9 @@
 #include "seatbelt/plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -230,10 +232,41 @@ void write_file_rules(Writer& w, const std::vector<Root>& roots, const std::vect
   deny("file-read* file-write*", "subpath", names);
 }
 
+// The ports the jail may listen on: the login callbacks
+// (runtime::Request::login_callbacks; its profile's adapter names them,
+// nothing the jail or a project file says), each once. A port the policy
+// forwards to a host service, or one of the filter's, is left out: the
+// jail must not stand in for that service when it is down (on Linux the
+// filter holds such a port inside the jail, so nothing there can listen
+// on it). Port 0 is a problem: it would ask for any free port.
+struct Listen {
+  std::uint16_t port;
+  const runtime::Request::LoginCallback* callback;
+};
+std::vector<Listen> listen_ports(const PlanInput& in, std::vector<std::string>& problems) {
+  static_assert(std::is_same_v<decltype(runtime::Request::LoginCallback::port), std::uint16_t>,
+                "a login callback port above 65535 cannot be said");
+  std::vector<Listen> out;
+  for (const auto& c : in.request.login_callbacks) {
+    if (c.port == 0) {
+      problems.push_back(fmt::format("login callback port 0 ({}, {}) is out of range", c.what, c.source));
+      continue;
+    }
+    const bool forwarded = std::any_of(in.request.forwards.begin(), in.request.forwards.end(),
+                                       [&](const auto& f) { return f.port == c.port; });
+    const bool filter = c.port == in.http_port || c.port == in.socks_port;
+    const bool again = std::any_of(out.begin(), out.end(), [&](const Listen& l) { return l.port == c.port; });
+    if (!forwarded && !filter && !again) out.push_back({c.port, &c});
+  }
+  return out;
+}
+
 // Network: TCP to the filter's two ports on localhost, and to the
 // host-loopback services the policy names (Seatbelt can say only
-// "localhost", which is 127.0.0.1 and ::1 alike).
-void write_network(Writer& w, const PlanInput& in) {
+// "localhost", which is 127.0.0.1 and ::1 alike). Listening: only on the
+// login callback ports, on localhost, both families (Seatbelt names no
+// one of them); every other bind, and every Unix socket, stays refused.
+void write_network(Writer& w, const PlanInput& in, const std::vector<Listen>& listen) {
   std::vector<std::string> remotes;
   auto remote = [&](std::string name) { remotes.push_back("(remote tcp (param \"" + name + "\"))"); };
   remote(w.param("PROXY_HTTP", fmt::format("localhost:{}", in.http_port), "the network filter: HTTP proxy", false));
@@ -243,6 +276,14 @@ void write_network(Writer& w, const PlanInput& in) {
   for (int port : forward_ports)
     remote(w.param("FORWARD", fmt::format("localhost:{}", port), "a host-loopback service the policy names"));
   w.line("(allow network-outbound\n  " + join(remotes, "\n  ") + ")");
+  if (listen.empty()) return;
+  std::vector<std::string> locals;
+  for (const auto& l : listen)
+    locals.push_back("(local tcp (param \"" +
+                     w.param("LOGIN_CALLBACK", fmt::format("localhost:{}", l.port),
+                             fmt::format("{}: login callback ({})", l.callback->source, l.callback->what)) +
+                     "\"))");
+  w.line("(allow network-bind network-inbound\n  " + join(locals, "\n  ") + ")");
 }
 
 }  // namespace
@@ -301,6 +342,7 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
   for (const auto& [addr, port] : r.forwards)
     if (port < 1 || port > 65535)
       problems.push_back(fmt::format("forward {}:{}: port out of range", runtime::loopback_address(addr), port));
+  const std::vector<Listen> listen = listen_ports(in, problems);
   if (!problems.empty()) return Error::invalid(join(problems, "; "));
 
   Writer w;
@@ -314,7 +356,7 @@ util::Result<SeatbeltSpec> plan(const PlanInput& in, const Facts& facts) {
     w.line("(allow file-read* file-write* file-ioctl " +
            w.ref("literal", w.param("TTY", in.tty, "the terminal pi-jail gives the command", false)) + ")");
 
-  write_network(w, in);
+  write_network(w, in, listen);
 
   SeatbeltSpec spec;
   spec.profile = std::string(base_profile()) + w.text_;

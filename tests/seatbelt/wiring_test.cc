@@ -479,6 +479,37 @@ TEST_CASE("a host-loopback service the policy names is a parameter of its own") 
   CHECK(w.has_param("FORWARD_0", "localhost:5432"));
 }
 
+TEST_CASE("a pi profile run may listen on its login callback ports, each a parameter; another profile's nowhere") {
+  Wiring w;
+  auto o = w.jail({"/bin/true"});
+  INFO(o.err);
+  REQUIRE(o.status == 0);
+  // runtime::Request::login_callbacks, as the pi profile's adapter names them.
+  CHECK(w.has_param("LOGIN_CALLBACK_0", "localhost:53692"));
+  CHECK(w.has_param("LOGIN_CALLBACK_1", "localhost:1455"));
+  CHECK(w.has_param("LOGIN_CALLBACK_2", "localhost:1456"));
+  CHECK(w.params().count("LOGIN_CALLBACK_3") == 0);
+  CHECK(w.profile().find("(allow network-bind network-inbound\n  (local tcp (param \"LOGIN_CALLBACK_0\"))\n"
+                         "  (local tcp (param \"LOGIN_CALLBACK_1\"))\n  (local tcp (param \"LOGIN_CALLBACK_2\")))") !=
+        std::string::npos);
+
+  auto other = w.jail({"/bin/true"}, {"--profile", "builtin"});
+  INFO(other.err);
+  REQUIRE(other.status == 0);
+  for (const auto& param : w.params()) CHECK_FALSE(param.first.starts_with("LOGIN_CALLBACK"));
+  CHECK(w.profile().find("network-bind") == std::string::npos);
+  CHECK(w.profile().find("network-inbound") == std::string::npos);
+
+  // explain says so, with what differs from Linux.
+  auto v = run({"/usr/bin/env", "-C", w.box.ws, pi_jail(), "explain", "-v", "-w", w.box.ws}, {"HOME=" + w.box.home});
+  CHECK(v.status == 0);
+  CHECK(v.out.find("login-callback  host localhost:1455 (127.0.0.1, ::1): the jail may listen there itself, all run "
+                   "long: OpenAI") != std::string::npos);
+  CHECK(v.out.find("LOGIN_CALLBACK_0 = localhost:53692") != std::string::npos);
+  CHECK(v.out.find("listening: on localhost (127.0.0.1 and ::1) at the login callback ports only") !=
+        std::string::npos);
+}
+
 TEST_CASE("what the command leaves in its process group is killed when it ends") {
   Wiring w;
   std::string pidfile = w.box.ws + "/pid";

@@ -412,7 +412,7 @@ TEST_CASE("explain says where the scratch size applies: the Linux jail, not the 
   CHECK(compact_json().find(R"("scratch":{"size":"8M","enforced":false,"places":[],)") != std::string::npos);
 }
 
-TEST_CASE("explain lists the login callbacks the Linux jail serves on the host, and none for macOS") {
+TEST_CASE("explain lists the login callbacks: served on the host by Linux, listened on by the macOS jail itself") {
   static FakeFs fs = host();
   Resolved r = resolve({layer("[network]\nallow = [\"example.com\"]\n", "op.toml", Authority::system)}, context(fs));
   REQUIRE(r.policy);
@@ -427,8 +427,15 @@ TEST_CASE("explain lists the login callbacks the Linux jail serves on the host, 
   CHECK(explain_text(ex).find("  login-callback  host 127.0.0.1:53692 -> jail, while it listens there: Anthropic "
                               "(Claude Pro/Max) profile pi\n") != std::string::npos);
   CHECK(compact_json().find(R"x("login_callbacks":[{"port":53692,"what":"Anthropic(ClaudePro/Max)",)x"
-                            R"x("source":{"file":"profilepi","line":0,"column":0}}])x") != std::string::npos);
+                            R"x("jail_listens_on_host":false,"source":{"file":"profilepi","line":0,"column":0}}])x") !=
+        std::string::npos);
   ex.backend = "macos-seatbelt";
+  CHECK(explain_text(ex).find("  login-callback  host localhost:53692 (127.0.0.1, ::1): the jail may listen there "
+                              "itself, all run long: Anthropic (Claude Pro/Max) profile pi\n") != std::string::npos);
+  CHECK(compact_json().find(R"x("login_callbacks":[{"port":53692,"what":"Anthropic(ClaudePro/Max)",)x"
+                            R"x("jail_listens_on_host":true,"source":{"file":"profilepi","line":0,"column":0}}])x") !=
+        std::string::npos);
+  ex.backend = "another";  // a backend that says nothing of them
   CHECK(explain_text(ex).find("login-callback") == std::string::npos);
   CHECK(compact_json().find("login_callbacks") == std::string::npos);
 }

@@ -11,9 +11,12 @@
 
 #include "seatbelt/filter_profile.h"
 #include "seatbelt/sbpl.h"
+#include "seatbelt_rules.h"
 
 using namespace pj;
 using namespace pj::seatbelt;
+using pj::test::sbpl_rules;
+using Rules = pj::test::SbplRules;
 
 namespace {
 
@@ -27,44 +30,6 @@ FilterPlanInput filter_input() {
   in.socks_port = 50002;
   in.outbound_ports = {443, 80, 443, 5432};
   return in;
-}
-
-// An expression as text: (param "X") as X, lists in parentheses.
-std::string text(const Expr& e) {
-  if (e.kind != Expr::Kind::list) return e.text;
-  if (e.items.size() == 2 && e.items[0].text == "param") return e.items[1].text;
-  std::string out;
-  for (const auto& i : e.items) out += (out.empty() ? "" : " ") + text(i);
-  return out;
-}
-
-// Every operation the profile allows, with the filters of each rule
-// allowing it ("" for a rule without one), and the forms that deny.
-struct Rules {
-  std::map<std::string, std::vector<std::string>> allowed;
-  std::vector<std::string> denied;
-};
-Rules rules_of(const std::string& profile) {
-  auto forms = read_sbpl(profile);
-  REQUIRE(forms.ok());
-  Rules r;
-  for (const auto& f : *forms) {
-    if (f.items.empty() || f.items[0].text == "version") continue;
-    if (f.items[0].text == "deny") {
-      r.denied.push_back(text(f));
-      continue;
-    }
-    REQUIRE(f.items[0].text == "allow");
-    std::vector<std::string> ops, filters;
-    for (size_t i = 1; i < f.items.size(); ++i)
-      (f.items[i].kind == Expr::Kind::symbol ? ops : filters).push_back(text(f.items[i]));
-    for (const auto& op : ops) {
-      auto& to = r.allowed[op];
-      if (filters.empty()) to.push_back("");
-      to.insert(to.end(), filters.begin(), filters.end());
-    }
-  }
-  return r;
 }
 
 std::map<std::string, std::string> params_of(const SeatbeltSpec& s) {
@@ -83,7 +48,7 @@ TEST_CASE(
   std::vector<std::string> names;
   for (const auto& p : spec->params) names.push_back(p.name);
   CHECK(check_profile(spec->profile, names).ok());
-  Rules r = rules_of(spec->profile);
+  Rules r = sbpl_rules(spec->profile);
   CHECK(r.denied == std::vector<std::string>{"deny default"});
   // Exactly these operations, nothing else (no file-write*, process-fork,
   // mach-lookup, ipc, file-ioctl, default).
@@ -133,7 +98,7 @@ TEST_CASE("Seatbelt filter: rules that allow nothing leave it no outbound connec
   in.libraries.clear();
   auto spec = plan_filter(in);
   REQUIRE(spec.ok());
-  Rules r = rules_of(spec->profile);
+  Rules r = sbpl_rules(spec->profile);
   CHECK(r.allowed.count("network-outbound") == 0);
   CHECK(spec->profile.find("OUTBOUND") == std::string::npos);
   CHECK(spec->profile.find("LIBRARY") == std::string::npos);

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "golden.h"
 #include "policy/policy.h"
@@ -13,6 +14,7 @@
 #include "runtime/request.h"
 #include "seatbelt/plan.h"
 #include "seatbelt/sbpl.h"
+#include "seatbelt_rules.h"
 #include "util/paths.h"
 
 using namespace pj;
@@ -127,6 +129,11 @@ PlanInput pi_input(const FakeMac& m) {
   in.request.argv = {"pi"};
   in.request.host_env = {"PATH=/opt/homebrew/bin:/usr/bin:/bin", "TERM=xterm-256color", "AWS_SECRET_ACCESS_KEY=x",
                          "ANTHROPIC_API_KEY=sk-test"};
+  // Pi's login callbacks, as the pi profile's adapter names them
+  // (pi/profile_adapter.cc).
+  in.request.login_callbacks = {{53692, "Anthropic (Claude Pro/Max)", "profile pi"},
+                                {1455, "OpenAI (ChatGPT Plus/Pro, Codex; Sign in with ChatGPT)", "profile pi"},
+                                {1456, "Radius", "profile pi"}};
   in.tmpdir = "/private/var/folders/xy/T/pi-jail.ab12";
   in.tty = "/dev/ttys009";
   in.http_port = 50123;
@@ -336,6 +343,72 @@ TEST_CASE("Seatbelt: the profile is balanced S-expressions using only known oper
   CHECK(refused(head + "(allow network-bind (local udp (param \"P\")))", {"P"}).find("local: only tcp") !=
         std::string::npos);
   CHECK(refused(head + "(allow network-bind network-inbound (local tcp (param \"P\")))", {"P"}).empty());
+}
+
+TEST_CASE("Seatbelt: the jail may listen only on localhost at the login callback ports, each once") {
+  FakeMac m = mac();
+  PlanInput in = pi_input(m);
+  in.request.login_callbacks.push_back({1455, "OpenAI again", "profile pi"});
+  auto spec = plan(in, m.facts(in));
+  REQUIRE_MESSAGE(spec.ok(), spec.error().message());
+  auto r = pj::test::sbpl_rules(spec->profile);
+  const std::vector<std::string> locals{"local tcp LOGIN_CALLBACK_0", "local tcp LOGIN_CALLBACK_1",
+                                        "local tcp LOGIN_CALLBACK_2"};
+  CHECK(r.allowed["network-bind"] == locals);
+  CHECK(r.allowed["network-inbound"] == locals);
+  REQUIRE(param(*spec, "LOGIN_CALLBACK_2"));
+  CHECK(param(*spec, "LOGIN_CALLBACK_0")->value == "localhost:53692");
+  CHECK(param(*spec, "LOGIN_CALLBACK_1")->value == "localhost:1455");
+  CHECK(param(*spec, "LOGIN_CALLBACK_2")->value == "localhost:1456");
+  CHECK(param(*spec, "LOGIN_CALLBACK_0")->why == "profile pi: login callback (Anthropic (Claude Pro/Max))");
+  CHECK_FALSE(param(*spec, "LOGIN_CALLBACK_3"));
+  // No other rule names a local address; outbound stays as it was.
+  // (No structured binding: clang 14 cannot capture one in CHECK_MESSAGE.)
+  for (const auto& rule : r.allowed)
+    if (rule.first != "network-bind" && rule.first != "network-inbound")
+      for (const auto& f : rule.second) CHECK_MESSAGE(!f.starts_with("local "), rule.first << " " << f);
+  CHECK(r.allowed["network-outbound"] == std::vector<std::string>{"remote tcp PROXY_HTTP", "remote tcp PROXY_SOCKS"});
+  // The ports are parameters, never text of the profile.
+  CHECK(generated(*spec).find("localhost") == std::string::npos);
+  CHECK(generated(*spec).find("1455") == std::string::npos);
+}
+
+TEST_CASE("Seatbelt: without login callbacks the jail listens nowhere") {
+  FakeMac m = mac();
+  PlanInput in = policies_input();
+  REQUIRE(in.request.login_callbacks.empty());
+  auto spec = plan(in, m.facts(in));
+  REQUIRE_MESSAGE(spec.ok(), spec.error().message());
+  auto r = pj::test::sbpl_rules(spec->profile);
+  CHECK(r.allowed.count("network-bind") == 0);
+  CHECK(r.allowed.count("network-inbound") == 0);
+  for (const auto& p : spec->params) CHECK_FALSE(p.name.starts_with("LOGIN_CALLBACK"));
+  auto base = pj::test::sbpl_rules(std::string(base_profile()));
+  CHECK(base.allowed.count("network-bind") == 0);
+  CHECK(base.allowed.count("network-inbound") == 0);
+  CHECK(base.allowed.count("network-outbound") == 0);
+}
+
+TEST_CASE("Seatbelt: a login callback on a forwarded or the filter's port is not listened on; port 0 stops the plan") {
+  // Above 65535 cannot be said: the port is 16 bits wide.
+  static_assert(std::is_same_v<decltype(runtime::Request::LoginCallback::port), std::uint16_t>);
+  FakeMac m = mac();
+  PlanInput in = policies_input();  // forwards 5432 and 8080; the filter on 61000 and 61001
+  in.request.login_callbacks = {
+      {5432, "forwarded", "profile pi"}, {61000, "the filter's", "profile pi"}, {1455, "OpenAI", "profile pi"}};
+  auto spec = plan(in, m.facts(in));
+  REQUIRE_MESSAGE(spec.ok(), spec.error().message());
+  CHECK(pj::test::sbpl_rules(spec->profile).allowed["network-bind"] ==
+        std::vector<std::string>{"local tcp LOGIN_CALLBACK_0"});
+  REQUIRE(param(*spec, "LOGIN_CALLBACK_0"));
+  CHECK(param(*spec, "LOGIN_CALLBACK_0")->value == "localhost:1455");
+  CHECK_FALSE(param(*spec, "LOGIN_CALLBACK_1"));
+
+  in.request.login_callbacks.push_back({0, "any free port", "profile pi"});
+  auto zero = plan(in, m.facts(in));
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().message().find("login callback port 0 (any free port, profile pi) is out of range") !=
+        std::string::npos);
 }
 
 TEST_CASE("Seatbelt: problems are all reported; nothing is planned around them") {
