@@ -125,15 +125,14 @@ FilterProcess::FilterProcess(std::unique_ptr<FilterChild> child, util::UniqueFd 
 FilterProcess::~FilterProcess() { kill_and_reap(); }
 
 util::Result<std::unique_ptr<FilterProcess>> FilterProcess::configure(std::unique_ptr<FilterChild> child,
-                                                                      util::UniqueFd sock, const RunOptions& opts,
-                                                                      RootsFrom roots) {
+                                                                      util::UniqueFd sock, const RunOptions& opts) {
   std::unique_ptr<FilterProcess> f(new FilterProcess(std::move(child), std::move(sock), opts));
-  if (auto st = f->send_config(opts, roots); !st)
+  if (auto st = f->send_config(opts); !st)
     return std::move(st.take_error()).context("start the network filter process");
   return f;
 }
 
-util::Status FilterProcess::send_config(const RunOptions& opts, RootsFrom roots) {
+util::Status FilterProcess::send_config(const RunOptions& opts) {
   auto config = [this](FromSupervisor m) { return send(std::move(m), kReadyGuardMs); };
   auto settings = settings_of(opts);
   if (const auto& up = settings.upstream_proxy) {
@@ -153,8 +152,10 @@ util::Status FilterProcess::send_config(const RunOptions& opts, RootsFrom roots)
   for (const auto& r : opts.rules.denies())
     if (auto st = config(filterlink::RuleMessage{Kind::deny, r.text(), r.source, r.private_ranges}); !st) return st;
   if (auto st = send_credentials(opts); !st) return st;
-  // Only a credential filter checks servers' certificates.
-  if (roots == RootsFrom::supervisor && opts.interceptor)
+  // Only a credential filter checks servers' certificates: against the
+  // system's trust anchors, opened here and sent (the filter opens no file
+  // by name, and its environment is empty: $SSL_CERT_FILE is this one's).
+  if (opts.interceptor)
     if (auto st = send_roots(); !st) return st;
   if (auto st = config(filterlink::ConfigDone{}); !st) return st;
   while (!ready_) {
@@ -208,7 +209,8 @@ util::Status FilterProcess::send_bindings(credentials::Interceptor& in) {
 }
 
 // The file OpenSSL's default paths name for the system's trust anchors
-// (what the filter would load itself): a regular file, or the run stops.
+// (in this process: $SSL_CERT_FILE, else the built-in path): a regular
+// file, or the run stops.
 util::Status FilterProcess::send_roots() {
   const std::string file = credentials::system_roots_file();
   auto fix = [&file](std::string why) {

@@ -52,11 +52,6 @@ public:
   virtual bool reaped() const = 0;
 };
 
-// Where the filter's trust anchors for upstream servers come from:
-// OpenSSL's default paths, which it reads before it locks down (Linux), or
-// the file they name, opened here and sent (macOS: it opens no file).
-enum class RootsFrom { filter, supervisor };
-
 class FilterProcess {
 public:
   // Linux (filter_start_linux.cc): exec the filter as a clone of this
@@ -66,7 +61,7 @@ public:
   // limits of `opts`, and wait for it to say it is locked down and ready.
   // An error names the step; the child is then killed.
   static util::Result<std::unique_ptr<FilterProcess>> configure(std::unique_ptr<FilterChild> child, util::UniqueFd sock,
-                                                                const RunOptions& opts, RootsFrom roots);
+                                                                const RunOptions& opts);
   ~FilterProcess();
   FilterProcess(const FilterProcess&) = delete;
   FilterProcess& operator=(const FilterProcess&) = delete;
@@ -106,7 +101,7 @@ public:
 
 private:
   FilterProcess(std::unique_ptr<FilterChild> child, util::UniqueFd sock, const RunOptions& opts);
-  util::Status send_config(const RunOptions& opts, RootsFrom roots);
+  util::Status send_config(const RunOptions& opts);
   util::Status send_roots();
   util::Status send_credentials(const RunOptions& opts);
   util::Status send_bindings(credentials::Interceptor& in);

@@ -107,8 +107,7 @@ util::Result<std::unique_ptr<FilterProcess>> FilterProcess::start(const RunOptio
   if (pid < 0) return util::Error::from_errno("fork the network filter process", errno);
   if (pid == 0) exec_filter(exe.get(), theirs.get(), devnull.get());
   theirs.reset();
-  return configure(std::make_unique<PidfdChild>(static_cast<pid_t>(pid), util::UniqueFd(pidfd)), std::move(ours), opts,
-                   RootsFrom::filter);
+  return configure(std::make_unique<PidfdChild>(static_cast<pid_t>(pid), util::UniqueFd(pidfd)), std::move(ours), opts);
 }
 
 }  // namespace pj::supervisor

@@ -144,7 +144,7 @@ util::Result<std::unique_ptr<FilterProcess>> start_filter(const FilterImage& ima
   if (!started) return started.take_error();
   (*pair)[1].reset();
   return FilterProcess::configure(std::make_unique<SeatbeltFilterChild>(std::move(*started)), std::move((*pair)[0]),
-                                  opts, RootsFrom::supervisor);
+                                  opts);
 }
 
 // Signals go to the command's process group: no PID namespace, no init.

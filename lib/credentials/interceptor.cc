@@ -820,6 +820,9 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept
   auto ca = make_ca(hosts, intercept.upstream);
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
+  // The anchors' text: the TLS contexts hold what they need of it.
+  intercept.upstream.roots_pem.reset();
+  std::string().swap(intercept.upstream.extra_ca_pem);
   int p[2];
   if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
     return Error::from_errno("make the credential filter's stop pipe", errno);

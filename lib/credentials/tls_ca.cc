@@ -55,6 +55,88 @@ util::Status add_anchors(SSL_CTX* ctx, const std::string& pem, std::string_view 
   return {};
 }
 
+// OpenSSL's hashed-directory lookup (X509_LOOKUP_hash_dir) over anchors
+// held as DER in memory: X509_verify_cert asks the store for the
+// certificates of a subject when it has none of it cached
+// (X509_STORE_CTX_get_by_subject), and this lookup adds those of the
+// anchors to the store then, as the directory lookup does with its files.
+// The store thus parses the anchors of the servers a run checks, not the
+// whole system bundle (about 140 certificates, near 1 MiB of heap once
+// parsed), with the same trust: what vouches for a server is decided by
+// X509_verify_cert against the same certificates. Called from any worker.
+int anchors_by_subject(X509_LOOKUP* lookup, X509_LOOKUP_TYPE type, const X509_NAME* name, X509_OBJECT* ret) {
+  const auto* anchors = static_cast<const TlsAuthority::Anchors*>(X509_LOOKUP_get_method_data(lookup));
+  X509_STORE* store = X509_LOOKUP_get_store(lookup);
+  if (type != X509_LU_X509 || !anchors || !store) return 0;
+  int ok = 0;
+  const unsigned long hash = X509_NAME_hash_ex(name, nullptr, nullptr, &ok);
+  if (!ok) return 0;
+  for (const auto& a : *anchors) {
+    if (a.subject_hash != hash) continue;
+    const auto* p = reinterpret_cast<const unsigned char*>(a.der.data());
+    X509* x = d2i_X509_AUX(nullptr, &p, static_cast<long>(a.der.size()));
+    if (x && X509_NAME_cmp(X509_get_subject_name(x), name) == 0) (void)X509_STORE_add_cert(store, x);
+    X509_free(x);
+  }
+  ERR_clear_error();
+  // As the directory lookup answers: the store's object, whose reference
+  // the caller takes (X509_OBJECT_set1_X509 takes one of its own: given back).
+  X509_STORE_lock(store);
+  X509_OBJECT* found = X509_OBJECT_retrieve_by_subject(X509_STORE_get0_objects(store), X509_LU_X509, name);
+  X509* cert = found ? X509_OBJECT_get0_X509(found) : nullptr;
+  const bool answered = cert && X509_OBJECT_set1_X509(ret, cert) == 1;
+  if (answered) X509_free(cert);
+  X509_STORE_unlock(store);
+  return answered ? 1 : 0;
+}
+
+// The anchors of `pem` as DER, each with its subject's hash; none at all
+// is an error. One certificate is parsed at a time.
+util::Result<TlsAuthority::Anchors> anchors_of(const std::string& pem, std::string_view what) {
+  TlsAuthority::Anchors out;
+  ERR_clear_error();
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (!bio) return Error::invalid(fmt::format("load {}: {}", what, openssl_error()));
+  // "CERTIFICATE" and "TRUSTED CERTIFICATE" blocks (other blocks are
+  // skipped), with their trust settings, as PEM_X509_INFO_read_bio reads them.
+  while (X509* x = PEM_read_bio_X509_AUX(bio, nullptr, nullptr, nullptr)) {
+    int ok = 0;
+    const unsigned long hash = X509_NAME_hash_ex(X509_get_subject_name(x), nullptr, nullptr, &ok);
+    unsigned char* der = nullptr;
+    const int len = ok ? i2d_X509_AUX(x, &der) : -1;
+    X509_free(x);
+    if (len <= 0) {
+      BIO_free(bio);
+      return Error::invalid(fmt::format("load {}: {}", what, openssl_error()));
+    }
+    out.push_back({hash, std::string(reinterpret_cast<char*>(der), static_cast<size_t>(len))});
+    OPENSSL_free(der);
+  }
+  BIO_free(bio);
+  // The end of the text says "no start line"; a block that does not parse
+  // fails the whole file, as it did PEM_X509_INFO_read_bio.
+  const unsigned long e = ERR_peek_last_error();
+  if (e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE))
+    return Error::invalid(fmt::format("load {}: {}", what, openssl_error()));
+  ERR_clear_error();
+  if (out.empty()) return Error::invalid(fmt::format("load {}: no certificate in it", what));
+  out.shrink_to_fit();
+  return out;
+}
+
+// The lookup method for anchors_by_subject, made once for the process.
+X509_LOOKUP_METHOD* anchors_method() {
+  static X509_LOOKUP_METHOD* const method = [] {
+    X509_LOOKUP_METHOD* m = X509_LOOKUP_meth_new("pi-jail trust anchors in memory");
+    if (m && X509_LOOKUP_meth_set_get_by_subject(m, anchors_by_subject) != 1) {
+      X509_LOOKUP_meth_free(m);
+      m = nullptr;
+    }
+    return m;
+  }();
+  return method;
+}
+
 }  // namespace
 
 namespace {
@@ -252,8 +334,14 @@ util::Status TlsAuthority::make_contexts(const UpstreamTrust& upstream) {
   if (!upstream.roots_pem) {
     if (SSL_CTX_set_default_verify_paths(client_) != 1)
       return Error::invalid("load the system's trust store: " + openssl_error());
-  } else if (auto st = add_anchors(client_, *upstream.roots_pem, "the system's trust store"); !st) {
-    return st;
+  } else {
+    auto anchors = anchors_of(*upstream.roots_pem, "the system's trust store");
+    if (!anchors) return anchors.take_error();
+    anchors_ = std::make_unique<Anchors>(std::move(*anchors));
+    X509_LOOKUP* lookup =
+        anchors_method() ? X509_STORE_add_lookup(SSL_CTX_get_cert_store(client_), anchors_method()) : nullptr;
+    if (!lookup || X509_LOOKUP_set_method_data(lookup, anchors_.get()) != 1)
+      return Error::invalid("load the system's trust store: " + openssl_error());
   }
   const std::string& extra = upstream.extra_ca_file;
   if (!extra.empty() && SSL_CTX_load_verify_locations(client_, extra.c_str(), nullptr) != 1)

@@ -57,6 +57,16 @@ public:
   TlsAuthority(const TlsAuthority&) = delete;
   TlsAuthority& operator=(const TlsAuthority&) = delete;
 
+  // Trust anchors kept unparsed until a server is checked (the system's,
+  // when given as text): each certificate's DER and its subject's hash
+  // (X509_NAME_hash_ex), for the client context's store to look up by
+  // subject as it needs them.
+  struct Anchor {
+    unsigned long subject_hash;
+    std::string der;
+  };
+  using Anchors = std::vector<Anchor>;
+
   // The CA certificate, PEM (what the jail trusts).
   const std::string& ca_pem() const { return ca_pem_; }
 
@@ -80,6 +90,7 @@ private:
   EVP_PKEY* leaf_key_ = nullptr;  // one key for every leaf of this run
   SSL_CTX* server_ = nullptr;
   SSL_CTX* client_ = nullptr;
+  std::unique_ptr<Anchors> anchors_;  // the client context's lookup reads them: freed after it
   std::string ca_pem_;
   std::mutex m_;
   std::map<std::string, X509*> leaves_;  // under m_

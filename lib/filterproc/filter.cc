@@ -305,19 +305,18 @@ std::string home_to_probe() {
 
 // The trust anchors the supervisor opened for the filter, read from their
 // descriptors (the filter opens no file by name): the operator's upstream
-// CA, and the system's where the filter may not load them itself.
+// CA, and the system's, which a credential filter must have.
 util::Status take_anchors(Config& c) {
   auto& up = c.intercept.upstream;
+  if (!c.trust_roots.valid()) return util::Error::invalid("the system's trust anchors were not sent");
   if (c.upstream_ca.valid()) {
     auto pem = util::read_open_file(c.upstream_ca.get(), kMaxAnchorsFile, "the upstream CA file");
     if (!pem) return pem.take_error();
     up.extra_ca_pem = std::move(*pem);
   }
-  if (c.trust_roots.valid()) {
-    auto pem = util::read_open_file(c.trust_roots.get(), kMaxAnchorsFile, "the system's trust store");
-    if (!pem) return pem.take_error();
-    up.roots_pem = std::move(*pem);
-  }
+  auto pem = util::read_open_file(c.trust_roots.get(), kMaxAnchorsFile, "the system's trust store");
+  if (!pem) return pem.take_error();
+  up.roots_pem = std::move(*pem);
   c.upstream_ca.reset();
   c.trust_roots.reset();
   return {};

@@ -8,8 +8,8 @@
 // starts the relay (netproxy::Proxy), locks down (lockdown.h), says ready,
 // then serves the listeners it is given (a run-time one until it is told
 // to close it, which it says it did) until told to stop or until the
-// supervisor is gone. It opens no file after its start (on macOS none at
-// all but what the loader maps: the trust anchors come as descriptors).
+// supervisor is gone. It opens no file after its start (the trust anchors
+// come as descriptors; on macOS none at all but what the loader maps).
 // Names are asked of the supervisor, decisions are sent to it (which logs
 // and reports them), and it writes nothing of the host's.
 #pragma once

@@ -261,6 +261,29 @@ TEST_CASE("credential filter: the run's CA is handed over whole, once; the handi
   CHECK(refused.error().message().find("the key is not the certificate's") != std::string::npos);
 }
 
+TEST_CASE("credential filter: the system's trust anchors sent as text must all parse, and hold a certificate") {
+  Intercept in;
+  in.bindings = {{"A", "ph-a", "r", {{"api.example", 443}}}};
+  auto holder = Interceptor::to_hand_over(in);
+  REQUIRE(holder);
+  auto ca = (*holder)->hand_over_ca();
+  REQUIRE(ca);
+  // Kept as DER and parsed when a server names one (TlsAuthority): read
+  // whole at the start all the same, every block, as before.
+  Intercept ok = in;
+  ok.upstream.roots_pem = "# a comment\n" + ca->cert_pem + "junk between blocks\n" + ca->cert_pem;
+  CHECK(Interceptor::serving_with(ok, *ca));
+  for (const std::string& bad : {ca->cert_pem + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+                                 std::string("no PEM here\n"), std::string()}) {
+    CAPTURE(bad);
+    Intercept broken = in;
+    broken.upstream.roots_pem = bad;
+    auto refused = Interceptor::serving_with(broken, *ca);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message().find("load the system's trust store") != std::string::npos);
+  }
+}
+
 TEST_CASE(
     "credential filter: plain HTTP is bound to host loopback ports only, and only plain bindings substitute "
     "there") {
