@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -220,7 +221,13 @@ util::Status seccomp_allowlist() {
 
 const std::vector<std::string>& filter_allowed_syscalls() { return kAllowed; }
 
-void release_startup() { util::drop_startup_pages(); }
+void release_startup() {
+  // One malloc arena for every thread from here on: glibc gives each
+  // worker thread an arena of its own otherwise (mallopt(3)), whose pages
+  // stay with it; the workers' TLS buffers come from the one heap instead.
+  ::mallopt(M_ARENA_MAX, 1);
+  util::drop_startup_pages();
+}
 
 #ifdef PJ_TEST_SWITCHES
 filterlink::ProbeResult probe_lockdown(const std::string& home) {

@@ -39,8 +39,9 @@ struct LockdownLimits {
 // error names the stage and carries its errno; the caller must then end.
 util::Status lock_down(const LockdownLimits& limits);
 
-// Once the filter is ready: give back what only its start needed (Linux:
-// the read-only pages of the code that configured it).
+// Once the filter is ready, before it serves: give back what only its
+// start needed (Linux: the read-only pages of the code that configured
+// it), and (Linux) keep every thread's allocations in one malloc arena.
 void release_startup();
 
 #ifdef PJ_TEST_SWITCHES
