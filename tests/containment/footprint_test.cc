@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "stand_in.h"
 
 using namespace pj::test;
 
@@ -44,8 +45,10 @@ pid_t filter_of(pid_t supervisor) {
 // (KiB; shared pages, pi-jail's code and libc, count in both). Made once
 // the command runs: both processes have given back their start-up pages
 // by then (the supervisor once init's listeners are served, which comes
-// before the command; the filter once ready). Also the peaks of each
-// (VmHWM) since exec, start-up included, which are shown.
+// before the command; the filter once ready). Also the largest private
+// memory of the filter seen (RssAnon: its heap, stacks and relocated
+// data, no page of a file), and the peaks of each (VmHWM) since exec,
+// start-up included, which are shown.
 class Footprint {
 public:
   explicit Footprint(pid_t supervisor) : supervisor_(supervisor) {
@@ -54,6 +57,7 @@ public:
       while (!done_) {
         long a = status_kib(supervisor_, "VmRSS"), b = status_kib(filter_, "VmRSS");
         if (a > 0 && b > 0) largest_ = std::max<long>(largest_, a + b);
+        filter_anon_ = std::max<long>(filter_anon_, status_kib(filter_, "RssAnon"));
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     });
@@ -67,15 +71,18 @@ public:
       sampler_.join();
       MESSAGE("peaks since exec (start-up included): supervisor "
               << status_kib(supervisor_, "VmHWM") << " KiB, filter " << status_kib(filter_, "VmHWM")
-              << " KiB; together while running " << largest_.load() << " KiB");
+              << " KiB; together while running " << largest_.load() << " KiB; the filter's own (RssAnon) "
+              << filter_anon_.load() << " KiB");
     }
     return largest_;
   }
+  // The filter's largest RssAnon seen until stop().
+  long filter_anon() const { return filter_anon_; }
 
 private:
   pid_t supervisor_, filter_ = -1;
   std::atomic<bool> done_{false};
-  std::atomic<long> largest_{-1};
+  std::atomic<long> largest_{-1}, filter_anon_{-1};
   std::thread sampler_;
 };
 
@@ -84,12 +91,22 @@ private:
 // Each process gives back its start-up code's pages once running
 // (util::drop_startup_pages()); their peaks since exec, the start-up
 // included, are higher, and shown, not bounded.
-[[maybe_unused]] constexpr long kTogetherBoundKiB = 8 * 1024;  // not checked under ASan
+constexpr long kTogetherBoundKiB = 8 * 1024;  // not checked under ASan
+// While the filter substitutes a credential over TLS, the bound is not
+// issue 33's 8 MiB: OpenSSL's code that a handshake each way and the
+// server's certificate check run is scattered over pi-jail's text, and
+// the kernel maps 64 KiB of it around each page touched (fault-around),
+// about 4.8 MiB of the filter's 8.5. Its own memory is bounded apart:
+// the heap (the TLS contexts, the system's trust anchors kept as DER
+// until a server needs one), the worker's stack and relocated data.
+constexpr long kSubstitutingTogetherBoundKiB = 14 * 1024;
+[[maybe_unused]] constexpr long kSubstitutingFilterOwnBoundKiB = 1792;  // not checked under ASan
 
 // Let the command that waits for `go` in `ws` end, and check the largest
-// sum `footprint` saw against the bound; under ASan (its shadow memory)
+// sum `footprint` saw against `bound`; under ASan (its shadow memory)
 // only shown.
-void check_footprint(pid_t pid, const std::string& ws, Footprint& footprint, const char* what) {
+void check_footprint(pid_t pid, const std::string& ws, Footprint& footprint, const char* what,
+                     long bound = kTogetherBoundKiB) {
   long together = footprint.stop();
   write_file(ws + "/go", "");
   CHECK(wait_status_guarded(pid) == 0);
@@ -97,8 +114,9 @@ void check_footprint(pid_t pid, const std::string& ws, Footprint& footprint, con
   CHECK(together > 0);
 #ifndef PJ_SANITIZED
   (void)what;
-  CHECK(together <= kTogetherBoundKiB);
+  CHECK(together <= bound);
 #else
+  (void)bound;
   MESSAGE(what << " under ASan (not checked): " << together << " KiB");
 #endif
 }
@@ -163,6 +181,55 @@ TEST_CASE("the supervisor and the network filter together stay within 8 MiB resi
   REQUIRE(eventually([&] { return server.hits() == kConnections; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a few samples with all of them open
   check_footprint(pid, sb.ws, footprint, "resident together with many connections");
+}
+
+TEST_CASE(
+    "while substituting a credential over TLS the network filter's own memory stays within 1.75 MiB, and with the "
+    "supervisor within 14 MiB resident") {
+  Sandbox sb;
+  // A bound host on the host's loopback whose CA the system's trust
+  // anchors hold (SSL_CERT_FILE: the system's bundle and the test CA): the
+  // filter terminates the jail's TLS with the run's CA, checks the
+  // server's certificate, substitutes the header and masks the echo in
+  // the body, three times over CONNECT.
+  const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
+  const std::string bundle = sb.base + "/roots.pem";
+  sh_ok("cat /etc/ssl/certs/ca-certificates.crt " + certs.ca + " > " + bundle + " && chmod 644 " + bundle);
+  StandInServer server(sb.base, "bound", certs, R"PY(
+class Handler(StandIn):
+    def any(self):
+        note(self.headers.get("x-api-key") + "\n")
+        echo = ("seen x-api-key=%s\n" % self.headers.get("x-api-key")).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(echo)))
+        self.end_headers()
+        self.wfile.write(echo)
+)PY");
+  const std::string ph = "sk-ant-api03-PH-footprint-0123456789abcdef", real = "sk-ant-api03-REAL-footprint-fedcba98";
+  const std::string get = "env -u NO_PROXY -u no_proxy curl -sS -x http://127.0.0.1:3128 -H 'x-api-key: " + ph +
+                          "' https://127.0.0.1:" + server.port() + "/ >> echoes; ";
+  pid_t pid = spawn({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--allow-net",
+                     "127.0.0.1:" + server.port(), "--", "/bin/sh", "-c",
+                     "touch running; while [ ! -e watched ]; do sleep 0.01; done; " + get + get + get +
+                         "touch relayed; while [ ! -e go ]; do sleep 0.05; done"},
+                    {"HOME=" + sb.home, "SSL_CERT_FILE=" + bundle,
+                     "PJ_TEST_BIND=TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port() + "\n"});
+  REQUIRE(eventually([&] { return exists(sb.ws + "/running"); }));
+  Footprint footprint(pid);
+  write_file(sb.ws + "/watched", "");
+  REQUIRE(eventually([&] { return exists(sb.ws + "/relayed"); }));
+  check_footprint(pid, sb.ws, footprint, "resident together while substituting over TLS",
+                  kSubstitutingTogetherBoundKiB);
+  const long own = footprint.filter_anon();
+  CAPTURE(own);
+  CHECK(own > 0);
+#ifndef PJ_SANITIZED
+  CHECK(own <= kSubstitutingFilterOwnBoundKiB);
+#endif
+  // Substituted on the way out, masked on the way back, each time.
+  CHECK(read_file(sb.ws + "/echoes") ==
+        "seen x-api-key=" + ph + "\n" + "seen x-api-key=" + ph + "\n" + "seen x-api-key=" + ph + "\n");
+  CHECK(server.log() == real + "\n" + real + "\n" + real + "\n");
 }
 
 TEST_CASE("a run that leaves no placeholder does not rewrite pi-jail's placeholder registry") {
