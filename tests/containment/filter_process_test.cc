@@ -450,10 +450,14 @@ TEST_CASE(
     "callback is killed: 125") {
   // Each such socket forks the supervisor into the jail's namespaces:
   // only published ports and login callbacks need one. A profile of its
-  // own, which names no login callback (the pi profile's adapter does).
+  // own, which names no login callback (the pi profile's adapter does),
+  // and gives the command its shell: with an empty view the command's
+  // exec failed (127) as fast as the filter's request ended the run
+  // (125), and either came first.
   test::Sandbox sb;
   const std::string profile = sb.base + "/plain.toml";
-  test::write_file(profile, "# no login callbacks\n");
+  test::write_file(profile,
+                   "# no login callbacks\n[filesystem]\nsystem = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\"]\n");
   check_misbehaving_filter_ends_run("jail-socket",
                                     "asked for a socket in the jail, and this run publishes no port and serves no "
                                     "login callback",
