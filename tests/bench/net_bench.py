@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The network filter's throughput and latency, side by side in one run.
 
-    net_bench.py PI_JAIL OUT.json [--tls-only] [--loopback-only] [--against OLD_PI_JAIL]
+    net_bench.py PI_JAIL OUT.json [--tls-only | --memory-only | --loopback-only] [--against OLD_PI_JAIL]
     (as root: it creates a network namespace)
 
 Paths compared, with the same client (curl) and server (sendfile from a
@@ -20,7 +20,8 @@ download and the time to the first byte of a small answer; --tls-only
 runs only that (pi-jail must be a test build: PJ_TEST_BIND). Then the
 start-up of a jail with the filter, and the peak resident memory of the
 supervisor and its filter together while they relay (plain, and
-substituting over TLS). --loopback-only leaves out the shaped link.
+substituting over TLS; --memory-only runs only that). --loopback-only
+leaves out the shaped link.
 
 --against OLD_PI_JAIL measures every jailed path, the start-up and the
 memory with both binaries, run after run in turn (a drift in the
@@ -40,6 +41,7 @@ import time
 PI_JAIL, OUT = sys.argv[1:3]
 OPTIONS = sys.argv[3:]
 TLS_ONLY = "--tls-only" in OPTIONS
+MEMORY_ONLY = "--memory-only" in OPTIONS
 LOOPBACK_ONLY = "--loopback-only" in OPTIONS
 AGAINST = OPTIONS[OPTIONS.index("--against") + 1] if "--against" in OPTIONS else None
 # The binaries measured, each with the tag its figures carry.
@@ -463,15 +465,20 @@ def filter_of(supervisor):
 
 def peak_memory(prefix, command):
     """The peak of the supervisor's and the filter's resident memory
-    together (sampled every 10 ms) while `command` runs in the jail, and
-    each one's own peak (VmHWM, start-up included), in MiB."""
-    proc = subprocess.Popen(prefix + ["sh", "-c", command], env=ENV, cwd=WS, stdout=subprocess.DEVNULL)
+    together (sampled every 10 ms) while `command` runs in the jail (once
+    it started: the start-up's peak is not the relay's), and each one's
+    own peak (VmHWM, start-up included), in MiB."""
+    started = os.path.join(WS, "started")
+    if os.path.exists(started):
+        os.unlink(started)
+    proc = subprocess.Popen(prefix + ["sh", "-c", "touch started; " + command], env=ENV, cwd=WS,
+                            stdout=subprocess.DEVNULL)
     together = hwm_sup = hwm_filter = 0
     filt = None
     while proc.poll() is None:
         filt = filt or filter_of(proc.pid)
-        rss = status_kib(proc.pid, "VmRSS") + (status_kib(filt, "VmRSS") if filt else 0)
-        together = max(together, rss)
+        if filt and os.path.exists(started):
+            together = max(together, status_kib(proc.pid, "VmRSS") + status_kib(filt, "VmRSS"))
         hwm_sup = max(hwm_sup, status_kib(proc.pid, "VmHWM"))
         if filt:
             hwm_filter = max(hwm_filter, status_kib(filt, "VmHWM"))
@@ -481,7 +488,7 @@ def peak_memory(prefix, command):
 
 def memory(plain_port, tls):
     _, tls_port, ca = tls
-    print("\npeak resident memory, supervisor + filter, while relaying (each run once)")
+    print(f"\npeak resident memory, supervisor + filter, while relaying (median of {RUNS})")
     plain_rule, tls_rule = f"127.0.0.1:{plain_port}", f"127.0.0.1:{tls_port}"
     got = {}
     for what, make, command in (
@@ -489,11 +496,13 @@ def memory(plain_port, tls):
              f"curl -s -o /dev/null http://{plain_rule}/blob"),
             (f"substituting {TLS_SIZE >> 20} MiB over TLS", lambda b: bound_jail(tls_rule, ca, b),
              f"curl -s -o /dev/null -x http://127.0.0.1:3128 -H 'x-api-key: {PLACEHOLDER}' https://{tls_rule}/blob")):
-        for tag, binary in JAILS:
-            together, sup, filt = peak_memory(make(binary), command)
-            got[what + tag] = figure(f"memory, {what}{tag}: together (sampled)", [together], "MiB")
-            figure(f"memory, {what}{tag}: supervisor VmHWM", [sup], "MiB")
-            figure(f"memory, {what}{tag}: filter VmHWM", [filt], "MiB")
+        paths = [(tag, make(binary)) for tag, binary in JAILS]
+        samples = round_robin(paths, lambda prefix: peak_memory(prefix, command), RUNS)
+        for tag, _ in JAILS:
+            runs = samples[tag]
+            got[what + tag] = figure(f"memory, {what}{tag}: together while relaying", [r[0] for r in runs], "MiB")
+            figure(f"memory, {what}{tag}: supervisor VmHWM", [r[1] for r in runs], "MiB")
+            figure(f"memory, {what}{tag}: filter VmHWM", [r[2] for r in runs], "MiB")
         against_ratios("memory", got, [what])
 
 
@@ -514,6 +523,13 @@ tls = start_tls_server()
 try:
     if TLS_ONLY:
         tls_section(tls)
+        finish()
+    if MEMORY_ONLY:
+        srv, port = start_server("127.0.0.1")
+        try:
+            memory(port, tls)
+        finally:
+            srv.terminate()
         finish()
     print(f"\nloopback, 1 GiB per transfer (median of {RUNS})")
     srv, port = start_server("127.0.0.1")
