@@ -230,55 +230,68 @@ TEST_CASE("credential filter: bindings that could inject headers or hide in each
   CHECK((*made)->unbound_placeholder("GET http://api.example/ HTTP/1.1\r\nX: ph-a\r\n\r\n", "api.example", -1) == "A");
 }
 
-TEST_CASE("credential filter: the run's CA is handed over whole, once; the handing side keeps no key, serves nothing") {
+namespace {
+
+// One binding (api.example:443), and the run's CA made for it and handed
+// over, as the supervisor does: the side that handed it, and what it gave.
+struct HandedOver {
   Intercept in;
-  in.bindings = {{"A", "ph-a", "r", {{"api.example", 443}}}};
-  // The supervisor's: the CA only, no TLS context, no trust store.
-  auto holder = Interceptor::to_hand_over(in);
+  std::shared_ptr<Interceptor> holder;
+  CaPems ca;
+};
+HandedOver handed_over() {
+  HandedOver h;
+  h.in.bindings = {{"A", "ph-a", "r", {{"api.example", 443}}}};
+  auto holder = Interceptor::to_hand_over(h.in);
   REQUIRE(holder);
-  auto ca = (*holder)->hand_over_ca();
+  h.holder = *holder;
+  auto ca = h.holder->hand_over_ca();
   REQUIRE(ca);
-  CHECK(ca->key_pem.starts_with("-----BEGIN PRIVATE KEY-----"));
-  CHECK(ca->cert_pem == (*holder)->ca_pem());
+  h.ca = std::move(*ca);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("credential filter: the run's CA is handed over whole, once; the handing side keeps no key, serves nothing") {
+  // The supervisor's: the CA only, no TLS context, no trust store.
+  HandedOver h = handed_over();
+  CHECK(h.ca.key_pem.starts_with("-----BEGIN PRIVATE KEY-----"));
+  CHECK(h.ca.cert_pem == h.holder->ca_pem());
   // The key went with it: a second hand-over has nothing to give.
-  auto again = (*holder)->hand_over_ca();
+  auto again = h.holder->hand_over_ca();
   REQUIRE_FALSE(again);
   CHECK(again.error().message().find("handed over already") != std::string::npos);
-  CHECK((*holder)->ca_pem() == ca->cert_pem);  // the certificate stays: the jail's bundle names it
-  const bool took = (*holder)->start({});
+  CHECK(h.holder->ca_pem() == h.ca.cert_pem);  // the certificate stays: the jail's bundle names it
+  const bool took = h.holder->start({});
   CHECK_FALSE(took);
   // The filter's: the same CA, serving.
-  auto filter = Interceptor::serving_with(in, *ca);
+  auto filter = Interceptor::serving_with(h.in, h.ca);
   REQUIRE(filter);
-  CHECK((*filter)->ca_pem() == (*holder)->ca_pem());
+  CHECK((*filter)->ca_pem() == h.holder->ca_pem());
   CHECK_FALSE((*filter)->hand_over_ca());  // a serving CA keeps its key
   // A key that is not the certificate's is refused.
-  auto other = Interceptor::to_hand_over(in);
+  auto other = Interceptor::to_hand_over(h.in);
   REQUIRE(other);
-  CaPems mixed{(*other)->hand_over_ca()->key_pem, ca->cert_pem};
-  auto refused = Interceptor::serving_with(in, mixed);
+  CaPems mixed{(*other)->hand_over_ca()->key_pem, h.ca.cert_pem};
+  auto refused = Interceptor::serving_with(h.in, mixed);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message().find("the key is not the certificate's") != std::string::npos);
 }
 
 TEST_CASE("credential filter: the system's trust anchors sent as text must all parse, and hold a certificate") {
-  Intercept in;
-  in.bindings = {{"A", "ph-a", "r", {{"api.example", 443}}}};
-  auto holder = Interceptor::to_hand_over(in);
-  REQUIRE(holder);
-  auto ca = (*holder)->hand_over_ca();
-  REQUIRE(ca);
+  HandedOver h = handed_over();
   // Kept as DER and parsed when a server names one (TlsAuthority): read
   // whole at the start all the same, every block, as before.
-  Intercept ok = in;
-  ok.upstream.roots_pem = "# a comment\n" + ca->cert_pem + "junk between blocks\n" + ca->cert_pem;
-  CHECK(Interceptor::serving_with(ok, *ca));
-  for (const std::string& bad : {ca->cert_pem + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+  Intercept ok = h.in;
+  ok.upstream.roots_pem = "# a comment\n" + h.ca.cert_pem + "junk between blocks\n" + h.ca.cert_pem;
+  CHECK(Interceptor::serving_with(ok, h.ca));
+  for (const std::string& bad : {h.ca.cert_pem + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
                                  std::string("no PEM here\n"), std::string()}) {
     CAPTURE(bad);
-    Intercept broken = in;
+    Intercept broken = h.in;
     broken.upstream.roots_pem = bad;
-    auto refused = Interceptor::serving_with(broken, *ca);
+    auto refused = Interceptor::serving_with(broken, h.ca);
     REQUIRE_FALSE(refused);
     CHECK(refused.error().message().find("load the system's trust store") != std::string::npos);
   }
