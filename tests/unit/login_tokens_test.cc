@@ -86,6 +86,15 @@ struct LoginRig {
   }
   // The write-back reveals the login in its entry and holds it; with
   // consent the host's entry has `access` and `refresh` (real).
+  // A device login of two exchanges (Copilot's, Meta's): the device
+  // token, which Pi keeps as "refresh", then the token it buys, sent with
+  // that one's placeholder in a header.
+  void device_login(const Exchange& device, Exchange bought) {
+    exchange(device);
+    bought.header_placeholders = {stored_refresh};
+    exchange(bought);
+  }
+
   void check_consent(const std::string& access, const std::string& refresh, const std::string& more = "") {
     auto r = reveal_auth(left(more), jail, *table);
     REQUIRE_MESSAGE(r, r.error().message());
@@ -170,14 +179,10 @@ TEST_CASE("login in the jail: OpenRouter's key is stored by Pi as the \"access\"
 
 TEST_CASE("login in the jail: GitHub Copilot's device login keeps the GitHub token and the Copilot token") {
   LoginRig rig("github-copilot");
-  rig.exchange({"github.com", "/login/oauth/access_token", R"({"access_token":"ghu_REALgithub0123456789abcdefghijkl"})",
-                "", "access_token"});
-  rig.exchange({"api.github.com",
-                "/copilot_internal/v2/token",
-                R"({"token":"REALcopilot0123456789abcdefghijklmn","expires_at":4102444800})",
-                "token",
-                "",
-                {rig.stored_refresh}});
+  rig.device_login({"github.com", "/login/oauth/access_token",
+                    R"({"access_token":"ghu_REALgithub0123456789abcdefghijkl"})", "", "access_token"},
+                   {"api.github.com", "/copilot_internal/v2/token",
+                    R"({"token":"REALcopilot0123456789abcdefghijklmn","expires_at":4102444800})", "token", ""});
   rig.check_consent("REALcopilot0123456789abcdefghijklmn", "ghu_REALgithub0123456789abcdefghijkl");
 }
 
@@ -185,14 +190,10 @@ TEST_CASE("login in the jail: Meta's device login keeps the identity token and t
   // meta.js: the device login's access_token is the identity token, stored
   // as "refresh"; it mints the API key ("api_key"), stored as "access".
   LoginRig rig("meta");
-  rig.exchange({"auth.meta.com", "/oidc/device/token/", R"({"access_token":"REALidentity0123456789abcdefghijklm"})", "",
-                "access_token"});
-  rig.exchange({"api.meta.ai",
-                "/muse-code/key",
-                R"({"api_key":"REALmetakey0123456789abcdefghijklmno"})",
-                "api_key",
-                "",
-                {rig.stored_refresh}});
+  rig.device_login(
+      {"auth.meta.com", "/oidc/device/token/", R"({"access_token":"REALidentity0123456789abcdefghijklm"})", "",
+       "access_token"},
+      {"api.meta.ai", "/muse-code/key", R"({"api_key":"REALmetakey0123456789abcdefghijklmno"})", "api_key", ""});
   rig.check_consent("REALmetakey0123456789abcdefghijklmno", "REALidentity0123456789abcdefghijklm");
 }
 
