@@ -208,17 +208,17 @@ TEST_CASE(
     j.answer("", "");
     REQUIRE_MESSAGE(j.logged_in("GitHub Copilot"), j.screen());
 
-    j.login("xai", "Select authentication method for xAI");
-    j.pick("Sign in with SuperGrok or X Premium", "");
-    REQUIRE_MESSAGE(j.logged_in("xAI"), j.screen());
-
-    j.login("kimi-coding", "Select authentication method for Kimi");
-    j.pick("Sign in with Kimi Code", "");
-    REQUIRE_MESSAGE(j.logged_in("Kimi For Coding"), j.screen());
-
-    j.login("meta", "Select authentication method for Meta");
-    j.pick("Sign in with Meta", "");
-    REQUIRE_MESSAGE(j.logged_in("Meta"), j.screen());
+    // One menu choice each; the stand-in approves the device code at once.
+    struct OneChoice {
+      const char *entry, *menu, *choice, *shown;
+    };
+    for (const OneChoice& l : {OneChoice{"xai", "xAI", "Sign in with SuperGrok or X Premium", "xAI"},
+                               OneChoice{"kimi-coding", "Kimi", "Sign in with Kimi Code", "Kimi For Coding"},
+                               OneChoice{"meta", "Meta", "Sign in with Meta", "Meta"}}) {
+      j.login(l.entry, std::string("Select authentication method for ") + l.menu);
+      j.pick(l.choice, "");
+      REQUIRE_MESSAGE(j.logged_in(l.shown), j.screen());
+    }
 
     // Anthropic's copy-code login: the user pastes the code#state the
     // page shows; the exchange names Anthropic's page as redirect URI.
