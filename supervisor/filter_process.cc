@@ -56,7 +56,9 @@ util::Result<util::UniqueFd> open_anchors(const std::string& file) {
   util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd.valid()) return util::Error::invalid(fmt::format("cannot be opened ({})", util::errno_name(errno)));
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return util::Error::invalid("not a regular file");
+  if (::fstat(fd.get(), &st) != 0)
+    return util::Error::invalid(fmt::format("cannot be read ({})", util::errno_name(errno)));
+  if (!S_ISREG(st.st_mode)) return util::Error::invalid("not a regular file");
   if (st.st_size > kMaxRootsFile) return util::Error::invalid(fmt::format("more than {} bytes", kMaxRootsFile));
   return fd;
 }
