@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <string>
 
 #include <fmt/format.h>
@@ -245,7 +244,9 @@ filterlink::ProbeResult probe_lockdown(const std::string& home) {
   // What it must still do: grow a relay's pipe for a bulk transfer.
   int fds[2];
   const bool piped = ::pipe2(fds, O_CLOEXEC) == 0;
-  p.attempt("grow a relay pipe", piped && ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(netproxy::kBulkPipeSize)) > 0);
+  // As the relay asks for it (relay.h).
+  p.attempt("grow a relay pipe",
+            piped && netproxy::grow_pipe(fds[1], netproxy::kBulkPipeSize, netproxy::kPipeSize) > netproxy::kPipeSize);
   if (piped) ::close(fds[0]), ::close(fds[1]);
   return std::move(p.result);
 }
