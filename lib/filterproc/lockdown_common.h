@@ -5,11 +5,14 @@
 
 #include <sys/resource.h>
 
+#include "filterproc/lockdown.h"
+#include "util/result.h"
+
+#ifdef PJ_TEST_SWITCHES
 #include <string>
 
 #include "filterlink/messages.h"
-#include "filterproc/lockdown.h"
-#include "util/result.h"
+#endif
 
 namespace pj::filterproc {
 
