@@ -432,9 +432,35 @@ const SubField kRetry[] = {
 const SubField kThinkingBudgets[] = {{"minimal", number}, {"low", number}, {"medium", number}, {"high", number}};
 const SubField kWarnings[] = {{"anthropicExtraUsage", boolean}};
 
+// deviceId: the installation's id, a random UUID Pi makes the first time
+// a login needs one (Sign in with ChatGPT sends it to OpenAI as
+// ext_agent_host_id; settings-manager.js getOrCreateDeviceId) and keeps.
+// It is no credential and names nothing Pi loads or runs or where
+// anything goes, so one the jail made goes back when the host has none:
+// else the host's next ChatGPT login announces a second installation.
+// Only a UUID, which is all Pi accepts (openai-chatgpt.js agentHostId): any
+// other value would break the host's next ChatGPT login. The host's own
+// is never changed or removed (Change::add_only; the refusal's reason in
+// kNotData).
+bool uuid(const json::Value& v, const json::Value*) {
+  const std::string* s = v.as_string();
+  if (!s || s->size() != 36) return false;
+  for (size_t i = 0; i < s->size(); ++i) {
+    const char c = (*s)[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// Whether the jail may change and remove a setting it writes back, or
+// only add one the host lacks.
+enum class Change { any, add_only };
+
 struct Setting {
   std::string_view key;
   Check check;
+  Change change = Change::any;
 };
 
 // The settings written back: display and model preferences, each checked
@@ -509,6 +535,8 @@ const Setting kDataSettings[] = {
     {"retry", [](const json::Value& v, const json::Value* g) { return object_with(v, g, kRetry); }},
     {"httpIdleTimeoutMs", number_or_disabled},
     {"websocketConnectTimeoutMs", number_or_disabled},
+    // The installation's id, added when the host has none (uuid above).
+    {"deviceId", uuid, Change::add_only},
 };
 
 struct NotData {
@@ -564,27 +592,6 @@ bool theme_is_data(const json::Value& v, const HostDir& dir) {
   return known_theme(light, dir) && known_theme(dark, dir);
 }
 
-// deviceId: the installation's id, a random UUID Pi makes the first time
-// a login needs one (Sign in with ChatGPT sends it to OpenAI as
-// ext_agent_host_id; settings-manager.js getOrCreateDeviceId) and keeps.
-// It is no credential and names nothing Pi loads or runs or where
-// anything goes, so one the jail made goes back when the host has none:
-// else the host's next ChatGPT login announces a second installation.
-// Only a UUID, which is all Pi accepts (openai-chatgpt.js agentHostId): any
-// other value would break the host's next ChatGPT login. The host's own
-// is never changed or removed (kNotData).
-bool is_uuid(const json::Value& v) {
-  const std::string* s = v.as_string();
-  if (!s || s->size() != 36) return false;
-  for (size_t i = 0; i < s->size(); ++i) {
-    const char c = (*s)[i];
-    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? c != '-' : !std::isxdigit(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
-}
-const Setting kNewDeviceId{"deviceId", [](const json::Value& v, const json::Value*) { return is_uuid(v); }};
-
 const Setting* data_setting(std::string_view key) {
   for (const Setting& s : kDataSettings)
     if (s.key == key) return &s;
@@ -613,7 +620,8 @@ NewContent merge_settings(Content host_now, Content given, Content jail_left, No
     const json::Value* before = given_index.find(m.key);
     if (same(before, &m.value)) continue;
     std::string name = fmt::format("{}: {}", file, shown(m.key));
-    const Setting* rule = m.key == kNewDeviceId.key && !before ? &kNewDeviceId : data_setting(m.key);
+    const Setting* rule = data_setting(m.key);
+    if (rule && rule->change == Change::add_only && before) rule = nullptr;  // changed: refused as not data
     if (m.key == "theme" && !theme_is_data(m.value, dir)) {
       notes.add(Kind::refused, fmt::format("{}: not written back: it names a theme neither built into Pi nor in the "
                                            "agent dir's themes/, which Pi would load from elsewhere",
@@ -639,7 +647,8 @@ NewContent merge_settings(Content host_now, Content given, Content jail_left, No
   for (const json::Member& m : *v->given.as_object()) {
     if (jail_index.find(m.key)) continue;
     std::string name = fmt::format("{}: {}", file, shown(m.key));
-    if (!data_setting(m.key)) {
+    const Setting* rule = data_setting(m.key);
+    if (!rule || rule->change == Change::add_only) {
       notes.add(Kind::refused, fmt::format("{}: removed in the jail; not applied: {}", name, not_data_reason(m.key)));
     } else if (!same(host_index.find(m.key), &m.value)) {
       notes.add(Kind::kept, fmt::format("{}: changed on the host during the run; the host's value is kept", name));
