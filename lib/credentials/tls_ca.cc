@@ -40,21 +40,6 @@ std::string system_roots_file() {
 
 namespace {
 
-// Every certificate of `pem` trusted by `ctx`; none at all is an error.
-util::Status add_anchors(SSL_CTX* ctx, const std::string& pem, std::string_view what) {
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  STACK_OF(X509_INFO)* infos = bio ? PEM_X509_INFO_read_bio(bio, nullptr, nullptr, nullptr) : nullptr;
-  BIO_free(bio);
-  if (!infos) return Error::invalid(fmt::format("load {}: {}", what, openssl_error()));
-  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  int added = 0;
-  for (int i = 0; i < sk_X509_INFO_num(infos); ++i)
-    if (X509* x = sk_X509_INFO_value(infos, i)->x509; x && X509_STORE_add_cert(store, x) == 1) ++added;
-  sk_X509_INFO_pop_free(infos, X509_INFO_free);
-  if (added == 0) return Error::invalid(fmt::format("load {}: no certificate in it", what));
-  return {};
-}
-
 // OpenSSL's hashed-directory lookup (X509_LOOKUP_hash_dir) over anchors
 // held as DER in memory: X509_verify_cert asks the store for the
 // certificates of a subject when it has none of it cached
@@ -120,7 +105,6 @@ util::Result<TlsAuthority::Anchors> anchors_of(const std::string& pem, std::stri
     return Error::invalid(fmt::format("load {}: {}", what, openssl_error()));
   ERR_clear_error();
   if (out.empty()) return Error::invalid(fmt::format("load {}: no certificate in it", what));
-  out.shrink_to_fit();
   return out;
 }
 
@@ -331,23 +315,34 @@ util::Status TlsAuthority::make_contexts(const UpstreamTrust& upstream) {
   SSL_CTX_set_tlsext_servername_callback(server_, sni_check);
   SSL_CTX_set_session_cache_mode(server_, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(server_, 0);
+  // The anchors sent as text (the system's, an operator's extra ones),
+  // parsed when a server's chain names one (anchors_by_subject).
+  Anchors anchors;
+  auto take = [&anchors](const std::string& pem, std::string_view what) -> util::Status {
+    auto more = anchors_of(pem, what);
+    if (!more) return more.take_error();
+    anchors.insert(anchors.end(), std::make_move_iterator(more->begin()), std::make_move_iterator(more->end()));
+    return {};
+  };
   if (!upstream.roots_pem) {
     if (SSL_CTX_set_default_verify_paths(client_) != 1)
       return Error::invalid("load the system's trust store: " + openssl_error());
-  } else {
-    auto anchors = anchors_of(*upstream.roots_pem, "the system's trust store");
-    if (!anchors) return anchors.take_error();
-    anchors_ = std::make_unique<Anchors>(std::move(*anchors));
-    X509_LOOKUP* lookup =
-        anchors_method() ? X509_STORE_add_lookup(SSL_CTX_get_cert_store(client_), anchors_method()) : nullptr;
-    if (!lookup || X509_LOOKUP_set_method_data(lookup, anchors_.get()) != 1)
-      return Error::invalid("load the system's trust store: " + openssl_error());
+  } else if (auto st = take(*upstream.roots_pem, "the system's trust store"); !st) {
+    return st;
   }
   const std::string& extra = upstream.extra_ca_file;
   if (!extra.empty() && SSL_CTX_load_verify_locations(client_, extra.c_str(), nullptr) != 1)
     return Error::invalid(fmt::format("load the upstream CA file {}: {}", extra, openssl_error()));
   if (!upstream.extra_ca_pem.empty())
-    if (auto st = add_anchors(client_, upstream.extra_ca_pem, "the upstream CA file"); !st) return st;
+    if (auto st = take(upstream.extra_ca_pem, "the upstream CA file"); !st) return st;
+  if (!anchors.empty()) {
+    anchors.shrink_to_fit();
+    anchors_ = std::make_unique<Anchors>(std::move(anchors));
+    X509_LOOKUP* lookup =
+        anchors_method() ? X509_STORE_add_lookup(SSL_CTX_get_cert_store(client_), anchors_method()) : nullptr;
+    if (!lookup || X509_LOOKUP_set_method_data(lookup, anchors_.get()) != 1)
+      return Error::invalid("load the trust anchors: " + openssl_error());
+  }
   SSL_CTX_set_verify(client_, SSL_VERIFY_PEER, nullptr);
   static const unsigned char kHttp11[] = "\x08http/1.1";
   if (SSL_CTX_set_alpn_protos(client_, kHttp11, sizeof kHttp11 - 1) != 0)
