@@ -216,8 +216,7 @@ public:
             util::Result<credentials::RunCredentials> creds, std::optional<Registry> registry,
             std::optional<pi::PrivateCopies> copies, std::shared_ptr<credentials::Interceptor> interceptor,
             std::optional<CaBundleFile> ca_bundle, std::shared_ptr<JailNotes> refusals, std::shared_ptr<SshAccess> ssh,
-            std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds,
-            std::shared_ptr<std::vector<ServedLoginCallback>> served)
+            std::shared_ptr<linuxjail::JailSpec> spec, util::Result<Holds> holds)
       : content_(content),
         request_(request),
         input_(std::move(input)),
@@ -229,8 +228,7 @@ public:
         refusals_(std::move(refusals)),
         ssh_(std::move(ssh)),
         spec_(std::move(spec)),
-        holds_(std::move(holds)),
-        served_(std::move(served)) {}
+        holds_(std::move(holds)) {}
 
   util::Status ready(RunOptions& opts) override {
     auto limits = prepare_limits(request_);
@@ -259,8 +257,7 @@ public:
     auto once_ended = [&] { written_back = copies_->finish(); };
     const auto cgroups = limits_->cgroups ? limits_->cgroups->join_files() : linuxjail::cgroup::JoinFiles{};
     auto result = run_jailed(*spec_, opts, cgroups, once_ended);
-    *served_ = result.login_callbacks;  // the report's policy lists them
-    if (!written_back) once_ended();    // the jail was never launched
+    if (!written_back) once_ended();  // the jail was never launched
     holds_->release();
     // What the jail asked of the SSH agent and was refused: a security
     // event, said even with -q.
@@ -296,7 +293,6 @@ private:
   std::shared_ptr<linuxjail::JailSpec> spec_;
   util::Result<Holds> holds_;
   std::optional<JailLimits> limits_;
-  std::shared_ptr<std::vector<ServedLoginCallback>> served_;  // what write_jail lists, once run
 };
 
 }  // namespace
@@ -415,15 +411,14 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     for (const auto& op : spec->mounts)
       util::debug("{}  # {}", util::printable(linuxjail::describe(op)), util::printable(op.why));
   choose_streams(*spec);
-  auto served = std::make_shared<std::vector<ServedLoginCallback>>();
-  content.write_jail = [spec, published = input->published, served](JsonWriter& j) {
+  content.write_jail = [spec, published = input->published](JsonWriter& j, const RunOutcome& outcome) {
     write_layers(j, *spec);
-    write_policy(j, *spec, published, *served);
+    write_policy(j, *spec, published, outcome.login_callbacks);
   };
   return std::unique_ptr<Jail>(
       std::make_unique<LinuxJail>(content, prepared.request, std::move(input), std::move(creds), std::move(registry),
                                   std::move(copies), std::move(interceptor), std::move(ca_bundle), std::move(refusals),
-                                  std::move(ssh), std::move(spec), std::move(holds), std::move(served)));
+                                  std::move(ssh), std::move(spec), std::move(holds)));
 }
 
 }  // namespace pj::supervisor::backend

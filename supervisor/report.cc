@@ -119,7 +119,7 @@ std::string render_report(const Report::Content& c) {
     j.key("failure").null();
   j.end_object();
   if (c.write_jail) {
-    c.write_jail(j);
+    c.write_jail(j, c.outcome);
   } else {
     j.key("layers").null();
     j.key("policy").null();

@@ -32,9 +32,10 @@ public:
     std::string interpreter, path_first;
     std::chrono::system_clock::time_point started, ended;
     std::string backend;  // "linux" or "macos-seatbelt"
-    // The backend writes the jail's "layers" and "policy" objects; unset
-    // when planning failed (both are then null).
-    std::function<void(util::JsonWriter&)> write_jail;
+    // The backend writes the jail's "layers" and "policy" objects (with
+    // what the run's outcome adds to them); unset when planning failed
+    // (both are then null).
+    std::function<void(util::JsonWriter&, const RunOutcome&)> write_jail;
     std::string network_filter;  // where the filter listens, as the backend set it up
     std::vector<policy::Refusal> refused;
     netproxy::DecisionTable decisions;

@@ -307,7 +307,9 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
       "proxy on the host's loopback: HTTP 127.0.0.1:{}, SOCKS5 127.0.0.1:{}, served by a process of its own under "
       "sandbox-exec; the host-loopback ports the policy names are reached directly",
       in.http_port, in.socks_port);
-  content.write_jail = [spec, exec, has_pty = pty.has_value()](JsonWriter& j) { write_jail(j, *spec, exec, has_pty); };
+  content.write_jail = [spec, exec, has_pty = pty.has_value()](JsonWriter& j, const RunOutcome&) {
+    write_jail(j, *spec, exec, has_pty);
+  };
 
   return std::unique_ptr<Jail>(std::make_unique<SeatbeltJail>(
       std::move(tmp), std::move(pty), std::move(listeners), std::move(filter), std::move(interceptor),
