@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "linuxjail/jail_socket.h"
+#include "net/address.h"
 #include "util/log.h"
 
 namespace pj::supervisor {
@@ -147,6 +148,15 @@ void LoginCallbacks::apply() {
     if (!served_.count(port) && !closing_.count(port)) serve(port, jail);
 }
 
+namespace {
+
+// The host's loopback address that `s` is served on.
+std::string host_loopback(const listening::Served& s) {
+  return runtime::loopback_address(s.v6 ? runtime::Loopback::v6 : runtime::Loopback::v4);
+}
+
+}  // namespace
+
 // Both of the host's families or neither: one that is taken (a login on
 // the host) leaves the other unserved too, or a browser that tries the
 // served one first would bring that login's redirect into the jail.
@@ -166,9 +176,9 @@ void LoginCallbacks::serve(std::uint16_t port, listening::Families jail) {
         err == EADDRINUSE ? "is in use (the host's own Pi mid-login, or the Codex CLI?)"
                           : fmt::format("cannot be listened on: {} ({})", std::strerror(err), util::errno_name(err));
     util::warn(
-        "login callback {}:{} ({}): the host's port {}, so a browser's redirect cannot reach the jail; paste the "
+        "login callback {} ({}): the host's port {}, so a browser's redirect cannot reach the jail; paste the "
         "redirect URL into Pi instead: that still works",
-        s.v6 ? "[::1]" : "127.0.0.1", port, c.what, why);
+        net::authority(host_loopback(s), port), c.what, why);
     return;  // what was made closes here
   }
   Served& served = served_[port];
@@ -179,12 +189,12 @@ void LoginCallbacks::serve(std::uint16_t port, listening::Families jail) {
     auto id = filter_.listen(std::move(fd), target);
     if (!id) return stop("");
     served.ids.push_back(*id);
-    const std::string host = s.v6 ? "::1" : "127.0.0.1";
+    const std::string host = host_loopback(s);
     if (std::none_of(served_log_.begin(), served_log_.end(),
                      [&](const ServedLoginCallback& l) { return l.port == port && l.host_address == host; }))
       served_log_.push_back({host, port, why});
-    util::debug("login callback {}:{} ({}): served on the host, to the jail's {}, while the jail listens there",
-                s.v6 ? "[::1]" : "127.0.0.1", port, c.what, s.jail_addr.str());
+    util::debug("login callback {} ({}): served on the host, to the jail's {}, while the jail listens there",
+                net::authority(host, port), c.what, s.jail_addr.str());
   }
 }
 

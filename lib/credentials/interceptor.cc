@@ -154,7 +154,7 @@ struct Tls {
 };
 
 std::string authority(const std::string& host, int port, Wire wire) {
-  std::string h = net::parse_ip(host) && host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  std::string h = net::parse_ip(host) ? net::bracketed(host) : host;
   return port == (wire == Wire::plain_http ? 80 : 443) ? h : h + ":" + std::to_string(port);
 }
 

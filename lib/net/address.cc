@@ -185,8 +185,14 @@ std::optional<std::string> normalise_host(std::string_view host) {
   return h;
 }
 
+std::string bracketed(std::string_view host) {
+  return host.find(':') != std::string_view::npos ? fmt::format("[{}]", host) : std::string(host);
+}
+
+std::string authority(std::string_view host, int port) { return fmt::format("{}:{}", bracketed(host), port); }
+
 std::string NetPattern::str() const {
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  std::string h = bracketed(host);
   if (wildcard) h = "*." + h;
   return port ? fmt::format("{}:{}", h, port) : h;
 }

@@ -48,6 +48,11 @@ struct HostPort {
 };
 std::optional<HostPort> parse_host_port(std::string_view text);
 
+// The reverse, for what is shown or sent: a host with a colon (an IPv6
+// literal) in brackets, and HOST:PORT with it ("[::1]:1455").
+std::string bracketed(std::string_view host);
+std::string authority(std::string_view host, int port);
+
 // What kind of address this is, from the most to the least reachable.
 enum class Range {
   global,       // none of the below

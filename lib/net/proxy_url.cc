@@ -43,8 +43,6 @@ bool has_control(std::string_view s) {
   return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
-std::string bracketed(const std::string& host) { return host.find(':') != std::string::npos ? "[" + host + "]" : host; }
-
 // Whether `a` is inside net/prefix (both of one family).
 bool in_range(const IpAddress& a, const IpAddress& net, int prefix) {
   if (a.v6 != net.v6) return false;
@@ -59,7 +57,7 @@ bool in_range(const IpAddress& a, const IpAddress& net, int prefix) {
 
 }  // namespace
 
-std::string ProxyUrl::authority() const { return fmt::format("{}:{}", bracketed(host), port); }
+std::string ProxyUrl::authority() const { return net::authority(host, port); }
 
 std::string ProxyUrl::redacted() const { return fmt::format("http://{}{}", user ? *user + ":***@" : "", authority()); }
 
@@ -200,7 +198,7 @@ std::string NoProxy::str() const {
     if (e.prefix >= 0)
       out.push_back(fmt::format("{}/{}", e.net->str(), e.prefix));
     else if (e.port)
-      out.push_back(fmt::format("{}:{}", bracketed(e.host), e.port));
+      out.push_back(authority(e.host, e.port));
     else
       out.push_back(bracketed(e.host));
   }

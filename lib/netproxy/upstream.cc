@@ -32,7 +32,7 @@ bool UpstreamProxy::is_itself(const net::IpAddress& addr, int port) const {
 }
 
 TunnelOpener::TunnelOpener(const UpstreamProxy& proxy, std::string_view host, int port) : proxy_name_(proxy.name()) {
-  target_ = fmt::format("{}:{}", host.find(':') != std::string_view::npos ? fmt::format("[{}]", host) : host, port);
+  target_ = net::authority(host, port);
   // RFC 9112 section 3.2.3: the authority form, and Host the same.
   out_ = fmt::format("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n", target_);
   // RFC 9110 section 11.7.1; Basic (RFC 7617): user-id ":" password.
