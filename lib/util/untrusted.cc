@@ -250,7 +250,7 @@ Result<NodeInfo> stat_beneath(int dirfd, std::string_view rel) {
   return NodeInfo{type_of(st.st_mode), st.st_dev, st.st_ino, st.st_uid, st.st_size};
 }
 
-Result<std::string> read_open_file(int fd, size_t cap, std::string_view shown) {
+Result<size_t> check_open_file(int fd, size_t cap, std::string_view shown) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Error::from_errno(fmt::format("stat {}", shown), errno);
   if (!S_ISREG(st.st_mode))
@@ -260,11 +260,21 @@ Result<std::string> read_open_file(int fd, size_t cap, std::string_view shown) {
                                                             : "a device or socket"));
   if (static_cast<size_t>(st.st_size) > cap)
     return Error::invalid(fmt::format("read {}: {} bytes, more than the {} expected", shown, st.st_size, cap));
+  return static_cast<size_t>(st.st_size);
+}
+
+Result<std::string> read_open_file(int fd, size_t cap, std::string_view shown) {
+  auto size = check_open_file(fd, cap, shown);
+  if (!size) return size.take_error();
+  return read_checked_file(fd, *size, cap, shown);
+}
+
+Result<std::string> read_checked_file(int fd, size_t size, size_t cap, std::string_view shown) {
   // Sized by the file, not by the cap: a 4 MiB cap must not cost 4 MiB
   // of memory for a file of a few bytes. It grows (to one byte past the
   // cap at most) when the file grew since fstat.
   std::string out;
-  out.resize(std::min(static_cast<size_t>(st.st_size), cap) + 1);
+  out.resize(std::min(size, cap) + 1);
   size_t got = 0;
   while (true) {
     if (got == out.size()) {

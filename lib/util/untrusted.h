@@ -44,6 +44,10 @@ Result<std::optional<std::string>> read_untrusted_file(std::string_view absolute
 // The content of the file open at `fd`, from its offset, with the same
 // checks: a regular file of at most `cap` bytes (`shown` names it).
 Result<std::string> read_open_file(int fd, size_t cap, std::string_view shown);
+// read_open_file() in two steps: the checks (the file's size), and the
+// reading, which may come later and needs no system call but read(2).
+Result<size_t> check_open_file(int fd, size_t cap, std::string_view shown);
+Result<std::string> read_checked_file(int fd, size_t size, size_t cap, std::string_view shown);
 
 // What lies at `rel` beneath `dirfd`, without following a final symlink
 // (directories on the way are walked as in open_dir_beneath).
