@@ -9,13 +9,23 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "netproxy/rules.h"
+#include "util/unique_fd.h"
+#include "util/untrusted.h"
 
 namespace pj::credentials {
 
@@ -216,6 +226,7 @@ TlsAuthority::~TlsAuthority() {
   X509_free(ca_);
   EVP_PKEY_free(ca_key_);
   EVP_PKEY_free(leaf_key_);
+  OPENSSL_cleanse(key_pem_.data(), key_pem_.size());
 }
 
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vector<BoundHost>& hosts,
@@ -234,8 +245,105 @@ util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::serving_with(const CaP
   return a;
 }
 
+namespace {
+
+#ifdef __linux__
+bool write_fully(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Everything until the end, at most `cap` bytes; nullopt past it or on an error.
+std::optional<std::string> read_fully(int fd, size_t cap) {
+  std::string out;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || out.size() + static_cast<size_t>(n) > cap) {
+      OPENSSL_cleanse(out.data(), out.size());
+      OPENSSL_cleanse(buf, sizeof buf);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  OPENSSL_cleanse(buf, sizeof buf);
+  return out;
+}
+
+// Whether this process has one thread (a fork may then run OpenSSL,
+// which allocates: no other thread can hold the allocator's lock).
+bool single_threaded() {
+  // By its number: /proc/self is a symlink, which this reader does not follow.
+  auto status = util::read_untrusted_file(fmt::format("/proc/{}/status", ::getpid()), 64 * 1024);
+  if (!status || !*status) return false;
+  const size_t at = (*status)->find("\nThreads:\t");
+  return at != std::string::npos && (*status)->compare(at + 10, 2, "1\n") == 0;
+}
+
+// The CA made by `make` in a child process that then exits: OpenSSL's
+// algorithm tables and the key generation's memory stay out of this
+// process (the supervisor, which keeps no TLS of its own for the run).
+// The child writes the key's length, the key and the certificate, or an
+// error, to a pipe; nullopt when no child could be made.
+std::optional<util::Result<CaPems>> made_apart(const std::function<util::Result<CaPems>()>& make) {
+  if (!single_threaded()) return std::nullopt;
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return std::nullopt;
+  util::UniqueFd r(p[0]), w(p[1]);
+  const pid_t pid = ::fork();
+  if (pid < 0) return std::nullopt;
+  if (pid == 0) {
+    r.reset();
+    auto made = make();
+    std::string out = made ? fmt::format("ok {}\n", made->key_pem.size()) + made->key_pem + made->cert_pem
+                           : "error " + made.error().message();
+    const bool sent = write_fully(w.get(), out);
+    OPENSSL_cleanse(out.data(), out.size());
+    ::_exit(sent ? 0 : 1);
+  }
+  w.reset();
+  auto got = read_fully(r.get(), 256 * 1024);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return util::Result<CaPems>(Error::invalid("make the per-run CA: its maker process failed"));
+  std::string text = std::move(*got);
+  util::Result<CaPems> out = Error::invalid("make the per-run CA: " + text.substr(std::min<size_t>(6, text.size())));
+  size_t len = 0;
+  const size_t nl = text.find('\n');
+  if (text.starts_with("ok ") && nl != std::string::npos &&
+      std::from_chars(text.data() + 3, text.data() + nl, len).ec == std::errc() && len <= text.size() - nl - 1)
+    out = CaPems{text.substr(nl + 1, len), text.substr(nl + 1 + len)};
+  OPENSSL_cleanse(text.data(), text.size());
+  return out;
+}
+#endif
+
+}  // namespace
+
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::to_hand_over(const std::vector<BoundHost>& hosts) {
   std::unique_ptr<TlsAuthority> a(new TlsAuthority());
+#ifdef __linux__
+  auto apart = made_apart([&hosts]() -> util::Result<CaPems> {
+    TlsAuthority child;
+    if (auto st = child.make_ca(hosts); !st) return st.take_error();
+    return child.hand_over();
+  });
+  if (apart) {
+    if (!*apart) return apart->take_error();
+    a->ca_pem_ = (*apart)->cert_pem;
+    a->key_pem_ = std::move((*apart)->key_pem);
+    return a;
+  }
+#endif
   if (auto st = a->make_ca(hosts); !st) return st.take_error();
   return a;
 }
@@ -256,6 +364,11 @@ util::Status TlsAuthority::adopt(const CaPems& given) {
 
 util::Result<CaPems> TlsAuthority::hand_over() {
   if (serves()) return Error::invalid("hand over the per-run CA: it serves here, and keeps its key");
+  if (!key_pem_.empty()) {
+    CaPems out{std::move(key_pem_), ca_pem_};
+    key_pem_.clear();
+    return out;
+  }
   if (!ca_key_) return Error::invalid("hand over the per-run CA: its key was handed over already");
   BIO* bio = BIO_new(BIO_s_mem());
   if (!bio || PEM_write_bio_PKCS8PrivateKey(bio, ca_key_, nullptr, nullptr, 0, nullptr, nullptr) != 1) {

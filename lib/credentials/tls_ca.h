@@ -92,6 +92,7 @@ private:
   SSL_CTX* client_ = nullptr;
   std::unique_ptr<Anchors> anchors_;  // the client context's lookup reads them: freed after it
   std::string ca_pem_;
+  std::string key_pem_;  // the CA's key when made apart (to_hand_over), until handed over
   std::mutex m_;
   std::map<std::string, X509*> leaves_;  // under m_
 };
