@@ -298,7 +298,9 @@ struct InterceptConn {
                              hs, owner.stop_r_.get());
         return end(false, why);
       }
-      auto js = owner.ca_->server_ssl(h.host);
+      auto tls = owner.tls();
+      if (!tls) return end(false, tls.error().message());
+      auto js = (*tls)->server_ssl(h.host);
       if (!js) return end(false, js.error().message());
       jail.ssl = *js;
       jail.fd = h.client.get();
@@ -372,7 +374,9 @@ struct InterceptConn {
 
   // TLS with the server over h.upstream, verified; `why` when not.
   bool server_tls(std::string& why) {
-    auto ss = owner.ca_->client_ssl(h.host);
+    auto tls = owner.tls();
+    if (!tls) return why = tls.error().message(), false;
+    auto ss = (*tls)->client_ssl(h.host);
     if (!ss) return why = ss.error().message(), false;
     server.ssl = *ss;
     server.fd = h.upstream.get();
@@ -798,9 +802,37 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::serving_with(Intercept i
 }
 
 util::Result<std::shared_ptr<Interceptor>> Interceptor::to_hand_over(Intercept intercept) {
-  return make(std::move(intercept), [](const std::vector<BoundHost>& hosts, const UpstreamTrust&) {
+  auto made = make(std::move(intercept), [](const std::vector<BoundHost>& hosts, const UpstreamTrust&) {
     return TlsAuthority::to_hand_over(hosts);
   });
+  if (made) (*made)->serves_ = false;
+  return made;
+}
+
+util::Result<std::shared_ptr<Interceptor>> Interceptor::serving_later(Intercept intercept, std::string ca_pem,
+                                                                      MakeTls make_tls) {
+  auto made = make(std::move(intercept), [](const std::vector<BoundHost>&, const UpstreamTrust&) {
+    return util::Result<std::unique_ptr<TlsAuthority>>(std::unique_ptr<TlsAuthority>());
+  });
+  if (!made) return made;
+  (*made)->ca_pem_ = std::move(ca_pem);
+  (*made)->make_later_ = std::move(make_tls);
+  return made;
+}
+
+util::Result<TlsAuthority*> Interceptor::tls() {
+  std::lock_guard<std::mutex> lock(tls_mu_);
+  if (ca_) return ca_.get();
+  if (!tls_failed_.empty()) return Error::invalid(tls_failed_);
+  if (!make_later_) return Error::invalid("the credential filter has no TLS authority");
+  auto made = make_later_();
+  make_later_ = nullptr;  // what it held goes with it
+  if (!made || !*made) {
+    tls_failed_ = "the credential filter's TLS: " + (made ? std::string("none made") : made.error().message());
+    return Error::invalid(tls_failed_);
+  }
+  ca_ = std::move(*made);
+  return ca_.get();
 }
 
 util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept, const MakeCa& make_ca) {
@@ -820,6 +852,8 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept
   auto ca = make_ca(hosts, intercept.upstream);
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
+  me->serves_ = true;
+  if (me->ca_) me->ca_pem_ = me->ca_->ca_pem();
   // The anchors' text: the TLS contexts hold what they need of it.
   intercept.upstream.roots_pem.reset();
   std::string().swap(intercept.upstream.extra_ca_pem);
@@ -834,9 +868,12 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept
 
 Interceptor::~Interceptor() { shutdown(); }
 
-const std::string& Interceptor::ca_pem() const { return ca_->ca_pem(); }
+const std::string& Interceptor::ca_pem() const { return ca_pem_; }
 
-util::Result<CaPems> Interceptor::hand_over_ca() { return ca_->hand_over(); }
+util::Result<CaPems> Interceptor::hand_over_ca() {
+  if (!ca_) return Error::invalid("hand over the per-run CA: this filter makes its TLS later");
+  return ca_->hand_over();
+}
 
 std::shared_ptr<const std::vector<Binding>> Interceptor::bindings() const {
   std::lock_guard<std::mutex> lock(bm_);
@@ -896,7 +933,7 @@ void Interceptor::join_done() {
 }
 
 bool Interceptor::start(Handoff h) {
-  if (!ca_->serves()) return false;
+  if (!serves_) return false;
   std::lock_guard<std::mutex> lock(m_);
   join_done();
   if (stopping_) return false;

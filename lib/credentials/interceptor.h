@@ -46,6 +46,14 @@ public:
   // The same checks, holding only what the filter process is sent (a new
   // CA, the bindings): no TLS context, and start() takes nothing.
   static util::Result<std::shared_ptr<Interceptor>> to_hand_over(Intercept intercept);
+  // The same checks, serving with a TLS authority `make` makes at the first
+  // connection that needs one (the filter process's: a run that reaches no
+  // bound host parses no anchor and makes no context). `ca_pem`: its CA's
+  // certificate. When `make` fails, that connection and every later one
+  // ends with its error.
+  using MakeTls = std::function<util::Result<std::unique_ptr<TlsAuthority>>()>;
+  static util::Result<std::shared_ptr<Interceptor>> serving_later(Intercept intercept, std::string ca_pem,
+                                                                  MakeTls make);
   ~Interceptor();
   Interceptor(const Interceptor&) = delete;
   Interceptor& operator=(const Interceptor&) = delete;
@@ -87,6 +95,8 @@ private:
   static util::Result<std::shared_ptr<Interceptor>> make(Intercept intercept, const MakeCa& make_ca);
   void serve(Handoff h);
   void record(netproxy::Decision d);
+  // The TLS authority, made now if it is made later (serving_later).
+  util::Result<TlsAuthority*> tls();
   // The TokenExchange's new bindings (checked as create() checks them;
   // one that fails the check is left out and recorded).
   void add_bindings(std::vector<Binding> more);
@@ -96,7 +106,12 @@ private:
   mutable std::mutex bm_;
   std::shared_ptr<const std::vector<Binding>> bindings_;  // under bm_
   netproxy::InterceptLimits limits_;
-  std::unique_ptr<TlsAuthority> ca_;
+  bool serves_ = false;  // false: it only hands the CA over
+  std::mutex tls_mu_;
+  std::unique_ptr<TlsAuthority> ca_;  // under tls_mu_ while make_later_ may make it
+  MakeTls make_later_;                // under tls_mu_
+  std::string tls_failed_;            // under tls_mu_: why make_later_ failed
+  std::string ca_pem_;
   util::UniqueFd stop_r_, stop_w_;  // readable once shutdown() starts
   std::mutex m_;
   struct Worker {

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <openssl/crypto.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -303,24 +304,47 @@ std::string home_to_probe() {
 }
 #endif
 
-// The trust anchors the supervisor opened for the filter, read from their
-// descriptors (the filter opens no file by name): the operator's upstream
-// CA, and the system's, which a credential filter must have.
-util::Status take_anchors(Config& c) {
-  auto& up = c.intercept.upstream;
-  if (!c.trust_roots.valid()) return util::Error::invalid("the system's trust anchors were not sent");
-  if (c.upstream_ca.valid()) {
-    auto pem = util::read_open_file(c.upstream_ca.get(), kMaxAnchorsFile, "the upstream CA file");
-    if (!pem) return pem.take_error();
-    up.extra_ca_pem = std::move(*pem);
+// What the credential filter's TLS is made from at its first
+// connection (most runs make none: no anchor parsed, no context made
+// until then): the run's CA, and the trust anchors the supervisor opened
+// (the operator's upstream CA, the system's, which a credential filter
+// must have), read from their descriptors then: the filter opens no file
+// by name, and reading an open one needs no right the lock-down removes.
+struct LaterTls {
+  credentials::CaPems ca;
+  // Checked before the lock-down (fstat is not allowed after it).
+  struct Anchors {
+    util::UniqueFd fd;
+    size_t size = 0;
+    std::string_view what;
+  };
+  Anchors roots, extra;
+
+  static util::Result<Anchors> check(util::UniqueFd fd, std::string_view what) {
+    if (!fd.valid()) return Anchors{};
+    auto size = util::check_open_file(fd.get(), kMaxAnchorsFile, what);
+    if (!size) return size.take_error();
+    return Anchors{std::move(fd), *size, what};
   }
-  auto pem = util::read_open_file(c.trust_roots.get(), kMaxAnchorsFile, "the system's trust store");
-  if (!pem) return pem.take_error();
-  up.roots_pem = std::move(*pem);
-  c.upstream_ca.reset();
-  c.trust_roots.reset();
-  return {};
-}
+
+  util::Result<std::unique_ptr<credentials::TlsAuthority>> make() {
+    credentials::UpstreamTrust up;
+    if (extra.fd.valid()) {
+      auto pem = util::read_checked_file(extra.fd.get(), extra.size, kMaxAnchorsFile, extra.what);
+      if (!pem) return pem.take_error();
+      up.extra_ca_pem = std::move(*pem);
+    }
+    auto pem = util::read_checked_file(roots.fd.get(), roots.size, kMaxAnchorsFile, roots.what);
+    if (!pem) return pem.take_error();
+    up.roots_pem = std::move(*pem);
+    auto made = credentials::TlsAuthority::serving_with(ca, up);
+    // Once, whatever came of it: the authority holds the key for the run.
+    util::wipe(ca.key_pem);
+    roots.fd.reset();
+    extra.fd.reset();
+    return made;
+  }
+};
 
 // The token exchange of this filter: the supervisor's bound credentials
 // and their slots, copied into a table of its own (no withheld secret,
@@ -404,17 +428,27 @@ int network_filter_main() {
   if (!config->intercept.empty()) {
     if (!config->ca)
       return fail(sock, "start the credential filter", util::Error::invalid("bindings without the run's CA"));
-    if (auto st = take_anchors(*config); !st) return fail(sock, "read the trust anchors", st.error());
+    if (!config->trust_roots.valid())
+      return fail(sock, "read the trust anchors", util::Error::invalid("the system's trust anchors were not sent"));
     config->intercept.exchange = token_exchange(sock, *config);
-    auto made = credentials::Interceptor::serving_with(std::move(config->intercept), *config->ca);
+    auto roots = LaterTls::check(std::move(config->trust_roots), "the system's trust store");
+    if (!roots) return fail(sock, "read the trust anchors", roots.error());
+    auto extra = LaterTls::check(std::move(config->upstream_ca), "the upstream CA file");
+    if (!extra) return fail(sock, "read the trust anchors", extra.error());
+    ca_pem = config->ca->cert_pem;
+    auto later = std::make_shared<LaterTls>(LaterTls{std::move(*config->ca), std::move(*roots), std::move(*extra)});
+    auto made = credentials::Interceptor::serving_later(std::move(config->intercept), ca_pem,
+                                                        [later] { return later->make(); });
     if (!made) return fail(sock, "start the credential filter", made.error());
     interceptor = std::move(*made);
-    ca_pem = interceptor->ca_pem();
+    // OpenSSL reads its configuration now, while files can be opened: the
+    // TLS made after the lock-down opens none. (Only that: its error
+    // strings and algorithms are loaded when TLS is made.)
+    if (OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS, nullptr) != 1)
+      return fail(sock, "start the credential filter", util::Error::invalid("OpenSSL did not start"));
   }
   config->upstream_ca.reset();
   config->trust_roots.reset();
-  // This PEM copy only: the TLS authority holds the key for the run.
-  if (config->ca) util::wipe(config->ca->key_pem);
   config->ca.reset();
   auto proxy = netproxy::Proxy::start(std::move(config->rules), -1, limits_of(config->settings), interceptor);
   if (!proxy) return fail(sock, "start the relay", proxy.error());
