@@ -188,8 +188,9 @@ util::Status FilterProcess::send_credentials(const RunOptions& opts) {
 }
 
 // The run's CA (made here: its certificate is already in the jail's trust
-// bundle), each binding, the refused minting endpoints, the operator's
-// upstream CA file (opened here: the filter opens no file).
+// bundle), each binding, the refused minting endpoints, the token
+// endpoints a login reaches, the operator's upstream CA file (opened here:
+// the filter opens no file).
 util::Status FilterProcess::send_bindings(credentials::Interceptor& in) {
   auto config = [this](FromSupervisor m) { return send(std::move(m), kReadyGuardMs); };
   auto ca = in.hand_over_ca();
@@ -202,6 +203,8 @@ util::Status FilterProcess::send_bindings(credentials::Interceptor& in) {
     if (auto st = config(filterlink::BindingMessage{b}); !st) return st;
   for (const auto& m : in.refused())
     if (auto st = config(filterlink::MintingMessage{m}); !st) return st;
+  for (const auto& h : in.login_endpoints())
+    if (auto st = config(filterlink::LoginEndpointMessage{h.name, h.port}); !st) return st;
   if (const std::string& file = in.upstream_extra_ca_file(); !file.empty()) {
     auto fd = open_anchors(file);
     if (!fd) return util::Error::invalid(fmt::format("the upstream CA file {}: {}", file, fd.error().message()));

@@ -67,7 +67,6 @@ int explain_policy(bool json, const supervisor::Prepared& prepared) {
     } else {
       creds->preview_auth();
       for (const auto& line : creds->explain_lines()) util::out("  {}\n", line);
-      if (creds->provenance().empty()) util::out("  (none)\n");
     }
   }
   return status;

@@ -151,7 +151,14 @@ struct Intercept {
   std::vector<MintingEndpoint> refused;
   std::shared_ptr<TokenExchange> exchange;  // may be null: no OAuth
   UpstreamTrust upstream;
-  bool empty() const { return bindings.empty(); }
+  // Hosts served though no credential is bound to them (yet): the token
+  // endpoints a login inside reaches, whose tokens the exchange turns into
+  // placeholders (credentials.h LoginHosts); TLS only.
+  std::vector<BoundHost> login_endpoints;
+  // Hosts the run's CA must vouch for beside the bound ones: those a
+  // login's new tokens are bound to later (for the CA that is made here).
+  std::vector<BoundHost> bound_later;
+  bool empty() const { return bindings.empty() && login_endpoints.empty(); }
 };
 
 }  // namespace pj::credentials

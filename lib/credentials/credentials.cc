@@ -409,6 +409,18 @@ std::vector<BoundHost> bound_hosts(const Provider* p, std::string_view name, boo
   return hosts;
 }
 
+LoginHosts login_hosts(const Settings& s) {
+  LoginHosts out;
+  std::vector<std::string> why;
+  for (const auto& p : providers()) {
+    auto endpoints = bound_hosts(&p, "", true, s, why);
+    if (endpoints.empty()) continue;  // no OAuth login
+    for (auto& h : endpoints) add_host(out.endpoints, std::move(h));
+    for (auto& h : bound_hosts(&p, "", false, s, why)) add_host(out.bound_later, std::move(h));
+  }
+  return out;
+}
+
 Plan plan_env(const std::vector<std::string>& host_env, const Settings& s, Table& table) {
   Plan plan;
   auto through = [&](std::string_view name) {

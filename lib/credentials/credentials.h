@@ -268,6 +268,19 @@ util::Result<RevealedAuth> reveal_auth(std::string_view jail_auth, std::string_v
 std::vector<BoundHost> bound_hosts(const Provider* p, std::string_view name, bool refresh, const Settings& s,
                                    std::vector<std::string>& why);
 
+// What a login inside the jail reaches, for a run whose program logs in
+// to providers (runtime::Request::logs_in): `endpoints`, every provider's
+// token endpoints (and the settings' stand-ins), which the filter then
+// intercepts with no credential bound, so that a first login's tokens
+// become placeholders as a renewal's do; `bound_later`, the hosts such a
+// login's new tokens are bound to (the providers' API hosts and the
+// operator's for them), for which the run's CA must vouch from the start.
+struct LoginHosts {
+  std::vector<BoundHost> endpoints;
+  std::vector<BoundHost> bound_later;
+};
+LoginHosts login_hosts(const Settings& s);
+
 // One line per binding for explain: name, treatment, prefix, hosts, why.
 std::vector<std::string> explain_lines(const std::vector<Provenance>& provenance);
 

@@ -26,6 +26,7 @@
 #include "netproxy/protocol.h"
 #include "netproxy/rules.h"
 #include "util/bounded_io.h"
+#include "util/escape.h"
 
 namespace pj::credentials {
 
@@ -846,6 +847,16 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept
     if (!n) return Error::invalid(fmt::format("credential filter: host '{}' is not a valid name", m.host));
     m.host = *n;
   }
+  for (auto* login : {&intercept.login_endpoints, &intercept.bound_later})
+    for (auto& h : *login) {
+      auto n = net::normalise_host(h.name);
+      if (!n || h.port == 0 || h.wire != Wire::tls)
+        return Error::invalid(fmt::format("credential filter: login host '{}' is not a valid name and TLS port",
+                                          util::printable(h.name)));
+      h.name = *n;
+      hosts.push_back(h);
+    }
+  std::vector<BoundHost>().swap(intercept.bound_later);  // the CA's alone
   std::shared_ptr<Interceptor> me(new Interceptor());
   me->bindings_ = std::make_shared<const std::vector<Binding>>(std::move(intercept.bindings));
   intercept.bindings.clear();
@@ -910,6 +921,9 @@ std::optional<Wire> Interceptor::bound_wire(const std::string& host, int port) c
     if (bound_to(b, host, static_cast<uint16_t>(port), Wire::plain_http)) return Wire::plain_http;
     if (bound_to(b, host, static_cast<uint16_t>(port), Wire::tls)) out = Wire::tls;
   }
+  // A token endpoint a login inside may reach, nothing bound to it yet.
+  for (const auto& h : intercept_.login_endpoints)
+    if (h.name == host && h.port == port) out = Wire::tls;
   return out;
 }
 

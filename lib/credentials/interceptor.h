@@ -70,6 +70,7 @@ public:
   // workers read them).
   std::shared_ptr<const std::vector<Binding>> bindings() const;
   const std::vector<MintingEndpoint>& refused() const { return intercept_.refused; }
+  const std::vector<BoundHost>& login_endpoints() const { return intercept_.login_endpoints; }
   const std::string& upstream_extra_ca_file() const { return intercept_.upstream.extra_ca_file; }
   // Whether host:port (normalised) is bound to a credential.
   bool bound(const std::string& host, int port) const { return bound_wire(host, port).has_value(); }

@@ -38,6 +38,7 @@ util::Result<RunCredentials> RunCredentials::prepare(const policy::Policy* p, ru
   if (!minting) return minting.take_error();
   st.minting = std::move(*minting);
   st.settings.env_pass = r.env_pass;
+  st.logs_in = r.logs_in;
   for (const auto& w : r.write_back)
     if (util::parent_path(w.path) != w.path && w.path.ends_with("/auth.json")) st.agent_dir = util::parent_path(w.path);
   if (st.agent_dir.empty() && !r.private_dirs.empty()) st.agent_dir = r.private_dirs.front().path;
@@ -111,6 +112,11 @@ Intercept RunCredentials::intercept(std::function<void(const std::string&)> warn
   state_->exchange = std::make_shared<OAuthExchange>(state_->table, state_->settings, state_->agent_dir,
                                                      std::move(warn), state_->held);
   in.exchange = state_->exchange;
+  if (state_->logs_in) {
+    auto logins = login_hosts(state_->settings);
+    in.login_endpoints = std::move(logins.endpoints);
+    in.bound_later = std::move(logins.bound_later);
+  }
   return in;
 }
 
@@ -134,6 +140,15 @@ std::vector<netproxy::Watched> RunCredentials::watched() const {
 
 std::vector<std::string> RunCredentials::explain_lines() const {
   auto lines = credentials::explain_lines(state_->provenance);  // the free function, not this one
+  if (lines.empty()) lines.push_back("(none)");
+  if (state_->logs_in) {
+    std::vector<std::string> endpoints;
+    for (const auto& h : login_hosts(state_->settings).endpoints) endpoints.push_back(net::authority(h.name, h.port));
+    lines.push_back(fmt::format(
+        "logins inside: intercepted at {} (a login's tokens reach the jail as placeholders; the host's auth.json "
+        "gets them as [credentials] logins says)",
+        fmt::join(endpoints, ", ")));
+  }
   for (auto& l : lines) l = util::printable(l);
   return lines;
 }

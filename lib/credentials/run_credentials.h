@@ -38,9 +38,10 @@ public:
   // judged as a run would, so that its bindings can be shown.
   void preview_auth();
   // The bindings so far and the token exchange, for the network filter.
-  // A token endpoint is intercepted only when a credential is bound to its
-  // host (a refresh token): a /login inside for a provider the run started
-  // without is not rewritten (see pi-jail.toml(5) [credentials]).
+  // When the program logs in (runtime::Request::logs_in), every
+  // provider's token endpoint is intercepted too, bound or not: a /login
+  // inside for a provider the run started without gets placeholders, and
+  // its tokens wait for consent (see pi-jail.toml(5) [credentials]).
   Intercept intercept(std::function<void(const std::string&)> warn) const;
   // The token exchange intercept() made (null before): what the filter
   // process is sent, and what takes its reports.
@@ -60,7 +61,8 @@ public:
   policy::LoginWriteBack logins_mode() const { return state_->logins; }
 
   const std::vector<Provenance>& provenance() const { return state_->provenance; }
-  // "# credentials" lines for explain; never a secret.
+  // "# credentials" lines for explain ("(none)" without a binding; then
+  // the token endpoints a login inside is intercepted at); never a secret.
   std::vector<std::string> explain_lines() const;
   // The report's "credentials" object.
   void write_json(util::JsonWriter& j) const;
@@ -73,6 +75,7 @@ private:
     std::string agent_dir;  // the private directory holding auth.json (Pi's agent dir), or empty
     std::shared_ptr<HeldLogins> held = std::make_shared<HeldLogins>();
     policy::LoginWriteBack logins = policy::LoginWriteBack::ask;
+    bool logs_in = false;                     // runtime::Request::logs_in
     std::vector<MintingEndpoint> minting;     // refused by the filter
     std::shared_ptr<OAuthExchange> exchange;  // made by intercept()
   };

@@ -41,6 +41,7 @@ const char* type_name(Type t) {
     case Type::listen: return "listen";
     case Type::unlisten: return "unlisten";
     case Type::trust_roots: return "trust_roots";
+    case Type::login_endpoint: return "login_endpoint";
     case Type::ready: return "ready";
     case Type::name_question: return "name_question";
     case Type::decision: return "decision";
@@ -362,6 +363,19 @@ util::Result<TokenEndpointMessage> take_token_endpoint(Fields& f) {
   m.port = f.port("port");
   m.path = f.text("path", kMaxText, 1);
   f.check(m.path.starts_with('/'), "path", "not a path");
+  if (auto st = f.finish(); !st) return st.take_error();
+  return m;
+}
+
+void put(Writer& w, const LoginEndpointMessage& m) {
+  w.bytes(m.host);
+  w.u64(m.port);
+}
+
+util::Result<LoginEndpointMessage> take_login_endpoint(Fields& f) {
+  LoginEndpointMessage m;
+  m.host = f.text("host", kMaxHostName, 1);
+  m.port = f.port("port");
   if (auto st = f.finish(); !st) return st.take_error();
   return m;
 }
@@ -717,6 +731,8 @@ constexpr Type type_of() {
     return Type::token_endpoint;
   else if constexpr (std::is_same_v<M, CredentialHostMessage>)
     return Type::credential_host;
+  else if constexpr (std::is_same_v<M, LoginEndpointMessage>)
+    return Type::login_endpoint;
   else if constexpr (std::is_same_v<M, WatchedMessage>)
     return Type::watched;
   else if constexpr (std::is_same_v<M, AddedBinding>)
@@ -897,6 +913,7 @@ util::Result<FromSupervisor> decode_from_supervisor(std::string_view bytes, std:
     case Type::slot: return lift<SlotMessage, V>(take_slot(f));
     case Type::token_endpoint: return lift<TokenEndpointMessage, V>(take_token_endpoint(f));
     case Type::credential_host: return lift<CredentialHostMessage, V>(take_credential_host(f));
+    case Type::login_endpoint: return lift<LoginEndpointMessage, V>(take_login_endpoint(f));
     case Type::watched: return lift<WatchedMessage, V>(take_watched(f));
     case Type::upstream_ca: {
       if (auto st = f.finish(); !st) return st.take_error();

@@ -85,6 +85,7 @@ enum class Type : std::uint16_t {
   listen = 16,           // run time: a host listener to serve as a published port (an fd)
   unlisten = 17,         // run time: close that listener
   trust_roots = 18,      // the system's trust anchors for upstream servers (an fd), for a filter that opens no file
+  login_endpoint = 19,   // a token endpoint intercepted with nothing bound to it: a login inside
   ready = 64,            // locked down; the run CA's certificate
   name_question = 65,
   decision = 66,      // one connection's decision
@@ -181,6 +182,14 @@ struct TokenEndpointMessage {
   std::string host;
   std::uint16_t port = 0;
   std::string path;
+};
+
+// A host the filter intercepts though no credential is bound to it: a
+// provider's token endpoint, where a login inside the jail gets its tokens
+// (credentials::Intercept::login_endpoints). TLS on `port`.
+struct LoginEndpointMessage {
+  std::string host;
+  std::uint16_t port = 443;
 };
 
 // [credentials] bind: one more host a credential is sent to.
@@ -317,7 +326,7 @@ struct ProbeResult {
 using FromSupervisor =
     std::variant<Settings, RuleMessage, BindingMessage, MintingMessage, UpstreamCa, RunCa, SlotMessage,
                  TokenEndpointMessage, CredentialHostMessage, WatchedMessage, ConfigDone, ListenerMessage, NameAnswer,
-                 JailSocket, Stop, ListenMessage, UnlistenMessage, TrustRoots>;
+                 JailSocket, Stop, ListenMessage, UnlistenMessage, TrustRoots, LoginEndpointMessage>;
 using FromFilter = std::variant<Ready, NameQuestion, DecisionMessage, TokenUpdate, Usage, JailSocketRequest, Failure,
                                 ProbeResult, AddedBinding, AddedSlot, Unlistened>;
 

@@ -98,6 +98,10 @@ util::Result<bool> take_config(Config& c, FromSupervisor& m) {
     c.intercept.refused.push_back(std::move(e->endpoint));
     return true;
   }
+  if (auto* e = std::get_if<filterlink::LoginEndpointMessage>(&m)) {
+    c.intercept.login_endpoints.push_back({std::move(e->host), e->port, credentials::Wire::tls});
+    return true;
+  }
   if (auto* ca = std::get_if<filterlink::UpstreamCa>(&m)) {
     c.upstream_ca = std::move(ca->pem);
     return true;
@@ -427,7 +431,8 @@ int network_filter_main() {
   std::string ca_pem;
   if (!config->intercept.empty()) {
     if (!config->ca)
-      return fail(sock, "start the credential filter", util::Error::invalid("bindings without the run's CA"));
+      return fail(sock, "start the credential filter",
+                  util::Error::invalid("bindings or login endpoints without the run's CA"));
     if (!config->trust_roots.valid())
       return fail(sock, "read the trust anchors", util::Error::invalid("the system's trust anchors were not sent"));
     config->intercept.exchange = token_exchange(sock, *config);

@@ -148,6 +148,12 @@ struct Request {
     std::string source;  // who named it: "profile pi"
   };
   std::vector<LoginCallback> login_callbacks;
+  // Whether the program logs in to model providers inside the jail (its
+  // profile's adapter says so: Pi's /login). The network filter then
+  // intercepts every provider's token endpoints, bound or not, so that a
+  // first login's tokens reach the jail as placeholders too
+  // (credentials/run_credentials.h).
+  bool logs_in = false;
   // The size of the one scratch file system /tmp, /var/tmp and /dev/shm
   // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
   policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};

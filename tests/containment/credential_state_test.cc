@@ -443,6 +443,79 @@ TEST_CASE(
         std::string::npos);
 }
 
+// A first login: the host has no credential of the provider at all (no
+// auth.json, no variable), so nothing is bound to its token endpoint when
+// the run starts. The filter intercepts it all the same (Pi logs in:
+// runtime::Request::logs_in): the jail gets placeholders, the new access
+// token works through them, and the host gets the tokens only as the
+// consent rule says.
+TEST_CASE(
+    "a first OAuth login in the jail, the host holding no credential of that provider: the jail gets "
+    "placeholders, they work, and the host's auth.json gets the tokens only with consent") {
+  Sandbox sb;
+  const std::string new_access = "sk-ant-oat01-" + unique_token() + "FIRSTACCESSfirst0123456789abcdefghijklmn";
+  const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "FIRSTREFRESHfirst0123456789abcdefghijkl";
+  TokenStandIn ts(sb, new_access, new_refresh);
+  const std::string auth = sb.home + "/.pi/agent/auth.json";
+  const std::string login =
+      "resp=$(env -u NO_PROXY -u no_proxy curl -sS -H 'content-type: application/json' --data "
+      "'{\"grant_type\":\"authorization_code\",\"code\":\"first\",\"client_id\":\"c\"}' " +
+      ts.url +
+      "/v1/oauth/token); echo \"resp=$resp\"; "
+      "a=$(echo \"$resp\" | grep -o 'sk-ant-oat01-[A-Za-z0-9]*'); "
+      "r=$(echo \"$resp\" | grep -o 'sk-ant-ort01-[A-Za-z0-9]*'); "
+      "env -u NO_PROXY -u no_proxy curl -sS -H \"Authorization: Bearer $a\" " +
+      ts.url +
+      "/v1/messages; mkdir -p $HOME/.pi/agent; f=$HOME/.pi/agent/auth.json; "
+      "printf '{\"anthropic\":{\"type\":\"oauth\",\"refresh\":\"%s\",\"access\":\"%s\","
+      "\"expires\":1767229200000}}' \"$r\" \"$a\" > $f.new && mv $f.new $f && echo stored";
+  // No variable of Anthropic's, no auth.json on the host.
+  auto first = [&](const std::string& report) {
+    std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "--report", report};
+    argv.insert(argv.end(), ts.opts.begin(), ts.opts.end());
+    argv.insert(argv.end(), {"--", "/bin/sh", "-c", login});
+    return run(argv, {"HOME=" + sb.home, "XDG_CONFIG_HOME=" + sb.home + "/.config"});
+  };
+  const std::string report = sb.outside + "/report.json";
+  auto o = first(report);
+  CAPTURE(o.out);
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  // Placeholders inside, never the tokens; the access token's placeholder
+  // reached the API as the real token.
+  CHECK(o.out.find("resp={") != std::string::npos);
+  CHECK(o.out.find("sk-ant-oat01-") != std::string::npos);
+  CHECK(o.out.find(new_access.substr(13)) == std::string::npos);
+  CHECK(o.out.find(new_refresh.substr(13)) == std::string::npos);
+  CHECK(o.out.find("stored") != std::string::npos);
+  const std::string seen = ts.server.log();
+  CAPTURE(seen);
+  CHECK(seen.find("POST /v1/oauth/token") != std::string::npos);
+  CHECK(seen.find("auth=Bearer " + new_access) != std::string::npos);
+  // No terminal to ask on: the host still has no auth.json.
+  CHECK_FALSE(std::filesystem::exists(auth));
+  CHECK(o.err.find("refused: auth.json: provider \"anthropic\": a login made in the jail is not written back") !=
+        std::string::npos);
+  CHECK(read_file(report).find(new_access.substr(13)) == std::string::npos);
+  // The operator lets logins through: the host gets the real tokens.
+  write_file(sb.home + "/.config/pi-jail/policy.toml",
+             read_file(sb.home + "/.config/pi-jail/policy.toml") + "logins = \"write-back\"\n");
+  auto allowed = first(report);
+  CAPTURE(allowed.err);
+  CHECK(allowed.status == 0);
+  REQUIRE(std::filesystem::exists(auth));
+  const std::string host = read_file(auth);
+  CHECK(host.find(new_access) != std::string::npos);
+  CHECK(host.find(new_refresh) != std::string::npos);
+  CHECK(host.find("sk-ant-oat01-") == host.find(new_access));  // no placeholder beside it
+  // explain says where a login is intercepted.
+  auto explain = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "explain"},
+                     {"HOME=" + sb.home, "XDG_CONFIG_HOME=" + sb.home + "/.config"});
+  CAPTURE(explain.out);
+  CHECK(explain.out.find("logins inside: intercepted at platform.claude.com:443, console.anthropic.com:443, "
+                         "auth.openai.com:443") != std::string::npos);
+}
+
 TEST_CASE(
     "on a terminal pi-jail asks at the end: \"y\" writes the jail's login back; \"n\", or keys typed before "
     "the question, leave the host's auth.json as it was") {

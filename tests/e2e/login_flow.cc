@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <filesystem>
 #include <stdexcept>
 
 #include "text.h"
@@ -258,6 +259,27 @@ Outcome JailedLogin::browse(const std::string& url) {
     return browser.status != 7;  // 7: nothing listens on the host's port yet
   }));
   return browser;
+}
+
+std::string JailedLogin::jail_auth_of(const IssuedTokens& issued, const std::string& entry) {
+  // The tokens are in a file of the workspace, never on the command line:
+  // the screen shows the line typed.
+  const std::string needles = w.sb.ws + "/.e2e-issued-" + unique_token();
+  const auto& p = issued.of(entry);
+  write_file(needles, p.access + "\n" + (p.refresh.empty() ? p.access : p.refresh) + "\n");
+  const std::string mark = unique_token();
+  term_->type("!f=\"$PI_CODING_AGENT_DIR/auth.json\"; if grep -qF -f '" + needles +
+              "' \"$f\"; then a=real; elif grep -q '\"" + entry + "\"' \"$f\"; then a=other; else a=none; fi; " +
+              "echo \"AUTH-$a-$((6*7))-" + mark + "\"");
+  std::string answer;
+  eventually([&] {
+    const std::string s = term_->screen();
+    for (const char* a : {"real", "other", "none"})
+      if (s.find(std::string("AUTH-") + a + "-42-" + mark) != std::string::npos) answer = a;
+    return !answer.empty();
+  });
+  std::filesystem::remove(needles);
+  return answer;
 }
 
 bool JailedLogin::logged_in(const std::string& name) {

@@ -75,6 +75,11 @@ public:
   std::string leave(const std::vector<std::string>& entries, const std::string& reply);
 
   std::string screen() { return term_->screen(); }
+  // What Pi's auth.json inside the jail holds for `entry`, asked with Pi's
+  // own `!` shell: "real" (a token the stand-in issued for it), "other"
+  // (the entry is there, without them: placeholders), "none" (no such
+  // entry), or "" when the answer did not show.
+  std::string jail_auth_of(const IssuedTokens& issued, const std::string& entry);
   // The host's auth.json now, and one field of one of its entries as
   // JSON reads it ("(no entry)", "(none)" when it has none).
   std::string host_auth() const;

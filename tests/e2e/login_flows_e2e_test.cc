@@ -15,11 +15,10 @@
 //   API key              every provider with a key: typed into Pi
 //
 // The host's auth.json holds an earlier login of each provider logged in
-// to (so that its token endpoints pass through the filter's token
-// exchange and Pi sees placeholders only), but for a first login with an
-// API key (no entry, or no auth.json at all); each login completes in the
-// jail, and the host's file gets the new tokens only when the user
-// answers pi-jail's question with y.
+// to, but for a first login (no entry, or no auth.json at all: an API key
+// and Anthropic's copy-code login); Pi sees placeholders only, each login
+// completes in the jail, and the host's file gets the new tokens only when
+// the user answers pi-jail's question with y.
 #include <doctest/doctest.h>
 
 #include <optional>
@@ -291,14 +290,14 @@ TEST_CASE(
 
 // A first login: the host has never logged in to the provider (no entry
 // in its auth.json, or no auth.json at all). Groq's API key typed into
-// Pi, answered y and n. (An OAuth first login is not here: nothing of
-// such a provider is bound when the run starts, so the filter does not
-// intercept its token endpoint, and Pi in the jail would hold the real
-// tokens; see issue 35.)
+// Pi, and Anthropic's copy-code login, whose token endpoint nothing of the
+// host's is bound to when the run starts: the filter intercepts it all the
+// same, so Pi in the jail holds placeholders, never the tokens. Answered y
+// and n.
 TEST_CASE(
-    "a first login in the jail of a provider the host's auth.json has no entry for (or with no auth.json at all): "
-    "on y the host's file gains exactly that entry, mode 0600, the rest as it was; on n it stays byte for byte as "
-    "it was, or absent") {
+    "a first login in the jail of a provider the host's auth.json has no entry for (or with no auth.json at all), "
+    "an API key and an OAuth login: Pi inside holds placeholders for the OAuth tokens; on y the host's file gains "
+    "exactly those entries, mode 0600, the rest as it was; on n it stays byte for byte as it was, or absent") {
   for (const auto& [label, prefix] : pi_versions()) {
     CAPTURE(label);
     const std::string others = earlier_logins({"xai"});
@@ -306,14 +305,26 @@ TEST_CASE(
       for (const std::string reply : {"y", "n"}) {
         CAPTURE(had_file);
         CAPTURE(reply);
-        JailedLogin j(prefix, had_file ? std::optional<std::string>(others) : std::nullopt, IssuedTokens::make({}));
+        const auto issued = IssuedTokens::make({"anthropic"});
+        JailedLogin j(prefix, had_file ? std::optional<std::string>(others) : std::nullopt, issued);
         const std::string xai_before = had_file ? j.host_entry("xai") : "";
 
         const std::string key = "gsk_e2e" + unique_token() + "E2EfirstKey0123456789abcdefghijklmnopqrstuvwxyz";
         j.login("groq", "Enter Groq API key");
         j.answer(key, "Saved API key for Groq");
 
-        j.leave({"groq"}, reply);
+        j.login("anthropic", "Select authentication method for Anthropic");
+        j.pick("Sign in with an account", "Select Anthropic login method");
+        j.pick("Copy code login", "Paste the code Anthropic shows");
+        const std::string url = j.url("https://claude.ai/oauth/authorize?");
+        CAPTURE(url);
+        j.answer(issued.code + "#" + param(url, "state"), "Logged in to Anthropic");
+        CHECK(j.seen().find("POST /v1/oauth/token HTTP/1.1 host=platform.claude.com") != std::string::npos);
+        // Pi stored the login, as placeholders.
+        CHECK(j.jail_auth_of(issued, "anthropic") == "other");
+        check_screen_has_none(j, issued, {"anthropic"});
+
+        j.leave({"groq", "anthropic"}, reply);
         if (reply == "n") {
           if (had_file)
             CHECK(j.host_auth() == others);
@@ -324,9 +335,10 @@ TEST_CASE(
         REQUIRE(j.host_has_auth());
         CHECK(j.host_field("groq", "key") == key);
         CHECK(j.host_field("groq", "type") == "api_key");
+        check_host_has(j, issued, {"anthropic"});
         CHECK(j.host_auth_mode() == 0600);
-        const std::vector<std::string> want =
-            had_file ? std::vector<std::string>{"groq", "xai"} : std::vector<std::string>{"groq"};
+        const std::vector<std::string> want = had_file ? std::vector<std::string>{"anthropic", "groq", "xai"}
+                                                       : std::vector<std::string>{"anthropic", "groq"};
         CHECK(j.host_entries() == want);
         if (had_file) CHECK(j.host_entry("xai") == xai_before);
       }

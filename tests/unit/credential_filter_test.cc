@@ -386,6 +386,74 @@ TEST_CASE(
   X509_free(cert);
 }
 
+namespace {
+
+// Whether a leaf `ca` mints for `host` verifies against the CA's
+// certificate (its name constraints included).
+bool leaf_verifies(TlsAuthority& ca, const std::string& host) {
+  BIO* bio = BIO_new_mem_buf(ca.ca_pem().data(), static_cast<int>(ca.ca_pem().size()));
+  X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  auto ssl = ca.server_ssl(host);
+  if (!cert || !ssl) {
+    X509_free(cert);
+    return false;
+  }
+  X509_STORE* store = X509_STORE_new();
+  X509_STORE_add_cert(store, cert);
+  X509_STORE_CTX* ctx = X509_STORE_CTX_new();
+  X509_STORE_CTX_init(ctx, store, SSL_get_certificate(*ssl), nullptr);
+  X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_SERVER);
+  const bool ok = X509_verify_cert(ctx) == 1;
+  X509_STORE_CTX_free(ctx);
+  X509_STORE_free(store);
+  SSL_free(*ssl);
+  X509_free(cert);
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "credential filter: with no credential bound, a login's token endpoints are intercepted (TLS, their port "
+    "only), and the CA vouches for them and for the hosts a login's tokens are bound to later") {
+  Intercept logins;
+  logins.login_endpoints = {{"Auth.Example.", 443}};
+  logins.bound_later = {{"api.example", 443}};
+  REQUIRE_FALSE(logins.empty());
+  auto made = Interceptor::create(logins);
+  REQUIRE(made);
+  CHECK((*made)->bound_wire("auth.example", 443) == Wire::tls);
+  CHECK_FALSE((*made)->bound_wire("auth.example", 8443));
+  CHECK_FALSE((*made)->bound_wire("api.example", 443));  // nothing bound there yet
+  CHECK_FALSE((*made)->bound_wire("evil.example", 443));
+  // No placeholder is bound to a login endpoint.
+  CHECK_FALSE((*made)->unbound_placeholder("GET / HTTP/1.1\r\n\r\n", "auth.example", 443));
+  auto ca = TlsAuthority::create({{"auth.example", 443}, {"api.example", 443}}, {});
+  REQUIRE(ca);
+  CHECK(leaf_verifies(**ca, "auth.example"));
+  CHECK(leaf_verifies(**ca, "api.example"));
+  CHECK_FALSE(leaf_verifies(**ca, "evil.example"));
+  // The CA the Interceptor made for itself holds the same names.
+  auto handing = Interceptor::to_hand_over(logins);
+  REQUIRE(handing);
+  auto pems = (*handing)->hand_over_ca();
+  REQUIRE(pems);
+  auto serving = TlsAuthority::serving_with(*pems, {});
+  REQUIRE(serving);
+  CHECK(leaf_verifies(**serving, "auth.example"));
+  CHECK(leaf_verifies(**serving, "api.example"));
+  CHECK_FALSE(leaf_verifies(**serving, "evil.example"));
+  // A login endpoint is TLS on a port, a valid name.
+  for (const BoundHost& bad :
+       {BoundHost{"auth.example", 0}, BoundHost{"auth.example", 80, Wire::plain_http}, BoundHost{"bad name", 443}}) {
+    CAPTURE(bad.name);
+    Intercept wrong;
+    wrong.login_endpoints = {bad};
+    CHECK_FALSE(Interceptor::create(wrong));
+  }
+}
+
 TEST_CASE("credential filter: path_under reads a target as a lenient server would") {
   CHECK(path_under("/api/oauth/claude_cli/create_api_key", "/api/oauth/"));
   CHECK(path_under("/api/oauth", "/api/oauth/"));

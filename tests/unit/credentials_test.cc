@@ -79,6 +79,36 @@ std::string zstd(std::string_view s) {
 
 }  // namespace
 
+TEST_CASE(
+    "a login's hosts: every provider's token endpoints and a stand-in's, and the hosts a login's tokens are "
+    "bound to (the operator's for that provider too); none of a provider without an OAuth login") {
+  Settings s;
+  s.test_token_endpoints.push_back(*stand_in_endpoint("anthropic", "127.0.0.1", 8443, "/v1/oauth/token"));
+  s.extra_hosts.push_back({"anthropic", pj::policy::Entry{"gateway.example:8443", {}}});
+  s.extra_hosts.push_back({"groq", pj::policy::Entry{"groq-gateway.example", {}}});
+  const LoginHosts l = login_hosts(s);
+  auto has = [](const std::vector<BoundHost>& v, const std::string& name, uint16_t port = 443) {
+    return std::find(v.begin(), v.end(), BoundHost{name, port}) != v.end();
+  };
+  for (const auto& p : providers())
+    for (const auto& t : p.token_endpoints) {
+      CAPTURE(t.host);
+      CHECK(has(l.endpoints, t.host, t.port));
+      for (const auto& h : p.hosts) CHECK(has(l.bound_later, h));
+    }
+  for (const char* h : {"platform.claude.com", "auth.openai.com", "github.com", "api.github.com", "auth.x.ai"})
+    CHECK_MESSAGE(has(l.endpoints, h), h);
+  CHECK(has(l.endpoints, "127.0.0.1", 8443));
+  CHECK(has(l.bound_later, "api.anthropic.com"));
+  CHECK(has(l.bound_later, "gateway.example", 8443));
+  CHECK_FALSE(has(l.bound_later, "api.groq.com"));
+  CHECK_FALSE(has(l.bound_later, "groq-gateway.example"));
+  CHECK_FALSE(has(l.endpoints, "api.anthropic.com"));
+  // Each once.
+  for (const auto* v : {&l.endpoints, &l.bound_later})
+    for (size_t i = 0; i < v->size(); ++i) CHECK(std::count(v->begin(), v->end(), (*v)[i]) == 1);
+}
+
 TEST_CASE("placeholders keep the provider's prefix and length, are random, and never the real value") {
   struct Case {
     std::string real, prefix;

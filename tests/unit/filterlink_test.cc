@@ -220,6 +220,9 @@ TEST_CASE("the credential configuration comes back to the filter as it went") {
   CHECK(std::get<CredentialHostMessage>(host).host == "llm.corp.example");
   auto watched = back(WatchedMessage{{"ph", "auth.json ollama.key", "ollama"}});
   CHECK(std::get<WatchedMessage>(watched).watched.credential == "ollama");
+  auto login = back(LoginEndpointMessage{"platform.claude.com", 443});
+  CHECK(std::get<LoginEndpointMessage>(login).host == "platform.claude.com");
+  CHECK(std::get<LoginEndpointMessage>(login).port == 443);
 
   // What is not a key, a certificate, a secret field or a path is refused.
   CHECK_FALSE(
@@ -229,6 +232,8 @@ TEST_CASE("the credential configuration comes back to the filter as it went") {
                   .ok());
   CHECK_FALSE(
       decode_from_supervisor(bytes_of(FromSupervisor(TokenEndpointMessage{"x", "h", 1, "no-slash"})), no_fds()).ok());
+  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(LoginEndpointMessage{"h", 0})), no_fds()).ok());
+  CHECK_FALSE(decode_from_supervisor(bytes_of(FromSupervisor(LoginEndpointMessage{"", 443})), no_fds()).ok());
 }
 
 TEST_CASE("a token exchange's additions come back to the supervisor as they went, and only from the filter") {
