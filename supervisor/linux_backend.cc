@@ -237,6 +237,14 @@ public:
       return limits.take_error();
     }
     limits_.emplace(std::move(*limits));
+    if (ca_bundle_) {
+      auto made = interceptor_->made();
+      auto finished = made ? ca_bundle_->finish(interceptor_->ca_pem()) : std::move(made);
+      if (!finished) {
+        holds_->release();
+        return std::move(finished.take_error()).context("write the jail's CA bundle");
+      }
+    }
     opts.publish = input_->published;
     opts.login_callbacks = request_.login_callbacks;
     opts.interceptor = interceptor_;
@@ -352,7 +360,9 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
-      auto bundle = CaBundleFile::write(state, interceptor->ca_pem());
+      // The CA is still being made (TlsAuthority::to_hand_over): ready()
+      // adds it to the bundle.
+      auto bundle = CaBundleFile::begin(state);
       if (!bundle) return said_setup_failure("write the jail's CA bundle: " + bundle.error().message());
       ca_bundle.emplace(std::move(*bundle));
       input->ca_bundle = ca_bundle->path();

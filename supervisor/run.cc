@@ -244,7 +244,7 @@ util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(
   return std::move(*made);
 }
 
-util::Result<CaBundleFile> CaBundleFile::write(const std::string& dir, const std::string& ca_pem) {
+util::Result<CaBundleFile> CaBundleFile::begin(const std::string& dir) {
   std::string system;
   for (auto p : runtime::kCaBundlePaths) {
     auto text = util::read_untrusted_file(p, 16 << 20);
@@ -268,15 +268,35 @@ util::Result<CaBundleFile> CaBundleFile::write(const std::string& dir, const std
   std::string path = dir + "/" + name;
   if (!fd.valid()) return util::Error::from_errno("create " + path, errno);
   CaBundleFile out(path);
-  std::string all = system + "# pi-jail: this run's CA (credentials stay outside the jail)\n" + ca_pem;
   if (::fchmod(fd.get(), 0644) != 0) return util::Error::from_errno("chmod " + path, errno);
-  for (std::string_view rest = all; !rest.empty();) {
-    ssize_t n = ::write(fd.get(), rest.data(), rest.size());
+  if (auto st = out.append(fd.get(), system); !st) return st.take_error();
+  out.fd_ = std::move(fd);
+  return out;
+}
+
+util::Status CaBundleFile::finish(const std::string& ca_pem) {
+  if (!fd_.valid()) return util::Error::invalid("the run's CA bundle " + path_ + " is finished already");
+  if (ca_pem.empty()) return util::Error::invalid("the run's CA bundle " + path_ + ": no CA to add");
+  auto st = append(fd_.get(), "# pi-jail: this run's CA (credentials stay outside the jail)\n" + ca_pem);
+  fd_.reset();
+  return st;
+}
+
+util::Result<CaBundleFile> CaBundleFile::write(const std::string& dir, const std::string& ca_pem) {
+  auto out = begin(dir);
+  if (!out) return out.take_error();
+  if (auto st = out->finish(ca_pem); !st) return st.take_error();
+  return out;
+}
+
+util::Status CaBundleFile::append(int fd, std::string_view text) const {
+  for (std::string_view rest = text; !rest.empty();) {
+    ssize_t n = ::write(fd, rest.data(), rest.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return util::Error::from_errno("write " + path, n < 0 ? errno : EIO);
+    if (n <= 0) return util::Error::from_errno("write " + path_, n < 0 ? errno : EIO);
     rest.remove_prefix(static_cast<size_t>(n));
   }
-  return out;
+  return {};
 }
 
 CaBundleFile::~CaBundleFile() {

@@ -83,18 +83,25 @@ util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(const c
 // The file the jail trusts: the host's system CAs (the first of
 // runtime::kCaBundlePaths present) then the run's CA, written 0644 in
 // pi-jail's state directory `dir`, which no jail sees; removed on
-// destruction.
+// destruction. begin() writes the system's part, so that the jail's view
+// can name the file while the run's CA is still being made; finish() adds
+// the CA, before anything in the jail runs.
 class CaBundleFile {
 public:
+  static util::Result<CaBundleFile> begin(const std::string& dir);
+  util::Status finish(const std::string& ca_pem);
+  // begin() and finish() at once.
   static util::Result<CaBundleFile> write(const std::string& dir, const std::string& ca_pem);
-  CaBundleFile(CaBundleFile&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  CaBundleFile(CaBundleFile&& o) noexcept : path_(std::exchange(o.path_, {})), fd_(std::move(o.fd_)) {}
   CaBundleFile& operator=(CaBundleFile&&) = delete;
   ~CaBundleFile();
   const std::string& path() const { return path_; }
 
 private:
   explicit CaBundleFile(std::string p) : path_(std::move(p)) {}
+  util::Status append(int fd, std::string_view text) const;
   std::string path_;
+  util::UniqueFd fd_;  // open until finish()
 };
 
 // Listen on the host's loopback for every published port: an error names

@@ -260,6 +260,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
+      if (auto ca = interceptor->made(); !ca) return said_setup_failure(ca.error().message());
       auto bundle = CaBundleFile::write(state_dir(), interceptor->ca_pem());
       if (!bundle) return said_setup_failure("write the jail's CA bundle: " + bundle.error().message());
       ca_bundle.emplace(std::move(*bundle));

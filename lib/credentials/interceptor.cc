@@ -864,7 +864,7 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept
   if (!ca) return ca.take_error();
   me->ca_ = std::move(*ca);
   me->serves_ = true;
-  if (me->ca_) me->ca_pem_ = me->ca_->ca_pem();
+  if (me->ca_ && me->ca_->serves()) me->ca_pem_ = me->ca_->ca_pem();
   // The anchors' text: the TLS contexts hold what they need of it.
   intercept.upstream.roots_pem.reset();
   std::string().swap(intercept.upstream.extra_ca_pem);
@@ -879,7 +879,9 @@ util::Result<std::shared_ptr<Interceptor>> Interceptor::make(Intercept intercept
 
 Interceptor::~Interceptor() { shutdown(); }
 
-const std::string& Interceptor::ca_pem() const { return ca_pem_; }
+const std::string& Interceptor::ca_pem() const { return serves_ ? ca_pem_ : ca_->ca_pem(); }
+
+util::Status Interceptor::made() const { return serves_ ? util::Status{} : ca_->made(); }
 
 util::Result<CaPems> Interceptor::hand_over_ca() {
   if (!ca_) return Error::invalid("hand over the per-run CA: this filter makes its TLS later");

@@ -59,8 +59,11 @@ public:
   Interceptor& operator=(const Interceptor&) = delete;
 
   void set_limits(netproxy::InterceptLimits l) override { limits_ = l; }
-  // The CA certificate the jail is to trust (PEM).
+  // The CA certificate the jail is to trust (PEM); a CA to hand over may
+  // still be in the making (TlsAuthority::to_hand_over): made() waits for
+  // it and says whether it was made, ca_pem() is then empty if not.
   const std::string& ca_pem() const;
+  util::Status made() const;
   // What the filter process needs to do this filter's work (filterproc/filter.h):
   // the CA's key and certificate (handed over once: this side keeps no
   // key, TlsAuthority::hand_over), the bindings now, the refused minting

@@ -226,6 +226,7 @@ TlsAuthority::~TlsAuthority() {
   X509_free(ca_);
   EVP_PKEY_free(ca_key_);
   EVP_PKEY_free(leaf_key_);
+  (void)made();  // the maker process reaped
   OPENSSL_cleanse(key_pem_.data(), key_pem_.size());
 }
 
@@ -287,12 +288,13 @@ bool single_threaded() {
   return at != std::string::npos && (*status)->compare(at + 10, 2, "1\n") == 0;
 }
 
-// The CA made by `make` in a child process that then exits: OpenSSL's
-// algorithm tables and the key generation's memory stay out of this
-// process (the supervisor, which keeps no TLS of its own for the run).
-// The child writes the key's length, the key and the certificate, or an
-// error, to a pipe; nullopt when no child could be made.
-std::optional<util::Result<CaPems>> made_apart(const std::function<util::Result<CaPems>()>& make) {
+// A child process running `make`, which then exits: OpenSSL's algorithm
+// tables and the key generation's memory stay out of this process (the
+// supervisor, which keeps no TLS of its own for the run). It writes the
+// key's length, the key and the certificate, or an error, to the pipe
+// whose reading end is returned with its pid; nullopt when no child could
+// be made.
+std::optional<std::pair<pid_t, util::UniqueFd>> start_maker(const std::function<util::Result<CaPems>()>& make) {
   if (!single_threaded()) return std::nullopt;
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return std::nullopt;
@@ -308,22 +310,26 @@ std::optional<util::Result<CaPems>> made_apart(const std::function<util::Result<
     OPENSSL_cleanse(out.data(), out.size());
     ::_exit(sent ? 0 : 1);
   }
-  w.reset();
-  auto got = read_fully(r.get(), 256 * 1024);
+  return std::pair{pid, std::move(r)};
+}
+
+// What the maker `pid` wrote to `out`, once it ended.
+util::Result<CaPems> read_maker(pid_t pid, int out) {
+  auto got = read_fully(out, 256 * 1024);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return util::Result<CaPems>(Error::invalid("make the per-run CA: its maker process failed"));
+    return Error::invalid("make the per-run CA: its maker process failed");
   std::string text = std::move(*got);
-  util::Result<CaPems> out = Error::invalid("make the per-run CA: " + text.substr(std::min<size_t>(6, text.size())));
+  util::Result<CaPems> made = Error::invalid("make the per-run CA: " + text.substr(std::min<size_t>(6, text.size())));
   size_t len = 0;
   const size_t nl = text.find('\n');
   if (text.starts_with("ok ") && nl != std::string::npos &&
       std::from_chars(text.data() + 3, text.data() + nl, len).ec == std::errc() && len <= text.size() - nl - 1)
-    out = CaPems{text.substr(nl + 1, len), text.substr(nl + 1 + len)};
+    made = CaPems{text.substr(nl + 1, len), text.substr(nl + 1 + len)};
   OPENSSL_cleanse(text.data(), text.size());
-  return out;
+  return made;
 }
 #endif
 
@@ -332,20 +338,36 @@ std::optional<util::Result<CaPems>> made_apart(const std::function<util::Result<
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::to_hand_over(const std::vector<BoundHost>& hosts) {
   std::unique_ptr<TlsAuthority> a(new TlsAuthority());
 #ifdef __linux__
-  auto apart = made_apart([&hosts]() -> util::Result<CaPems> {
+  auto maker = start_maker([&hosts]() -> util::Result<CaPems> {
     TlsAuthority child;
     if (auto st = child.make_ca(hosts); !st) return st.take_error();
     return child.hand_over();
   });
-  if (apart) {
-    if (!*apart) return apart->take_error();
-    a->ca_pem_ = (*apart)->cert_pem;
-    a->key_pem_ = std::move((*apart)->key_pem);
+  if (maker) {
+    a->maker_ = Maker{maker->first, std::move(maker->second)};
     return a;
   }
 #endif
   if (auto st = a->make_ca(hosts); !st) return st.take_error();
   return a;
+}
+
+util::Status TlsAuthority::made() const {
+  std::lock_guard<std::mutex> lock(made_mu_);
+#ifdef __linux__
+  if (maker_) {
+    auto pems = read_maker(maker_->pid, maker_->out.get());
+    maker_.reset();
+    if (!pems) {
+      made_error_ = pems.error().message();
+    } else {
+      ca_pem_ = std::move(pems->cert_pem);
+      key_pem_ = std::move(pems->key_pem);
+    }
+  }
+#endif
+  if (!made_error_.empty()) return Error::invalid(made_error_);
+  return {};
 }
 
 util::Status TlsAuthority::adopt(const CaPems& given) {
@@ -364,6 +386,7 @@ util::Status TlsAuthority::adopt(const CaPems& given) {
 
 util::Result<CaPems> TlsAuthority::hand_over() {
   if (serves()) return Error::invalid("hand over the per-run CA: it serves here, and keeps its key");
+  if (auto st = made(); !st) return st.take_error();
   if (!key_pem_.empty()) {
     CaPems out{std::move(key_pem_), ca_pem_};
     key_pem_.clear();

@@ -13,11 +13,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "credentials/bindings.h"
 #include "util/result.h"
+#include "util/unique_fd.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
@@ -45,7 +47,12 @@ public:
   static util::Result<std::unique_ptr<TlsAuthority>> serving_with(const CaPems& given, const UpstreamTrust& upstream);
   // A new CA that serves nothing (no TLS context, no trust store loaded):
   // the supervisor's, which hands it to the filter process.
+  // On Linux the CA is made by a child process (none of OpenSSL's memory
+  // stays in this one), which runs while the caller goes on: made(),
+  // ca_pem() and hand_over() wait for it.
   static util::Result<std::unique_ptr<TlsAuthority>> to_hand_over(const std::vector<BoundHost>& hosts);
+  // Wait until the CA is made; its error when it could not be.
+  util::Status made() const;
   bool serves() const { return server_ != nullptr; }
   // The CA's key and certificate, to hand to the filter process: once.
   // The key leaves this process with them (freed here, its PEM copy is
@@ -67,8 +74,12 @@ public:
   };
   using Anchors = std::vector<Anchor>;
 
-  // The CA certificate, PEM (what the jail trusts).
-  const std::string& ca_pem() const { return ca_pem_; }
+  // The CA certificate, PEM (what the jail trusts); empty when it could
+  // not be made (made() says why).
+  const std::string& ca_pem() const {
+    (void)made();
+    return ca_pem_;
+  }
 
   // A server-side SSL for a jail connection to `host`, with its leaf (made
   // once per host, then cached; thread-safe). A client's SNI other than
@@ -91,8 +102,17 @@ private:
   SSL_CTX* server_ = nullptr;
   SSL_CTX* client_ = nullptr;
   std::unique_ptr<Anchors> anchors_;  // the client context's lookup reads them: freed after it
-  std::string ca_pem_;
-  std::string key_pem_;  // the CA's key when made apart (to_hand_over), until handed over
+  // The child process making the CA (to_hand_over), until made() read
+  // its certificate and key (kept as PEM until handed over).
+  struct Maker {
+    int pid = -1;
+    util::UniqueFd out;
+  };
+  mutable std::mutex made_mu_;
+  mutable std::optional<Maker> maker_;  // under made_mu_
+  mutable std::string made_error_;      // under made_mu_
+  mutable std::string ca_pem_;          // under made_mu_ while maker_ is set
+  mutable std::string key_pem_;         // under made_mu_ while maker_ is set
   std::mutex m_;
   std::map<std::string, X509*> leaves_;  // under m_
 };
