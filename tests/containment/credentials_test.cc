@@ -225,6 +225,43 @@ TEST_CASE("credentials: a server the filter cannot verify is refused (502), howe
   CHECK(text.find(real) == std::string::npos);
 }
 
+// The filter reads the system's trust store at the first connection it
+// terminates (most runs make none): one that does not parse fails that
+// connection and every later one, never lets one through unverified.
+TEST_CASE(
+    "credentials: a system trust store that does not parse fails every connection to a bound host, and the end of "
+    "the run names it") {
+  Sandbox sb;
+  const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
+  StandInServer server(sb.base, "echo", certs, kEchoHandler);
+  const std::string broken = sb.outside + "/broken-roots.pem";
+  write_file(broken, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+  const std::string ph = unique_secret("sk-ant-api03-PH"), real = unique_secret("sk-ant-api03-REAL");
+  const std::string url = "https://127.0.0.1:" + server.port() + "/";
+  const std::string report = sb.outside + "/r.json";
+  auto o =
+      sb.jail({"/bin/sh", "-c",
+               "curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' " + url +
+                   "; curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: " + ph + "' " + url + "; touch ran"},
+              {"--allow-net", "127.0.0.1:" + server.port(), "--test-upstream-ca", certs.ca, "--report", report}, "",
+              {bind_env({"TEST_KEY=" + ph + "=" + real + "@127.0.0.1:" + server.port()}), "SSL_CERT_FILE=" + broken});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  CHECK(exists(sb.ws + "/ran"));
+  CHECK(o.out.find("200") == std::string::npos);
+  CHECK(server.log().empty());  // no request ever reached it
+  const std::string text = read_file(report);
+  CAPTURE(text);
+  const size_t why = text.find("the credential filter's TLS: load the system's trust store");
+  CHECK(why != std::string::npos);
+  // Both connections, in one entry.
+  const size_t entry = text.rfind("\"count\": ", why);
+  REQUIRE(entry != std::string::npos);
+  CHECK(text.compare(entry, 11, "\"count\": 2,") == 0);
+  CHECK(text.find(real) == std::string::npos);
+}
+
 TEST_CASE("credentials: an upstream CA file that is a FIFO or a directory stops the run (125) before the command") {
   Sandbox sb;
   const std::string fifo = sb.outside + "/ca-fifo";
