@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "netproxy/rules.h"
+#include "util/secret.h"
 #include "util/unique_fd.h"
 #include "util/untrusted.h"
 
@@ -220,14 +221,16 @@ int sni_check(SSL* ssl, int* alert, void*) {
 }  // namespace
 
 TlsAuthority::~TlsAuthority() {
-  for (auto& [h, x] : leaves_) X509_free(x);
-  SSL_CTX_free(server_);
-  SSL_CTX_free(client_);
-  X509_free(ca_);
-  EVP_PKEY_free(ca_key_);
-  EVP_PKEY_free(leaf_key_);
   (void)made();  // the maker process reaped
-  OPENSSL_cleanse(key_pem_.data(), key_pem_.size());
+  // No OpenSSL call where there is nothing to free: a CA handed over from
+  // the supervisor leaves none of OpenSSL's code paged in there.
+  for (auto& [h, x] : leaves_) X509_free(x);
+  if (server_) SSL_CTX_free(server_);
+  if (client_) SSL_CTX_free(client_);
+  if (ca_) X509_free(ca_);
+  if (ca_key_) EVP_PKEY_free(ca_key_);
+  if (leaf_key_) EVP_PKEY_free(leaf_key_);
+  util::wipe(key_pem_);
 }
 
 util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::create(const std::vector<BoundHost>& hosts,
@@ -267,14 +270,14 @@ std::optional<std::string> read_fully(int fd, size_t cap) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 || out.size() + static_cast<size_t>(n) > cap) {
-      OPENSSL_cleanse(out.data(), out.size());
-      OPENSSL_cleanse(buf, sizeof buf);
+      util::wipe(out);
+      util::wipe(buf, sizeof buf);
       return std::nullopt;
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
-  OPENSSL_cleanse(buf, sizeof buf);
+  util::wipe(buf, sizeof buf);
   return out;
 }
 
@@ -307,7 +310,7 @@ std::optional<std::pair<pid_t, util::UniqueFd>> start_maker(const std::function<
     std::string out = made ? fmt::format("ok {}\n", made->key_pem.size()) + made->key_pem + made->cert_pem
                            : "error " + made.error().message();
     const bool sent = write_fully(w.get(), out);
-    OPENSSL_cleanse(out.data(), out.size());
+    util::wipe(out);
     ::_exit(sent ? 0 : 1);
   }
   return std::pair{pid, std::move(r)};
@@ -328,7 +331,7 @@ util::Result<CaPems> read_maker(pid_t pid, int out) {
   if (text.starts_with("ok ") && nl != std::string::npos &&
       std::from_chars(text.data() + 3, text.data() + nl, len).ec == std::errc() && len <= text.size() - nl - 1)
     made = CaPems{text.substr(nl + 1, len), text.substr(nl + 1 + len)};
-  OPENSSL_cleanse(text.data(), text.size());
+  util::wipe(text);
   return made;
 }
 #endif
