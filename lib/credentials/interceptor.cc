@@ -932,6 +932,7 @@ std::optional<Wire> Interceptor::bound_wire(const std::string& host, int port) c
 std::optional<std::string> Interceptor::unbound_placeholder(std::string_view text, const std::string& host, int port,
                                                             Wire wire) const {
   auto snapshot = bindings();
+  if (snapshot->empty()) return std::nullopt;  // only logins intercepted: nothing to look for
   for (const Binding* b : placeholders_in(text, *snapshot))
     if (port <= 0 || port > 65535 || !bound_to(*b, host, static_cast<uint16_t>(port), wire)) return b->name;
   return std::nullopt;
@@ -1015,10 +1016,12 @@ void Interceptor::record(Decision d) {
     decisions_.push_back(std::move(d));
   else
     ++overflow_;  // the loop drains the queue every tick; a flood between two ticks is counted
+  decided_.store(true, std::memory_order_release);
 }
 
 std::vector<Decision> Interceptor::take_decisions() {
   std::lock_guard<std::mutex> lock(m_);
+  decided_.store(false, std::memory_order_release);
   auto out = std::exchange(decisions_, {});
   if (overflow_) {
     Decision d;

@@ -7,6 +7,7 @@
 // (lib/credentials, which imports this room, never the other way).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -72,8 +73,15 @@ public:
   virtual bool start(Handoff h) = 0;
   // What the workers decided since the last call (the loop's thread).
   virtual std::vector<Decision> take_decisions() = 0;
+  // Whether there is something for take_decisions(): the loop looks every
+  // turn, and calls it only then (a filter that serves nothing keeps its
+  // code out of the loop's resident pages).
+  bool decided() const { return decided_.load(std::memory_order_acquire); }
   // Stop every worker (their connections close) and wait for them.
   virtual void shutdown() = 0;
+
+protected:
+  std::atomic<bool> decided_{false};  // set with each decision, cleared by take_decisions()
 };
 
 }  // namespace pj::netproxy

@@ -74,7 +74,7 @@ Proxy::Impl::Impl(Rules r, int fd, ProxyLimits l)
 
 // The credential filter's decisions, into the one record.
 void Proxy::Impl::take_intercepted() {
-  if (!credentials) return;
+  if (!credentials || !credentials->decided()) return;
   for (auto& d : credentials->take_decisions()) recorder.add(std::move(d));
 }
 
