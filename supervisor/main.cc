@@ -47,7 +47,10 @@ int explain_policy(bool json, const supervisor::Prepared& prepared) {
   ex.workspace = prepared.request.workspace;
   ex.jail_home = prepared.request.home_source;
   ex.backend = supervisor::backend::kName;
-  for (const auto& c : prepared.request.login_callbacks) ex.login_callbacks.push_back({c.port, c.what, c.source});
+  // As the plans take them: a callback on a forwarded port is left out.
+  for (const auto& c : prepared.request.login_callbacks)
+    if (runtime::login_callback_free(prepared.request, c.port))
+      ex.login_callbacks.push_back({c.port, c.what, c.source});
   policy::Resolved with_load_errors = lp.resolved;
   with_load_errors.errors.insert(with_load_errors.errors.begin(), lp.errors.begin(), lp.errors.end());
   ex.resolved = &with_load_errors;

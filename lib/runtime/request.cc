@@ -1,5 +1,6 @@
 #include "runtime/request.h"
 
+#include <algorithm>
 #include <map>
 
 namespace pj::runtime {
@@ -26,6 +27,10 @@ bool passes(const Request& r, std::string_view name) {
 }
 
 }  // namespace
+
+bool login_callback_free(const Request& r, std::uint16_t port) {
+  return std::none_of(r.forwards.begin(), r.forwards.end(), [&](const Forward& f) { return f.port == port; });
+}
 
 void apply_policy(const policy::Policy& p, Request& r) {
   for (const auto& e : p.system()) r.system.push_back({e.path, e.src.str()});

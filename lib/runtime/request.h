@@ -177,6 +177,13 @@ inline constexpr std::string_view kCaBundleVariables[] = {"NODE_EXTRA_CA_CERTS",
 // its scratch size.
 void apply_policy(const policy::Policy& p, Request& r);
 
+// Whether the jail can take login callback `port` (Request::login_callbacks):
+// no forward of the policy is on it. On Linux the filter holds a forwarded
+// port inside the jail, so nothing there can listen on it; under Seatbelt
+// the jail must not stand in for that service when it is down. The plans
+// and explain leave such a callback out alike.
+bool login_callback_free(const Request& r, std::uint16_t port);
+
 // The problem to report when a path that must stay read-only is a symlink
 // (every backend refuses to start: the link itself could be replaced).
 std::string symlink_at_protected_path(const PathRule& r);

@@ -252,8 +252,7 @@ std::vector<Listen> listen_ports(const PlanInput& in, std::vector<std::string>& 
       problems.push_back(fmt::format("login callback port 0 ({}, {}) is out of range", c.what, c.source));
       continue;
     }
-    const bool forwarded = std::any_of(in.request.forwards.begin(), in.request.forwards.end(),
-                                       [&](const auto& f) { return f.port == c.port; });
+    const bool forwarded = !runtime::login_callback_free(in.request, c.port);
     const bool filter = c.port == in.http_port || c.port == in.socks_port;
     const bool again = std::any_of(out.begin(), out.end(), [&](const Listen& l) { return l.port == c.port; });
     if (!forwarded && !filter && !again) out.push_back({c.port, &c});

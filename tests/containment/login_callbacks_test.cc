@@ -344,3 +344,28 @@ TEST_CASE("the port-taken line printed while the program holds the terminal ends
   CHECK(screen.find("\nafter-the-warning") != std::string::npos);
   ::close(busy);
 }
+
+// A callback on a port the policy forwards to a host service is not
+// served (the filter holds that port in the jail): explain leaves it out
+// as the plan does.
+TEST_CASE("explain lists no login callback on a port the policy forwards, and every other one") {
+  Sandbox sb;
+  auto explain = [&](const std::vector<std::string>& opts) {
+    std::vector<std::string> argv{"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws};
+    argv.insert(argv.end(), opts.begin(), opts.end());
+    argv.push_back("explain");
+    return run(argv, {"HOME=" + sb.home});
+  };
+  const std::string openai = "login-callback  host 127.0.0.1:1455 -> jail";
+  auto plain = explain({});
+  CAPTURE(plain.out);
+  CHECK(plain.status == 0);
+  CHECK(plain.out.find(openai) != std::string::npos);
+  auto forwarded = explain({"--allow-net", "127.0.0.1:1455"});
+  CAPTURE(forwarded.out);
+  CHECK(forwarded.status == 0);
+  CHECK(forwarded.out.find("127.0.0.1:1455") != std::string::npos);  // the forward itself
+  CHECK(forwarded.out.find(openai) == std::string::npos);
+  CHECK(forwarded.out.find("login-callback  host 127.0.0.1:1456 -> jail") != std::string::npos);
+  CHECK(forwarded.out.find("login-callback  host 127.0.0.1:53692 -> jail") != std::string::npos);
+}

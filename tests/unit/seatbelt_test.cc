@@ -389,6 +389,14 @@ TEST_CASE("Seatbelt: without login callbacks the jail listens nowhere") {
   CHECK(base.allowed.count("network-outbound") == 0);
 }
 
+TEST_CASE("a login callback is free unless a forward of the policy takes its port") {
+  runtime::Request r;
+  r.forwards = {{runtime::Loopback::v4, 5432}, {runtime::Loopback::v6, 1455}};
+  CHECK(runtime::login_callback_free(r, 53692));
+  CHECK_FALSE(runtime::login_callback_free(r, 5432));
+  CHECK_FALSE(runtime::login_callback_free(r, 1455));  // either family takes it
+}
+
 TEST_CASE("Seatbelt: a login callback on a forwarded or the filter's port is not listened on; port 0 stops the plan") {
   // Above 65535 cannot be said: the port is 16 bits wide.
   static_assert(std::is_same_v<decltype(runtime::Request::LoginCallback::port), std::uint16_t>);
