@@ -85,7 +85,9 @@ const std::vector<Provider>& providers() {
       {{"meta"},
        {"META_API_KEY"},
        {"api.meta.ai"},
-       {{"api.meta.ai", "/muse-code/key", "meta", 443, Renewal::header_token, "access", "Authorization"},
+       // The minted key lives a day: pi-ai meta.js API_KEY_LIFETIME_MS.
+       {{"api.meta.ai", "/muse-code/key", "meta", 443, Renewal::header_token, "access", "Authorization",
+         24 * 60 * 60 * 1000},
         {"auth.meta.com", "/oidc/device/token/", "meta", 443, Renewal::none, "refresh"}}},
       {{"ant-ling"}, {"ANT_LING_API_KEY"}, {"api.ant-ling.com"}, {}},
       {{"typesafe"}, {"TYPESAFE_API_KEY"}, {"api.typesafe.ai"}, {}},

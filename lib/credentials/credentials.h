@@ -49,6 +49,10 @@ struct TokenEndpoint {
   // Renewal::header_token: the request field carrying the refresh token
   // (the only one a refresh placeholder is substituted in, Carriage).
   std::string_view renewal_header = {};
+  // How long the access token it hands out lives when the response does
+  // not say (no expires_in, no expires_at): Pi's own constant, which it
+  // stores as `expires` from now (Meta's minted key: 24 hours); 0: none.
+  int64_t access_lifetime_ms = 0;
 };
 
 // One row of the provider table: which variables hold its secrets, its

@@ -219,6 +219,8 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     tokens.expires_ms = now_ms + static_cast<int64_t>(*in * 1000) - 5 * 60 * 1000;
   else if (auto at = number_of(doc->find("expires_at")))
     tokens.expires_ms = static_cast<int64_t>(*at * 1000) - 5 * 60 * 1000;
+  else if (t.access_lifetime_ms > 0 && tokens.access)
+    tokens.expires_ms = now_ms + t.access_lifetime_ms;  // as Pi stores it (no early margin)
   return json::stringify(out);
 }
 

@@ -111,7 +111,7 @@ class Handler(StandIn):
         if route == "auth.meta.com/oidc/device/authorization/":
             return self.send(200, dict(DEVICE, verification_uri="https://auth.meta.com/device"))
         if route == "auth.meta.com/oidc/device/token/" and device_ok:
-            return self.send(200, {"access_token": t["meta"]["refresh"], "token_type": "Bearer"})
+            return self.send(200, {"access_token": t["meta"]["refresh"], "token_type": "Bearer", "expires_in": 3600})
         if route == "api.meta.ai/muse-code/key" and auth == "Bearer " + t["meta"]["refresh"]:
             return self.send(200, {"api_key": t["meta"]["access"]})
         # OpenRouter: the code buys a key.

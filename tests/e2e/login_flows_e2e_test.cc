@@ -21,6 +21,7 @@
 // the user answers pi-jail's question with y.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -259,6 +260,14 @@ TEST_CASE(
     j.leave(asked, "y");
     check_host_has(j, issued, entries);
     CHECK(j.host_field("groq", "key") == key);
+    // Meta's minted key expires when Pi says (now + 24 hours: meta.js
+    // API_KEY_LIFETIME_MS), not when the identity token does.
+    const double meta_expires = std::stod(j.host_field("meta", "expires"));
+    const double now_ms = static_cast<double>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    CHECK(meta_expires > now_ms + 23 * 3600e3);
+    CHECK(meta_expires < now_ms + 24 * 3600e3 + 60e3);
   }
 }
 

@@ -9,6 +9,7 @@
 // real Pi: tests/e2e/login_flows_e2e_test.cc.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -117,6 +118,24 @@ struct LoginRig {
   }
 };
 
+// The host's auth.json `entry` expires a day from now (give or take a
+// minute), as Pi stores a minted Meta key.
+void check_expires_in_a_day(const std::string& host_auth, const std::string& entry) {
+  auto host = json::parse(host_auth);
+  REQUIRE(host);
+  const json::Value* e = host->find(entry);
+  REQUIRE(e);
+  const json::Value* expires = e->find("expires");
+  REQUIRE(expires);
+  REQUIRE(expires->as_number());
+  const double got = std::stod(expires->as_number()->text());
+  const double now = static_cast<double>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  CHECK(got > now + 24 * 3600e3 - 60e3);
+  CHECK(got < now + 24 * 3600e3 + 60e3);
+}
+
 constexpr const char* kPair = R"({"access_token":"REALaccess0123456789abcdefghijklmnopqrstuvwxyz",)"
                               R"("refresh_token":"REALrefresh0123456789abcdefghijklmnopqrstuvwxyz","expires_in":3600)";
 const std::string kAccess = "REALaccess0123456789abcdefghijklmnopqrstuvwxyz";
@@ -191,10 +210,14 @@ TEST_CASE("login in the jail: Meta's device login keeps the identity token and t
   // as "refresh"; it mints the API key ("api_key"), stored as "access".
   LoginRig rig("meta");
   rig.device_login(
-      {"auth.meta.com", "/oidc/device/token/", R"({"access_token":"REALidentity0123456789abcdefghijklm"})", "",
-       "access_token"},
+      {"auth.meta.com", "/oidc/device/token/",
+       R"({"access_token":"REALidentity0123456789abcdefghijklm","expires_in":600})", "", "access_token"},
       {"api.meta.ai", "/muse-code/key", R"({"api_key":"REALmetakey0123456789abcdefghijklmno"})", "api_key", ""});
   rig.check_consent("REALmetakey0123456789abcdefghijklmno", "REALidentity0123456789abcdefghijklm");
+  // The key's expiry is Pi's (now + 24 hours: the mint response says
+  // none), not the identity token's 10 minutes: the host's Pi re-mints it
+  // when Pi would.
+  check_expires_in_a_day(rig.host_now(), "meta");
 }
 
 TEST_CASE("the host's Meta login re-mints its API key in the jail as the provider's own renewal") {
@@ -216,4 +239,5 @@ TEST_CASE("the host's Meta login re-mints its API key in the jail as the provide
   REQUIRE(out);
   CHECK(out->find("REALmetakey") == std::string::npos);
   CHECK(rig.host_now().find("REALmetakey0123456789abcdefghijklmno") != std::string::npos);  // written at once
+  check_expires_in_a_day(rig.host_now(), "meta");
 }
