@@ -355,8 +355,8 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
     // staged): the run's CA exists before the jail is planned, so its
     // bundle is in the view from the start.
     // The filter process serves it: this process only makes the CA.
-    auto made = make_interceptor(inv.interceptor, CaRole::hand_over,
-                                 creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
+    auto made =
+        make_interceptor(inv.interceptor, creds->intercept([](const std::string& w) { util::emit("WARNING", w); }));
     if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {

@@ -228,7 +228,7 @@ util::Result<credentials::Binding> parse_test_binding(const std::string& text) {
 #endif
 
 util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(
-    [[maybe_unused]] const cli::InterceptorInput& inv, CaRole role, credentials::Intercept intercept) {
+    [[maybe_unused]] const cli::InterceptorInput& inv, credentials::Intercept intercept) {
 #ifdef PJ_TEST_SWITCHES
   for (const auto& t : inv.test_bind) {
     auto b = parse_test_binding(t);
@@ -238,8 +238,7 @@ util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(
   if (inv.test_upstream_ca) intercept.upstream.extra_ca_file = *inv.test_upstream_ca;
 #endif
   if (intercept.empty()) return std::shared_ptr<credentials::Interceptor>();
-  auto made = role == CaRole::serve ? credentials::Interceptor::create(std::move(intercept))
-                                    : credentials::Interceptor::to_hand_over(std::move(intercept));
+  auto made = credentials::Interceptor::to_hand_over(std::move(intercept));
   if (!made) return std::move(made.take_error()).context("the credential filter");
   return std::move(*made);
 }

@@ -72,12 +72,10 @@ struct RunOptions {
 
 // The credential filter for this run, or null when nothing is bound:
 // from PJ_TEST_BIND/--test-upstream-ca (test builds), and `intercept` (the
-// supervisor's credential table; may be empty). Makes the run's CA.
-// Who serves the credential filter's TLS: this process, or the filter
-// process, to which this one hands the CA (it then loads no trust store
-// and makes no TLS context).
-enum class CaRole { serve, hand_over };
-util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(const cli::InterceptorInput& inv, CaRole role,
+// supervisor's credential table; may be empty). Starts making the run's
+// CA, which this process hands to the filter process (it loads no trust
+// store and makes no TLS context: Interceptor::to_hand_over).
+util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(const cli::InterceptorInput& inv,
                                                                          credentials::Intercept intercept = {});
 
 // The file the jail trusts: the host's system CAs (the first of

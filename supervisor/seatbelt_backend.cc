@@ -256,7 +256,7 @@ util::Result<std::unique_ptr<Jail>> plan(const cli::BackendInput& inv, Prepared&
   std::shared_ptr<credentials::Interceptor> interceptor;
   std::optional<CaBundleFile> ca_bundle;
   if (!explain) {
-    auto made = make_interceptor(inv.interceptor, CaRole::hand_over);
+    auto made = make_interceptor(inv.interceptor);
     if (!made) return said_setup_failure(made.error().message());
     interceptor = std::move(*made);
     if (interceptor) {
