@@ -79,6 +79,17 @@ void decline_radius_mcp(JailedLogin& j) {
   REQUIRE_MESSAGE(eventually([&] { return j.screen().find("Configure Radius MCP") == std::string::npos; }), j.screen());
 }
 
+// Anthropic's copy-code login: the user pastes the code#state the page
+// shows; the exchange names Anthropic's page as redirect URI.
+void anthropic_copy_code_login(JailedLogin& j, const IssuedTokens& issued) {
+  j.login("anthropic", "Select authentication method for Anthropic");
+  j.pick("Sign in with an account", "Select Anthropic login method");
+  j.pick("Copy code login", "Paste the code Anthropic shows");
+  const std::string url = j.url("https://claude.ai/oauth/authorize?");
+  CAPTURE(url);
+  j.answer(issued.code + "#" + param(url, "state"), "Logged in to Anthropic");
+}
+
 // Pi never showed a real token of `entries` (it saw placeholders).
 void check_screen_has_none(JailedLogin& j, const IssuedTokens& issued, const std::vector<std::string>& entries) {
   const std::string screen = j.screen();
@@ -220,14 +231,7 @@ TEST_CASE(
       REQUIRE_MESSAGE(j.logged_in(l.shown), j.screen());
     }
 
-    // Anthropic's copy-code login: the user pastes the code#state the
-    // page shows; the exchange names Anthropic's page as redirect URI.
-    j.login("anthropic", "Select authentication method for Anthropic");
-    j.pick("Sign in with an account", "Select Anthropic login method");
-    j.pick("Copy code login", "Paste the code Anthropic shows");
-    const std::string url = j.url("https://claude.ai/oauth/authorize?");
-    CAPTURE(url);
-    j.answer(issued.code + "#" + param(url, "state"), "Logged in to Anthropic");
+    anthropic_copy_code_login(j, issued);
 
     // An API key typed into Pi: nothing goes out, the key is a login too.
     const std::string key = "gsk_e2e" + unique_token() + "E2EtypedKey0123456789abcdefghijklmnopqrstuvwxyz";
@@ -322,12 +326,7 @@ TEST_CASE(
         j.login("groq", "Enter Groq API key");
         j.answer(key, "Saved API key for Groq");
 
-        j.login("anthropic", "Select authentication method for Anthropic");
-        j.pick("Sign in with an account", "Select Anthropic login method");
-        j.pick("Copy code login", "Paste the code Anthropic shows");
-        const std::string url = j.url("https://claude.ai/oauth/authorize?");
-        CAPTURE(url);
-        j.answer(issued.code + "#" + param(url, "state"), "Logged in to Anthropic");
+        anthropic_copy_code_login(j, issued);
         CHECK(j.seen().find("POST /v1/oauth/token HTTP/1.1 host=platform.claude.com") != std::string::npos);
         // Pi stored the login, as placeholders.
         CHECK(j.jail_auth_of(issued, "anthropic") == "other");
