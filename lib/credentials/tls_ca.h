@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "credentials/bindings.h"
@@ -125,5 +126,11 @@ std::string openssl_error();
 // certificate directory is looked up lazily, file by file, as servers are
 // checked: a filter that may open no file has only this file.)
 std::string system_roots_file();
+
+// The hash OpenSSL's hashed lookups file certificate `der` under
+// (X509_NAME_hash_ex of its subject), from its subject alone: nothing
+// else of it is parsed. nullopt when its first fields are not a
+// certificate's.
+std::optional<unsigned long> subject_hash_of_der(std::string_view der);
 
 }  // namespace pj::credentials

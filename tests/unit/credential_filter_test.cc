@@ -1,5 +1,6 @@
 // The credential filter's HTTP/1.1 side without I/O (netproxy/http1.h,
 // credentials/substitution.h) and its per-run CA (credentials/tls_ca.h).
+#include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -285,7 +286,8 @@ TEST_CASE("credential filter: the system's trust anchors sent as text must all p
   // whole at the start all the same, every block, as before.
   Intercept ok = h.in;
   ok.upstream.roots_pem = "# a comment\n" + h.ca.cert_pem + "junk between blocks\n" + h.ca.cert_pem;
-  CHECK(Interceptor::serving_with(ok, h.ca));
+  auto accepted = Interceptor::serving_with(ok, h.ca);
+  CHECK_MESSAGE(accepted, (accepted ? std::string() : accepted.error().message()));
   for (const std::string& bad : {h.ca.cert_pem + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
                                  std::string("no PEM here\n"), std::string()}) {
     CAPTURE(bad);
@@ -452,6 +454,45 @@ TEST_CASE(
     wrong.login_endpoints = {bad};
     CHECK_FALSE(Interceptor::create(wrong));
   }
+}
+
+TEST_CASE(
+    "trust anchors: the subject hash read from a certificate's DER alone is OpenSSL's for every certificate of the "
+    "system bundle, and a DER that is not a certificate's gives none") {
+  BIO* bio = BIO_new_file("/etc/ssl/certs/ca-certificates.crt", "r");
+  REQUIRE(bio);
+  int n = 0;
+  std::string first;
+  while (X509* x = PEM_read_bio_X509_AUX(bio, nullptr, nullptr, nullptr)) {
+    int ok = 0;
+    const unsigned long want = X509_NAME_hash_ex(X509_get_subject_name(x), nullptr, nullptr, &ok);
+    unsigned char* der = nullptr;
+    const int len = i2d_X509_AUX(x, &der);
+    REQUIRE(len > 0);
+    const std::string d(reinterpret_cast<char*>(der), static_cast<size_t>(len));
+    OPENSSL_free(der);
+    X509_free(x);
+    REQUIRE(ok);
+    CHECK(subject_hash_of_der(d) == want);
+    if (first.empty()) first = d;
+    ++n;
+  }
+  BIO_free(bio);
+  ERR_clear_error();
+  CHECK(n > 50);
+  REQUIRE_FALSE(first.empty());
+  // Every truncation of a certificate, and every byte of its head changed.
+  for (size_t cut = 0; cut < first.size(); ++cut)
+    CHECK_FALSE(subject_hash_of_der(std::string_view(first).substr(0, cut)));
+  for (size_t i = 0; i < 64; ++i)
+    for (int v : {0x00, 0x1f, 0x7f, 0x80, 0x84, 0x85, 0xff}) {
+      std::string bent = first;
+      bent[i] = static_cast<char>(v);
+      (void)subject_hash_of_der(bent);  // no crash, no read past the end (ASan)
+    }
+  CHECK_FALSE(subject_hash_of_der(""));
+  CHECK_FALSE(subject_hash_of_der(std::string("\x30\x84\xff\xff\xff\xff", 6)));
+  CHECK_FALSE(subject_hash_of_der(std::string("\x30\x80\x00\x00", 4)));  // indefinite length
 }
 
 TEST_CASE("credential filter: path_under reads a target as a lenient server would") {
