@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,9 +22,11 @@
 #include "policy/layer.h"
 #include "runtime/request.h"
 #include "util/escape.h"
+#include "util/file_lock.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/paths.h"
+#include "util/random.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor {
@@ -243,6 +246,33 @@ util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(
   return std::move(*made);
 }
 
+namespace {
+
+constexpr std::string_view kBundlePrefix = "ca-bundle-", kBundleSuffix = ".pem";
+
+// The bundles of runs that are gone (a run killed with SIGKILL cannot
+// remove its own): a live run holds a lock on its bundle until it ends.
+void remove_abandoned_bundles(int state) {
+  util::UniqueFd listing(::openat(state, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* d = listing.valid() ? ::fdopendir(listing.get()) : nullptr;
+  if (!d) return;
+  listing.release();
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n(e->d_name);
+    if (n.starts_with(kBundlePrefix) && n.ends_with(kBundleSuffix)) names.emplace_back(n);
+  }
+  ::closedir(d);
+  for (const std::string& name : names) {
+    util::UniqueFd fd(::openat(state, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat st {};
+    if (fd.valid() && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && util::try_lock_file(fd.get()))
+      ::unlinkat(state, name.c_str(), 0);
+  }
+}
+
+}  // namespace
+
 util::Result<CaBundleFile> CaBundleFile::begin(const std::string& dir) {
   std::string system;
   for (auto p : runtime::kCaBundlePaths) {
@@ -259,26 +289,35 @@ util::Result<CaBundleFile> CaBundleFile::begin(const std::string& dir) {
   if (!system.ends_with("\n")) system += "\n";
   auto d = util::make_private_dir(dir);
   if (!d) return std::move(d.take_error()).context("pi-jail's state directory");
-  unsigned char rnd[8];
-  if (::getentropy(rnd, sizeof rnd) != 0) return util::Error::from_errno("getentropy", errno);
-  std::string name = fmt::format("ca-bundle-{}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}.pem", ::getpid(),
-                                 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-  util::UniqueFd fd(::openat(d->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  std::string path = dir + "/" + name;
-  if (!fd.valid()) return util::Error::from_errno("create " + path, errno);
-  CaBundleFile out(path);
-  if (::fchmod(fd.get(), 0644) != 0) return util::Error::from_errno("chmod " + path, errno);
+  remove_abandoned_bundles(d->get());
+  const std::string name = fmt::format("{}{}-{:016x}{}", kBundlePrefix, ::getpid(), util::random_u64(), kBundleSuffix);
+  // Made under a name the sweep above never takes, locked, then named: a
+  // run starting now cannot take it for an abandoned one.
+  const std::string making = name + ".new";
+  util::UniqueFd fd(::openat(d->get(), making.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return util::Error::from_errno("create " + dir + "/" + making, errno);
+  if (!util::try_lock_file(fd.get())) {
+    const int err = errno;
+    ::unlinkat(d->get(), making.c_str(), 0);
+    return util::Error::from_errno("lock " + dir + "/" + making, err);
+  }
+  if (::renameat(d->get(), making.c_str(), d->get(), name.c_str()) != 0) {
+    const int err = errno;
+    ::unlinkat(d->get(), making.c_str(), 0);
+    return util::Error::from_errno("name " + dir + "/" + name, err);
+  }
+  CaBundleFile out(dir + "/" + name);
+  if (::fchmod(fd.get(), 0644) != 0) return util::Error::from_errno("chmod " + out.path_, errno);
   if (auto st = out.append(fd.get(), system); !st) return st.take_error();
   out.fd_ = std::move(fd);
   return out;
 }
 
 util::Status CaBundleFile::finish(const std::string& ca_pem) {
-  if (!fd_.valid()) return util::Error::invalid("the run's CA bundle " + path_ + " is finished already");
+  if (!fd_.valid() || finished_) return util::Error::invalid("the run's CA bundle " + path_ + " is finished already");
   if (ca_pem.empty()) return util::Error::invalid("the run's CA bundle " + path_ + ": no CA to add");
-  auto st = append(fd_.get(), "# pi-jail: this run's CA (credentials stay outside the jail)\n" + ca_pem);
-  fd_.reset();
-  return st;
+  finished_ = true;
+  return append(fd_.get(), "# pi-jail: this run's CA (credentials stay outside the jail)\n" + ca_pem);
 }
 
 util::Result<CaBundleFile> CaBundleFile::write(const std::string& dir, const std::string& ca_pem) {

@@ -81,7 +81,8 @@ util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(const c
 // The file the jail trusts: the host's system CAs (the first of
 // runtime::kCaBundlePaths present) then the run's CA, written 0644 in
 // pi-jail's state directory `dir`, which no jail sees; removed on
-// destruction. begin() writes the system's part, so that the jail's view
+// destruction, or by the next run when this one was killed (the file is
+// locked while its run lives). begin() writes the system's part, so that the jail's view
 // can name the file while the run's CA is still being made; finish() adds
 // the CA, before anything in the jail runs.
 class CaBundleFile {
@@ -90,7 +91,8 @@ public:
   util::Status finish(const std::string& ca_pem);
   // begin() and finish() at once.
   static util::Result<CaBundleFile> write(const std::string& dir, const std::string& ca_pem);
-  CaBundleFile(CaBundleFile&& o) noexcept : path_(std::exchange(o.path_, {})), fd_(std::move(o.fd_)) {}
+  CaBundleFile(CaBundleFile&& o) noexcept
+      : path_(std::exchange(o.path_, {})), fd_(std::move(o.fd_)), finished_(o.finished_) {}
   CaBundleFile& operator=(CaBundleFile&&) = delete;
   ~CaBundleFile();
   const std::string& path() const { return path_; }
@@ -99,7 +101,10 @@ private:
   explicit CaBundleFile(std::string p) : path_(std::move(p)) {}
   util::Status append(int fd, std::string_view text) const;
   std::string path_;
-  util::UniqueFd fd_;  // open until finish()
+  // Open, and locked, for the run: the next run removes a bundle nobody
+  // holds (its run was killed).
+  util::UniqueFd fd_;
+  bool finished_ = false;
 };
 
 // Listen on the host's loopback for every published port: an error names

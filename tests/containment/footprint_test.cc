@@ -3,6 +3,8 @@
 // when nothing changed.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 
 #include "harness.h"
 #include "stand_in.h"
+#include "util/unique_fd.h"
 
 using namespace pj::test;
 
@@ -285,9 +288,39 @@ TEST_CASE("what a run killed with SIGKILL left in the state directory is removed
   std::filesystem::create_directories(state + "/jail-notes-4242-0123456789abcdef/bin");
   write_file(state + "/jail-notes-4242-0123456789abcdef/refusals", "# (none yet)\n");
   write_file(state + "/jail-notes-4242-0123456789abcdef/bin/pi", "#!/bin/sh\n");
+  // The CA bundle of a run that is gone, and one a live run holds (its lock).
+  const std::string gone = state + "/ca-bundle-4242-0123456789abcdef.pem";
+  const std::string held = state + "/ca-bundle-4243-0123456789abcdef.pem";
+  write_file(gone, "-----BEGIN CERTIFICATE-----\n");
+  write_file(held, "-----BEGIN CERTIFICATE-----\n");
+  pj::util::UniqueFd holder(::open(held.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(::flock(holder.get(), LOCK_EX | LOCK_NB) == 0);
   auto run = sb.jail({"/bin/true"});
   CAPTURE(run.err);
   REQUIRE(run.status == 0);
   CHECK_FALSE(std::filesystem::exists(state + "/placeholders.0123456789abcdef.tmp"));
   CHECK_FALSE(std::filesystem::exists(state + "/jail-notes-4242-0123456789abcdef"));
+  CHECK_FALSE(std::filesystem::exists(gone));
+  CHECK(std::filesystem::exists(held));
+  // A run killed with SIGKILL leaves its own bundle; the next run removes it.
+  auto bundles = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(state))
+      if (e.path().filename().string().starts_with("ca-bundle-") && e.path() != held) out.push_back(e.path());
+    return out;
+  };
+  CHECK(bundles().empty());  // the run removed its own
+  pid_t pid = spawn(
+      {"/usr/bin/env", "-C", sb.ws, pi_jail(), "-q", "-w", sb.ws, "--", "/bin/sh", "-c", "touch running; sleep 30"},
+      {"HOME=" + sb.home});
+  REQUIRE(eventually([&] { return exists(sb.ws + "/running"); }));
+  CHECK(bundles().size() == 1);
+  ::kill(pid, SIGKILL);
+  (void)wait_status_guarded(pid);
+  CHECK(bundles().size() == 1);
+  auto next = sb.jail({"/bin/true"});
+  CAPTURE(next.err);
+  REQUIRE(next.status == 0);
+  CHECK(bundles().empty());
+  CHECK(std::filesystem::exists(held));
 }
