@@ -27,6 +27,7 @@
 #include "util/log.h"
 #include "util/paths.h"
 #include "util/random.h"
+#include "util/temp_file.h"
 #include "util/untrusted.h"
 
 namespace pj::supervisor {
@@ -301,10 +302,9 @@ util::Result<CaBundleFile> CaBundleFile::begin(const std::string& dir) {
     ::unlinkat(d->get(), making.c_str(), 0);
     return util::Error::from_errno("lock " + dir + "/" + making, err);
   }
-  if (::renameat(d->get(), making.c_str(), d->get(), name.c_str()) != 0) {
-    const int err = errno;
+  if (auto named = util::replace_entry(d->get(), making, name); !named) {
     ::unlinkat(d->get(), making.c_str(), 0);
-    return util::Error::from_errno("name " + dir + "/" + name, err);
+    return std::move(named.take_error()).context(dir);
   }
   CaBundleFile out(dir + "/" + name);
   if (::fchmod(fd.get(), 0644) != 0) return util::Error::from_errno("chmod " + out.path_, errno);
