@@ -1,6 +1,5 @@
 #include "jail_notes.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 
 #include "pi/profile_adapter.h"
 #include "prepare.h"
+#include "util/dir_names.h"
 #include "util/escape.h"
 #include "util/file_lock.h"
 #include "util/log.h"
@@ -102,14 +102,11 @@ void remove_notes_dir(int state, const std::string& name, int dir) {
 // Each run holds its notes directory locked: one that can be locked is
 // left from a run that is gone.
 void remove_abandoned_notes(int state) {
-  util::UniqueFd listing(::openat(state, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  DIR* d = listing.valid() ? ::fdopendir(listing.get()) : nullptr;
-  if (!d) return;
-  listing.release();
   std::vector<std::string> names;
-  while (const dirent* e = ::readdir(d))
-    if (std::string_view(e->d_name).starts_with(kNotesPrefix)) names.emplace_back(e->d_name);
-  ::closedir(d);
+  (void)util::for_each_name(state, [&](std::string_view n) {
+    if (n.starts_with(kNotesPrefix)) names.emplace_back(n);
+    return true;
+  });
   for (const std::string& name : names) {
     util::UniqueFd dir(::openat(state, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (dir.valid() && util::try_lock_file(dir.get())) remove_notes_dir(state, name, dir.get());

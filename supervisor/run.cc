@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include "netproxy/resolver.h"
 #include "policy/layer.h"
 #include "runtime/request.h"
+#include "util/dir_names.h"
 #include "util/escape.h"
 #include "util/file_lock.h"
 #include "util/json.h"
@@ -254,16 +254,11 @@ constexpr std::string_view kBundlePrefix = "ca-bundle-", kBundleSuffix = ".pem";
 // The bundles of runs that are gone (a run killed with SIGKILL cannot
 // remove its own): a live run holds a lock on its bundle until it ends.
 void remove_abandoned_bundles(int state) {
-  util::UniqueFd listing(::openat(state, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  DIR* d = listing.valid() ? ::fdopendir(listing.get()) : nullptr;
-  if (!d) return;
-  listing.release();
   std::vector<std::string> names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view n(e->d_name);
+  (void)util::for_each_name(state, [&](std::string_view n) {
     if (n.starts_with(kBundlePrefix) && n.ends_with(kBundleSuffix)) names.emplace_back(n);
-  }
-  ::closedir(d);
+    return true;
+  });
   for (const std::string& name : names) {
     util::UniqueFd fd(::openat(state, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat st {};
