@@ -418,7 +418,10 @@ LoginHosts login_hosts(const Settings& s) {
     auto endpoints = bound_hosts(&p, "", true, s, why);
     if (endpoints.empty()) continue;  // no OAuth login
     for (auto& h : endpoints) add_host(out.endpoints, std::move(h));
-    for (auto& h : bound_hosts(&p, "", false, s, why)) add_host(out.bound_later, std::move(h));
+    // The CA vouches for TLS hosts only: an operator's http:// bind (a
+    // local model server) needs none.
+    for (auto& h : bound_hosts(&p, "", false, s, why))
+      if (h.wire == netproxy::Wire::tls) add_host(out.bound_later, std::move(h));
   }
   return out;
 }

@@ -200,3 +200,23 @@ TEST_CASE(
   CHECK(o.err.find(why) != std::string::npos);
   CHECK(server.log().empty());
 }
+
+// An OAuth provider's key bound to a local proxy over plain HTTP (LiteLLM
+// in front of Anthropic): its logins are intercepted at the provider's
+// token endpoints all the same, and the run's CA needs no certificate
+// for the proxy. Before, every run stopped (125): the CA refused the
+// plain-HTTP host.
+TEST_CASE("an OAuth provider bound to http://127.0.0.1:PORT runs, and its key reaches the local proxy") {
+  Sandbox sb;
+  StandInServer server(sb.base, "plain", kPlainHandler);
+  const std::string url = "http://127.0.0.1:" + server.port();
+  user_policy(sb, "[credentials]\nbind = { anthropic = [\"" + url + "\"] }\n");
+  const std::string key = "sk-ant-api03-" + unique_token() + "LOCALPROXYkey0123456789abcdefghij";
+  auto o = sb.jail({"/bin/sh", "-c", "curl -sS -H \"x-api-key: $ANTHROPIC_API_KEY\" " + url + "/v1/messages"}, {}, "",
+                   {"ANTHROPIC_API_KEY=" + key});
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  CHECK(server.log().find("x-api-key: " + key) != std::string::npos);
+  CHECK(o.out.find(key) == std::string::npos);
+}

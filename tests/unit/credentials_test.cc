@@ -86,6 +86,7 @@ TEST_CASE(
   s.test_token_endpoints.push_back(*stand_in_endpoint("anthropic", "127.0.0.1", 8443, "/v1/oauth/token"));
   s.extra_hosts.push_back({"anthropic", pj::policy::Entry{"gateway.example:8443", {}}});
   s.extra_hosts.push_back({"groq", pj::policy::Entry{"groq-gateway.example", {}}});
+  s.extra_hosts.push_back({"anthropic", pj::policy::Entry{"http://127.0.0.1:4000", {}}});  // a local proxy
   const LoginHosts l = login_hosts(s);
   auto has = [](const std::vector<BoundHost>& v, const std::string& name, uint16_t port = 443) {
     return std::find(v.begin(), v.end(), BoundHost{name, port}) != v.end();
@@ -104,6 +105,8 @@ TEST_CASE(
   CHECK_FALSE(has(l.bound_later, "api.groq.com"));
   CHECK_FALSE(has(l.bound_later, "groq-gateway.example"));
   CHECK_FALSE(has(l.endpoints, "api.anthropic.com"));
+  // A plain-HTTP bind needs no certificate (and the CA takes TLS hosts only).
+  for (const auto& h : l.bound_later) CHECK(h.wire == pj::netproxy::Wire::tls);
   // Each once.
   for (const auto* v : {&l.endpoints, &l.bound_later})
     for (size_t i = 0; i < v->size(); ++i) CHECK(std::count(v->begin(), v->end(), (*v)[i]) == 1);
