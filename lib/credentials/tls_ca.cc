@@ -10,10 +10,15 @@
 #include <openssl/x509v3.h>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -24,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "netproxy/rules.h"
+#include "util/escape.h"
 #include "util/secret.h"
 #include "util/unique_fd.h"
 #include "util/untrusted.h"
@@ -145,10 +151,10 @@ int anchors_by_subject(X509_LOOKUP* lookup, X509_LOOKUP_TYPE type, const X509_NA
 }
 
 // The anchors of `pem` as DER, each with its subject's hash; none at all
-// is an error. Only the subject is parsed now (subject_hash_of_der):
-// parsing a whole certificate decodes its public key, which took about
-// 16 ms for the 140 of a system bundle at the first connection a run's
-// filter terminates. The lookup parses the few a server's chain names.
+// is an error. Only the subject is parsed here (subject_hash_of_der):
+// parsing a whole certificate decodes its public key, which for a whole
+// system bundle costs the first connection a run's filter terminates
+// several milliseconds. The lookup parses the few a server's chain names.
 util::Result<TlsAuthority::Anchors> anchors_of(const std::string& pem, std::string_view what) {
   TlsAuthority::Anchors out;
   ERR_clear_error();
@@ -329,18 +335,29 @@ bool write_fully(int fd, std::string_view data) {
   return true;
 }
 
-// Everything until the end, at most `cap` bytes; nullopt past it or on an error.
-std::optional<std::string> read_fully(int fd, size_t cap) {
+// Everything until the end, at most `cap` bytes, waiting at most
+// `within` in all; nullopt past either, or on an error. The buffer is
+// reserved whole first: no reallocation leaves a copy of a secret behind.
+std::optional<std::string> read_fully(int fd, size_t cap, std::chrono::milliseconds within) {
+  const auto until = std::chrono::steady_clock::now() + within;
   std::string out;
+  out.reserve(cap);
   char buf[4096];
+  auto failed = [&] {
+    util::wipe(out);
+    util::wipe(buf, sizeof buf);
+    return std::nullopt;
+  };
   while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return failed();
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || out.size() + static_cast<size_t>(n) > cap) {
-      util::wipe(out);
-      util::wipe(buf, sizeof buf);
-      return std::nullopt;
-    }
+    if (n < 0 || out.size() + static_cast<size_t>(n) > cap) return failed();
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
@@ -372,27 +389,43 @@ std::optional<std::pair<pid_t, util::UniqueFd>> start_maker(const std::function<
   const pid_t pid = ::fork();
   if (pid < 0) return std::nullopt;
   if (pid == 0) {
+    // A copy of the supervisor's memory, real credentials included: it
+    // never dumps core, and nothing is thrown out of it. It runs OpenSSL
+    // without an exec, which the check above allows (one thread).
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
     r.reset();
-    auto made = make();
-    std::string out = made ? fmt::format("ok {}\n", made->key_pem.size()) + made->key_pem + made->cert_pem
-                           : "error " + made.error().message();
-    const bool sent = write_fully(w.get(), out);
-    util::wipe(out);
+    bool sent = false;
+    try {
+      auto made = make();
+      std::string out = made ? fmt::format("ok {}\n", made->key_pem.size()) + made->key_pem + made->cert_pem
+                             : "error " + made.error().message();
+      sent = write_fully(w.get(), out);
+      util::wipe(out);
+    } catch (...) {
+    }
     ::_exit(sent ? 0 : 1);
   }
   return std::pair{pid, std::move(r)};
 }
 
-// What the maker `pid` wrote to `out`, once it ended.
-util::Result<CaPems> read_maker(pid_t pid, int out) {
-  auto got = read_fully(out, 256 * 1024);
+// What the maker `pid` wrote to `out` (which is closed then), once it
+// ended; one that says nothing within 10 s is killed.
+util::Result<CaPems> read_maker(pid_t pid, util::UniqueFd out) {
+  auto got = read_fully(out.get(), 64 * 1024, std::chrono::seconds(10));
+  out.reset();  // a maker still writing gets EPIPE, never waits
+  if (!got) ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return Error::invalid("make the per-run CA: its maker process failed");
+    return Error::invalid("make the per-run CA: its maker process failed or did not finish in 10 s");
   std::string text = std::move(*got);
-  util::Result<CaPems> made = Error::invalid("make the per-run CA: " + text.substr(std::min<size_t>(6, text.size())));
+  // Only an error's own text is quoted: anything else may hold the key.
+  util::Result<CaPems> made = Error::invalid(
+      text.starts_with("error ") ? "make the per-run CA: " + util::printable(std::string_view(text).substr(6))
+                                 : std::string("make the per-run CA: its maker process said what it cannot"));
   size_t len = 0;
   const size_t nl = text.find('\n');
   if (text.starts_with("ok ") && nl != std::string::npos &&
@@ -426,7 +459,7 @@ util::Status TlsAuthority::made() const {
   std::lock_guard<std::mutex> lock(made_mu_);
 #ifdef __linux__
   if (maker_) {
-    auto pems = read_maker(maker_->pid, maker_->out.get());
+    auto pems = read_maker(maker_->pid, std::move(maker_->out));
     maker_.reset();
     if (!pems) {
       made_error_ = pems.error().message();

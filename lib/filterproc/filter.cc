@@ -324,6 +324,8 @@ struct LaterTls {
   };
   Anchors roots, extra;
 
+  ~LaterTls() { util::wipe(ca.key_pem); }  // a run that intercepted nothing
+
   static util::Result<Anchors> check(util::UniqueFd fd, std::string_view what) {
     if (!fd.valid()) return Anchors{};
     auto size = util::check_open_file(fd.get(), kMaxAnchorsFile, what);
@@ -441,7 +443,10 @@ int network_filter_main() {
     auto extra = LaterTls::check(std::move(config->upstream_ca), "the upstream CA file");
     if (!extra) return fail(sock, "read the trust anchors", extra.error());
     ca_pem = config->ca->cert_pem;
-    auto later = std::make_shared<LaterTls>(LaterTls{std::move(*config->ca), std::move(*roots), std::move(*extra)});
+    auto later = std::make_shared<LaterTls>();
+    later->ca = std::move(*config->ca);
+    later->roots = std::move(*roots);
+    later->extra = std::move(*extra);
     auto made = credentials::Interceptor::serving_later(std::move(config->intercept), ca_pem,
                                                         [later] { return later->make(); });
     if (!made) return fail(sock, "start the credential filter", made.error());

@@ -179,9 +179,10 @@ void apply_policy(const policy::Policy& p, Request& r);
 
 // Whether the jail can take login callback `port` (Request::login_callbacks):
 // no forward of the policy is on it. On Linux the filter holds a forwarded
-// port inside the jail, so nothing there can listen on it; under Seatbelt
-// the jail must not stand in for that service when it is down. The plans
-// and explain leave such a callback out alike.
+// port inside the jail, so nothing there can listen on it (the supervisor's
+// watcher never sees it taken); under Seatbelt the jail must not stand in
+// for that service when it is down, and the plan leaves it out. explain
+// leaves such a callback out on both.
 bool login_callback_free(const Request& r, std::uint16_t port);
 
 // The problem to report when a path that must stay read-only is a symlink
