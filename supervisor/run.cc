@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -249,21 +250,27 @@ util::Result<std::shared_ptr<credentials::Interceptor>> make_interceptor(
 
 namespace {
 
-constexpr std::string_view kBundlePrefix = "ca-bundle-", kBundleSuffix = ".pem";
+constexpr std::string_view kBundlePrefix = "ca-bundle-", kBundleSuffix = ".pem", kMakingSuffix = ".pem.new";
 
 // The bundles of runs that are gone (a run killed with SIGKILL cannot
 // remove its own): a live run holds a lock on its bundle until it ends.
+// A bundle still being made (".new", before it is locked and named) is
+// taken only once it is a minute old: its run was killed in between.
 void remove_abandoned_bundles(int state) {
   std::vector<std::string> names;
   (void)util::for_each_name(state, [&](std::string_view n) {
-    if (n.starts_with(kBundlePrefix) && n.ends_with(kBundleSuffix)) names.emplace_back(n);
+    if (n.starts_with(kBundlePrefix) && (n.ends_with(kBundleSuffix) || n.ends_with(kMakingSuffix)))
+      names.emplace_back(n);
     return true;
   });
+  const auto now = std::chrono::system_clock::now();
   for (const std::string& name : names) {
     util::UniqueFd fd(::openat(state, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat st {};
-    if (fd.valid() && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && util::try_lock_file(fd.get()))
-      ::unlinkat(state, name.c_str(), 0);
+    if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const auto changed = std::chrono::system_clock::time_point(std::chrono::seconds(st.st_mtime));
+    if (name.ends_with(kMakingSuffix) && now - changed < std::chrono::minutes(1)) continue;
+    if (util::try_lock_file(fd.get())) ::unlinkat(state, name.c_str(), 0);
   }
 }
 
@@ -290,6 +297,7 @@ util::Result<CaBundleFile> CaBundleFile::begin(const std::string& dir) {
   // Made under a name the sweep above never takes, locked, then named: a
   // run starting now cannot take it for an abandoned one.
   const std::string making = name + ".new";
+  static_assert(kMakingSuffix == std::string_view(".pem.new"));
   util::UniqueFd fd(::openat(d->get(), making.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd.valid()) return util::Error::from_errno("create " + dir + "/" + making, errno);
   if (!util::try_lock_file(fd.get())) {

@@ -293,6 +293,14 @@ TEST_CASE("what a run killed with SIGKILL left in the state directory is removed
   const std::string held = state + "/ca-bundle-4243-0123456789abcdef.pem";
   write_file(gone, "-----BEGIN CERTIFICATE-----\n");
   write_file(held, "-----BEGIN CERTIFICATE-----\n");
+  // One cut short before it was named (a run killed then), an hour old;
+  // and one a minute has not passed on (a run may be naming it now).
+  const std::string cut = state + "/ca-bundle-4244-0123456789abcdef.pem.new";
+  const std::string making = state + "/ca-bundle-4245-0123456789abcdef.pem.new";
+  write_file(cut, "");
+  write_file(making, "");
+  const auto hour_ago = std::filesystem::last_write_time(cut) - std::chrono::hours(1);
+  std::filesystem::last_write_time(cut, hour_ago);
   pj::util::UniqueFd holder(::open(held.c_str(), O_RDONLY | O_CLOEXEC));
   REQUIRE(::flock(holder.get(), LOCK_EX | LOCK_NB) == 0);
   auto run = sb.jail({"/bin/true"});
@@ -302,6 +310,9 @@ TEST_CASE("what a run killed with SIGKILL left in the state directory is removed
   CHECK_FALSE(std::filesystem::exists(state + "/jail-notes-4242-0123456789abcdef"));
   CHECK_FALSE(std::filesystem::exists(gone));
   CHECK(std::filesystem::exists(held));
+  CHECK_FALSE(std::filesystem::exists(cut));
+  CHECK(std::filesystem::exists(making));
+  std::filesystem::remove(making);
   // A run killed with SIGKILL leaves its own bundle; the next run removes it.
   auto bundles = [&] {
     std::vector<std::string> out;
