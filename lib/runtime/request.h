@@ -161,7 +161,8 @@ struct Request {
   // Credentials outside the jail: a host file holding the
   // system's CAs and the run's CA, which the jail trusts (mounted over the
   // distribution's bundle paths; every TLS library's variable names it).
-  // Empty: no credential is bound, nothing changes.
+  // Empty: no credential filter (nothing bound, and a program that does
+  // not log in), nothing changes.
   std::string ca_bundle;
 };
 
