@@ -311,7 +311,7 @@ util::Result<CaBundleFile> CaBundleFile::begin(const std::string& dir) {
   }
   CaBundleFile out(dir + "/" + name);
   if (::fchmod(fd.get(), 0644) != 0) return util::Error::from_errno("chmod " + out.path_, errno);
-  if (auto st = out.append(fd.get(), system); !st) return st.take_error();
+  if (auto st = util::write_all(fd.get(), system, out.path_); !st) return st.take_error();
   out.fd_ = std::move(fd);
   return out;
 }
@@ -320,7 +320,7 @@ util::Status CaBundleFile::finish(const std::string& ca_pem) {
   if (!fd_.valid() || finished_) return util::Error::invalid("the run's CA bundle " + path_ + " is finished already");
   if (ca_pem.empty()) return util::Error::invalid("the run's CA bundle " + path_ + ": no CA to add");
   finished_ = true;
-  return append(fd_.get(), "# pi-jail: this run's CA (credentials stay outside the jail)\n" + ca_pem);
+  return util::write_all(fd_.get(), "# pi-jail: this run's CA (credentials stay outside the jail)\n" + ca_pem, path_);
 }
 
 util::Result<CaBundleFile> CaBundleFile::write(const std::string& dir, const std::string& ca_pem) {
@@ -328,16 +328,6 @@ util::Result<CaBundleFile> CaBundleFile::write(const std::string& dir, const std
   if (!out) return out.take_error();
   if (auto st = out->finish(ca_pem); !st) return st.take_error();
   return out;
-}
-
-util::Status CaBundleFile::append(int fd, std::string_view text) const {
-  for (std::string_view rest = text; !rest.empty();) {
-    ssize_t n = ::write(fd, rest.data(), rest.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return util::Error::from_errno("write " + path_, n < 0 ? errno : EIO);
-    rest.remove_prefix(static_cast<size_t>(n));
-  }
-  return {};
 }
 
 CaBundleFile::~CaBundleFile() {

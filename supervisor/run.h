@@ -99,7 +99,6 @@ public:
 
 private:
   explicit CaBundleFile(std::string p) : path_(std::move(p)) {}
-  util::Status append(int fd, std::string_view text) const;
   std::string path_;
   // Open, and locked, for the run: the next run removes a bundle nobody
   // holds (its run was killed).

@@ -31,6 +31,7 @@
 #include "netproxy/rules.h"
 #include "util/escape.h"
 #include "util/secret.h"
+#include "util/temp_file.h"
 #include "util/unique_fd.h"
 #include "util/untrusted.h"
 
@@ -325,16 +326,6 @@ util::Result<std::unique_ptr<TlsAuthority>> TlsAuthority::serving_with(const CaP
 namespace {
 
 #ifdef __linux__
-bool write_fully(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // Everything until the end, at most `cap` bytes, waiting at most
 // `within` in all; nullopt past either, or on an error. The buffer is
 // reserved whole first: no reallocation leaves a copy of a secret behind.
@@ -401,7 +392,7 @@ std::optional<std::pair<pid_t, util::UniqueFd>> start_maker(const std::function<
       auto made = make();
       std::string out = made ? fmt::format("ok {}\n", made->key_pem.size()) + made->key_pem + made->cert_pem
                              : "error " + made.error().message();
-      sent = write_fully(w.get(), out);
+      sent = util::write_all(w.get(), out, "the CA maker's pipe").ok();
       util::wipe(out);
     } catch (...) {
     }

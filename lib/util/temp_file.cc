@@ -68,15 +68,20 @@ TempFile::~TempFile() {
   if (dirfd_ >= 0) ::unlinkat(dirfd_, name_.c_str(), 0);
 }
 
+Status write_all(int fd, std::string_view data, std::string_view shown) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::from_errno(fmt::format("write {}", shown), errno);
+    if (n == 0) return Error::from_errno(fmt::format("write {}: nothing written", shown), EIO);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+
 Status TempFile::fill(std::string_view content, Durability durability, mode_t mode) {
   if (::fchmod(fd_.get(), mode) != 0) return Error::from_errno(fmt::format("chmod {:o} {}", mode, name_), errno);
-  while (!content.empty()) {
-    ssize_t n = ::write(fd_.get(), content.data(), content.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::from_errno(fmt::format("write {}", name_), errno);
-    if (n == 0) return Error::from_errno(fmt::format("write {}: nothing written", name_), EIO);
-    content.remove_prefix(static_cast<size_t>(n));
-  }
+  if (auto st = write_all(fd_.get(), content, name_); !st) return st;
   if (durability == Durability::disk && ::fsync(fd_.get()) != 0)
     return Error::from_errno(fmt::format("fsync {}", name_), errno);
   if (::close(fd_.release()) != 0) return Error::from_errno(fmt::format("close {}", name_), errno);

@@ -19,6 +19,11 @@ namespace pj::util {
 // or the disk.
 enum class Durability { page_cache, disk };
 
+// All of `data` written to `fd` (a file or a pipe: write(2) until done,
+// EINTR retried); an error names `shown`. The one write loop for a whole
+// buffer that is not a socket's (bounded_io.h sends on those).
+Status write_all(int fd, std::string_view data, std::string_view shown);
+
 class TempFile {
 public:
   // A new file BASE.<16 hex digits>.tmp (0600, never an existing one) in
