@@ -232,16 +232,18 @@ bool random_serial(X509* cert) {
   return ok;
 }
 
+// A certificate whose subject is O=pi-jail and, unless `cn` is empty, CN=cn.
 X509* new_cert(EVP_PKEY* key, const std::string& cn, long not_after) {
   X509* x = X509_new();
   if (!x) return nullptr;
   X509_NAME* name = X509_get_subject_name(x);
-  bool ok = X509_set_version(x, 2) == 1 && random_serial(x) && X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
-            X509_gmtime_adj(X509_getm_notAfter(x), not_after) && X509_set_pubkey(x, key) == 1 &&
-            X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>("pi-jail"), -1,
-                                       -1, 0) == 1 &&
-            X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()),
-                                       -1, -1, 0) == 1;
+  bool ok =
+      X509_set_version(x, 2) == 1 && random_serial(x) && X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
+      X509_gmtime_adj(X509_getm_notAfter(x), not_after) && X509_set_pubkey(x, key) == 1 &&
+      X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>("pi-jail"), -1, -1,
+                                 0) == 1 &&
+      (cn.empty() || X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                                                reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0) == 1);
   if (!ok) {
     X509_free(x);
     return nullptr;
@@ -583,12 +585,11 @@ util::Status TlsAuthority::make_contexts(const UpstreamTrust& upstream) {
 util::Result<X509*> TlsAuthority::leaf_for(const std::string& host) {
   std::lock_guard<std::mutex> lock(m_);
   if (auto it = leaves_.find(host); it != leaves_.end()) return it->second;
-  // An address's leaf gets a CN that is no host name: OpenSSL checks a
-  // host-name-like CN against the CA's DNS constraints when the leaf has
-  // no DNS SAN, and "127.0.0.1" then fails a CA that also names DNS hosts
-  // ("permitted subtree violation").
-  X509* x = new_cert(leaf_key_, net::parse_ip(host) ? "pi-jail address " + host.substr(0, 46) : host.substr(0, 64),
-                     kValidity - 60);
+  // A leaf's CN is its host name or absent: a client checks the CN against
+  // the CA's DNS constraints when the leaf has no DNS SAN (OpenSSL a
+  // host-name-like CN, GnuTLS, git's and wget's, any CN), so an address's
+  // leaf, or a name too long for a CN (64), has none.
+  X509* x = new_cert(leaf_key_, net::parse_ip(host) || host.size() > 64 ? std::string() : host, kValidity - 60);
   if (!x || X509_set_issuer_name(x, X509_get_subject_name(ca_)) != 1 ||
       !add_ext(x, ca_, NID_basic_constraints, "critical,CA:FALSE") ||
       !add_ext(x, ca_, NID_key_usage, "critical,digitalSignature") ||

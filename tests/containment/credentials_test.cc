@@ -382,3 +382,85 @@ TEST_CASE(
   CHECK(seen.find("GET /abs?q=1 HTTP/1.1\n") == 0);
   CHECK(seen.find("x-api-key: " + real) != std::string::npos);
 }
+
+namespace {
+
+// git's smart HTTP: git http-backend (as CGI) over the repositories in
+// args[0]. Each request's method, path and transfer coding go to the log.
+const char* const kGitHandler = R"PY(
+import subprocess
+class Handler(StandIn):
+    def any(self):
+        path, _, query = self.path.partition("?")
+        coding = self.headers.get("Transfer-Encoding", "")
+        if coding.lower() == "chunked":
+            body = b""
+            while True:
+                n = int(self.rfile.readline().strip(), 16)
+                if n == 0:
+                    self.rfile.readline()
+                    break
+                body += self.rfile.read(n)
+                self.rfile.readline()
+        else:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        note("%s %s %s\n" % (self.command, path, coding))
+        env = dict(os.environ, GIT_PROJECT_ROOT=args[0], GIT_HTTP_EXPORT_ALL="1", PATH_INFO=path,
+                   QUERY_STRING=query, REQUEST_METHOD=self.command, CONTENT_LENGTH=str(len(body)),
+                   CONTENT_TYPE=self.headers.get("Content-Type", ""), REMOTE_USER="jail", REMOTE_ADDR="127.0.0.1",
+                   HTTP_CONTENT_ENCODING=self.headers.get("Content-Encoding", ""))
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, rest = out.partition(b"\r\n\r\n")
+        status, fields = 200, []
+        for line in head.decode().split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                fields.append((name, value.strip()))
+        self.send_response(status)
+        for name, value in fields:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(rest)))
+        self.end_headers()
+        self.wfile.write(rest)
+)PY";
+
+}  // namespace
+
+// Under the pi profile every provider's token endpoint is intercepted, so
+// github.com is in every Pi run: git's HTTPS (GnuTLS, as Debian's wget)
+// must trust the run's certificates as OpenSSL's clients do. GnuTLS checks
+// a leaf's CN against the CA's DNS constraints when it has no DNS SAN: an
+// address's leaf with a CN was refused ("violates the signer's
+// constraints").
+TEST_CASE(
+    "credentials: git clones and pushes over HTTPS, and wget fetches, through a connection the filter terminates") {
+  Sandbox sb;
+  const auto certs = TestCerts::signed_by_ca(sb.base, "server.pem", {"IP:127.0.0.1"});
+  const std::string repos = sb.base + "/repos", src = sb.base + "/src";
+  sh_ok("git init -q --bare " + repos + "/r.git && git -C " + repos + "/r.git config http.receivepack true && " +
+        "git -C " + repos + "/r.git symbolic-ref HEAD refs/heads/main && git init -q " + src + " && cd " + src +
+        " && head -c 3000000 /dev/urandom > big && echo one > f && git add . && "
+        "git -c user.email=t@t -c user.name=t commit -qm one && git push -q " +
+        repos + "/r.git HEAD:refs/heads/main");
+  StandInServer server(sb.base, "git", certs, kGitHandler, {repos});
+  const std::string port = server.port(), url = "https://127.0.0.1:" + port + "/r.git";
+  const std::string report = sb.outside + "/r.json";
+  // Nothing bound: a login endpoint of the test build's, as github.com is.
+  auto o = sb.jail({"/bin/sh", "-c",
+                    "git clone -q " + url + " c && cd c && cat f && head -c 3000000 /dev/urandom > big2 && " +
+                        "git add big2 && git -c user.email=j@j -c user.name=j commit -qm two && " +
+                        "git push -q origin HEAD:main && echo pushed && wget -q -O - " + url + "/HEAD"},
+                   {"--allow-net", "127.0.0.1:" + port, "--test-upstream-ca", certs.ca, "--test-token-endpoint",
+                    "github-copilot@127.0.0.1:" + port + "/login/oauth/access_token", "--report", report});
+  CAPTURE(o.err);
+  CAPTURE(server.log());
+  CHECK(o.status == 0);
+  CHECK(o.out == "one\npushed\nref: refs/heads/main\n");
+  // The push arrived, chunked (larger than git's 1 MiB post buffer).
+  CHECK(server.log().find("POST /r.git/git-receive-pack chunked\n") != std::string::npos);
+  CHECK(run({"/usr/bin/git", "-C", repos + "/r.git", "log", "--format=%s", "main"}).out == "two\none\n");
+  // Through the filter's TLS, not a tunnel.
+  CHECK(read_file(report).find("TLS intercepted for credentials") != std::string::npos);
+}
