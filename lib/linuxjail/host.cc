@@ -20,6 +20,7 @@
 #include "linuxjail/landlock.h"
 #include "linuxjail/cgroup.h"
 #include "linuxjail/sys.h"
+#include "runtime/request.h"
 
 namespace pj::linuxjail {
 
@@ -229,6 +230,20 @@ HostReport probe_host() {
                       abi > 0 ? fmt::format("ABI {}: {}", abi, describe_landlock(abi))
                               : "unavailable: jails run with the mount view as the only filesystem layer",
                       abi > 0 ? "" : "boot with Landlock enabled (lsm=...,landlock) to add the second layer"});
+  // A run of the pi profile adds its CA to the system's bundle for the
+  // jail, and its filter checks servers against it: without one the run
+  // stops (125).
+  std::string bundle;
+  for (auto p : runtime::kCaBundlePaths) {
+    struct stat st {};
+    if (::stat(std::string(p).c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      bundle = p;
+      break;
+    }
+  }
+  need("the system's CA certificates (a pi profile run adds its CA to them)", !bundle.empty(),
+       bundle.empty() ? fmt::format("none of {}", fmt::join(runtime::kCaBundlePaths, ", ")) : bundle,
+       "install ca-certificates (Debian/Ubuntu: apt-get install ca-certificates)");
   add_limit_checks(r);
   r.jail_possible = required_ok;
   return r;

@@ -174,3 +174,38 @@ TEST_CASE(
     CHECK(o.err == "pi-jail: error: the policy has problems; nothing was run:\n" + c.line);
   }
 }
+
+TEST_CASE("without the system's CA certificates a pi run stops (125) naming the package, and doctor says so") {
+  Sandbox sb;
+  // In a mount namespace of the test's own (in a user namespace, so as uid
+  // 65534 too) whose /etc/ssl/certs is empty: Debian's other bundle paths
+  // are absent anyway.
+  auto without_bundle = [&](const std::string& command) {
+    return run({"/usr/bin/unshare", "-Urm", "/bin/sh", "-c",
+                "mount -t tmpfs none /etc/ssl/certs && for p in /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; "
+                "do [ ! -e $p ] || exit 99; done && cd " +
+                    sb.ws + " && exec " + pi_jail() + " " + command},
+               {"HOME=" + sb.home});
+  };
+  auto o = without_bundle("-q -w " + sb.ws + " -- /bin/true");
+  CAPTURE(o.err);
+  CHECK(o.status == 125);
+  CHECK(contains(o.err, "step: write the jail's CA bundle: no system CA bundle"));
+  CHECK(contains(o.err, "install ca-certificates"));
+  auto doctor = without_bundle("doctor");
+  CAPTURE(doctor.out);
+  CHECK(doctor.status == 1);
+  CHECK(contains(doctor.out, "the system's CA certificates"));
+  CHECK(contains(doctor.out, "apt-get install ca-certificates"));
+  CHECK_FALSE(contains(doctor.out, "This host can build a pi-jail jail."));
+  // The README's troubleshooting quotes the message.
+  CHECK(contains(read_file(data_dir() + "/README.md"),
+                 "`  step: write the jail's CA bundle: no system CA bundle (/etc/ssl/certs/ca-certificates.crt, ...) "
+                 "to add the run's CA to; install ca-certificates`"));
+  CHECK(contains(o.err,
+                 "  step: write the jail's CA bundle: no system CA bundle (/etc/ssl/certs/ca-certificates.crt, ...) "
+                 "to add the run's CA to; install ca-certificates\n"));
+  // And here, with them, doctor names the bundle.
+  auto here = run({pi_jail(), "doctor"});
+  CHECK(contains(here.out, "/etc/ssl/certs/ca-certificates.crt"));
+}
