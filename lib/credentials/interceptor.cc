@@ -25,6 +25,7 @@
 #include "netproxy/http1.h"
 #include "netproxy/protocol.h"
 #include "netproxy/rules.h"
+#include "util/secret.h"
 #include "util/bounded_io.h"
 #include "util/escape.h"
 
@@ -656,12 +657,25 @@ struct InterceptConn {
           credential_refusal(why);
           return answer(502, "refused: " + why);
         }
+        // The new tokens are masked too, wherever the server echoed them
+        // (a field of the head, the body); the head was masked before
+        // they were known.
+        std::vector<Binding> known = bindings;
+        known.insert(known.end(), fresh.begin(), fresh.end());
+        Masker with_fresh(known, sub.renderings);
+        resp.start = with_fresh.mask(resp.start);
+        for (auto& f : resp.fields) {
+          f.name = with_fresh.mask(f.name);
+          f.value = with_fresh.mask(f.value);
+        }
+        const std::string body_out = with_fresh.mask(*rewritten);
+        for (auto& b : known) util::wipe(b.real);
         // New placeholders are substituted from the jail's next request on.
         owner.add_bindings(std::move(fresh));
         resp.erase("Content-Encoding");
         resp.erase("Transfer-Encoding");
-        resp.set("Content-Length", std::to_string(rewritten->size()));
-        if (!to_jail(resp.serialise() + masker.mask(*rewritten))) return;
+        resp.set("Content-Length", std::to_string(body_out.size()));
+        if (!to_jail(resp.serialise() + body_out)) return;
         close_server();  // one request, one response: the next request gets a connection of its own
         continue;
       } else if (sf.framing == http1::Framing::none) {

@@ -21,21 +21,6 @@ namespace {
 using netproxy::http1::iequal;
 using netproxy::http1::trim_ows;
 
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit((unsigned char)s[i + 1]) &&
-        std::isxdigit((unsigned char)s[i + 2])) {
-      out.push_back(static_cast<char>(*util::parse_number<unsigned>(s.substr(i + 1, 2), 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   if (from.empty()) return;
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
@@ -110,6 +95,25 @@ std::vector<std::string> lenient_segments(std::string_view target) {
   return segs;
 }
 }  // namespace
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit((unsigned char)s[i + 1]) &&
+        std::isxdigit((unsigned char)s[i + 2])) {
+      out.push_back(static_cast<char>(*util::parse_number<unsigned>(s.substr(i + 1, 2), 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+bool same_path(std::string_view target, std::string_view path) {
+  return lenient_segments(target) == lenient_segments(path);
+}
 
 bool path_under(std::string_view target, std::string_view prefix) {
   auto t = lenient_segments(target), p = lenient_segments(prefix);

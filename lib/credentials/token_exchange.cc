@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "credentials/substitution.h"
 #include "util/json.h"
 #include "util/json_value.h"
 #include "util/escape.h"
@@ -156,7 +157,7 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
   auto doc = json::parse(body);
   if (!doc) return Error::invalid(fmt::format("the token response is not JSON ({})", doc.error().message()));
   if (!doc->as_object()) return Error::invalid("the token response is not a JSON object");
-  const auto known = table.snapshot();
+  auto known = table.snapshot();
   // Any real value anywhere becomes its placeholder (an endpoint may echo
   // the refresh token it was sent).
   auto mask = [&](auto& self, const json::Value& v) -> json::Value {
@@ -196,8 +197,9 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
       tokens.refresh = *real;
     else if (key != "id_token")
       tokens.access = *real;
-    if (auto known_ph = table.placeholder_of(*real)) {  // masked above
-      table.add_slot(*known_ph, Slot{t.id, field}, origin);
+    if (auto known_ph = table.placeholder_of(*real)) {  // known before, or a new one's echo under another key
+      top[i].value = json::Value::string(*known_ph);
+      if (key != "id_token") table.add_slot(*known_ph, Slot{t.id, field}, origin);
       continue;
     }
     std::vector<std::string> why;
@@ -209,6 +211,10 @@ util::Result<std::string> rewrite_token_response(std::string_view body, const Pr
     if (key != "id_token") table.add_slot(b.placeholder, Slot{t.id, field}, origin);
     table.add(std::move(b));
   }
+  // A new token echoed anywhere else ({"session": {"bearer": ...}}) becomes
+  // its placeholder too.
+  known = table.snapshot();
+  out = mask(mask, out);
   // Anthropic: {"account": {"email_address": ...}}; others: "email".
   for (const json::Value* a : {doc->find("account"), static_cast<const json::Value*>(&*doc)})
     if (a && a->as_object() && tokens.account.empty())
@@ -273,27 +279,65 @@ std::vector<HeldLogins::Login> HeldLogins::list() const {
 
 namespace {
 
-// The grant_type of a token request body, JSON or form-encoded, or "".
+// A form body's parameters as a lenient server reads them: split at '&'
+// and ';', names and values with '+' as a space and percent-decoded.
+std::vector<std::pair<std::string, std::string>> form_parameters(std::string_view body) {
+  auto decode = [](std::string_view s) {
+    std::string plus(s);
+    std::replace(plus.begin(), plus.end(), '+', ' ');
+    return plus.find('%') == std::string::npos ? plus : percent_decode(plus);
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t at = 0; at <= body.size();) {
+    size_t end = body.find_first_of("&;", at);
+    std::string_view pair = body.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    size_t eq = pair.find('=');
+    if (!pair.empty())
+      out.emplace_back(decode(pair.substr(0, eq)),
+                       eq == std::string_view::npos ? std::string() : decode(pair.substr(eq + 1)));
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  return out;
+}
+
+// The parameters that make a token request a login, whatever its
+// grant_type says: a code or a device code buys another account's tokens.
+constexpr std::string_view kLoginParameters[] = {"code", "device_code", "code_verifier"};
+bool login_parameter(std::string_view name) {
+  return std::find(std::begin(kLoginParameters), std::end(kLoginParameters), name) != std::end(kLoginParameters);
+}
+
+// The grant_type of a renewal's request body, JSON or form-encoded, or ""
+// when the body is not plainly one: read as JSON (a body starting with
+// '{') and as a form (how a server reads it when the request says so,
+// whatever the bytes look like), it must say one grant_type, repeat no
+// parameter and carry no login parameter (a code) either way. A server
+// reads a repeated parameter, or one spelled with escapes
+// ("grant%5Ftype"), as it likes: such a body is a login, held for consent.
 std::string grant_type_of(std::string_view body) {
+  const auto form = form_parameters(body);
+  for (size_t i = 0; i < form.size(); ++i) {
+    if (login_parameter(form[i].first)) return "";
+    for (size_t j = 0; j < i; ++j)
+      if (form[j].first == form[i].first) return "";
+  }
   const size_t first = body.find_first_not_of(" \t\r\n");
   if (first != std::string_view::npos && body[first] == '{') {
-    auto doc = json::parse(body);
-    const json::Value* g = doc ? doc->find("grant_type") : nullptr;
+    // As a form, a JSON body is one parameter (no '&' or ';' in it): one
+    // that holds grant_type or a code in a string is not plainly JSON.
+    for (const auto& [name, value] : form)
+      if (name == "grant_type") return "";
+    auto doc = json::parse(body);  // refuses duplicate names
+    if (!doc || !doc->as_object()) return "";
+    for (const auto& m : *doc->as_object())
+      if (login_parameter(m.key)) return "";
+    const json::Value* g = doc->find("grant_type");
     return g && g->as_string() ? *g->as_string() : "";
   }
-  std::string found;
-  size_t count = 0;
-  for (size_t at = 0; at <= body.size();) {
-    size_t amp = body.find('&', at);
-    std::string_view pair = body.substr(at, amp == std::string_view::npos ? std::string_view::npos : amp - at);
-    if (pair.starts_with("grant_type=")) {
-      found = std::string(pair.substr(11));
-      ++count;
-    }
-    if (amp == std::string_view::npos) break;
-    at = amp + 1;
-  }
-  return count == 1 ? found : "";  // a repeated grant_type: whichever the server reads, not a renewal
+  for (const auto& [name, value] : form)
+    if (name == "grant_type") return value;
+  return "";
 }
 
 }  // namespace
@@ -325,13 +369,16 @@ OAuthExchange::OAuthExchange(std::shared_ptr<Table> table, Settings settings, st
       warn_(std::move(warn)),
       held_(std::move(held)) {}
 
+// The path is compared as a lenient server reads it (same_path): another
+// spelling of a token endpoint ("/v1/oauth/token/", "//v1/oauth/token")
+// is the token endpoint, else a login through it would bring the real
+// tokens into the jail unrewritten.
 const TokenEndpoint* OAuthExchange::endpoint(std::string_view host, std::string_view path) const {
-  path = path.substr(0, path.find('?'));
   for (const auto& t : settings_.test_token_endpoints)
-    if (t.host == host && t.path == path && provider_by_id(t.id)) return &t;
+    if (t.host == host && same_path(path, t.path) && provider_by_id(t.id)) return &t;
   for (const auto& p : providers())
     for (const auto& t : p.token_endpoints)
-      if (t.host == host && t.path == path) return &t;
+      if (t.host == host && same_path(path, t.path)) return &t;
   return nullptr;
 }
 

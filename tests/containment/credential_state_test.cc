@@ -171,7 +171,7 @@ namespace {
 // grant_type authorization_code and any code is a login: it answers new
 // tokens too. Its argument: a JSON file of the tokens it expects and gives.
 const char* const kTokenHandler = R"PY(
-import gzip, json
+import gzip, json, re, urllib.parse
 conf = args[0]
 class Handler(StandIn):
     def any(self):
@@ -180,8 +180,13 @@ class Handler(StandIn):
         if self.command == "GET" and self.path.startswith("/ignore-body"): n = 0  # its body reads as a request
         body = self.rfile.read(n).decode() if n else ""
         note("%s auth=%s body=%s\n" % (self.requestline, self.headers.get("Authorization"), body))
-        if self.path == "/v1/oauth/token":
-            req = json.loads(body)
+        # As lenient routers read a path (Rails: repeated and trailing
+        # slashes), and a form as most parsers do (keys decoded, the last
+        # of a repeated one wins).
+        path = re.sub("/+", "/", self.path.split("?")[0]).rstrip("/") or "/"
+        if path == "/v1/oauth/token":
+            form = "x-www-form-urlencoded" in self.headers.get("Content-Type", "")
+            req = dict(urllib.parse.parse_qsl(body)) if form else json.loads(body)
             # A login: any code the client chose buys new tokens.
             login = req.get("grant_type") == "authorization_code" and req.get("code")
             if req.get("refresh_token") != c["expect_refresh"] and not login:
@@ -557,6 +562,53 @@ TEST_CASE(
   CHECK(read_file(auth).find(refused) == std::string::npos);
   t.type("echo done-$((6*7))");
   CHECK(t.wait_for("done-42"));
+}
+
+TEST_CASE(
+    "a login through another spelling of the token path, or a renewal with a second grant_type, is a login: "
+    "placeholders inside, the host's auth.json untouched without consent") {
+  Sandbox sb;
+  host_auth(sb);
+  const std::string before = read_file(sb.home + "/.pi/agent/auth.json");
+  const std::string new_access = "sk-ant-oat01-" + unique_token() + "SPELTACCESSspelt0123456789abcdefghijklmno";
+  const std::string new_refresh = "sk-ant-ort01-" + unique_token() + "SPELTREFRESHspelt0123456789abcdefghijklmn";
+  TokenStandIn ts(sb, new_access, new_refresh);
+  // A login (a code the jail holds) at "/v1/oauth/token/" and
+  // "//v1/oauth/token", which the server reads as its token endpoint;
+  // then the host's refresh placeholder with a second grant_type the
+  // server reads last (grant%5Ftype): a login with the jail's code.
+  const std::string login =
+      "env -u NO_PROXY -u no_proxy curl -sS --path-as-is -H 'content-type: application/json' "
+      "--data '{\"grant_type\":\"authorization_code\",\"code\":\"jails\"}' " +
+      ts.url;
+  auto o =
+      jail_sh(sb,
+              login + "/v1/oauth/token/; echo; " + login +
+                  "//v1/oauth/token; echo; r=$(grep -o 'sk-ant-ort01-[A-Za-z0-9]*' $HOME/.pi/agent/auth.json); "
+                  "env -u NO_PROXY -u no_proxy curl -sS -H 'content-type: application/x-www-form-urlencoded' "
+                  "--data \"grant_type=refresh_token&refresh_token=$r&grant%5Ftype=authorization_code&code=jails\" " +
+                  ts.url + "/v1/oauth/token",
+              ts.opts);
+  CAPTURE(o.err);
+  CAPTURE(o.out);
+  CHECK(o.status == 0);
+  const std::string seen = ts.server.log();
+  CAPTURE(seen);
+  CHECK(seen.find("POST /v1/oauth/token/ ") != std::string::npos);
+  CHECK(seen.find("POST //v1/oauth/token ") != std::string::npos);
+  CHECK(seen.find("grant%5Ftype=authorization_code") != std::string::npos);
+  // Three token responses, each with placeholders only.
+  size_t answers = 0;
+  for (size_t at = o.out.find("\"access_token\": \"sk-ant-oat01-"); at != std::string::npos;
+       at = o.out.find("\"access_token\": \"sk-ant-oat01-", at + 1))
+    ++answers;
+  CHECK(answers == 3);
+  CHECK(o.out.find(new_access.substr(13)) == std::string::npos);
+  CHECK(o.out.find(new_refresh.substr(13)) == std::string::npos);
+  // No terminal: the logins are not written back; the host's file is as it was.
+  CHECK(read_file(sb.home + "/.pi/agent/auth.json") == before);
+  CHECK(o.err.find("refused: auth.json: provider \"anthropic\": a login made in the jail is not written back") !=
+        std::string::npos);
 }
 
 TEST_CASE("OAuth refresh through the filter: a body the server ignores on the same connection cannot answer it") {

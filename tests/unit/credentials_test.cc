@@ -838,6 +838,74 @@ TEST_CASE("token exchange: a refresh_token grant without the current placeholder
   CHECK(rig.held->list().size() == 1);
 }
 
+TEST_CASE("token exchange: a renewal's body says one grant_type plainly, else the exchange is a login") {
+  ExchangeRig rig;
+  OAuthExchange ex(rig.table, pi_settings(), rig.dir, nullptr, rig.held);
+  auto kind = [&](const std::string& body) {
+    auto r = ex.request_body("platform.claude.com", "/v1/oauth/token", body, {});
+    REQUIRE(r);
+    return r->kind;
+  };
+  const std::string ph = rig.refresh_ph;
+  // Plain renewals, JSON and form (Pi's own shapes).
+  CHECK(kind(R"({"grant_type":"refresh_token","client_id":"c","refresh_token":")" + ph + "\"}") == kRenewal);
+  CHECK(kind("grant_type=refresh_token&refresh_token=" + ph + "&client_id=c&scope=openid+profile") == kRenewal);
+  // A second grant_type, however spelled, or a code: a server reads
+  // whichever it likes, so these are logins (held for consent).
+  for (const std::string& body :
+       {"grant_type=refresh_token&refresh_token=" + ph + "&grant%5Ftype=authorization_code&code=X&code_verifier=V",
+        "grant%5Ftype=authorization_code&grant_type=refresh_token&refresh_token=" + ph,
+        "grant_type=refresh_token&refresh_token=" + ph + ";grant_type=authorization_code",
+        "grant_type=refresh_token&refresh_token=" + ph + "&code=X",
+        "grant_type=refresh_token&refresh_token=" + ph + "&device%5Fcode=X",
+        "grant_type=refresh_token&refresh_token=" + ph + "&refresh_token=" + ph,
+        R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","code":"X"})",
+        R"({"grant_type":"refresh_token","refresh_token":")" + ph +
+            R"(","x":"&grant_type=authorization_code&code=X&z="})",
+        R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","x":"&grant_type=authorization_code"})"}) {
+    CAPTURE(body);
+    CHECK(kind(body) == pj::credentials::ExchangeKind::login);
+  }
+}
+
+TEST_CASE("token exchange: another spelling of the token endpoint's path is the token endpoint") {
+  OAuthExchange ex(std::make_shared<Table>(), pi_settings(), "", nullptr);
+  for (const char* path :
+       {"/v1/oauth/token", "/v1/oauth/token/", "//v1/oauth/token", "/v1//oauth/token", "/v1/%6fauth/token",
+        "/v1/oauth/token;x=1", "/V1/OAuth/Token", "/v1/./oauth/token", "/x/../v1/oauth/token", "/v1/oauth/token?x=1",
+        "/v1\\oauth\\token", "https://platform.claude.com/v1/oauth/token"}) {
+    CAPTURE(path);
+    CHECK(ex.is_token_endpoint("platform.claude.com", path));
+  }
+  CHECK_FALSE(ex.is_token_endpoint("platform.claude.com", "/v1/oauth/tokens"));
+  CHECK_FALSE(ex.is_token_endpoint("platform.claude.com", "/v1/oauth"));
+  CHECK_FALSE(ex.is_token_endpoint("platform.claude.com", "/v1/oauth/token/x"));
+}
+
+TEST_CASE("token exchange: a new token echoed under another name, or nested, reaches the jail as its placeholder") {
+  ExchangeRig rig;
+  OAuthExchange ex(rig.table, pi_settings(), rig.dir, nullptr, rig.held);
+  auto req = ex.request_body("platform.claude.com", "/v1/oauth/token",
+                             R"({"grant_type":"authorization_code","code":"c","client_id":"c"})", {});
+  REQUIRE(req);
+  const std::string access = "sk-ant-oat01-ECHOEDaccess0123456789abcdefghijklmn",
+                    refresh = "sk-ant-ort01-ECHOEDrefresh0123456789abcdefghijklm";
+  auto out = ex.response_body("platform.claude.com", "/v1/oauth/token", 200, "",
+                              R"({"access_token":")" + access + R"(","refresh_token":")" + refresh + R"(","token":")" +
+                                  access + R"(","id_token":")" + refresh + R"(","session":{"bearer":")" + access +
+                                  R"(","list":[")" + refresh + R"("]},"expires_in":3600})",
+                              req->kind);
+  REQUIRE(out);
+  CAPTURE(*out);
+  CHECK(out->find("ECHOED") == std::string::npos);
+  auto doc = json::parse(*out);
+  REQUIRE(doc);
+  const std::string access_ph = *doc->find("access_token")->as_string();
+  CHECK(*doc->find("token")->as_string() == access_ph);
+  CHECK(*doc->find("session")->find("bearer")->as_string() == access_ph);
+  CHECK(*doc->find("id_token")->as_string() == *doc->find("refresh_token")->as_string());
+}
+
 namespace {
 
 // The exchange split as the filter process runs it: the supervisor's
