@@ -256,21 +256,29 @@ std::string san_for(const std::string& host) {
   return "DNS:" + host;
 }
 
-// The name constraints of the CA: the bound names (DNS) and addresses (IP, exact).
+// The name constraints of the CA: the bound names (DNS) and addresses (IP,
+// exact). A family of addresses none of which is bound is excluded whole:
+// without a permitted subtree of its type, a name is not constrained at
+// all (RFC 5280 section 4.2.1.10), and the CA would vouch for any address.
 std::string name_constraints(const std::vector<BoundHost>& hosts) {
   std::string out = "critical";
   std::vector<std::string> seen;
+  bool v4 = false, v6 = false;
   for (const auto& h : hosts) {
     std::string item;
-    if (auto ip = net::parse_ip(h.name))
+    if (auto ip = net::parse_ip(h.name)) {
+      (ip->v6 ? v6 : v4) = true;
       item = ip->v6 ? "permitted;IP:" + ip->str() + "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
                     : "permitted;IP:" + ip->str() + "/255.255.255.255";
-    else
+    } else {
       item = "permitted;DNS:" + h.name;
+    }
     if (std::find(seen.begin(), seen.end(), item) != seen.end()) continue;
     seen.push_back(item);
     out += "," + item;
   }
+  if (!v4) out += ",excluded;IP:0.0.0.0/0.0.0.0";
+  if (!v6) out += ",excluded;IP:::/::";
   return out;
 }
 
