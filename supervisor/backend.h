@@ -18,6 +18,10 @@ namespace pj::supervisor::backend {
 // Which jail this executable builds: "linux" or "macos-seatbelt" (in
 // `explain --json` and in --report).
 extern const char* const kName;
+// Whether this backend keeps credentials outside the jail (placeholders
+// inside, the real values on the filter's side): Linux does; the Seatbelt
+// backend passes what the policy passes as it is (README, Platforms).
+extern const bool kKeepsCredentialsOutside;
 
 // The network filter process's main() (filterproc/filter.h), where this
 // backend has one; elsewhere a sentence and exit status 2.

@@ -33,6 +33,7 @@
 namespace pj::supervisor::backend {
 
 const char* const kName = "linux";
+const bool kKeepsCredentialsOutside = true;
 
 int network_filter() { return filterproc::network_filter_main(); }
 

@@ -54,13 +54,25 @@ int explain_policy(bool json, const supervisor::Prepared& prepared) {
   policy::Resolved with_load_errors = lp.resolved;
   with_load_errors.errors.insert(with_load_errors.errors.begin(), lp.errors.begin(), lp.errors.end());
   ex.resolved = &with_load_errors;
+  // Each credential the run would pass, how and where its real value may
+  // go, and where a login inside is intercepted (credentials/run_credentials.h);
+  // never a value. A backend that keeps none outside has none of this.
+  const bool outside = supervisor::backend::kKeepsCredentialsOutside;
+  runtime::Request r = prepared.request;
+  auto creds = ex.policy && outside
+                   ? credentials::RunCredentials::prepare(ex.policy, r)
+                   : util::Result<credentials::RunCredentials>(util::Error::invalid("not kept outside"));
+  if (creds) {
+    ex.login_endpoints = creds->login_endpoints();
+    ex.login_endpoints_source = prepared.request.logs_in_source;
+  }
   util::out("{}", json ? policy::explain_json(ex) : policy::explain_text(ex));
   int status = with_load_errors.errors.empty() ? 0 : kSetupFailed;
-  if (ex.policy && !json) {
-    // Each credential the run would pass, how and where its real value
-    // may go (credentials/run_credentials.h); never a value.
-    runtime::Request r = prepared.request;
-    auto creds = credentials::RunCredentials::prepare(ex.policy, r);
+  if (ex.policy && !json && !outside) {
+    util::out(
+        "\ncredentials: not kept outside on this backend: a credential the policy passes enters the jail with its "
+        "real value (README, Platforms)\n");
+  } else if (ex.policy && !json) {
     util::out(
         "\ncredentials (placeholders inside the jail; the network filter sends the real value to the bound "
         "hosts only):\n");

@@ -22,6 +22,7 @@
 namespace pj::supervisor::backend {
 
 const char* const kName = "macos-seatbelt";
+const bool kKeepsCredentialsOutside = false;
 
 // The network filter's process: this executable, exec'd afresh by
 // sandbox-exec under the filter's own profile (seatbelt_run.cc).

@@ -141,16 +141,15 @@ std::vector<netproxy::Watched> RunCredentials::watched() const {
 std::vector<std::string> RunCredentials::explain_lines() const {
   auto lines = credentials::explain_lines(state_->provenance);  // the free function, not this one
   if (lines.empty()) lines.push_back("(none)");
-  if (state_->logs_in) {
-    std::vector<std::string> endpoints;
-    for (const auto& h : login_hosts(state_->settings).endpoints) endpoints.push_back(net::authority(h.name, h.port));
-    lines.push_back(fmt::format(
-        "logins inside: intercepted at {} (a login's tokens reach the jail as placeholders; the host's auth.json "
-        "gets them as [credentials] logins says)",
-        fmt::join(endpoints, ", ")));
-  }
   for (auto& l : lines) l = util::printable(l);
   return lines;
+}
+
+std::vector<std::string> RunCredentials::login_endpoints() const {
+  std::vector<std::string> out;
+  if (state_->logs_in)
+    for (const auto& h : login_hosts(state_->settings).endpoints) out.push_back(net::authority(h.name, h.port));
+  return out;
 }
 
 void RunCredentials::write_json(util::JsonWriter& j) const {

@@ -61,9 +61,13 @@ public:
   policy::LoginWriteBack logins_mode() const { return state_->logins; }
 
   const std::vector<Provenance>& provenance() const { return state_->provenance; }
-  // "# credentials" lines for explain ("(none)" without a binding; then
-  // the token endpoints a login inside is intercepted at); never a secret.
+  // "# credentials" lines for explain ("(none)" without a binding); never
+  // a secret.
   std::vector<std::string> explain_lines() const;
+  // Where a login inside is intercepted (host:port; the network filter
+  // terminates TLS there): every provider's token endpoint when the
+  // program logs in, else none.
+  std::vector<std::string> login_endpoints() const;
   // The report's "credentials" object.
   void write_json(util::JsonWriter& j) const;
 

@@ -292,6 +292,7 @@ public:
     in.env_set.emplace_back("PI_CODING_AGENT_DIR", agent_dir_);
     for (const auto& c : kPiLoginCallbacks) in.login_callbacks.push_back({c.port, c.what, "profile pi"});
     in.logs_in = true;
+    in.logs_in_source = "profile pi";
     // Every project's sessions are there: the jail sees only those of
     // this workspace (show_pi_sessions), whether or not any is shown.
     in.private_hidden.push_back(agent_dir_ + "/sessions");

@@ -189,6 +189,12 @@ Section network_section(const Policy& p, const ExplainInput& in) {
   Section logins{.key = "login_callbacks", .shape = Shape::list, .json_when_empty = false};
   if (serves_login_callbacks(in))
     for (const auto& c : in.login_callbacks) logins.rows.push_back(login_callback_row(in, c));
+  // Absent from the JSON when the program does not log in.
+  Section intercepts{.key = "login_endpoints", .shape = Shape::values, .json_when_empty = false};
+  for (const auto& e : in.login_endpoints)
+    intercepts.rows.push_back(unsourced("login-tls",
+                                        e + " (TLS ends at the filter: a login's tokens become placeholders)",
+                                        Source{in.login_endpoints_source, 0, 0}, {{"endpoint", e}}));
   Section ssh{.key = "ssh", .shape = Shape::list};
   for (const auto& r : p.ssh_hosts())
     ssh.rows.push_back(entry("ssh", r.pattern.str() + " (git/ssh; its keys from known_hosts)", r.src,
@@ -226,7 +232,7 @@ Section network_section(const Policy& p, const ExplainInput& in) {
               "loopback rules with a port are forwarded):",
           .shape = Shape::parts,
           .parts = {std::move(allow), net_rules("deny", p.net_deny()), std::move(publish), std::move(logins),
-                    std::move(ssh), std::move(binds), std::move(upstream)}};
+                    std::move(intercepts), std::move(ssh), std::move(binds), std::move(upstream)}};
 }
 
 Section env_section(const Policy& p) {

@@ -33,6 +33,11 @@ struct ExplainInput {
     std::string source;  // "profile pi"
   };
   std::vector<LoginCallback> login_callbacks = {};
+  // Where the network filter terminates TLS for a login inside (host:port;
+  // credentials::RunCredentials::login_endpoints()), and who asked for it
+  // ("profile pi").
+  std::vector<std::string> login_endpoints = {};
+  std::string login_endpoints_source = {};
 };
 
 // For people: paths, patterns and messages (which may come from the

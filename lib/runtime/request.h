@@ -154,6 +154,7 @@ struct Request {
   // first login's tokens reach the jail as placeholders too
   // (credentials/run_credentials.h).
   bool logs_in = false;
+  std::string logs_in_source;  // who said so, for explain ("profile pi")
   // The size of the one scratch file system /tmp, /var/tmp and /dev/shm
   // share (the Linux jail; the Seatbelt jail's TMPDIR is on the host disk).
   policy::MemorySize scratch{50, policy::MemorySize::Unit::percent_of_ram};

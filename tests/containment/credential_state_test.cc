@@ -513,12 +513,19 @@ TEST_CASE(
   CHECK(host.find(new_access) != std::string::npos);
   CHECK(host.find(new_refresh) != std::string::npos);
   CHECK(host.find("sk-ant-oat01-") == host.find(new_access));  // no placeholder beside it
-  // explain says where a login is intercepted.
+  // explain says where a login is intercepted, in text and in JSON.
   auto explain = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "explain"},
                      {"HOME=" + sb.home, "XDG_CONFIG_HOME=" + sb.home + "/.config"});
   CAPTURE(explain.out);
-  CHECK(explain.out.find("logins inside: intercepted at platform.claude.com:443, console.anthropic.com:443, "
-                         "auth.openai.com:443") != std::string::npos);
+  CHECK(explain.out.find("  login-tls       platform.claude.com:443 (TLS ends at the filter: a login's tokens become "
+                         "placeholders) profile pi\n") != std::string::npos);
+  for (const char* endpoint : {"console.anthropic.com:443", "auth.openai.com:443", "github.com:443"})
+    CHECK(explain.out.find(std::string("  login-tls       ") + endpoint + " (") != std::string::npos);
+  auto json = run({"/usr/bin/env", "-C", sb.ws, pi_jail(), "-w", sb.ws, "explain", "--json"},
+                  {"HOME=" + sb.home, "XDG_CONFIG_HOME=" + sb.home + "/.config"});
+  CAPTURE(json.out);
+  CHECK(json.out.find("\"login_endpoints\": [\n      \"platform.claude.com:443\",\n      "
+                      "\"console.anthropic.com:443\",") != std::string::npos);
 }
 
 TEST_CASE(
