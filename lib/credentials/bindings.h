@@ -85,6 +85,9 @@ enum class ExchangeKind { renewal, login };
 struct ExchangeRequest {
   std::string body;  // placeholders of refresh tokens replaced by the real ones
   ExchangeKind kind = ExchangeKind::login;
+  // A renewal's body is the filter's own, and so is its type: the request
+  // goes with this Content-Type ("": the jail's, a login).
+  std::string content_type;
 };
 
 // A provider's OAuth token endpoint: the only request whose body is
@@ -99,12 +102,15 @@ public:
   virtual bool is_token_endpoint(std::string_view host, std::string_view path) const = 0;
   // The request body with the jail's placeholders for refresh tokens
   // replaced by the real ones, and what the exchange is (`header_placeholders`:
-  // the placeholders substituted in the request's headers). An error
-  // refuses the request (the filter answers 403 and records the message,
-  // which never holds a secret).
+  // the placeholders substituted in the request's headers;
+  // `authorization`: every value of its Authorization fields, as
+  // substituted). A renewal's body is rebuilt from what it plainly says.
+  // An error refuses the request (the filter answers 403 and records the
+  // message, which never holds a secret).
   virtual util::Result<ExchangeRequest> request_body(std::string_view host, std::string_view path,
                                                      std::string_view body,
-                                                     const std::vector<std::string>& header_placeholders) = 0;
+                                                     const std::vector<std::string>& header_placeholders,
+                                                     const std::vector<std::string>& authorization = {}) = 0;
   // The upstream response body (`content_encoding` as sent: "", "gzip",
   // "deflate", "br", "zstd"), decoded, with every real token replaced by a
   // new placeholder (and, for a renewal, the host's auth.json updated; a

@@ -565,12 +565,17 @@ struct InterceptConn {
         std::string body;
         if (!read_body(jail, rf, kMaxExchangeBody, [&](std::string_view b) { return body.append(b), true; }))
           return answer(400, "token request: " + jail.error);
-        auto rewritten = ex->request_body(h.host, path, body, sub.used_placeholders);
+        std::vector<std::string> authorization;
+        for (const auto& f : req.fields)
+          if (::strcasecmp(f.name.c_str(), "Authorization") == 0) authorization.push_back(f.value);
+        auto rewritten = ex->request_body(h.host, path, body, sub.used_placeholders, authorization);
+        for (auto& a : authorization) util::wipe(a);
         if (!rewritten) {
           credential_refusal("token request refused: " + rewritten.error().message());
           return answer(403, "refused: " + rewritten.error().message());
         }
         exchange_kind = rewritten->kind;
+        if (!rewritten->content_type.empty()) req.set("Content-Type", rewritten->content_type);
         req.erase("Transfer-Encoding");
         req.set("Content-Length", std::to_string(rewritten->body.size()));
         if (!to_server(req.serialise() + rewritten->body)) return answer_desync();

@@ -111,8 +111,10 @@ std::string percent_decode(std::string_view s) {
   return out;
 }
 
-bool same_path(std::string_view target, std::string_view path) {
-  return lenient_segments(target) == lenient_segments(path);
+bool names_path(std::string_view target, std::string_view path) {
+  auto t = lenient_segments(target), p = lenient_segments(path);
+  if (p.empty() || t.size() != p.size()) return t == p;
+  return std::equal(p.begin(), p.end() - 1, t.begin()) && t.back().starts_with(p.back());
 }
 
 bool path_under(std::string_view target, std::string_view prefix) {

@@ -66,10 +66,12 @@ Substitution substitute(Head& request, const std::vector<Binding>& bindings, std
 // segment ("/v1/organization/projects/*/api_keys"). Fails closed: anything
 // that might be the prefix is.
 bool path_under(std::string_view target, std::string_view prefix);
-// Whether a request target names `path` itself, read as path_under reads
-// it ("/v1/oauth/token/", "//v1/oauth/token", "/v1/%6fauth/token;x" all
-// name "/v1/oauth/token"). Fails closed the same way.
-bool same_path(std::string_view target, std::string_view path);
+// Whether a request target names `path`, read as path_under reads it
+// ("/v1/oauth/token/", "//v1/oauth/token", "/v1/%6fauth/token;x" all name
+// "/v1/oauth/token"), or with more after its last segment, which some
+// servers route to it too ("token.json": a format suffix; "token.",
+// "token%00": characters they drop). Fails closed: "tokens" is one.
+bool names_path(std::string_view target, std::string_view path);
 // Every %XX decoded once; a '%' not followed by two hex digits stays.
 std::string percent_decode(std::string_view s);
 

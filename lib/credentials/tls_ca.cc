@@ -263,7 +263,7 @@ std::string san_for(const std::string& host) {
 std::string name_constraints(const std::vector<BoundHost>& hosts) {
   std::string out = "critical";
   std::vector<std::string> seen;
-  bool v4 = false, v6 = false;
+  bool v4 = false, v6 = false, dns = false;
   for (const auto& h : hosts) {
     std::string item;
     if (auto ip = net::parse_ip(h.name)) {
@@ -271,6 +271,7 @@ std::string name_constraints(const std::vector<BoundHost>& hosts) {
       item = ip->v6 ? "permitted;IP:" + ip->str() + "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
                     : "permitted;IP:" + ip->str() + "/255.255.255.255";
     } else {
+      dns = true;
       item = "permitted;DNS:" + h.name;
     }
     if (std::find(seen.begin(), seen.end(), item) != seen.end()) continue;
@@ -279,6 +280,9 @@ std::string name_constraints(const std::vector<BoundHost>& hosts) {
   }
   if (!v4) out += ",excluded;IP:0.0.0.0/0.0.0.0";
   if (!v6) out += ",excluded;IP:::/::";
+  // Likewise a run that binds addresses only: names under .invalid
+  // (RFC 6761) alone, which no server has.
+  if (!dns) out += ",permitted;DNS:invalid";
   return out;
 }
 

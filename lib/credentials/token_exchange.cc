@@ -279,87 +279,120 @@ std::vector<HeldLogins::Login> HeldLogins::list() const {
 
 namespace {
 
-// A form body's parameters as a lenient server reads them: split at '&'
-// and ';', names and values with '+' as a space and percent-decoded.
-std::vector<std::pair<std::string, std::string>> form_parameters(std::string_view body) {
-  auto decode = [](std::string_view s) {
-    std::string plus(s);
-    std::replace(plus.begin(), plus.end(), '+', ' ');
-    return plus.find('%') == std::string::npos ? plus : percent_decode(plus);
-  };
-  std::vector<std::pair<std::string, std::string>> out;
-  for (size_t at = 0; at <= body.size();) {
-    size_t end = body.find_first_of("&;", at);
-    std::string_view pair = body.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
-    size_t eq = pair.find('=');
-    if (!pair.empty())
-      out.emplace_back(decode(pair.substr(0, eq)),
-                       eq == std::string_view::npos ? std::string() : decode(pair.substr(eq + 1)));
-    if (end == std::string_view::npos) break;
-    at = end + 1;
+// The parameters a renewal may carry: Pi's (grant_type, refresh_token,
+// client_id; OpenAI's resource), and client_secret and scope (RFC 6749
+// section 6). Any other (a code, a device code, a verifier) is a login's.
+constexpr std::string_view kRenewalParameters[] = {"grant_type",    "client_id", "client_secret",
+                                                   "refresh_token", "scope",     "resource"};
+
+// A renewal's body as it plainly reads: JSON (an object of strings) or a
+// form (name=value pairs joined by '&', names as written, values
+// percent-decoded), in printable ASCII, with renewal parameters only,
+// each once, spelt exactly.
+struct RenewalBody {
+  bool json = false;
+  std::vector<std::pair<std::string, std::string>> params;
+
+  std::string_view operator[](std::string_view name) const {
+    for (const auto& [n, v] : params)
+      if (n == name) return v;
+    return {};
+  }
+  // The body the filter sends: these parameters, `refresh_token` the real one.
+  std::string rebuilt(const std::string& real_refresh) const {
+    std::string out;
+    for (const auto& [name, value] : params) {
+      const std::string& v = name == "refresh_token" ? real_refresh : value;
+      if (json)
+        out += (out.empty() ? "{" : ",") + util::json_escape(name) + ":" + util::json_escape(v);
+      else
+        out += (out.empty() ? "" : "&") + name + "=" + percent_encode(v);
+    }
+    return json ? out + "}" : out;
+  }
+};
+
+std::optional<RenewalBody> renewal_body(std::string_view body) {
+  if (!std::all_of(body.begin(), body.end(),
+                   [](char c) { return (c >= 0x20 && c <= 0x7e) || c == '\t' || c == '\r' || c == '\n'; }))
+    return std::nullopt;  // a BOM, UTF-16, NULs: not plainly either
+  RenewalBody out;
+  const size_t first = body.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && body[first] == '{') {
+    out.json = true;
+    auto doc = json::parse(body);  // refuses duplicate names
+    if (!doc || !doc->as_object()) return std::nullopt;
+    for (const auto& m : *doc->as_object()) {
+      const std::string* v = m.value.as_string();
+      if (!v) return std::nullopt;
+      out.params.emplace_back(m.key, *v);
+    }
+  } else {
+    for (size_t at = 0; at <= body.size();) {
+      const size_t amp = body.find('&', at);
+      std::string_view pair = body.substr(at, amp == std::string_view::npos ? std::string_view::npos : amp - at);
+      const size_t eq = pair.find('=');
+      if (eq == std::string_view::npos) return std::nullopt;
+      std::string value(pair.substr(eq + 1));
+      std::replace(value.begin(), value.end(), '+', ' ');
+      out.params.emplace_back(std::string(pair.substr(0, eq)), percent_decode(value));
+      if (amp == std::string_view::npos) break;
+      at = amp + 1;
+    }
+  }
+  for (size_t i = 0; i < out.params.size(); ++i) {
+    const std::string& name = out.params[i].first;
+    if (std::find(std::begin(kRenewalParameters), std::end(kRenewalParameters), name) == std::end(kRenewalParameters))
+      return std::nullopt;
+    for (size_t j = 0; j < i; ++j)
+      if (out.params[j].first == name) return std::nullopt;
   }
   return out;
 }
 
-// The parameters that make a token request a login, whatever its
-// grant_type says: a code or a device code buys another account's tokens.
-constexpr std::string_view kLoginParameters[] = {"code", "device_code", "code_verifier"};
-bool login_parameter(std::string_view name) {
-  return std::find(std::begin(kLoginParameters), std::end(kLoginParameters), name) != std::end(kLoginParameters);
-}
-
-// The grant_type of a renewal's request body, JSON or form-encoded, or ""
-// when the body is not plainly one: read as JSON (a body starting with
-// '{') and as a form (how a server reads it when the request says so,
-// whatever the bytes look like), it must say one grant_type, repeat no
-// parameter and carry no login parameter (a code) either way. A server
-// reads a repeated parameter, or one spelled with escapes
-// ("grant%5Ftype"), as it likes: such a body is a login, held for consent.
-std::string grant_type_of(std::string_view body) {
-  const auto form = form_parameters(body);
-  for (size_t i = 0; i < form.size(); ++i) {
-    if (login_parameter(form[i].first)) return "";
-    for (size_t j = 0; j < i; ++j)
-      if (form[j].first == form[i].first) return "";
+// The provider's renewal at endpoint `t`, as the filter sends it, when the
+// request is plainly one: the current placeholder of the host's (or a
+// renewed) refresh credential of `t.id`, as t.renewal defines, and nothing
+// a server could read otherwise. A refresh_token grant: no query (many
+// servers read one before the body), and a body renewal_body() reads whose
+// refresh_token is that placeholder, which is rebuilt from those
+// parameters and sent with its own type, so the server reads what the
+// filter read. A header renewal (Copilot's token GET, Meta's mint): one
+// Authorization field, a scheme and the real token alone (a server reads
+// the first or the last of several). Else nullopt: a login.
+std::optional<ExchangeRequest> renewal_request(const TokenEndpoint& t, std::string_view path, std::string_view body,
+                                               const std::vector<std::string>& header_placeholders,
+                                               const std::vector<std::string>& authorization, const Table& table) {
+  auto current = table.current_in(Slot{t.id, "refresh"});
+  // A credential that came from a login inside renews into a login too.
+  if (!current || current->second == Origin::login || path.find('?') != std::string_view::npos) return std::nullopt;
+  const auto bound = table.by_placeholder(current->first);
+  if (!bound) return std::nullopt;
+  switch (t.renewal) {
+    case Renewal::refresh_grant: {
+      auto b = renewal_body(body);
+      if (!b || (*b)["grant_type"] != "refresh_token" || (*b)["refresh_token"] != current->first) return std::nullopt;
+      return ExchangeRequest{b->rebuilt(bound->real), ExchangeKind::renewal,
+                             b->json ? "application/json" : "application/x-www-form-urlencoded"};
+    }
+    case Renewal::header_token: {
+      if (authorization.size() != 1 || std::find(header_placeholders.begin(), header_placeholders.end(),
+                                                 current->first) == header_placeholders.end())
+        return std::nullopt;
+      const std::string& a = authorization.front();
+      const size_t space = a.find(' ');
+      if (space == std::string::npos || std::string_view(a).substr(space + 1) != bound->real) return std::nullopt;
+      std::string scheme = a.substr(0, space);
+      for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (scheme != "bearer" && scheme != "token") return std::nullopt;
+      return ExchangeRequest{std::string(body), ExchangeKind::renewal, ""};
+    }
+    case Renewal::none: return std::nullopt;
   }
-  const size_t first = body.find_first_not_of(" \t\r\n");
-  if (first != std::string_view::npos && body[first] == '{') {
-    // As a form, a JSON body is one parameter (no '&' or ';' in it): one
-    // that holds grant_type or a code in a string is not plainly JSON.
-    for (const auto& [name, value] : form)
-      if (name == "grant_type") return "";
-    auto doc = json::parse(body);  // refuses duplicate names
-    if (!doc || !doc->as_object()) return "";
-    for (const auto& m : *doc->as_object())
-      if (login_parameter(m.key)) return "";
-    const json::Value* g = doc->find("grant_type");
-    return g && g->as_string() ? *g->as_string() : "";
-  }
-  for (const auto& [name, value] : form)
-    if (name == "grant_type") return value;
-  return "";
+  return std::nullopt;
 }
 
 }  // namespace
-
-ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
-                               const std::vector<std::string>& header_placeholders, const Table& table) {
-  auto current = table.current_in(Slot{t.id, "refresh"});
-  // A credential that came from a login inside renews into a login too.
-  if (!current || current->second == Origin::login) return ExchangeKind::login;
-  const std::string& ph = current->first;
-  switch (t.renewal) {
-    case Renewal::refresh_grant:
-      return grant_type_of(body) == "refresh_token" && body.find(ph) != std::string_view::npos ? ExchangeKind::renewal
-                                                                                               : ExchangeKind::login;
-    case Renewal::header_token:
-      return std::find(header_placeholders.begin(), header_placeholders.end(), ph) != header_placeholders.end()
-                 ? ExchangeKind::renewal
-                 : ExchangeKind::login;
-    case Renewal::none: return ExchangeKind::login;
-  }
-  return ExchangeKind::login;
-}
 
 OAuthExchange::OAuthExchange(std::shared_ptr<Table> table, Settings settings, std::string agent_dir,
                              std::function<void(const std::string&)> warn, std::shared_ptr<HeldLogins> held)
@@ -369,16 +402,16 @@ OAuthExchange::OAuthExchange(std::shared_ptr<Table> table, Settings settings, st
       warn_(std::move(warn)),
       held_(std::move(held)) {}
 
-// The path is compared as a lenient server reads it (same_path): another
+// The path is compared as a lenient server reads it (names_path): another
 // spelling of a token endpoint ("/v1/oauth/token/", "//v1/oauth/token")
 // is the token endpoint, else a login through it would bring the real
 // tokens into the jail unrewritten.
 const TokenEndpoint* OAuthExchange::endpoint(std::string_view host, std::string_view path) const {
   for (const auto& t : settings_.test_token_endpoints)
-    if (t.host == host && same_path(path, t.path) && provider_by_id(t.id)) return &t;
+    if (t.host == host && names_path(path, t.path) && provider_by_id(t.id)) return &t;
   for (const auto& p : providers())
     for (const auto& t : p.token_endpoints)
-      if (t.host == host && same_path(path, t.path)) return &t;
+      if (t.host == host && names_path(path, t.path)) return &t;
   return nullptr;
 }
 
@@ -388,10 +421,14 @@ bool OAuthExchange::is_token_endpoint(std::string_view host, std::string_view pa
 
 util::Result<ExchangeRequest> OAuthExchange::request_body(std::string_view host, std::string_view path,
                                                           std::string_view body,
-                                                          const std::vector<std::string>& header_placeholders) {
+                                                          const std::vector<std::string>& header_placeholders,
+                                                          const std::vector<std::string>& authorization) {
   const TokenEndpoint* t = endpoint(host, path);
   if (!t) return Error::invalid("not a token endpoint");
   if (body.size() > kMaxTokenBody) return Error::invalid("the token request body is too large");
+  if (auto renewal = renewal_request(*t, path, body, header_placeholders, authorization, *table_))
+    return std::move(*renewal);
+  // A login: the placeholders bound here (a login's own refresh token) become the real values.
   std::string out(body);
   const bool is_json =
       body.find_first_not_of(" \t\r\n") != std::string_view::npos && body[body.find_first_not_of(" \t\r\n")] == '{';
@@ -409,7 +446,7 @@ util::Result<ExchangeRequest> OAuthExchange::request_body(std::string_view host,
     }
     replace_all(out, b.placeholder, real);
   }
-  return ExchangeRequest{std::move(out), classify_exchange(*t, body, header_placeholders, *table_)};
+  return ExchangeRequest{std::move(out), ExchangeKind::login, ""};
 }
 
 util::Result<std::string> OAuthExchange::response_body(std::string_view host, std::string_view path, int status,
@@ -579,7 +616,7 @@ util::Status OAuthExchange::accept(const ExchangeReport& e) {
     return Error::invalid(fmt::format("token report for {}{}: entry {} is not the endpoint's ({})",
                                       util::printable(e.host), util::printable(e.path), e.entry, t->id));
   if (auto st = check_report(e, *t); !st) return st;
-  // A renewal only where classify_exchange could have found one, and not
+  // A renewal only where renewal_request could have found one, and not
   // over and over.
   const auto now = std::chrono::steady_clock::now();
   auto current = table_->current_in(Slot{t->id, "refresh"});

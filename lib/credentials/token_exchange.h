@@ -70,13 +70,6 @@ private:
   std::vector<Login> logins_;
 };
 
-// What an exchange at endpoint `t` is: the provider's renewal only when
-// it carries the current placeholder of the host's (or a renewed) refresh
-// credential of `t.id`, as t.renewal defines (a refresh_token grant in
-// `body`, or a header placeholder for Copilot's token GET); else a login.
-ExchangeKind classify_exchange(const TokenEndpoint& t, std::string_view body,
-                               const std::vector<std::string>& header_placeholders, const Table& table);
-
 // Rewrite a token endpoint's decoded JSON response: the values of
 // access_token, refresh_token, id_token, token (Copilot), key
 // (OpenRouter) and api_key (Meta) become new placeholders (added to
@@ -123,7 +116,8 @@ public:
 
   bool is_token_endpoint(std::string_view host, std::string_view path) const override;
   util::Result<ExchangeRequest> request_body(std::string_view host, std::string_view path, std::string_view body,
-                                             const std::vector<std::string>& header_placeholders) override;
+                                             const std::vector<std::string>& header_placeholders,
+                                             const std::vector<std::string>& authorization = {}) override;
   util::Result<std::string> response_body(std::string_view host, std::string_view path, int status,
                                           std::string_view content_encoding, std::string_view body,
                                           ExchangeKind kind) override;

@@ -183,12 +183,18 @@ class Handler(StandIn):
         # As lenient routers read a path (Rails: repeated and trailing
         # slashes), and a form as most parsers do (keys decoded, the last
         # of a repeated one wins).
-        path = re.sub("/+", "/", self.path.split("?")[0]).rstrip("/") or "/"
+        # The query's parameters win over the body's (Spring, Flask's
+        # request.values).
+        path, _, query = self.path.partition("?")
+        path = re.sub("/+", "/", path).rstrip("/") or "/"
         if path == "/v1/oauth/token":
             form = "x-www-form-urlencoded" in self.headers.get("Content-Type", "")
             req = dict(urllib.parse.parse_qsl(body)) if form else json.loads(body)
-            # A login: any code the client chose buys new tokens.
+            req.update(urllib.parse.parse_qsl(query))
+            # A login: any code the client chose buys new tokens; so does
+            # another account's refresh token (the jail's own).
             login = req.get("grant_type") == "authorization_code" and req.get("code")
+            login = login or str(req.get("refresh_token")).startswith("sk-ant-ort01-OTHERACCOUNT")
             if req.get("refresh_token") != c["expect_refresh"] and not login:
                 out, code = b'{"error":"invalid_grant"}', 400
             else:
@@ -572,8 +578,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a login through another spelling of the token path, or a renewal with a second grant_type, is a login: "
-    "placeholders inside, the host's auth.json untouched without consent") {
+    "a login through another spelling of the token path, or a renewal with a second grant_type, another "
+    "account's refresh token or a query, is a login: placeholders inside, the host's auth.json untouched without "
+    "consent") {
   Sandbox sb;
   host_auth(sb);
   const std::string before = read_file(sb.home + "/.pi/agent/auth.json");
@@ -588,14 +595,20 @@ TEST_CASE(
       "env -u NO_PROXY -u no_proxy curl -sS --path-as-is -H 'content-type: application/json' "
       "--data '{\"grant_type\":\"authorization_code\",\"code\":\"jails\"}' " +
       ts.url;
-  auto o =
-      jail_sh(sb,
-              login + "/v1/oauth/token/; echo; " + login +
-                  "//v1/oauth/token; echo; r=$(grep -o 'sk-ant-ort01-[A-Za-z0-9]*' $HOME/.pi/agent/auth.json); "
-                  "env -u NO_PROXY -u no_proxy curl -sS -H 'content-type: application/x-www-form-urlencoded' "
-                  "--data \"grant_type=refresh_token&refresh_token=$r&grant%5Ftype=authorization_code&code=jails\" " +
-                  ts.url + "/v1/oauth/token",
-              ts.opts);
+  // Then the jail's own refresh token (another account's) beside the
+  // host's placeholder, and a plain renewal under a query that makes it
+  // a login.
+  const std::string form = "env -u NO_PROXY -u no_proxy curl -sS -H 'content-type: application/x-www-form-urlencoded' ";
+  auto o = jail_sh(
+      sb,
+      login + "/v1/oauth/token/; echo; " + login +
+          "//v1/oauth/token; echo; r=$(grep -o 'sk-ant-ort01-[A-Za-z0-9]*' $HOME/.pi/agent/auth.json); " + form +
+          "--data \"grant_type=refresh_token&refresh_token=$r&grant%5Ftype=authorization_code&code=jails\" " + ts.url +
+          "/v1/oauth/token; echo; " + form +
+          "--data \"grant_type=refresh_token&refresh_token=sk-ant-ort01-OTHERACCOUNTrefresh0123&x=$r\" " + ts.url +
+          "/v1/oauth/token; echo; " + form + "--data \"grant_type=refresh_token&refresh_token=$r\" '" + ts.url +
+          "/v1/oauth/token?grant_type=authorization_code&code=jails'",
+      ts.opts);
   CAPTURE(o.err);
   CAPTURE(o.out);
   CHECK(o.status == 0);
@@ -604,12 +617,14 @@ TEST_CASE(
   CHECK(seen.find("POST /v1/oauth/token/ ") != std::string::npos);
   CHECK(seen.find("POST //v1/oauth/token ") != std::string::npos);
   CHECK(seen.find("grant%5Ftype=authorization_code") != std::string::npos);
-  // Three token responses, each with placeholders only.
+  CHECK(seen.find("refresh_token=sk-ant-ort01-OTHERACCOUNT") != std::string::npos);
+  CHECK(seen.find("?grant_type=authorization_code&code=jails") != std::string::npos);
+  // Five token responses, each with placeholders only.
   size_t answers = 0;
   for (size_t at = o.out.find("\"access_token\": \"sk-ant-oat01-"); at != std::string::npos;
        at = o.out.find("\"access_token\": \"sk-ant-oat01-", at + 1))
     ++answers;
-  CHECK(answers == 3);
+  CHECK(answers == 5);
   CHECK(o.out.find(new_access.substr(13)) == std::string::npos);
   CHECK(o.out.find(new_refresh.substr(13)) == std::string::npos);
   // No terminal: the logins are not written back; the host's file is as it was.

@@ -417,6 +417,25 @@ bool leaf_verifies(TlsAuthority& ca, const std::string& host) {
 }  // namespace
 
 TEST_CASE(
+    "credential filter: the per-run CA vouches for no address when it binds none, and no name when it binds none") {
+  auto names = TlsAuthority::create({{"api.example", 443}}, {});
+  REQUIRE(names);
+  CHECK(leaf_verifies(**names, "api.example"));
+  for (const char* host : {"10.1.2.3", "127.0.0.1", "::1", "2001:db8::1"})
+    CHECK_FALSE_MESSAGE(leaf_verifies(**names, host), host);
+  auto v4 = TlsAuthority::create({{"127.0.0.1", 8443}}, {});
+  REQUIRE(v4);
+  CHECK(leaf_verifies(**v4, "127.0.0.1"));
+  for (const char* host : {"127.0.0.2", "::1", "api.example", "invalid.example"})
+    CHECK_FALSE_MESSAGE(leaf_verifies(**v4, host), host);
+  auto v6 = TlsAuthority::create({{"::1", 8443}, {"api.example", 443}}, {});
+  REQUIRE(v6);
+  CHECK(leaf_verifies(**v6, "::1"));
+  CHECK(leaf_verifies(**v6, "api.example"));
+  CHECK_FALSE(leaf_verifies(**v6, "127.0.0.1"));
+}
+
+TEST_CASE(
     "credential filter: with no credential bound, a login's token endpoints are intercepted (TLS, their port "
     "only), and the CA vouches for them and for the hosts a login's tokens are bound to later") {
   Intercept logins;

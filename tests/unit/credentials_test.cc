@@ -847,9 +847,27 @@ TEST_CASE("token exchange: a renewal's body says one grant_type plainly, else th
     return r->kind;
   };
   const std::string ph = rig.refresh_ph;
-  // Plain renewals, JSON and form (Pi's own shapes).
+  // Plain renewals, JSON and form (Pi's own shapes), rebuilt by the
+  // filter: the real refresh token, the parameters as read, its own type.
   CHECK(kind(R"({"grant_type":"refresh_token","client_id":"c","refresh_token":")" + ph + "\"}") == kRenewal);
   CHECK(kind("grant_type=refresh_token&refresh_token=" + ph + "&client_id=c&scope=openid+profile") == kRenewal);
+  auto json_renewal = ex.request_body(
+      "platform.claude.com", "/v1/oauth/token",
+      "{ \"grant_type\": \"refresh_token\",\n \"client_id\": \"c\", \"refresh_token\": \"" + ph + "\" }", {});
+  REQUIRE(json_renewal);
+  CHECK(json_renewal->body == R"({"grant_type":"refresh_token","client_id":"c","refresh_token":")" + kRefresh + "\"}");
+  CHECK(json_renewal->content_type == "application/json");
+  auto form_renewal = ex.request_body("platform.claude.com", "/v1/oauth/token",
+                                      "grant_type=refresh_token&refresh_token=" + ph + "&resource=urn%3Ax", {});
+  REQUIRE(form_renewal);
+  CHECK(form_renewal->body == "grant_type=refresh_token&refresh_token=" + kRefresh + "&resource=urn%3Ax");
+  CHECK(form_renewal->content_type == "application/x-www-form-urlencoded");
+  // In the query, a server may read another grant first: a login.
+  auto queried = ex.request_body("platform.claude.com", "/v1/oauth/token?grant_type=authorization_code&code=X",
+                                 "grant_type=refresh_token&refresh_token=" + ph, {});
+  REQUIRE(queried);
+  CHECK(queried->kind == pj::credentials::ExchangeKind::login);
+  CHECK(queried->content_type.empty());
   // A second grant_type, however spelled, or a code: a server reads
   // whichever it likes, so these are logins (held for consent).
   for (const std::string& body :
@@ -862,23 +880,37 @@ TEST_CASE("token exchange: a renewal's body says one grant_type plainly, else th
         R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","code":"X"})",
         R"({"grant_type":"refresh_token","refresh_token":")" + ph +
             R"(","x":"&grant_type=authorization_code&code=X&z="})",
-        R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","x":"&grant_type=authorization_code"})"}) {
+        R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","x":"&grant_type=authorization_code"})",
+        // The placeholder beside the jail's own refresh token.
+        R"({"grant_type":"refresh_token","refresh_token":"sk-ant-ort01-ATTACKERown0123","state":")" + ph + "\"}",
+        "grant_type=refresh_token&refresh_token=sk-ant-ort01-ATTACKERown0123&client_id=c&x=" + ph,
+        // Names in another case, a BOM, UTF-16, multipart.
+        R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","Grant_Type":"authorization_code"})",
+        "\xEF\xBB\xBF{\"grant_type\":\"refresh_token\",\"refresh_token\":\"" + ph + "\"}",
+        std::string("\0{\0\"", 4) + "grant_type=refresh_token&refresh_token=" + ph,
+        "--B\r\nContent-Disposition: form-data; name=\"grant_type\"\r\n\r\nauthorization_code\r\n--B--&grant_type="
+        "refresh_token&refresh_token=" +
+            ph,
+        // Not a string, or nothing but the grant.
+        R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","client_id":["c"]})",
+        "grant_type=refresh_token&refresh_token=" + ph + "&client_id", std::string("grant_type=refresh_token")}) {
     CAPTURE(body);
     CHECK(kind(body) == pj::credentials::ExchangeKind::login);
   }
 }
 
-TEST_CASE("token exchange: another spelling of the token endpoint's path is the token endpoint") {
+TEST_CASE("token exchange: another spelling of the token endpoint's path, or more after it, is the token endpoint") {
   OAuthExchange ex(std::make_shared<Table>(), pi_settings(), "", nullptr);
   for (const char* path :
        {"/v1/oauth/token", "/v1/oauth/token/", "//v1/oauth/token", "/v1//oauth/token", "/v1/%6fauth/token",
         "/v1/oauth/token;x=1", "/V1/OAuth/Token", "/v1/./oauth/token", "/x/../v1/oauth/token", "/v1/oauth/token?x=1",
-        "/v1\\oauth\\token", "https://platform.claude.com/v1/oauth/token"}) {
+        "/v1\\oauth\\token", "https://platform.claude.com/v1/oauth/token", "/v1/oauth/token.json", "/v1/oauth/token.",
+        "/v1/oauth/token%00", "/v1/oauth/token%e2%80%8b", "/v1/oauth%2Ftoken", "/v1/oauth/tokens"}) {
     CAPTURE(path);
     CHECK(ex.is_token_endpoint("platform.claude.com", path));
   }
-  CHECK_FALSE(ex.is_token_endpoint("platform.claude.com", "/v1/oauth/tokens"));
   CHECK_FALSE(ex.is_token_endpoint("platform.claude.com", "/v1/oauth"));
+  CHECK_FALSE(ex.is_token_endpoint("platform.claude.com", "/v1/oauth/x/token"));
   CHECK_FALSE(ex.is_token_endpoint("platform.claude.com", "/v1/oauth/token/x"));
 }
 
@@ -1072,12 +1104,28 @@ TEST_CASE("token exchange: Copilot's token GET renews only with the current GitH
   REQUIRE(jail);
   const std::string gh_ph = *json::parse(*jail)->find("github-copilot")->find("refresh")->as_string();
   OAuthExchange ex(table, pi_settings(), "", nullptr);
-  auto renew = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {gh_ph});
+  // As the filter sees it: the placeholder substituted in the one Authorization field.
+  const std::string real = "ghu_REALgithubTOKEN0123456789abcdef";
+  auto renew = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {gh_ph}, {"Bearer " + real});
   REQUIRE(renew);
   CHECK(renew->kind == pj::credentials::ExchangeKind::renewal);
+  CHECK(ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {gh_ph}, {"token " + real})->kind ==
+        pj::credentials::ExchangeKind::renewal);
   auto other = ex.request_body("api.github.com", "/copilot_internal/v2/token", "", {});
   REQUIRE(other);
   CHECK(other->kind == pj::credentials::ExchangeKind::login);
+  // A second Authorization field (a server reads the first or the last),
+  // the placeholder in another field, a query, or more than the token: logins.
+  for (const auto& [path, fields] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"/copilot_internal/v2/token", {"Bearer gho_ATTACKER0123456789", "Bearer " + real}},
+           {"/copilot_internal/v2/token", {"Bearer " + real, "Bearer gho_ATTACKER0123456789"}},
+           {"/copilot_internal/v2/token", {"Bearer gho_ATTACKER0123456789"}},
+           {"/copilot_internal/v2/token", {"Bearer " + real + " x"}},
+           {"/copilot_internal/v2/token", {"Basic " + real}},
+           {"/copilot_internal/v2/token?token=gho_ATTACKER", {"Bearer " + real}}}) {
+    CAPTURE(path);
+    CHECK(ex.request_body("api.github.com", path, "", {gh_ph}, fields)->kind == pj::credentials::ExchangeKind::login);
+  }
   // The device login's exchange is always a login.
   auto device = ex.request_body("github.com", "/login/oauth/access_token", "grant_type=refresh_token", {gh_ph});
   REQUIRE(device);

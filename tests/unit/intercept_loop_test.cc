@@ -166,11 +166,12 @@ public:
   std::string seen_encoding, seen_body;
   bool is_token_endpoint(std::string_view, std::string_view path) const override { return path == "/v1/oauth/token"; }
   util::Result<credentials::ExchangeRequest> request_body(std::string_view, std::string_view, std::string_view body,
+                                                          const std::vector<std::string>&,
                                                           const std::vector<std::string>&) override {
     std::string b(body);
     auto at = b.find("PH_REFRESH");
     if (at == std::string::npos) return util::Error::invalid("no refresh placeholder");
-    return credentials::ExchangeRequest{b.replace(at, 10, "REAL_REFRESH"), credentials::ExchangeKind::renewal};
+    return credentials::ExchangeRequest{b.replace(at, 10, "REAL_REFRESH"), credentials::ExchangeKind::renewal, ""};
   }
   util::Result<std::string> response_body(std::string_view, std::string_view, int, std::string_view ce,
                                           std::string_view body, credentials::ExchangeKind) override {

@@ -231,7 +231,7 @@ TEST_CASE("the host's Meta login re-mints its API key in the jail as the provide
   CHECK(b->hosts == std::vector<BoundHost>{{"api.meta.ai", 443}, {"auth.meta.com", 443}});
   CHECK(b->carriage == Carriage::token_exchange);
   CHECK(b->header == "Authorization");
-  auto mint = rig.ex->request_body("api.meta.ai", "/muse-code/key", "{}", {identity->first});
+  auto mint = rig.ex->request_body("api.meta.ai", "/muse-code/key", "{}", {identity->first}, {"Bearer " + b->real});
   REQUIRE(mint);
   CHECK(mint->kind == ExchangeKind::renewal);
   auto out = rig.ex->response_body("api.meta.ai", "/muse-code/key", 200, "",
