@@ -372,6 +372,8 @@ std::optional<ExchangeRequest> renewal_request(const TokenEndpoint& t, std::stri
     case Renewal::refresh_grant: {
       auto b = renewal_body(body);
       if (!b || (*b)["grant_type"] != "refresh_token" || (*b)["refresh_token"] != current->first) return std::nullopt;
+      for (const auto& [name, value] : b->params)  // the placeholder in refresh_token alone
+        if (name != "refresh_token" && value.find(current->first) != std::string::npos) return std::nullopt;
       return ExchangeRequest{b->rebuilt(bound->real), ExchangeKind::renewal,
                              b->json ? "application/json" : "application/x-www-form-urlencoded"};
     }

@@ -884,6 +884,7 @@ TEST_CASE("token exchange: a renewal's body says one grant_type plainly, else th
         // The placeholder beside the jail's own refresh token.
         R"({"grant_type":"refresh_token","refresh_token":"sk-ant-ort01-ATTACKERown0123","state":")" + ph + "\"}",
         "grant_type=refresh_token&refresh_token=sk-ant-ort01-ATTACKERown0123&client_id=c&x=" + ph,
+        "grant_type=refresh_token&refresh_token=" + ph + "&client_id=" + ph,
         // Names in another case, a BOM, UTF-16, multipart.
         R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","Grant_Type":"authorization_code"})",
         "\xEF\xBB\xBF{\"grant_type\":\"refresh_token\",\"refresh_token\":\"" + ph + "\"}",
