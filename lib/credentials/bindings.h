@@ -100,6 +100,10 @@ public:
   // Whether `host` (bound, normalised) and the request's path are a token
   // endpoint.
   virtual bool is_token_endpoint(std::string_view host, std::string_view path) const = 0;
+  // Whether the path is the endpoint's own, byte for byte: the only
+  // request a refresh token is carried in (another spelling may reach
+  // another resource; its response is rewritten all the same).
+  virtual bool is_exact_token_endpoint(std::string_view host, std::string_view path) const = 0;
   // The request body with the jail's placeholders for refresh tokens
   // replaced by the real ones, and what the exchange is (`header_placeholders`:
   // the placeholders substituted in the request's headers;

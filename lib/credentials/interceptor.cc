@@ -510,8 +510,9 @@ struct InterceptConn {
       req.start = method + " " + path + " " + version;
       TokenExchange* ex = owner.intercept_.exchange.get();
       bool exchange = ex && ex->is_token_endpoint(h.host, path);
+      const bool carries_refresh = exchange && ex->is_exact_token_endpoint(h.host, path);
       Substitution sub = substitute(req, bindings, bound_name(), port,
-                                    exchange ? RequestKind::token_exchange : RequestKind::api, h.wire);
+                                    carries_refresh ? RequestKind::token_exchange : RequestKind::api, h.wire);
       if (sub.refused) {
         credential_refusal(sub.refused_why);
         return answer(403, "refused: " + sub.refused_why);
@@ -575,7 +576,10 @@ struct InterceptConn {
           return answer(403, "refused: " + rewritten.error().message());
         }
         exchange_kind = rewritten->kind;
-        if (!rewritten->content_type.empty()) req.set("Content-Type", rewritten->content_type);
+        if (!rewritten->content_type.empty()) {  // the filter's own body: plain, of its own type
+          req.set("Content-Type", rewritten->content_type);
+          req.erase("Content-Encoding");
+        }
         req.erase("Transfer-Encoding");
         req.set("Content-Length", std::to_string(rewritten->body.size()));
         if (!to_server(req.serialise() + rewritten->body)) return answer_desync();

@@ -421,6 +421,11 @@ bool OAuthExchange::is_token_endpoint(std::string_view host, std::string_view pa
   return endpoint(host, path) != nullptr;
 }
 
+bool OAuthExchange::is_exact_token_endpoint(std::string_view host, std::string_view path) const {
+  const TokenEndpoint* t = endpoint(host, path);
+  return t && path == t->path;
+}
+
 util::Result<ExchangeRequest> OAuthExchange::request_body(std::string_view host, std::string_view path,
                                                           std::string_view body,
                                                           const std::vector<std::string>& header_placeholders,
@@ -428,9 +433,22 @@ util::Result<ExchangeRequest> OAuthExchange::request_body(std::string_view host,
   const TokenEndpoint* t = endpoint(host, path);
   if (!t) return Error::invalid("not a token endpoint");
   if (body.size() > kMaxTokenBody) return Error::invalid("the token request body is too large");
-  if (auto renewal = renewal_request(*t, path, body, header_placeholders, authorization, *table_))
-    return std::move(*renewal);
-  // A login: the placeholders bound here (a login's own refresh token) become the real values.
+  // A credential goes only to the endpoint itself, spelt as the
+  // provider's clients spell it: another spelling (which a server may
+  // route to content the jail controls) is rewritten like a login, and
+  // carries none.
+  const bool exact = path == t->path;
+  if (exact)
+    if (auto renewal = renewal_request(*t, path, body, header_placeholders, authorization, *table_))
+      return std::move(*renewal);
+  // A login: the placeholders bound here (a login's own refresh token)
+  // become the real values; the host's refresh token is never spent on
+  // one (the provider may rotate it, leaving the host's dead).
+  // (Every placeholder that ever stood for a refresh token of the host's
+  // or of a renewal: a login inside leaves the host's still valid.)
+  std::vector<std::string> host_refresh;
+  for (const auto& i : table_->issued())
+    if (i.slot.field == "refresh" && i.origin != Origin::login) host_refresh.push_back(i.placeholder);
   std::string out(body);
   const bool is_json =
       body.find_first_not_of(" \t\r\n") != std::string_view::npos && body[body.find_first_not_of(" \t\r\n")] == '{';
@@ -439,6 +457,16 @@ util::Result<ExchangeRequest> OAuthExchange::request_body(std::string_view host,
     if (!bound_to(b, host))
       return Error::invalid(fmt::format("the token request carries the placeholder of {}, which is not bound to {}",
                                         b.name, util::printable(host)));
+    if (!exact)
+      return Error::invalid(
+          fmt::format("the token request to {} carries the placeholder of {}: a credential goes "
+                      "only to {} itself, spelt so",
+                      util::printable(path.substr(0, 256)), b.name, t->path));
+    if (std::find(host_refresh.begin(), host_refresh.end(), b.placeholder) != host_refresh.end())
+      return Error::invalid(fmt::format(
+          "the token request carries the host's refresh token ({}) but is not plainly the provider's renewal "
+          "(pi-jail.toml(5), [credentials]): refused, so that it is not spent on another exchange",
+          b.name));
     std::string real;
     if (is_json) {
       real = util::json_escape(b.real);
@@ -618,13 +646,14 @@ util::Status OAuthExchange::accept(const ExchangeReport& e) {
     return Error::invalid(fmt::format("token report for {}{}: entry {} is not the endpoint's ({})",
                                       util::printable(e.host), util::printable(e.path), e.entry, t->id));
   if (auto st = check_report(e, *t); !st) return st;
-  // A renewal only where renewal_request could have found one, and not
-  // over and over.
+  // A renewal only where renewal_request could have found one (the
+  // endpoint's own path), and not over and over.
   const auto now = std::chrono::steady_clock::now();
   auto current = table_->current_in(Slot{t->id, "refresh"});
   auto last = std::find_if(renewed_.begin(), renewed_.end(), [&](const auto& r) { return r.first == t->id; });
-  const bool renewal = e.kind == ExchangeKind::renewal && current && current->second != Origin::login &&
-                       t->renewal != Renewal::none && (last == renewed_.end() || now - last->second >= kRenewalGap);
+  const bool renewal = e.kind == ExchangeKind::renewal && e.path == t->path && current &&
+                       current->second != Origin::login && t->renewal != Renewal::none &&
+                       (last == renewed_.end() || now - last->second >= kRenewalGap);
   if (renewal && e.ok) {
     if (last == renewed_.end())
       renewed_.emplace_back(t->id, now);

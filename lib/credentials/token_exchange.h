@@ -115,6 +115,7 @@ public:
                 std::function<void(const std::string&)> warn, std::shared_ptr<HeldLogins> held = nullptr);
 
   bool is_token_endpoint(std::string_view host, std::string_view path) const override;
+  bool is_exact_token_endpoint(std::string_view host, std::string_view path) const override;
   util::Result<ExchangeRequest> request_body(std::string_view host, std::string_view path, std::string_view body,
                                              const std::vector<std::string>& header_placeholders,
                                              const std::vector<std::string>& authorization = {}) override;

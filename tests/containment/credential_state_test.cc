@@ -578,9 +578,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a login through another spelling of the token path, or a renewal with a second grant_type, another "
-    "account's refresh token or a query, is a login: placeholders inside, the host's auth.json untouched without "
-    "consent") {
+    "a login through another spelling of the token path is a login; the host's refresh token beside a second "
+    "grant_type, another account's refresh token or a query is refused: placeholders inside, the host's "
+    "auth.json untouched") {
   Sandbox sb;
   host_auth(sb);
   const std::string before = read_file(sb.home + "/.pi/agent/auth.json");
@@ -607,7 +607,9 @@ TEST_CASE(
           "/v1/oauth/token; echo; " + form +
           "--data \"grant_type=refresh_token&refresh_token=sk-ant-ort01-OTHERACCOUNTrefresh0123&x=$r\" " + ts.url +
           "/v1/oauth/token; echo; " + form + "--data \"grant_type=refresh_token&refresh_token=$r\" '" + ts.url +
-          "/v1/oauth/token?grant_type=authorization_code&code=jails'",
+          "/v1/oauth/token?grant_type=authorization_code&code=jails'; echo; " + form +
+          "--path-as-is --data \"grant_type=refresh_token&refresh_token=$r\" '" + ts.url +
+          "/u/a%5C..%5C..%5Cv1%5Coauth%5Ctoken'",
       ts.opts);
   CAPTURE(o.err);
   CAPTURE(o.out);
@@ -616,15 +618,28 @@ TEST_CASE(
   CAPTURE(seen);
   CHECK(seen.find("POST /v1/oauth/token/ ") != std::string::npos);
   CHECK(seen.find("POST //v1/oauth/token ") != std::string::npos);
-  CHECK(seen.find("grant%5Ftype=authorization_code") != std::string::npos);
-  CHECK(seen.find("refresh_token=sk-ant-ort01-OTHERACCOUNT") != std::string::npos);
-  CHECK(seen.find("?grant_type=authorization_code&code=jails") != std::string::npos);
-  // Five token responses, each with placeholders only.
+  // The four that carry the host's refresh placeholder are refused
+  // before anything goes out: its real token reached no server.
+  CHECK(seen.find("grant%5Ftype") == std::string::npos);
+  CHECK(seen.find("OTHERACCOUNT") == std::string::npos);
+  CHECK(seen.find("code=jails") == std::string::npos);
+  CHECK(seen.find(kRefresh) == std::string::npos);
+  size_t refused = 0;
+  for (size_t at = o.out.find("is not plainly the provider's renewal"); at != std::string::npos;
+       at = o.out.find("is not plainly the provider's renewal", at + 1))
+    ++refused;
+  CHECK(refused == 2);
+  // Another spelling of the path (a server may route it to content the
+  // jail controls), or a query: the real token goes nowhere either.
+  CHECK(o.out.find("goes only to /v1/oauth/token itself") != std::string::npos);
+  CHECK(o.out.find("/u/a%5C..%5C..%5Cv1%5Coauth%5Ctoken carries the placeholder") != std::string::npos);
+  CHECK(seen.find("/u/a") == std::string::npos);
+  // Two token responses (the logins), each with placeholders only.
   size_t answers = 0;
   for (size_t at = o.out.find("\"access_token\": \"sk-ant-oat01-"); at != std::string::npos;
        at = o.out.find("\"access_token\": \"sk-ant-oat01-", at + 1))
     ++answers;
-  CHECK(answers == 5);
+  CHECK(answers == 2);
   CHECK(o.out.find(new_access.substr(13)) == std::string::npos);
   CHECK(o.out.find(new_refresh.substr(13)) == std::string::npos);
   // No terminal: the logins are not written back; the host's file is as it was.

@@ -838,7 +838,7 @@ TEST_CASE("token exchange: a refresh_token grant without the current placeholder
   CHECK(rig.held->list().size() == 1);
 }
 
-TEST_CASE("token exchange: a renewal's body says one grant_type plainly, else the exchange is a login") {
+TEST_CASE("token exchange: a renewal says plainly it is one, at the endpoint's own path; else never a renewal") {
   ExchangeRig rig;
   OAuthExchange ex(rig.table, pi_settings(), rig.dir, nullptr, rig.held);
   auto kind = [&](const std::string& body) {
@@ -862,14 +862,26 @@ TEST_CASE("token exchange: a renewal's body says one grant_type plainly, else th
   REQUIRE(form_renewal);
   CHECK(form_renewal->body == "grant_type=refresh_token&refresh_token=" + kRefresh + "&resource=urn%3Ax");
   CHECK(form_renewal->content_type == "application/x-www-form-urlencoded");
-  // In the query, a server may read another grant first: a login.
-  auto queried = ex.request_body("platform.claude.com", "/v1/oauth/token?grant_type=authorization_code&code=X",
-                                 "grant_type=refresh_token&refresh_token=" + ph, {});
-  REQUIRE(queried);
-  CHECK(queried->kind == pj::credentials::ExchangeKind::login);
-  CHECK(queried->content_type.empty());
+  // With a query (a server may read another grant there first), or at
+  // another spelling of the path (a server may route it elsewhere), the
+  // host's refresh token goes nowhere: refused.
+  for (const char* path : {"/v1/oauth/token?grant_type=authorization_code&code=X", "/v1/oauth/token/",
+                           "/u/a%5C..%5C..%5Cv1%5Coauth%5Ctoken"}) {
+    CAPTURE(path);
+    auto elsewhere = ex.request_body("platform.claude.com", path, "grant_type=refresh_token&refresh_token=" + ph, {});
+    REQUIRE_FALSE(elsewhere);
+    CHECK(elsewhere.error().message().find("goes only to /v1/oauth/token itself") != std::string::npos);
+  }
+  // Without a placeholder, another spelling is a login all the same.
+  auto spelt = ex.request_body("platform.claude.com", "/v1/oauth/token/",
+                               R"({"grant_type":"authorization_code","code":"X"})", {});
+  REQUIRE(spelt);
+  CHECK(spelt->kind == pj::credentials::ExchangeKind::login);
+  CHECK(spelt->content_type.empty());
   // A second grant_type, however spelled, or a code: a server reads
-  // whichever it likes, so these are logins (held for consent).
+  // whichever it likes, so these are not renewals; carrying the host's
+  // refresh token, they are refused (it would be spent on another
+  // exchange), and without it they are logins (held for consent).
   for (const std::string& body :
        {"grant_type=refresh_token&refresh_token=" + ph + "&grant%5Ftype=authorization_code&code=X&code_verifier=V",
         "grant%5Ftype=authorization_code&grant_type=refresh_token&refresh_token=" + ph,
@@ -896,7 +908,15 @@ TEST_CASE("token exchange: a renewal's body says one grant_type plainly, else th
         R"({"grant_type":"refresh_token","refresh_token":")" + ph + R"(","client_id":["c"]})",
         "grant_type=refresh_token&refresh_token=" + ph + "&client_id", std::string("grant_type=refresh_token")}) {
     CAPTURE(body);
-    CHECK(kind(body) == pj::credentials::ExchangeKind::login);
+    auto r = ex.request_body("platform.claude.com", "/v1/oauth/token", body, {});
+    if (body.find(ph) != std::string::npos) {
+      REQUIRE_FALSE(r);
+      CHECK(r.error().message().find("is not plainly the provider's renewal") != std::string::npos);
+      CHECK(r.error().message().find(kRefresh) == std::string::npos);
+    } else {
+      REQUIRE(r);
+      CHECK(r->kind == pj::credentials::ExchangeKind::login);
+    }
   }
 }
 
@@ -1091,6 +1111,18 @@ TEST_CASE("token exchange in the filter process: a renewal the supervisor cannot
   // login inside the jail: the host's file is not written.
   x.rig.table->add_slot(x.rig.refresh_ph, Slot{"anthropic", "refresh"}, Origin::login);
   REQUIRE(x.supervisor.accept(x.renewal()));
+  CHECK(x.rig.host_now() == x.rig.host_before);
+  REQUIRE(x.rig.held->list().size() == 1);
+  CHECK(x.rig.held->list()[0].id == "anthropic");
+}
+
+TEST_CASE("token exchange in the filter process: a renewal reported at another spelling of the path is held") {
+  SplitExchange x;
+  // A filter that says renewal for a path a server may route elsewhere
+  // (its response is no renewal's): the host's file is not written.
+  ExchangeReport e = x.renewal();
+  e.path = "/u/a%5C..%5C..%5Cv1%5Coauth%5Ctoken";
+  REQUIRE(x.supervisor.accept(e));
   CHECK(x.rig.host_now() == x.rig.host_before);
   REQUIRE(x.rig.held->list().size() == 1);
   CHECK(x.rig.held->list()[0].id == "anthropic");

@@ -165,6 +165,9 @@ public:
   std::string reply = R"({"access_token":"PH_NEW_ACCESS"})";  // the rewritten response body
   std::string seen_encoding, seen_body;
   bool is_token_endpoint(std::string_view, std::string_view path) const override { return path == "/v1/oauth/token"; }
+  bool is_exact_token_endpoint(std::string_view host, std::string_view path) const override {
+    return is_token_endpoint(host, path);
+  }
   util::Result<credentials::ExchangeRequest> request_body(std::string_view, std::string_view, std::string_view body,
                                                           const std::vector<std::string>&,
                                                           const std::vector<std::string>&) override {
