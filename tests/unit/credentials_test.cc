@@ -1149,15 +1149,18 @@ TEST_CASE("token exchange: Copilot's token GET renews only with the current GitH
   CHECK(other->kind == pj::credentials::ExchangeKind::login);
   // A second Authorization field (a server reads the first or the last),
   // the placeholder in another field, a query, or more than the token: logins.
-  for (const auto& [path, fields] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+  for (const auto& c : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"/copilot_internal/v2/token", {"Bearer gho_ATTACKER0123456789", "Bearer " + real}},
            {"/copilot_internal/v2/token", {"Bearer " + real, "Bearer gho_ATTACKER0123456789"}},
            {"/copilot_internal/v2/token", {"Bearer gho_ATTACKER0123456789"}},
            {"/copilot_internal/v2/token", {"Bearer " + real + " x"}},
            {"/copilot_internal/v2/token", {"Basic " + real}},
            {"/copilot_internal/v2/token?token=gho_ATTACKER", {"Bearer " + real}}}) {
+    const std::string& path = c.first;  // a structured binding cannot be captured (CAPTURE) in C++20
     CAPTURE(path);
-    CHECK(ex.request_body("api.github.com", path, "", {gh_ph}, fields)->kind == pj::credentials::ExchangeKind::login);
+    auto r = ex.request_body("api.github.com", path, "", {gh_ph}, c.second);
+    REQUIRE(r);
+    CHECK(r->kind == pj::credentials::ExchangeKind::login);
   }
   // The device login's exchange is always a login.
   auto device = ex.request_body("github.com", "/login/oauth/access_token", "grant_type=refresh_token", {gh_ph});
