@@ -25,9 +25,9 @@
 #include "netproxy/http1.h"
 #include "netproxy/protocol.h"
 #include "netproxy/rules.h"
-#include "util/secret.h"
 #include "util/bounded_io.h"
 #include "util/escape.h"
+#include "util/secret.h"
 
 namespace pj::credentials {
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "credentials/substitution.h"
+#include "netproxy/http1.h"
 #include "util/json.h"
 #include "util/json_value.h"
 #include "util/escape.h"
@@ -312,13 +313,19 @@ struct RenewalBody {
   }
 };
 
+// Whether a token request's body is JSON (else a form): its first
+// non-space byte opens an object.
+bool json_body(std::string_view body) {
+  const size_t first = body.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && body[first] == '{';
+}
+
 std::optional<RenewalBody> renewal_body(std::string_view body) {
   if (!std::all_of(body.begin(), body.end(),
                    [](char c) { return (c >= 0x20 && c <= 0x7e) || c == '\t' || c == '\r' || c == '\n'; }))
     return std::nullopt;  // a BOM, UTF-16, NULs: not plainly either
   RenewalBody out;
-  const size_t first = body.find_first_not_of(" \t\r\n");
-  if (first != std::string_view::npos && body[first] == '{') {
+  if (json_body(body)) {
     out.json = true;
     auto doc = json::parse(body);  // refuses duplicate names
     if (!doc || !doc->as_object()) return std::nullopt;
@@ -384,9 +391,8 @@ std::optional<ExchangeRequest> renewal_request(const TokenEndpoint& t, std::stri
       const std::string& a = authorization.front();
       const size_t space = a.find(' ');
       if (space == std::string::npos || std::string_view(a).substr(space + 1) != bound->real) return std::nullopt;
-      std::string scheme = a.substr(0, space);
-      for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (scheme != "bearer" && scheme != "token") return std::nullopt;
+      const std::string_view scheme = std::string_view(a).substr(0, space);
+      if (!netproxy::http1::iequal(scheme, "Bearer") && !netproxy::http1::iequal(scheme, "token")) return std::nullopt;
       return ExchangeRequest{std::string(body), ExchangeKind::renewal, ""};
     }
     case Renewal::none: return std::nullopt;
@@ -450,8 +456,7 @@ util::Result<ExchangeRequest> OAuthExchange::request_body(std::string_view host,
   for (const auto& i : table_->issued())
     if (i.slot.field == "refresh" && i.origin != Origin::login) host_refresh.push_back(i.placeholder);
   std::string out(body);
-  const bool is_json =
-      body.find_first_not_of(" \t\r\n") != std::string_view::npos && body[body.find_first_not_of(" \t\r\n")] == '{';
+  const bool is_json = json_body(body);
   for (const auto& b : table_->snapshot()) {
     if (out.find(b.placeholder) == std::string::npos) continue;
     if (!bound_to(b, host))
