@@ -106,9 +106,10 @@ private:
   Jail jail_;
   util::UniqueFd sfd_;
   const std::function<void()>& once_ended_;
-  bool ended_ = false;        // init said kControlEnded
-  bool init_gone_ = false;    // its pidfd said it exited
-  bool filter_gone_ = false;  // the filter process ended or broke the protocol
+  bool ended_ = false;           // init said kControlEnded
+  bool init_gone_ = false;       // its pidfd said it exited
+  bool filter_gone_ = false;     // the filter process ended or broke the protocol
+  bool mapped_by_page_ = false;  // util::map_code_by_page(), at the filter's first message
   InitControl control_;
   Supervision core_;                       // signals, --timeout, --grace, the terminal
   std::vector<util::UniqueFd> listeners_;  // as they arrive, in batches
@@ -315,7 +316,18 @@ RunOutcome Supervisor::run() {
     }
     if (fds[3].revents) on_control();
     if (fds[4].revents & POLLIN) proxy_->run_once();
+    // The filter's first message since it was ready (a connection's
+    // decision, a name to look up): the jail uses the network, and this
+    // process serves it for as long as the run lasts; once the message is
+    // handled (a name is looked up meanwhile), it maps its code a page at
+    // a time (util::map_code_by_page()). Not before: a command that never
+    // connects would pay the milliseconds for nothing.
+    const bool first_message = (fds[5].revents & POLLIN) && !mapped_by_page_ && filter_->ready();
     if (fds[5].revents || fds[6].revents || fds[7].revents) on_filter();
+    if (first_message) {
+      util::map_code_by_page();
+      mapped_by_page_ = true;
+    }
     // After the filter's messages: it may have said a listener is closed.
     if (logins_ && filter_ && !filter_gone_) logins_->on_poll(LoginCallbacks::Clock::now());
     if (proxy_ && opts_.refusals) opts_.refusals->update(proxy_->decisions());

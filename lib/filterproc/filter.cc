@@ -334,6 +334,7 @@ struct LaterTls {
   }
 
   util::Result<std::unique_ptr<credentials::TlsAuthority>> make() {
+    before_tls();
     credentials::UpstreamTrust up;
     if (extra.fd.valid()) {
       auto pem = util::read_checked_file(extra.fd.get(), extra.size, kMaxAnchorsFile, extra.what);

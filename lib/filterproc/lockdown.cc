@@ -228,6 +228,8 @@ void release_startup() {
   util::drop_startup_pages();
 }
 
+void before_tls() { util::map_code_by_page(); }
+
 #ifdef PJ_TEST_SWITCHES
 filterlink::ProbeResult probe_lockdown(const std::string& home) {
   Probe p;

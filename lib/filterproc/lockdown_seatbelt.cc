@@ -27,6 +27,8 @@ util::Status lock_down(const LockdownLimits& limits) {
 
 void release_startup() {}
 
+void before_tls() {}
+
 #ifdef PJ_TEST_SWITCHES
 // What a Mac's Seatbelt would refuse the filter; under a stand-in for
 // sandbox-exec (the Linux wiring tests) every attempt succeeds.
