@@ -93,8 +93,6 @@ public:
   // Handle what is ready; never blocks. An error: the filter is gone or
   // broke the protocol (it is then killed): the run must end.
   util::Status on_ready();
-  // Whether it said it is ready (and then serves).
-  bool ready() const { return ready_; }
 
   // Tell the filter to stop, wait for it a bounded time, then kill it.
   void shutdown();

@@ -316,15 +316,14 @@ RunOutcome Supervisor::run() {
     }
     if (fds[3].revents) on_control();
     if (fds[4].revents & POLLIN) proxy_->run_once();
-    // The filter's first message since it was ready (a connection's
-    // decision, a name to look up): the jail uses the network, and this
-    // process serves it for as long as the run lasts; once the message is
-    // handled (a name is looked up meanwhile), it maps its code a page at
-    // a time (util::map_code_by_page()). Not before: a command that never
-    // connects would pay the milliseconds for nothing.
-    const bool first_message = (fds[5].revents & POLLIN) && !mapped_by_page_ && filter_->ready();
     if (fds[5].revents || fds[6].revents || fds[7].revents) on_filter();
-    if (first_message) {
+    // The filter's first message of the run (it said ready before this
+    // loop; now a name to look up, a connection's decision): the jail uses
+    // the network, and this process serves it for as long as the run
+    // lasts; from here on it maps its code a page at a time
+    // (util::map_code_by_page()). Not before: a command that never
+    // connects would pay the milliseconds for nothing.
+    if (!mapped_by_page_ && (fds[5].revents & POLLIN) && !filter_gone_) {
       util::map_code_by_page();
       mapped_by_page_ = true;
     }

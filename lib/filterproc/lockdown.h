@@ -48,8 +48,7 @@ void release_startup();
 // (Linux) its code is mapped a page at a time from then on
 // (util::map_code_by_page()). A handshake each way and a certificate check
 // run code spread over all of OpenSSL, which the kernel would otherwise
-// map 64 KiB around each page: 4.4-4.9 MiB of pi-jail's code resident,
-// 2.2 MiB a page at a time.
+// map 64 KiB around each page: most of the filter's resident set.
 void before_tls();
 
 #ifdef PJ_TEST_SWITCHES

@@ -13,8 +13,8 @@ namespace pj::util {
 
 namespace {
 
-// Calls `f(start, end)` for each read-only segment (page-aligned, not
-// empty) of each mapped object but the vDSO and objects with text
+// Calls `f(start, end, page size)` for each read-only segment (its whole
+// pages, if any) of each mapped object but the vDSO and objects with text
 // relocations (their read-only pages were written by ld.so: pi-jail
 // itself is linked with -z text).
 template <typename F>
@@ -52,10 +52,21 @@ void drop_startup_pages() {
 }
 
 void map_code_by_page() {
-  for_each_read_only_segment([](uintptr_t start, uintptr_t end, uintptr_t page) {
+  bool failed = false;
+  for_each_read_only_segment([&failed](uintptr_t start, uintptr_t end, uintptr_t page) {
     ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
-    for (uintptr_t at = start; at + page <= end; at += 2 * page)
-      ::madvise(reinterpret_cast<void*>(at), page, MADV_RANDOM);
+    for (uintptr_t at = start; !failed && at + page <= end; at += 2 * page)
+      failed = ::madvise(reinterpret_cast<void*>(at), page, MADV_RANDOM) != 0;
+  });
+  // At the kernel's limit of mappings (vm.max_map_count), the process
+  // would have no room left for those it makes later (a thread's stack,
+  // a large allocation): whole again.
+  if (failed) map_code_whole();
+}
+
+void map_code_whole() {
+  for_each_read_only_segment([](uintptr_t start, uintptr_t end, uintptr_t) {
+    ::madvise(reinterpret_cast<void*>(start), end - start, MADV_NORMAL);
   });
 }
 

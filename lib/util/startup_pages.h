@@ -23,13 +23,16 @@ void drop_startup_pages();
 // page of the read-only segments is marked MADV_RANDOM (which only stops
 // read-ahead of pages not cached), so that no two neighbouring pages
 // share one mapping; the segments leave the resident set first, as in
-// drop_startup_pages(). The cost: a kernel mapping record per page (about
-// 2,500 for pi-jail and libc), a few milliseconds of madvise(2) calls and
-// of unmapping at exit, a page fault per page of code run, and (measured
-// in the network filter substituting 256 MiB over TLS) about a tenth more
-// CPU time. Only madvise(2): callable under the filter's seccomp
-// allowlist. Its failures (a kernel's limit of mappings) leave more
-// mapped, nothing else.
+// drop_startup_pages(). The cost: a kernel mapping record per page, a few
+// madvise(2) calls per page pair, a page fault per page of code run, and
+// some CPU time in code that runs hot (the README has the figures). A
+// split that fails (the kernel's limit of mappings) is undone:
+// map_code_whole(). Only madvise(2): callable under the filter's seccomp
+// allowlist.
 void map_code_by_page();
+
+// The read-only segments as whole mappings again (MADV_NORMAL over each
+// merges its pages); their pages stay resident.
+void map_code_whole();
 
 }  // namespace pj::util

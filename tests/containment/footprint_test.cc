@@ -98,13 +98,12 @@ constexpr long kTogetherBoundKiB = 8 * 1024;  // not checked under ASan
 // While the filter substitutes a credential over TLS too: OpenSSL's code
 // that a handshake each way and the server's certificate check run is
 // scattered over pi-jail's text, and the kernel would map 64 KiB of it
-// around each page touched (fault-around: about 4.8 MiB of the filter's
-// 8.5, 12-13 MiB together), but the filter maps its code a page at a
-// time before it makes its TLS, the supervisor once the jail's first
-// connection is reported (util::map_code_by_page()). The filter's own
-// memory is bounded apart: the heap (the TLS contexts, the system's
-// trust anchors kept as DER until a server needs one), the worker's
-// stack and relocated data.
+// around each page touched (fault-around), but the filter maps its code a
+// page at a time before it makes its TLS, the supervisor once the
+// filter's first message of the run is handled (util::map_code_by_page()).
+// The filter's own memory is bounded apart: the heap (the TLS contexts,
+// the system's trust anchors kept as DER until a server needs one), the
+// worker's stack and relocated data.
 [[maybe_unused]] constexpr long kSubstitutingFilterOwnBoundKiB = 1792;  // not checked under ASan
 
 // Let the command that waits for `go` in `ws` end, and check the largest

@@ -1,5 +1,6 @@
 // util::map_code_by_page: no two neighbouring pages of read-only code or
-// data share one mapping, so the kernel maps no page around one that runs.
+// data share one mapping, so the kernel maps no page around one that runs;
+// util::map_code_whole undoes it.
 #include <doctest/doctest.h>
 #include <link.h>
 #include <unistd.h>
@@ -56,10 +57,12 @@ std::vector<Range> mappings_within(const Range& r) {
 
 }  // namespace
 
-TEST_CASE("map_code_by_page leaves each page of read-only code and data a mapping of its own") {
+TEST_CASE(
+    "map_code_by_page leaves each page of read-only code and data a mapping of its own, map_code_whole "
+    "joins them again") {
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto segments = own_read_only_segments();
-  REQUIRE(segments.size() >= 2);  // at least the code and the read-only data
+  REQUIRE(!segments.empty());  // the code (with -z separate-code the read-only data too)
   // Before: the kernel keeps each segment in one mapping, or a few.
   size_t before = 0;
   for (const auto& s : segments) before += mappings_within(s).size();
@@ -76,4 +79,9 @@ TEST_CASE("map_code_by_page leaves each page of read-only code and data a mappin
   CAPTURE(before);
   CHECK(before < pages / 4);
   CHECK(after == pages);
+  // Whole again, as before (the rest of this process's tests run with it).
+  pj::util::map_code_whole();
+  size_t whole = 0;
+  for (const auto& s : segments) whole += mappings_within(s).size();
+  CHECK(whole == before);
 }
